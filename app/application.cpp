@@ -1,0 +1,94 @@
+#include "application.h"
+
+#include "agentdeckserver.h"
+#include "commandline.h"
+#include "unixsignals.h"
+
+#include <QCoreApplication>
+#include <QProcessEnvironment>
+
+#include <cstdio>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+
+void printErr(const QString &text)
+{
+    std::fputs(text.toLocal8Bit().constData(), stderr);
+    std::fflush(stderr);
+}
+
+int runHeadless(int argc, char *argv[], const Options &options)
+{
+    QCoreApplication app(argc, argv);
+    app.setApplicationName(u"agentdeck"_s);
+    app.setApplicationVersion(QStringLiteral(AGENTDECK_VERSION));
+
+    AgentDeckServer server(options.server);
+    QString error;
+    if (!server.start(&error)) {
+        printErr(u"agentdeck: "_s + error + u'\n');
+        return 1;
+    }
+    if (options.server.apiKeys.isEmpty() && options.server.address != QHostAddress::LocalHost
+        && options.server.address != QHostAddress::LocalHostIPv6)
+        printErr(u"agentdeck: warning: no session API key is configured and the server listens "
+                 "beyond loopback; anyone who can reach it can use it\n"_s);
+    printErr(u"listening on "_s + server.url().toString() + u'\n');
+
+    UnixSignals signals;
+    bool stopping = false;
+    QObject::connect(&signals, &UnixSignals::terminationRequested, &app, [&](int signal) {
+        if (stopping)
+            return;
+        stopping = true;
+        printErr(u"agentdeck: signal %1 received, stopping\n"_s.arg(signal));
+        QCoro::connect(server.stop(), &app, [&app] { app.exit(0); });
+    });
+    return app.exec();
+}
+
+bool hasDisplay()
+{
+    const auto env = QProcessEnvironment::systemEnvironment();
+    return env.contains(u"DISPLAY"_s) || env.contains(u"WAYLAND_DISPLAY"_s)
+           || env.value(u"QT_QPA_PLATFORM"_s) == u"offscreen"_s;
+}
+
+} // namespace
+
+int runApplication(int argc, char *argv[])
+{
+    qSetMessagePattern(u"%{time yyyy-MM-ddThh:mm:ss.zzz} %{if-debug}debug%{endif}%{if-info}info%{"
+                       "endif}%{if-warning}warning%{endif}%{if-critical}critical%{endif}%{if-"
+                       "fatal}fatal%{endif} %{category}: %{message}"_s);
+    QStringList arguments;
+    for (int i = 1; i < argc; ++i)
+        arguments.append(QString::fromLocal8Bit(argv[i]));
+
+    QString error, message;
+    const auto options = parseOptions(arguments, &error, &message);
+    if (!options) {
+        if (!error.isEmpty()) {
+            printErr(u"agentdeck: "_s + error + u"\nTry agentdeck --help.\n"_s);
+            return 2;
+        }
+        std::fputs(message.toLocal8Bit().constData(), stdout);
+        return 0;
+    }
+    if (options->mode == Mode::Headless)
+        return runHeadless(argc, argv, *options);
+    if (!hasDisplay()) {
+        printErr(u"agentdeck: no display found for the console. To run the server alone, use "
+                 "agentdeck --headless.\n"_s);
+        return 2;
+    }
+    printErr(u"agentdeck: the console is not part of this build yet; run agentdeck --headless "
+             "and use the HTTP API.\n"_s);
+    return 2;
+}
+
+} // namespace AgentDeck

@@ -1,0 +1,141 @@
+#include "commandline.h"
+
+#include <QCommandLineParser>
+#include <QProcessEnvironment>
+#include <QRegularExpression>
+#include <QStandardPaths>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+std::optional<std::chrono::milliseconds> parseDuration(const QString &text)
+{
+    static const QRegularExpression pattern(u"^(\\d+)(ms|s|m|h|d)?$"_s);
+    const auto match = pattern.match(text.trimmed());
+    if (!match.hasMatch())
+        return std::nullopt;
+    const qint64 value = match.captured(1).toLongLong();
+    const QString unit = match.captured(2);
+    using namespace std::chrono;
+    if (unit == u"ms"_s)
+        return milliseconds(value);
+    if (unit == u"m"_s)
+        return duration_cast<milliseconds>(minutes(value));
+    if (unit == u"h"_s)
+        return duration_cast<milliseconds>(hours(value));
+    if (unit == u"d"_s)
+        return duration_cast<milliseconds>(hours(24 * value));
+    return duration_cast<milliseconds>(seconds(value));
+}
+
+namespace {
+bool parseListen(const QString &text, ServerConfig &config)
+{
+    const qsizetype colon = text.lastIndexOf(u':');
+    if (colon <= 0)
+        return false;
+    QString host = text.left(colon);
+    if (host.startsWith(u'[') && host.endsWith(u']'))
+        host = host.mid(1, host.size() - 2);
+    bool ok = false;
+    const uint port = text.mid(colon + 1).toUInt(&ok);
+    if (!ok || port > 65535)
+        return false;
+    const QHostAddress address = host == u"localhost"_s ? QHostAddress(QHostAddress::LocalHost)
+                                                         : QHostAddress(host);
+    if (address.isNull())
+        return false;
+    config.address = address;
+    config.port = quint16(port);
+    return true;
+}
+} // namespace
+
+std::optional<Options> parseOptions(const QStringList &arguments, QString *error, QString *message)
+{
+    QCommandLineParser parser;
+    parser.setApplicationDescription(
+        u"AgentDeck: an agent server and the operator console that watches it."_s);
+    const QCommandLineOption help({u"h"_s, u"help"_s}, u"Show this help."_s);
+    const QCommandLineOption version(u"version"_s, u"Show the version."_s);
+    const QCommandLineOption headless(u"headless"_s, u"Run the server as a daemon, without a window."_s);
+    const QCommandLineOption connect(u"connect"_s, u"Watch the server at URL (console only)."_s,
+                                     u"URL"_s);
+    const QCommandLineOption listen(u"listen"_s,
+                                    u"Address to listen on (default 127.0.0.1:8000; port 0 picks "
+                                    "a free one)."_s,
+                                    u"HOST:PORT"_s);
+    const QCommandLineOption dataDir(u"data-dir"_s, u"Where the catalog and workspaces live."_s,
+                                     u"DIR"_s);
+    const QCommandLineOption key(u"session-api-key"_s,
+                                 u"Require this key in X-Session-API-Key (repeatable; also "
+                                 "AGENTDECK_SESSION_API_KEYS, comma-separated)."_s,
+                                 u"KEY"_s);
+    const QCommandLineOption commandTimeout(u"command-timeout"_s,
+                                            u"Stop a command after this long (e.g. 10m; default: "
+                                            "no limit)."_s,
+                                            u"DURATION"_s);
+    const QCommandLineOption shutdownGrace(u"shutdown-grace"_s,
+                                           u"How long a graceful stop waits for runs to reach a "
+                                           "safe point (default 10s)."_s,
+                                           u"DURATION"_s);
+    const QCommandLineOption replicaId(u"replica-id"_s, u"Name of this server in /server_info."_s,
+                                       u"NAME"_s);
+    parser.addOptions({help, version, headless, connect, listen, dataDir, key, commandTimeout,
+                       shutdownGrace, replicaId});
+
+    if (!parser.parse(QStringList{u"agentdeck"_s} + arguments)) {
+        *error = parser.errorText();
+        return std::nullopt;
+    }
+    if (parser.isSet(help)) {
+        *message = parser.helpText();
+        return std::nullopt;
+    }
+    if (parser.isSet(version)) {
+        *message = u"agentdeck " AGENTDECK_VERSION "\n"_s;
+        return std::nullopt;
+    }
+    if (!parser.positionalArguments().isEmpty()) {
+        *error = u"unexpected argument \"%1\""_s.arg(parser.positionalArguments().first());
+        return std::nullopt;
+    }
+
+    Options options;
+    options.mode = parser.isSet(headless) ? Mode::Headless
+                   : parser.isSet(connect) ? Mode::Connect
+                                           : Mode::Console;
+    options.connectUrl = parser.value(connect);
+    if (parser.isSet(listen) && !parseListen(parser.value(listen), options.server)) {
+        *error = u"--listen takes HOST:PORT, e.g. 127.0.0.1:8000"_s;
+        return std::nullopt;
+    }
+    options.server.dataDir =
+        parser.isSet(dataDir)
+            ? parser.value(dataDir)
+            : QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation)
+                  + u"/agentdeck"_s;
+    options.server.apiKeys = parser.values(key);
+    const QString envKeys =
+        QProcessEnvironment::systemEnvironment().value(u"AGENTDECK_SESSION_API_KEYS"_s);
+    for (const QString &envKey : envKeys.split(u',', Qt::SkipEmptyParts))
+        options.server.apiKeys.append(envKey.trimmed());
+    for (const auto &[option, target] :
+         {std::pair{&commandTimeout, &options.server.commandTimeout},
+          std::pair{&shutdownGrace, &options.server.shutdownGrace}}) {
+        if (!parser.isSet(*option))
+            continue;
+        const auto duration = parseDuration(parser.value(*option));
+        if (!duration) {
+            *error = u"--%1 takes a duration such as 90s, 15m, 12h or 7d"_s.arg(
+                option->names().constFirst());
+            return std::nullopt;
+        }
+        *target = *duration;
+    }
+    options.server.replicaId = parser.value(replicaId);
+    return options;
+}
+
+} // namespace AgentDeck

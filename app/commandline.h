@@ -1,0 +1,27 @@
+#pragma once
+
+#include "serverconfig.h"
+
+#include <QStringList>
+
+#include <optional>
+
+namespace AgentDeck {
+
+enum class Mode { Console, Connect, Headless };
+
+struct Options
+{
+    Mode mode = Mode::Console;
+    ServerConfig server;
+    QString connectUrl;
+};
+
+// "90s", "15m", "12h", "7d" or plain seconds.
+std::optional<std::chrono::milliseconds> parseDuration(const QString &text);
+
+// Parses the arguments after the program name. On a mistake returns nullopt with a sentence in
+// *error; --help and --version fill *message and return nullopt with an empty *error.
+std::optional<Options> parseOptions(const QStringList &arguments, QString *error, QString *message);
+
+} // namespace AgentDeck

@@ -1,0 +1,133 @@
+#include "conversationfilter.h"
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+std::optional<bool> parseBool(const QString &text)
+{
+    if (text == u"true"_s || text == u"1"_s)
+        return true;
+    if (text == u"false"_s || text == u"0"_s)
+        return false;
+    return std::nullopt;
+}
+} // namespace
+
+bool ConversationFilter::matches(const ConversationInfo &info) const
+{
+    if (archive == ArchiveFilter::Active && info.isArchived())
+        return false;
+    if (archive == ArchiveFilter::Archived && !info.isArchived())
+        return false;
+    if (status && info.executionStatus != *status)
+        return false;
+    if (!text.isEmpty() && !info.title.contains(text, Qt::CaseInsensitive))
+        return false;
+    for (const TagFilter &tag : tags) {
+        const auto it = info.tags.constFind(tag.key);
+        if (it == info.tags.cend() || (tag.value && *it != *tag.value))
+            return false;
+    }
+    return true;
+}
+
+std::optional<ConversationFilter> ConversationFilter::fromQuery(const QUrlQuery &query,
+                                                                QString *error)
+{
+    ConversationFilter filter;
+    if (query.hasQueryItem(u"archived"_s)) {
+        const auto archived = parseBool(query.queryItemValue(u"archived"_s));
+        if (!archived) {
+            *error = u"archived must be true or false"_s;
+            return std::nullopt;
+        }
+        filter.archive = *archived ? ArchiveFilter::Archived : ArchiveFilter::Active;
+    }
+    // archive_filter is the more precise of the two and wins when both are given.
+    if (query.hasQueryItem(u"archive_filter"_s)) {
+        const QString value = query.queryItemValue(u"archive_filter"_s).toUpper();
+        if (value == u"ACTIVE"_s)
+            filter.archive = ArchiveFilter::Active;
+        else if (value == u"ARCHIVED"_s)
+            filter.archive = ArchiveFilter::Archived;
+        else if (value == u"ALL"_s)
+            filter.archive = ArchiveFilter::All;
+        else {
+            *error = u"archive_filter must be ACTIVE, ARCHIVED or ALL"_s;
+            return std::nullopt;
+        }
+    }
+    if (query.hasQueryItem(u"status"_s)) {
+        filter.status = executionStatusFromString(query.queryItemValue(u"status"_s));
+        if (!filter.status) {
+            *error = u"status must be one of idle, running, paused, waiting_for_confirmation, "
+                     "finished, error, stuck"_s;
+            return std::nullopt;
+        }
+    }
+    filter.text = query.queryItemValue(u"q"_s, QUrl::FullyDecoded);
+    for (const QString &tag : query.allQueryItemValues(u"tag"_s, QUrl::FullyDecoded)) {
+        const qsizetype colon = tag.indexOf(u':');
+        TagFilter tagFilter;
+        tagFilter.key = colon < 0 ? tag : tag.left(colon);
+        if (colon >= 0)
+            tagFilter.value = tag.mid(colon + 1);
+        if (tagFilter.key.isEmpty()) {
+            *error = u"tag must be \"key\" or \"key:value\""_s;
+            return std::nullopt;
+        }
+        filter.tags.append(tagFilter);
+    }
+    return filter;
+}
+
+void ConversationFilter::writeTo(QUrlQuery &query) const
+{
+    switch (archive) {
+    case ArchiveFilter::Active:
+        break;
+    case ArchiveFilter::Archived:
+        query.addQueryItem(u"archive_filter"_s, u"ARCHIVED"_s);
+        break;
+    case ArchiveFilter::All:
+        query.addQueryItem(u"archive_filter"_s, u"ALL"_s);
+        break;
+    }
+    if (status)
+        query.addQueryItem(u"status"_s, toString(*status));
+    if (!text.isEmpty())
+        query.addQueryItem(u"q"_s, QString::fromUtf8(QUrl::toPercentEncoding(text)));
+    for (const TagFilter &tag : tags) {
+        const QString item = tag.value ? tag.key + u':' + *tag.value : tag.key;
+        query.addQueryItem(u"tag"_s, QString::fromUtf8(QUrl::toPercentEncoding(item)));
+    }
+}
+
+QString toString(ConversationSort sort)
+{
+    switch (sort) {
+    case ConversationSort::CreatedAt:
+        return u"CREATED_AT"_s;
+    case ConversationSort::CreatedAtDesc:
+        return u"CREATED_AT_DESC"_s;
+    case ConversationSort::UpdatedAt:
+        return u"UPDATED_AT"_s;
+    case ConversationSort::UpdatedAtDesc:
+        return u"UPDATED_AT_DESC"_s;
+    }
+    return {};
+}
+
+std::optional<ConversationSort> conversationSortFromString(QStringView text)
+{
+    for (auto sort : {ConversationSort::CreatedAt, ConversationSort::CreatedAtDesc,
+                      ConversationSort::UpdatedAt, ConversationSort::UpdatedAtDesc}) {
+        if (text.compare(toString(sort), Qt::CaseInsensitive) == 0)
+            return sort;
+    }
+    return std::nullopt;
+}
+
+} // namespace AgentDeck

@@ -1,0 +1,39 @@
+#pragma once
+
+#include "wiretypes.h"
+
+#include <QList>
+#include <QUrlQuery>
+
+namespace AgentDeck {
+
+enum class ArchiveFilter { Active, Archived, All };
+enum class ConversationSort { CreatedAt, CreatedAtDesc, UpdatedAt, UpdatedAtDesc };
+
+struct TagFilter
+{
+    QString key;
+    std::optional<QString> value; // no value: the tag only has to be present
+};
+
+// The one definition of which conversations a search shows. The server translates it into SQL;
+// the console's proxies call matches(). Both parse and write the same query parameters.
+struct ConversationFilter
+{
+    ArchiveFilter archive = ArchiveFilter::Active;
+    std::optional<ExecutionStatus> status;
+    QString text; // case-insensitive "title contains"
+    QList<TagFilter> tags;
+
+    bool matches(const ConversationInfo &info) const;
+
+    // Reads `archived`, `archive_filter`, `status`, `q` and `tag` (repeatable, "key" or
+    // "key:value"). On bad input returns nullopt and names the parameter in *error.
+    static std::optional<ConversationFilter> fromQuery(const QUrlQuery &query, QString *error);
+    void writeTo(QUrlQuery &query) const;
+};
+
+QString toString(ConversationSort sort);
+std::optional<ConversationSort> conversationSortFromString(QStringView text);
+
+} // namespace AgentDeck

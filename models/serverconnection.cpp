@@ -1,0 +1,350 @@
+#include "serverconnection.h"
+
+#include <QCoroNetworkReply>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QNetworkReply>
+#include <QTimer>
+#include <QWebSocket>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+constexpr int MaxBackoffMs = 10'000;
+
+QByteArray toBody(const QJsonValue &value)
+{
+    if (value.isUndefined() || value.isNull())
+        return {};
+    if (value.isArray())
+        return QJsonDocument(value.toArray()).toJson(QJsonDocument::Compact);
+    return QJsonDocument(value.toObject()).toJson(QJsonDocument::Compact);
+}
+} // namespace
+
+QString ApiReply::errorSentence() const
+{
+    if (ok())
+        return {};
+    if (unreachable())
+        return detail.isEmpty() ? u"The server cannot be reached."_s
+                                : u"The server cannot be reached: "_s + detail;
+    QString sentence = detail.isEmpty() ? u"The server answered with status %1."_s.arg(status)
+                                        : detail;
+    if (!retryAfter.isEmpty())
+        sentence += u" Retry in %1 s."_s.arg(QString::fromLatin1(retryAfter));
+    return sentence;
+}
+
+QJsonObject CreateConversationRequest::toJson() const
+{
+    QJsonObject body{{u"agent"_s, QJsonObject{{u"kind"_s, agentKind}}},
+                     {u"confirmation_policy"_s,
+                      QJsonObject{{u"kind"_s, alwaysConfirm ? u"AlwaysConfirm"_s
+                                                            : u"NeverConfirm"_s}}}};
+    if (id)
+        body.insert(u"conversation_id"_s, toWireId(*id));
+    if (!title.isEmpty())
+        body.insert(u"title"_s, title);
+    if (!tags.isEmpty()) {
+        QJsonObject tagObject;
+        for (auto it = tags.cbegin(); it != tags.cend(); ++it)
+            tagObject.insert(it.key(), it.value());
+        body.insert(u"tags"_s, tagObject);
+    }
+    if (!workingDir.isEmpty())
+        body.insert(u"workspace"_s, QJsonObject{{u"working_dir"_s, workingDir}});
+    if (initialMessage)
+        body.insert(u"initial_message"_s, initialMessage->toJson());
+    return body;
+}
+
+std::optional<CreateConversationRequest>
+CreateConversationRequest::fromJson(const QJsonObject &object, QString *error)
+{
+    CreateConversationRequest request;
+    const auto fail = [error](const QString &sentence) {
+        *error = sentence;
+        return std::nullopt;
+    };
+    if (const QJsonValue id = object.value(u"conversation_id"_s); !id.isUndefined() && !id.isNull()) {
+        request.id = parseWireId(id.toString());
+        if (!request.id)
+            return fail(u"conversation_id must be a UUID"_s);
+    }
+    if (const QJsonValue title = object.value(u"title"_s); !title.isUndefined() && !title.isNull()) {
+        if (!title.isString())
+            return fail(u"title must be a string"_s);
+        request.title = title.toString();
+    }
+    if (const QJsonValue tags = object.value(u"tags"_s); !tags.isUndefined() && !tags.isNull()) {
+        if (!tags.isObject())
+            return fail(u"tags must be an object of strings"_s);
+        const QJsonObject tagObject = tags.toObject();
+        for (auto it = tagObject.begin(); it != tagObject.end(); ++it) {
+            if (!it.value().isString())
+                return fail(u"tags must be an object of strings"_s);
+            request.tags.insert(it.key(), it.value().toString());
+        }
+    }
+    if (const QJsonValue agent = object.value(u"agent"_s); !agent.isUndefined() && !agent.isNull()) {
+        const QJsonValue kind = agent.toObject().value(u"kind"_s);
+        if (!kind.isString())
+            return fail(u"agent must be {\"kind\": string}"_s);
+        request.agentKind = kind.toString();
+    }
+    if (const QJsonValue workspace = object.value(u"workspace"_s);
+        !workspace.isUndefined() && !workspace.isNull()) {
+        const QJsonValue dir = workspace.toObject().value(u"working_dir"_s);
+        if (!dir.isUndefined() && !dir.isNull() && !dir.isString())
+            return fail(u"workspace.working_dir must be a string"_s);
+        request.workingDir = dir.toString();
+    }
+    if (const QJsonValue policy = object.value(u"confirmation_policy"_s);
+        !policy.isUndefined() && !policy.isNull()) {
+        const QString kind = policy.toObject().value(u"kind"_s).toString();
+        if (kind != u"AlwaysConfirm"_s && kind != u"NeverConfirm"_s)
+            return fail(u"confirmation_policy.kind must be NeverConfirm or AlwaysConfirm"_s);
+        request.alwaysConfirm = kind == u"AlwaysConfirm"_s;
+    }
+    if (const QJsonValue message = object.value(u"initial_message"_s);
+        !message.isUndefined() && !message.isNull()) {
+        QString messageError;
+        request.initialMessage = MessageRequest::fromJson(message.toObject(), &messageError);
+        if (!request.initialMessage)
+            return fail(u"initial_message: "_s + messageError);
+    }
+    return request;
+}
+
+ServerConnection::ServerConnection(const QUrl &baseUrl, QObject *parent)
+    : QObject(parent)
+    , m_baseUrl(baseUrl)
+{
+}
+
+QString ServerConnection::conversationPath(const QUuid &id, QStringView suffix)
+{
+    QString path = u"/api/conversations/"_s + toWireId(id);
+    if (!suffix.isEmpty())
+        path += u'/' + suffix;
+    return path;
+}
+
+QCoro::Task<ApiReply> ServerConnection::request(QByteArray method, QString path, QUrlQuery query,
+                                                QByteArray body)
+{
+    QUrl url = m_baseUrl;
+    url.setPath(path);
+    if (!query.isEmpty())
+        url.setQuery(query);
+    QNetworkRequest networkRequest(url);
+    networkRequest.setAttribute(QNetworkRequest::Http2AllowedAttribute, false);
+    if (!m_apiKey.isEmpty())
+        networkRequest.setRawHeader("X-Session-API-Key", m_apiKey.toUtf8());
+    if (!body.isEmpty())
+        networkRequest.setHeader(QNetworkRequest::ContentTypeHeader, "application/json"_ba);
+
+    QNetworkReply *reply = m_network.sendCustomRequest(networkRequest, method, body);
+    co_await reply;
+    reply->deleteLater();
+
+    ApiReply result;
+    result.status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
+    result.body = reply->readAll();
+    result.retryAfter = reply->rawHeader("Retry-After");
+    if (result.status == 0) {
+        result.detail = reply->errorString();
+        co_return result;
+    }
+    QJsonParseError parseError;
+    const QJsonDocument document = QJsonDocument::fromJson(result.body, &parseError);
+    if (parseError.error == QJsonParseError::NoError) {
+        if (document.isObject())
+            result.json = document.object();
+        else if (document.isArray())
+            result.json = document.array();
+    } else {
+        // Bare scalars (the count route answers an integer) are not documents for QJsonDocument.
+        bool isNumber = false;
+        const qlonglong number = result.body.trimmed().toLongLong(&isNumber);
+        if (isNumber)
+            result.json = number;
+    }
+    if (!result.ok()) {
+        const QJsonObject error = result.json.toObject();
+        result.errorCode = error.value(u"code"_s).toString();
+        result.detail = error.value(u"detail"_s).toString();
+    }
+    co_return result;
+}
+
+QCoro::Task<ApiReply> ServerConnection::get(QString path, QUrlQuery query)
+{
+    return request("GET"_ba, std::move(path), std::move(query));
+}
+
+QCoro::Task<ApiReply> ServerConnection::post(QString path, QJsonValue body)
+{
+    return request("POST"_ba, std::move(path), {}, toBody(body));
+}
+
+QCoro::Task<ApiReply> ServerConnection::patch(QString path, QJsonValue body)
+{
+    return request("PATCH"_ba, std::move(path), {}, toBody(body));
+}
+
+QCoro::Task<ApiReply> ServerConnection::deleteResource(QString path)
+{
+    return request("DELETE"_ba, std::move(path));
+}
+
+QCoro::Task<ApiReply> ServerConnection::createConversation(CreateConversationRequest request)
+{
+    return post(u"/api/conversations"_s, request.toJson());
+}
+
+QCoro::Task<std::optional<ConversationInfo>> ServerConnection::conversation(QUuid id)
+{
+    auto getting = get(conversationPath(id));
+    const ApiReply reply = co_await std::move(getting);
+    if (!reply.ok())
+        co_return std::nullopt;
+    co_return ConversationInfo::fromJson(reply.json.toObject());
+}
+
+QCoro::Task<std::optional<ConversationPage>> ServerConnection::searchConversations(
+    ConversationFilter filter, ConversationSort sort, QString pageId, int limit)
+{
+    QUrlQuery query;
+    filter.writeTo(query);
+    query.addQueryItem(u"sort_order"_s, toString(sort));
+    query.addQueryItem(u"limit"_s, QString::number(limit));
+    if (!pageId.isEmpty())
+        query.addQueryItem(u"page_id"_s, pageId);
+    auto searching = get(u"/api/conversations/search"_s, query);
+    const ApiReply reply = co_await std::move(searching);
+    if (!reply.ok())
+        co_return std::nullopt;
+    ConversationPage page;
+    const QJsonObject object = reply.json.toObject();
+    for (const QJsonValue &item : object.value(u"items"_s).toArray()) {
+        if (auto info = ConversationInfo::fromJson(item.toObject()))
+            page.items.append(std::move(*info));
+    }
+    page.nextPageId = object.value(u"next_page_id"_s).toString();
+    co_return page;
+}
+
+QCoro::Task<ApiReply> ServerConnection::sendMessage(QUuid id, MessageRequest message)
+{
+    return post(conversationPath(id, u"events"), message.toJson());
+}
+
+QCoro::Task<ApiReply> ServerConnection::conversationAction(QUuid id, QString action)
+{
+    return post(conversationPath(id, action));
+}
+
+EventStream *ServerConnection::openEventStream(const QUuid &id, qint64 afterSeq, QObject *parent)
+{
+    QUrl url = m_baseUrl;
+    url.setScheme(m_baseUrl.scheme() == u"https"_s ? u"wss"_s : u"ws"_s);
+    url.setPath(u"/sockets/events/"_s + toWireId(id));
+    return new EventStream(url, m_apiKey, afterSeq, parent);
+}
+
+EventStream::EventStream(const QUrl &url, const QString &apiKey, qint64 afterSeq, QObject *parent)
+    : QObject(parent)
+    , m_url(url)
+    , m_apiKey(apiKey)
+    , m_lastSeq(afterSeq)
+    , m_reconnectTimer(new QTimer(this))
+{
+    m_reconnectTimer->setSingleShot(true);
+    connect(m_reconnectTimer, &QTimer::timeout, this, &EventStream::connectSocket);
+    connectSocket();
+}
+
+EventStream::~EventStream()
+{
+    m_closing = true;
+    if (m_socket)
+        m_socket->abort();
+}
+
+bool EventStream::isConnected() const
+{
+    return m_socket && m_socket->state() == QAbstractSocket::ConnectedState;
+}
+
+void EventStream::close()
+{
+    m_closing = true;
+    m_reconnectTimer->stop();
+    if (m_socket)
+        m_socket->close();
+}
+
+void EventStream::sendMessage(const MessageRequest &message)
+{
+    if (isConnected())
+        m_socket->sendTextMessage(
+            QString::fromUtf8(QJsonDocument(message.toJson()).toJson(QJsonDocument::Compact)));
+}
+
+void EventStream::connectSocket()
+{
+    if (m_socket)
+        m_socket->deleteLater();
+    m_socket = new QWebSocket(QString(), QWebSocketProtocol::VersionLatest, this);
+    connect(m_socket, &QWebSocket::connected, this, [this] {
+        m_backoffMs = 250;
+        if (!m_apiKey.isEmpty()) {
+            const QJsonObject auth{{u"type"_s, u"auth"_s}, {u"session_api_key"_s, m_apiKey}};
+            m_socket->sendTextMessage(
+                QString::fromUtf8(QJsonDocument(auth).toJson(QJsonDocument::Compact)));
+        }
+        Q_EMIT connected();
+    });
+    connect(m_socket, &QWebSocket::textMessageReceived, this, &EventStream::onTextMessage);
+    connect(m_socket, &QWebSocket::disconnected, this, &EventStream::onDisconnected);
+    QUrl url = m_url;
+    QUrlQuery query;
+    query.addQueryItem(u"after_seq"_s, QString::number(m_lastSeq));
+    url.setQuery(query);
+    m_socket->open(url);
+}
+
+void EventStream::onTextMessage(const QString &message)
+{
+    const QJsonObject object = QJsonDocument::fromJson(message.toUtf8()).object();
+    if (object.value(u"type"_s) == u"error"_s) {
+        Q_EMIT errorFrame(object.value(u"code"_s).toString(), object.value(u"detail"_s).toString());
+        return;
+    }
+    const auto event = Event::fromJson(object);
+    if (!event || event->seq <= m_lastSeq)
+        return;
+    m_lastSeq = event->seq;
+    Q_EMIT eventReceived(*event);
+}
+
+void EventStream::onDisconnected()
+{
+    const int code = m_socket->closeCode();
+    Q_EMIT disconnected();
+    if (m_closing)
+        return;
+    // 4001 (auth) and 4004 (unknown conversation) will not get better by retrying.
+    if (code == 4001 || code == 4004) {
+        Q_EMIT closedByServer(code, m_socket->closeReason());
+        return;
+    }
+    m_reconnectTimer->start(m_backoffMs);
+    m_backoffMs = std::min(m_backoffMs * 2, MaxBackoffMs);
+}
+
+} // namespace AgentDeck

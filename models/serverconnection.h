@@ -1,0 +1,134 @@
+#pragma once
+
+#include "conversationfilter.h"
+#include "wiretypes.h"
+
+#include <QCoroTask>
+#include <QJsonValue>
+#include <QNetworkAccessManager>
+#include <QObject>
+#include <QPointer>
+#include <QUrl>
+#include <QUrlQuery>
+
+class QTimer;
+class QWebSocket;
+
+namespace AgentDeck {
+
+// What one HTTP call answered. A refused or dropped connection is a value (status 0), not an
+// exception: callers decide what to tell the user.
+struct ApiReply
+{
+    int status = 0;
+    QByteArray body;
+    QJsonValue json;
+    QString errorCode;
+    QString detail;
+    QByteArray retryAfter;
+
+    bool ok() const { return status >= 200 && status < 300; }
+    bool unreachable() const { return status == 0; }
+    // The one place that turns a server answer into a sentence for a person.
+    QString errorSentence() const;
+};
+
+struct ConversationPage
+{
+    QList<ConversationInfo> items;
+    QString nextPageId;
+};
+
+struct CreateConversationRequest
+{
+    std::optional<QUuid> id;
+    QString title;
+    QMap<QString, QString> tags;
+    QString agentKind = QStringLiteral("shell");
+    QString workingDir;
+    bool alwaysConfirm = false;
+    std::optional<MessageRequest> initialMessage;
+
+    QJsonObject toJson() const;
+    // The server's reading of a create body; names the offending field in *error.
+    static std::optional<CreateConversationRequest> fromJson(const QJsonObject &object,
+                                                             QString *error);
+};
+
+class EventStream;
+
+// The client of the REST and WebSocket API: the console, the CLI and the tests all use it.
+class ServerConnection : public QObject
+{
+    Q_OBJECT
+public:
+    explicit ServerConnection(const QUrl &baseUrl, QObject *parent = nullptr);
+
+    QUrl baseUrl() const { return m_baseUrl; }
+    QString apiKey() const { return m_apiKey; }
+    void setApiKey(const QString &key) { m_apiKey = key; }
+
+    QCoro::Task<ApiReply> request(QByteArray method, QString path, QUrlQuery query = {},
+                                  QByteArray body = {});
+    QCoro::Task<ApiReply> get(QString path, QUrlQuery query = {});
+    QCoro::Task<ApiReply> post(QString path, QJsonValue body = {});
+    QCoro::Task<ApiReply> patch(QString path, QJsonValue body);
+    QCoro::Task<ApiReply> deleteResource(QString path);
+
+    QCoro::Task<ApiReply> createConversation(CreateConversationRequest request);
+    QCoro::Task<std::optional<ConversationInfo>> conversation(QUuid id);
+    QCoro::Task<std::optional<ConversationPage>> searchConversations(
+        ConversationFilter filter, ConversationSort sort = ConversationSort::CreatedAtDesc,
+        QString pageId = {}, int limit = 100);
+    QCoro::Task<ApiReply> sendMessage(QUuid id, MessageRequest message);
+    QCoro::Task<ApiReply> conversationAction(QUuid id, QString action);
+
+    // A live event stream of one conversation; replays everything after `afterSeq` first.
+    EventStream *openEventStream(const QUuid &id, qint64 afterSeq, QObject *parent = nullptr);
+
+    static QString conversationPath(const QUuid &id, QStringView suffix = {});
+
+private:
+    QUrl m_baseUrl;
+    QString m_apiKey;
+    QNetworkAccessManager m_network;
+};
+
+// Follows one conversation's events over the WebSocket. Reconnects with backoff after a drop and
+// resubscribes after the last seq it delivered, so a consumer sees every event once and in order.
+class EventStream : public QObject
+{
+    Q_OBJECT
+public:
+    EventStream(const QUrl &url, const QString &apiKey, qint64 afterSeq, QObject *parent = nullptr);
+    ~EventStream() override;
+
+    qint64 lastSeq() const { return m_lastSeq; }
+    bool isConnected() const;
+    void close();
+    // Sends a message frame (same body as POST /events).
+    void sendMessage(const MessageRequest &message);
+
+Q_SIGNALS:
+    void connected();
+    void eventReceived(const AgentDeck::Event &event);
+    void errorFrame(const QString &code, const QString &detail);
+    // The server closed the stream for good (auth failure, unknown conversation).
+    void closedByServer(int code, const QString &reason);
+    void disconnected();
+
+private:
+    void connectSocket();
+    void onTextMessage(const QString &message);
+    void onDisconnected();
+
+    QUrl m_url;
+    QString m_apiKey;
+    qint64 m_lastSeq = 0;
+    bool m_closing = false;
+    int m_backoffMs = 250;
+    QWebSocket *m_socket = nullptr;
+    QTimer *m_reconnectTimer = nullptr;
+};
+
+} // namespace AgentDeck

@@ -1,0 +1,378 @@
+#include "wiretypes.h"
+
+#include <QJsonArray>
+
+
+#include <array>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+
+constexpr std::array executionStatusNames{
+    std::pair{ExecutionStatus::Idle, "idle"_L1},
+    std::pair{ExecutionStatus::Running, "running"_L1},
+    std::pair{ExecutionStatus::Paused, "paused"_L1},
+    std::pair{ExecutionStatus::WaitingForConfirmation, "waiting_for_confirmation"_L1},
+    std::pair{ExecutionStatus::Finished, "finished"_L1},
+    std::pair{ExecutionStatus::Error, "error"_L1},
+    std::pair{ExecutionStatus::Stuck, "stuck"_L1},
+};
+
+constexpr std::array runtimeStatusNames{
+    std::pair{RuntimeStatus::Available, "available"_L1},
+    std::pair{RuntimeStatus::Starting, "starting"_L1},
+    std::pair{RuntimeStatus::Missing, "missing"_L1},
+    std::pair{RuntimeStatus::Error, "error"_L1},
+    std::pair{RuntimeStatus::OwnershipLost, "ownership_lost"_L1},
+};
+
+template<typename Enum, std::size_t N>
+QString nameOf(const std::array<std::pair<Enum, QLatin1StringView>, N> &table, Enum value)
+{
+    for (const auto &[v, name] : table) {
+        if (v == value)
+            return name;
+    }
+    return {};
+}
+
+template<typename Enum, std::size_t N>
+std::optional<Enum> valueOf(const std::array<std::pair<Enum, QLatin1StringView>, N> &table,
+                            QStringView text)
+{
+    for (const auto &[v, name] : table) {
+        if (text == name)
+            return v;
+    }
+    return std::nullopt;
+}
+
+QJsonValue optionalTime(const std::optional<QDateTime> &time)
+{
+    return time ? QJsonValue(toWireTime(*time)) : QJsonValue(QJsonValue::Null);
+}
+
+QJsonObject textContent(const QString &text)
+{
+    return {{u"type"_s, u"text"_s}, {u"text"_s, text}};
+}
+
+} // namespace
+
+QString toString(ExecutionStatus status)
+{
+    return nameOf(executionStatusNames, status);
+}
+
+std::optional<ExecutionStatus> executionStatusFromString(QStringView text)
+{
+    return valueOf(executionStatusNames, text);
+}
+
+QString toString(RuntimeStatus status)
+{
+    return nameOf(runtimeStatusNames, status);
+}
+
+std::optional<RuntimeStatus> runtimeStatusFromString(QStringView text)
+{
+    return valueOf(runtimeStatusNames, text);
+}
+
+QString toWireTime(const QDateTime &time)
+{
+    return time.toUTC().toString(u"yyyy-MM-ddTHH:mm:ss.zzz'Z'"_s);
+}
+
+QString toWireTime(qint64 msecsSinceEpoch)
+{
+    return toWireTime(QDateTime::fromMSecsSinceEpoch(msecsSinceEpoch, Qt::UTC));
+}
+
+std::optional<QDateTime> parseWireTime(const QString &text)
+{
+    QDateTime time = QDateTime::fromString(text, Qt::ISODateWithMs);
+    if (!time.isValid())
+        return std::nullopt;
+    // A time without a zone is taken as UTC: the wire never speaks local time.
+    if (time.timeSpec() == Qt::LocalTime)
+        time.setTimeSpec(Qt::UTC);
+    return time.toUTC();
+}
+
+QString toWireId(const QUuid &id)
+{
+    return id.toString(QUuid::WithoutBraces);
+}
+
+std::optional<QUuid> parseWireId(QStringView text)
+{
+    QUuid id;
+    if (text.size() == 36)
+        id = QUuid::fromString(text);
+    else if (text.size() == 32)
+        id = QUuid::fromString(QString(u'{' + text.left(8) + u'-' + text.mid(8, 4) + u'-'
+                                       + text.mid(12, 4) + u'-' + text.mid(16, 4) + u'-'
+                                       + text.mid(20) + u'}'));
+    if (id.isNull())
+        return std::nullopt;
+    return id;
+}
+
+QJsonObject RuntimeInfo::toJson() const
+{
+    QJsonValue errorValue = QJsonValue::Null;
+    if (error)
+        errorValue = QJsonObject{{u"code"_s, error->code}, {u"message"_s, error->message}};
+    return {{u"runtime_status"_s, toString(status)},
+            {u"can_resume"_s, canResume},
+            {u"runtime_error"_s, errorValue}};
+}
+
+RuntimeInfo RuntimeInfo::fromJson(const QJsonValue &value)
+{
+    RuntimeInfo info;
+    const QJsonObject object = value.toObject();
+    if (object.isEmpty())
+        return info;
+    info.status = runtimeStatusFromString(object.value(u"runtime_status"_s).toString())
+                      .value_or(RuntimeStatus::Available);
+    info.canResume = object.value(u"can_resume"_s).toBool(true);
+    const QJsonObject error = object.value(u"runtime_error"_s).toObject();
+    if (!error.isEmpty())
+        info.error = RuntimeError{error.value(u"code"_s).toString(),
+                                  error.value(u"message"_s).toString()};
+    return info;
+}
+
+QJsonObject ConversationInfo::toJson() const
+{
+    QJsonObject tagObject;
+    for (auto it = tags.cbegin(); it != tags.cend(); ++it)
+        tagObject.insert(it.key(), it.value());
+    return {
+        {u"id"_s, toWireId(id)},
+        {u"title"_s, title},
+        {u"tags"_s, tagObject},
+        {u"created_at"_s, toWireTime(createdAt)},
+        {u"updated_at"_s, toWireTime(updatedAt)},
+        {u"archived_at"_s, optionalTime(archivedAt)},
+        {u"execution_status"_s, toString(executionStatus)},
+        {u"agent"_s, QJsonObject{{u"kind"_s, agentKind}}},
+        {u"workspace"_s,
+         QJsonObject{{u"working_dir"_s, workingDir}, {u"owned_by_server"_s, workspaceOwnedByServer}}},
+        {u"confirmation_policy"_s,
+         QJsonObject{{u"kind"_s, alwaysConfirm ? u"AlwaysConfirm"_s : u"NeverConfirm"_s}}},
+        {u"runtime_info"_s, runtime.toJson()},
+        {u"stats"_s,
+         QJsonObject{{u"event_count"_s, eventCount}, {u"last_event_at"_s, optionalTime(lastEventAt)}}},
+    };
+}
+
+std::optional<ConversationInfo> ConversationInfo::fromJson(const QJsonObject &object)
+{
+    const auto id = parseWireId(object.value(u"id"_s).toString());
+    if (!id || !object.contains(u"archived_at"_s))
+        return std::nullopt;
+    ConversationInfo info;
+    info.id = *id;
+    info.title = object.value(u"title"_s).toString();
+    const QJsonObject tags = object.value(u"tags"_s).toObject();
+    for (auto it = tags.begin(); it != tags.end(); ++it)
+        info.tags.insert(it.key(), it.value().toString());
+    info.createdAt = parseWireTime(object.value(u"created_at"_s).toString()).value_or(QDateTime());
+    info.updatedAt = parseWireTime(object.value(u"updated_at"_s).toString()).value_or(QDateTime());
+    if (object.value(u"archived_at"_s).isString())
+        info.archivedAt = parseWireTime(object.value(u"archived_at"_s).toString());
+    info.executionStatus = executionStatusFromString(object.value(u"execution_status"_s).toString())
+                               .value_or(ExecutionStatus::Idle);
+    info.agentKind = object.value(u"agent"_s).toObject().value(u"kind"_s).toString();
+    const QJsonObject workspace = object.value(u"workspace"_s).toObject();
+    info.workingDir = workspace.value(u"working_dir"_s).toString();
+    info.workspaceOwnedByServer = workspace.value(u"owned_by_server"_s).toBool(true);
+    info.alwaysConfirm = object.value(u"confirmation_policy"_s).toObject().value(u"kind"_s)
+                         == u"AlwaysConfirm"_s;
+    info.runtime = RuntimeInfo::fromJson(object.value(u"runtime_info"_s));
+    const QJsonObject stats = object.value(u"stats"_s).toObject();
+    info.eventCount = stats.value(u"event_count"_s).toInteger();
+    if (stats.value(u"last_event_at"_s).isString())
+        info.lastEventAt = parseWireTime(stats.value(u"last_event_at"_s).toString());
+    return info;
+}
+
+bool EventKind::isKnown(QStringView kind)
+{
+    for (QLatin1StringView known : {Message, Action, Observation, AgentError, StateUpdate, Pause,
+                                    UserReject}) {
+        if (kind == known)
+            return true;
+    }
+    return false;
+}
+
+bool EventSource::isKnown(QStringView source)
+{
+    return source == User || source == Agent || source == Environment;
+}
+
+QJsonObject Event::toJson() const
+{
+    QJsonObject object = fields;
+    object.insert(u"id"_s, toWireId(id));
+    object.insert(u"kind"_s, kind);
+    object.insert(u"source"_s, source);
+    object.insert(u"timestamp"_s, toWireTime(timestamp));
+    object.insert(u"seq"_s, seq);
+    return object;
+}
+
+std::optional<Event> Event::fromJson(const QJsonObject &object)
+{
+    const auto id = parseWireId(object.value(u"id"_s).toString());
+    const auto timestamp = parseWireTime(object.value(u"timestamp"_s).toString());
+    if (!id || !timestamp)
+        return std::nullopt;
+    Event event;
+    event.id = *id;
+    event.kind = object.value(u"kind"_s).toString();
+    event.source = object.value(u"source"_s).toString();
+    event.timestamp = *timestamp;
+    event.seq = object.value(u"seq"_s).toInteger();
+    event.fields = object;
+    for (const auto key : {u"id"_s, u"kind"_s, u"source"_s, u"timestamp"_s, u"seq"_s})
+        event.fields.remove(key);
+    return event;
+}
+
+namespace {
+Event makeEvent(const QString &kind, const QString &source, QJsonObject fields)
+{
+    Event event;
+    event.id = QUuid::createUuid();
+    event.kind = kind;
+    event.source = source;
+    event.fields = std::move(fields);
+    return event;
+}
+} // namespace
+
+Event Event::message(const QString &source, const QString &role, const QString &text)
+{
+    const QJsonObject llmMessage{{u"role"_s, role},
+                                 {u"content"_s, QJsonArray{textContent(text)}}};
+    return makeEvent(EventKind::Message, source, {{u"llm_message"_s, llmMessage}});
+}
+
+Event Event::action(const QString &toolName, const QString &command, const QString &thought)
+{
+    QJsonObject fields{{u"tool_name"_s, toolName},
+                       {u"tool_call_id"_s, toWireId(QUuid::createUuid())},
+                       {u"action"_s, QJsonObject{{u"command"_s, command}}}};
+    if (!thought.isEmpty())
+        fields.insert(u"thought"_s, thought);
+    return makeEvent(EventKind::Action, EventSource::Agent, std::move(fields));
+}
+
+Event Event::observation(const Event &action, const QString &output, int exitCode, bool interrupted)
+{
+    return makeEvent(EventKind::Observation, EventSource::Environment,
+                     {{u"tool_name"_s, action.fields.value(u"tool_name"_s)},
+                      {u"tool_call_id"_s, action.toolCallId()},
+                      {u"action_id"_s, toWireId(action.id)},
+                      {u"observation"_s, QJsonObject{{u"output"_s, output},
+                                                     {u"exit_code"_s, exitCode},
+                                                     {u"interrupted"_s, interrupted}}}});
+}
+
+Event Event::userReject(const Event &action, const QString &reason)
+{
+    return makeEvent(EventKind::UserReject, EventSource::User,
+                     {{u"tool_name"_s, action.fields.value(u"tool_name"_s)},
+                      {u"tool_call_id"_s, action.toolCallId()},
+                      {u"action_id"_s, toWireId(action.id)},
+                      {u"rejection_reason"_s, reason}});
+}
+
+Event Event::agentError(const QString &code, const QString &error)
+{
+    return makeEvent(EventKind::AgentError, EventSource::Agent,
+                     {{u"code"_s, code}, {u"error"_s, error}});
+}
+
+Event Event::stateUpdate(const QString &key, const QJsonValue &value)
+{
+    return makeEvent(EventKind::StateUpdate, EventSource::Environment,
+                     {{u"key"_s, key}, {u"value"_s, value}});
+}
+
+Event Event::pause()
+{
+    return makeEvent(EventKind::Pause, EventSource::User, {});
+}
+
+QString Event::messageText() const
+{
+    if (kind != EventKind::Message)
+        return {};
+    QString text;
+    const QJsonArray content =
+        fields.value(u"llm_message"_s).toObject().value(u"content"_s).toArray();
+    for (const QJsonValue &part : content) {
+        if (part.toObject().value(u"type"_s) == u"text"_s)
+            text += part.toObject().value(u"text"_s).toString();
+    }
+    return text;
+}
+
+QString Event::messageRole() const
+{
+    return fields.value(u"llm_message"_s).toObject().value(u"role"_s).toString();
+}
+
+QJsonObject MessageRequest::toJson() const
+{
+    return {{u"role"_s, role}, {u"content"_s, QJsonArray{textContent(text)}}, {u"run"_s, run}};
+}
+
+std::optional<MessageRequest> MessageRequest::fromJson(const QJsonObject &object, QString *error)
+{
+    MessageRequest request;
+    const QJsonValue role = object.value(u"role"_s);
+    if (!role.isUndefined() && !role.isString()) {
+        *error = u"\"role\" must be a string"_s;
+        return std::nullopt;
+    }
+    request.role = role.toString(u"user"_s);
+    if (request.role != u"user"_s && request.role != u"system"_s) {
+        *error = u"\"role\" must be \"user\" or \"system\""_s;
+        return std::nullopt;
+    }
+    const QJsonValue content = object.value(u"content"_s);
+    if (content.isString()) {
+        request.text = content.toString();
+    } else if (content.isArray()) {
+        for (const QJsonValue &part : content.toArray()) {
+            const QJsonObject partObject = part.toObject();
+            if (partObject.value(u"type"_s) != u"text"_s || !partObject.value(u"text"_s).isString()) {
+                *error = u"each content part must be {\"type\": \"text\", \"text\": string}"_s;
+                return std::nullopt;
+            }
+            request.text += partObject.value(u"text"_s).toString();
+        }
+    } else {
+        *error = u"\"content\" must be a list of text parts"_s;
+        return std::nullopt;
+    }
+    const QJsonValue run = object.value(u"run"_s);
+    if (!run.isUndefined() && !run.isBool()) {
+        *error = u"\"run\" must be a boolean"_s;
+        return std::nullopt;
+    }
+    request.run = run.toBool(false);
+    return request;
+}
+
+} // namespace AgentDeck

@@ -1,0 +1,132 @@
+#pragma once
+
+#include <QDateTime>
+#include <QJsonObject>
+#include <QMap>
+#include <QString>
+#include <QUuid>
+
+#include <optional>
+
+namespace AgentDeck {
+
+enum class ExecutionStatus { Idle, Running, Paused, WaitingForConfirmation, Finished, Error, Stuck };
+enum class RuntimeStatus { Available, Starting, Missing, Error, OwnershipLost };
+
+QString toString(ExecutionStatus status);
+std::optional<ExecutionStatus> executionStatusFromString(QStringView text);
+QString toString(RuntimeStatus status);
+std::optional<RuntimeStatus> runtimeStatusFromString(QStringView text);
+
+// ISO 8601 UTC with milliseconds and a trailing Z, as everywhere on the wire.
+QString toWireTime(const QDateTime &time);
+QString toWireTime(qint64 msecsSinceEpoch);
+std::optional<QDateTime> parseWireTime(const QString &text);
+
+// Dashed, lowercase, no braces. Accepts dashed or 32-hex forms when parsing.
+QString toWireId(const QUuid &id);
+std::optional<QUuid> parseWireId(QStringView text);
+
+struct RuntimeError
+{
+    QString code;
+    QString message;
+    friend bool operator==(const RuntimeError &, const RuntimeError &) = default;
+};
+
+struct RuntimeInfo
+{
+    RuntimeStatus status = RuntimeStatus::Available;
+    bool canResume = true;
+    std::optional<RuntimeError> error;
+
+    QJsonObject toJson() const;
+    // A missing object means the local defaults: available and resumable.
+    static RuntimeInfo fromJson(const QJsonValue &value);
+    friend bool operator==(const RuntimeInfo &, const RuntimeInfo &) = default;
+};
+
+struct ConversationInfo
+{
+    QUuid id;
+    QString title;
+    QMap<QString, QString> tags;
+    QDateTime createdAt;
+    QDateTime updatedAt;
+    std::optional<QDateTime> archivedAt;
+    ExecutionStatus executionStatus = ExecutionStatus::Idle;
+    QString agentKind;
+    QString workingDir;
+    bool workspaceOwnedByServer = true;
+    bool alwaysConfirm = false;
+    RuntimeInfo runtime;
+    qint64 eventCount = 0;
+    std::optional<QDateTime> lastEventAt;
+
+    bool isArchived() const { return archivedAt.has_value(); }
+    QJsonObject toJson() const;
+    // Rejects a payload that does not speak the contract (no id, no archived_at field at all).
+    static std::optional<ConversationInfo> fromJson(const QJsonObject &object);
+};
+
+namespace EventKind {
+inline constexpr QLatin1StringView Message{"MessageEvent"};
+inline constexpr QLatin1StringView Action{"ActionEvent"};
+inline constexpr QLatin1StringView Observation{"ObservationEvent"};
+inline constexpr QLatin1StringView AgentError{"AgentErrorEvent"};
+inline constexpr QLatin1StringView StateUpdate{"ConversationStateUpdateEvent"};
+inline constexpr QLatin1StringView Pause{"PauseEvent"};
+inline constexpr QLatin1StringView UserReject{"UserRejectObservation"};
+bool isKnown(QStringView kind);
+} // namespace EventKind
+
+namespace EventSource {
+inline constexpr QLatin1StringView User{"user"};
+inline constexpr QLatin1StringView Agent{"agent"};
+inline constexpr QLatin1StringView Environment{"environment"};
+bool isKnown(QStringView source);
+} // namespace EventSource
+
+// One event of a conversation's history. `fields` holds the kind-specific members; the common
+// members live in the struct so that storage can index them.
+struct Event
+{
+    QUuid id;
+    QString kind;
+    QString source;
+    QDateTime timestamp;
+    qint64 seq = 0;
+    QJsonObject fields;
+
+    QJsonObject toJson() const;
+    static std::optional<Event> fromJson(const QJsonObject &object);
+
+    static Event message(const QString &source, const QString &role, const QString &text);
+    static Event action(const QString &toolName, const QString &command, const QString &thought = {});
+    static Event observation(const Event &action, const QString &output, int exitCode,
+                             bool interrupted);
+    static Event userReject(const Event &action, const QString &reason);
+    static Event agentError(const QString &code, const QString &error);
+    static Event stateUpdate(const QString &key, const QJsonValue &value);
+    static Event pause();
+
+    // Concatenated text parts of a MessageEvent; empty for other kinds.
+    QString messageText() const;
+    QString messageRole() const;
+    QString toolCallId() const { return fields.value(QLatin1StringView("tool_call_id")).toString(); }
+    QString actionId() const { return fields.value(QLatin1StringView("action_id")).toString(); }
+};
+
+// The body of "send a message": {"role": "user", "content": [{"type": "text", "text": ...}], "run"}.
+struct MessageRequest
+{
+    QString role = QStringLiteral("user");
+    QString text;
+    bool run = false;
+
+    QJsonObject toJson() const;
+    // Returns an error sentence when the object is not a valid message.
+    static std::optional<MessageRequest> fromJson(const QJsonObject &object, QString *error);
+};
+
+} // namespace AgentDeck

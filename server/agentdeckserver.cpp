@@ -1,0 +1,204 @@
+#include "agentdeckserver.h"
+
+#include "clock.h"
+#include "conversationservice.h"
+#include "eventlog.h"
+#include "execution/agent.h"
+#include "http/apiauth.h"
+#include "http/apiserver.h"
+#include "http/controllers.h"
+#include "logging.h"
+#include "metrics.h"
+#include "runtime/processruntime.h"
+#include "storage/conversationstore.h"
+#include "storage/database.h"
+#include "streams/eventhub.h"
+#include "streams/eventstreams.h"
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QHostInfo>
+#include <QLockFile>
+#include <QTcpServer>
+#include <QTimer>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+ServerParts::ServerParts() = default;
+ServerParts::ServerParts(ServerParts &&) noexcept = default;
+ServerParts &ServerParts::operator=(ServerParts &&) noexcept = default;
+ServerParts::~ServerParts() = default;
+
+struct AgentDeckServer::Private
+{
+    ServerParts parts;
+    std::unique_ptr<QLockFile> lock;
+    std::unique_ptr<Database> database;
+    std::unique_ptr<ConversationStore> store;
+    EventHub hub;
+    Metrics metrics;
+    std::unique_ptr<EventLog> log;
+    std::unique_ptr<ConversationService> service;
+    std::unique_ptr<ApiAuth> auth;
+    Router router;
+    std::unique_ptr<ApiServer> http;
+    std::unique_ptr<EventStreams> streams;
+    ServerIdentity identity;
+    quint16 port = 0;
+    bool stopped = false;
+};
+
+AgentDeckServer::AgentDeckServer(ServerConfig config, ServerParts parts, QObject *parent)
+    : QObject(parent)
+    , m_config(std::move(config))
+    , d(std::make_unique<Private>())
+{
+    d->parts = std::move(parts);
+    if (!d->parts.clock)
+        d->parts.clock = std::make_unique<SystemClock>();
+    if (!d->parts.runtimes)
+        d->parts.runtimes = std::make_unique<ProcessRuntimeProvider>();
+    if (!d->parts.agents)
+        d->parts.agents = std::make_unique<BuiltinAgentFactory>();
+    if (m_config.replicaId.isEmpty())
+        m_config.replicaId = QHostInfo::localHostName() + u'-'
+                             + QUuid::createUuid().toString(QUuid::Id128).left(6);
+}
+
+AgentDeckServer::~AgentDeckServer()
+{
+    // Sessions and runners refer to the store; they go first.
+    d->streams.reset();
+    d->http.reset();
+    d->service.reset();
+}
+
+Database &AgentDeckServer::database()
+{
+    return *d->database;
+}
+
+ConversationService &AgentDeckServer::service()
+{
+    return *d->service;
+}
+
+bool AgentDeckServer::start(QString *error)
+{
+    const QString dataDir = QDir(m_config.dataDir).absolutePath();
+    if (!QDir().mkpath(dataDir) || !QFileInfo(dataDir).isWritable()) {
+        *error = u"cannot use data dir %1: it cannot be created or is not writable"_s.arg(dataDir);
+        return false;
+    }
+    // One server per data dir for its whole life. With stale time 0 a lock left by a killed
+    // process is recognised by its dead PID, never by its age.
+    d->lock = std::make_unique<QLockFile>(QDir(dataDir).filePath(u"agentdeck.lock"_s));
+    d->lock->setStaleLockTime(0);
+    if (!d->lock->tryLock(0)) {
+        qint64 pid = 0;
+        QString host, app;
+        d->lock->getLockInfo(&pid, &host, &app);
+        *error = d->lock->error() == QLockFile::LockFailedError
+                     ? u"data dir %1 is in use by another AgentDeck server (pid %2)"_s.arg(dataDir)
+                           .arg(pid)
+                     : u"cannot lock data dir %1"_s.arg(dataDir);
+        return false;
+    }
+
+    QString dbError;
+    d->database = Database::openSqlite(QDir(dataDir).filePath(u"agentdeck.db"_s), &dbError);
+    if (!d->database) {
+        *error = dbError;
+        return false;
+    }
+    d->store = std::make_unique<ConversationStore>(*d->database);
+    d->log = std::make_unique<EventLog>(*d->store, d->hub, *d->parts.clock);
+    d->service = std::make_unique<ConversationService>(
+        *d->store, *d->log, *d->parts.runtimes, *d->parts.agents, *d->parts.clock,
+        ServiceSettings{QDir(dataDir).filePath(u"workspaces"_s), m_config.commandTimeout});
+    d->auth = std::make_unique<ApiAuth>(m_config.apiKeys);
+    d->http = std::make_unique<ApiServer>(d->router, *d->auth, d->metrics,
+                                          HttpLimits{m_config.maxBodyBytes});
+    d->identity = {QStringLiteral(AGENTDECK_VERSION), m_config.replicaId, d->parts.clock->nowMs()};
+
+    HealthController::registerRoutes(d->router, *d->http, d->identity);
+    MetricsController::registerRoutes(d->router, d->metrics, *d->store, *d->log, *d->service);
+    ConversationController::registerRoutes(d->router, *d->service);
+    EventController::registerRoutes(d->router, *d->service, *d->store);
+
+    d->streams = std::make_unique<EventStreams>(
+        *d->http, EventStreams::Context{*d->store, d->hub, *d->service, *d->auth, d->metrics,
+                                        StreamSettings{m_config.streamBudgetBytes,
+                                                       m_config.streamAuthTimeoutMs}});
+
+    auto *tcp = new QTcpServer(d->http.get());
+    if (!tcp->listen(m_config.address, m_config.port)) {
+        *error = u"cannot listen on %1:%2: %3"_s.arg(m_config.address.toString())
+                     .arg(m_config.port)
+                     .arg(tcp->errorString());
+        return false;
+    }
+    d->http->bind(tcp);
+    d->port = tcp->serverPort();
+    QTimer::singleShot(0, this, &AgentDeckServer::recover);
+    return true;
+}
+
+void AgentDeckServer::recover()
+{
+    QElapsedTimer timer;
+    timer.start();
+    try {
+        const int recovered = d->service->recoverStale();
+        if (recovered > 0)
+            qCInfo(lcServer) << "recovered" << recovered << "interrupted runs in"
+                             << timer.elapsed() << "ms";
+    } catch (const std::exception &error) {
+        qCCritical(lcServer) << "recovery failed:" << error.what();
+    }
+    d->http->setReady(true);
+    Q_EMIT ready();
+}
+
+QCoro::Task<> AgentDeckServer::stop()
+{
+    if (d->stopped || !d->service)
+        co_return;
+    d->stopped = true;
+    qCInfo(lcServer) << "stopping: pausing" << d->service->liveCount() << "runs";
+    d->http->setReady(false);
+    co_await d->service->shutdown(m_config.shutdownGrace);
+    d->streams->closeAll();
+    for (QTcpServer *tcp : d->http->servers())
+        tcp->close();
+    d->database->close();
+    d->lock->unlock();
+    qCInfo(lcServer) << "stopped";
+}
+
+quint16 AgentDeckServer::port() const
+{
+    return d->port;
+}
+
+QUrl AgentDeckServer::url() const
+{
+    QUrl url;
+    url.setScheme(u"http"_s);
+    const QHostAddress address = m_config.address == QHostAddress::Any
+                                         || m_config.address == QHostAddress::AnyIPv4
+                                     ? QHostAddress(QHostAddress::LocalHost)
+                                     : m_config.address;
+    url.setHost(address.toString());
+    url.setPort(d->port);
+    return url;
+}
+
+bool AgentDeckServer::isReady() const
+{
+    return d->http && d->http->isReady();
+}
+
+} // namespace AgentDeck

@@ -1,0 +1,65 @@
+#pragma once
+
+#include "serverconfig.h"
+
+#include <QCoroTask>
+#include <QObject>
+#include <QUrl>
+
+#include <memory>
+
+namespace AgentDeck {
+
+class AgentFactory;
+class Clock;
+class ConversationService;
+class Database;
+class RuntimeProvider;
+
+// What the server is built from; anything left empty gets the production implementation.
+// Tests inject fakes here.
+struct ServerParts
+{
+    ServerParts();
+    ServerParts(ServerParts &&) noexcept;
+    ServerParts &operator=(ServerParts &&) noexcept;
+    ~ServerParts();
+
+    std::unique_ptr<Clock> clock;
+    std::unique_ptr<RuntimeProvider> runtimes;
+    std::unique_ptr<AgentFactory> agents;
+};
+
+// The whole server: storage, service, HTTP and WebSocket, composed. Lives in one thread; the
+// console runs it in a thread of its own.
+class AgentDeckServer : public QObject
+{
+    Q_OBJECT
+public:
+    explicit AgentDeckServer(ServerConfig config, ServerParts parts = {}, QObject *parent = nullptr);
+    ~AgentDeckServer() override;
+
+    // Locks the data dir, opens storage, listens. Recovery then runs from the event loop and the
+    // server turns ready. Returns false with a sentence for the operator.
+    bool start(QString *error);
+    QCoro::Task<> stop();
+
+    quint16 port() const;
+    QUrl url() const;
+    bool isReady() const;
+    const ServerConfig &config() const { return m_config; }
+    Database &database();
+    ConversationService &service();
+
+Q_SIGNALS:
+    void ready();
+
+private:
+    void recover();
+
+    struct Private;
+    ServerConfig m_config;
+    std::unique_ptr<Private> d;
+};
+
+} // namespace AgentDeck

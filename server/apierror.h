@@ -1,0 +1,24 @@
+#pragma once
+
+#include <QString>
+
+#include <optional>
+
+namespace AgentDeck {
+
+// A failure a request handler reports to its caller. Handlers throw it; the HTTP dispatcher maps
+// it to a status and a {"detail", "code"} body in one place.
+struct ApiError
+{
+    int status = 400;
+    QString code;
+    QString detail;
+    std::optional<int> retryAfterSeconds;
+
+    static ApiError badRequest(const QString &detail) { return {400, QStringLiteral("bad_request"), detail}; }
+    static ApiError invalidParameter(const QString &detail) { return {422, QStringLiteral("invalid_parameter"), detail}; }
+    static ApiError notFound(const QString &detail) { return {404, QStringLiteral("not_found"), detail}; }
+    static ApiError conflict(const QString &code, const QString &detail) { return {409, code, detail}; }
+};
+
+} // namespace AgentDeck

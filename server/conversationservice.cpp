@@ -1,0 +1,318 @@
+#include "conversationservice.h"
+
+#include "apierror.h"
+#include "clock.h"
+#include "eventlog.h"
+#include "execution/agent.h"
+#include "execution/conversationrunner.h"
+#include "logging.h"
+#include "runtime/runtime.h"
+
+#include <QCoroSignal>
+#include <QCoroTimer>
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFileInfo>
+#include <QJsonDocument>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+ConversationService::ConversationService(ConversationStore &store, EventLog &log,
+                                         RuntimeProvider &runtimes, const AgentFactory &agents,
+                                         const Clock &clock, ServiceSettings settings,
+                                         QObject *parent)
+    : QObject(parent)
+    , m_store(store)
+    , m_log(log)
+    , m_runtimes(runtimes)
+    , m_agents(agents)
+    , m_clock(clock)
+    , m_settings(std::move(settings))
+{
+}
+
+ConversationService::~ConversationService()
+{
+    for (const auto &runner : std::as_const(m_runners)) {
+        if (runner)
+            runner->abandon();
+    }
+}
+
+QString ConversationService::workspaceFor(const QUuid &id) const
+{
+    return QDir(m_settings.workspaceRoot).filePath(toWireId(id));
+}
+
+ConversationInfo ConversationService::require(const QUuid &id)
+{
+    auto info = m_store.find(id);
+    if (!info)
+        throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
+    QList<ConversationInfo> one{*info};
+    m_runtimes.describe(one);
+    return one.first();
+}
+
+void ConversationService::requireUsableRuntime(const ConversationInfo &info) const
+{
+    if (info.isArchived())
+        throw ApiError::conflict(
+            u"conversation_archived"_s,
+            u"Conversation is archived; unarchive it before using its runtime"_s);
+}
+
+QCoro::Task<std::pair<ConversationInfo, bool>>
+ConversationService::create(CreateConversationRequest request)
+{
+    if (request.id) {
+        if (auto existing = m_store.find(*request.id))
+            co_return std::pair{require(*request.id), false};
+    }
+    if (!m_agents.knows(request.agentKind))
+        throw ApiError::invalidParameter(u"Unknown agent kind \"%1\"; known kinds: %2"_s.arg(
+            request.agentKind, m_agents.kinds().join(u", "_s)));
+    if (!request.workingDir.isEmpty() && QDir::isRelativePath(request.workingDir))
+        throw ApiError::invalidParameter(u"workspace.working_dir must be an absolute path"_s);
+
+    ConversationInfo info;
+    info.id = request.id.value_or(QUuid::createUuid());
+    info.title = request.title.isEmpty() ? u"Conversation "_s + toWireId(info.id).left(8)
+                                         : request.title;
+    info.tags = request.tags;
+    info.createdAt = info.updatedAt = m_clock.now();
+    info.executionStatus = ExecutionStatus::Idle;
+    info.agentKind = request.agentKind;
+    info.workspaceOwnedByServer = request.workingDir.isEmpty();
+    info.workingDir = info.workspaceOwnedByServer ? workspaceFor(info.id) : request.workingDir;
+    info.alwaysConfirm = request.alwaysConfirm;
+    if (!QDir().mkpath(info.workingDir))
+        throw ApiError::invalidParameter(u"Cannot create the workspace %1"_s.arg(info.workingDir));
+    m_store.insert(info);
+    qCInfo(lcServer) << "created conversation" << info.id << "agent" << info.agentKind;
+
+    if (request.initialMessage) {
+        auto sending = sendMessage(info.id, *request.initialMessage);
+        co_await std::move(sending);
+    }
+    co_return std::pair{require(info.id), true};
+}
+
+ConversationInfo ConversationService::get(const QUuid &id)
+{
+    return require(id);
+}
+
+QList<std::optional<ConversationInfo>> ConversationService::getMany(const QList<QUuid> &ids)
+{
+    QList<std::optional<ConversationInfo>> found = m_store.findMany(ids);
+    QList<ConversationInfo> present;
+    for (const auto &info : found) {
+        if (info)
+            present.append(*info);
+    }
+    m_runtimes.describe(present);
+    qsizetype next = 0;
+    for (auto &info : found) {
+        if (info)
+            info = present[next++];
+    }
+    return found;
+}
+
+ConversationPageResult ConversationService::search(const ConversationFilter &filter,
+                                                   ConversationSort sort, const QString &pageId,
+                                                   int limit)
+{
+    ConversationPageResult page = m_store.search(filter, sort, pageId, limit);
+    m_runtimes.describe(page.items);
+    return page;
+}
+
+ConversationInfo ConversationService::update(const QUuid &id, const ConversationUpdate &update)
+{
+    if (!m_store.update(id, update, m_clock.nowMs()))
+        throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
+    return require(id);
+}
+
+void ConversationService::remove(const QUuid &id)
+{
+    const ConversationInfo info = require(id);
+    if (auto runner = m_runners.take(id))
+        runner->abandon();
+    m_runtimes.release(id);
+    m_store.remove(id);
+    // The row is the source of truth and is gone; the files follow. A crash in between leaves a
+    // directory nothing refers to, never a conversation without its workspace.
+    if (info.workspaceOwnedByServer && !info.workingDir.isEmpty())
+        QDir(info.workingDir).removeRecursively();
+    qCInfo(lcServer) << "deleted conversation" << id;
+}
+
+bool ConversationService::resolveStale(const ConversationInfo &info)
+{
+    if (info.executionStatus != ExecutionStatus::Running || m_runners.contains(info.id)
+        || m_starting.contains(info.id))
+        return false;
+    QList<Event> events;
+    const QList<Event> history = m_store.history(info.id, 0);
+    if (const Event *action = pendingAction(history))
+        events.append(Event::observation(*action, {}, -1, true));
+    events.append(Event::agentError(
+        u"run_interrupted"_s,
+        u"The run was interrupted because the server that executed it stopped. "
+        "Run the conversation again to continue."_s));
+    m_log.setStatus(info.id, ExecutionStatus::Paused, events);
+    qCInfo(lcExecution) << "resolved stale running conversation" << info.id;
+    return true;
+}
+
+int ConversationService::recoverStale()
+{
+    int recovered = 0;
+    for (const QUuid &id : m_store.idsWithStatus(ExecutionStatus::Running)) {
+        if (auto info = m_store.find(id); info && resolveStale(*info))
+            ++recovered;
+    }
+    return recovered;
+}
+
+QCoro::Task<> ConversationService::startRun(ConversationInfo info, QUuid confirmedActionId)
+{
+    requireUsableRuntime(info);
+    if (m_runners.contains(info.id) || m_starting.contains(info.id))
+        throw ApiError::conflict(u"conversation_already_running"_s,
+                                 u"Conversation is already running"_s);
+    resolveStale(info);
+
+    m_starting.insert(info.id);
+    auto acquiring = m_runtimes.acquire(info);
+    RuntimeAcquisition acquisition = co_await std::move(acquiring);
+    m_starting.remove(info.id);
+    if (!acquisition.runtime)
+        throw ApiError{502, acquisition.error.code,
+                       u"Cannot start the runtime: "_s + acquisition.error.message};
+
+    auto *runner = new ConversationRunner(
+        info.id, m_log, m_store, m_agents.create(info.agentKind), std::move(acquisition.runtime),
+        RunSettings{info.workingDir, info.alwaysConfirm, m_settings.commandTimeout}, this);
+    m_runners.insert(info.id, runner);
+    connect(runner, &ConversationRunner::stopped, this, [this, runner](const QUuid &id) {
+        if (m_runners.value(id) == runner)
+            m_runners.remove(id);
+        Q_EMIT runnerStopped(id);
+    });
+    runner->start(confirmedActionId);
+}
+
+QCoro::Task<ConversationInfo> ConversationService::run(QUuid id)
+{
+    auto starting = startRun(require(id), {});
+    co_await std::move(starting);
+    co_return require(id);
+}
+
+ConversationInfo ConversationService::pause(const QUuid &id)
+{
+    const ConversationInfo info = require(id);
+    if (auto runner = m_runners.value(id)) {
+        runner->requestPause();
+        m_log.append(id, {Event::pause()});
+    } else if (!resolveStale(info) && info.executionStatus == ExecutionStatus::WaitingForConfirmation) {
+        m_log.setStatus(id, ExecutionStatus::Paused, {Event::pause()});
+    }
+    return require(id);
+}
+
+ConversationInfo ConversationService::interrupt(const QUuid &id)
+{
+    const ConversationInfo info = require(id);
+    if (auto runner = m_runners.value(id))
+        runner->interrupt();
+    else
+        resolveStale(info);
+    return require(id);
+}
+
+QCoro::Task<StoredEvent> ConversationService::sendMessage(QUuid id, MessageRequest message)
+{
+    const ConversationInfo info = require(id);
+    if (message.run)
+        requireUsableRuntime(info);
+    resolveStale(info);
+    const QList<StoredEvent> stored =
+        m_log.append(id, {Event::message(EventSource::User, message.role, message.text)});
+    // A live run picks the message up at its next step; otherwise start one.
+    if (message.run && !m_runners.contains(id) && !m_starting.contains(id)) {
+        auto starting = startRun(require(id), {});
+        co_await std::move(starting);
+    }
+    co_return stored.first();
+}
+
+QCoro::Task<ConversationInfo> ConversationService::respondToConfirmation(QUuid id, bool accept,
+                                                                          QString reason)
+{
+    const ConversationInfo info = require(id);
+    if (info.executionStatus != ExecutionStatus::WaitingForConfirmation)
+        throw ApiError::conflict(u"not_waiting_for_confirmation"_s,
+                                 u"Conversation is not waiting for a confirmation (it is %1)"_s.arg(
+                                     toString(info.executionStatus)));
+    requireUsableRuntime(info);
+    const QList<Event> history = m_store.history(id, 0);
+    const Event *action = pendingAction(history);
+    if (!action)
+        throw ApiError::conflict(u"not_waiting_for_confirmation"_s,
+                                 u"Conversation has no action waiting for a confirmation"_s);
+    const QUuid actionId = action->id;
+    if (!accept)
+        m_log.append(id, {Event::userReject(*action, reason)});
+    auto starting = startRun(require(id), accept ? actionId : QUuid());
+    co_await std::move(starting);
+    co_return require(id);
+}
+
+QString ConversationService::finalResponse(const QUuid &id)
+{
+    require(id);
+    EventFilter filter;
+    filter.kind = EventKind::Message;
+    filter.source = EventSource::Agent;
+    const EventPageResult page = m_store.searchEvents(id, filter, true, {}, 1);
+    if (page.items.isEmpty())
+        return {};
+    const auto event = Event::fromJson(QJsonDocument::fromJson(page.items.first().json).object());
+    return event ? event->messageText() : QString();
+}
+
+QCoro::Task<> ConversationService::shutdown(std::chrono::milliseconds grace)
+{
+    for (const auto &runner : std::as_const(m_runners)) {
+        if (runner)
+            runner->requestPause();
+    }
+    QElapsedTimer elapsed;
+    elapsed.start();
+    bool interrupted = false;
+    while (!m_runners.isEmpty()) {
+        const auto left = grace - std::chrono::milliseconds(elapsed.elapsed());
+        if (left.count() <= 0 && !interrupted) {
+            qCInfo(lcExecution) << "interrupting" << m_runners.size() << "runs still in flight";
+            for (const auto &runner : std::as_const(m_runners)) {
+                if (runner)
+                    runner->interrupt();
+            }
+            interrupted = true;
+        }
+        if (interrupted && elapsed.elapsed() > grace.count() + 5000)
+            break;
+        auto stoppedOne = qCoro(this, &ConversationService::runnerStopped,
+                                std::max(left, std::chrono::milliseconds(100)));
+        co_await std::move(stoppedOne);
+    }
+}
+
+} // namespace AgentDeck

@@ -1,0 +1,82 @@
+#pragma once
+
+#include "serverconnection.h"
+#include "storage/conversationstore.h"
+
+#include <QHash>
+#include <QObject>
+#include <QPointer>
+#include <QSet>
+
+#include <chrono>
+
+namespace AgentDeck {
+
+class AgentFactory;
+class Clock;
+class ConversationRunner;
+class EventLog;
+class RuntimeProvider;
+
+struct ServiceSettings
+{
+    QString workspaceRoot;
+    std::chrono::milliseconds commandTimeout{0};
+};
+
+// The conversations use case: everything the API can do to a conversation, independent of HTTP.
+// Handlers and WebSocket sessions call it; it throws ApiError for what the caller got wrong.
+class ConversationService : public QObject
+{
+    Q_OBJECT
+public:
+    ConversationService(ConversationStore &store, EventLog &log, RuntimeProvider &runtimes,
+                        const AgentFactory &agents, const Clock &clock, ServiceSettings settings,
+                        QObject *parent = nullptr);
+    ~ConversationService() override;
+
+    // Returns the conversation and whether it was created (false: it existed already).
+    QCoro::Task<std::pair<ConversationInfo, bool>> create(CreateConversationRequest request);
+    ConversationInfo get(const QUuid &id);
+    QList<std::optional<ConversationInfo>> getMany(const QList<QUuid> &ids);
+    ConversationPageResult search(const ConversationFilter &filter, ConversationSort sort,
+                                  const QString &pageId, int limit);
+    qint64 count(const ConversationFilter &filter) { return m_store.count(filter); }
+    ConversationInfo update(const QUuid &id, const ConversationUpdate &update);
+    void remove(const QUuid &id);
+
+    QCoro::Task<ConversationInfo> run(QUuid id);
+    ConversationInfo pause(const QUuid &id);
+    ConversationInfo interrupt(const QUuid &id);
+    QCoro::Task<StoredEvent> sendMessage(QUuid id, MessageRequest message);
+    QCoro::Task<ConversationInfo> respondToConfirmation(QUuid id, bool accept, QString reason);
+    QString finalResponse(const QUuid &id);
+
+    // Resolves every conversation left `running` by an earlier instance. Returns how many.
+    int recoverStale();
+    bool isLive(const QUuid &id) const { return m_runners.contains(id); }
+    int liveCount() const { return int(m_runners.size()); }
+    // Pauses every run at a safe point; interrupts what is still running after `grace`.
+    QCoro::Task<> shutdown(std::chrono::milliseconds grace);
+
+Q_SIGNALS:
+    void runnerStopped(const QUuid &id);
+
+private:
+    ConversationInfo require(const QUuid &id);
+    void requireUsableRuntime(const ConversationInfo &info) const;
+    bool resolveStale(const ConversationInfo &info);
+    QCoro::Task<> startRun(ConversationInfo info, QUuid confirmedActionId);
+    QString workspaceFor(const QUuid &id) const;
+
+    ConversationStore &m_store;
+    EventLog &m_log;
+    RuntimeProvider &m_runtimes;
+    const AgentFactory &m_agents;
+    const Clock &m_clock;
+    ServiceSettings m_settings;
+    QHash<QUuid, QPointer<ConversationRunner>> m_runners;
+    QSet<QUuid> m_starting;
+};
+
+} // namespace AgentDeck

@@ -1,0 +1,36 @@
+#include "eventlog.h"
+
+#include "clock.h"
+#include "streams/eventhub.h"
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+EventLog::EventLog(ConversationStore &store, EventHub &hub, const Clock &clock)
+    : m_store(store)
+    , m_hub(hub)
+    , m_clock(clock)
+{
+}
+
+QList<StoredEvent> EventLog::append(const QUuid &conversationId, QList<Event> events,
+                                    std::optional<ExecutionStatus> status)
+{
+    const QList<StoredEvent> stored =
+        m_store.append(conversationId, std::move(events), status, m_clock.nowMs());
+    for (const StoredEvent &event : stored) {
+        m_hub.publish(conversationId, event.seq, event.json);
+        ++m_published;
+    }
+    return stored;
+}
+
+QList<StoredEvent> EventLog::setStatus(const QUuid &conversationId, ExecutionStatus status,
+                                       QList<Event> alongWith)
+{
+    alongWith.append(Event::stateUpdate(u"execution_status"_s, toString(status)));
+    return append(conversationId, std::move(alongWith), status);
+}
+
+} // namespace AgentDeck

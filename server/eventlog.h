@@ -1,0 +1,33 @@
+#pragma once
+
+#include "storage/conversationstore.h"
+
+namespace AgentDeck {
+
+class Clock;
+class EventHub;
+
+// The one way events are written: one transaction in the store, then a non-blocking fan-out to
+// the live subscribers. Nothing awaits between the commit and the fan-out, so a stream that
+// switched from replay to live cannot miss an event.
+class EventLog
+{
+public:
+    EventLog(ConversationStore &store, EventHub &hub, const Clock &clock);
+
+    QList<StoredEvent> append(const QUuid &conversationId, QList<Event> events,
+                              std::optional<ExecutionStatus> status = std::nullopt);
+    // A status change, recorded with a ConversationStateUpdateEvent so that streams see it.
+    QList<StoredEvent> setStatus(const QUuid &conversationId, ExecutionStatus status,
+                                 QList<Event> alongWith = {});
+
+    qint64 publishedCount() const { return m_published; }
+
+private:
+    ConversationStore &m_store;
+    EventHub &m_hub;
+    const Clock &m_clock;
+    qint64 m_published = 0;
+};
+
+} // namespace AgentDeck

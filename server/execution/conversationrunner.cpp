@@ -1,0 +1,154 @@
+#include "conversationrunner.h"
+
+#include "apierror.h"
+#include "eventlog.h"
+#include "logging.h"
+#include "storage/conversationstore.h"
+#include "storage/database.h"
+
+#include <QSet>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+const Event *pendingAction(const QList<Event> &history)
+{
+    QSet<QString> resolved;
+    for (auto it = history.crbegin(); it != history.crend(); ++it) {
+        if (it->kind == EventKind::Observation || it->kind == EventKind::UserReject)
+            resolved.insert(it->actionId());
+        else if (it->kind == EventKind::Action)
+            return resolved.contains(toWireId(it->id)) ? nullptr : &*it;
+    }
+    return nullptr;
+}
+
+ConversationRunner::ConversationRunner(const QUuid &conversationId, EventLog &log,
+                                       ConversationStore &store, std::unique_ptr<Agent> agent,
+                                       std::shared_ptr<Runtime> runtime, RunSettings settings,
+                                       QObject *parent)
+    : QObject(parent)
+    , m_id(conversationId)
+    , m_log(log)
+    , m_store(store)
+    , m_agent(std::move(agent))
+    , m_runtime(std::move(runtime))
+    , m_settings(std::move(settings))
+{
+}
+
+ConversationRunner::~ConversationRunner() = default;
+
+void ConversationRunner::start(const QUuid &confirmedActionId)
+{
+    m_confirmedActionId = confirmedActionId;
+    runLoop();
+}
+
+void ConversationRunner::runLoop()
+{
+    // The task is eager; it ends by emitting stopped() and deleting the runner.
+    loop();
+}
+
+void ConversationRunner::requestPause()
+{
+    m_pauseRequested = true;
+}
+
+void ConversationRunner::interrupt()
+{
+    m_pauseRequested = true;
+    m_runtime->interrupt();
+}
+
+void ConversationRunner::abandon()
+{
+    m_abandoned = true;
+    interrupt();
+}
+
+QCoro::Task<> ConversationRunner::loop()
+{
+    QList<Event> history;
+    qint64 seen = 0;
+    const auto refresh = [&] {
+        const QList<Event> more = m_store.history(m_id, seen);
+        if (!more.isEmpty())
+            seen = more.last().seq;
+        history.append(more);
+    };
+
+    try {
+        m_log.setStatus(m_id, ExecutionStatus::Running);
+        for (;;) {
+            refresh();
+            if (m_pauseRequested) {
+                m_log.setStatus(m_id, ExecutionStatus::Paused);
+                break;
+            }
+            if (const Event *pending = pendingAction(history)) {
+                if (m_settings.alwaysConfirm && pending->id != m_confirmedActionId) {
+                    m_log.setStatus(m_id, ExecutionStatus::WaitingForConfirmation);
+                    break;
+                }
+                const Event action = *pending;
+                m_confirmedActionId = QUuid();
+                m_commandInFlight = true;
+                // Tasks are made before they are awaited: GCC 12 destroys argument temporaries
+                // of a co_await full-expression twice.
+                auto execution = m_runtime->execute(CommandRequest{
+                    action.fields.value(u"action"_s).toObject().value(u"command"_s).toString(),
+                    m_settings.workingDir, m_settings.commandTimeout});
+                const CommandResult result = co_await std::move(execution);
+                m_commandInFlight = false;
+                if (m_abandoned)
+                    break;
+                const Event observation =
+                    Event::observation(action, result.output, result.exitCode, result.interrupted);
+                if (result.interrupted) {
+                    m_log.setStatus(m_id, ExecutionStatus::Paused, {observation});
+                    break;
+                }
+                m_log.append(m_id, {observation});
+                continue;
+            }
+            auto decision = m_agent->next(history);
+            const AgentStep step = co_await std::move(decision);
+            if (m_abandoned)
+                break;
+            switch (step.kind) {
+            case AgentStep::Kind::RunCommand:
+                m_log.append(m_id, {Event::action(u"bash"_s, step.text)});
+                continue;
+            case AgentStep::Kind::Reply:
+                m_log.append(m_id, {Event::message(EventSource::Agent, u"assistant"_s, step.text)});
+                continue;
+            case AgentStep::Kind::Finish:
+                m_log.setStatus(m_id, ExecutionStatus::Finished);
+                break;
+            case AgentStep::Kind::Fail:
+                m_log.setStatus(m_id, ExecutionStatus::Error,
+                                {Event::agentError(step.errorCode, step.text)});
+                break;
+            }
+            break;
+        }
+    } catch (const ApiError &error) {
+        // The conversation was deleted under us: there is nothing left to write to.
+        qCInfo(lcExecution) << "run of" << m_id << "ended:" << error.detail;
+    } catch (const std::exception &error) {
+        qCWarning(lcExecution) << "run of" << m_id << "failed:" << error.what();
+        try {
+            m_log.setStatus(m_id, ExecutionStatus::Error,
+                            {Event::agentError(u"run_failed"_s, QString::fromUtf8(error.what()))});
+        } catch (const std::exception &) {
+            // Storage is gone as well; the next start resolves the stale status.
+        }
+    }
+    Q_EMIT stopped(m_id);
+    deleteLater();
+}
+
+} // namespace AgentDeck

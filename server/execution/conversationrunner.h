@@ -1,0 +1,66 @@
+#pragma once
+
+#include "execution/agent.h"
+#include "runtime/runtime.h"
+
+#include <QObject>
+#include <QUuid>
+
+namespace AgentDeck {
+
+class ConversationStore;
+class EventLog;
+
+struct RunSettings
+{
+    QString workingDir;
+    bool alwaysConfirm = false;
+    std::chrono::milliseconds commandTimeout{0};
+};
+
+// The live executor of one conversation: asks the agent for the next step, runs commands in the
+// runtime, writes every result through the event log, and ends in a resting status (paused,
+// finished, waiting_for_confirmation or error). It deletes itself when its loop has ended.
+class ConversationRunner : public QObject
+{
+    Q_OBJECT
+public:
+    ConversationRunner(const QUuid &conversationId, EventLog &log, ConversationStore &store,
+                       std::unique_ptr<Agent> agent, std::shared_ptr<Runtime> runtime,
+                       RunSettings settings, QObject *parent = nullptr);
+    ~ConversationRunner() override;
+
+    QUuid conversationId() const { return m_id; }
+    // Starts the loop. `confirmedActionId` is the pending action the user just accepted.
+    void start(const QUuid &confirmedActionId = {});
+    // Stop after the current step.
+    void requestPause();
+    // Cancel the command in flight (recorded as interrupted), then stop.
+    void interrupt();
+    // The conversation is being deleted: stop without writing anything more.
+    void abandon();
+    bool isCommandInFlight() const { return m_commandInFlight; }
+
+Q_SIGNALS:
+    void stopped(const QUuid &conversationId);
+
+private:
+    QCoro::Task<> loop();
+    void runLoop();
+
+    QUuid m_id;
+    EventLog &m_log;
+    ConversationStore &m_store;
+    std::unique_ptr<Agent> m_agent;
+    std::shared_ptr<Runtime> m_runtime;
+    RunSettings m_settings;
+    QUuid m_confirmedActionId;
+    bool m_pauseRequested = false;
+    bool m_abandoned = false;
+    bool m_commandInFlight = false;
+};
+
+// The last action of the history that has neither an observation nor a rejection.
+const Event *pendingAction(const QList<Event> &history);
+
+} // namespace AgentDeck

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <QString>
+
+namespace AgentDeck {
+
+class ApiServer;
+class ConversationService;
+class ConversationStore;
+class EventLog;
+class Metrics;
+class Router;
+
+struct ServerIdentity
+{
+    QString version;
+    QString replicaId;
+    qint64 startedAtMs = 0;
+};
+
+// One controller per resource; each adds its routes to the shared table.
+namespace HealthController {
+void registerRoutes(Router &router, const ApiServer &server, const ServerIdentity &identity);
+}
+namespace MetricsController {
+void registerRoutes(Router &router, const Metrics &metrics, ConversationStore &store,
+                    const EventLog &log, const ConversationService &service);
+}
+namespace ConversationController {
+void registerRoutes(Router &router, ConversationService &service);
+}
+namespace EventController {
+void registerRoutes(Router &router, ConversationService &service, ConversationStore &store);
+}
+
+} // namespace AgentDeck

@@ -1,0 +1,170 @@
+#include "apierror.h"
+#include "controllers.h"
+#include "conversationservice.h"
+#include "router.h"
+
+#include <QJsonArray>
+#include <QJsonObject>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+
+struct SearchParameters
+{
+    ConversationFilter filter;
+    ConversationSort sort = ConversationSort::CreatedAtDesc;
+    QString pageId;
+    int limit = 100;
+};
+
+ConversationFilter filterFrom(const HttpRequest &request)
+{
+    QString error;
+    auto filter = ConversationFilter::fromQuery(request.query, &error);
+    if (!filter)
+        throw ApiError::invalidParameter(error);
+    return *filter;
+}
+
+SearchParameters searchParameters(const HttpRequest &request)
+{
+    SearchParameters parameters;
+    parameters.filter = filterFrom(request);
+    if (request.query.hasQueryItem(u"sort_order"_s)) {
+        const auto sort = conversationSortFromString(request.stringParam(u"sort_order"_s));
+        if (!sort)
+            throw ApiError::invalidParameter(
+                u"sort_order must be CREATED_AT, CREATED_AT_DESC, UPDATED_AT or UPDATED_AT_DESC"_s);
+        parameters.sort = *sort;
+    }
+    parameters.pageId = request.stringParam(u"page_id"_s);
+    parameters.limit = request.intParam(u"limit"_s, 100, 1, 100);
+    return parameters;
+}
+
+QList<QUuid> idList(const HttpRequest &request, const QString &name)
+{
+    QList<QUuid> ids;
+    for (const QString &value : request.query.allQueryItemValues(name)) {
+        for (const QString &part : value.split(u',', Qt::SkipEmptyParts)) {
+            const auto id = parseWireId(part.trimmed());
+            if (!id)
+                throw ApiError::invalidParameter(u"\"%1\" in %2 is not a valid id"_s.arg(part, name));
+            ids.append(*id);
+        }
+    }
+    if (ids.size() > 100)
+        throw ApiError::invalidParameter(u"%1 takes at most 100 ids"_s.arg(name));
+    return ids;
+}
+
+ConversationUpdate updateFrom(const QJsonObject &body)
+{
+    ConversationUpdate update;
+    if (const QJsonValue title = body.value(u"title"_s); !title.isUndefined()) {
+        if (!title.isString())
+            throw ApiError::invalidParameter(u"title must be a string"_s);
+        update.title = title.toString();
+    }
+    if (const QJsonValue tags = body.value(u"tags"_s); !tags.isUndefined()) {
+        if (!tags.isObject())
+            throw ApiError::invalidParameter(u"tags must be an object of strings"_s);
+        QMap<QString, QString> map;
+        const QJsonObject object = tags.toObject();
+        for (auto it = object.begin(); it != object.end(); ++it) {
+            if (!it.value().isString())
+                throw ApiError::invalidParameter(u"tags must be an object of strings"_s);
+            map.insert(it.key(), it.value().toString());
+        }
+        update.tags = map;
+    }
+    return update;
+}
+
+QJsonValue toJsonOrNull(const std::optional<ConversationInfo> &info)
+{
+    return info ? QJsonValue(info->toJson()) : QJsonValue(QJsonValue::Null);
+}
+
+} // namespace
+
+void ConversationController::registerRoutes(Router &router, ConversationService &service)
+{
+    using Method = Router::Method;
+    const QString item = u"/api/conversations/{id}"_s;
+
+    router.addAsync(Method::Post, u"/api/conversations"_s,
+                    [&service](HttpRequest request) -> QCoro::Task<HttpResponse> {
+                        QString error;
+                        const auto create =
+                            CreateConversationRequest::fromJson(request.jsonObject(), &error);
+                        if (!create)
+                            throw ApiError::invalidParameter(error);
+                        auto creating = service.create(*create);
+                        const auto [info, created] = co_await std::move(creating);
+                        co_return HttpResponse::json(info.toJson(), created ? 201 : 200);
+                    });
+
+    router.add(Method::Get, u"/api/conversations/search"_s, [&service](const HttpRequest &request) {
+        const SearchParameters p = searchParameters(request);
+        const ConversationPageResult page = service.search(p.filter, p.sort, p.pageId, p.limit);
+        QJsonArray items;
+        for (const ConversationInfo &info : page.items)
+            items.append(info.toJson());
+        return HttpResponse::json(QJsonObject{
+            {u"items"_s, items},
+            {u"next_page_id"_s,
+             page.nextPageId.isEmpty() ? QJsonValue(QJsonValue::Null) : QJsonValue(page.nextPageId)}});
+    });
+
+    router.add(Method::Get, u"/api/conversations/count"_s, [&service](const HttpRequest &request) {
+        return HttpResponse::json(QJsonValue(service.count(filterFrom(request))));
+    });
+
+    router.add(Method::Get, u"/api/conversations"_s, [&service](const HttpRequest &request) {
+        QJsonArray items;
+        for (const auto &info : service.getMany(idList(request, u"ids"_s)))
+            items.append(toJsonOrNull(info));
+        return HttpResponse::json(items);
+    });
+
+    router.add(Method::Get, item, [&service](const HttpRequest &request) {
+        return HttpResponse::json(service.get(request.idArg(0)).toJson());
+    });
+
+    router.add(Method::Patch, item, [&service](const HttpRequest &request) {
+        const QUuid id = request.idArg(0);
+        return HttpResponse::json(service.update(id, updateFrom(request.jsonObject())).toJson());
+    });
+
+    router.add(Method::Delete, item, [&service](const HttpRequest &request) {
+        service.remove(request.idArg(0));
+        return HttpResponse::json(QJsonObject{{u"success"_s, true}});
+    });
+
+    router.addAsync(Method::Post, item + u"/run"_s,
+                    [&service](HttpRequest request) -> QCoro::Task<HttpResponse> {
+                        auto running = service.run(request.idArg(0));
+                        const ConversationInfo info = co_await std::move(running);
+                        co_return HttpResponse::json(info.toJson());
+                    });
+
+    router.add(Method::Post, item + u"/pause"_s, [&service](const HttpRequest &request) {
+        return HttpResponse::json(service.pause(request.idArg(0)).toJson());
+    });
+
+    router.add(Method::Post, item + u"/interrupt"_s, [&service](const HttpRequest &request) {
+        return HttpResponse::json(service.interrupt(request.idArg(0)).toJson());
+    });
+
+    router.add(Method::Get, item + u"/agent_final_response"_s,
+               [&service](const HttpRequest &request) {
+                   return HttpResponse::json(
+                       QJsonObject{{u"response"_s, service.finalResponse(request.idArg(0))}});
+               });
+}
+
+} // namespace AgentDeck

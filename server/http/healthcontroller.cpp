@@ -1,0 +1,56 @@
+#include "apiserver.h"
+#include "controllers.h"
+#include "eventlog.h"
+#include "conversationservice.h"
+#include "metrics.h"
+#include "wiretypes.h"
+
+#include <QDateTime>
+#include <QJsonObject>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+void HealthController::registerRoutes(Router &router, const ApiServer &server,
+                                      const ServerIdentity &identity)
+{
+    using Method = Router::Method;
+    router.add(Method::Get, u"/alive"_s, [](const HttpRequest &) {
+        return HttpResponse::json(QJsonObject{{u"status"_s, u"ok"_s}});
+    });
+    router.add(Method::Get, u"/health"_s, [](const HttpRequest &) {
+        return HttpResponse::json(QJsonObject{{u"status"_s, u"ok"_s}});
+    });
+    router.add(Method::Get, u"/ready"_s, [&server](const HttpRequest &) {
+        if (!server.isReady())
+            return HttpResponse::json(QJsonObject{{u"status"_s, u"starting"_s}}, 503);
+        return HttpResponse::json(QJsonObject{{u"status"_s, u"ready"_s}});
+    });
+    router.add(Method::Get, u"/server_info"_s, [&server, identity](const HttpRequest &) {
+        const qint64 now = QDateTime::currentMSecsSinceEpoch();
+        return HttpResponse::json(QJsonObject{
+            {u"name"_s, u"agentdeck"_s},
+            {u"version"_s, identity.version},
+            {u"replica_id"_s, identity.replicaId},
+            {u"started_at"_s, toWireTime(identity.startedAtMs)},
+            {u"uptime_seconds"_s, (now - identity.startedAtMs) / 1000},
+            {u"ready"_s, server.isReady()},
+        });
+    });
+}
+
+void MetricsController::registerRoutes(Router &router, const Metrics &metrics,
+                                       ConversationStore &store, const EventLog &log,
+                                       const ConversationService &service)
+{
+    router.add(Router::Method::Get, u"/metrics"_s, [&](const HttpRequest &) {
+        HttpResponse response;
+        response.contentType = "text/plain; version=0.0.4";
+        response.body =
+            metrics.render(store.countByStatus(), log.publishedCount(), service.liveCount());
+        return response;
+    });
+}
+
+} // namespace AgentDeck

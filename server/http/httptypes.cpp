@@ -1,0 +1,139 @@
+#include "httptypes.h"
+
+#include "apierror.h"
+#include "wiretypes.h"
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+QByteArray HttpRequest::header(QByteArrayView name) const
+{
+    for (const auto &[key, value] : headers) {
+        if (name.compare(key, Qt::CaseInsensitive) == 0)
+            return value;
+    }
+    return {};
+}
+
+QJsonObject HttpRequest::jsonObject() const
+{
+    if (body.trimmed().isEmpty())
+        return {};
+    QJsonParseError error;
+    const QJsonDocument document = QJsonDocument::fromJson(body, &error);
+    if (error.error != QJsonParseError::NoError)
+        throw ApiError{400, u"malformed_json"_s,
+                       u"The request body is not valid JSON: %1 at offset %2"_s.arg(
+                           error.errorString())
+                           .arg(error.offset)};
+    if (!document.isObject())
+        throw ApiError{400, u"malformed_json"_s, u"The request body must be a JSON object"_s};
+    return document.object();
+}
+
+QUuid HttpRequest::idArg(qsizetype index) const
+{
+    const auto id = parseWireId(args.value(index));
+    if (!id)
+        throw ApiError::invalidParameter(
+            u"\"%1\" is not a valid id (a UUID, dashed or 32 hex digits)"_s.arg(args.value(index)));
+    return *id;
+}
+
+QString HttpRequest::stringParam(const QString &name) const
+{
+    return query.queryItemValue(name, QUrl::FullyDecoded);
+}
+
+int HttpRequest::intParam(const QString &name, int defaultValue, int min, int max) const
+{
+    if (!query.hasQueryItem(name))
+        return defaultValue;
+    bool ok = false;
+    const int value = query.queryItemValue(name).toInt(&ok);
+    if (!ok || value < min || value > max)
+        throw ApiError::invalidParameter(
+            u"%1 must be an integer from %2 to %3"_s.arg(name).arg(min).arg(max));
+    return value;
+}
+
+std::optional<qint64> HttpRequest::timeParam(const QString &name) const
+{
+    if (!query.hasQueryItem(name))
+        return std::nullopt;
+    const auto time = parseWireTime(stringParam(name));
+    if (!time)
+        throw ApiError::invalidParameter(u"%1 must be an ISO 8601 time"_s.arg(name));
+    return time->toMSecsSinceEpoch();
+}
+
+std::optional<bool> HttpRequest::boolParam(const QString &name) const
+{
+    if (!query.hasQueryItem(name))
+        return std::nullopt;
+    const QString value = query.queryItemValue(name).toLower();
+    if (value == u"true"_s || value == u"1"_s)
+        return true;
+    if (value == u"false"_s || value == u"0"_s)
+        return false;
+    throw ApiError::invalidParameter(u"%1 must be true or false"_s.arg(name));
+}
+
+HttpResponse HttpResponse::json(const QJsonValue &value, int status)
+{
+    QByteArray body;
+    if (value.isObject())
+        body = QJsonDocument(value.toObject()).toJson(QJsonDocument::Compact);
+    else if (value.isArray())
+        body = QJsonDocument(value.toArray()).toJson(QJsonDocument::Compact);
+    else if (value.isDouble())
+        body = QByteArray::number(value.toInteger());
+    else if (value.isBool())
+        body = value.toBool() ? "true" : "false";
+    else if (value.isString())
+        body = QJsonDocument(QJsonArray{value}).toJson(QJsonDocument::Compact).mid(1).chopped(1);
+    else
+        body = "null";
+    return rawJson(std::move(body), status);
+}
+
+HttpResponse HttpResponse::rawJson(QByteArray json, int status)
+{
+    HttpResponse response;
+    response.status = status;
+    response.body = std::move(json);
+    return response;
+}
+
+HttpResponse HttpResponse::error(const ApiError &error)
+{
+    HttpResponse response =
+        json(QJsonObject{{u"detail"_s, error.detail}, {u"code"_s, error.code}}, error.status);
+    if (error.retryAfterSeconds)
+        response.headers.append({"Retry-After", QByteArray::number(*error.retryAfterSeconds)});
+    return response;
+}
+
+QByteArray joinJsonArray(const QList<QByteArray> &items)
+{
+    qsizetype size = 2 + items.size();
+    for (const QByteArray &item : items)
+        size += item.size();
+    QByteArray out;
+    out.reserve(size);
+    out += '[';
+    for (qsizetype i = 0; i < items.size(); ++i) {
+        if (i > 0)
+            out += ',';
+        out += items[i];
+    }
+    out += ']';
+    return out;
+}
+
+} // namespace AgentDeck

@@ -1,0 +1,53 @@
+#pragma once
+
+#include <QByteArray>
+#include <QHttpServerRequest>
+#include <QJsonValue>
+#include <QList>
+#include <QStringList>
+#include <QUrlQuery>
+#include <QUuid>
+
+namespace AgentDeck {
+
+struct ApiError;
+
+// A request as handlers see it: copied out of QHttpServerRequest, so it stays valid in a
+// coroutine after the connection is gone.
+struct HttpRequest
+{
+    QHttpServerRequest::Method method = QHttpServerRequest::Method::Get;
+    QString path;
+    QUrlQuery query;
+    QByteArray body;
+    QList<QPair<QByteArray, QByteArray>> headers;
+    QStringList args; // the {placeholders} of the matched route, in order
+
+    QByteArray header(QByteArrayView name) const;
+    // The body as a JSON object; an empty body is an empty object. Throws 400 otherwise.
+    QJsonObject jsonObject() const;
+    // The i-th path argument as a conversation or event id. Throws 422.
+    QUuid idArg(qsizetype index) const;
+    // Query parameter helpers; they throw 422 naming the parameter.
+    int intParam(const QString &name, int defaultValue, int min, int max) const;
+    std::optional<qint64> timeParam(const QString &name) const;
+    std::optional<bool> boolParam(const QString &name) const;
+    QString stringParam(const QString &name) const;
+};
+
+struct HttpResponse
+{
+    int status = 200;
+    QByteArray body;
+    QByteArray contentType = "application/json";
+    QList<QPair<QByteArray, QByteArray>> headers;
+
+    static HttpResponse json(const QJsonValue &value, int status = 200);
+    static HttpResponse rawJson(QByteArray json, int status = 200);
+    static HttpResponse error(const ApiError &error);
+};
+
+// "[a,b,c]" from already serialized JSON values, without parsing them again.
+QByteArray joinJsonArray(const QList<QByteArray> &items);
+
+} // namespace AgentDeck

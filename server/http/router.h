@@ -1,0 +1,48 @@
+#pragma once
+
+#include "httptypes.h"
+
+#include <QCoroTask>
+
+#include <functional>
+
+namespace AgentDeck {
+
+// The route table: the one place that knows which handler answers which method and path. Paths
+// are patterns with {placeholders}; a literal segment wins over a placeholder.
+class Router
+{
+public:
+    using Method = QHttpServerRequest::Method;
+    using SyncHandler = std::function<HttpResponse(const HttpRequest &)>;
+    using AsyncHandler = std::function<QCoro::Task<HttpResponse>(HttpRequest)>;
+
+    struct Route
+    {
+        Method method;
+        QString pattern;
+        QStringList segments;
+        int literals = 0;
+        SyncHandler sync;
+        AsyncHandler async;
+    };
+
+    struct Match
+    {
+        const Route *route = nullptr;
+        QStringList args;
+        QList<QByteArray> allowedMethods; // when the path exists but not with this method
+    };
+
+    void add(Method method, const QString &pattern, SyncHandler handler);
+    void addAsync(Method method, const QString &pattern, AsyncHandler handler);
+    Match match(Method method, const QString &path) const;
+    const QList<Route> &routes() const { return m_routes; }
+
+    static QByteArray methodName(Method method);
+
+private:
+    QList<Route> m_routes;
+};
+
+} // namespace AgentDeck

@@ -1,0 +1,42 @@
+#pragma once
+
+#include <QByteArray>
+#include <QHash>
+#include <QList>
+#include <QString>
+
+#include <array>
+
+namespace AgentDeck {
+
+// Counters and histograms for /metrics, in Prometheus text format. Request series are keyed by
+// route pattern, never by raw path, so their number stays bounded.
+class Metrics
+{
+public:
+    void recordRequest(const QString &route, const QByteArray &method, int status, double seconds);
+    void webSocketOpened() { ++m_webSocketsOpen; }
+    void webSocketClosed() { --m_webSocketsOpen; }
+    void slowConsumerDropped() { ++m_slowConsumerDrops; }
+    qint64 openWebSockets() const { return m_webSocketsOpen; }
+    qint64 slowConsumerDrops() const { return m_slowConsumerDrops; }
+
+    QByteArray render(const QList<QPair<QString, qint64>> &conversationsByStatus,
+                      qint64 eventsPublished, qint64 liveRuns) const;
+
+private:
+    static constexpr std::array<double, 11> Buckets{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                    0.05,   0.1,   0.25,   0.5,   1.0};
+    struct Latency
+    {
+        std::array<qint64, Buckets.size()> buckets{};
+        qint64 count = 0;
+        double sum = 0;
+    };
+    QHash<QString, qint64> m_requests; // "route\nmethod\nstatus"
+    QHash<QString, Latency> m_latency; // "route\nmethod"
+    qint64 m_webSocketsOpen = 0;
+    qint64 m_slowConsumerDrops = 0;
+};
+
+} // namespace AgentDeck

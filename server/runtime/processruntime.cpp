@@ -1,0 +1,101 @@
+#include "processruntime.h"
+
+#include "logging.h"
+
+#include <QCoroProcess>
+#include <QCoroSignal>
+#include <QDir>
+#include <QProcess>
+
+#include <csignal>
+#include <unistd.h>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+constexpr qsizetype MaxOutputBytes = 1024 * 1024;
+} // namespace
+
+QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
+{
+    auto process = std::make_unique<QProcess>();
+    m_process = process.get();
+    m_interrupted = false;
+    process->setProcessChannelMode(QProcess::MergedChannels);
+    process->setWorkingDirectory(request.workingDir);
+    process->setStandardInputFile(QProcess::nullDevice());
+    // A process group of its own, so that an interrupt stops the command's children too.
+    process->setChildProcessModifier([] { ::setsid(); });
+    process->start(u"bash"_s, {u"-c"_s, request.command});
+
+    CommandResult result;
+    auto starting = qCoro(process.get()).waitForStarted();
+    if (!co_await std::move(starting)) {
+        result.output = u"cannot start bash: "_s + process->errorString();
+        result.exitCode = 127;
+        co_return result;
+    }
+    bool finished = true;
+    if (request.timeout.count() > 0)
+    {
+        auto finishing = qCoro(process.get()).waitForFinished(request.timeout);
+        finished = co_await std::move(finishing);
+    } else {
+        auto finishing = qCoro(process.get(), &QProcess::finished);
+        co_await std::move(finishing);
+    }
+    if (!finished) {
+        ::kill(-static_cast<pid_t>(process->processId()), SIGKILL);
+        auto reaping = qCoro(process.get()).waitForFinished(std::chrono::seconds(5));
+        co_await std::move(reaping);
+    }
+    QByteArray output = process->readAll();
+    if (output.size() > MaxOutputBytes)
+        output = output.left(MaxOutputBytes) + "\n[output truncated]\n"_ba;
+    result.output = QString::fromUtf8(output);
+    result.interrupted = m_interrupted;
+    result.exitCode = process->exitStatus() == QProcess::NormalExit ? process->exitCode() : -1;
+    if (!finished && !m_interrupted) {
+        result.output += u"\n[command timed out]"_s;
+        result.exitCode = 124;
+    }
+    co_return result;
+}
+
+void ProcessRuntime::interrupt()
+{
+    if (!m_process || m_process->state() == QProcess::NotRunning)
+        return;
+    m_interrupted = true;
+    const auto pid = static_cast<pid_t>(m_process->processId());
+    if (pid > 0)
+        ::kill(-pid, SIGKILL);
+}
+
+QCoro::Task<RuntimeAcquisition> ProcessRuntimeProvider::acquire(ConversationInfo conversation)
+{
+    if (!QDir().mkpath(conversation.workingDir))
+        co_return RuntimeAcquisition{
+            nullptr, {u"provision_failed"_s, u"cannot create workspace "_s + conversation.workingDir}};
+    auto runtime = m_runtimes.value(conversation.id).lock();
+    if (!runtime) {
+        runtime = std::make_shared<ProcessRuntime>();
+        m_runtimes.insert(conversation.id, runtime);
+    }
+    co_return RuntimeAcquisition{runtime, {}};
+}
+
+void ProcessRuntimeProvider::release(const QUuid &conversationId)
+{
+    if (auto runtime = m_runtimes.take(conversationId).lock())
+        runtime->interrupt();
+}
+
+void ProcessRuntimeProvider::describe(QList<ConversationInfo> &) const
+{
+    // Stored runtime errors are already on the rows; an in-server runtime is otherwise available.
+}
+
+} // namespace AgentDeck

@@ -1,0 +1,56 @@
+#pragma once
+
+#include "wiretypes.h"
+
+#include <QCoroTask>
+#include <QString>
+
+#include <chrono>
+#include <memory>
+
+namespace AgentDeck {
+
+struct CommandRequest
+{
+    QString command;
+    QString workingDir;
+    std::chrono::milliseconds timeout{0}; // 0: no limit
+};
+
+struct CommandResult
+{
+    QString output;
+    int exitCode = 0;
+    bool interrupted = false;
+};
+
+// Where one conversation's commands run. Execution talks only to this interface, so the in-server
+// process runner and a sandbox host process are interchangeable.
+class Runtime
+{
+public:
+    virtual ~Runtime() = default;
+    virtual QCoro::Task<CommandResult> execute(CommandRequest request) = 0;
+    // Stops the command in flight, if any; its execute() then returns with interrupted = true.
+    virtual void interrupt() = 0;
+};
+
+struct RuntimeAcquisition
+{
+    std::shared_ptr<Runtime> runtime;
+    RuntimeError error; // set when runtime is null
+};
+
+// Turns a conversation into a runtime, and reports the status of runtimes in batch.
+class RuntimeProvider
+{
+public:
+    virtual ~RuntimeProvider() = default;
+    virtual QCoro::Task<RuntimeAcquisition> acquire(ConversationInfo conversation) = 0;
+    // Stops the conversation's runtime, keeping its history and workspace.
+    virtual void release(const QUuid &conversationId) = 0;
+    // Fills in runtime info for a page of conversations without touching the disk or a socket.
+    virtual void describe(QList<ConversationInfo> &conversations) const = 0;
+};
+
+} // namespace AgentDeck

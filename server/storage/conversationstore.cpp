@@ -1,0 +1,493 @@
+#include "conversationstore.h"
+
+#include "apierror.h"
+#include "database.h"
+
+#include <QJsonDocument>
+#include <QSqlRecord>
+
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+
+const QString ConversationColumns =
+    u"id, title, tags, created_at, updated_at, archived_at, execution_status, agent_kind, "
+    "working_dir, workspace_owned, always_confirm, event_count, last_event_at, "
+    "runtime_error_code, runtime_error_message"_s;
+
+QDateTime fromMs(qint64 ms)
+{
+    return QDateTime::fromMSecsSinceEpoch(ms, Qt::UTC);
+}
+
+std::optional<QDateTime> optionalTime(const QVariant &value)
+{
+    if (value.isNull())
+        return std::nullopt;
+    return fromMs(value.toLongLong());
+}
+
+QVariant nullableMs(const std::optional<QDateTime> &time)
+{
+    return time ? QVariant(time->toMSecsSinceEpoch()) : QVariant(QMetaType(QMetaType::LongLong));
+}
+
+QString tagsToJson(const QMap<QString, QString> &tags)
+{
+    QJsonObject object;
+    for (auto it = tags.cbegin(); it != tags.cend(); ++it)
+        object.insert(it.key(), it.value());
+    return QString::fromUtf8(QJsonDocument(object).toJson(QJsonDocument::Compact));
+}
+
+ConversationInfo conversationFromRow(const QSqlQuery &q)
+{
+    ConversationInfo info;
+    info.id = QUuid::fromString(q.value(0).toString());
+    info.title = q.value(1).toString();
+    const QJsonObject tags = QJsonDocument::fromJson(q.value(2).toString().toUtf8()).object();
+    for (auto it = tags.begin(); it != tags.end(); ++it)
+        info.tags.insert(it.key(), it.value().toString());
+    info.createdAt = fromMs(q.value(3).toLongLong());
+    info.updatedAt = fromMs(q.value(4).toLongLong());
+    info.archivedAt = optionalTime(q.value(5));
+    info.executionStatus =
+        executionStatusFromString(q.value(6).toString()).value_or(ExecutionStatus::Idle);
+    info.agentKind = q.value(7).toString();
+    info.workingDir = q.value(8).toString();
+    info.workspaceOwnedByServer = q.value(9).toBool();
+    info.alwaysConfirm = q.value(10).toBool();
+    info.eventCount = q.value(11).toLongLong();
+    info.lastEventAt = optionalTime(q.value(12));
+    if (!q.value(13).isNull()) {
+        info.runtime.status = RuntimeStatus::Error;
+        info.runtime.error = RuntimeError{q.value(13).toString(), q.value(14).toString()};
+    }
+    return info;
+}
+
+// `text` inside a LIKE pattern, with its own wildcards taken literally.
+QString likeContains(const QString &text)
+{
+    QString escaped = text;
+    escaped.replace(u'\\', u"\\\\"_s).replace(u'%', u"\\%"_s).replace(u'_', u"\\_"_s);
+    return u'%' + escaped + u'%';
+}
+
+QString jsonPathForKey(const QString &key)
+{
+    QString escaped = key;
+    escaped.replace(u'\\', u"\\\\"_s).replace(u'"', u"\\\""_s);
+    return u"$.\""_s + escaped + u'"';
+}
+
+// A WHERE clause with its bound values, built up condition by condition.
+struct Where
+{
+    QStringList conditions;
+    QVariantList values;
+
+    void add(const QString &condition, QVariantList conditionValues = {})
+    {
+        conditions.append(condition);
+        values.append(conditionValues);
+    }
+    QString sql() const
+    {
+        return conditions.isEmpty() ? QString() : u" WHERE "_s + conditions.join(u" AND "_s);
+    }
+    void bindTo(QSqlQuery &query) const
+    {
+        for (const QVariant &value : values)
+            query.addBindValue(value);
+    }
+};
+
+Where conversationWhere(const ConversationFilter &filter)
+{
+    Where where;
+    if (filter.archive == ArchiveFilter::Active)
+        where.add(u"archived_at IS NULL"_s);
+    else if (filter.archive == ArchiveFilter::Archived)
+        where.add(u"archived_at IS NOT NULL"_s);
+    if (filter.status)
+        where.add(u"execution_status = ?"_s, {toString(*filter.status)});
+    if (!filter.text.isEmpty())
+        where.add(u"title LIKE ? ESCAPE '\\'"_s, {likeContains(filter.text)});
+    for (const TagFilter &tag : filter.tags) {
+        if (tag.value)
+            where.add(u"json_extract(tags, ?) = ?"_s, {jsonPathForKey(tag.key), *tag.value});
+        else
+            where.add(u"json_extract(tags, ?) IS NOT NULL"_s, {jsonPathForKey(tag.key)});
+    }
+    return where;
+}
+
+Where eventWhere(const QUuid &id, const EventFilter &filter)
+{
+    Where where;
+    where.add(u"conversation_id = ?"_s, {toWireId(id)});
+    if (filter.afterSeq > 0)
+        where.add(u"seq > ?"_s, {filter.afterSeq});
+    if (!filter.kind.isEmpty())
+        where.add(u"kind = ?"_s, {filter.kind});
+    if (!filter.source.isEmpty())
+        where.add(u"source = ?"_s, {filter.source});
+    if (!filter.bodyContains.isEmpty())
+        where.add(u"body LIKE ? ESCAPE '\\'"_s, {likeContains(filter.bodyContains)});
+    if (filter.timestampGteMs)
+        where.add(u"timestamp >= ?"_s, {*filter.timestampGteMs});
+    if (filter.timestampLtMs)
+        where.add(u"timestamp < ?"_s, {*filter.timestampLtMs});
+    return where;
+}
+
+// Page ids are opaque to clients: "<sort key ms>:<id>" in base64url.
+QString encodeCursor(qint64 key, const QString &id)
+{
+    return QString::fromLatin1(QString(QString::number(key) + u':' + id)
+                                   .toUtf8()
+                                   .toBase64(QByteArray::Base64UrlEncoding
+                                             | QByteArray::OmitTrailingEquals));
+}
+
+std::pair<qint64, QString> decodeCursor(const QString &pageId)
+{
+    const auto decoded = QByteArray::fromBase64Encoding(
+        pageId.toLatin1(), QByteArray::Base64UrlEncoding | QByteArray::AbortOnBase64DecodingErrors);
+    const QString text = decoded ? QString::fromUtf8(*decoded) : QString();
+    const qsizetype colon = text.indexOf(u':');
+    bool ok = false;
+    const qint64 key = colon > 0 ? text.left(colon).toLongLong(&ok) : 0;
+    const auto id = colon > 0 ? parseWireId(QStringView(text).mid(colon + 1)) : std::nullopt;
+    if (!ok || !id)
+        throw ApiError::invalidParameter(u"page_id is not a page of this search"_s);
+    return {key, toWireId(*id)};
+}
+
+} // namespace
+
+ConversationStore::ConversationStore(Database &db)
+    : m_db(db)
+{
+}
+
+void ConversationStore::insert(const ConversationInfo &info)
+{
+    QSqlQuery &q = m_db.prepared(
+        u"INSERT INTO conversations (id, title, tags, created_at, updated_at, archived_at, "
+        "execution_status, agent_kind, working_dir, workspace_owned, always_confirm) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"_s);
+    q.addBindValue(toWireId(info.id));
+    q.addBindValue(info.title);
+    q.addBindValue(tagsToJson(info.tags));
+    q.addBindValue(info.createdAt.toMSecsSinceEpoch());
+    q.addBindValue(info.updatedAt.toMSecsSinceEpoch());
+    q.addBindValue(nullableMs(info.archivedAt));
+    q.addBindValue(toString(info.executionStatus));
+    q.addBindValue(info.agentKind);
+    q.addBindValue(info.workingDir);
+    q.addBindValue(info.workspaceOwnedByServer);
+    q.addBindValue(info.alwaysConfirm);
+    m_db.exec(q);
+}
+
+std::optional<ConversationInfo> ConversationStore::find(const QUuid &id)
+{
+    QSqlQuery &q =
+        m_db.prepared(u"SELECT "_s + ConversationColumns + u" FROM conversations WHERE id = ?"_s);
+    q.addBindValue(toWireId(id));
+    m_db.exec(q);
+    std::optional<ConversationInfo> info;
+    if (q.next())
+        info = conversationFromRow(q);
+    q.finish();
+    return info;
+}
+
+QList<std::optional<ConversationInfo>> ConversationStore::findMany(const QList<QUuid> &ids)
+{
+    QList<std::optional<ConversationInfo>> result(ids.size());
+    if (ids.isEmpty())
+        return result;
+    QStringList placeholders(ids.size(), u"?"_s);
+    QSqlQuery q = m_db.prepare(u"SELECT "_s + ConversationColumns
+                               + u" FROM conversations WHERE id IN ("_s
+                               + placeholders.join(u',') + u')');
+    for (const QUuid &id : ids)
+        q.addBindValue(toWireId(id));
+    m_db.exec(q);
+    while (q.next()) {
+        ConversationInfo info = conversationFromRow(q);
+        for (qsizetype i = 0; i < ids.size(); ++i) {
+            if (ids[i] == info.id)
+                result[i] = info;
+        }
+    }
+    return result;
+}
+
+ConversationPageResult ConversationStore::search(const ConversationFilter &filter,
+                                                 ConversationSort sort, const QString &pageId,
+                                                 int limit)
+{
+    const bool byUpdated =
+        sort == ConversationSort::UpdatedAt || sort == ConversationSort::UpdatedAtDesc;
+    const bool descending =
+        sort == ConversationSort::CreatedAtDesc || sort == ConversationSort::UpdatedAtDesc;
+    const QString keyColumn = byUpdated ? u"updated_at"_s : u"created_at"_s;
+    const QString direction = descending ? u" DESC"_s : u" ASC"_s;
+
+    Where where = conversationWhere(filter);
+    if (!pageId.isEmpty()) {
+        // Keyset paging: the page starts at the cursor row itself, so a page is an index range
+        // scan whatever the size of the catalog.
+        const auto [key, id] = decodeCursor(pageId);
+        const QString cmp = descending ? u"<"_s : u">"_s;
+        where.add(u"("_s + keyColumn + u' ' + cmp + u" ? OR ("_s + keyColumn + u" = ? AND id "_s
+                      + cmp + u"= ?))"_s,
+                  {key, key, id});
+    }
+    QSqlQuery q = m_db.prepare(u"SELECT "_s + ConversationColumns + u" FROM conversations"_s
+                               + where.sql() + u" ORDER BY "_s + keyColumn + direction + u", id"_s
+                               + direction + u" LIMIT ?"_s);
+    where.bindTo(q);
+    q.addBindValue(limit + 1);
+    m_db.exec(q);
+
+    ConversationPageResult page;
+    while (q.next()) {
+        ConversationInfo info = conversationFromRow(q);
+        if (page.items.size() == limit) {
+            const QDateTime &key = byUpdated ? info.updatedAt : info.createdAt;
+            page.nextPageId = encodeCursor(key.toMSecsSinceEpoch(), toWireId(info.id));
+            break;
+        }
+        page.items.append(std::move(info));
+    }
+    return page;
+}
+
+qint64 ConversationStore::count(const ConversationFilter &filter)
+{
+    const Where where = conversationWhere(filter);
+    QSqlQuery q = m_db.prepare(u"SELECT COUNT(*) FROM conversations"_s + where.sql());
+    where.bindTo(q);
+    m_db.exec(q);
+    return q.next() ? q.value(0).toLongLong() : 0;
+}
+
+bool ConversationStore::update(const QUuid &id, const ConversationUpdate &update, qint64 nowMs)
+{
+    Where set;
+    if (update.title)
+        set.add(u"title = ?"_s, {*update.title});
+    if (update.tags)
+        set.add(u"tags = ?"_s, {tagsToJson(*update.tags)});
+    set.add(u"updated_at = ?"_s, {nowMs});
+    QSqlQuery q = m_db.prepare(u"UPDATE conversations SET "_s + set.conditions.join(u", "_s)
+                               + u" WHERE id = ?"_s);
+    set.bindTo(q);
+    q.addBindValue(toWireId(id));
+    m_db.exec(q);
+    return q.numRowsAffected() > 0;
+}
+
+bool ConversationStore::remove(const QUuid &id)
+{
+    Transaction transaction(m_db);
+    QSqlQuery &events = m_db.prepared(u"DELETE FROM events WHERE conversation_id = ?"_s);
+    events.addBindValue(toWireId(id));
+    m_db.exec(events);
+    QSqlQuery &row = m_db.prepared(u"DELETE FROM conversations WHERE id = ?"_s);
+    row.addBindValue(toWireId(id));
+    m_db.exec(row);
+    const bool removed = row.numRowsAffected() > 0;
+    transaction.commit();
+    return removed;
+}
+
+QList<QUuid> ConversationStore::idsWithStatus(ExecutionStatus status)
+{
+    QSqlQuery &q = m_db.prepared(u"SELECT id FROM conversations WHERE execution_status = ?"_s);
+    q.addBindValue(toString(status));
+    m_db.exec(q);
+    QList<QUuid> ids;
+    while (q.next())
+        ids.append(QUuid::fromString(q.value(0).toString()));
+    q.finish();
+    return ids;
+}
+
+QList<QPair<QString, qint64>> ConversationStore::countByStatus()
+{
+    QSqlQuery &q = m_db.prepared(
+        u"SELECT execution_status, COUNT(*) FROM conversations GROUP BY execution_status"_s);
+    m_db.exec(q);
+    QList<QPair<QString, qint64>> counts;
+    while (q.next())
+        counts.append({q.value(0).toString(), q.value(1).toLongLong()});
+    q.finish();
+    return counts;
+}
+
+QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> events,
+                                             std::optional<ExecutionStatus> status, qint64 nowMs)
+{
+    const QString wireId = toWireId(id);
+    Transaction transaction(m_db);
+    QSqlQuery &current = m_db.prepared(u"SELECT event_count FROM conversations WHERE id = ?"_s);
+    current.addBindValue(wireId);
+    m_db.exec(current);
+    if (!current.next()) {
+        current.finish();
+        throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(wireId));
+    }
+    qint64 seq = current.value(0).toLongLong();
+    current.finish();
+
+    QSqlQuery &insert = m_db.prepared(u"INSERT INTO events (conversation_id, seq, id, kind, "
+                                      "source, timestamp, body) VALUES (?, ?, ?, ?, ?, ?, ?)"_s);
+    const QDateTime now = fromMs(nowMs);
+    QList<StoredEvent> stored;
+    stored.reserve(events.size());
+    for (Event &event : events) {
+        event.seq = ++seq;
+        event.timestamp = now;
+        insert.addBindValue(wireId);
+        insert.addBindValue(event.seq);
+        insert.addBindValue(toWireId(event.id));
+        insert.addBindValue(event.kind);
+        insert.addBindValue(event.source);
+        insert.addBindValue(nowMs);
+        const QByteArray json = QJsonDocument(event.toJson()).toJson(QJsonDocument::Compact);
+        insert.addBindValue(QString::fromUtf8(json));
+        m_db.exec(insert);
+        stored.append({event.seq, json});
+    }
+
+    QSqlQuery &row = m_db.prepared(
+        u"UPDATE conversations SET event_count = ?, updated_at = ?, "
+        "last_event_at = CASE WHEN ? THEN ? ELSE last_event_at END, "
+        "execution_status = COALESCE(?, execution_status) WHERE id = ?"_s);
+    row.addBindValue(seq);
+    row.addBindValue(nowMs);
+    row.addBindValue(!events.isEmpty());
+    row.addBindValue(nowMs);
+    row.addBindValue(status ? QVariant(toString(*status)) : QVariant(QMetaType(QMetaType::QString)));
+    row.addBindValue(wireId);
+    m_db.exec(row);
+    transaction.commit();
+    return stored;
+}
+
+QList<StoredEvent> ConversationStore::eventsAfter(const QUuid &id, qint64 afterSeq, int limit)
+{
+    QSqlQuery &q = m_db.prepared(u"SELECT seq, body FROM events WHERE conversation_id = ? AND "
+                                 "seq > ? ORDER BY seq LIMIT ?"_s);
+    q.addBindValue(toWireId(id));
+    q.addBindValue(afterSeq);
+    q.addBindValue(limit);
+    m_db.exec(q);
+    QList<StoredEvent> events;
+    while (q.next())
+        events.append({q.value(0).toLongLong(), q.value(1).toString().toUtf8()});
+    q.finish();
+    return events;
+}
+
+QList<Event> ConversationStore::history(const QUuid &id, qint64 afterSeq)
+{
+    QList<Event> events;
+    for (;;) {
+        const QList<StoredEvent> page = eventsAfter(id, afterSeq, 1000);
+        for (const StoredEvent &stored : page) {
+            if (auto event = Event::fromJson(QJsonDocument::fromJson(stored.json).object()))
+                events.append(std::move(*event));
+            afterSeq = stored.seq;
+        }
+        if (page.size() < 1000)
+            return events;
+    }
+}
+
+EventPageResult ConversationStore::searchEvents(const QUuid &id, const EventFilter &filter,
+                                                bool descending, const QString &pageId, int limit)
+{
+    Where where = eventWhere(id, filter);
+    if (!pageId.isEmpty()) {
+        bool ok = false;
+        const qint64 start = pageId.toLongLong(&ok);
+        if (!ok || start < 1)
+            throw ApiError::invalidParameter(u"page_id is not a page of this search"_s);
+        where.add(descending ? u"seq <= ?"_s : u"seq >= ?"_s, {start});
+    }
+    QSqlQuery q = m_db.prepare(u"SELECT seq, body FROM events"_s + where.sql()
+                               + (descending ? u" ORDER BY seq DESC"_s : u" ORDER BY seq"_s)
+                               + u" LIMIT ?"_s);
+    where.bindTo(q);
+    q.addBindValue(limit + 1);
+    m_db.exec(q);
+    EventPageResult page;
+    while (q.next()) {
+        const qint64 seq = q.value(0).toLongLong();
+        if (page.items.size() == limit) {
+            page.nextPageId = QString::number(seq);
+            break;
+        }
+        page.items.append({seq, q.value(1).toString().toUtf8()});
+    }
+    return page;
+}
+
+qint64 ConversationStore::countEvents(const QUuid &id, const EventFilter &filter)
+{
+    const Where where = eventWhere(id, filter);
+    QSqlQuery q = m_db.prepare(u"SELECT COUNT(*) FROM events"_s + where.sql());
+    where.bindTo(q);
+    m_db.exec(q);
+    return q.next() ? q.value(0).toLongLong() : 0;
+}
+
+std::optional<StoredEvent> ConversationStore::event(const QUuid &id, const QUuid &eventId)
+{
+    QSqlQuery &q = m_db.prepared(
+        u"SELECT seq, body FROM events WHERE conversation_id = ? AND id = ?"_s);
+    q.addBindValue(toWireId(id));
+    q.addBindValue(toWireId(eventId));
+    m_db.exec(q);
+    std::optional<StoredEvent> stored;
+    if (q.next())
+        stored = StoredEvent{q.value(0).toLongLong(), q.value(1).toString().toUtf8()};
+    q.finish();
+    return stored;
+}
+
+QList<std::optional<StoredEvent>> ConversationStore::events(const QUuid &id,
+                                                            const QList<QUuid> &eventIds)
+{
+    QList<std::optional<StoredEvent>> result(eventIds.size());
+    if (eventIds.isEmpty())
+        return result;
+    QStringList placeholders(eventIds.size(), u"?"_s);
+    QSqlQuery q = m_db.prepare(u"SELECT id, seq, body FROM events WHERE conversation_id = ? AND "
+                               "id IN ("_s
+                               + placeholders.join(u',') + u')');
+    q.addBindValue(toWireId(id));
+    for (const QUuid &eventId : eventIds)
+        q.addBindValue(toWireId(eventId));
+    m_db.exec(q);
+    while (q.next()) {
+        const QUuid eventId = QUuid::fromString(q.value(0).toString());
+        for (qsizetype i = 0; i < eventIds.size(); ++i) {
+            if (eventIds[i] == eventId)
+                result[i] = StoredEvent{q.value(1).toLongLong(), q.value(2).toString().toUtf8()};
+        }
+    }
+    return result;
+}
+
+} // namespace AgentDeck

@@ -1,0 +1,87 @@
+#pragma once
+
+#include "conversationfilter.h"
+#include "wiretypes.h"
+
+#include <QByteArray>
+#include <QList>
+
+namespace AgentDeck {
+
+class Database;
+
+struct ConversationPageResult
+{
+    QList<ConversationInfo> items;
+    QString nextPageId;
+};
+
+struct EventFilter
+{
+    QString kind;
+    QString source;
+    QString bodyContains;
+    std::optional<qint64> timestampGteMs;
+    std::optional<qint64> timestampLtMs;
+    qint64 afterSeq = 0;
+};
+
+// A stored event as it goes on the wire: its seq and its JSON, serialized once at write time.
+struct StoredEvent
+{
+    qint64 seq = 0;
+    QByteArray json;
+};
+
+struct EventPageResult
+{
+    QList<StoredEvent> items;
+    QString nextPageId;
+};
+
+// Field updates of PATCH; unset fields are left as they are.
+struct ConversationUpdate
+{
+    std::optional<QString> title;
+    std::optional<QMap<QString, QString>> tags;
+};
+
+// The catalog of conversations and their histories, on top of Database. Every list route is one
+// SQL statement per page; nothing here keeps the catalog in memory.
+class ConversationStore
+{
+public:
+    explicit ConversationStore(Database &db);
+
+    void insert(const ConversationInfo &info);
+    std::optional<ConversationInfo> find(const QUuid &id);
+    // One statement for the whole batch; the result keeps the order of `ids`.
+    QList<std::optional<ConversationInfo>> findMany(const QList<QUuid> &ids);
+    // Throws ApiError 422 for a page id that is not one of ours.
+    ConversationPageResult search(const ConversationFilter &filter, ConversationSort sort,
+                                  const QString &pageId, int limit);
+    qint64 count(const ConversationFilter &filter);
+    bool update(const QUuid &id, const ConversationUpdate &update, qint64 nowMs);
+    bool remove(const QUuid &id);
+    QList<QUuid> idsWithStatus(ExecutionStatus status);
+    QList<QPair<QString, qint64>> countByStatus();
+
+    // Appends `events` in one transaction, giving them the next seqs, and sets the execution
+    // status when asked. Returns the events as stored. Throws ApiError 404 when the conversation
+    // no longer exists.
+    QList<StoredEvent> append(const QUuid &id, QList<Event> events, std::optional<ExecutionStatus> status,
+                        qint64 nowMs);
+
+    QList<StoredEvent> eventsAfter(const QUuid &id, qint64 afterSeq, int limit);
+    QList<Event> history(const QUuid &id, qint64 afterSeq);
+    EventPageResult searchEvents(const QUuid &id, const EventFilter &filter, bool descending,
+                                 const QString &pageId, int limit);
+    qint64 countEvents(const QUuid &id, const EventFilter &filter);
+    std::optional<StoredEvent> event(const QUuid &id, const QUuid &eventId);
+    QList<std::optional<StoredEvent>> events(const QUuid &id, const QList<QUuid> &eventIds);
+
+private:
+    Database &m_db;
+};
+
+} // namespace AgentDeck

@@ -1,0 +1,177 @@
+#include "database.h"
+
+#include "logging.h"
+
+#include <QDir>
+#include <QFile>
+#include <QSqlError>
+#include <QUuid>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+void throwOnError(const QSqlQuery &query, const char *what)
+{
+    throw StorageError(std::string(what) + ": " + query.lastError().text().toStdString());
+}
+
+// Statements of a migration file, split at semicolons that end a line.
+QStringList statementsOf(const QString &script)
+{
+    QStringList statements;
+    QString current;
+    for (const QString &line : script.split(u'\n')) {
+        if (line.trimmed().startsWith(u"--"_s))
+            continue;
+        current += line + u'\n';
+        if (line.trimmed().endsWith(u';')) {
+            statements.append(current.trimmed());
+            current.clear();
+        }
+    }
+    if (!current.trimmed().isEmpty())
+        statements.append(current.trimmed());
+    return statements;
+}
+} // namespace
+
+Database::Database(QSqlDatabase db)
+    : m_db(std::move(db))
+    , m_connectionName(m_db.connectionName())
+{
+}
+
+Database::~Database()
+{
+    close();
+}
+
+void Database::close()
+{
+    if (m_connectionName.isEmpty())
+        return;
+    m_prepared.clear();
+    m_db.close();
+    m_db = QSqlDatabase();
+    QSqlDatabase::removeDatabase(m_connectionName);
+    m_connectionName.clear();
+}
+
+std::unique_ptr<Database> Database::openSqlite(const QString &path, QString *error)
+{
+    const QString name = u"agentdeck-"_s + QUuid::createUuid().toString(QUuid::WithoutBraces);
+    QSqlDatabase db = QSqlDatabase::addDatabase(u"QSQLITE"_s, name);
+    db.setDatabaseName(path);
+    std::unique_ptr<Database> database(new Database(db));
+    if (!database->m_db.open()) {
+        *error = u"cannot open database %1: %2"_s.arg(path, database->m_db.lastError().text());
+        return nullptr;
+    }
+    // WAL with synchronous=NORMAL: a committed transaction is in the OS before the commit returns,
+    // so it survives the process being killed (not a power cut; see docs/ARCHITECTURE.md).
+    for (const QString &pragma :
+         {u"PRAGMA journal_mode=WAL"_s, u"PRAGMA synchronous=NORMAL"_s,
+          u"PRAGMA foreign_keys=ON"_s, u"PRAGMA busy_timeout=5000"_s}) {
+        QSqlQuery query(database->m_db);
+        if (!query.exec(pragma)) {
+            *error = u"cannot configure database %1: %2"_s.arg(path, query.lastError().text());
+            return nullptr;
+        }
+    }
+    if (!database->migrate(error))
+        return nullptr;
+    return database;
+}
+
+bool Database::migrate(QString *error)
+{
+    QSqlQuery query(m_db);
+    if (!query.exec(u"CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+                    "name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"_s)) {
+        *error = u"cannot create schema_migrations: "_s + query.lastError().text();
+        return false;
+    }
+    int current = 0;
+    if (query.exec(u"SELECT COALESCE(MAX(version), 0) FROM schema_migrations"_s) && query.next())
+        current = query.value(0).toInt();
+
+    const QDir dir(u":/agentdeck/migrations/sqlite"_s);
+    for (const QString &file : dir.entryList({u"*.sql"_s}, QDir::Files, QDir::Name)) {
+        const int version = file.section(u'_', 0, 0).toInt();
+        if (version <= current)
+            continue;
+        QFile script(dir.filePath(file));
+        if (!script.open(QIODevice::ReadOnly)) {
+            *error = u"cannot read migration "_s + file;
+            return false;
+        }
+        m_db.transaction();
+        for (const QString &statement : statementsOf(QString::fromUtf8(script.readAll()))) {
+            if (!query.exec(statement)) {
+                *error = u"migration %1 failed: %2"_s.arg(file, query.lastError().text());
+                m_db.rollback();
+                return false;
+            }
+        }
+        query.prepare(u"INSERT INTO schema_migrations (version, name) VALUES (?, ?)"_s);
+        query.addBindValue(version);
+        query.addBindValue(file);
+        if (!query.exec() || !m_db.commit()) {
+            *error = u"cannot record migration %1: %2"_s.arg(file, query.lastError().text());
+            m_db.rollback();
+            return false;
+        }
+        qCInfo(lcStorage) << "applied migration" << file;
+    }
+    return true;
+}
+
+QSqlQuery &Database::prepared(const QString &sql)
+{
+    auto it = m_prepared.find(sql);
+    if (it == m_prepared.end()) {
+        QSqlQuery query(m_db);
+        if (!query.prepare(sql))
+            throwOnError(query, "prepare");
+        it = m_prepared.insert(sql, std::move(query));
+    }
+    return *it;
+}
+
+QSqlQuery Database::prepare(const QString &sql)
+{
+    QSqlQuery query(m_db);
+    query.setForwardOnly(true);
+    if (!query.prepare(sql))
+        throwOnError(query, "prepare");
+    return query;
+}
+
+void Database::exec(QSqlQuery &query)
+{
+    ++m_statements;
+    query.setForwardOnly(true);
+    if (!query.exec())
+        throwOnError(query, "query");
+}
+
+void Database::begin()
+{
+    if (!m_db.transaction())
+        throw StorageError("begin: " + m_db.lastError().text().toStdString());
+}
+
+void Database::commit()
+{
+    if (!m_db.commit())
+        throw StorageError("commit: " + m_db.lastError().text().toStdString());
+}
+
+void Database::rollback()
+{
+    m_db.rollback();
+}
+
+} // namespace AgentDeck

@@ -1,0 +1,79 @@
+#pragma once
+
+#include <QHash>
+#include <QSqlDatabase>
+#include <QSqlQuery>
+#include <QString>
+
+#include <memory>
+#include <stdexcept>
+
+namespace AgentDeck {
+
+// An unexpected storage failure (disk full, database gone). Never caused by bad input; the HTTP
+// layer answers it with 503.
+class StorageError : public std::runtime_error
+{
+public:
+    using std::runtime_error::runtime_error;
+};
+
+// One Qt Sql connection with its migrations, a cache of prepared statements for the hot paths
+// and a counter of executed statements (tests assert query budgets with it).
+class Database
+{
+public:
+    ~Database();
+    Database(const Database &) = delete;
+    Database &operator=(const Database &) = delete;
+
+    // Opens (creating when needed) an SQLite catalog in WAL mode and runs pending migrations.
+    static std::unique_ptr<Database> openSqlite(const QString &path, QString *error);
+
+    // A prepared statement for `sql`, reused across calls. Bind, then call exec().
+    QSqlQuery &prepared(const QString &sql);
+    // Prepares a one-off statement (dynamic SQL such as search filters).
+    QSqlQuery prepare(const QString &sql);
+    // Executes and counts; throws StorageError on failure.
+    void exec(QSqlQuery &query);
+
+    void begin();
+    void commit();
+    void rollback();
+
+    qint64 statementCount() const { return m_statements; }
+    QSqlDatabase &connection() { return m_db; }
+    void close();
+
+private:
+    explicit Database(QSqlDatabase db);
+    bool migrate(QString *error);
+
+    QSqlDatabase m_db;
+    QString m_connectionName;
+    QHash<QString, QSqlQuery> m_prepared;
+    qint64 m_statements = 0;
+};
+
+// Commits on commit(); rolls back when left without it (an exception or an early return).
+class Transaction
+{
+public:
+    explicit Transaction(Database &db) : m_db(db) { m_db.begin(); }
+    ~Transaction()
+    {
+        if (!m_done)
+            m_db.rollback();
+    }
+    void commit()
+    {
+        m_db.commit();
+        m_done = true;
+    }
+
+private:
+    Database &m_db;
+    bool m_done = false;
+};
+
+} // namespace AgentDeck

@@ -1,0 +1,219 @@
+#include "eventstreamsession.h"
+
+#include "apierror.h"
+#include "conversationservice.h"
+#include "http/apiauth.h"
+#include "logging.h"
+#include "metrics.h"
+#include "storage/database.h"
+
+#include <QCoroSignal>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QWebSocket>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+constexpr int CloseUnauthorized = 4001;
+constexpr int CloseNotFound = 4004;
+constexpr int CloseSlowConsumer = 1013;
+
+// Frame header bytes of a server-to-client text frame with this payload size.
+qint64 frameSize(qint64 payload)
+{
+    return payload + (payload < 126 ? 2 : payload < 65536 ? 4 : 10);
+}
+} // namespace
+
+EventStreamSession::EventStreamSession(std::unique_ptr<QWebSocket> socket,
+                                       const QUuid &conversationId, std::optional<qint64> afterSeq,
+                                       EventStreams::Context &context, QObject *parent)
+    : QObject(parent)
+    , m_socket(std::move(socket))
+    , m_id(conversationId)
+    , m_afterSeq(afterSeq)
+    , m_context(context)
+{
+    m_authTimer.setSingleShot(true);
+    connect(&m_authTimer, &QTimer::timeout, this, [this] {
+        closeWith(CloseUnauthorized, u"no auth frame in time"_s);
+    });
+    connect(m_socket.get(), &QWebSocket::textMessageReceived, this,
+            [this](const QString &message) { onTextMessage(message); });
+    connect(m_socket.get(), &QWebSocket::bytesWritten, this, &EventStreamSession::onBytesWritten);
+    connect(m_socket.get(), &QWebSocket::disconnected, this, [this] {
+        if (m_state != State::Closed) {
+            m_state = State::Closed;
+            m_context.hub.unsubscribe(m_id, this);
+        }
+        Q_EMIT finished(this);
+    });
+}
+
+EventStreamSession::~EventStreamSession()
+{
+    if (m_state != State::Closed)
+        m_context.hub.unsubscribe(m_id, this);
+    if (m_socket)
+        m_socket->abort();
+}
+
+void EventStreamSession::start()
+{
+    // With keys configured nothing, not even whether the conversation exists, is told before auth.
+    if (m_context.auth.enabled()) {
+        m_authTimer.start(m_context.settings.authTimeoutMs);
+        return;
+    }
+    beginStreaming();
+}
+
+void EventStreamSession::beginStreaming()
+{
+    if (!m_context.store.find(m_id)) {
+        closeWith(CloseNotFound, u"unknown conversation"_s);
+        return;
+    }
+    // Subscribe first: from here on nothing committed escapes both the replay and the live path.
+    m_context.hub.subscribe(m_id, this);
+    if (m_afterSeq) {
+        m_state = State::Replaying;
+        m_lastSeq = *m_afterSeq;
+        replay();
+    } else {
+        // Live only: start after whatever is committed now.
+        const auto info = m_context.store.find(m_id);
+        m_lastSeq = info ? info->eventCount : 0;
+        m_state = State::Live;
+    }
+}
+
+QCoro::Task<> EventStreamSession::replay()
+{
+    QPointer<EventStreamSession> self(this);
+    const int pageSize = m_context.settings.replayPageSize;
+    for (;;) {
+        QList<StoredEvent> page;
+        try {
+            page = m_context.store.eventsAfter(m_id, m_lastSeq, pageSize);
+        } catch (const StorageError &error) {
+            qCWarning(lcStreams) << "replay failed:" << error.what();
+            closeWith(QWebSocketProtocol::CloseCodeAbnormalDisconnection, u"storage failure"_s);
+            co_return;
+        }
+        for (const StoredEvent &event : page) {
+            if (!send(event.json))
+                co_return;
+            m_lastSeq = event.seq;
+        }
+        if (page.size() < pageSize) {
+            m_state = State::Live;
+            co_return;
+        }
+        // Let the client drain before reading the next page, so a long history does not
+        // pile up in memory.
+        while (self && m_state == State::Replaying
+               && m_unsentBytes > m_context.settings.sendBudgetBytes / 2) {
+            auto drained =
+                qCoro(m_socket.get(), &QWebSocket::bytesWritten, std::chrono::seconds(30));
+            co_await std::move(drained);
+        }
+        if (!self || m_state != State::Replaying)
+            co_return;
+    }
+}
+
+void EventStreamSession::deliver(qint64 seq, const QByteArray &json)
+{
+    if (m_state != State::Live || seq <= m_lastSeq)
+        return;
+    if (send(json))
+        m_lastSeq = seq;
+}
+
+bool EventStreamSession::send(const QByteArray &json)
+{
+    const qint64 size = frameSize(json.size());
+    if (m_unsentBytes + size > m_context.settings.sendBudgetBytes) {
+        qCInfo(lcStreams) << "closing slow consumer of" << m_id << "with" << m_unsentBytes
+                          << "bytes unsent";
+        m_context.metrics.slowConsumerDropped();
+        closeWith(CloseSlowConsumer, u"slow_consumer"_s);
+        return false;
+    }
+    m_unsentBytes += size;
+    m_socket->sendTextMessage(QString::fromUtf8(json));
+    return true;
+}
+
+void EventStreamSession::onBytesWritten(qint64 bytes)
+{
+    m_unsentBytes = std::max<qint64>(0, m_unsentBytes - bytes);
+}
+
+void EventStreamSession::closeWith(int code, const QString &reason)
+{
+    if (m_state == State::Closed)
+        return;
+    m_state = State::Closed;
+    m_authTimer.stop();
+    m_context.hub.unsubscribe(m_id, this);
+    m_socket->close(static_cast<QWebSocketProtocol::CloseCode>(code), reason);
+    // A client that stopped reading never answers the close handshake; do not wait for it.
+    QTimer::singleShot(5000, m_socket.get(), &QWebSocket::abort);
+}
+
+void EventStreamSession::sendError(const QString &code, const QString &detail)
+{
+    const QJsonObject frame{{u"type"_s, u"error"_s}, {u"code"_s, code}, {u"detail"_s, detail}};
+    m_socket->sendTextMessage(
+        QString::fromUtf8(QJsonDocument(frame).toJson(QJsonDocument::Compact)));
+}
+
+QCoro::Task<> EventStreamSession::onTextMessage(QString message)
+{
+    QPointer<EventStreamSession> self(this);
+    QJsonParseError parseError;
+    const QJsonDocument document = QJsonDocument::fromJson(message.toUtf8(), &parseError);
+    if (parseError.error != QJsonParseError::NoError || !document.isObject()) {
+        sendError(u"malformed_json"_s, u"A frame must be one JSON object"_s);
+        co_return;
+    }
+    const QJsonObject frame = document.object();
+    if (m_state == State::Authenticating) {
+        if (frame.value(u"type"_s) != u"auth"_s
+            || !m_context.auth.accepts(frame.value(u"session_api_key"_s).toString().toUtf8())) {
+            closeWith(CloseUnauthorized, u"unauthorized"_s);
+            co_return;
+        }
+        m_authTimer.stop();
+        beginStreaming();
+        co_return;
+    }
+    if (m_state == State::Closed)
+        co_return;
+    if (frame.value(u"type"_s) == u"auth"_s)
+        co_return; // a repeated auth frame is harmless
+    QString error;
+    const auto request = MessageRequest::fromJson(frame, &error);
+    if (!request) {
+        sendError(u"invalid_parameter"_s, error);
+        co_return;
+    }
+    try {
+        auto sending = m_context.service.sendMessage(m_id, *request);
+        co_await std::move(sending);
+    } catch (const ApiError &apiError) {
+        if (self)
+            sendError(apiError.code, apiError.detail);
+    } catch (const std::exception &failure) {
+        qCWarning(lcStreams) << "message frame failed:" << failure.what();
+        if (self)
+            sendError(u"internal_error"_s, u"The message could not be stored"_s);
+    }
+}
+
+} // namespace AgentDeck

@@ -1,0 +1,57 @@
+#pragma once
+
+#include "eventhub.h"
+#include "eventstreams.h"
+
+#include <QCoroTask>
+#include <QObject>
+#include <QTimer>
+#include <QUuid>
+
+#include <memory>
+
+class QWebSocket;
+
+namespace AgentDeck {
+
+// One client following one conversation. States: waiting for the auth frame, replaying history
+// from the store, live. While replaying it ignores published events (the store has them and the
+// replay reads them); it switches to live right after a replay read that came back short, with
+// no await in between, so nothing committed can fall into a gap.
+class EventStreamSession : public QObject, public EventSubscriber
+{
+    Q_OBJECT
+public:
+    EventStreamSession(std::unique_ptr<QWebSocket> socket, const QUuid &conversationId,
+                       std::optional<qint64> afterSeq, EventStreams::Context &context,
+                       QObject *parent = nullptr);
+    ~EventStreamSession() override;
+
+    void start();
+    void closeWith(int code, const QString &reason);
+    void deliver(qint64 seq, const QByteArray &json) override;
+
+Q_SIGNALS:
+    void finished(AgentDeck::EventStreamSession *session);
+
+private:
+    enum class State { Authenticating, Replaying, Live, Closed };
+
+    QCoro::Task<> replay();
+    bool send(const QByteArray &json);
+    void sendError(const QString &code, const QString &detail);
+    QCoro::Task<> onTextMessage(QString message);
+    void onBytesWritten(qint64 bytes);
+    void beginStreaming();
+
+    std::unique_ptr<QWebSocket> m_socket;
+    QUuid m_id;
+    std::optional<qint64> m_afterSeq;
+    EventStreams::Context &m_context;
+    State m_state = State::Authenticating;
+    qint64 m_lastSeq = 0;
+    qint64 m_unsentBytes = 0;
+    QTimer m_authTimer;
+};
+
+} // namespace AgentDeck

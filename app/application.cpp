@@ -33,8 +33,8 @@ int runHeadless(int argc, char *argv[], const Options &options)
         printErr(u"agentdeck: "_s + error + u'\n');
         return 1;
     }
-    if (options.server.apiKeys.isEmpty() && options.server.address != QHostAddress::LocalHost
-        && options.server.address != QHostAddress::LocalHostIPv6)
+    if (options.server.apiKeys.isEmpty() && options.server.address != QHostAddress::LocalHost &&
+        options.server.address != QHostAddress::LocalHostIPv6)
         printErr(u"agentdeck: warning: no session API key is configured and the server listens "
                  "beyond loopback; anyone who can reach it can use it\n"_s);
     printErr(u"listening on "_s + server.url().toString() + u'\n');
@@ -54,8 +54,8 @@ int runHeadless(int argc, char *argv[], const Options &options)
 bool hasDisplay()
 {
     const auto env = QProcessEnvironment::systemEnvironment();
-    return env.contains(u"DISPLAY"_s) || env.contains(u"WAYLAND_DISPLAY"_s)
-           || env.value(u"QT_QPA_PLATFORM"_s) == u"offscreen"_s;
+    return env.contains(u"DISPLAY"_s) || env.contains(u"WAYLAND_DISPLAY"_s) ||
+           env.value(u"QT_QPA_PLATFORM"_s) == u"offscreen"_s;
 }
 
 } // namespace

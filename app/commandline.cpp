@@ -42,8 +42,8 @@ bool parseListen(const QString &text, ServerConfig &config)
     const uint port = text.mid(colon + 1).toUInt(&ok);
     if (!ok || port > 65535)
         return false;
-    const QHostAddress address = host == u"localhost"_s ? QHostAddress(QHostAddress::LocalHost)
-                                                         : QHostAddress(host);
+    const QHostAddress address =
+        host == u"localhost"_s ? QHostAddress(QHostAddress::LocalHost) : QHostAddress(host);
     if (address.isNull())
         return false;
     config.address = address;
@@ -59,7 +59,8 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         u"AgentDeck: an agent server and the operator console that watches it."_s);
     const QCommandLineOption help({u"h"_s, u"help"_s}, u"Show this help."_s);
     const QCommandLineOption version(u"version"_s, u"Show the version."_s);
-    const QCommandLineOption headless(u"headless"_s, u"Run the server as a daemon, without a window."_s);
+    const QCommandLineOption headless(u"headless"_s,
+                                      u"Run the server as a daemon, without a window."_s);
     const QCommandLineOption connect(u"connect"_s, u"Watch the server at URL (console only)."_s,
                                      u"URL"_s);
     const QCommandLineOption listen(u"listen"_s,
@@ -103,7 +104,7 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     }
 
     Options options;
-    options.mode = parser.isSet(headless) ? Mode::Headless
+    options.mode = parser.isSet(headless)  ? Mode::Headless
                    : parser.isSet(connect) ? Mode::Connect
                                            : Mode::Console;
     options.connectUrl = parser.value(connect);
@@ -114,8 +115,8 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     options.server.dataDir =
         parser.isSet(dataDir)
             ? parser.value(dataDir)
-            : QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation)
-                  + u"/agentdeck"_s;
+            : QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation) +
+                  u"/agentdeck"_s;
     options.server.apiKeys = parser.values(key);
     const QString envKeys =
         QProcessEnvironment::systemEnvironment().value(u"AGENTDECK_SESSION_API_KEYS"_s);

@@ -8,7 +8,12 @@
 
 namespace AgentDeck {
 
-enum class Mode { Console, Connect, Headless };
+enum class Mode
+{
+    Console,
+    Connect,
+    Headless
+};
 
 struct Options
 {

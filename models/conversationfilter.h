@@ -7,8 +7,19 @@
 
 namespace AgentDeck {
 
-enum class ArchiveFilter { Active, Archived, All };
-enum class ConversationSort { CreatedAt, CreatedAtDesc, UpdatedAt, UpdatedAtDesc };
+enum class ArchiveFilter
+{
+    Active,
+    Archived,
+    All
+};
+enum class ConversationSort
+{
+    CreatedAt,
+    CreatedAtDesc,
+    UpdatedAt,
+    UpdatedAtDesc
+};
 
 struct TagFilter
 {

@@ -31,8 +31,8 @@ QString ApiReply::errorSentence() const
     if (unreachable())
         return detail.isEmpty() ? u"The server cannot be reached."_s
                                 : u"The server cannot be reached: "_s + detail;
-    QString sentence = detail.isEmpty() ? u"The server answered with status %1."_s.arg(status)
-                                        : detail;
+    QString sentence =
+        detail.isEmpty() ? u"The server answered with status %1."_s.arg(status) : detail;
     if (!retryAfter.isEmpty())
         sentence += u" Retry in %1 s."_s.arg(QString::fromLatin1(retryAfter));
     return sentence;
@@ -40,10 +40,10 @@ QString ApiReply::errorSentence() const
 
 QJsonObject CreateConversationRequest::toJson() const
 {
-    QJsonObject body{{u"agent"_s, QJsonObject{{u"kind"_s, agentKind}}},
-                     {u"confirmation_policy"_s,
-                      QJsonObject{{u"kind"_s, alwaysConfirm ? u"AlwaysConfirm"_s
-                                                            : u"NeverConfirm"_s}}}};
+    QJsonObject body{
+        {u"agent"_s, QJsonObject{{u"kind"_s, agentKind}}},
+        {u"confirmation_policy"_s,
+         QJsonObject{{u"kind"_s, alwaysConfirm ? u"AlwaysConfirm"_s : u"NeverConfirm"_s}}}};
     if (id)
         body.insert(u"conversation_id"_s, toWireId(*id));
     if (!title.isEmpty())
@@ -69,12 +69,14 @@ CreateConversationRequest::fromJson(const QJsonObject &object, QString *error)
         *error = sentence;
         return std::nullopt;
     };
-    if (const QJsonValue id = object.value(u"conversation_id"_s); !id.isUndefined() && !id.isNull()) {
+    if (const QJsonValue id = object.value(u"conversation_id"_s);
+        !id.isUndefined() && !id.isNull()) {
         request.id = parseWireId(id.toString());
         if (!request.id)
             return fail(u"conversation_id must be a UUID"_s);
     }
-    if (const QJsonValue title = object.value(u"title"_s); !title.isUndefined() && !title.isNull()) {
+    if (const QJsonValue title = object.value(u"title"_s);
+        !title.isUndefined() && !title.isNull()) {
         if (!title.isString())
             return fail(u"title must be a string"_s);
         request.title = title.toString();
@@ -89,7 +91,8 @@ CreateConversationRequest::fromJson(const QJsonObject &object, QString *error)
             request.tags.insert(it.key(), it.value().toString());
         }
     }
-    if (const QJsonValue agent = object.value(u"agent"_s); !agent.isUndefined() && !agent.isNull()) {
+    if (const QJsonValue agent = object.value(u"agent"_s);
+        !agent.isUndefined() && !agent.isNull()) {
         const QJsonValue kind = agent.toObject().value(u"kind"_s);
         if (!kind.isString())
             return fail(u"agent must be {\"kind\": string}"_s);
@@ -122,8 +125,7 @@ CreateConversationRequest::fromJson(const QJsonObject &object, QString *error)
 ServerConnection::ServerConnection(const QUrl &baseUrl, QObject *parent)
     : QObject(parent)
     , m_baseUrl(baseUrl)
-{
-}
+{}
 
 QString ServerConnection::conversationPath(const QUuid &id, QStringView suffix)
 {
@@ -215,8 +217,9 @@ QCoro::Task<std::optional<ConversationInfo>> ServerConnection::conversation(QUui
     co_return ConversationInfo::fromJson(reply.json.toObject());
 }
 
-QCoro::Task<std::optional<ConversationPage>> ServerConnection::searchConversations(
-    ConversationFilter filter, ConversationSort sort, QString pageId, int limit)
+QCoro::Task<std::optional<ConversationPage>>
+ServerConnection::searchConversations(ConversationFilter filter, ConversationSort sort,
+                                      QString pageId, int limit)
 {
     QUrlQuery query;
     filter.writeTo(query);

@@ -77,9 +77,10 @@ public:
 
     QCoro::Task<ApiReply> createConversation(CreateConversationRequest request);
     QCoro::Task<std::optional<ConversationInfo>> conversation(QUuid id);
-    QCoro::Task<std::optional<ConversationPage>> searchConversations(
-        ConversationFilter filter, ConversationSort sort = ConversationSort::CreatedAtDesc,
-        QString pageId = {}, int limit = 100);
+    QCoro::Task<std::optional<ConversationPage>>
+    searchConversations(ConversationFilter filter,
+                        ConversationSort sort = ConversationSort::CreatedAtDesc,
+                        QString pageId = {}, int limit = 100);
     QCoro::Task<ApiReply> sendMessage(QUuid id, MessageRequest message);
     QCoro::Task<ApiReply> conversationAction(QUuid id, QString action);
 

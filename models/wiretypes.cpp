@@ -2,7 +2,6 @@
 
 #include <QJsonArray>
 
-
 #include <array>
 
 using namespace Qt::StringLiterals;
@@ -114,9 +113,9 @@ std::optional<QUuid> parseWireId(QStringView text)
     if (text.size() == 36)
         id = QUuid::fromString(text);
     else if (text.size() == 32)
-        id = QUuid::fromString(QString(u'{' + text.left(8) + u'-' + text.mid(8, 4) + u'-'
-                                       + text.mid(12, 4) + u'-' + text.mid(16, 4) + u'-'
-                                       + text.mid(20) + u'}'));
+        id = QUuid::fromString(QString(u'{' + text.left(8) + u'-' + text.mid(8, 4) + u'-' +
+                                       text.mid(12, 4) + u'-' + text.mid(16, 4) + u'-' +
+                                       text.mid(20) + u'}'));
     if (id.isNull())
         return std::nullopt;
     return id;
@@ -143,8 +142,8 @@ RuntimeInfo RuntimeInfo::fromJson(const QJsonValue &value)
     info.canResume = object.value(u"can_resume"_s).toBool(true);
     const QJsonObject error = object.value(u"runtime_error"_s).toObject();
     if (!error.isEmpty())
-        info.error = RuntimeError{error.value(u"code"_s).toString(),
-                                  error.value(u"message"_s).toString()};
+        info.error =
+            RuntimeError{error.value(u"code"_s).toString(), error.value(u"message"_s).toString()};
     return info;
 }
 
@@ -162,13 +161,13 @@ QJsonObject ConversationInfo::toJson() const
         {u"archived_at"_s, optionalTime(archivedAt)},
         {u"execution_status"_s, toString(executionStatus)},
         {u"agent"_s, QJsonObject{{u"kind"_s, agentKind}}},
-        {u"workspace"_s,
-         QJsonObject{{u"working_dir"_s, workingDir}, {u"owned_by_server"_s, workspaceOwnedByServer}}},
+        {u"workspace"_s, QJsonObject{{u"working_dir"_s, workingDir},
+                                     {u"owned_by_server"_s, workspaceOwnedByServer}}},
         {u"confirmation_policy"_s,
          QJsonObject{{u"kind"_s, alwaysConfirm ? u"AlwaysConfirm"_s : u"NeverConfirm"_s}}},
         {u"runtime_info"_s, runtime.toJson()},
-        {u"stats"_s,
-         QJsonObject{{u"event_count"_s, eventCount}, {u"last_event_at"_s, optionalTime(lastEventAt)}}},
+        {u"stats"_s, QJsonObject{{u"event_count"_s, eventCount},
+                                 {u"last_event_at"_s, optionalTime(lastEventAt)}}},
     };
 }
 
@@ -193,8 +192,8 @@ std::optional<ConversationInfo> ConversationInfo::fromJson(const QJsonObject &ob
     const QJsonObject workspace = object.value(u"workspace"_s).toObject();
     info.workingDir = workspace.value(u"working_dir"_s).toString();
     info.workspaceOwnedByServer = workspace.value(u"owned_by_server"_s).toBool(true);
-    info.alwaysConfirm = object.value(u"confirmation_policy"_s).toObject().value(u"kind"_s)
-                         == u"AlwaysConfirm"_s;
+    info.alwaysConfirm =
+        object.value(u"confirmation_policy"_s).toObject().value(u"kind"_s) == u"AlwaysConfirm"_s;
     info.runtime = RuntimeInfo::fromJson(object.value(u"runtime_info"_s));
     const QJsonObject stats = object.value(u"stats"_s).toObject();
     info.eventCount = stats.value(u"event_count"_s).toInteger();
@@ -205,8 +204,8 @@ std::optional<ConversationInfo> ConversationInfo::fromJson(const QJsonObject &ob
 
 bool EventKind::isKnown(QStringView kind)
 {
-    for (QLatin1StringView known : {Message, Action, Observation, AgentError, StateUpdate, Pause,
-                                    UserReject}) {
+    for (QLatin1StringView known :
+         {Message, Action, Observation, AgentError, StateUpdate, Pause, UserReject}) {
         if (kind == known)
             return true;
     }
@@ -261,8 +260,7 @@ Event makeEvent(const QString &kind, const QString &source, QJsonObject fields)
 
 Event Event::message(const QString &source, const QString &role, const QString &text)
 {
-    const QJsonObject llmMessage{{u"role"_s, role},
-                                 {u"content"_s, QJsonArray{textContent(text)}}};
+    const QJsonObject llmMessage{{u"role"_s, role}, {u"content"_s, QJsonArray{textContent(text)}}};
     return makeEvent(EventKind::Message, source, {{u"llm_message"_s, llmMessage}});
 }
 
@@ -356,7 +354,8 @@ std::optional<MessageRequest> MessageRequest::fromJson(const QJsonObject &object
     } else if (content.isArray()) {
         for (const QJsonValue &part : content.toArray()) {
             const QJsonObject partObject = part.toObject();
-            if (partObject.value(u"type"_s) != u"text"_s || !partObject.value(u"text"_s).isString()) {
+            if (partObject.value(u"type"_s) != u"text"_s ||
+                !partObject.value(u"text"_s).isString()) {
                 *error = u"each content part must be {\"type\": \"text\", \"text\": string}"_s;
                 return std::nullopt;
             }

@@ -10,8 +10,24 @@
 
 namespace AgentDeck {
 
-enum class ExecutionStatus { Idle, Running, Paused, WaitingForConfirmation, Finished, Error, Stuck };
-enum class RuntimeStatus { Available, Starting, Missing, Error, OwnershipLost };
+enum class ExecutionStatus
+{
+    Idle,
+    Running,
+    Paused,
+    WaitingForConfirmation,
+    Finished,
+    Error,
+    Stuck
+};
+enum class RuntimeStatus
+{
+    Available,
+    Starting,
+    Missing,
+    Error,
+    OwnershipLost
+};
 
 QString toString(ExecutionStatus status);
 std::optional<ExecutionStatus> executionStatusFromString(QStringView text);
@@ -102,7 +118,8 @@ struct Event
     static std::optional<Event> fromJson(const QJsonObject &object);
 
     static Event message(const QString &source, const QString &role, const QString &text);
-    static Event action(const QString &toolName, const QString &command, const QString &thought = {});
+    static Event action(const QString &toolName, const QString &command,
+                        const QString &thought = {});
     static Event observation(const Event &action, const QString &output, int exitCode,
                              bool interrupted);
     static Event userReject(const Event &action, const QString &reason);
@@ -113,11 +130,15 @@ struct Event
     // Concatenated text parts of a MessageEvent; empty for other kinds.
     QString messageText() const;
     QString messageRole() const;
-    QString toolCallId() const { return fields.value(QLatin1StringView("tool_call_id")).toString(); }
+    QString toolCallId() const
+    {
+        return fields.value(QLatin1StringView("tool_call_id")).toString();
+    }
     QString actionId() const { return fields.value(QLatin1StringView("action_id")).toString(); }
 };
 
-// The body of "send a message": {"role": "user", "content": [{"type": "text", "text": ...}], "run"}.
+// The body of "send a message": {"role": "user", "content": [{"type": "text", "text": ...}],
+// "run"}.
 struct MessageRequest
 {
     QString role = QStringLiteral("user");

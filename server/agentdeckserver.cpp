@@ -63,8 +63,8 @@ AgentDeckServer::AgentDeckServer(ServerConfig config, ServerParts parts, QObject
     if (!d->parts.agents)
         d->parts.agents = std::make_unique<BuiltinAgentFactory>();
     if (m_config.replicaId.isEmpty())
-        m_config.replicaId = QHostInfo::localHostName() + u'-'
-                             + QUuid::createUuid().toString(QUuid::Id128).left(6);
+        m_config.replicaId =
+            QHostInfo::localHostName() + u'-' + QUuid::createUuid().toString(QUuid::Id128).left(6);
 }
 
 AgentDeckServer::~AgentDeckServer()
@@ -100,10 +100,11 @@ bool AgentDeckServer::start(QString *error)
         qint64 pid = 0;
         QString host, app;
         d->lock->getLockInfo(&pid, &host, &app);
-        *error = d->lock->error() == QLockFile::LockFailedError
-                     ? u"data dir %1 is in use by another AgentDeck server (pid %2)"_s.arg(dataDir)
-                           .arg(pid)
-                     : u"cannot lock data dir %1"_s.arg(dataDir);
+        *error =
+            d->lock->error() == QLockFile::LockFailedError
+                ? u"data dir %1 is in use by another AgentDeck server (pid %2)"_s.arg(dataDir).arg(
+                      pid)
+                : u"cannot lock data dir %1"_s.arg(dataDir);
         return false;
     }
 
@@ -129,9 +130,9 @@ bool AgentDeckServer::start(QString *error)
     EventController::registerRoutes(d->router, *d->service, *d->store);
 
     d->streams = std::make_unique<EventStreams>(
-        *d->http, EventStreams::Context{*d->store, d->hub, *d->service, *d->auth, d->metrics,
-                                        StreamSettings{m_config.streamBudgetBytes,
-                                                       m_config.streamAuthTimeoutMs}});
+        *d->http, EventStreams::Context{
+                      *d->store, d->hub, *d->service, *d->auth, d->metrics,
+                      StreamSettings{m_config.streamBudgetBytes, m_config.streamAuthTimeoutMs}});
 
     auto *tcp = new QTcpServer(d->http.get());
     if (!tcp->listen(m_config.address, m_config.port)) {
@@ -153,8 +154,8 @@ void AgentDeckServer::recover()
     try {
         const int recovered = d->service->recoverStale();
         if (recovered > 0)
-            qCInfo(lcServer) << "recovered" << recovered << "interrupted runs in"
-                             << timer.elapsed() << "ms";
+            qCInfo(lcServer) << "recovered" << recovered << "interrupted runs in" << timer.elapsed()
+                             << "ms";
     } catch (const std::exception &error) {
         qCCritical(lcServer) << "recovery failed:" << error.what();
     }
@@ -187,10 +188,10 @@ QUrl AgentDeckServer::url() const
 {
     QUrl url;
     url.setScheme(u"http"_s);
-    const QHostAddress address = m_config.address == QHostAddress::Any
-                                         || m_config.address == QHostAddress::AnyIPv4
-                                     ? QHostAddress(QHostAddress::LocalHost)
-                                     : m_config.address;
+    const QHostAddress address =
+        m_config.address == QHostAddress::Any || m_config.address == QHostAddress::AnyIPv4
+            ? QHostAddress(QHostAddress::LocalHost)
+            : m_config.address;
     url.setHost(address.toString());
     url.setPort(d->port);
     return url;

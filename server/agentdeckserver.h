@@ -36,7 +36,8 @@ class AgentDeckServer : public QObject
 {
     Q_OBJECT
 public:
-    explicit AgentDeckServer(ServerConfig config, ServerParts parts = {}, QObject *parent = nullptr);
+    explicit AgentDeckServer(ServerConfig config, ServerParts parts = {},
+                             QObject *parent = nullptr);
     ~AgentDeckServer() override;
 
     // Locks the data dir, opens storage, listens. Recovery then runs from the event loop and the

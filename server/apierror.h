@@ -15,10 +15,22 @@ struct ApiError
     QString detail;
     std::optional<int> retryAfterSeconds;
 
-    static ApiError badRequest(const QString &detail) { return {400, QStringLiteral("bad_request"), detail}; }
-    static ApiError invalidParameter(const QString &detail) { return {422, QStringLiteral("invalid_parameter"), detail}; }
-    static ApiError notFound(const QString &detail) { return {404, QStringLiteral("not_found"), detail}; }
-    static ApiError conflict(const QString &code, const QString &detail) { return {409, code, detail}; }
+    static ApiError badRequest(const QString &detail)
+    {
+        return {400, QStringLiteral("bad_request"), detail};
+    }
+    static ApiError invalidParameter(const QString &detail)
+    {
+        return {422, QStringLiteral("invalid_parameter"), detail};
+    }
+    static ApiError notFound(const QString &detail)
+    {
+        return {404, QStringLiteral("not_found"), detail};
+    }
+    static ApiError conflict(const QString &code, const QString &detail)
+    {
+        return {409, code, detail};
+    }
 };
 
 } // namespace AgentDeck

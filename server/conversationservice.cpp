@@ -30,8 +30,7 @@ ConversationService::ConversationService(ConversationStore &store, EventLog &log
     , m_agents(agents)
     , m_clock(clock)
     , m_settings(std::move(settings))
-{
-}
+{}
 
 ConversationService::~ConversationService()
 {
@@ -79,8 +78,8 @@ ConversationService::create(CreateConversationRequest request)
 
     ConversationInfo info;
     info.id = request.id.value_or(QUuid::createUuid());
-    info.title = request.title.isEmpty() ? u"Conversation "_s + toWireId(info.id).left(8)
-                                         : request.title;
+    info.title =
+        request.title.isEmpty() ? u"Conversation "_s + toWireId(info.id).left(8) : request.title;
     info.tags = request.tags;
     info.createdAt = info.updatedAt = m_clock.now();
     info.executionStatus = ExecutionStatus::Idle;
@@ -154,17 +153,17 @@ void ConversationService::remove(const QUuid &id)
 
 bool ConversationService::resolveStale(const ConversationInfo &info)
 {
-    if (info.executionStatus != ExecutionStatus::Running || m_runners.contains(info.id)
-        || m_starting.contains(info.id))
+    if (info.executionStatus != ExecutionStatus::Running || m_runners.contains(info.id) ||
+        m_starting.contains(info.id))
         return false;
     QList<Event> events;
     const QList<Event> history = m_store.history(info.id, 0);
     if (const Event *action = pendingAction(history))
         events.append(Event::observation(*action, {}, -1, true));
-    events.append(Event::agentError(
-        u"run_interrupted"_s,
-        u"The run was interrupted because the server that executed it stopped. "
-        "Run the conversation again to continue."_s));
+    events.append(
+        Event::agentError(u"run_interrupted"_s,
+                          u"The run was interrupted because the server that executed it stopped. "
+                          "Run the conversation again to continue."_s));
     m_log.setStatus(info.id, ExecutionStatus::Paused, events);
     qCInfo(lcExecution) << "resolved stale running conversation" << info.id;
     return true;
@@ -221,7 +220,8 @@ ConversationInfo ConversationService::pause(const QUuid &id)
     if (auto runner = m_runners.value(id)) {
         runner->requestPause();
         m_log.append(id, {Event::pause()});
-    } else if (!resolveStale(info) && info.executionStatus == ExecutionStatus::WaitingForConfirmation) {
+    } else if (!resolveStale(info) &&
+               info.executionStatus == ExecutionStatus::WaitingForConfirmation) {
         m_log.setStatus(id, ExecutionStatus::Paused, {Event::pause()});
     }
     return require(id);
@@ -254,7 +254,7 @@ QCoro::Task<StoredEvent> ConversationService::sendMessage(QUuid id, MessageReque
 }
 
 QCoro::Task<ConversationInfo> ConversationService::respondToConfirmation(QUuid id, bool accept,
-                                                                          QString reason)
+                                                                         QString reason)
 {
     const ConversationInfo info = require(id);
     if (info.executionStatus != ExecutionStatus::WaitingForConfirmation)

@@ -11,8 +11,7 @@ EventLog::EventLog(ConversationStore &store, EventHub &hub, const Clock &clock)
     : m_store(store)
     , m_hub(hub)
     , m_clock(clock)
-{
-}
+{}
 
 QList<StoredEvent> EventLog::append(const QUuid &conversationId, QList<Event> events,
                                     std::optional<ExecutionStatus> status)

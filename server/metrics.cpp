@@ -41,9 +41,9 @@ QByteArray Metrics::render(const QList<QPair<QString, qint64>> &conversationsByS
     std::sort(requestKeys.begin(), requestKeys.end());
     for (const QString &key : requestKeys) {
         const QStringList parts = key.split(u'\n');
-        out += "agentdeck_http_requests_total{route=\"" + labelValue(parts[0]) + "\",method=\""
-               + labelValue(parts[1]) + "\",status=\"" + labelValue(parts[2]) + "\"} "
-               + QByteArray::number(m_requests.value(key)) + '\n';
+        out += "agentdeck_http_requests_total{route=\"" + labelValue(parts[0]) + "\",method=\"" +
+               labelValue(parts[1]) + "\",status=\"" + labelValue(parts[2]) + "\"} " +
+               QByteArray::number(m_requests.value(key)) + '\n';
     }
 
     out += "# HELP agentdeck_http_request_duration_seconds HTTP request latency by route.\n"
@@ -56,40 +56,40 @@ QByteArray Metrics::render(const QList<QPair<QString, qint64>> &conversationsByS
             "route=\"" + labelValue(parts[0]) + "\",method=\"" + labelValue(parts[1]) + '"';
         const Latency &latency = m_latency[key];
         for (std::size_t i = 0; i < Buckets.size(); ++i)
-            out += "agentdeck_http_request_duration_seconds_bucket{" + labels + ",le=\""
-                   + QByteArray::number(Buckets[i]) + "\"} "
-                   + QByteArray::number(latency.buckets[i]) + '\n';
-        out += "agentdeck_http_request_duration_seconds_bucket{" + labels + ",le=\"+Inf\"} "
-               + QByteArray::number(latency.count) + '\n';
-        out += "agentdeck_http_request_duration_seconds_sum{" + labels + "} "
-               + QByteArray::number(latency.sum, 'g', 9) + '\n';
-        out += "agentdeck_http_request_duration_seconds_count{" + labels + "} "
-               + QByteArray::number(latency.count) + '\n';
+            out += "agentdeck_http_request_duration_seconds_bucket{" + labels + ",le=\"" +
+                   QByteArray::number(Buckets[i]) + "\"} " +
+                   QByteArray::number(latency.buckets[i]) + '\n';
+        out += "agentdeck_http_request_duration_seconds_bucket{" + labels + ",le=\"+Inf\"} " +
+               QByteArray::number(latency.count) + '\n';
+        out += "agentdeck_http_request_duration_seconds_sum{" + labels + "} " +
+               QByteArray::number(latency.sum, 'g', 9) + '\n';
+        out += "agentdeck_http_request_duration_seconds_count{" + labels + "} " +
+               QByteArray::number(latency.count) + '\n';
     }
 
     out += "# HELP agentdeck_conversations Conversations in the catalog by execution status.\n"
            "# TYPE agentdeck_conversations gauge\n";
     for (const auto &[status, count] : conversationsByStatus)
-        out += "agentdeck_conversations{execution_status=\"" + labelValue(status) + "\"} "
-               + QByteArray::number(count) + '\n';
+        out += "agentdeck_conversations{execution_status=\"" + labelValue(status) + "\"} " +
+               QByteArray::number(count) + '\n';
 
     out += "# HELP agentdeck_live_runs Runs with a live executor in this process.\n"
            "# TYPE agentdeck_live_runs gauge\n"
-           "agentdeck_live_runs "
-           + QByteArray::number(liveRuns) + '\n';
+           "agentdeck_live_runs " +
+           QByteArray::number(liveRuns) + '\n';
     out += "# HELP agentdeck_events_published_total Events committed and fanned out.\n"
            "# TYPE agentdeck_events_published_total counter\n"
-           "agentdeck_events_published_total "
-           + QByteArray::number(eventsPublished) + '\n';
+           "agentdeck_events_published_total " +
+           QByteArray::number(eventsPublished) + '\n';
     out += "# HELP agentdeck_websocket_connections Open WebSocket event streams.\n"
            "# TYPE agentdeck_websocket_connections gauge\n"
-           "agentdeck_websocket_connections "
-           + QByteArray::number(m_webSocketsOpen) + '\n';
+           "agentdeck_websocket_connections " +
+           QByteArray::number(m_webSocketsOpen) + '\n';
     out += "# HELP agentdeck_websocket_slow_consumer_drops_total Streams closed with 1013 "
            "because their client did not keep up.\n"
            "# TYPE agentdeck_websocket_slow_consumer_drops_total counter\n"
-           "agentdeck_websocket_slow_consumer_drops_total "
-           + QByteArray::number(m_slowConsumerDrops) + '\n';
+           "agentdeck_websocket_slow_consumer_drops_total " +
+           QByteArray::number(m_slowConsumerDrops) + '\n';
     return out;
 }
 

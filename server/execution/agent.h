@@ -12,7 +12,13 @@ namespace AgentDeck {
 // What an agent wants to do next, decided from the conversation so far.
 struct AgentStep
 {
-    enum class Kind { RunCommand, Reply, Finish, Fail };
+    enum class Kind
+    {
+        RunCommand,
+        Reply,
+        Finish,
+        Fail
+    };
     Kind kind = Kind::Finish;
     QString text;      // the command, the reply or the error sentence
     QString errorCode; // for Fail

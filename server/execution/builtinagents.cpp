@@ -55,14 +55,15 @@ public:
                 continue;
             if (event.kind == EventKind::Action && !action)
                 action = &event;
-            else if (action && event.actionId() == toWireId(action->id)
-                     && (event.kind == EventKind::Observation || event.kind == EventKind::UserReject))
+            else if (action && event.actionId() == toWireId(action->id) &&
+                     (event.kind == EventKind::Observation || event.kind == EventKind::UserReject))
                 outcome = &event;
         }
         if (!action)
             co_return AgentStep{AgentStep::Kind::RunCommand, message->messageText()};
         if (!outcome)
-            co_return AgentStep{AgentStep::Kind::Fail, u"The shell agent found its command without a result"_s,
+            co_return AgentStep{AgentStep::Kind::Fail,
+                                u"The shell agent found its command without a result"_s,
                                 u"agent_inconsistent"_s};
         co_return AgentStep{AgentStep::Kind::Reply, replyFor(*outcome)};
     }
@@ -71,8 +72,8 @@ private:
     static QString replyFor(const Event &outcome)
     {
         if (outcome.kind == EventKind::UserReject)
-            return u"Command rejected: "_s
-                   + outcome.fields.value(u"rejection_reason"_s).toString(u"no reason given"_s);
+            return u"Command rejected: "_s +
+                   outcome.fields.value(u"rejection_reason"_s).toString(u"no reason given"_s);
         const QJsonObject observation = outcome.fields.value(u"observation"_s).toObject();
         QString reply = observation.value(u"output"_s).toString();
         if (observation.value(u"interrupted"_s).toBool())

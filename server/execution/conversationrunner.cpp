@@ -35,8 +35,7 @@ ConversationRunner::ConversationRunner(const QUuid &conversationId, EventLog &lo
     , m_agent(std::move(agent))
     , m_runtime(std::move(runtime))
     , m_settings(std::move(settings))
-{
-}
+{}
 
 ConversationRunner::~ConversationRunner() = default;
 

@@ -29,8 +29,7 @@ HttpRequest copyRequest(const QHttpServerRequest &request)
 
 // Runs a handler, turning what it throws into an answer. Unexpected failures are logged and
 // answered without internals; storage failures are 503 (the request may be retried).
-template<typename Call>
-HttpResponse guarded(Call &&call)
+template<typename Call> HttpResponse guarded(Call &&call)
 {
     try {
         return call();
@@ -47,15 +46,14 @@ HttpResponse guarded(Call &&call)
 }
 } // namespace
 
-ApiServer::ApiServer(const Router &router, const ApiAuth &auth, Metrics &metrics,
-                     HttpLimits limits, QObject *parent)
+ApiServer::ApiServer(const Router &router, const ApiAuth &auth, Metrics &metrics, HttpLimits limits,
+                     QObject *parent)
     : QAbstractHttpServer(parent)
     , m_router(router)
     , m_auth(auth)
     , m_metrics(metrics)
     , m_limits(limits)
-{
-}
+{}
 
 bool ApiServer::handleRequest(const QHttpServerRequest &request, QTcpSocket *socket)
 {
@@ -86,22 +84,20 @@ bool ApiServer::handleRequest(const QHttpServerRequest &request, QTcpSocket *soc
                                QString::fromLatin1(method),
                                QString::fromLatin1(match.allowedMethods.join(", ")))},
                           {{"Allow", match.allowedMethods.join(", ")}});
-        return reject(UnmatchedRoute,
-                      ApiError::notFound(u"No route for %1 %2"_s.arg(QString::fromLatin1(method),
-                                                                      copy.path)));
+        return reject(UnmatchedRoute, ApiError::notFound(u"No route for %1 %2"_s.arg(
+                                          QString::fromLatin1(method), copy.path)));
     }
     const QString &route = match.route->pattern;
     const bool isApi = copy.path.startsWith(u"/api/"_s);
     if (isApi && m_auth.enabled() && !m_auth.accepts(copy.header("X-Session-API-Key")))
-        return reject(route, {401, u"unauthorized"_s,
-                              u"Missing or wrong X-Session-API-Key header"_s});
+        return reject(route,
+                      {401, u"unauthorized"_s, u"Missing or wrong X-Session-API-Key header"_s});
     if (copy.body.size() > m_limits.maxBodyBytes)
-        return reject(route, {413, u"payload_too_large"_s,
-                              u"The request body is larger than %1 bytes"_s.arg(
-                                  m_limits.maxBodyBytes)});
+        return reject(route,
+                      {413, u"payload_too_large"_s,
+                       u"The request body is larger than %1 bytes"_s.arg(m_limits.maxBodyBytes)});
     if (isApi && !m_ready)
-        return reject(route, {503, u"not_ready"_s,
-                              u"The server is starting; retry shortly"_s, 1});
+        return reject(route, {503, u"not_ready"_s, u"The server is starting; retry shortly"_s, 1});
 
     copy.args = match.args;
     if (match.route->sync) {
@@ -134,7 +130,7 @@ QCoro::Task<> ApiServer::answerAsync(const Router::Route *route, HttpRequest req
         auto handling = route->async(std::move(request));
         response = co_await std::move(handling);
     } catch (...) {
-        response = guarded([] () -> HttpResponse { throw; });
+        response = guarded([]() -> HttpResponse { throw; });
     }
     // The client may have gone while the handler ran; its socket is then deleted.
     if (!socket || socket->state() != QAbstractSocket::ConnectedState) {

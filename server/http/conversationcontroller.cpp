@@ -52,7 +52,8 @@ QList<QUuid> idList(const HttpRequest &request, const QString &name)
         for (const QString &part : value.split(u',', Qt::SkipEmptyParts)) {
             const auto id = parseWireId(part.trimmed());
             if (!id)
-                throw ApiError::invalidParameter(u"\"%1\" in %2 is not a valid id"_s.arg(part, name));
+                throw ApiError::invalidParameter(
+                    u"\"%1\" in %2 is not a valid id"_s.arg(part, name));
             ids.append(*id);
         }
     }
@@ -116,8 +117,8 @@ void ConversationController::registerRoutes(Router &router, ConversationService 
             items.append(info.toJson());
         return HttpResponse::json(QJsonObject{
             {u"items"_s, items},
-            {u"next_page_id"_s,
-             page.nextPageId.isEmpty() ? QJsonValue(QJsonValue::Null) : QJsonValue(page.nextPageId)}});
+            {u"next_page_id"_s, page.nextPageId.isEmpty() ? QJsonValue(QJsonValue::Null)
+                                                          : QJsonValue(page.nextPageId)}});
     });
 
     router.add(Method::Get, u"/api/conversations/count"_s, [&service](const HttpRequest &request) {

@@ -1,7 +1,7 @@
 #include "apiserver.h"
 #include "controllers.h"
-#include "eventlog.h"
 #include "conversationservice.h"
+#include "eventlog.h"
 #include "metrics.h"
 #include "wiretypes.h"
 

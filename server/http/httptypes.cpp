@@ -27,10 +27,10 @@ QJsonObject HttpRequest::jsonObject() const
     QJsonParseError error;
     const QJsonDocument document = QJsonDocument::fromJson(body, &error);
     if (error.error != QJsonParseError::NoError)
-        throw ApiError{400, u"malformed_json"_s,
-                       u"The request body is not valid JSON: %1 at offset %2"_s.arg(
-                           error.errorString())
-                           .arg(error.offset)};
+        throw ApiError{
+            400, u"malformed_json"_s,
+            u"The request body is not valid JSON: %1 at offset %2"_s.arg(error.errorString())
+                .arg(error.offset)};
     if (!document.isObject())
         throw ApiError{400, u"malformed_json"_s, u"The request body must be a JSON object"_s};
     return document.object();

@@ -38,8 +38,7 @@ QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
         co_return result;
     }
     bool finished = true;
-    if (request.timeout.count() > 0)
-    {
+    if (request.timeout.count() > 0) {
         auto finishing = qCoro(process.get()).waitForFinished(request.timeout);
         finished = co_await std::move(finishing);
     } else {
@@ -78,7 +77,8 @@ QCoro::Task<RuntimeAcquisition> ProcessRuntimeProvider::acquire(ConversationInfo
 {
     if (!QDir().mkpath(conversation.workingDir))
         co_return RuntimeAcquisition{
-            nullptr, {u"provision_failed"_s, u"cannot create workspace "_s + conversation.workingDir}};
+            nullptr,
+            {u"provision_failed"_s, u"cannot create workspace "_s + conversation.workingDir}};
     auto runtime = m_runtimes.value(conversation.id).lock();
     if (!runtime) {
         runtime = std::make_shared<ProcessRuntime>();

@@ -6,7 +6,6 @@
 #include <QJsonDocument>
 #include <QSqlRecord>
 
-
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
@@ -148,10 +147,10 @@ Where eventWhere(const QUuid &id, const EventFilter &filter)
 // Page ids are opaque to clients: "<sort key ms>:<id>" in base64url.
 QString encodeCursor(qint64 key, const QString &id)
 {
-    return QString::fromLatin1(QString(QString::number(key) + u':' + id)
-                                   .toUtf8()
-                                   .toBase64(QByteArray::Base64UrlEncoding
-                                             | QByteArray::OmitTrailingEquals));
+    return QString::fromLatin1(
+        QString(QString::number(key) + u':' + id)
+            .toUtf8()
+            .toBase64(QByteArray::Base64UrlEncoding | QByteArray::OmitTrailingEquals));
 }
 
 std::pair<qint64, QString> decodeCursor(const QString &pageId)
@@ -172,8 +171,7 @@ std::pair<qint64, QString> decodeCursor(const QString &pageId)
 
 ConversationStore::ConversationStore(Database &db)
     : m_db(db)
-{
-}
+{}
 
 void ConversationStore::insert(const ConversationInfo &info)
 {
@@ -214,9 +212,9 @@ QList<std::optional<ConversationInfo>> ConversationStore::findMany(const QList<Q
     if (ids.isEmpty())
         return result;
     QStringList placeholders(ids.size(), u"?"_s);
-    QSqlQuery q = m_db.prepare(u"SELECT "_s + ConversationColumns
-                               + u" FROM conversations WHERE id IN ("_s
-                               + placeholders.join(u',') + u')');
+    QSqlQuery q =
+        m_db.prepare(u"SELECT "_s + ConversationColumns + u" FROM conversations WHERE id IN ("_s +
+                     placeholders.join(u',') + u')');
     for (const QUuid &id : ids)
         q.addBindValue(toWireId(id));
     m_db.exec(q);
@@ -247,13 +245,13 @@ ConversationPageResult ConversationStore::search(const ConversationFilter &filte
         // scan whatever the size of the catalog.
         const auto [key, id] = decodeCursor(pageId);
         const QString cmp = descending ? u"<"_s : u">"_s;
-        where.add(u"("_s + keyColumn + u' ' + cmp + u" ? OR ("_s + keyColumn + u" = ? AND id "_s
-                      + cmp + u"= ?))"_s,
+        where.add(u"("_s + keyColumn + u' ' + cmp + u" ? OR ("_s + keyColumn + u" = ? AND id "_s +
+                      cmp + u"= ?))"_s,
                   {key, key, id});
     }
-    QSqlQuery q = m_db.prepare(u"SELECT "_s + ConversationColumns + u" FROM conversations"_s
-                               + where.sql() + u" ORDER BY "_s + keyColumn + direction + u", id"_s
-                               + direction + u" LIMIT ?"_s);
+    QSqlQuery q = m_db.prepare(u"SELECT "_s + ConversationColumns + u" FROM conversations"_s +
+                               where.sql() + u" ORDER BY "_s + keyColumn + direction + u", id"_s +
+                               direction + u" LIMIT ?"_s);
     where.bindTo(q);
     q.addBindValue(limit + 1);
     m_db.exec(q);
@@ -288,8 +286,8 @@ bool ConversationStore::update(const QUuid &id, const ConversationUpdate &update
     if (update.tags)
         set.add(u"tags = ?"_s, {tagsToJson(*update.tags)});
     set.add(u"updated_at = ?"_s, {nowMs});
-    QSqlQuery q = m_db.prepare(u"UPDATE conversations SET "_s + set.conditions.join(u", "_s)
-                               + u" WHERE id = ?"_s);
+    QSqlQuery q = m_db.prepare(u"UPDATE conversations SET "_s + set.conditions.join(u", "_s) +
+                               u" WHERE id = ?"_s);
     set.bindTo(q);
     q.addBindValue(toWireId(id));
     m_db.exec(q);
@@ -369,15 +367,16 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
         stored.append({event.seq, json});
     }
 
-    QSqlQuery &row = m_db.prepared(
-        u"UPDATE conversations SET event_count = ?, updated_at = ?, "
-        "last_event_at = CASE WHEN ? THEN ? ELSE last_event_at END, "
-        "execution_status = COALESCE(?, execution_status) WHERE id = ?"_s);
+    QSqlQuery &row =
+        m_db.prepared(u"UPDATE conversations SET event_count = ?, updated_at = ?, "
+                      "last_event_at = CASE WHEN ? THEN ? ELSE last_event_at END, "
+                      "execution_status = COALESCE(?, execution_status) WHERE id = ?"_s);
     row.addBindValue(seq);
     row.addBindValue(nowMs);
     row.addBindValue(!events.isEmpty());
     row.addBindValue(nowMs);
-    row.addBindValue(status ? QVariant(toString(*status)) : QVariant(QMetaType(QMetaType::QString)));
+    row.addBindValue(status ? QVariant(toString(*status))
+                            : QVariant(QMetaType(QMetaType::QString)));
     row.addBindValue(wireId);
     m_db.exec(row);
     transaction.commit();
@@ -425,9 +424,9 @@ EventPageResult ConversationStore::searchEvents(const QUuid &id, const EventFilt
             throw ApiError::invalidParameter(u"page_id is not a page of this search"_s);
         where.add(descending ? u"seq <= ?"_s : u"seq >= ?"_s, {start});
     }
-    QSqlQuery q = m_db.prepare(u"SELECT seq, body FROM events"_s + where.sql()
-                               + (descending ? u" ORDER BY seq DESC"_s : u" ORDER BY seq"_s)
-                               + u" LIMIT ?"_s);
+    QSqlQuery q =
+        m_db.prepare(u"SELECT seq, body FROM events"_s + where.sql() +
+                     (descending ? u" ORDER BY seq DESC"_s : u" ORDER BY seq"_s) + u" LIMIT ?"_s);
     where.bindTo(q);
     q.addBindValue(limit + 1);
     m_db.exec(q);
@@ -454,8 +453,8 @@ qint64 ConversationStore::countEvents(const QUuid &id, const EventFilter &filter
 
 std::optional<StoredEvent> ConversationStore::event(const QUuid &id, const QUuid &eventId)
 {
-    QSqlQuery &q = m_db.prepared(
-        u"SELECT seq, body FROM events WHERE conversation_id = ? AND id = ?"_s);
+    QSqlQuery &q =
+        m_db.prepared(u"SELECT seq, body FROM events WHERE conversation_id = ? AND id = ?"_s);
     q.addBindValue(toWireId(id));
     q.addBindValue(toWireId(eventId));
     m_db.exec(q);
@@ -474,8 +473,8 @@ QList<std::optional<StoredEvent>> ConversationStore::events(const QUuid &id,
         return result;
     QStringList placeholders(eventIds.size(), u"?"_s);
     QSqlQuery q = m_db.prepare(u"SELECT id, seq, body FROM events WHERE conversation_id = ? AND "
-                               "id IN ("_s
-                               + placeholders.join(u',') + u')');
+                               "id IN ("_s +
+                               placeholders.join(u',') + u')');
     q.addBindValue(toWireId(id));
     for (const QUuid &eventId : eventIds)
         q.addBindValue(toWireId(eventId));

@@ -69,8 +69,8 @@ public:
     // Appends `events` in one transaction, giving them the next seqs, and sets the execution
     // status when asked. Returns the events as stored. Throws ApiError 404 when the conversation
     // no longer exists.
-    QList<StoredEvent> append(const QUuid &id, QList<Event> events, std::optional<ExecutionStatus> status,
-                        qint64 nowMs);
+    QList<StoredEvent> append(const QUuid &id, QList<Event> events,
+                              std::optional<ExecutionStatus> status, qint64 nowMs);
 
     QList<StoredEvent> eventsAfter(const QUuid &id, qint64 afterSeq, int limit);
     QList<Event> history(const QUuid &id, qint64 afterSeq);

@@ -40,8 +40,7 @@ QStringList statementsOf(const QString &script)
 Database::Database(QSqlDatabase db)
     : m_db(std::move(db))
     , m_connectionName(m_db.connectionName())
-{
-}
+{}
 
 Database::~Database()
 {
@@ -71,9 +70,8 @@ std::unique_ptr<Database> Database::openSqlite(const QString &path, QString *err
     }
     // WAL with synchronous=NORMAL: a committed transaction is in the OS before the commit returns,
     // so it survives the process being killed (not a power cut; see docs/ARCHITECTURE.md).
-    for (const QString &pragma :
-         {u"PRAGMA journal_mode=WAL"_s, u"PRAGMA synchronous=NORMAL"_s,
-          u"PRAGMA foreign_keys=ON"_s, u"PRAGMA busy_timeout=5000"_s}) {
+    for (const QString &pragma : {u"PRAGMA journal_mode=WAL"_s, u"PRAGMA synchronous=NORMAL"_s,
+                                  u"PRAGMA foreign_keys=ON"_s, u"PRAGMA busy_timeout=5000"_s}) {
         QSqlQuery query(database->m_db);
         if (!query.exec(pragma)) {
             *error = u"cannot configure database %1: %2"_s.arg(path, query.lastError().text());

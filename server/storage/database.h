@@ -59,7 +59,11 @@ private:
 class Transaction
 {
 public:
-    explicit Transaction(Database &db) : m_db(db) { m_db.begin(); }
+    explicit Transaction(Database &db)
+        : m_db(db)
+    {
+        m_db.begin();
+    }
     ~Transaction()
     {
         if (!m_done)

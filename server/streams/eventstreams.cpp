@@ -45,10 +45,10 @@ void EventStreams::onNewConnection()
             continue;
         const QUrl url = socket->requestUrl();
         const QStringList segments = url.path().split(u'/', Qt::SkipEmptyParts);
-        const auto id = segments.size() == 3 && segments[0] == u"sockets"_s
-                                && segments[1] == u"events"_s
-                            ? parseWireId(segments[2])
-                            : std::nullopt;
+        const auto id =
+            segments.size() == 3 && segments[0] == u"sockets"_s && segments[1] == u"events"_s
+                ? parseWireId(segments[2])
+                : std::nullopt;
         const QUrlQuery query(url);
         std::optional<qint64> afterSeq;
         bool validQuery = true;

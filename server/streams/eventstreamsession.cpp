@@ -38,9 +38,8 @@ EventStreamSession::EventStreamSession(std::unique_ptr<QWebSocket> socket,
     , m_context(context)
 {
     m_authTimer.setSingleShot(true);
-    connect(&m_authTimer, &QTimer::timeout, this, [this] {
-        closeWith(CloseUnauthorized, u"no auth frame in time"_s);
-    });
+    connect(&m_authTimer, &QTimer::timeout, this,
+            [this] { closeWith(CloseUnauthorized, u"no auth frame in time"_s); });
     connect(m_socket.get(), &QWebSocket::textMessageReceived, this,
             [this](const QString &message) { onTextMessage(message); });
     connect(m_socket.get(), &QWebSocket::bytesWritten, this, &EventStreamSession::onBytesWritten);
@@ -115,8 +114,8 @@ QCoro::Task<> EventStreamSession::replay()
         }
         // Let the client drain before reading the next page, so a long history does not
         // pile up in memory.
-        while (self && m_state == State::Replaying
-               && m_unsentBytes > m_context.settings.sendBudgetBytes / 2) {
+        while (self && m_state == State::Replaying &&
+               m_unsentBytes > m_context.settings.sendBudgetBytes / 2) {
             auto drained =
                 qCoro(m_socket.get(), &QWebSocket::bytesWritten, std::chrono::seconds(30));
             co_await std::move(drained);
@@ -184,8 +183,8 @@ QCoro::Task<> EventStreamSession::onTextMessage(QString message)
     }
     const QJsonObject frame = document.object();
     if (m_state == State::Authenticating) {
-        if (frame.value(u"type"_s) != u"auth"_s
-            || !m_context.auth.accepts(frame.value(u"session_api_key"_s).toString().toUtf8())) {
+        if (frame.value(u"type"_s) != u"auth"_s ||
+            !m_context.auth.accepts(frame.value(u"session_api_key"_s).toString().toUtf8())) {
             closeWith(CloseUnauthorized, u"unauthorized"_s);
             co_return;
         }

@@ -35,7 +35,13 @@ Q_SIGNALS:
     void finished(AgentDeck::EventStreamSession *session);
 
 private:
-    enum class State { Authenticating, Replaying, Live, Closed };
+    enum class State
+    {
+        Authenticating,
+        Replaying,
+        Live,
+        Closed
+    };
 
     QCoro::Task<> replay();
     bool send(const QByteArray &json);

@@ -241,7 +241,7 @@ std::optional<Event> Event::fromJson(const QJsonObject &object)
     event.timestamp = *timestamp;
     event.seq = object.value(u"seq"_s).toInteger();
     event.fields = object;
-    for (const auto key : {u"id"_s, u"kind"_s, u"source"_s, u"timestamp"_s, u"seq"_s})
+    for (const auto &key : {u"id"_s, u"kind"_s, u"source"_s, u"timestamp"_s, u"seq"_s})
         event.fields.remove(key);
     return event;
 }

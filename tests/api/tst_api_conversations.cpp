@@ -1,0 +1,213 @@
+// Conversations over real HTTP: create, read, batch, search, count, update, delete.
+#include "testserver.h"
+
+#include <QDir>
+#include <QJsonArray>
+#include <QTest>
+
+using namespace Qt::StringLiterals;
+using namespace AgentDeck;
+using namespace AgentDeck::Testing;
+
+class ApiConversationsTest : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void init()
+    {
+        m_server = std::make_unique<TestServer>();
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+    }
+    void cleanup() { m_server.reset(); }
+
+    void healthRoutesAnswer()
+    {
+        for (const QString &path : {u"/alive"_s, u"/health"_s, u"/ready"_s, u"/server_info"_s}) {
+            const ApiReply reply = m_server->get(path);
+            QVERIFY2(reply.ok(), qPrintable(path));
+        }
+        const QJsonObject info = m_server->get(u"/server_info"_s).json.toObject();
+        QCOMPARE(info.value(u"version"_s).toString(), QStringLiteral(AGENTDECK_VERSION));
+        QVERIFY(!info.value(u"replica_id"_s).toString().isEmpty());
+    }
+
+    void createReturns201ThenExisting200()
+    {
+        const QString id = u"5c0a1f0e-6a4e-4a8a-9c7e-0b5b8f3a2d11"_s;
+        const QJsonObject body{{u"conversation_id"_s, id}, {u"title"_s, u"first"_s}};
+        const ApiReply created = m_server->post(u"/api/conversations"_s, body);
+        QCOMPARE(created.status, 201);
+        const QJsonObject info = created.json.toObject();
+        QCOMPARE(info.value(u"id"_s).toString(), id);
+        QCOMPARE(info.value(u"title"_s).toString(), u"first"_s);
+        QCOMPARE(info.value(u"execution_status"_s).toString(), u"idle"_s);
+        QVERIFY(info.value(u"archived_at"_s).isNull());
+        QCOMPARE(info.value(u"agent"_s).toObject().value(u"kind"_s).toString(), u"shell"_s);
+        QVERIFY(info.value(u"workspace"_s).toObject().value(u"owned_by_server"_s).toBool());
+        QVERIFY(QDir(info.value(u"workspace"_s).toObject().value(u"working_dir"_s).toString())
+                    .exists());
+        QCOMPARE(info.value(u"runtime_info"_s).toObject().value(u"runtime_status"_s).toString(),
+                 u"available"_s);
+
+        const ApiReply again = m_server->post(
+            u"/api/conversations"_s, QJsonObject{{u"conversation_id"_s, id}, {u"title"_s, u"x"_s}});
+        QCOMPARE(again.status, 200);
+        QCOMPARE(again.json.toObject().value(u"title"_s).toString(), u"first"_s);
+    }
+
+    void getAcceptsDashedAnd32HexIds()
+    {
+        const QUuid id = m_server->create();
+        QVERIFY(!id.isNull());
+        QVERIFY(m_server->get(u"/api/conversations/"_s + toWireId(id)).ok());
+        QVERIFY(m_server->get(u"/api/conversations/"_s + id.toString(QUuid::Id128)).ok());
+    }
+
+    void batchGetKeepsOrderWithNullForUnknown()
+    {
+        const QUuid a = m_server->create();
+        const QUuid b = m_server->create();
+        const QString unknown = toWireId(QUuid::createUuid());
+        QUrlQuery query;
+        query.addQueryItem(u"ids"_s, toWireId(b));
+        query.addQueryItem(u"ids"_s, unknown);
+        query.addQueryItem(u"ids"_s, toWireId(a));
+        const ApiReply reply = m_server->get(u"/api/conversations"_s, query);
+        QVERIFY(reply.ok());
+        const QJsonArray items = reply.json.toArray();
+        QCOMPARE(items.size(), 3);
+        QCOMPARE(items[0].toObject().value(u"id"_s).toString(), toWireId(b));
+        QVERIFY(items[1].isNull());
+        QCOMPARE(items[2].toObject().value(u"id"_s).toString(), toWireId(a));
+    }
+
+    void searchPagesThroughEverythingOnce_data()
+    {
+        QTest::addColumn<QString>("sortOrder");
+        for (const char *sort : {"CREATED_AT", "CREATED_AT_DESC", "UPDATED_AT", "UPDATED_AT_DESC"})
+            QTest::addRow("%s", sort) << QString::fromLatin1(sort);
+    }
+    void searchPagesThroughEverythingOnce()
+    {
+        QFETCH(QString, sortOrder);
+        QSet<QString> created;
+        for (int i = 0; i < 7; ++i)
+            created.insert(toWireId(m_server->create(QJsonObject{{u"title"_s, u"c%1"_s.arg(i)}})));
+        QSet<QString> seen;
+        QString previousCreated;
+        QUrlQuery query;
+        query.addQueryItem(u"limit"_s, u"3"_s);
+        query.addQueryItem(u"sort_order"_s, sortOrder);
+        int pages = 0;
+        for (;;) {
+            const ApiReply reply = m_server->get(u"/api/conversations/search"_s, query);
+            QVERIFY(reply.ok());
+            ++pages;
+            for (const QJsonValue &item : reply.json.toObject().value(u"items"_s).toArray()) {
+                const QString id = item.toObject().value(u"id"_s).toString();
+                QVERIFY2(!seen.contains(id), "an item appeared twice");
+                seen.insert(id);
+                const QString createdAt = item.toObject().value(u"created_at"_s).toString();
+                if (!previousCreated.isEmpty() && sortOrder == u"CREATED_AT"_s)
+                    QVERIFY(previousCreated <= createdAt);
+                if (!previousCreated.isEmpty() && sortOrder == u"CREATED_AT_DESC"_s)
+                    QVERIFY(previousCreated >= createdAt);
+                previousCreated = createdAt;
+            }
+            const QJsonValue next = reply.json.toObject().value(u"next_page_id"_s);
+            if (next.isNull())
+                break;
+            query.removeAllQueryItems(u"page_id"_s);
+            query.addQueryItem(u"page_id"_s, next.toString());
+        }
+        QCOMPARE(seen, created);
+        QCOMPARE(pages, 3);
+    }
+
+    void searchAndCountApplyTheSameFilters()
+    {
+        m_server->create(QJsonObject{{u"title"_s, u"Deploy web"_s},
+                                     {u"tags"_s, QJsonObject{{u"team"_s, u"infra"_s}}}});
+        m_server->create(QJsonObject{{u"title"_s, u"deploy db"_s},
+                                     {u"tags"_s, QJsonObject{{u"team"_s, u"data"_s}}}});
+        m_server->create(QJsonObject{{u"title"_s, u"other"_s}});
+
+        const auto countOf = [this](const QUrlQuery &query) {
+            const ApiReply count = m_server->get(u"/api/conversations/count"_s, query);
+            const ApiReply search = m_server->get(u"/api/conversations/search"_s, query);
+            const qint64 items = search.json.toObject().value(u"items"_s).toArray().size();
+            return count.json.toInteger() == items ? items : -1;
+        };
+        QUrlQuery title;
+        title.addQueryItem(u"q"_s, u"DEPLOY"_s);
+        QCOMPARE(countOf(title), 2);
+        QUrlQuery tag;
+        tag.addQueryItem(u"tag"_s, u"team:infra"_s);
+        QCOMPARE(countOf(tag), 1);
+        QUrlQuery tagKey;
+        tagKey.addQueryItem(u"tag"_s, u"team"_s);
+        QCOMPARE(countOf(tagKey), 2);
+        QUrlQuery status;
+        status.addQueryItem(u"status"_s, u"idle"_s);
+        QCOMPARE(countOf(status), 3);
+        status.removeAllQueryItems(u"status"_s);
+        status.addQueryItem(u"status"_s, u"finished"_s);
+        QCOMPARE(countOf(status), 0);
+        QUrlQuery archived;
+        archived.addQueryItem(u"archived"_s, u"true"_s);
+        QCOMPARE(countOf(archived), 0);
+        QUrlQuery all;
+        all.addQueryItem(u"archive_filter"_s, u"ALL"_s);
+        QCOMPARE(countOf(all), 3);
+    }
+
+    void patchUpdatesTitleAndTags()
+    {
+        const QUuid id = m_server->create(QJsonObject{{u"title"_s, u"before"_s}});
+        const ApiReply reply = m_server->call(
+            "PATCH"_ba, ServerConnection::conversationPath(id),
+            QJsonObject{{u"title"_s, u"after"_s}, {u"tags"_s, QJsonObject{{u"k"_s, u"v"_s}}}});
+        QVERIFY(reply.ok());
+        const QJsonObject info =
+            m_server->get(ServerConnection::conversationPath(id)).json.toObject();
+        QCOMPARE(info.value(u"title"_s).toString(), u"after"_s);
+        QCOMPARE(info.value(u"tags"_s).toObject().value(u"k"_s).toString(), u"v"_s);
+    }
+
+    void deleteRemovesHistoryAndOwnedWorkspace()
+    {
+        const QUuid id = m_server->create(
+            QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}},
+                        {u"initial_message"_s, TestServer::message(u"hi"_s, true)}});
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        const QString workspace = m_server->get(ServerConnection::conversationPath(id))
+                                      .json.toObject()
+                                      .value(u"workspace"_s)
+                                      .toObject()
+                                      .value(u"working_dir"_s)
+                                      .toString();
+        QVERIFY(QDir(workspace).exists());
+        QCOMPARE(m_server->call("DELETE"_ba, ServerConnection::conversationPath(id)).status, 200);
+        QCOMPARE(m_server->get(ServerConnection::conversationPath(id)).status, 404);
+        QCOMPARE(m_server->get(ServerConnection::conversationPath(id, u"events/search")).status,
+                 404);
+        QVERIFY(!QDir(workspace).exists());
+    }
+
+    void deleteKeepsCallerSuppliedWorkspace()
+    {
+        QTemporaryDir own;
+        const QUuid id = m_server->create(
+            QJsonObject{{u"workspace"_s, QJsonObject{{u"working_dir"_s, own.path()}}}});
+        QVERIFY(!id.isNull());
+        QCOMPARE(m_server->call("DELETE"_ba, ServerConnection::conversationPath(id)).status, 200);
+        QVERIFY(QDir(own.path()).exists());
+    }
+
+private:
+    std::unique_ptr<TestServer> m_server;
+};
+
+QTEST_GUILESS_MAIN(ApiConversationsTest)
+#include "tst_api_conversations.moc"

@@ -1,0 +1,66 @@
+#include "fakes.h"
+
+#include <QCoroSignal>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck::Testing {
+
+namespace {
+class FakeRuntime final : public Runtime
+{
+public:
+    explicit FakeRuntime(FakeRuntimeControl &control)
+        : m_control(control)
+    {}
+
+    QCoro::Task<CommandResult> execute(CommandRequest request) override
+    {
+        m_control.commands.append(request.command);
+        Q_EMIT m_control.commandStarted(request.command);
+        if (m_control.blocking.contains(request.command)) {
+            m_interrupted = false;
+            m_inFlight = true;
+            auto waiting = qCoro(&m_control, &FakeRuntimeControl::released);
+            co_await std::move(waiting);
+            m_inFlight = false;
+            if (m_interrupted)
+                co_return CommandResult{u"partial output\n"_s, -1, true};
+        }
+        co_return m_control.results.value(request.command,
+                                          CommandResult{u"ran: "_s + request.command, 0, false});
+    }
+
+    void interrupt() override
+    {
+        if (!m_inFlight)
+            return;
+        m_interrupted = true;
+        Q_EMIT m_control.interrupted();
+        m_control.release();
+    }
+
+private:
+    FakeRuntimeControl &m_control;
+    bool m_inFlight = false;
+    bool m_interrupted = false;
+};
+} // namespace
+
+QCoro::Task<RuntimeAcquisition> FakeRuntimeProvider::acquire(ConversationInfo)
+{
+    ++m_control.acquisitions;
+    if (m_control.failProvisioning)
+        co_return RuntimeAcquisition{nullptr,
+                                     {u"provision_failed"_s, u"fake provisioning failure"_s}};
+    co_return RuntimeAcquisition{std::make_shared<FakeRuntime>(m_control), {}};
+}
+
+void FakeRuntimeProvider::release(const QUuid &)
+{
+    ++m_control.releases;
+}
+
+void FakeRuntimeProvider::describe(QList<ConversationInfo> &) const {}
+
+} // namespace AgentDeck::Testing

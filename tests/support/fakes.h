@@ -1,0 +1,65 @@
+#pragma once
+
+#include "clock.h"
+#include "runtime/runtime.h"
+
+#include <QHash>
+#include <QObject>
+#include <QStringList>
+
+namespace AgentDeck::Testing {
+
+// A clock that only moves when told to (and by one millisecond per reading, so that events
+// written in one test keep a strict order).
+class FakeClock final : public Clock
+{
+public:
+    explicit FakeClock(qint64 startMs = 1'700'000'000'000)
+        : m_now(startMs)
+    {}
+    qint64 nowMs() const override { return m_now++; }
+    void advance(qint64 ms) { m_now += ms; }
+    void set(qint64 ms) { m_now = ms; }
+
+private:
+    mutable qint64 m_now;
+};
+
+// Shared state of the fake runtimes, visible to the test.
+class FakeRuntimeControl : public QObject
+{
+    Q_OBJECT
+public:
+    // Commands seen, in order.
+    QStringList commands;
+    // Output per command; a command not listed answers "ran: <command>".
+    QHash<QString, CommandResult> results;
+    // Commands that do not finish until release() or an interrupt.
+    QStringList blocking;
+    bool failProvisioning = false;
+    int acquisitions = 0;
+    int releases = 0;
+
+    void release() { Q_EMIT released(); }
+
+Q_SIGNALS:
+    void released();
+    void interrupted();
+    void commandStarted(const QString &command);
+};
+
+class FakeRuntimeProvider final : public RuntimeProvider
+{
+public:
+    explicit FakeRuntimeProvider(FakeRuntimeControl &control)
+        : m_control(control)
+    {}
+    QCoro::Task<RuntimeAcquisition> acquire(ConversationInfo conversation) override;
+    void release(const QUuid &conversationId) override;
+    void describe(QList<ConversationInfo> &conversations) const override;
+
+private:
+    FakeRuntimeControl &m_control;
+};
+
+} // namespace AgentDeck::Testing

@@ -1,0 +1,134 @@
+#include "testserver.h"
+
+#include <QCoroSignal>
+#include <QDeadlineTimer>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QTest>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck::Testing {
+
+TestServer::TestServer(TestServerOptions options)
+    : m_options(std::move(options))
+{}
+
+TestServer::~TestServer()
+{
+    stop();
+}
+
+bool TestServer::start()
+{
+    if (m_options.dataDir.isEmpty()) {
+        m_tempDir = std::make_unique<QTemporaryDir>();
+        m_options.dataDir = m_tempDir->path();
+    }
+    ServerConfig config;
+    config.address = QHostAddress::LocalHost;
+    config.port = 0;
+    config.dataDir = m_options.dataDir;
+    config.apiKeys = m_options.apiKeys;
+    config.streamBudgetBytes = m_options.streamBudgetBytes;
+    config.streamAuthTimeoutMs = m_options.streamAuthTimeoutMs;
+    config.shutdownGrace = m_options.shutdownGrace;
+    m_server = std::make_unique<AgentDeckServer>(config, std::move(m_options.parts));
+    if (!m_server->start(&m_error))
+        return false;
+    if (!m_server->isReady() && !QTest::qWaitFor([this] { return m_server->isReady(); }, 10'000)) {
+        m_error = u"server did not become ready"_s;
+        return false;
+    }
+    m_client = std::make_unique<ServerConnection>(m_server->url());
+    if (!m_options.apiKeys.isEmpty())
+        m_client->setApiKey(m_options.apiKeys.first());
+    return true;
+}
+
+void TestServer::stop()
+{
+    if (!m_server)
+        return;
+    QCoro::waitFor(m_server->stop());
+    m_client.reset();
+    m_server.reset();
+}
+
+QUrl TestServer::url() const
+{
+    return m_server->url();
+}
+
+QString TestServer::dataDir() const
+{
+    return m_options.dataDir;
+}
+
+ApiReply TestServer::call(const QByteArray &method, const QString &path, const QJsonValue &body,
+                          const QUrlQuery &query)
+{
+    QByteArray bytes;
+    if (body.isObject())
+        bytes = QJsonDocument(body.toObject()).toJson(QJsonDocument::Compact);
+    else if (body.isArray())
+        bytes = QJsonDocument(body.toArray()).toJson(QJsonDocument::Compact);
+    return QCoro::waitFor(m_client->request(method, path, query, bytes));
+}
+
+ApiReply TestServer::get(const QString &path, const QUrlQuery &query)
+{
+    return call("GET"_ba, path, {}, query);
+}
+
+ApiReply TestServer::post(const QString &path, const QJsonValue &body)
+{
+    return call("POST"_ba, path, body.isUndefined() ? QJsonValue(QJsonObject()) : body);
+}
+
+QUuid TestServer::create(const QJsonObject &body)
+{
+    const ApiReply reply = post(u"/api/conversations"_s, body);
+    if (!reply.ok())
+        return {};
+    return parseWireId(reply.json.toObject().value(u"id"_s).toString()).value_or(QUuid());
+}
+
+QString TestServer::status(const QUuid &id)
+{
+    return get(ServerConnection::conversationPath(id))
+        .json.toObject()
+        .value(u"execution_status"_s)
+        .toString();
+}
+
+bool TestServer::waitForStatus(const QUuid &id, const QString &wanted, int timeoutMs)
+{
+    return QTest::qWaitFor([&] { return status(id) == wanted; }, timeoutMs);
+}
+
+QList<QJsonObject> TestServer::events(const QUuid &id, const QUrlQuery &query)
+{
+    QList<QJsonObject> events;
+    QUrlQuery pageQuery = query;
+    for (;;) {
+        const ApiReply reply =
+            get(ServerConnection::conversationPath(id, u"events/search"), pageQuery);
+        if (!reply.ok())
+            return events;
+        for (const QJsonValue &item : reply.json.toObject().value(u"items"_s).toArray())
+            events.append(item.toObject());
+        const QString next = reply.json.toObject().value(u"next_page_id"_s).toString();
+        if (next.isEmpty())
+            return events;
+        pageQuery.removeAllQueryItems(u"page_id"_s);
+        pageQuery.addQueryItem(u"page_id"_s, next);
+    }
+}
+
+QJsonObject TestServer::message(const QString &text, bool run)
+{
+    return MessageRequest{u"user"_s, text, run}.toJson();
+}
+
+} // namespace AgentDeck::Testing

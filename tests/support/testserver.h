@@ -1,0 +1,62 @@
+#pragma once
+
+#include "agentdeckserver.h"
+#include "serverconnection.h"
+
+#include <QJsonObject>
+#include <QTemporaryDir>
+
+#include <memory>
+
+namespace AgentDeck::Testing {
+
+struct TestServerOptions
+{
+    QStringList apiKeys;
+    qint64 streamBudgetBytes = 16 * 1024 * 1024;
+    int streamAuthTimeoutMs = 10'000;
+    std::chrono::milliseconds shutdownGrace{2'000};
+    ServerParts parts;
+    QString dataDir; // empty: a fresh temporary dir
+};
+
+// An in-process server on a free loopback port with its own data dir, and a client for it.
+// Every call blocks (QCoro::waitFor), so tests read top to bottom.
+class TestServer
+{
+public:
+    explicit TestServer(TestServerOptions options = {});
+    ~TestServer();
+
+    // Starts and waits until ready; returns false with the reason in errorString().
+    bool start();
+    void stop();
+    QString errorString() const { return m_error; }
+
+    AgentDeckServer &server() { return *m_server; }
+    ServerConnection &client() { return *m_client; }
+    QUrl url() const;
+    QString dataDir() const;
+
+    ApiReply call(const QByteArray &method, const QString &path, const QJsonValue &body = {},
+                  const QUrlQuery &query = {});
+    ApiReply get(const QString &path, const QUrlQuery &query = {});
+    ApiReply post(const QString &path, const QJsonValue &body = {});
+    // Creates a conversation and returns its id (null on failure).
+    QUuid create(const QJsonObject &body = {});
+    QString status(const QUuid &id);
+    bool waitForStatus(const QUuid &id, const QString &status, int timeoutMs = 10'000);
+    // Events of a conversation as JSON objects, in seq order.
+    QList<QJsonObject> events(const QUuid &id, const QUrlQuery &query = {});
+
+    static QJsonObject message(const QString &text, bool run = false);
+
+private:
+    TestServerOptions m_options;
+    std::unique_ptr<QTemporaryDir> m_tempDir;
+    std::unique_ptr<AgentDeckServer> m_server;
+    std::unique_ptr<ServerConnection> m_client;
+    QString m_error;
+};
+
+} // namespace AgentDeck::Testing

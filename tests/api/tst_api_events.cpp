@@ -1,0 +1,137 @@
+// Event history over real HTTP: seqs, search filters, paging, count, get, batch.
+#include "testserver.h"
+
+#include <QJsonArray>
+#include <QTest>
+
+using namespace Qt::StringLiterals;
+using namespace AgentDeck;
+using namespace AgentDeck::Testing;
+
+class ApiEventsTest : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        m_server = std::make_unique<TestServer>();
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+        m_id = m_server->create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
+        QVERIFY(!m_id.isNull());
+        for (int i = 1; i <= 12; ++i) {
+            const ApiReply reply =
+                m_server->post(ServerConnection::conversationPath(m_id, u"events"),
+                               TestServer::message(u"note %1"_s.arg(i)));
+            QVERIFY(reply.ok());
+            QCOMPARE(reply.json.toObject().value(u"seq"_s).toInt(), i);
+            QCOMPARE(reply.json.toObject().value(u"source"_s).toString(), u"user"_s);
+            if (i == 6)
+                m_midpoint = reply.json.toObject().value(u"timestamp"_s).toString();
+        }
+        // The echo agent answers all twelve: agent messages and state updates follow.
+        QVERIFY(m_server->post(ServerConnection::conversationPath(m_id, u"run")).ok());
+        QVERIFY(m_server->waitForStatus(m_id, u"finished"_s));
+    }
+    void cleanupTestCase() { m_server.reset(); }
+
+    void seqsAreGaplessFromOne()
+    {
+        const QList<QJsonObject> events = m_server->events(m_id);
+        QVERIFY(events.size() > 24);
+        for (qsizetype i = 0; i < events.size(); ++i)
+            QCOMPARE(events[i].value(u"seq"_s).toInt(), i + 1);
+        const QJsonObject info =
+            m_server->get(ServerConnection::conversationPath(m_id)).json.toObject();
+        QCOMPARE(info.value(u"stats"_s).toObject().value(u"event_count"_s).toInt(), events.size());
+    }
+
+    void filtersSelectAndCountAgrees_data()
+    {
+        QTest::addColumn<QString>("query");
+        QTest::addColumn<int>("expected");
+        QTest::addRow("kind") << u"kind=MessageEvent"_s << 24;
+        QTest::addRow("source user") << u"source=user"_s << 12;
+        QTest::addRow("kind and source") << u"kind=MessageEvent&source=agent"_s << 12;
+        QTest::addRow("body") << u"body=note%201"_s << 8; // note 1, 10, 11, 12, and their echoes
+        QTest::addRow("after_seq") << u"after_seq=10&source=user"_s << 2;
+        QTest::addRow("state updates") << u"kind=ConversationStateUpdateEvent"_s << 2;
+    }
+    void filtersSelectAndCountAgrees()
+    {
+        QFETCH(QString, query);
+        QFETCH(int, expected);
+        const QUrlQuery urlQuery(query);
+        QCOMPARE(m_server->events(m_id, urlQuery).size(), expected);
+        QCOMPARE(m_server->get(ServerConnection::conversationPath(m_id, u"events/count"), urlQuery)
+                     .json.toInteger(),
+                 expected);
+    }
+
+    void timestampFilters()
+    {
+        QUrlQuery before;
+        before.addQueryItem(u"timestamp__lt"_s, m_midpoint);
+        QUrlQuery since;
+        since.addQueryItem(u"timestamp__gte"_s, m_midpoint);
+        const qsizetype all = m_server->events(m_id).size();
+        const qsizetype early = m_server->events(m_id, before).size();
+        const qsizetype late = m_server->events(m_id, since).size();
+        QVERIFY(early >= 1);
+        QVERIFY(late >= 1);
+        QCOMPARE(early + late, all);
+    }
+
+    void descendingPagesCoverEverything()
+    {
+        QUrlQuery query;
+        query.addQueryItem(u"sort_order"_s, u"TIMESTAMP_DESC"_s);
+        query.addQueryItem(u"limit"_s, u"5"_s);
+        const QList<QJsonObject> events = m_server->events(m_id, query);
+        QCOMPARE(events.size(), m_server->events(m_id).size());
+        for (qsizetype i = 1; i < events.size(); ++i)
+            QVERIFY(events[i - 1].value(u"seq"_s).toInt() > events[i].value(u"seq"_s).toInt());
+    }
+
+    void getOneAndBatch()
+    {
+        const QList<QJsonObject> events = m_server->events(m_id);
+        const QString first = events.first().value(u"id"_s).toString();
+        const QString last = events.last().value(u"id"_s).toString();
+        const ApiReply one =
+            m_server->get(ServerConnection::conversationPath(m_id, u"events/") + first);
+        QVERIFY(one.ok());
+        QCOMPARE(one.json.toObject().value(u"seq"_s).toInt(), 1);
+
+        const QString unknown = toWireId(QUuid::createUuid());
+        QCOMPARE(
+            m_server->get(ServerConnection::conversationPath(m_id, u"events/") + unknown).status,
+            404);
+        QUrlQuery batch;
+        batch.addQueryItem(u"event_ids"_s, last);
+        batch.addQueryItem(u"event_ids"_s, unknown);
+        batch.addQueryItem(u"event_ids"_s, first);
+        const QJsonArray items =
+            m_server->get(ServerConnection::conversationPath(m_id, u"events"), batch)
+                .json.toArray();
+        QCOMPARE(items.size(), 3);
+        QCOMPARE(items[0].toObject().value(u"id"_s).toString(), last);
+        QVERIFY(items[1].isNull());
+        QCOMPARE(items[2].toObject().value(u"id"_s).toString(), first);
+    }
+
+    void eventsOfUnknownConversationAre404()
+    {
+        const QString path =
+            ServerConnection::conversationPath(QUuid::createUuid(), u"events/search");
+        QCOMPARE(m_server->get(path).status, 404);
+    }
+
+private:
+    std::unique_ptr<TestServer> m_server;
+    QUuid m_id;
+    QString m_midpoint;
+};
+
+QTEST_GUILESS_MAIN(ApiEventsTest)
+#include "tst_api_events.moc"

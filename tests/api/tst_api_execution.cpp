@@ -1,0 +1,227 @@
+// Execution over real HTTP with the built-in agents and the in-server process runtime.
+#include "testserver.h"
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QJsonArray>
+#include <QTest>
+
+using namespace Qt::StringLiterals;
+using namespace AgentDeck;
+using namespace AgentDeck::Testing;
+
+namespace {
+QJsonObject shell(const QString &command, bool run = true, bool confirm = false)
+{
+    QJsonObject body{{u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}}},
+                     {u"initial_message"_s, TestServer::message(command, run)}};
+    if (confirm)
+        body.insert(u"confirmation_policy"_s, QJsonObject{{u"kind"_s, u"AlwaysConfirm"_s}});
+    return body;
+}
+
+QList<QJsonObject> ofKind(const QList<QJsonObject> &events, const QString &kind)
+{
+    QList<QJsonObject> found;
+    for (const QJsonObject &event : events) {
+        if (event.value(u"kind"_s).toString() == kind)
+            found.append(event);
+    }
+    return found;
+}
+
+QJsonObject observationOf(const QJsonObject &event)
+{
+    return event.value(u"observation"_s).toObject();
+}
+} // namespace
+
+class ApiExecutionTest : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void init()
+    {
+        m_server = std::make_unique<TestServer>();
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+    }
+    void cleanup() { m_server.reset(); }
+
+    void shellRunsCommandInItsWorkspaceAndFinishes()
+    {
+        const QUuid id = m_server->create(shell(u"echo hello; pwd; exit 3"_s));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        const QJsonObject info =
+            m_server->get(ServerConnection::conversationPath(id)).json.toObject();
+        const QString workspace =
+            info.value(u"workspace"_s).toObject().value(u"working_dir"_s).toString();
+        QVERIFY(workspace.startsWith(m_server->dataDir()));
+
+        const QList<QJsonObject> events = m_server->events(id);
+        const QList<QJsonObject> actions = ofKind(events, u"ActionEvent"_s);
+        const QList<QJsonObject> observations = ofKind(events, u"ObservationEvent"_s);
+        QCOMPARE(actions.size(), 1);
+        QCOMPARE(observations.size(), 1);
+        QCOMPARE(actions[0].value(u"action"_s).toObject().value(u"command"_s).toString(),
+                 u"echo hello; pwd; exit 3"_s);
+        QCOMPARE(observations[0].value(u"action_id"_s), actions[0].value(u"id"_s));
+        QCOMPARE(observations[0].value(u"tool_call_id"_s), actions[0].value(u"tool_call_id"_s));
+        QCOMPARE(observationOf(observations[0]).value(u"exit_code"_s).toInt(), 3);
+        QCOMPARE(observationOf(observations[0]).value(u"output"_s).toString(),
+                 u"hello\n"_s + workspace + u'\n');
+        QCOMPARE(observationOf(observations[0]).value(u"interrupted"_s).toBool(), false);
+
+        // Every status change is persisted and visible in the history.
+        QStringList statuses;
+        for (const QJsonObject &update : ofKind(events, u"ConversationStateUpdateEvent"_s))
+            statuses.append(update.value(u"value"_s).toString());
+        QCOMPARE(statuses, (QStringList{u"running"_s, u"finished"_s}));
+
+        const QString response =
+            m_server->get(ServerConnection::conversationPath(id, u"agent_final_response"))
+                .json.toObject()
+                .value(u"response"_s)
+                .toString();
+        QVERIFY(response.contains(u"hello"_s));
+        QVERIFY(response.contains(u"[exit code 3]"_s));
+    }
+
+    void callerSuppliedWorkspaceIsUsed()
+    {
+        QTemporaryDir own;
+        QJsonObject body = shell(u"touch made-here"_s);
+        body.insert(u"workspace"_s, QJsonObject{{u"working_dir"_s, own.path()}});
+        const QUuid id = m_server->create(body);
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QVERIFY(QFile::exists(own.filePath(u"made-here"_s)));
+    }
+
+    void echoAgentRepliesWithTheMessage()
+    {
+        const QUuid id = m_server->create(
+            QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}},
+                        {u"initial_message"_s, TestServer::message(u"ping"_s, true)}});
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(m_server->get(ServerConnection::conversationPath(id, u"agent_final_response"))
+                     .json.toObject()
+                     .value(u"response"_s)
+                     .toString(),
+                 u"ping"_s);
+    }
+
+    void runWhileRunningIsConflictAndMessagesArePickedUp()
+    {
+        const QUuid id = m_server->create(shell(u"sleep 1; echo first"_s));
+        QVERIFY(m_server->waitForStatus(id, u"running"_s));
+        const ApiReply again = m_server->post(ServerConnection::conversationPath(id, u"run"));
+        QCOMPARE(again.status, 409);
+        QCOMPARE(again.errorCode, u"conversation_already_running"_s);
+        // A message with run: true during a live run answers 200 and the run picks it up.
+        const ApiReply sent = m_server->post(ServerConnection::conversationPath(id, u"events"),
+                                             TestServer::message(u"echo second"_s, true));
+        QCOMPARE(sent.status, 200);
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(ofKind(m_server->events(id), u"ObservationEvent"_s).size(), 2);
+        QCOMPARE(m_server->get(ServerConnection::conversationPath(id, u"agent_final_response"))
+                     .json.toObject()
+                     .value(u"response"_s)
+                     .toString(),
+                 u"second\n"_s);
+    }
+
+    void pauseStopsAfterTheCurrentStep()
+    {
+        const QUuid id = m_server->create(shell(u"sleep 0.5; echo done"_s));
+        QVERIFY(m_server->waitForStatus(id, u"running"_s));
+        QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"pause")).ok());
+        QVERIFY(m_server->waitForStatus(id, u"paused"_s));
+        const QList<QJsonObject> events = m_server->events(id);
+        QCOMPARE(ofKind(events, u"PauseEvent"_s).size(), 1);
+        // The step in flight completed and was recorded; the reply did not happen yet.
+        const QList<QJsonObject> observations = ofKind(events, u"ObservationEvent"_s);
+        QCOMPARE(observations.size(), 1);
+        QCOMPARE(observationOf(observations[0]).value(u"interrupted"_s).toBool(), false);
+        // Run continues where it stopped.
+        QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"run")).ok());
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(ofKind(m_server->events(id), u"ObservationEvent"_s).size(), 1);
+    }
+
+    void interruptKillsTheCommandInFlight()
+    {
+        const QUuid id = m_server->create(shell(u"echo started; sleep 30"_s));
+        QVERIFY(m_server->waitForStatus(id, u"running"_s));
+        QVERIFY(QTest::qWaitFor(
+            [&] { return !ofKind(m_server->events(id), u"ActionEvent"_s).isEmpty(); }));
+        QElapsedTimer timer;
+        timer.start();
+        QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"interrupt")).ok());
+        QVERIFY(m_server->waitForStatus(id, u"paused"_s, 5000));
+        QVERIFY(timer.elapsed() < 5000);
+        const QList<QJsonObject> observations = ofKind(m_server->events(id), u"ObservationEvent"_s);
+        QCOMPARE(observations.size(), 1);
+        QCOMPARE(observationOf(observations[0]).value(u"interrupted"_s).toBool(), true);
+    }
+
+    void alwaysConfirmWaitsThenAccepts()
+    {
+        const QUuid id = m_server->create(shell(u"echo approved"_s, true, true));
+        QVERIFY(m_server->waitForStatus(id, u"waiting_for_confirmation"_s));
+        QCOMPARE(ofKind(m_server->events(id), u"ActionEvent"_s).size(), 1);
+        QCOMPARE(ofKind(m_server->events(id), u"ObservationEvent"_s).size(), 0);
+        const ApiReply accepted = m_server->post(
+            ServerConnection::conversationPath(id, u"events/respond_to_confirmation"),
+            QJsonObject{{u"accept"_s, true}});
+        QVERIFY2(accepted.ok(), qPrintable(accepted.detail));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        const QList<QJsonObject> observations = ofKind(m_server->events(id), u"ObservationEvent"_s);
+        QCOMPARE(observations.size(), 1);
+        QCOMPARE(observationOf(observations[0]).value(u"output"_s).toString(), u"approved\n"_s);
+    }
+
+    void alwaysConfirmRejectRecordsTheRejection()
+    {
+        const QUuid id = m_server->create(shell(u"rm -rf important"_s, true, true));
+        QVERIFY(m_server->waitForStatus(id, u"waiting_for_confirmation"_s));
+        QVERIFY(
+            m_server
+                ->post(ServerConnection::conversationPath(id, u"events/respond_to_confirmation"),
+                       QJsonObject{{u"accept"_s, false}, {u"reason"_s, u"too risky"_s}})
+                .ok());
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        const QList<QJsonObject> events = m_server->events(id);
+        QCOMPARE(ofKind(events, u"ObservationEvent"_s).size(), 0);
+        const QList<QJsonObject> rejections = ofKind(events, u"UserRejectObservation"_s);
+        QCOMPARE(rejections.size(), 1);
+        QCOMPARE(rejections[0].value(u"rejection_reason"_s).toString(), u"too risky"_s);
+        QVERIFY(m_server->get(ServerConnection::conversationPath(id, u"agent_final_response"))
+                    .json.toObject()
+                    .value(u"response"_s)
+                    .toString()
+                    .contains(u"too risky"_s));
+    }
+
+    void confirmationResponseWhenNotWaitingIsConflict()
+    {
+        const QUuid id = m_server->create();
+        const ApiReply reply = m_server->post(
+            ServerConnection::conversationPath(id, u"events/respond_to_confirmation"),
+            QJsonObject{{u"accept"_s, true}});
+        QCOMPARE(reply.status, 409);
+        QCOMPARE(reply.errorCode, u"not_waiting_for_confirmation"_s);
+    }
+
+    void runWithNothingToDoFinishes()
+    {
+        const QUuid id = m_server->create();
+        QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"run")).ok());
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+    }
+
+private:
+    std::unique_ptr<TestServer> m_server;
+};
+
+QTEST_GUILESS_MAIN(ApiExecutionTest)
+#include "tst_api_execution.moc"

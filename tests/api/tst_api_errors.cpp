@@ -1,0 +1,157 @@
+// Bad input never crashes the server and never gets a 500; keys protect /api, not health.
+#include "testserver.h"
+
+#include <QJsonArray>
+#include <QNetworkReply>
+#include <QTest>
+
+using namespace Qt::StringLiterals;
+using namespace AgentDeck;
+using namespace AgentDeck::Testing;
+
+class ApiErrorsTest : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        m_server = std::make_unique<TestServer>();
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+        m_id = toWireId(m_server->create());
+    }
+    void cleanupTestCase() { m_server.reset(); }
+
+    void badInputGetsTheRightError_data()
+    {
+        QTest::addColumn<QByteArray>("method");
+        QTest::addColumn<QString>("path");
+        QTest::addColumn<QByteArray>("body");
+        QTest::addColumn<int>("status");
+        QTest::addColumn<QString>("code");
+        const QString item = u"/api/conversations/"_s + m_id;
+        QTest::addRow("malformed json") << "POST"_ba << u"/api/conversations"_s << "{\"title\": "_ba
+                                        << 400 << u"malformed_json"_s;
+        QTest::addRow("json not an object")
+            << "POST"_ba << u"/api/conversations"_s << "[1,2]"_ba << 400 << u"malformed_json"_s;
+        QTest::addRow("bad uuid") << "GET"_ba << u"/api/conversations/not-a-uuid"_s << ""_ba << 422
+                                  << u"invalid_parameter"_s;
+        QTest::addRow("bad conversation_id")
+            << "POST"_ba << u"/api/conversations"_s << "{\"conversation_id\": \"xyz\"}"_ba << 422
+            << u"invalid_parameter"_s;
+        QTest::addRow("unknown agent")
+            << "POST"_ba << u"/api/conversations"_s << "{\"agent\": {\"kind\": \"nope\"}}"_ba << 422
+            << u"invalid_parameter"_s;
+        QTest::addRow("relative workspace")
+            << "POST"_ba << u"/api/conversations"_s
+            << "{\"workspace\": {\"working_dir\": \"rel\"}}"_ba << 422 << u"invalid_parameter"_s;
+        QTest::addRow("limit too big") << "GET"_ba << u"/api/conversations/search?limit=101"_s
+                                       << ""_ba << 422 << u"invalid_parameter"_s;
+        QTest::addRow("bad sort") << "GET"_ba << u"/api/conversations/search?sort_order=NAME"_s
+                                  << ""_ba << 422 << u"invalid_parameter"_s;
+        QTest::addRow("bad page id") << "GET"_ba << u"/api/conversations/search?page_id=%%%"_s
+                                     << ""_ba << 422 << u"invalid_parameter"_s;
+        QTest::addRow("bad archive filter")
+            << "GET"_ba << u"/api/conversations/count?archive_filter=SOME"_s << ""_ba << 422
+            << u"invalid_parameter"_s;
+        QTest::addRow("bad batch id") << "GET"_ba << u"/api/conversations?ids=zzz"_s << ""_ba << 422
+                                      << u"invalid_parameter"_s;
+        QTest::addRow("bad event kind") << "GET"_ba << item + u"/events/search?kind=Nope"_s << ""_ba
+                                        << 422 << u"invalid_parameter"_s;
+        QTest::addRow("bad timestamp") << "GET"_ba << item + u"/events/search?timestamp__gte=soon"_s
+                                       << ""_ba << 422 << u"invalid_parameter"_s;
+        QTest::addRow("bad message") << "POST"_ba << item + u"/events"_s << "{\"content\": 5}"_ba
+                                     << 422 << u"invalid_parameter"_s;
+        QTest::addRow("bad confirmation")
+            << "POST"_ba << item + u"/events/respond_to_confirmation"_s
+            << "{\"accept\": \"yes\"}"_ba << 422 << u"invalid_parameter"_s;
+        QTest::addRow("bad patch")
+            << "PATCH"_ba << item << "{\"tags\": [1]}"_ba << 422 << u"invalid_parameter"_s;
+        QTest::addRow("unknown id")
+            << "GET"_ba << u"/api/conversations/00000000-0000-4000-8000-000000000000"_s << ""_ba
+            << 404 << u"not_found"_s;
+        QTest::addRow("unknown id run")
+            << "POST"_ba << u"/api/conversations/00000000-0000-4000-8000-000000000000/run"_s
+            << ""_ba << 404 << u"not_found"_s;
+        QTest::addRow("unknown route")
+            << "GET"_ba << u"/api/nothing/here"_s << ""_ba << 404 << u"not_found"_s;
+        QTest::addRow("unknown top route")
+            << "GET"_ba << u"/favicon.ico"_s << ""_ba << 404 << u"not_found"_s;
+        QTest::addRow("wrong method")
+            << "PUT"_ba << item << ""_ba << 405 << u"method_not_allowed"_s;
+        QTest::addRow("wrong method health")
+            << "POST"_ba << u"/alive"_s << ""_ba << 405 << u"method_not_allowed"_s;
+        QTest::addRow("body over 4 MiB")
+            << "POST"_ba << u"/api/conversations"_s << QByteArray(4 * 1024 * 1024 + 1, 'x') << 413
+            << u"payload_too_large"_s;
+    }
+    void badInputGetsTheRightError()
+    {
+        QFETCH(QByteArray, method);
+        QFETCH(QString, path);
+        QFETCH(QByteArray, body);
+        QFETCH(int, status);
+        QFETCH(QString, code);
+        const qsizetype question = path.indexOf(u'?');
+        const QUrlQuery query(question < 0 ? QString() : path.mid(question + 1));
+        const ApiReply reply = QCoro::waitFor(m_server->client().request(
+            method, question < 0 ? path : path.left(question), query, body));
+        QCOMPARE(reply.status, status);
+        QCOMPARE(reply.errorCode, code);
+        QVERIFY2(!reply.detail.isEmpty(), "errors carry a sentence");
+        // The server is still there and well.
+        QVERIFY(m_server->get(u"/alive"_s).ok());
+    }
+
+    void wrongMethodNamesTheAllowedOnes()
+    {
+        const ApiReply reply = m_server->call("DELETE"_ba, u"/api/conversations/search"_s);
+        // DELETE of /api/conversations/{id} exists, so "search" is read as an id.
+        QCOMPARE(reply.status, 422);
+        const ApiReply health = m_server->call("DELETE"_ba, u"/health"_s);
+        QCOMPARE(health.status, 405);
+        QVERIFY(health.detail.contains(u"GET"_s));
+    }
+
+    void metricsCountRequestsByRouteAndStatus()
+    {
+        m_server->get(u"/api/conversations/"_s + m_id);
+        const ApiReply metrics = m_server->get(u"/metrics"_s);
+        QVERIFY(metrics.ok());
+        const QString text = QString::fromUtf8(metrics.body);
+        QVERIFY(text.contains(
+            u"agentdeck_http_requests_total{route=\"/api/conversations/{id}\",method=\"GET\",status=\"200\"}"_s));
+        QVERIFY(text.contains(u"agentdeck_http_request_duration_seconds_bucket{route="_s));
+        QVERIFY(text.contains(u"agentdeck_conversations{execution_status=\"idle\"}"_s));
+        QVERIFY(text.contains(u"agentdeck_websocket_connections 0"_s));
+        QVERIFY(text.contains(u"agentdeck_websocket_slow_consumer_drops_total 0"_s));
+    }
+
+    void keysProtectApiButNotHealth()
+    {
+        TestServerOptions options;
+        options.apiKeys = {u"k1"_s, u"k2"_s};
+        TestServer secured(std::move(options));
+        QVERIFY(secured.start());
+        QVERIFY(secured.get(u"/api/conversations/count"_s).ok()); // the client sends k1
+
+        ServerConnection anonymous(secured.url());
+        const ApiReply denied = QCoro::waitFor(anonymous.get(u"/api/conversations/count"_s));
+        QCOMPARE(denied.status, 401);
+        QCOMPARE(denied.errorCode, u"unauthorized"_s);
+        anonymous.setApiKey(u"k3"_s);
+        QCOMPARE(QCoro::waitFor(anonymous.get(u"/api/conversations/count"_s)).status, 401);
+        anonymous.setApiKey(u"k2"_s);
+        QVERIFY(QCoro::waitFor(anonymous.get(u"/api/conversations/count"_s)).ok());
+        anonymous.setApiKey({});
+        for (const QString &path : {u"/alive"_s, u"/health"_s, u"/ready"_s, u"/server_info"_s})
+            QVERIFY(QCoro::waitFor(anonymous.get(path)).ok());
+    }
+
+private:
+    std::unique_ptr<TestServer> m_server;
+    QString m_id;
+};
+
+QTEST_GUILESS_MAIN(ApiErrorsTest)
+#include "tst_api_errors.moc"

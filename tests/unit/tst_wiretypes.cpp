@@ -1,0 +1,219 @@
+// Wire types, codecs and the shared conversation filter.
+#include "conversationfilter.h"
+#include "serverconnection.h"
+#include "wiretypes.h"
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QTest>
+
+using namespace Qt::StringLiterals;
+using namespace AgentDeck;
+
+class WireTypesTest : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void timesAreUtcWithMillisecondsAndZ()
+    {
+        const QDateTime time = QDateTime::fromMSecsSinceEpoch(1'700'000'000'123, Qt::UTC);
+        QCOMPARE(toWireTime(time), u"2023-11-14T22:13:20.123Z"_s);
+        QCOMPARE(parseWireTime(u"2023-11-14T22:13:20.123Z"_s), std::optional(time));
+        QCOMPARE(parseWireTime(u"2023-11-14T23:13:20.123+01:00"_s), std::optional(time));
+        QVERIFY(!parseWireTime(u"yesterday"_s));
+    }
+
+    void idsParseDashedAnd32Hex_data()
+    {
+        QTest::addColumn<QString>("text");
+        QTest::addColumn<bool>("valid");
+        QTest::addRow("dashed") << u"5c0a1f0e-6a4e-4a8a-9c7e-0b5b8f3a2d11"_s << true;
+        QTest::addRow("hex") << u"5c0a1f0e6a4e4a8a9c7e0b5b8f3a2d11"_s << true;
+        QTest::addRow("upper") << u"5C0A1F0E-6A4E-4A8A-9C7E-0B5B8F3A2D11"_s << true;
+        QTest::addRow("short") << u"5c0a1f0e"_s << false;
+        QTest::addRow("junk") << u"zzzzzzzz-6a4e-4a8a-9c7e-0b5b8f3a2d11"_s << false;
+        QTest::addRow("braces") << u"{5c0a1f0e-6a4e-4a8a-9c7e-0b5b8f3a2d11}"_s << false;
+        QTest::addRow("empty") << QString() << false;
+    }
+    void idsParseDashedAnd32Hex()
+    {
+        QFETCH(QString, text);
+        QFETCH(bool, valid);
+        const auto id = parseWireId(text);
+        QCOMPARE(id.has_value(), valid);
+        if (valid)
+            QCOMPARE(toWireId(*id), u"5c0a1f0e-6a4e-4a8a-9c7e-0b5b8f3a2d11"_s);
+    }
+
+    void conversationRoundTrips()
+    {
+        ConversationInfo info;
+        info.id = QUuid::createUuid();
+        info.title = u"t"_s;
+        info.tags = {{u"a"_s, u"b"_s}};
+        info.createdAt = QDateTime::fromMSecsSinceEpoch(1000, Qt::UTC);
+        info.updatedAt = QDateTime::fromMSecsSinceEpoch(2000, Qt::UTC);
+        info.archivedAt = QDateTime::fromMSecsSinceEpoch(3000, Qt::UTC);
+        info.executionStatus = ExecutionStatus::WaitingForConfirmation;
+        info.agentKind = u"echo"_s;
+        info.workingDir = u"/w"_s;
+        info.alwaysConfirm = true;
+        info.runtime = {RuntimeStatus::Missing, false,
+                        RuntimeError{u"runtime_expired"_s, u"gone"_s}};
+        info.eventCount = 4;
+        const auto back = ConversationInfo::fromJson(info.toJson());
+        QVERIFY(back);
+        QCOMPARE(back->toJson(), info.toJson());
+        QVERIFY(back->runtime == info.runtime);
+        QVERIFY(back->isArchived());
+    }
+
+    void conversationWithoutArchivedAtIsRejected()
+    {
+        QJsonObject json = ConversationInfo{QUuid::createUuid()}.toJson();
+        json.remove(u"archived_at"_s);
+        QVERIFY(!ConversationInfo::fromJson(json));
+    }
+
+    void missingRuntimeInfoMeansLocalDefaults()
+    {
+        QJsonObject json = ConversationInfo{QUuid::createUuid()}.toJson();
+        json.remove(u"runtime_info"_s);
+        const auto info = ConversationInfo::fromJson(json);
+        QVERIFY(info);
+        QVERIFY(info->runtime.status == RuntimeStatus::Available);
+        QVERIFY(info->runtime.canResume);
+    }
+
+    void eventsRoundTripWithTheirFields()
+    {
+        const Event action = Event::action(u"bash"_s, u"ls"_s);
+        const Event observation = Event::observation(action, u"out"_s, 2, true);
+        QCOMPARE(observation.actionId(), toWireId(action.id));
+        QCOMPARE(observation.toolCallId(), action.toolCallId());
+        Event stored = observation;
+        stored.seq = 7;
+        stored.timestamp = QDateTime::fromMSecsSinceEpoch(5, Qt::UTC);
+        const auto back = Event::fromJson(stored.toJson());
+        QVERIFY(back);
+        QCOMPARE(back->seq, 7);
+        QCOMPARE(back->kind, u"ObservationEvent"_s);
+        QCOMPARE(back->fields.value(u"observation"_s).toObject().value(u"exit_code"_s).toInt(), 2);
+        QCOMPARE(Event::message(u"user"_s, u"user"_s, u"hi"_s).messageText(), u"hi"_s);
+    }
+
+    void messageRequestsAreValidated_data()
+    {
+        QTest::addColumn<QByteArray>("json");
+        QTest::addColumn<bool>("valid");
+        QTest::addColumn<QString>("text");
+        QTest::addRow("parts")
+            << R"({"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]})"_ba
+            << true << u"ab"_s;
+        QTest::addRow("string content") << R"({"content":"plain"})"_ba << true << u"plain"_s;
+        QTest::addRow("no content") << R"({"role":"user"})"_ba << false << QString();
+        QTest::addRow("image part")
+            << R"({"content":[{"type":"image","url":"x"}]})"_ba << false << QString();
+        QTest::addRow("bad role") << R"({"role":"agent","content":"x"})"_ba << false << QString();
+        QTest::addRow("bad run") << R"({"content":"x","run":"yes"})"_ba << false << QString();
+    }
+    void messageRequestsAreValidated()
+    {
+        QFETCH(QByteArray, json);
+        QFETCH(bool, valid);
+        QFETCH(QString, text);
+        QString error;
+        const auto request =
+            MessageRequest::fromJson(QJsonDocument::fromJson(json).object(), &error);
+        QCOMPARE(request.has_value(), valid);
+        QCOMPARE(error.isEmpty(), valid);
+        if (valid)
+            QCOMPARE(request->text, text);
+    }
+
+    void createRequestsAreValidated_data()
+    {
+        QTest::addColumn<QByteArray>("json");
+        QTest::addColumn<bool>("valid");
+        QTest::addRow("empty") << "{}"_ba << true;
+        QTest::addRow("full")
+            << R"({"conversation_id":"5c0a1f0e6a4e4a8a9c7e0b5b8f3a2d11","title":"t","tags":{"a":"b"},"agent":{"kind":"echo"},"workspace":{"working_dir":"/x"},"confirmation_policy":{"kind":"AlwaysConfirm"},"initial_message":{"content":"hi","run":true},"unknown_field":1})"_ba
+            << true;
+        QTest::addRow("tag not string") << R"({"tags":{"a":1}})"_ba << false;
+        QTest::addRow("title number") << R"({"title":3})"_ba << false;
+        QTest::addRow("policy unknown")
+            << R"({"confirmation_policy":{"kind":"Sometimes"}})"_ba << false;
+        QTest::addRow("bad message") << R"({"initial_message":{"content":7}})"_ba << false;
+    }
+    void createRequestsAreValidated()
+    {
+        QFETCH(QByteArray, json);
+        QFETCH(bool, valid);
+        QString error;
+        const auto request =
+            CreateConversationRequest::fromJson(QJsonDocument::fromJson(json).object(), &error);
+        QCOMPARE(request.has_value(), valid);
+        if (valid) {
+            const auto again = CreateConversationRequest::fromJson(request->toJson(), &error);
+            QVERIFY(again);
+            QCOMPARE(again->toJson(), request->toJson());
+        }
+    }
+
+    void filterParsesAndMatches_data()
+    {
+        QTest::addColumn<QString>("query");
+        QTest::addColumn<bool>("matchesActive");
+        QTest::addColumn<bool>("matchesArchived");
+        QTest::addRow("default shows active") << QString() << true << false;
+        QTest::addRow("archived=true") << u"archived=true"_s << false << true;
+        QTest::addRow("filter ALL") << u"archive_filter=ALL"_s << true << true;
+        QTest::addRow("filter wins") << u"archived=true&archive_filter=ACTIVE"_s << true << false;
+        QTest::addRow("status") << u"status=paused&archive_filter=ALL"_s << true << false;
+        QTest::addRow("text") << u"q=DEPLOY&archive_filter=ALL"_s << true << true;
+        QTest::addRow("tag value") << u"tag=team:infra&archive_filter=ALL"_s << true << false;
+        QTest::addRow("tag key") << u"tag=team&archive_filter=ALL"_s << true << true;
+    }
+    void filterParsesAndMatches()
+    {
+        QFETCH(QString, query);
+        QFETCH(bool, matchesActive);
+        QFETCH(bool, matchesArchived);
+        ConversationInfo active{QUuid::createUuid(), u"Deploy web"_s, {{u"team"_s, u"infra"_s}}};
+        active.executionStatus = ExecutionStatus::Paused;
+        ConversationInfo archived{QUuid::createUuid(), u"deploy db"_s, {{u"team"_s, u"data"_s}}};
+        archived.archivedAt = QDateTime::currentDateTimeUtc();
+        QString error;
+        const auto filter = ConversationFilter::fromQuery(QUrlQuery(query), &error);
+        QVERIFY2(filter, qPrintable(error));
+        QCOMPARE(filter->matches(active), matchesActive);
+        QCOMPARE(filter->matches(archived), matchesArchived);
+        // Writing the filter back gives the same selection.
+        QUrlQuery written;
+        filter->writeTo(written);
+        const auto reread = ConversationFilter::fromQuery(written, &error);
+        QVERIFY(reread);
+        QCOMPARE(reread->matches(active), matchesActive);
+        QCOMPARE(reread->matches(archived), matchesArchived);
+    }
+
+    void filterRejectsBadParameters_data()
+    {
+        QTest::addColumn<QString>("query");
+        QTest::addRow("archived") << u"archived=maybe"_s;
+        QTest::addRow("archive_filter") << u"archive_filter=SOME"_s;
+        QTest::addRow("status") << u"status=sleeping"_s;
+        QTest::addRow("tag") << u"tag=:x"_s;
+    }
+    void filterRejectsBadParameters()
+    {
+        QFETCH(QString, query);
+        QString error;
+        QVERIFY(!ConversationFilter::fromQuery(QUrlQuery(query), &error));
+        QVERIFY(!error.isEmpty());
+    }
+};
+
+QTEST_GUILESS_MAIN(WireTypesTest)
+#include "tst_wiretypes.moc"

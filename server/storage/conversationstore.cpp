@@ -76,13 +76,6 @@ QString likeContains(const QString &text)
     return u'%' + escaped + u'%';
 }
 
-QString jsonPathForKey(const QString &key)
-{
-    QString escaped = key;
-    escaped.replace(u'\\', u"\\\\"_s).replace(u'"', u"\\\""_s);
-    return u"$.\""_s + escaped + u'"';
-}
-
 // A WHERE clause with its bound values, built up condition by condition.
 struct Where
 {
@@ -117,10 +110,12 @@ Where conversationWhere(const ConversationFilter &filter)
     if (!filter.text.isEmpty())
         where.add(u"title LIKE ? ESCAPE '\\'"_s, {likeContains(filter.text)});
     for (const TagFilter &tag : filter.tags) {
+        // json_each rather than a JSON path: any key, quotes and dots included, matches as is.
         if (tag.value)
-            where.add(u"json_extract(tags, ?) = ?"_s, {jsonPathForKey(tag.key), *tag.value});
+            where.add(u"EXISTS (SELECT 1 FROM json_each(tags) WHERE key = ? AND value = ?)"_s,
+                      {tag.key, *tag.value});
         else
-            where.add(u"json_extract(tags, ?) IS NOT NULL"_s, {jsonPathForKey(tag.key)});
+            where.add(u"EXISTS (SELECT 1 FROM json_each(tags) WHERE key = ?)"_s, {tag.key});
     }
     return where;
 }

@@ -1,0 +1,208 @@
+// The conversation service with injected fakes: a clock, a scripted runtime provider.
+#include "conversationservice.h"
+#include "fakes.h"
+#include "storage/conversationstore.h"
+#include "storage/database.h"
+#include "testserver.h"
+
+#include <QJsonArray>
+#include <QSignalSpy>
+#include <QTest>
+
+using namespace Qt::StringLiterals;
+using namespace AgentDeck;
+using namespace AgentDeck::Testing;
+
+namespace {
+int countKind(const QList<QJsonObject> &events, const QString &kind)
+{
+    return int(std::count_if(events.cbegin(), events.cend(), [&](const QJsonObject &event) {
+        return event.value(u"kind"_s).toString() == kind;
+    }));
+}
+
+QJsonObject shell(const QString &command, bool run = true)
+{
+    return {{u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}}},
+            {u"initial_message"_s, TestServer::message(command, run)}};
+}
+} // namespace
+
+class ConversationServiceTest : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void init()
+    {
+        m_control = std::make_unique<FakeRuntimeControl>();
+        m_dir = std::make_unique<QTemporaryDir>();
+    }
+    void cleanup()
+    {
+        m_server.reset();
+        m_control.reset();
+        m_dir.reset();
+    }
+
+    void staleRunningIsResolvedAtStartup()
+    {
+        // A row left `running` with an action in flight, as a killed server leaves it.
+        const QUuid id = QUuid::createUuid();
+        {
+            QString error;
+            auto db = Database::openSqlite(m_dir->filePath(u"agentdeck.db"_s), &error);
+            QVERIFY(db);
+            ConversationStore store(*db);
+            ConversationInfo info{id, u"stale"_s};
+            info.createdAt = info.updatedAt = QDateTime::currentDateTimeUtc();
+            info.agentKind = u"shell"_s;
+            info.workingDir = m_dir->filePath(u"w"_s);
+            info.executionStatus = ExecutionStatus::Running;
+            store.insert(info);
+            store.append(id,
+                         {Event::message(u"user"_s, u"user"_s, u"sleep 30"_s),
+                          Event::action(u"bash"_s, u"sleep 30"_s)},
+                         ExecutionStatus::Running, 1);
+        }
+        startServer();
+        QCOMPARE(m_server->status(id), u"paused"_s);
+        const QList<QJsonObject> events = m_server->events(id);
+        QCOMPARE(countKind(events, u"ObservationEvent"_s), 1);
+        QCOMPARE(countKind(events, u"AgentErrorEvent"_s), 1);
+        for (const QJsonObject &event : events) {
+            if (event.value(u"kind"_s) == u"ObservationEvent"_s)
+                QVERIFY(event.value(u"observation"_s).toObject().value(u"interrupted"_s).toBool());
+            if (event.value(u"kind"_s) == u"AgentErrorEvent"_s)
+                QCOMPARE(event.value(u"code"_s).toString(), u"run_interrupted"_s);
+        }
+        // Run continues with a fresh agent and no command is re-run.
+        QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"run")).ok());
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QVERIFY(m_control->commands.isEmpty());
+    }
+
+    void staleRunningInALiveServerIsRecoverableByRunAndPause_data()
+    {
+        QTest::addColumn<QString>("action");
+        QTest::addRow("run") << u"run"_s;
+        QTest::addRow("pause") << u"pause"_s;
+        QTest::addRow("message with run") << u"events"_s;
+    }
+    void staleRunningInALiveServerIsRecoverableByRunAndPause()
+    {
+        QFETCH(QString, action);
+        startServer();
+        const QUuid id = m_server->create(shell(u"true"_s, false));
+        // The run loop died without an executor: only the row says `running`.
+        ConversationStore(m_server->server().database())
+            .append(id, {}, ExecutionStatus::Running, QDateTime::currentMSecsSinceEpoch());
+        QCOMPARE(m_server->status(id), u"running"_s);
+        const ApiReply reply = action == u"events"_s
+                                   ? m_server->post(ServerConnection::conversationPath(id, action),
+                                                    TestServer::message(u"echo more"_s, true))
+                                   : m_server->post(ServerConnection::conversationPath(id, action));
+        QVERIFY2(reply.ok(), qPrintable(reply.detail));
+        QVERIFY(QTest::qWaitFor([&] { return m_server->status(id) != u"running"_s; }));
+        QCOMPARE(countKind(m_server->events(id), u"AgentErrorEvent"_s), 1);
+    }
+
+    void failedProvisioningLeavesNothingBehind()
+    {
+        startServer();
+        const QUuid id = m_server->create(shell(u"echo hi"_s, false));
+        m_control->failProvisioning = true;
+        const ApiReply failed = m_server->post(ServerConnection::conversationPath(id, u"run"));
+        QCOMPARE(failed.status, 502);
+        QCOMPARE(failed.errorCode, u"provision_failed"_s);
+        QVERIFY(!m_server->server().service().isLive(id));
+        QCOMPARE(m_server->status(id), u"idle"_s);
+        m_control->failProvisioning = false;
+        QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"run")).ok());
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(m_control->commands, QStringList{u"echo hi"_s});
+    }
+
+    void interruptRecordsTheCommandAsInterrupted()
+    {
+        startServer();
+        m_control->blocking = {u"long"_s};
+        QSignalSpy started(m_control.get(), &FakeRuntimeControl::commandStarted);
+        const QUuid id = m_server->create(shell(u"long"_s));
+        QVERIFY(started.count() == 1 || started.wait());
+        QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"interrupt")).ok());
+        QVERIFY(m_server->waitForStatus(id, u"paused"_s));
+        const QList<QJsonObject> events = m_server->events(id);
+        QCOMPARE(countKind(events, u"ObservationEvent"_s), 1);
+        for (const QJsonObject &event : events) {
+            if (event.value(u"kind"_s) == u"ObservationEvent"_s) {
+                const QJsonObject observation = event.value(u"observation"_s).toObject();
+                QVERIFY(observation.value(u"interrupted"_s).toBool());
+                QCOMPARE(observation.value(u"output"_s).toString(), u"partial output\n"_s);
+            }
+        }
+    }
+
+    void gracefulStopPausesAndInterruptsAfterGrace()
+    {
+        TestServerOptions options = optionsWithFakes();
+        options.shutdownGrace = std::chrono::milliseconds(100);
+        m_server = std::make_unique<TestServer>(std::move(options));
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+        m_control->blocking = {u"long"_s};
+        QSignalSpy started(m_control.get(), &FakeRuntimeControl::commandStarted);
+        const QUuid id = m_server->create(shell(u"long"_s));
+        QVERIFY(started.count() == 1 || started.wait());
+        m_server->stop();
+
+        QString error;
+        auto db = Database::openSqlite(m_dir->filePath(u"agentdeck.db"_s), &error);
+        QVERIFY(db);
+        const auto info = ConversationStore(*db).find(id);
+        QVERIFY(info->executionStatus == ExecutionStatus::Paused);
+    }
+
+    void seqsStayGaplessWhenWritersInterleave()
+    {
+        startServer();
+        const QUuid a =
+            m_server->create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
+        const QUuid b =
+            m_server->create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
+        for (int i = 0; i < 20; ++i) {
+            for (const QUuid &id : {a, b})
+                QCoro::waitFor(m_server->server().service().sendMessage(
+                    id, MessageRequest{u"user"_s, QString::number(i), i % 5 == 0 || i == 19}));
+        }
+        QVERIFY(m_server->waitForStatus(a, u"finished"_s));
+        QVERIFY(m_server->waitForStatus(b, u"finished"_s));
+        for (const QUuid &id : {a, b}) {
+            const QList<QJsonObject> events = m_server->events(id);
+            for (qsizetype i = 0; i < events.size(); ++i)
+                QCOMPARE(events[i].value(u"seq"_s).toInt(), i + 1);
+            QCOMPARE(countKind(events, u"MessageEvent"_s), 40);
+        }
+    }
+
+private:
+    TestServerOptions optionsWithFakes()
+    {
+        TestServerOptions options;
+        options.dataDir = m_dir->path();
+        options.parts.runtimes = std::make_unique<FakeRuntimeProvider>(*m_control);
+        options.parts.clock = std::make_unique<FakeClock>();
+        return options;
+    }
+    void startServer()
+    {
+        m_server = std::make_unique<TestServer>(optionsWithFakes());
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+    }
+
+    std::unique_ptr<FakeRuntimeControl> m_control;
+    std::unique_ptr<QTemporaryDir> m_dir;
+    std::unique_ptr<TestServer> m_server;
+};
+
+QTEST_GUILESS_MAIN(ConversationServiceTest)
+#include "tst_conversationservice.moc"

@@ -1,0 +1,198 @@
+// The SQL catalog: keyset paging, filters, seq assignment, and one statement per page.
+#include "apierror.h"
+#include "storage/conversationstore.h"
+#include "storage/database.h"
+
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace Qt::StringLiterals;
+using namespace AgentDeck;
+
+namespace {
+ConversationInfo conversation(const QString &title, qint64 createdMs)
+{
+    ConversationInfo info;
+    info.id = QUuid::createUuid();
+    info.title = title;
+    info.createdAt = info.updatedAt = QDateTime::fromMSecsSinceEpoch(createdMs, Qt::UTC);
+    info.agentKind = u"shell"_s;
+    info.workingDir = u"/tmp/w"_s;
+    return info;
+}
+} // namespace
+
+class ConversationStoreTest : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void init()
+    {
+        m_dir = std::make_unique<QTemporaryDir>();
+        QString error;
+        m_db = Database::openSqlite(m_dir->filePath(u"test.db"_s), &error);
+        QVERIFY2(m_db, qPrintable(error));
+        m_store = std::make_unique<ConversationStore>(*m_db);
+    }
+    void cleanup()
+    {
+        m_store.reset();
+        m_db.reset();
+        m_dir.reset();
+    }
+
+    void pagingVisitsEveryRowOnceEvenWithEqualTimestamps_data()
+    {
+        QTest::addColumn<ConversationSort>("sort");
+        QTest::addRow("created asc") << ConversationSort::CreatedAt;
+        QTest::addRow("created desc") << ConversationSort::CreatedAtDesc;
+        QTest::addRow("updated asc") << ConversationSort::UpdatedAt;
+        QTest::addRow("updated desc") << ConversationSort::UpdatedAtDesc;
+    }
+    void pagingVisitsEveryRowOnceEvenWithEqualTimestamps()
+    {
+        QFETCH(ConversationSort, sort);
+        QSet<QUuid> inserted;
+        for (int i = 0; i < 250; ++i) {
+            // Three timestamps only: most rows tie, and the id must break the tie.
+            const ConversationInfo info = conversation(u"c"_s, 1000 + i % 3);
+            m_store->insert(info);
+            inserted.insert(info.id);
+        }
+        QSet<QUuid> seen;
+        QString pageId;
+        int pages = 0;
+        do {
+            const ConversationPageResult page = m_store->search({}, sort, pageId, 100);
+            for (const ConversationInfo &info : page.items)
+                QVERIFY2(!seen.contains(info.id), "row seen twice");
+            for (const ConversationInfo &info : page.items)
+                seen.insert(info.id);
+            pageId = page.nextPageId;
+            ++pages;
+        } while (!pageId.isEmpty());
+        QCOMPARE(pages, 3);
+        QCOMPARE(seen, inserted);
+    }
+
+    void aSearchPageIsOneStatementWhateverTheCatalogSize()
+    {
+        const auto statementsPerPage = [this] {
+            const qint64 before = m_db->statementCount();
+            const ConversationPageResult page =
+                m_store->search({}, ConversationSort::CreatedAtDesc, {}, 100);
+            Q_UNUSED(page);
+            return m_db->statementCount() - before;
+        };
+        for (int i = 0; i < 10; ++i)
+            m_store->insert(conversation(u"small"_s, 1000 + i));
+        const qint64 small = statementsPerPage();
+        m_db->begin();
+        for (int i = 0; i < 1000; ++i)
+            m_store->insert(conversation(u"large"_s, 5000 + i));
+        m_db->commit();
+        QCOMPARE(statementsPerPage(), small);
+        QCOMPARE(small, 1);
+    }
+
+    void foreignPageIdIsInvalidParameter()
+    {
+        try {
+            m_store->search({}, ConversationSort::CreatedAt, u"bm90LWEtY3Vyc29y"_s, 10);
+            QFAIL("expected an ApiError");
+        } catch (const ApiError &error) {
+            QCOMPARE(error.status, 422);
+        }
+    }
+
+    void titleSearchTakesWildcardsLiterally()
+    {
+        m_store->insert(conversation(u"100%_done"_s, 1));
+        m_store->insert(conversation(u"100 percent done"_s, 2));
+        ConversationFilter filter;
+        filter.text = u"%_"_s;
+        QCOMPARE(m_store->count(filter), 1);
+        filter.text = u"100"_s;
+        QCOMPARE(m_store->count(filter), 2);
+    }
+
+    void tagFilterHandlesQuotesInKeys()
+    {
+        ConversationInfo info = conversation(u"t"_s, 1);
+        info.tags = {{u"we\"ird"_s, u"v"_s}};
+        m_store->insert(info);
+        m_store->insert(conversation(u"u"_s, 2));
+        ConversationFilter filter;
+        filter.tags = {TagFilter{u"we\"ird"_s, u"v"_s}};
+        QCOMPARE(m_store->count(filter), 1);
+        filter.tags = {TagFilter{u"we\"ird"_s, u"w"_s}};
+        QCOMPARE(m_store->count(filter), 0);
+    }
+
+    void batchFindKeepsOrder()
+    {
+        const ConversationInfo a = conversation(u"a"_s, 1);
+        const ConversationInfo b = conversation(u"b"_s, 2);
+        m_store->insert(a);
+        m_store->insert(b);
+        const auto found = m_store->findMany({b.id, QUuid::createUuid(), a.id, b.id});
+        QCOMPARE(found.size(), 4);
+        QCOMPARE(found[0]->title, u"b"_s);
+        QVERIFY(!found[1]);
+        QCOMPARE(found[2]->title, u"a"_s);
+        QCOMPARE(found[3]->title, u"b"_s);
+    }
+
+    void appendAssignsGaplessSeqsAndSetsStatusAtomically()
+    {
+        const ConversationInfo info = conversation(u"a"_s, 1);
+        m_store->insert(info);
+        const auto first = m_store->append(info.id,
+                                           {Event::message(u"user"_s, u"user"_s, u"1"_s),
+                                            Event::message(u"user"_s, u"user"_s, u"2"_s)},
+                                           std::nullopt, 10);
+        const auto second = m_store->append(info.id, {Event::pause()}, ExecutionStatus::Paused, 20);
+        QCOMPARE(first.size(), 2);
+        QCOMPARE(first[0].seq, 1);
+        QCOMPARE(first[1].seq, 2);
+        QCOMPARE(second[0].seq, 3);
+        const auto stored = m_store->find(info.id);
+        QCOMPARE(stored->eventCount, 3);
+        QVERIFY(stored->executionStatus == ExecutionStatus::Paused);
+        QCOMPARE(stored->lastEventAt->toMSecsSinceEpoch(), 20);
+        QCOMPARE(m_store->history(info.id, 1).size(), 2);
+    }
+
+    void appendToMissingConversationIsNotFoundAndWritesNothing()
+    {
+        try {
+            m_store->append(QUuid::createUuid(), {Event::pause()}, std::nullopt, 1);
+            QFAIL("expected an ApiError");
+        } catch (const ApiError &error) {
+            QCOMPARE(error.status, 404);
+        }
+        QSqlQuery query(m_db->connection());
+        QVERIFY(query.exec(u"SELECT COUNT(*) FROM events"_s) && query.next());
+        QCOMPARE(query.value(0).toInt(), 0);
+    }
+
+    void removeDeletesHistory()
+    {
+        const ConversationInfo info = conversation(u"a"_s, 1);
+        m_store->insert(info);
+        m_store->append(info.id, {Event::pause()}, std::nullopt, 1);
+        QVERIFY(m_store->remove(info.id));
+        QVERIFY(!m_store->find(info.id));
+        QVERIFY(m_store->eventsAfter(info.id, 0, 10).isEmpty());
+        QVERIFY(!m_store->remove(info.id));
+    }
+
+private:
+    std::unique_ptr<QTemporaryDir> m_dir;
+    std::unique_ptr<Database> m_db;
+    std::unique_ptr<ConversationStore> m_store;
+};
+
+QTEST_GUILESS_MAIN(ConversationStoreTest)
+#include "tst_conversationstore.moc"

@@ -1,0 +1,821 @@
+// The headless daemon as a real subprocess: startup and refusals, graceful stop on signals,
+// durability across SIGKILL, recovery of interrupted runs, and bad input over real HTTP.
+#include <QDir>
+#include <QElapsedTimer>
+#include <QEventLoop>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QNetworkAccessManager>
+#include <QNetworkReply>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QTcpServer>
+#include <QTcpSocket>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QUrlQuery>
+#include <QUuid>
+
+#include <csignal>
+#include <memory>
+#include <vector>
+
+using namespace Qt::StringLiterals;
+
+namespace {
+
+constexpr int StartTimeoutMs = 15'000;
+constexpr int RequestTimeoutMs = 20'000;
+
+struct Reply
+{
+    int status = 0;
+    QByteArray body;
+    QJsonValue json;
+    QString error;
+
+    bool ok() const { return status >= 200 && status < 300; }
+    QJsonObject object() const { return json.toObject(); }
+    QString describe() const
+    {
+        return u"status %1, body %2%3"_s.arg(status).arg(
+            QString::fromUtf8(body.left(300)), error.isEmpty() ? QString() : u", "_s + error);
+    }
+};
+
+QString wireId(const QUuid &id)
+{
+    return id.toString(QUuid::WithoutBraces);
+}
+
+QString conversationPath(const QUuid &id, const QString &suffix = {})
+{
+    return u"/api/conversations/"_s + wireId(id) + (suffix.isEmpty() ? QString() : u'/' + suffix);
+}
+
+QJsonObject userMessage(const QString &text, bool run)
+{
+    return QJsonObject{
+        {u"role"_s, u"user"_s},
+        {u"content"_s, QJsonArray{QJsonObject{{u"type"_s, u"text"_s}, {u"text"_s, text}}}},
+        {u"run"_s, run}};
+}
+
+QJsonObject shellConversation(const QString &command, bool run = true)
+{
+    return QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}}},
+                       {u"initial_message"_s, userMessage(command, run)}};
+}
+
+// Processes whose command line contains `marker`: the commands conversations run carry one, so
+// a test can see whether a command is alive and never leaves one behind.
+QList<pid_t> processesWith(const QByteArray &marker)
+{
+    QList<pid_t> pids;
+    const QDir proc(u"/proc"_s);
+    for (const QString &entry : proc.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+        bool isPid = false;
+        const pid_t pid = entry.toInt(&isPid);
+        if (!isPid)
+            continue;
+        QFile cmdline(proc.filePath(entry + u"/cmdline"_s));
+        if (cmdline.open(QIODevice::ReadOnly) && cmdline.readAll().contains(marker))
+            pids.append(pid);
+    }
+    return pids;
+}
+
+void killProcessesWith(const QByteArray &marker)
+{
+    for (const pid_t pid : processesWith(marker)) {
+        ::kill(-pid, SIGKILL); // commands run in a session (and process group) of their own
+        ::kill(pid, SIGKILL);
+    }
+}
+
+// Whether seqs are exactly 1..N in order; says what is wrong otherwise.
+bool seqsAreGapless(const QList<QJsonObject> &events, QString *problem)
+{
+    for (qsizetype i = 0; i < events.size(); ++i) {
+        const qint64 seq = events[i].value(u"seq"_s).toInteger(-1);
+        if (seq != i + 1) {
+            *problem = u"event #%1 has seq %2, expected %3"_s.arg(i).arg(seq).arg(i + 1);
+            return false;
+        }
+    }
+    return true;
+}
+
+QList<QJsonObject> ofKind(const QList<QJsonObject> &events, const QString &kind)
+{
+    QList<QJsonObject> found;
+    for (const QJsonObject &event : events) {
+        if (event.value(u"kind"_s).toString() == kind)
+            found.append(event);
+    }
+    return found;
+}
+
+// One `agentdeck --headless` subprocess and an HTTP client for it.
+class ServerProcess
+{
+public:
+    ServerProcess(const QString &binary, const QString &dataDir, const QStringList &extraArguments,
+                  const QString &listen = u"127.0.0.1:0"_s)
+        : m_process(std::make_unique<QProcess>())
+    {
+        m_process->setProgram(binary);
+        m_process->setArguments(
+            QStringList{u"--headless"_s, u"--listen"_s, listen, u"--data-dir"_s, dataDir} +
+            extraArguments);
+        m_process->setStandardOutputFile(QProcess::nullDevice());
+        QObject::connect(m_process.get(), &QProcess::readyReadStandardError, m_process.get(),
+                         [this] { m_stderr += m_process->readAllStandardError(); });
+    }
+
+    ~ServerProcess() { kill(); }
+
+    // Starts the process and waits for its listening line; false when it exits first.
+    bool start()
+    {
+        m_process->start();
+        if (!m_process->waitForStarted(StartTimeoutMs))
+            return false;
+        const bool listening = QTest::qWaitFor(
+            [this] { return !listeningUrl().isEmpty() || !isRunning(); }, StartTimeoutMs);
+        m_url = QUrl(listeningUrl());
+        return listening && !m_url.isEmpty();
+    }
+
+    // Starts and waits until /ready answers 200.
+    bool startReady()
+    {
+        if (!start())
+            return false;
+        return QTest::qWaitFor([this] { return get(u"/ready"_s).status == 200; }, StartTimeoutMs);
+    }
+
+    bool isRunning() const { return m_process->state() != QProcess::NotRunning; }
+    qint64 pid() const { return m_process->processId(); }
+
+    void sendSignal(int signal)
+    {
+        if (isRunning())
+            ::kill(static_cast<pid_t>(m_process->processId()), signal);
+    }
+
+    bool waitForExit(int timeoutMs)
+    {
+        return QTest::qWaitFor([this] { return !isRunning(); }, timeoutMs);
+    }
+
+    void kill()
+    {
+        if (!isRunning())
+            return;
+        sendSignal(SIGKILL);
+        m_process->waitForFinished(10'000);
+    }
+
+    int exitCode() const { return m_process->exitCode(); }
+    QProcess::ExitStatus exitStatus() const { return m_process->exitStatus(); }
+
+    QString stderrText()
+    {
+        m_stderr += m_process->readAllStandardError();
+        return QString::fromLocal8Bit(m_stderr);
+    }
+
+    QStringList listeningLines()
+    {
+        QStringList lines;
+        for (const QString &line : stderrText().split(u'\n')) {
+            if (line.startsWith(u"listening on "_s))
+                lines.append(line);
+        }
+        return lines;
+    }
+
+    QString listeningUrl()
+    {
+        static const QRegularExpression pattern(u"^listening on (http://127\\.0\\.0\\.1:\\d+)$"_s,
+                                                QRegularExpression::MultilineOption);
+        const auto match = pattern.match(stderrText());
+        return match.hasMatch() ? match.captured(1) : QString();
+    }
+
+    QUrl url() const { return m_url; }
+
+    Reply call(const QByteArray &method, const QString &path, const QByteArray &body = {},
+               const QUrlQuery &query = {})
+    {
+        QUrl url = m_url;
+        url.setPath(path);
+        if (!query.isEmpty())
+            url.setQuery(query);
+        QNetworkRequest request(url);
+        request.setAttribute(QNetworkRequest::Http2AllowedAttribute, false);
+        request.setTransferTimeout(RequestTimeoutMs);
+        if (!body.isEmpty())
+            request.setHeader(QNetworkRequest::ContentTypeHeader, "application/json"_ba);
+        QNetworkReply *reply = m_network.sendCustomRequest(request, method, body);
+        if (!reply->isFinished()) {
+            QEventLoop loop;
+            QObject::connect(reply, &QNetworkReply::finished, &loop, &QEventLoop::quit);
+            loop.exec();
+        }
+        Reply result;
+        result.status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
+        result.body = reply->readAll();
+        if (reply->error() != QNetworkReply::NoError)
+            result.error = reply->errorString();
+        reply->deleteLater();
+        QJsonParseError parseError;
+        const QJsonDocument document = QJsonDocument::fromJson(result.body, &parseError);
+        if (parseError.error == QJsonParseError::NoError) {
+            result.json =
+                document.isArray() ? QJsonValue(document.array()) : QJsonValue(document.object());
+        } else {
+            // The count route answers a bare integer, which is not a JSON document for Qt.
+            bool isNumber = false;
+            const qint64 number = result.body.trimmed().toLongLong(&isNumber);
+            if (isNumber)
+                result.json = number;
+        }
+        return result;
+    }
+
+    Reply get(const QString &path, const QUrlQuery &query = {})
+    {
+        return call("GET"_ba, path, {}, query);
+    }
+
+    Reply post(const QString &path, const QJsonObject &body = {})
+    {
+        return call("POST"_ba, path, QJsonDocument(body).toJson(QJsonDocument::Compact));
+    }
+
+    QUuid create(const QJsonObject &body, Reply *reply = nullptr)
+    {
+        const Reply created = post(u"/api/conversations"_s, body);
+        if (reply)
+            *reply = created;
+        if (created.status != 201)
+            return {};
+        return QUuid::fromString(created.object().value(u"id"_s).toString());
+    }
+
+    QJsonObject conversation(const QUuid &id) { return get(conversationPath(id)).object(); }
+
+    QString status(const QUuid &id)
+    {
+        return conversation(id).value(u"execution_status"_s).toString();
+    }
+
+    bool waitForStatus(const QUuid &id, const QString &wanted, int timeoutMs = 10'000)
+    {
+        return QTest::qWaitFor([&] { return status(id) == wanted; }, timeoutMs);
+    }
+
+    // All events of a conversation, following next_page_id.
+    QList<QJsonObject> events(const QUuid &id)
+    {
+        QList<QJsonObject> events;
+        QUrlQuery query;
+        for (int page = 0; page < 1000; ++page) {
+            const Reply reply = get(conversationPath(id, u"events/search"_s), query);
+            if (!reply.ok())
+                return events;
+            for (const QJsonValue &item : reply.object().value(u"items"_s).toArray())
+                events.append(item.toObject());
+            const QString next = reply.object().value(u"next_page_id"_s).toString();
+            if (next.isEmpty())
+                break;
+            query.removeAllQueryItems(u"page_id"_s);
+            query.addQueryItem(u"page_id"_s, next);
+        }
+        return events;
+    }
+
+private:
+    std::unique_ptr<QProcess> m_process;
+    QByteArray m_stderr;
+    QUrl m_url;
+    QNetworkAccessManager m_network;
+};
+
+} // namespace
+
+class SystemHeadlessTest : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        m_binary = qEnvironmentVariable("AGENTDECK_BINARY");
+        QVERIFY2(!m_binary.isEmpty(), "AGENTDECK_BINARY must name the agentdeck binary");
+        QVERIFY2(QFileInfo(m_binary).isExecutable(),
+                 qPrintable(m_binary + u" is not executable"_s));
+    }
+
+    void cleanup()
+    {
+        const bool failed = QTest::currentTestFailed();
+        for (const auto &server : m_servers) {
+            if (failed)
+                qWarning().noquote() << "stderr of" << server->url().toString() << ":\n"
+                                     << server->stderrText();
+            server->kill();
+        }
+        m_servers.clear();
+        for (const QByteArray &marker : std::as_const(m_markers))
+            killProcessesWith(marker);
+        m_markers.clear();
+        m_dirs.clear();
+    }
+
+    // 1. Startup: one listening line, health routes, readiness; keys guard /api only.
+    void startsAndAnswersHealthRoutes()
+    {
+        ServerProcess &server = launch(newDataDir(), {u"--session-api-key"_s, u"sekrit"_s});
+        QVERIFY2(server.start(), qPrintable(server.stderrText()));
+        QCOMPARE(server.listeningLines().size(), 1);
+        QVERIFY(server.url().port() > 0);
+        QTRY_COMPARE_WITH_TIMEOUT(server.get(u"/ready"_s).status, 200, StartTimeoutMs);
+
+        for (const QString &path : {u"/alive"_s, u"/health"_s, u"/ready"_s, u"/server_info"_s}) {
+            const Reply reply = server.get(path);
+            QVERIFY2(reply.status == 200, qPrintable(path + u": "_s + reply.describe()));
+            QVERIFY2(reply.json.isObject(), qPrintable(path + u": "_s + reply.describe()));
+        }
+        QCOMPARE(server.get(u"/ready"_s).object().value(u"status"_s).toString(), u"ready"_s);
+        const QJsonObject info = server.get(u"/server_info"_s).object();
+        QVERIFY(!info.value(u"version"_s).toString().isEmpty());
+        QVERIFY(!info.value(u"replica_id"_s).toString().isEmpty());
+        QCOMPARE(info.value(u"ready"_s).toBool(), true);
+
+        const Reply unauthorized = server.get(u"/api/conversations/search"_s);
+        QCOMPARE(unauthorized.status, 401);
+        QCOMPARE(unauthorized.object().value(u"code"_s).toString(), u"unauthorized"_s);
+        QVERIFY(server.isRunning());
+    }
+
+    // 2. Refusals: non-zero exit, a clear message, and never a listening line.
+    void refusesPortInUse()
+    {
+        QTcpServer holder;
+        QVERIFY(holder.listen(QHostAddress::LocalHost, 0));
+        const QString port = QString::number(holder.serverPort());
+        ServerProcess &server = launch(newDataDir(), {}, u"127.0.0.1:"_s + port);
+        verifyRefuses(server, {u"cannot listen"_s, port});
+    }
+
+    void refusesDataDirThatIsAFile()
+    {
+        const QString path = newDataDir() + u"/not-a-dir"_s;
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write("a regular file\n");
+        file.close();
+        ServerProcess &server = launch(path);
+        verifyRefuses(server, {u"data dir"_s, path});
+        QVERIFY2(QFileInfo(path).isFile(), "the file must be left as it was");
+    }
+
+    void refusesDataDirInUse()
+    {
+        const QString dir = newDataDir();
+        ServerProcess &first = launch(dir);
+        QVERIFY2(first.startReady(), qPrintable(first.stderrText()));
+        const QUuid before = first.create(QJsonObject{{u"title"_s, u"first"_s}});
+        QVERIFY(!before.isNull());
+
+        ServerProcess &second = launch(dir);
+        verifyRefuses(second, {u"in use"_s, QString::number(first.pid())});
+
+        // The refused server touched nothing: the first one still serves and writes.
+        QVERIFY(first.isRunning());
+        QCOMPARE(first.get(u"/ready"_s).status, 200);
+        QCOMPARE(first.conversation(before).value(u"title"_s).toString(), u"first"_s);
+        QVERIFY(!first.create(QJsonObject{{u"title"_s, u"second"_s}}).isNull());
+    }
+
+    // 3. A signal stops the server gracefully: a running command is interrupted after the grace
+    // period, the conversation is paused with its history, and the exit code is 0.
+    void signalStopsGracefully_data()
+    {
+        QTest::addColumn<int>("signal");
+        QTest::addRow("SIGTERM") << int(SIGTERM);
+        QTest::addRow("SIGINT") << int(SIGINT);
+    }
+    void signalStopsGracefully()
+    {
+        QFETCH(int, signal);
+        const QString dir = newDataDir();
+        ServerProcess &server = launch(dir, {u"--shutdown-grace"_s, u"1s"_s});
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QByteArray marker = newMarker();
+        const QString command = sleepCommand(marker);
+        const QUuid id = startSleepingConversation(server, command, marker);
+        QVERIFY(!id.isNull());
+
+        QElapsedTimer stopping;
+        stopping.start();
+        server.sendSignal(signal);
+        QVERIFY2(server.waitForExit(10'000), "the server did not stop within 10 s");
+        QVERIFY2(stopping.elapsed() < 6'000,
+                 qPrintable(u"stopping took %1 ms with a 1 s grace"_s.arg(stopping.elapsed())));
+        QCOMPARE(server.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(server.exitCode(), 0);
+        QVERIFY(server.stderrText().contains(u"stopping"_s));
+        QTRY_VERIFY2_WITH_TIMEOUT(processesWith(marker).isEmpty(),
+                                  "the command survived the graceful stop", 3'000);
+
+        ServerProcess &restarted = launch(dir);
+        QVERIFY2(restarted.startReady(), qPrintable(restarted.stderrText()));
+        QCOMPARE(restarted.status(id), u"paused"_s);
+        const QList<QJsonObject> events = restarted.events(id);
+        QString problem;
+        QVERIFY2(seqsAreGapless(events, &problem), qPrintable(problem));
+        const QList<QJsonObject> messages = ofKind(events, u"MessageEvent"_s);
+        QVERIFY(!messages.isEmpty());
+        QCOMPARE(messages.first()
+                     .value(u"llm_message"_s)
+                     .toObject()
+                     .value(u"content"_s)
+                     .toArray()
+                     .at(0)
+                     .toObject()
+                     .value(u"text"_s)
+                     .toString(),
+                 command);
+        const QList<QJsonObject> actions = ofKind(events, u"ActionEvent"_s);
+        QCOMPARE(actions.size(), 1);
+        QCOMPARE(actions.first().value(u"action"_s).toObject().value(u"command"_s).toString(),
+                 command);
+        const QList<QJsonObject> observations = ofKind(events, u"ObservationEvent"_s);
+        QCOMPARE(observations.size(), 1);
+        QCOMPARE(observations.first().value(u"action_id"_s).toString(),
+                 actions.first().value(u"id"_s).toString());
+        QVERIFY(observations.first()
+                    .value(u"observation"_s)
+                    .toObject()
+                    .value(u"interrupted"_s)
+                    .toBool());
+        QVERIFY2(ofKind(events, u"AgentErrorEvent"_s).isEmpty(),
+                 "a clean stop is not an interrupted run");
+
+        // The paused conversation continues through the normal API.
+        const Reply run = restarted.post(conversationPath(id, u"run"_s));
+        QVERIFY2(run.status == 200, qPrintable(run.describe()));
+        QVERIFY(restarted.waitForStatus(id, u"finished"_s));
+    }
+
+    // 4. Every acknowledged write survives a SIGKILL that follows it at once.
+    void acknowledgedWritesSurviveSigkill()
+    {
+        const QString dir = newDataDir();
+        ServerProcess &server = launch(dir);
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+
+        constexpr int Conversations = 5;
+        constexpr int Rounds = 4;
+        QList<QUuid> ids;
+        QMap<QUuid, QString> titles;
+        for (int i = 0; i < Conversations; ++i) {
+            Reply reply;
+            const QUuid id =
+                server.create(QJsonObject{{u"title"_s, u"durable %1"_s.arg(i)},
+                                          {u"tags"_s, QJsonObject{{u"n"_s, QString::number(i)}}}},
+                              &reply);
+            QVERIFY2(!id.isNull(), qPrintable(reply.describe()));
+            ids.append(id);
+            titles.insert(id, u"durable %1"_s.arg(i));
+        }
+        // One conversation whose events the run loop wrote, finished before the kill.
+        const QUuid echo =
+            server.create(QJsonObject{{u"title"_s, u"echoed"_s},
+                                      {u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}},
+                                      {u"initial_message"_s, userMessage(u"hello echo"_s, true)}});
+        QVERIFY(!echo.isNull());
+        titles.insert(echo, u"echoed"_s);
+        QVERIFY(server.waitForStatus(echo, u"finished"_s));
+        const QList<QJsonObject> echoEvents = server.events(echo);
+        QVERIFY(echoEvents.size() >= 3);
+
+        const Reply renamed =
+            server.call("PATCH"_ba, conversationPath(ids[2]),
+                        QJsonDocument(QJsonObject{{u"title"_s, u"durable 2 renamed"_s}})
+                            .toJson(QJsonDocument::Compact));
+        QVERIFY2(renamed.ok(), qPrintable(renamed.describe()));
+        titles.insert(ids[2], u"durable 2 renamed"_s);
+
+        for (int round = 0; round < Rounds; ++round) {
+            for (int i = 0; i < Conversations; ++i) {
+                const Reply sent =
+                    server.post(conversationPath(ids[i], u"events"_s),
+                                userMessage(u"message %1.%2"_s.arg(i).arg(round), false));
+                QVERIFY2(sent.ok(), qPrintable(sent.describe()));
+            }
+        }
+        server.sendSignal(SIGKILL); // right after the last acknowledged write
+        QVERIFY(server.waitForExit(10'000));
+        QCOMPARE(server.exitStatus(), QProcess::CrashExit);
+
+        ServerProcess &restarted = launch(dir);
+        QVERIFY2(restarted.startReady(), qPrintable(restarted.stderrText()));
+        const Reply count = restarted.get(u"/api/conversations/count"_s);
+        QVERIFY2(count.ok(), qPrintable(count.describe()));
+        QCOMPARE(count.json.toInteger(), qint64(Conversations + 1));
+
+        QUrlQuery query;
+        query.addQueryItem(u"limit"_s, u"100"_s);
+        const Reply search = restarted.get(u"/api/conversations/search"_s, query);
+        QVERIFY2(search.ok(), qPrintable(search.describe()));
+        QMap<QUuid, QString> found;
+        for (const QJsonValue &item : search.object().value(u"items"_s).toArray())
+            found.insert(QUuid::fromString(item.toObject().value(u"id"_s).toString()),
+                         item.toObject().value(u"title"_s).toString());
+        QCOMPARE(found, titles);
+
+        for (int i = 0; i < Conversations; ++i) {
+            const QJsonObject info = restarted.conversation(ids[i]);
+            QCOMPARE(info.value(u"tags"_s).toObject().value(u"n"_s).toString(), QString::number(i));
+            QCOMPARE(info.value(u"execution_status"_s).toString(), u"idle"_s);
+            const QList<QJsonObject> events = restarted.events(ids[i]);
+            QCOMPARE(events.size(), Rounds);
+            QString problem;
+            QVERIFY2(seqsAreGapless(events, &problem), qPrintable(problem));
+            for (int round = 0; round < Rounds; ++round) {
+                const QJsonObject event = events[round];
+                QCOMPARE(event.value(u"kind"_s).toString(), u"MessageEvent"_s);
+                QCOMPARE(event.value(u"source"_s).toString(), u"user"_s);
+                QCOMPARE(event.value(u"llm_message"_s)
+                             .toObject()
+                             .value(u"content"_s)
+                             .toArray()
+                             .at(0)
+                             .toObject()
+                             .value(u"text"_s)
+                             .toString(),
+                         u"message %1.%2"_s.arg(i).arg(round));
+            }
+            QCOMPARE(info.value(u"stats"_s).toObject().value(u"event_count"_s).toInteger(),
+                     qint64(Rounds));
+        }
+        QCOMPARE(restarted.status(echo), u"finished"_s);
+        const QList<QJsonObject> echoAfter = restarted.events(echo);
+        QString problem;
+        QVERIFY2(seqsAreGapless(echoAfter, &problem), qPrintable(problem));
+        QCOMPARE(echoAfter, echoEvents);
+    }
+
+    // 5. A run left `running` by a killed server is resolved at the next start and continues.
+    void killedRunIsRecoveredAtRestart()
+    {
+        const QString dir = newDataDir();
+        ServerProcess &server = launch(dir);
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QByteArray marker = newMarker();
+        const QUuid id = startSleepingConversation(server, sleepCommand(marker), marker);
+        QVERIFY(!id.isNull());
+        server.sendSignal(SIGKILL);
+        QVERIFY(server.waitForExit(10'000));
+
+        ServerProcess &restarted = launch(dir);
+        QVERIFY2(restarted.startReady(), qPrintable(restarted.stderrText()));
+        QCOMPARE(restarted.status(id), u"paused"_s);
+        QList<QJsonObject> events = restarted.events(id);
+        QString problem;
+        QVERIFY2(seqsAreGapless(events, &problem), qPrintable(problem));
+        const QList<QJsonObject> actions = ofKind(events, u"ActionEvent"_s);
+        QCOMPARE(actions.size(), 1);
+        const QList<QJsonObject> observations = ofKind(events, u"ObservationEvent"_s);
+        QCOMPARE(observations.size(), 1);
+        QVERIFY(observations.first()
+                    .value(u"observation"_s)
+                    .toObject()
+                    .value(u"interrupted"_s)
+                    .toBool());
+        QCOMPARE(observations.first().value(u"action_id"_s).toString(),
+                 actions.first().value(u"id"_s).toString());
+        const QList<QJsonObject> errors = ofKind(events, u"AgentErrorEvent"_s);
+        QCOMPARE(errors.size(), 1);
+        QCOMPARE(errors.first().value(u"code"_s).toString(), u"run_interrupted"_s);
+
+        const Reply run = restarted.post(conversationPath(id, u"run"_s));
+        QCOMPARE(run.status, 200);
+        QVERIFY(restarted.waitForStatus(id, u"finished"_s));
+
+        const Reply sent = restarted.post(conversationPath(id, u"events"_s),
+                                          userMessage(u"echo second-run-ok"_s, true));
+        QVERIFY2(sent.ok(), qPrintable(sent.describe()));
+        QVERIFY(restarted.waitForStatus(id, u"finished"_s));
+        const Reply finalResponse = restarted.get(conversationPath(id, u"agent_final_response"_s));
+        QVERIFY2(finalResponse.ok(), qPrintable(finalResponse.describe()));
+        QVERIFY2(
+            finalResponse.object().value(u"response"_s).toString().contains(u"second-run-ok"_s),
+            qPrintable(finalResponse.describe()));
+
+        events = restarted.events(id);
+        QVERIFY2(seqsAreGapless(events, &problem), qPrintable(problem));
+        QCOMPARE(ofKind(events, u"AgentErrorEvent"_s).size(), 1);
+        QCOMPARE(ofKind(events, u"ObservationEvent"_s).size(), 2);
+    }
+
+    // 5b. DESIGN, Lifecycle: a stale run's command that is still running is stopped, so that the
+    // interrupted observation tells the truth.
+    void killedRunsCommandDoesNotOutliveRecovery()
+    {
+        const QString dir = newDataDir();
+        ServerProcess &server = launch(dir);
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QByteArray marker = newMarker();
+        const QUuid id = startSleepingConversation(server, sleepCommand(marker), marker);
+        QVERIFY(!id.isNull());
+        server.sendSignal(SIGKILL);
+        QVERIFY(server.waitForExit(10'000));
+
+        ServerProcess &restarted = launch(dir);
+        QVERIFY2(restarted.startReady(), qPrintable(restarted.stderrText()));
+        QCOMPARE(restarted.status(id), u"paused"_s);
+        QTRY_VERIFY2_WITH_TIMEOUT(
+            processesWith(marker).isEmpty(),
+            "the command of the killed run is still running after its run was recovered as "
+            "interrupted",
+            5'000);
+    }
+
+    // 6. Bad input over the real binary: the right status, a JSON error, and no crash.
+    void badInputIsAnsweredAndNeverCrashes()
+    {
+        ServerProcess &server = launch(newDataDir());
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QUuid existing = server.create(QJsonObject{{u"title"_s, u"target"_s}});
+        QVERIFY(!existing.isNull());
+        const QString unknown = wireId(QUuid::createUuid());
+        constexpr qsizetype Limit = 4 * 1024 * 1024;
+
+        struct Case
+        {
+            const char *name;
+            QByteArray method;
+            QString path;
+            QByteArray body;
+            int status;
+            QString code; // empty: any code
+        };
+        const QList<Case> cases{
+            {"malformed JSON", "POST", u"/api/conversations"_s, "{\"agent\": ", 400,
+             u"malformed_json"_s},
+            {"JSON that is not an object", "POST", u"/api/conversations"_s, "[1, 2]", 400,
+             u"malformed_json"_s},
+            {"malformed message", "POST", conversationPath(existing, u"events"_s), "not json", 400,
+             u"malformed_json"_s},
+            {"bad UUID",
+             "GET",
+             u"/api/conversations/not-a-uuid"_s,
+             {},
+             422,
+             u"invalid_parameter"_s},
+            {"bad UUID on an action", "POST", u"/api/conversations/1234/run"_s, "{}", 422,
+             u"invalid_parameter"_s},
+            {"bad limit",
+             "GET",
+             u"/api/conversations/search?limit=0"_s,
+             {},
+             422,
+             u"invalid_parameter"_s},
+            {"unknown id", "GET", u"/api/conversations/"_s + unknown, {}, 404, u"not_found"_s},
+            {"unknown id run", "POST", u"/api/conversations/"_s + unknown + u"/run"_s, "{}", 404,
+             u"not_found"_s},
+            {"unknown id events",
+             "GET",
+             u"/api/conversations/"_s + unknown + u"/events/search"_s,
+             {},
+             404,
+             u"not_found"_s},
+            {"wrong method", "PUT", u"/api/conversations"_s, "{}", 405, u"method_not_allowed"_s},
+            {"wrong method on health", "DELETE", u"/alive"_s, {}, 405, u"method_not_allowed"_s},
+            {"body over 4 MiB", "POST", u"/api/conversations"_s, QByteArray(Limit + 1, ' '), 413,
+             u"payload_too_large"_s},
+            {"unknown api route", "GET", u"/api/nope"_s, {}, 404, u"not_found"_s},
+            {"unknown route", "GET", u"/nope/deeper"_s, {}, 404, u"not_found"_s},
+        };
+        for (const Case &c : cases) {
+            QUrlQuery query;
+            QString path = c.path;
+            if (const qsizetype mark = path.indexOf(u'?'); mark >= 0) {
+                query = QUrlQuery(path.mid(mark + 1));
+                path = path.left(mark);
+            }
+            const Reply reply = server.call(c.method, path, c.body, query);
+            const QString what = QString::fromLatin1(c.name) + u": "_s + reply.describe();
+            QVERIFY2(reply.status == c.status, qPrintable(what));
+            QVERIFY2(reply.json.isObject(), qPrintable(what));
+            const QJsonObject error = reply.object();
+            QVERIFY2(error.value(u"detail"_s).isString() &&
+                         !error.value(u"detail"_s).toString().isEmpty(),
+                     qPrintable(what));
+            QVERIFY2(error.value(u"code"_s).isString() &&
+                         !error.value(u"code"_s).toString().isEmpty(),
+                     qPrintable(what));
+            if (!c.code.isEmpty())
+                QVERIFY2(error.value(u"code"_s).toString() == c.code, qPrintable(what));
+            QVERIFY2(server.isRunning(), qPrintable(what));
+        }
+
+        // A body of exactly the limit is accepted.
+        QByteArray atLimit = R"({"title": "at the limit"})"_ba;
+        atLimit.append(QByteArray(Limit - atLimit.size(), ' '));
+        const Reply accepted = server.call("POST"_ba, u"/api/conversations"_s, atLimit);
+        QVERIFY2(accepted.status == 201, qPrintable(accepted.describe()));
+
+        // Bytes that are not HTTP, and a request cut off mid-body.
+        for (
+            const QByteArray &raw :
+            {"\x16\x03\x01 this is not HTTP\r\n\r\n"_ba,
+             "POST /api/conversations HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"ti"_ba}) {
+            QTcpSocket socket;
+            socket.connectToHost(QHostAddress::LocalHost, quint16(server.url().port()));
+            QVERIFY(socket.waitForConnected(5'000));
+            socket.write(raw);
+            QVERIFY(socket.waitForBytesWritten(5'000));
+            socket.abort();
+        }
+        QVERIFY(server.isRunning());
+        QCOMPARE(server.get(u"/alive"_s).status, 200);
+        QCOMPARE(server.conversation(existing).value(u"title"_s).toString(), u"target"_s);
+        QVERIFY(server.isRunning());
+    }
+
+private:
+    ServerProcess &launch(const QString &dataDir, const QStringList &arguments = {},
+                          const QString &listen = u"127.0.0.1:0"_s)
+    {
+        m_servers.push_back(std::make_unique<ServerProcess>(m_binary, dataDir, arguments, listen));
+        return *m_servers.back();
+    }
+
+    QString newDataDir()
+    {
+        m_dirs.push_back(std::make_unique<QTemporaryDir>());
+        return m_dirs.back()->path();
+    }
+
+    QByteArray newMarker()
+    {
+        m_markers.append("agentdeck-systest-" + QUuid::createUuid().toByteArray(QUuid::Id128));
+        return m_markers.last();
+    }
+
+    // Keeps bash alive after `sleep` (and its command line carries the marker).
+    static QString sleepCommand(const QByteArray &marker)
+    {
+        return u"sleep 30; echo "_s + QString::fromLatin1(marker);
+    }
+
+    // Creates a shell conversation running `command` and waits until the command is alive.
+    static QUuid startSleepingConversation(ServerProcess &server, const QString &command,
+                                           const QByteArray &marker)
+    {
+        Reply reply;
+        const QUuid id = server.create(shellConversation(command), &reply);
+        if (id.isNull()) {
+            qWarning().noquote() << "create failed:" << reply.describe();
+            return {};
+        }
+        if (!QTest::qWaitFor([&] { return !processesWith(marker).isEmpty(); }, 10'000)) {
+            qWarning() << "the command did not start";
+            return {};
+        }
+        if (server.status(id) != u"running"_s) {
+            qWarning() << "the conversation is" << server.status(id) << "instead of running";
+            return {};
+        }
+        return id;
+    }
+
+    static void verifyRefuses(ServerProcess &server, const QStringList &messageParts)
+    {
+        QVERIFY2(!server.start(), qPrintable(u"it started: "_s + server.stderrText()));
+        QVERIFY2(server.waitForExit(StartTimeoutMs), "it neither listened nor exited");
+        QCOMPARE(server.exitStatus(), QProcess::NormalExit);
+        QVERIFY2(server.exitCode() != 0, qPrintable(server.stderrText()));
+        const QString text = server.stderrText();
+        QVERIFY2(server.listeningLines().isEmpty(), qPrintable(text));
+        for (const QString &part : messageParts)
+            QVERIFY2(text.contains(part), qPrintable(u"\""_s + part + u"\" not in: "_s + text));
+    }
+
+    QString m_binary;
+    std::vector<std::unique_ptr<QTemporaryDir>> m_dirs;
+    std::vector<std::unique_ptr<ServerProcess>> m_servers;
+    QList<QByteArray> m_markers;
+};
+
+QTEST_GUILESS_MAIN(SystemHeadlessTest)
+#include "tst_system_headless.moc"

@@ -334,6 +334,10 @@ private Q_SLOTS:
         for (const QByteArray &marker : std::as_const(m_markers))
             killProcessesWith(marker);
         m_markers.clear();
+        // Sandbox host processes outlive their server by design; those of this test's data dirs
+        // go with the dirs.
+        for (const auto &dir : m_dirs)
+            killProcessesWith(dir->path().toUtf8());
         m_dirs.clear();
     }
 
@@ -627,7 +631,7 @@ private Q_SLOTS:
     }
 
     // 5b. DESIGN, Lifecycle: a stale run's command that is still running is stopped, so that the
-    // interrupted observation tells the truth.
+    // interrupted observation tells the truth (runs with the server's default runtime provider).
     void killedRunsCommandDoesNotOutliveRecovery()
     {
         const QString dir = newDataDir();

@@ -2,6 +2,7 @@
 
 #include "agentdeckserver.h"
 #include "commandline.h"
+#include "runtime/sandboxhost.h"
 #include "unixsignals.h"
 
 #include <QCoreApplication>
@@ -65,6 +66,8 @@ int runApplication(int argc, char *argv[])
     qSetMessagePattern(u"%{time yyyy-MM-ddThh:mm:ss.zzz} %{if-debug}debug%{endif}%{if-info}info%{"
                        "endif}%{if-warning}warning%{endif}%{if-critical}critical%{endif}%{if-"
                        "fatal}fatal%{endif} %{category}: %{message}"_s);
+    if (argc > 1 && qstrcmp(argv[1], "sandbox-host") == 0)
+        return runSandboxHost(argc, argv);
     QStringList arguments;
     for (int i = 1; i < argc; ++i)
         arguments.append(QString::fromLocal8Bit(argv[i]));

@@ -81,10 +81,21 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
                                            u"How long a graceful stop waits for runs to reach a "
                                            "safe point (default 10s)."_s,
                                            u"DURATION"_s);
+    const QCommandLineOption runtime(u"runtime"_s,
+                                     u"Where commands run: local (a sandbox process per "
+                                     "conversation, default) or process (inside the server)."_s,
+                                     u"KIND"_s);
+    const QCommandLineOption idleTimeout(u"sandbox-idle-timeout"_s,
+                                         u"Stop a sandbox idle for this long (default 30m)."_s,
+                                         u"DURATION"_s);
+    const QCommandLineOption retention(u"runtime-retention"_s,
+                                       u"Expire runtimes inactive for longer than this, deleting "
+                                       "server-owned workspaces (e.g. 7d; default: off)."_s,
+                                       u"DURATION"_s);
     const QCommandLineOption replicaId(u"replica-id"_s, u"Name of this server in /server_info."_s,
                                        u"NAME"_s);
     parser.addOptions({help, version, headless, connect, listen, dataDir, key, commandTimeout,
-                       shutdownGrace, replicaId});
+                       shutdownGrace, replicaId, runtime, idleTimeout, retention});
 
     if (!parser.parse(QStringList{u"agentdeck"_s} + arguments)) {
         *error = parser.errorText();
@@ -124,7 +135,9 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         options.server.apiKeys.append(envKey.trimmed());
     for (const auto &[option, target] :
          {std::pair{&commandTimeout, &options.server.commandTimeout},
-          std::pair{&shutdownGrace, &options.server.shutdownGrace}}) {
+          std::pair{&shutdownGrace, &options.server.shutdownGrace},
+          std::pair{&idleTimeout, &options.server.sandboxIdleTimeout},
+          std::pair{&retention, &options.server.runtimeRetention}}) {
         if (!parser.isSet(*option))
             continue;
         const auto duration = parseDuration(parser.value(*option));
@@ -136,6 +149,16 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         *target = *duration;
     }
     options.server.replicaId = parser.value(replicaId);
+    if (parser.isSet(runtime)) {
+        if (parser.value(runtime) == u"local"_s) {
+            options.server.runtime = ServerConfig::RuntimeKind::Local;
+        } else if (parser.value(runtime) == u"process"_s) {
+            options.server.runtime = ServerConfig::RuntimeKind::Process;
+        } else {
+            *error = u"--runtime takes local or process"_s;
+            return std::nullopt;
+        }
+    }
     return options;
 }
 

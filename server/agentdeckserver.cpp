@@ -9,12 +9,15 @@
 #include "http/controllers.h"
 #include "logging.h"
 #include "metrics.h"
+#include "runtime/localsandboxprovider.h"
 #include "runtime/processruntime.h"
+#include "runtime/retentionreaper.h"
 #include "storage/conversationstore.h"
 #include "storage/database.h"
 #include "streams/eventhub.h"
 #include "streams/eventstreams.h"
 
+#include <QCoreApplication>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QHostInfo>
@@ -45,6 +48,8 @@ struct AgentDeckServer::Private
     Router router;
     std::unique_ptr<ApiServer> http;
     std::unique_ptr<EventStreams> streams;
+    std::unique_ptr<RetentionReaper> reaper;
+    LocalSandboxProvider *sandboxes = nullptr; // when the runtime provider is the local one
     ServerIdentity identity;
     quint16 port = 0;
     bool stopped = false;
@@ -58,8 +63,6 @@ AgentDeckServer::AgentDeckServer(ServerConfig config, ServerParts parts, QObject
     d->parts = std::move(parts);
     if (!d->parts.clock)
         d->parts.clock = std::make_unique<SystemClock>();
-    if (!d->parts.runtimes)
-        d->parts.runtimes = std::make_unique<ProcessRuntimeProvider>();
     if (!d->parts.agents)
         d->parts.agents = std::make_unique<BuiltinAgentFactory>();
     if (m_config.replicaId.isEmpty())
@@ -114,6 +117,18 @@ bool AgentDeckServer::start(QString *error)
         *error = dbError;
         return false;
     }
+    if (!d->parts.runtimes) {
+        if (m_config.runtime == ServerConfig::RuntimeKind::Process) {
+            d->parts.runtimes = std::make_unique<ProcessRuntimeProvider>();
+        } else {
+            auto sandboxes = std::make_unique<LocalSandboxProvider>(LocalSandboxSettings{
+                m_config.sandboxProgram.isEmpty() ? QCoreApplication::applicationFilePath()
+                                                  : m_config.sandboxProgram,
+                QDir(dataDir).filePath(u"runtimes"_s), m_config.sandboxIdleTimeout});
+            d->sandboxes = sandboxes.get();
+            d->parts.runtimes = std::move(sandboxes);
+        }
+    }
     d->store = std::make_unique<ConversationStore>(*d->database);
     d->log = std::make_unique<EventLog>(*d->store, d->hub, *d->parts.clock);
     d->service = std::make_unique<ConversationService>(
@@ -128,6 +143,7 @@ bool AgentDeckServer::start(QString *error)
     MetricsController::registerRoutes(d->router, d->metrics, *d->store, *d->log, *d->service);
     ConversationController::registerRoutes(d->router, *d->service);
     EventController::registerRoutes(d->router, *d->service, *d->store);
+    RuntimeController::registerRoutes(d->router, *d->service);
 
     d->streams = std::make_unique<EventStreams>(
         *d->http, EventStreams::Context{
@@ -152,12 +168,33 @@ void AgentDeckServer::recover()
     QElapsedTimer timer;
     timer.start();
     try {
+        // Sandboxes first: a stale run whose command still runs in one gets it stopped.
+        if (d->sandboxes) {
+            const int adopted = d->sandboxes->adoptExisting();
+            if (adopted > 0)
+                qCInfo(lcServer) << "adopted" << adopted << "live sandboxes";
+        }
         const int recovered = d->service->recoverStale();
         if (recovered > 0)
             qCInfo(lcServer) << "recovered" << recovered << "interrupted runs in" << timer.elapsed()
                              << "ms";
     } catch (const std::exception &error) {
         qCCritical(lcServer) << "recovery failed:" << error.what();
+    }
+    if (m_config.runtimeRetention.count() > 0) {
+        d->reaper = std::make_unique<RetentionReaper>(*d->store, *d->parts.runtimes,
+                                                      *d->parts.clock, m_config.runtimeRetention);
+        try {
+            d->reaper->runPass();
+        } catch (const std::exception &error) {
+            qCWarning(lcServer) << "retention pass failed:" << error.what();
+        }
+        const auto interval =
+            m_config.retentionInterval.count() > 0
+                ? m_config.retentionInterval
+                : std::clamp(m_config.runtimeRetention / 10, std::chrono::milliseconds(1000),
+                             std::chrono::milliseconds(600'000));
+        d->reaper->startPeriodic(interval);
     }
     d->http->setReady(true);
     Q_EMIT ready();
@@ -170,7 +207,11 @@ QCoro::Task<> AgentDeckServer::stop()
     d->stopped = true;
     qCInfo(lcServer) << "stopping: pausing" << d->service->liveCount() << "runs";
     d->http->setReady(false);
-    co_await d->service->shutdown(m_config.shutdownGrace);
+    d->reaper.reset();
+    auto pausing = d->service->shutdown(m_config.shutdownGrace);
+    co_await std::move(pausing);
+    // Sandboxes keep running: the next instance adopts them.
+    d->parts.runtimes->detachAll();
     d->streams->closeAll();
     for (QTcpServer *tcp : d->http->servers())
         tcp->close();

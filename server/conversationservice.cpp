@@ -61,6 +61,11 @@ void ConversationService::requireUsableRuntime(const ConversationInfo &info) con
         throw ApiError::conflict(
             u"conversation_archived"_s,
             u"Conversation is archived; unarchive it before using its runtime"_s);
+    if (info.runtime.error && info.runtime.error->code == u"runtime_expired"_s)
+        throw ApiError{410, u"runtime_expired"_s,
+                       u"The runtime of this conversation expired and its workspace was deleted; "
+                       "its history is still readable, but unarchiving cannot restore the "
+                       "workspace"_s};
 }
 
 QCoro::Task<std::pair<ConversationInfo, bool>>
@@ -143,7 +148,10 @@ void ConversationService::remove(const QUuid &id)
     if (auto runner = m_runners.take(id))
         runner->abandon();
     m_runtimes.release(id);
+    const QString runtimeDir = m_runtimes.runtimeDirectory(id);
     m_store.remove(id);
+    if (!runtimeDir.isEmpty())
+        QDir(runtimeDir).removeRecursively();
     // The row is the source of truth and is gone; the files follow. A crash in between leaves a
     // directory nothing refers to, never a conversation without its workspace.
     if (info.workspaceOwnedByServer && !info.workingDir.isEmpty())
@@ -158,8 +166,11 @@ bool ConversationService::resolveStale(const ConversationInfo &info)
         return false;
     QList<Event> events;
     const QList<Event> history = m_store.history(info.id, 0);
-    if (const Event *action = pendingAction(history))
+    if (const Event *action = pendingAction(history)) {
+        // If an adopted sandbox still runs the command, stop it: the observation says so.
+        m_runtimes.interruptOrphan(info.id);
         events.append(Event::observation(*action, {}, -1, true));
+    }
     events.append(
         Event::agentError(u"run_interrupted"_s,
                           u"The run was interrupted because the server that executed it stopped. "
@@ -188,15 +199,18 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info, QUuid confirm
     resolveStale(info);
 
     m_starting.insert(info.id);
-    auto acquiring = m_runtimes.acquire(info);
-    RuntimeAcquisition acquisition = co_await std::move(acquiring);
+    std::shared_ptr<Runtime> runtime;
+    try {
+        auto bringingUp = bringUpRuntime(info);
+        runtime = co_await std::move(bringingUp);
+    } catch (...) {
+        m_starting.remove(info.id);
+        throw;
+    }
     m_starting.remove(info.id);
-    if (!acquisition.runtime)
-        throw ApiError{502, acquisition.error.code,
-                       u"Cannot start the runtime: "_s + acquisition.error.message};
 
     auto *runner = new ConversationRunner(
-        info.id, m_log, m_store, m_agents.create(info.agentKind), std::move(acquisition.runtime),
+        info.id, m_log, m_store, m_agents.create(info.agentKind), std::move(runtime),
         RunSettings{info.workingDir, info.alwaysConfirm, m_settings.commandTimeout}, this);
     m_runners.insert(info.id, runner);
     connect(runner, &ConversationRunner::stopped, this, [this, runner](const QUuid &id) {
@@ -205,6 +219,99 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info, QUuid confirm
         Q_EMIT runnerStopped(id);
     });
     runner->start(confirmedActionId);
+}
+
+QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(ConversationInfo info)
+{
+    auto acquiring = m_runtimes.acquire(info);
+    RuntimeAcquisition acquisition = co_await std::move(acquiring);
+    // The conversation may have been deleted while the sandbox started.
+    if (!m_store.find(info.id)) {
+        if (acquisition.runtime)
+            m_runtimes.release(info.id);
+        throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(info.id)));
+    }
+    if (!acquisition.runtime) {
+        m_store.setRuntimeError(info.id, acquisition.error);
+        throw ApiError{502, acquisition.error.code,
+                       u"Cannot start the runtime: "_s + acquisition.error.message};
+    }
+    if (info.runtime.error)
+        m_store.setRuntimeError(info.id, std::nullopt);
+    co_return acquisition.runtime;
+}
+
+QCoro::Task<> ConversationService::stopRunAndRuntime(QUuid id)
+{
+    if (auto runner = m_runners.value(id)) {
+        runner->interrupt();
+        while (m_runners.contains(id)) {
+            auto stopped =
+                qCoro(this, &ConversationService::runnerStopped, std::chrono::seconds(10));
+            co_await std::move(stopped);
+        }
+    }
+    m_runtimes.release(id);
+}
+
+QCoro::Task<ConversationInfo> ConversationService::archive(QUuid id)
+{
+    require(id);
+    auto stopping = stopRunAndRuntime(id);
+    co_await std::move(stopping);
+    if (!m_store.setArchived(id, m_clock.nowMs()))
+        throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
+    qCInfo(lcServer) << "archived conversation" << id;
+    co_return require(id);
+}
+
+ConversationInfo ConversationService::unarchive(const QUuid &id)
+{
+    if (!m_store.setArchived(id, std::nullopt))
+        throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
+    return require(id);
+}
+
+QCoro::Task<ConversationInfo> ConversationService::resumeRuntime(QUuid id)
+{
+    const ConversationInfo info = require(id);
+    requireUsableRuntime(info);
+    auto bringingUp = bringUpRuntime(info);
+    co_await std::move(bringingUp);
+    co_return require(id);
+}
+
+QCoro::Task<ConversationInfo> ConversationService::reprovisionRuntime(QUuid id)
+{
+    const ConversationInfo info = require(id);
+    requireUsableRuntime(info);
+    if (m_runners.contains(id) || m_starting.contains(id))
+        throw ApiError::conflict(u"conversation_already_running"_s,
+                                 u"Conversation is running; pause it before reprovisioning"_s);
+    m_runtimes.release(id);
+    auto bringingUp = bringUpRuntime(info);
+    co_await std::move(bringingUp);
+    co_return require(id);
+}
+
+QCoro::Task<ConversationInfo> ConversationService::stopRuntime(QUuid id)
+{
+    require(id);
+    auto stopping = stopRunAndRuntime(id);
+    co_await std::move(stopping);
+    m_store.setRuntimeError(id, std::nullopt);
+    co_return require(id);
+}
+
+QCoro::Task<ConversationInfo> ConversationService::recover(QUuid id)
+{
+    const ConversationInfo info = require(id);
+    requireUsableRuntime(info);
+    if (!m_runners.contains(id) && !m_starting.contains(id)) {
+        auto starting = startRun(info, {});
+        co_await std::move(starting);
+    }
+    co_return require(id);
 }
 
 QCoro::Task<ConversationInfo> ConversationService::run(QUuid id)

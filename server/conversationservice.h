@@ -16,6 +16,7 @@ class AgentFactory;
 class Clock;
 class ConversationRunner;
 class EventLog;
+class Runtime;
 class RuntimeProvider;
 
 struct ServiceSettings
@@ -52,6 +53,18 @@ public:
     QCoro::Task<ConversationInfo> respondToConfirmation(QUuid id, bool accept, QString reason);
     QString finalResponse(const QUuid &id);
 
+    // Archive stops the runtime first, then sets archived_at (the first one is kept).
+    QCoro::Task<ConversationInfo> archive(QUuid id);
+    ConversationInfo unarchive(const QUuid &id);
+    // Brings the runtime up, reusing a live sandbox; runs nothing.
+    QCoro::Task<ConversationInfo> resumeRuntime(QUuid id);
+    // Replaces the runtime with a fresh one on the same workspace; runs nothing.
+    QCoro::Task<ConversationInfo> reprovisionRuntime(QUuid id);
+    // Stops the runtime (and a run using it), keeping history; clears a runtime error.
+    QCoro::Task<ConversationInfo> stopRuntime(QUuid id);
+    // The console's one click: resolve stale state, bring the runtime up, continue the run.
+    QCoro::Task<ConversationInfo> recover(QUuid id);
+
     // Resolves every conversation left `running` by an earlier instance. Returns how many.
     int recoverStale();
     bool isLive(const QUuid &id) const { return m_runners.contains(id); }
@@ -67,6 +80,8 @@ private:
     void requireUsableRuntime(const ConversationInfo &info) const;
     bool resolveStale(const ConversationInfo &info);
     QCoro::Task<> startRun(ConversationInfo info, QUuid confirmedActionId);
+    QCoro::Task<std::shared_ptr<Runtime>> bringUpRuntime(ConversationInfo info);
+    QCoro::Task<> stopRunAndRuntime(QUuid id);
     QString workspaceFor(const QUuid &id) const;
 
     ConversationStore &m_store;

@@ -20,6 +20,19 @@ struct ServerConfig
     qint64 streamBudgetBytes = 16 * 1024 * 1024;
     int streamAuthTimeoutMs = 10'000;
     qsizetype maxBodyBytes = 4 * 1024 * 1024;
+
+    enum class RuntimeKind
+    {
+        Local,
+        Process
+    };
+    RuntimeKind runtime = RuntimeKind::Local;
+    // The binary started as `agentdeck sandbox-host`; empty: this executable.
+    QString sandboxProgram;
+    std::chrono::milliseconds sandboxIdleTimeout{30 * 60 * 1000};
+    // Off (0) by default.
+    std::chrono::milliseconds runtimeRetention{0};
+    std::chrono::milliseconds retentionInterval{0}; // 0: derived from the retention
 };
 
 } // namespace AgentDeck

@@ -29,6 +29,9 @@ void registerRoutes(Router &router, const Metrics &metrics, ConversationStore &s
 namespace ConversationController {
 void registerRoutes(Router &router, ConversationService &service);
 }
+namespace RuntimeController {
+void registerRoutes(Router &router, ConversationService &service);
+}
 namespace EventController {
 void registerRoutes(Router &router, ConversationService &service, ConversationStore &store);
 }

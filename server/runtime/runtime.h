@@ -51,6 +51,12 @@ public:
     virtual void release(const QUuid &conversationId) = 0;
     // Fills in runtime info for a page of conversations without touching the disk or a socket.
     virtual void describe(QList<ConversationInfo> &conversations) const = 0;
+    // Stops a command a previous server left running in a sandbox this one adopted.
+    virtual void interruptOrphan(const QUuid &) {}
+    // Where the conversation's runtime keeps its files (sandbox home); empty when it keeps none.
+    virtual QString runtimeDirectory(const QUuid &) const { return {}; }
+    // The server is stopping: let go of runtimes without stopping them.
+    virtual void detachAll() {}
 };
 
 } // namespace AgentDeck

@@ -15,7 +15,7 @@ namespace {
 const QString ConversationColumns =
     u"id, title, tags, created_at, updated_at, archived_at, execution_status, agent_kind, "
     "working_dir, workspace_owned, always_confirm, event_count, last_event_at, "
-    "runtime_error_code, runtime_error_message"_s;
+    "runtime_error_code, runtime_error_message, runtime_expired_at"_s;
 
 QDateTime fromMs(qint64 ms)
 {
@@ -61,9 +61,13 @@ ConversationInfo conversationFromRow(const QSqlQuery &q)
     info.alwaysConfirm = q.value(10).toBool();
     info.eventCount = q.value(11).toLongLong();
     info.lastEventAt = optionalTime(q.value(12));
-    if (!q.value(13).isNull()) {
-        info.runtime.status = RuntimeStatus::Error;
-        info.runtime.error = RuntimeError{q.value(13).toString(), q.value(14).toString()};
+    if (!q.value(15).isNull()) {
+        info.runtime = {RuntimeStatus::Missing, false,
+                        RuntimeError{u"runtime_expired"_s,
+                                     u"The runtime expired; its workspace was deleted"_s}};
+    } else if (!q.value(13).isNull()) {
+        info.runtime = {RuntimeStatus::Error, true,
+                        RuntimeError{q.value(13).toString(), q.value(14).toString()}};
     }
     return info;
 }
@@ -301,6 +305,70 @@ bool ConversationStore::remove(const QUuid &id)
     const bool removed = row.numRowsAffected() > 0;
     transaction.commit();
     return removed;
+}
+
+bool ConversationStore::setArchived(const QUuid &id, std::optional<qint64> archivedAtMs)
+{
+    // Archiving again keeps the first timestamp.
+    QSqlQuery &q = m_db.prepared(
+        archivedAtMs
+            ? u"UPDATE conversations SET archived_at = COALESCE(archived_at, ?) WHERE id = ?"_s
+            : u"UPDATE conversations SET archived_at = NULL WHERE id = ?"_s);
+    if (archivedAtMs)
+        q.addBindValue(*archivedAtMs);
+    q.addBindValue(toWireId(id));
+    m_db.exec(q);
+    return q.numRowsAffected() > 0;
+}
+
+void ConversationStore::setRuntimeError(const QUuid &id, const std::optional<RuntimeError> &error)
+{
+    QSqlQuery &q = m_db.prepared(
+        u"UPDATE conversations SET runtime_error_code = ?, runtime_error_message = ? WHERE id = ?"_s);
+    q.addBindValue(error ? QVariant(error->code) : QVariant(QMetaType(QMetaType::QString)));
+    q.addBindValue(error ? QVariant(error->message) : QVariant(QMetaType(QMetaType::QString)));
+    q.addBindValue(toWireId(id));
+    m_db.exec(q);
+}
+
+QList<ExpiryCandidate> ConversationStore::expiryCandidates(qint64 inactiveBeforeMs)
+{
+    QSqlQuery &q =
+        m_db.prepared(u"SELECT id, working_dir, workspace_owned FROM conversations WHERE "
+                      "(runtime_expired_at IS NULL AND updated_at < ? "
+                      "AND execution_status NOT IN ('running', 'waiting_for_confirmation')) "
+                      "OR (runtime_expired_at IS NOT NULL AND runtime_cleaned = 0)"_s);
+    q.addBindValue(inactiveBeforeMs);
+    m_db.exec(q);
+    QList<ExpiryCandidate> candidates;
+    while (q.next())
+        candidates.append(
+            {QUuid::fromString(q.value(0).toString()), q.value(1).toString(), q.value(2).toBool()});
+    q.finish();
+    return candidates;
+}
+
+bool ConversationStore::markExpired(const QUuid &id, qint64 inactiveBeforeMs, qint64 nowMs)
+{
+    // The same conditions as the selection, checked again in the write: a conversation that
+    // started running in between is left alone. A row already marked stays marked.
+    QSqlQuery &q = m_db.prepared(
+        u"UPDATE conversations SET runtime_expired_at = COALESCE(runtime_expired_at, ?), "
+        "runtime_error_code = NULL, runtime_error_message = NULL WHERE id = ? AND "
+        "(runtime_expired_at IS NOT NULL OR (updated_at < ? AND execution_status NOT IN "
+        "('running', 'waiting_for_confirmation')))"_s);
+    q.addBindValue(nowMs);
+    q.addBindValue(toWireId(id));
+    q.addBindValue(inactiveBeforeMs);
+    m_db.exec(q);
+    return q.numRowsAffected() > 0;
+}
+
+void ConversationStore::markCleaned(const QUuid &id)
+{
+    QSqlQuery &q = m_db.prepared(u"UPDATE conversations SET runtime_cleaned = 1 WHERE id = ?"_s);
+    q.addBindValue(toWireId(id));
+    m_db.exec(q);
 }
 
 QList<QUuid> ConversationStore::idsWithStatus(ExecutionStatus status)

@@ -39,6 +39,13 @@ struct EventPageResult
     QString nextPageId;
 };
 
+struct ExpiryCandidate
+{
+    QUuid id;
+    QString workingDir;
+    bool workspaceOwned = false;
+};
+
 // Field updates of PATCH; unset fields are left as they are.
 struct ConversationUpdate
 {
@@ -63,6 +70,16 @@ public:
     qint64 count(const ConversationFilter &filter);
     bool update(const QUuid &id, const ConversationUpdate &update, qint64 nowMs);
     bool remove(const QUuid &id);
+    // Sets archived_at (keeping an earlier one) or clears it. False when the row is gone.
+    bool setArchived(const QUuid &id, std::optional<qint64> archivedAtMs);
+    void setRuntimeError(const QUuid &id, const std::optional<RuntimeError> &error);
+
+    // Retention: rows to expire (inactive, not running or waiting) and rows whose expiry was
+    // marked but whose files were not all deleted yet.
+    QList<ExpiryCandidate> expiryCandidates(qint64 inactiveBeforeMs);
+    bool markExpired(const QUuid &id, qint64 inactiveBeforeMs, qint64 nowMs);
+    void markCleaned(const QUuid &id);
+
     QList<QUuid> idsWithStatus(ExecutionStatus status);
     QList<QPair<QString, qint64>> countByStatus();
 

@@ -47,8 +47,12 @@ private Q_SLOTS:
         QVERIFY(info.value(u"workspace"_s).toObject().value(u"owned_by_server"_s).toBool());
         QVERIFY(QDir(info.value(u"workspace"_s).toObject().value(u"working_dir"_s).toString())
                     .exists());
-        QCOMPARE(info.value(u"runtime_info"_s).toObject().value(u"runtime_status"_s).toString(),
-                 u"available"_s);
+        // Nothing has run yet: a local sandbox does not exist (missing, resumable); the in-server
+        // runtime is always there.
+        const QJsonObject runtime = info.value(u"runtime_info"_s).toObject();
+        QCOMPARE(runtime.value(u"runtime_status"_s).toString(),
+                 m_server->usesSandboxes() ? u"missing"_s : u"available"_s);
+        QVERIFY(runtime.value(u"can_resume"_s).toBool());
 
         const ApiReply again = m_server->post(
             u"/api/conversations"_s, QJsonObject{{u"conversation_id"_s, id}, {u"title"_s, u"x"_s}});

@@ -2,9 +2,13 @@
 
 #include <QCoroSignal>
 #include <QDeadlineTimer>
+#include <QDir>
+#include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QTest>
+
+#include <csignal>
 
 using namespace Qt::StringLiterals;
 
@@ -33,6 +37,13 @@ bool TestServer::start()
     config.streamBudgetBytes = m_options.streamBudgetBytes;
     config.streamAuthTimeoutMs = m_options.streamAuthTimeoutMs;
     config.shutdownGrace = m_options.shutdownGrace;
+    config.runtimeRetention = m_options.runtimeRetention;
+    config.retentionInterval = m_options.retentionInterval;
+    // Real sandboxes need the real binary (ctest passes it); without it, commands run in-process.
+    config.sandboxProgram = qEnvironmentVariable("AGENTDECK_BINARY");
+    config.runtime = config.sandboxProgram.isEmpty() || m_options.inProcessRuntime
+                         ? ServerConfig::RuntimeKind::Process
+                         : ServerConfig::RuntimeKind::Local;
     m_server = std::make_unique<AgentDeckServer>(config, std::move(m_options.parts));
     if (!m_server->start(&m_error))
         return false;
@@ -53,11 +64,26 @@ void TestServer::stop()
     QCoro::waitFor(m_server->stop());
     m_client.reset();
     m_server.reset();
+    // Sandboxes outlive a stopped server by design; a test's must not outlive the test.
+    const QDir runtimes(QDir(m_options.dataDir).filePath(u"runtimes"_s));
+    for (const QString &name : runtimes.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+        QFile pidFile(runtimes.filePath(name + u"/sandbox.pid"_s));
+        if (pidFile.open(QIODevice::ReadOnly)) {
+            const qint64 pid = pidFile.readAll().trimmed().toLongLong();
+            if (pid > 0)
+                ::kill(static_cast<pid_t>(pid), SIGKILL);
+        }
+    }
 }
 
 QUrl TestServer::url() const
 {
     return m_server->url();
+}
+
+bool TestServer::usesSandboxes() const
+{
+    return m_server->config().runtime == ServerConfig::RuntimeKind::Local;
 }
 
 QString TestServer::dataDir() const

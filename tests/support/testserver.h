@@ -16,6 +16,9 @@ struct TestServerOptions
     qint64 streamBudgetBytes = 16 * 1024 * 1024;
     int streamAuthTimeoutMs = 10'000;
     std::chrono::milliseconds shutdownGrace{2'000};
+    std::chrono::milliseconds runtimeRetention{0};
+    std::chrono::milliseconds retentionInterval{0};
+    bool inProcessRuntime = false; // force the in-server process runtime
     ServerParts parts;
     QString dataDir; // empty: a fresh temporary dir
 };
@@ -37,6 +40,7 @@ public:
     ServerConnection &client() { return *m_client; }
     QUrl url() const;
     QString dataDir() const;
+    bool usesSandboxes() const;
 
     ApiReply call(const QByteArray &method, const QString &path, const QJsonValue &body = {},
                   const QUrlQuery &query = {});

@@ -1,0 +1,49 @@
+#include "controllers.h"
+#include "conversationservice.h"
+#include "router.h"
+
+#include <QJsonObject>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+// Runtime actions answer with the conversation, whose runtime_info says what they did.
+using Action = QCoro::Task<ConversationInfo> (ConversationService::*)(QUuid);
+
+Router::AsyncHandler conversationAction(ConversationService &service, Action action)
+{
+    return [&service, action](HttpRequest request) -> QCoro::Task<HttpResponse> {
+        auto acting = (service.*action)(request.idArg(0));
+        const ConversationInfo info = co_await std::move(acting);
+        co_return HttpResponse::json(info.toJson());
+    };
+}
+} // namespace
+
+void RuntimeController::registerRoutes(Router &router, ConversationService &service)
+{
+    using Method = Router::Method;
+    const QString item = u"/api/conversations/{id}"_s;
+    const QString runtime = item + u"/runtime"_s;
+
+    router.add(Method::Get, runtime, [&service](const HttpRequest &request) {
+        return HttpResponse::json(service.get(request.idArg(0)).runtime.toJson());
+    });
+    router.addAsync(Method::Post, runtime + u"/resume"_s,
+                    conversationAction(service, &ConversationService::resumeRuntime));
+    router.addAsync(Method::Post, runtime + u"/reprovision"_s,
+                    conversationAction(service, &ConversationService::reprovisionRuntime));
+    router.addAsync(Method::Delete, runtime,
+                    conversationAction(service, &ConversationService::stopRuntime));
+    router.addAsync(Method::Post, item + u"/recover"_s,
+                    conversationAction(service, &ConversationService::recover));
+    router.addAsync(Method::Post, item + u"/archive"_s,
+                    conversationAction(service, &ConversationService::archive));
+    router.add(Method::Post, item + u"/unarchive"_s, [&service](const HttpRequest &request) {
+        return HttpResponse::json(service.unarchive(request.idArg(0)).toJson());
+    });
+}
+
+} // namespace AgentDeck

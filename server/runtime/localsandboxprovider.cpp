@@ -1,0 +1,332 @@
+#include "localsandboxprovider.h"
+
+#include "logging.h"
+
+#include <QCoreApplication>
+#include <QCoroSignal>
+#include <QCoroTimer>
+#include <QCryptographicHash>
+#include <QDateTime>
+#include <QDir>
+#include <QFile>
+#include <QJsonDocument>
+#include <QLocalSocket>
+#include <QProcess>
+
+#include <csignal>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+constexpr auto StartTimeout = std::chrono::seconds(10);
+
+bool processAlive(qint64 pid)
+{
+    return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) == 0;
+}
+
+qint64 readPid(const QString &runtimeDir)
+{
+    QFile file(QDir(runtimeDir).filePath(u"sandbox.pid"_s));
+    if (!file.open(QIODevice::ReadOnly))
+        return 0;
+    return file.readAll().trimmed().toLongLong();
+}
+} // namespace
+
+SandboxRuntime::SandboxRuntime(const QString &socketPath, qint64 pid, QObject *parent)
+    : QObject(parent)
+    , m_socketPath(socketPath)
+    , m_pid(pid)
+    , m_socket(new QLocalSocket(this))
+    , m_lastActivityMs(QDateTime::currentMSecsSinceEpoch())
+{
+    connect(m_socket, &QLocalSocket::readyRead, this, &SandboxRuntime::onReadyRead);
+    connect(m_socket, &QLocalSocket::disconnected, this, [this] {
+        Q_EMIT message({{u"type"_s, u"lost"_s}});
+        Q_EMIT lost();
+    });
+}
+
+SandboxRuntime::~SandboxRuntime()
+{
+    m_socket->disconnect(this);
+}
+
+bool SandboxRuntime::isConnected() const
+{
+    return m_socket->state() == QLocalSocket::ConnectedState;
+}
+
+QCoro::Task<bool> SandboxRuntime::connectToHost(std::chrono::milliseconds timeout)
+{
+    const qint64 deadline = QDateTime::currentMSecsSinceEpoch() + timeout.count();
+    while (QDateTime::currentMSecsSinceEpoch() < deadline) {
+        m_socket->connectToServer(m_socketPath);
+        if (m_socket->waitForConnected(0) || m_socket->state() == QLocalSocket::ConnectedState)
+            co_return true;
+        if (m_socket->state() == QLocalSocket::ConnectingState) {
+            auto connecting = qCoro(m_socket, &QLocalSocket::connected, std::chrono::seconds(1));
+            co_await std::move(connecting);
+            if (isConnected())
+                co_return true;
+        }
+        m_socket->abort();
+        auto pause = QCoro::sleepFor(std::chrono::milliseconds(25));
+        co_await std::move(pause);
+    }
+    co_return false;
+}
+
+void SandboxRuntime::send(const QJsonObject &message)
+{
+    m_socket->write(QJsonDocument(message).toJson(QJsonDocument::Compact) + '\n');
+}
+
+void SandboxRuntime::onReadyRead()
+{
+    m_buffer += m_socket->readAll();
+    qsizetype newline;
+    while ((newline = m_buffer.indexOf('\n')) >= 0) {
+        const QJsonDocument document = QJsonDocument::fromJson(m_buffer.left(newline));
+        m_buffer.remove(0, newline + 1);
+        if (document.isObject())
+            Q_EMIT message(document.object());
+    }
+}
+
+QCoro::Task<CommandResult> SandboxRuntime::execute(CommandRequest request)
+{
+    QPointer<SandboxRuntime> self(this);
+    const QString requestId = QUuid::createUuid().toString(QUuid::WithoutBraces);
+    m_pendingRequest = requestId;
+    m_lastActivityMs = QDateTime::currentMSecsSinceEpoch();
+    send({{u"op"_s, u"exec"_s},
+          {u"request_id"_s, requestId},
+          {u"command"_s, request.command},
+          {u"timeout_ms"_s, qint64(request.timeout.count())}});
+    for (;;) {
+        if (!self || !isConnected())
+            co_return CommandResult{u"[the sandbox went away while the command ran]"_s, -1, true};
+        auto next = qCoro(this, &SandboxRuntime::message);
+        const QJsonObject reply = co_await std::move(next);
+        if (!self)
+            co_return CommandResult{u"[the sandbox went away while the command ran]"_s, -1, true};
+        if (reply.value(u"type"_s) == u"lost"_s) {
+            m_pendingRequest.clear();
+            co_return CommandResult{u"[the sandbox went away while the command ran]"_s, -1, true};
+        }
+        if (reply.value(u"type"_s) == u"result"_s &&
+            reply.value(u"request_id"_s).toString() == requestId) {
+            m_pendingRequest.clear();
+            m_lastActivityMs = QDateTime::currentMSecsSinceEpoch();
+            co_return CommandResult{reply.value(u"output"_s).toString(),
+                                    reply.value(u"exit_code"_s).toInt(),
+                                    reply.value(u"interrupted"_s).toBool()};
+        }
+    }
+}
+
+void SandboxRuntime::interrupt()
+{
+    if (isConnected())
+        send({{u"op"_s, u"interrupt"_s}});
+}
+
+void SandboxRuntime::shutdown()
+{
+    if (isConnected()) {
+        send({{u"op"_s, u"shutdown"_s}});
+        m_socket->flush();
+        m_socket->disconnectFromServer();
+    }
+    // A host that does not answer is not left behind.
+    const qint64 pid = m_pid;
+    QTimer::singleShot(2000, QCoreApplication::instance(), [pid] {
+        if (processAlive(pid))
+            ::kill(static_cast<pid_t>(pid), SIGKILL);
+    });
+}
+
+LocalSandboxProvider::LocalSandboxProvider(LocalSandboxSettings settings, QObject *parent)
+    : QObject(parent)
+    , m_settings(std::move(settings))
+{
+    QDir().mkpath(m_settings.runtimesRoot);
+    connect(&m_sweep, &QTimer::timeout, this, &LocalSandboxProvider::sweepIdle);
+    m_sweep.start(std::clamp<qint64>(m_settings.idleTimeout.count() / 4, 1000, 60'000));
+}
+
+LocalSandboxProvider::~LocalSandboxProvider()
+{
+    detachAll();
+}
+
+QString LocalSandboxProvider::runtimeDirectory(const QUuid &id) const
+{
+    return QDir(m_settings.runtimesRoot).filePath(toWireId(id));
+}
+
+QString LocalSandboxProvider::socketPathFor(const QUuid &id) const
+{
+    const QString natural = QDir(runtimeDirectory(id)).filePath(u"sandbox.sock"_s);
+    // Unix socket paths are limited to about 107 bytes; a deep data dir gets a short alias.
+    if (natural.toLocal8Bit().size() < 100)
+        return natural;
+    const QByteArray hash =
+        QCryptographicHash::hash(natural.toUtf8(), QCryptographicHash::Sha1).toHex().left(20);
+    return QDir::tempPath() + u"/agentdeck-"_s + QString::fromLatin1(hash) + u".sock"_s;
+}
+
+int LocalSandboxProvider::adoptExisting()
+{
+    int adopted = 0;
+    const QDir root(m_settings.runtimesRoot);
+    for (const QString &name : root.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+        const auto id = parseWireId(name);
+        if (!id)
+            continue;
+        const qint64 pid = readPid(root.filePath(name));
+        if (!processAlive(pid))
+            continue;
+        auto runtime = std::make_shared<SandboxRuntime>(socketPathFor(*id), pid);
+        if (!QCoro::waitFor(runtime->connectToHost(std::chrono::seconds(2)))) {
+            qCWarning(lcRuntime) << "sandbox of" << *id << "(pid" << pid << ") does not answer";
+            continue;
+        }
+        connect(runtime.get(), &SandboxRuntime::lost, this, [this, id = *id] { forget(id); });
+        m_owned.insert(*id, runtime);
+        m_live.insert(*id, runtime.get());
+        ++adopted;
+        qCInfo(lcRuntime) << "adopted sandbox of" << *id << "pid" << pid;
+    }
+    return adopted;
+}
+
+QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo conversation)
+{
+    const QUuid id = conversation.id;
+    if (auto live = m_owned.value(id); live && live->isConnected())
+        co_return RuntimeAcquisition{live, {}};
+    forget(id);
+
+    const QString runtimeDir = runtimeDirectory(id);
+    if (!QDir().mkpath(runtimeDir) || !QDir().mkpath(conversation.workingDir))
+        co_return RuntimeAcquisition{
+            nullptr,
+            {u"provision_failed"_s, u"cannot create the runtime or workspace directory"_s}};
+    QFile::remove(QDir(runtimeDir).filePath(u"sandbox.pid"_s));
+
+    QProcess process;
+    process.setProgram(m_settings.program);
+    process.setArguments({u"sandbox-host"_s, u"--runtime-dir"_s, runtimeDir, u"--socket"_s,
+                          socketPathFor(id), u"--workspace"_s, conversation.workingDir, u"--home"_s,
+                          QDir(runtimeDir).filePath(u"home"_s), u"--idle-timeout-ms"_s,
+                          QString::number(m_settings.idleTimeout.count())});
+    process.setWorkingDirectory(runtimeDir);
+    process.setStandardInputFile(QProcess::nullDevice());
+    process.setStandardOutputFile(QDir(runtimeDir).filePath(u"sandbox.log"_s), QIODevice::Append);
+    process.setStandardErrorFile(QDir(runtimeDir).filePath(u"sandbox.log"_s), QIODevice::Append);
+    qint64 pid = 0;
+    m_starting.insert(id);
+    if (!process.startDetached(&pid)) {
+        m_starting.remove(id);
+        co_return RuntimeAcquisition{
+            nullptr,
+            {u"provision_failed"_s, u"cannot start the sandbox host: "_s + process.errorString()}};
+    }
+    auto runtime = std::make_shared<SandboxRuntime>(socketPathFor(id), pid);
+    auto connecting = runtime->connectToHost(StartTimeout);
+    const bool connected = co_await std::move(connecting);
+    m_starting.remove(id);
+    if (!connected) {
+        runtime->shutdown();
+        co_return RuntimeAcquisition{
+            nullptr,
+            {u"provision_failed"_s, u"the sandbox host did not come up; see "_s +
+                                        QDir(runtimeDir).filePath(u"sandbox.log"_s)}};
+    }
+    connect(runtime.get(), &SandboxRuntime::lost, this, [this, id] { forget(id); });
+    m_owned.insert(id, runtime);
+    m_live.insert(id, runtime.get());
+    qCInfo(lcRuntime) << "started sandbox of" << id << "pid" << pid;
+    co_return RuntimeAcquisition{runtime, {}};
+}
+
+void LocalSandboxProvider::forget(const QUuid &id)
+{
+    m_live.remove(id);
+    m_owned.remove(id);
+}
+
+void LocalSandboxProvider::release(const QUuid &id)
+{
+    if (auto runtime = m_owned.value(id)) {
+        runtime->disconnect(this);
+        runtime->shutdown();
+        qCInfo(lcRuntime) << "stopped sandbox of" << id;
+    } else {
+        // A sandbox this server never connected to (it failed to answer at adoption).
+        const qint64 pid = readPid(runtimeDirectory(id));
+        if (processAlive(pid))
+            ::kill(static_cast<pid_t>(pid), SIGKILL);
+    }
+    forget(id);
+    QFile::remove(QDir(runtimeDirectory(id)).filePath(u"sandbox.pid"_s));
+}
+
+void LocalSandboxProvider::interruptOrphan(const QUuid &id)
+{
+    if (auto runtime = m_owned.value(id))
+        runtime->interrupt();
+}
+
+void LocalSandboxProvider::detachAll()
+{
+    // Sandboxes outlive the server on purpose: the next instance adopts them.
+    for (const auto &runtime : std::as_const(m_owned))
+        runtime->disconnect(this);
+    m_owned.clear();
+    m_live.clear();
+}
+
+void LocalSandboxProvider::describe(QList<ConversationInfo> &conversations) const
+{
+    for (ConversationInfo &info : conversations) {
+        if (info.runtime.error)
+            continue; // expired or failed: the row says so
+        if (m_starting.contains(info.id))
+            info.runtime = {RuntimeStatus::Starting, true, std::nullopt};
+        else if (m_live.contains(info.id))
+            info.runtime = {RuntimeStatus::Available, true, std::nullopt};
+        else
+            info.runtime = {RuntimeStatus::Missing, true, std::nullopt};
+    }
+}
+
+std::optional<qint64> LocalSandboxProvider::sandboxPid(const QUuid &id) const
+{
+    if (auto runtime = m_owned.value(id))
+        return runtime->pid();
+    return std::nullopt;
+}
+
+void LocalSandboxProvider::sweepIdle()
+{
+    const qint64 cutoff = QDateTime::currentMSecsSinceEpoch() - m_settings.idleTimeout.count();
+    QList<QUuid> idle;
+    for (auto it = m_owned.cbegin(); it != m_owned.cend(); ++it) {
+        // use_count 1: no run holds the runtime, only this registry.
+        if (it.value().use_count() == 1 && !it.value()->isBusy() &&
+            it.value()->lastActivityMs() < cutoff)
+            idle.append(it.key());
+    }
+    for (const QUuid &id : idle) {
+        qCInfo(lcRuntime) << "stopping idle sandbox of" << id;
+        release(id);
+    }
+}
+
+} // namespace AgentDeck

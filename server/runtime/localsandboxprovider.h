@@ -1,0 +1,90 @@
+#pragma once
+
+#include "runtime.h"
+
+#include <QHash>
+#include <QObject>
+#include <QPointer>
+#include <QTimer>
+
+class QLocalSocket;
+
+namespace AgentDeck {
+
+class Clock;
+
+// The server's end of one sandbox host: a Unix socket speaking the protocol of SandboxHost.
+class SandboxRuntime final : public QObject, public Runtime
+{
+    Q_OBJECT
+public:
+    SandboxRuntime(const QString &socketPath, qint64 pid, QObject *parent = nullptr);
+    ~SandboxRuntime() override;
+
+    QCoro::Task<bool> connectToHost(std::chrono::milliseconds timeout);
+    QCoro::Task<CommandResult> execute(CommandRequest request) override;
+    void interrupt() override;
+    // Asks the host to exit; kills it if it does not.
+    void shutdown();
+
+    qint64 pid() const { return m_pid; }
+    bool isConnected() const;
+    bool isBusy() const { return !m_pendingRequest.isEmpty(); }
+    qint64 lastActivityMs() const { return m_lastActivityMs; }
+
+Q_SIGNALS:
+    void message(const QJsonObject &message);
+    void lost();
+
+private:
+    void send(const QJsonObject &message);
+    void onReadyRead();
+
+    QString m_socketPath;
+    qint64 m_pid = 0;
+    QLocalSocket *m_socket = nullptr;
+    QByteArray m_buffer;
+    QString m_pendingRequest;
+    qint64 m_lastActivityMs = 0;
+};
+
+struct LocalSandboxSettings
+{
+    QString program;      // the agentdeck binary, started as `agentdeck sandbox-host`
+    QString runtimesRoot; // DATA/runtimes: one dir per conversation
+    std::chrono::milliseconds idleTimeout{30 * 60 * 1000};
+};
+
+// One sandbox host process per conversation, adopted across server restarts.
+class LocalSandboxProvider final : public QObject, public RuntimeProvider
+{
+    Q_OBJECT
+public:
+    explicit LocalSandboxProvider(LocalSandboxSettings settings, QObject *parent = nullptr);
+    ~LocalSandboxProvider() override;
+
+    // Reconnects to the sandboxes a previous server left running. Startup only.
+    int adoptExisting();
+
+    QCoro::Task<RuntimeAcquisition> acquire(ConversationInfo conversation) override;
+    void release(const QUuid &conversationId) override;
+    void describe(QList<ConversationInfo> &conversations) const override;
+    void interruptOrphan(const QUuid &conversationId) override;
+    QString runtimeDirectory(const QUuid &conversationId) const override;
+    void detachAll() override;
+
+    std::optional<qint64> sandboxPid(const QUuid &conversationId) const;
+
+private:
+    QString socketPathFor(const QUuid &id) const;
+    void sweepIdle();
+    void forget(const QUuid &id);
+
+    LocalSandboxSettings m_settings;
+    QHash<QUuid, QPointer<SandboxRuntime>> m_live;
+    QHash<QUuid, std::shared_ptr<SandboxRuntime>> m_owned;
+    QSet<QUuid> m_starting;
+    QTimer m_sweep;
+};
+
+} // namespace AgentDeck

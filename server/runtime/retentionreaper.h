@@ -1,0 +1,42 @@
+#pragma once
+
+#include <QObject>
+#include <QTimer>
+
+#include <chrono>
+#include <functional>
+
+namespace AgentDeck {
+
+class Clock;
+class ConversationStore;
+class RuntimeProvider;
+
+// Runtime retention: expires runtimes inactive for longer than the retention. Each expiry is
+// marked in the row first, then the runtime is stopped and the server-owned workspace and the
+// sandbox home are deleted; a pass interrupted in between is finished by the next one. History
+// is kept, and a workspace the caller supplied is never deleted.
+class RetentionReaper : public QObject
+{
+    Q_OBJECT
+public:
+    using RemoveTree = std::function<bool(const QString &path)>;
+
+    RetentionReaper(ConversationStore &store, RuntimeProvider &runtimes, const Clock &clock,
+                    std::chrono::milliseconds retention, RemoveTree removeTree = {},
+                    QObject *parent = nullptr);
+
+    // One pass; returns how many runtimes it freed completely.
+    int runPass();
+    void startPeriodic(std::chrono::milliseconds interval);
+
+private:
+    ConversationStore &m_store;
+    RuntimeProvider &m_runtimes;
+    const Clock &m_clock;
+    std::chrono::milliseconds m_retention;
+    RemoveTree m_removeTree;
+    QTimer m_timer;
+};
+
+} // namespace AgentDeck

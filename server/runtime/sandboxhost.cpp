@@ -1,0 +1,310 @@
+#include "sandboxhost.h"
+
+#include "logging.h"
+
+#include <QCommandLineParser>
+#include <QCoreApplication>
+#include <QDir>
+#include <QFile>
+#include <QJsonDocument>
+#include <QLocalServer>
+#include <QLocalSocket>
+#include <QProcess>
+#include <QStandardPaths>
+
+#include <csignal>
+#include <unistd.h>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+constexpr qsizetype MaxOutputBytes = 1024 * 1024;
+
+bool bubblewrapWorks(const QString &program)
+{
+    // Installed is not enough: some containers forbid the namespaces it needs.
+    QProcess probe;
+    probe.start(program, {u"--ro-bind"_s, u"/"_s, u"/"_s, u"--dev"_s, u"/dev"_s, u"true"_s});
+    return probe.waitForFinished(5000) && probe.exitStatus() == QProcess::NormalExit &&
+           probe.exitCode() == 0;
+}
+} // namespace
+
+SandboxHost::SandboxHost(SandboxHostOptions options, QObject *parent)
+    : QObject(parent)
+    , m_options(std::move(options))
+{
+    m_idle.setSingleShot(true);
+    connect(&m_idle, &QTimer::timeout, this, [this] {
+        if (!m_process && !m_client) {
+            qCInfo(lcRuntime) << "sandbox idle for" << m_options.idleTimeoutMs << "ms; exiting";
+            quit();
+        } else {
+            touch();
+        }
+    });
+    m_commandTimeout.setSingleShot(true);
+    connect(&m_commandTimeout, &QTimer::timeout, this, [this] {
+        m_timedOut = true;
+        interruptCommand();
+    });
+}
+
+SandboxHost::~SandboxHost()
+{
+    if (m_process && m_process->processId() > 0)
+        ::kill(-static_cast<pid_t>(m_process->processId()), SIGKILL);
+}
+
+bool SandboxHost::start(QString *error)
+{
+    QDir().mkpath(m_options.runtimeDir);
+    QDir().mkpath(m_options.home);
+    const QString bwrap = QStandardPaths::findExecutable(u"bwrap"_s);
+    m_isolated = !bwrap.isEmpty() && bubblewrapWorks(bwrap);
+    qCInfo(lcRuntime).noquote() << "sandbox isolation:"
+                                << (m_isolated        ? u"bubblewrap"_s
+                                    : bwrap.isEmpty() ? u"none (bubblewrap is not installed)"_s
+                                                      : u"none (bubblewrap cannot run here)"_s);
+
+    QLocalServer::removeServer(m_options.socketPath);
+    m_server = new QLocalServer(this);
+    m_server->setSocketOptions(QLocalServer::UserAccessOption);
+    if (!m_server->listen(m_options.socketPath)) {
+        *error = u"cannot listen on %1: %2"_s.arg(m_options.socketPath, m_server->errorString());
+        return false;
+    }
+    connect(m_server, &QLocalServer::newConnection, this, &SandboxHost::onNewConnection);
+
+    // The pid file is written last: its presence means the socket is ready.
+    QFile pidFile(QDir(m_options.runtimeDir).filePath(u"sandbox.pid"_s));
+    if (!pidFile.open(QIODevice::WriteOnly | QIODevice::Truncate)) {
+        *error = u"cannot write "_s + pidFile.fileName();
+        return false;
+    }
+    pidFile.write(QByteArray::number(QCoreApplication::applicationPid()));
+    pidFile.close();
+    touch();
+    return true;
+}
+
+void SandboxHost::touch()
+{
+    m_idle.start(m_options.idleTimeoutMs);
+}
+
+void SandboxHost::onNewConnection()
+{
+    while (QLocalSocket *socket = m_server->nextPendingConnection()) {
+        if (m_client) {
+            m_client->disconnect(this);
+            m_client->abort();
+            m_client->deleteLater();
+        }
+        m_client = socket;
+        m_buffer.clear();
+        connect(socket, &QLocalSocket::readyRead, this, &SandboxHost::onReadyRead);
+        connect(socket, &QLocalSocket::disconnected, socket, &QObject::deleteLater);
+        touch();
+    }
+}
+
+void SandboxHost::onReadyRead()
+{
+    if (!m_client)
+        return;
+    m_buffer += m_client->readAll();
+    qsizetype newline;
+    while ((newline = m_buffer.indexOf('\n')) >= 0) {
+        const QByteArray line = m_buffer.left(newline);
+        m_buffer.remove(0, newline + 1);
+        const QJsonDocument document = QJsonDocument::fromJson(line);
+        if (document.isObject())
+            handle(document.object());
+        else
+            send({{u"type"_s, u"error"_s}, {u"detail"_s, u"not a JSON object"_s}});
+    }
+}
+
+void SandboxHost::handle(const QJsonObject &message)
+{
+    touch();
+    const QString op = message.value(u"op"_s).toString();
+    if (op == u"exec"_s) {
+        if (m_process) {
+            send({{u"type"_s, u"result"_s},
+                  {u"request_id"_s, message.value(u"request_id"_s)},
+                  {u"output"_s, u"the sandbox is busy with another command"_s},
+                  {u"exit_code"_s, 125},
+                  {u"interrupted"_s, false}});
+            return;
+        }
+        startCommand(message.value(u"request_id"_s).toString(),
+                     message.value(u"command"_s).toString(),
+                     message.value(u"timeout_ms"_s).toInt());
+    } else if (op == u"interrupt"_s) {
+        interruptCommand();
+    } else if (op == u"status"_s) {
+        send({{u"type"_s, u"status"_s},
+              {u"busy"_s, m_process != nullptr},
+              {u"request_id"_s, m_requestId},
+              {u"command"_s, m_command},
+              {u"pid"_s, QCoreApplication::applicationPid()},
+              {u"isolation"_s, m_isolated ? u"bubblewrap"_s : u"none"_s}});
+    } else if (op == u"shutdown"_s) {
+        interruptCommand();
+        send({{u"type"_s, u"bye"_s}});
+        if (m_client)
+            m_client->flush();
+        quit();
+    } else {
+        send({{u"type"_s, u"error"_s}, {u"detail"_s, u"unknown op \"%1\""_s.arg(op)}});
+    }
+}
+
+void SandboxHost::startCommand(const QString &requestId, const QString &command, int timeoutMs)
+{
+    m_process = new QProcess(this);
+    m_requestId = requestId;
+    m_command = command;
+    m_interrupted = false;
+    m_timedOut = false;
+    m_process->setProcessChannelMode(QProcess::MergedChannels);
+    m_process->setStandardInputFile(QProcess::nullDevice());
+    m_process->setWorkingDirectory(m_options.workspace);
+    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+    environment.insert(u"HOME"_s, m_options.home);
+    m_process->setProcessEnvironment(environment);
+    m_process->setChildProcessModifier([] { ::setsid(); });
+    connect(m_process, &QProcess::finished, this, &SandboxHost::onCommandFinished);
+    connect(m_process, &QProcess::errorOccurred, this, [this](QProcess::ProcessError error) {
+        if (error == QProcess::FailedToStart)
+            onCommandFinished();
+    });
+    if (m_isolated) {
+        // The host's view of the system, read-only, with the workspace and home writable.
+        m_process->start(u"bwrap"_s, {u"--ro-bind"_s,
+                                      u"/"_s,
+                                      u"/"_s,
+                                      u"--dev"_s,
+                                      u"/dev"_s,
+                                      u"--proc"_s,
+                                      u"/proc"_s,
+                                      u"--tmpfs"_s,
+                                      u"/tmp"_s,
+                                      u"--bind"_s,
+                                      m_options.workspace,
+                                      m_options.workspace,
+                                      u"--bind"_s,
+                                      m_options.home,
+                                      m_options.home,
+                                      u"--chdir"_s,
+                                      m_options.workspace,
+                                      u"--unshare-pid"_s,
+                                      u"--die-with-parent"_s,
+                                      u"bash"_s,
+                                      u"-c"_s,
+                                      command});
+    } else {
+        m_process->start(u"bash"_s, {u"-c"_s, command});
+    }
+    if (timeoutMs > 0)
+        m_commandTimeout.start(timeoutMs);
+}
+
+void SandboxHost::onCommandFinished()
+{
+    if (!m_process)
+        return;
+    m_commandTimeout.stop();
+    QByteArray output = m_process->readAll();
+    if (output.size() > MaxOutputBytes)
+        output = output.left(MaxOutputBytes) + "\n[output truncated]\n"_ba;
+    int exitCode = m_process->exitStatus() == QProcess::NormalExit ? m_process->exitCode() : -1;
+    if (m_process->error() == QProcess::FailedToStart) {
+        output = m_process->errorString().toUtf8();
+        exitCode = 127;
+    }
+    if (m_timedOut) {
+        output += "\n[command timed out]"_ba;
+        exitCode = 124;
+    }
+    send({{u"type"_s, u"result"_s},
+          {u"request_id"_s, m_requestId},
+          {u"output"_s, QString::fromUtf8(output)},
+          {u"exit_code"_s, exitCode},
+          {u"interrupted"_s, m_interrupted && !m_timedOut}});
+    m_process->deleteLater();
+    m_process = nullptr;
+    m_requestId.clear();
+    m_command.clear();
+    touch();
+}
+
+void SandboxHost::interruptCommand()
+{
+    if (!m_process || m_process->state() == QProcess::NotRunning)
+        return;
+    m_interrupted = true;
+    if (m_process->processId() > 0)
+        ::kill(-static_cast<pid_t>(m_process->processId()), SIGKILL);
+}
+
+void SandboxHost::send(const QJsonObject &message)
+{
+    if (!m_client || m_client->state() != QLocalSocket::ConnectedState)
+        return;
+    m_client->write(QJsonDocument(message).toJson(QJsonDocument::Compact) + '\n');
+}
+
+void SandboxHost::quit()
+{
+    if (m_process && m_process->processId() > 0)
+        ::kill(-static_cast<pid_t>(m_process->processId()), SIGKILL);
+    QFile::remove(QDir(m_options.runtimeDir).filePath(u"sandbox.pid"_s));
+    if (m_server)
+        m_server->close();
+    Q_EMIT finished();
+}
+
+int runSandboxHost(int argc, char *argv[])
+{
+    // A session of its own: the sandbox survives its server and the server's process group.
+    ::setsid();
+    ::signal(SIGPIPE, SIG_IGN);
+    QCoreApplication app(argc, argv);
+    QCommandLineParser parser;
+    const QCommandLineOption runtimeDir(u"runtime-dir"_s, u"Runtime dir."_s, u"DIR"_s);
+    const QCommandLineOption socket(u"socket"_s, u"Unix socket path."_s, u"PATH"_s);
+    const QCommandLineOption workspace(u"workspace"_s, u"Workspace dir."_s, u"DIR"_s);
+    const QCommandLineOption home(u"home"_s, u"Sandbox home dir."_s, u"DIR"_s);
+    const QCommandLineOption idle(u"idle-timeout-ms"_s, u"Exit when idle and unwatched."_s,
+                                  u"MS"_s);
+    parser.addOptions({runtimeDir, socket, workspace, home, idle});
+    parser.process(app.arguments().mid(1));
+    if (!parser.isSet(runtimeDir) || !parser.isSet(socket) || !parser.isSet(workspace)) {
+        std::fputs("agentdeck sandbox-host: --runtime-dir, --socket and --workspace are required "
+                   "(this mode is started by the server)\n",
+                   stderr);
+        return 2;
+    }
+    SandboxHostOptions options{
+        parser.value(runtimeDir), parser.value(socket), parser.value(workspace),
+        parser.value(home).isEmpty() ? QDir(parser.value(runtimeDir)).filePath(u"home"_s)
+                                     : parser.value(home)};
+    if (parser.isSet(idle))
+        options.idleTimeoutMs = parser.value(idle).toInt();
+    SandboxHost host(options);
+    QObject::connect(&host, &SandboxHost::finished, &app, &QCoreApplication::quit,
+                     Qt::QueuedConnection);
+    QString error;
+    if (!host.start(&error)) {
+        std::fputs(qPrintable(u"agentdeck sandbox-host: "_s + error + u'\n'), stderr);
+        return 1;
+    }
+    return app.exec();
+}
+
+} // namespace AgentDeck

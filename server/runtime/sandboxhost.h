@@ -1,0 +1,74 @@
+#pragma once
+
+#include <QJsonObject>
+#include <QObject>
+#include <QPointer>
+#include <QTimer>
+
+class QLocalServer;
+class QLocalSocket;
+class QProcess;
+
+namespace AgentDeck {
+
+struct SandboxHostOptions
+{
+    QString runtimeDir; // pid file and log live here
+    QString socketPath;
+    QString workspace;
+    QString home;
+    int idleTimeoutMs = 30 * 60 * 1000;
+};
+
+// The per-conversation sandbox process (`agentdeck sandbox-host`). It runs in a session of its
+// own, so it outlives a killed server, and answers one client at a time over a Unix socket with
+// newline-delimited JSON:
+//   -> {"op": "exec", "request_id": S, "command": S, "timeout_ms": N}
+//   <- {"type": "result", "request_id": S, "output": S, "exit_code": N, "interrupted": B}
+//   -> {"op": "interrupt"}            stops the command in flight (its result follows)
+//   -> {"op": "status"}               <- {"type": "status", "busy": B, "request_id": S, ...}
+//   -> {"op": "shutdown"}             <- {"type": "bye"}, then the process exits
+// A newer client replaces an older one: that is how a restarted server adopts the sandbox.
+class SandboxHost : public QObject
+{
+    Q_OBJECT
+public:
+    explicit SandboxHost(SandboxHostOptions options, QObject *parent = nullptr);
+    ~SandboxHost() override;
+
+    bool start(QString *error);
+    // Whether commands run inside bubblewrap; decided once at start.
+    bool isolated() const { return m_isolated; }
+
+Q_SIGNALS:
+    void finished();
+
+private:
+    void onNewConnection();
+    void onReadyRead();
+    void handle(const QJsonObject &message);
+    void startCommand(const QString &requestId, const QString &command, int timeoutMs);
+    void onCommandFinished();
+    void interruptCommand();
+    void send(const QJsonObject &message);
+    void touch();
+    void quit();
+
+    SandboxHostOptions m_options;
+    QLocalServer *m_server = nullptr;
+    QPointer<QLocalSocket> m_client;
+    QByteArray m_buffer;
+    QProcess *m_process = nullptr;
+    QString m_requestId;
+    QString m_command;
+    bool m_interrupted = false;
+    bool m_timedOut = false;
+    bool m_isolated = false;
+    QTimer m_idle;
+    QTimer m_commandTimeout;
+};
+
+// Runs the sandbox host mode of the binary; returns the process exit code.
+int runSandboxHost(int argc, char *argv[]);
+
+} // namespace AgentDeck

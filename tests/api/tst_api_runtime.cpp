@@ -1,0 +1,377 @@
+// Runtime lifecycle and archive over real HTTP, with real sandbox processes when the binary is
+// at hand (ctest passes it), and with a scripted provider where a failure must be provoked.
+#include "fakes.h"
+#include "storage/database.h"
+#include "testserver.h"
+
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QTest>
+
+#include <csignal>
+
+using namespace Qt::StringLiterals;
+using namespace AgentDeck;
+using namespace AgentDeck::Testing;
+
+namespace {
+QJsonObject shell(const QString &command, bool run = true)
+{
+    return {{u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}}},
+            {u"initial_message"_s, TestServer::message(command, run)}};
+}
+} // namespace
+
+class ApiRuntimeTest : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        if (qEnvironmentVariableIsEmpty("AGENTDECK_BINARY"))
+            QSKIP(
+                "needs AGENTDECK_BINARY (the agentdeck binary) for real sandboxes; run via ctest");
+    }
+    void init()
+    {
+        m_server = std::make_unique<TestServer>();
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+        QVERIFY(m_server->usesSandboxes());
+    }
+    void cleanup() { m_server.reset(); }
+
+    void inspectingProvisionsNothingAndResumeReusesTheSandbox()
+    {
+        const QUuid id = m_server->create();
+        QCOMPARE(runtimeStatus(id), u"missing"_s);
+        QVERIFY(!sandboxPid(id));
+        QVERIFY(post(id, u"runtime/resume"_s).ok());
+        QCOMPARE(runtimeStatus(id), u"available"_s);
+        const auto first = sandboxPid(id);
+        QVERIFY(first && processAlive(*first));
+        QVERIFY(post(id, u"runtime/resume"_s).ok());
+        QCOMPARE(sandboxPid(id), first);
+        // Resume runs nothing.
+        QCOMPARE(m_server->status(id), u"idle"_s);
+    }
+
+    void reprovisionReplacesTheSandboxOnTheSameWorkspace()
+    {
+        const QUuid id = m_server->create(shell(u"echo kept > file"_s));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        const auto first = sandboxPid(id);
+        QVERIFY(first);
+        QVERIFY(post(id, u"runtime/reprovision"_s).ok());
+        const auto second = sandboxPid(id);
+        QVERIFY(second && *second != *first);
+        QVERIFY(QTest::qWaitFor([&] { return !processAlive(*first); }, 5000));
+        QCOMPARE(m_server->status(id), u"finished"_s); // the agent did not run
+        QVERIFY(m_server
+                    ->post(ServerConnection::conversationPath(id, u"events"),
+                           TestServer::message(u"cat file"_s, true))
+                    .ok());
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(finalResponse(id), u"kept\n"_s);
+    }
+
+    void deleteRuntimeStopsItAndKeepsHistory()
+    {
+        const QUuid id = m_server->create(shell(u"echo hi"_s));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        const auto pid = sandboxPid(id);
+        QVERIFY(pid);
+        const qsizetype events = m_server->events(id).size();
+        QVERIFY(
+            m_server->call("DELETE"_ba, ServerConnection::conversationPath(id, u"runtime")).ok());
+        QCOMPARE(runtimeStatus(id), u"missing"_s);
+        QVERIFY(QTest::qWaitFor([&] { return !processAlive(*pid); }, 5000));
+        QCOMPARE(m_server->events(id).size(), events);
+        // It comes back on demand.
+        QVERIFY(m_server
+                    ->post(ServerConnection::conversationPath(id, u"events"),
+                           TestServer::message(u"echo again"_s, true))
+                    .ok());
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(runtimeStatus(id), u"available"_s);
+    }
+
+    void archiveStopsTheRunAndRuntimeFirstAndKeepsTheFirstTimestamp()
+    {
+        const QUuid id = m_server->create(shell(u"sleep 30"_s));
+        QVERIFY(QTest::qWaitFor([&] { return sandboxPid(id).has_value(); }));
+        const auto pid = sandboxPid(id);
+        const ApiReply archived = post(id, u"archive"_s);
+        QVERIFY2(archived.ok(), qPrintable(archived.detail));
+        const QJsonObject info = archived.json.toObject();
+        QVERIFY(info.value(u"archived_at"_s).isString());
+        QCOMPARE(info.value(u"execution_status"_s).toString(), u"paused"_s);
+        QCOMPARE(info.value(u"runtime_info"_s).toObject().value(u"runtime_status"_s).toString(),
+                 u"missing"_s);
+        QVERIFY(QTest::qWaitFor([&] { return !processAlive(*pid); }, 5000));
+
+        const QString first = info.value(u"archived_at"_s).toString();
+        const ApiReply again = post(id, u"archive"_s);
+        QCOMPARE(again.json.toObject().value(u"archived_at"_s).toString(), first);
+    }
+
+    void archivedConversationsRefuseRuntimeUseAndLeaveNoRuntime_data()
+    {
+        QTest::addColumn<QString>("action");
+        QTest::addRow("run") << u"run"_s;
+        QTest::addRow("resume") << u"runtime/resume"_s;
+        QTest::addRow("reprovision") << u"runtime/reprovision"_s;
+        QTest::addRow("recover") << u"recover"_s;
+        QTest::addRow("message with run") << u"events"_s;
+    }
+    void archivedConversationsRefuseRuntimeUseAndLeaveNoRuntime()
+    {
+        QFETCH(QString, action);
+        const QUuid id = m_server->create();
+        QVERIFY(post(id, u"archive"_s).ok());
+        const ApiReply reply = action == u"events"_s
+                                   ? m_server->post(ServerConnection::conversationPath(id, action),
+                                                    TestServer::message(u"echo x"_s, true))
+                                   : post(id, action);
+        QCOMPARE(reply.status, 409);
+        QCOMPARE(reply.errorCode, u"conversation_archived"_s);
+        QCOMPARE(reply.detail,
+                 u"Conversation is archived; unarchive it before using its runtime"_s);
+        QCOMPARE(runtimeStatus(id), u"missing"_s);
+        QVERIFY(!sandboxPid(id));
+    }
+
+    void unarchiveProvisionsAndRunsNothing()
+    {
+        const QUuid id = m_server->create(shell(u"echo one"_s, false));
+        QVERIFY(post(id, u"archive"_s).ok());
+        const ApiReply reply = post(id, u"unarchive"_s);
+        QVERIFY(reply.ok());
+        QVERIFY(reply.json.toObject().value(u"archived_at"_s).isNull());
+        QCOMPARE(runtimeStatus(id), u"missing"_s);
+        QVERIFY(!sandboxPid(id));
+        QCOMPARE(m_server->status(id), u"idle"_s);
+    }
+
+    void searchAndCountShowPartitions()
+    {
+        const QUuid active = m_server->create();
+        const QUuid archived = m_server->create();
+        QVERIFY(post(archived, u"archive"_s).ok());
+        const auto ids = [this](const QString &query) {
+            QSet<QString> found;
+            const ApiReply reply = m_server->get(u"/api/conversations/search"_s, QUrlQuery(query));
+            for (const QJsonValue &item : reply.json.toObject().value(u"items"_s).toArray())
+                found.insert(item.toObject().value(u"id"_s).toString());
+            const qint64 count =
+                m_server->get(u"/api/conversations/count"_s, QUrlQuery(query)).json.toInteger();
+            return count == found.size() ? found : QSet<QString>{u"count differs"_s};
+        };
+        QCOMPARE(ids({}), QSet<QString>{toWireId(active)});
+        QCOMPARE(ids(u"archived=true"_s), QSet<QString>{toWireId(archived)});
+        QCOMPARE(ids(u"archive_filter=ARCHIVED"_s), QSet<QString>{toWireId(archived)});
+        QCOMPARE(ids(u"archive_filter=ALL"_s),
+                 (QSet<QString>{toWireId(active), toWireId(archived)}));
+    }
+
+    void archivedHistoryStaysReadableAndDeletable()
+    {
+        const QUuid id = m_server->create(
+            QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}},
+                        {u"initial_message"_s, TestServer::message(u"keep me"_s, true)}});
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QVERIFY(post(id, u"archive"_s).ok());
+        const QList<QJsonObject> events = m_server->events(id);
+        QVERIFY(events.size() >= 3);
+        QCOMPARE(
+            m_server->get(ServerConnection::conversationPath(id, u"events/count")).json.toInteger(),
+            events.size());
+        const QString eventId = events.first().value(u"id"_s).toString();
+        QVERIFY(m_server->get(ServerConnection::conversationPath(id, u"events/") + eventId).ok());
+        QUrlQuery batch;
+        batch.addQueryItem(u"event_ids"_s, eventId);
+        QCOMPARE(m_server->get(ServerConnection::conversationPath(id, u"events"), batch)
+                     .json.toArray()
+                     .size(),
+                 1);
+        QCOMPARE(finalResponse(id), u"keep me"_s);
+        // A message without run is history, and allowed.
+        QVERIFY(m_server
+                    ->post(ServerConnection::conversationPath(id, u"events"),
+                           TestServer::message(u"note"_s, false))
+                    .ok());
+
+        // The WebSocket replays an archived conversation's history too.
+        QList<qint64> seqs;
+        EventStream *stream = m_server->client().openEventStream(id, 0);
+        connect(stream, &EventStream::eventReceived, this,
+                [&seqs](const Event &event) { seqs.append(event.seq); });
+        QTRY_COMPARE_WITH_TIMEOUT(seqs.size(), events.size() + 1, 5000);
+        delete stream;
+
+        QVERIFY(m_server->call("DELETE"_ba, ServerConnection::conversationPath(id)).ok());
+        QCOMPARE(m_server->get(ServerConnection::conversationPath(id)).status, 404);
+    }
+
+    void aSearchPageCostsTheSameStatementsAt10And1000()
+    {
+        const auto statementsOfAPage = [this] {
+            Database &db = m_server->server().database();
+            const qint64 before = db.statementCount();
+            QUrlQuery query;
+            query.addQueryItem(u"limit"_s, u"100"_s);
+            const ApiReply reply = m_server->get(u"/api/conversations/search"_s, query);
+            return reply.ok() ? db.statementCount() - before : -1;
+        };
+        for (int i = 0; i < 10; ++i)
+            m_server->create();
+        const qint64 atTen = statementsOfAPage();
+        for (int i = 10; i < 1000; ++i)
+            m_server->create();
+        QCOMPARE(statementsOfAPage(), atTen);
+        QCOMPARE(atTen, 1);
+    }
+
+private:
+    ApiReply post(const QUuid &id, const QString &action)
+    {
+        return m_server->post(ServerConnection::conversationPath(id, action));
+    }
+    QString runtimeStatus(const QUuid &id)
+    {
+        return m_server->get(ServerConnection::conversationPath(id, u"runtime"))
+            .json.toObject()
+            .value(u"runtime_status"_s)
+            .toString();
+    }
+    QString finalResponse(const QUuid &id)
+    {
+        return m_server->get(ServerConnection::conversationPath(id, u"agent_final_response"))
+            .json.toObject()
+            .value(u"response"_s)
+            .toString();
+    }
+    std::optional<qint64> sandboxPid(const QUuid &id)
+    {
+        QFile file(
+            QDir(m_server->dataDir()).filePath(u"runtimes/"_s + toWireId(id) + u"/sandbox.pid"_s));
+        if (!file.open(QIODevice::ReadOnly))
+            return std::nullopt;
+        return file.readAll().trimmed().toLongLong();
+    }
+    static bool processAlive(qint64 pid)
+    {
+        // A zombie is not alive: the sandbox host is not our child, so it is reaped elsewhere.
+        QFile status(u"/proc/%1/status"_s.arg(pid));
+        if (!status.open(QIODevice::ReadOnly))
+            return false;
+        return !status.readAll().contains("State:\tZ");
+    }
+
+    std::unique_ptr<TestServer> m_server;
+};
+
+// Provisioning failures need a provider that fails on demand.
+class ApiRuntimeFailureTest : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void failedStartRecordsAnErrorUntilAStopOrAStart()
+    {
+        FakeRuntimeControl control;
+        TestServerOptions options;
+        options.parts.runtimes = std::make_unique<FakeRuntimeProvider>(control);
+        TestServer server(std::move(options));
+        QVERIFY(server.start());
+        const QUuid id = server.create();
+        control.failProvisioning = true;
+        const ApiReply failed =
+            server.post(ServerConnection::conversationPath(id, u"runtime/resume"));
+        QCOMPARE(failed.status, 502);
+        QCOMPARE(failed.errorCode, u"provision_failed"_s);
+        const QJsonObject runtime =
+            server.get(ServerConnection::conversationPath(id, u"runtime")).json.toObject();
+        QCOMPARE(runtime.value(u"runtime_status"_s).toString(), u"error"_s);
+        QCOMPARE(runtime.value(u"runtime_error"_s).toObject().value(u"code"_s).toString(),
+                 u"provision_failed"_s);
+
+        // A stop clears it...
+        QVERIFY(server.call("DELETE"_ba, ServerConnection::conversationPath(id, u"runtime")).ok());
+        QVERIFY(server.get(ServerConnection::conversationPath(id, u"runtime"))
+                    .json.toObject()
+                    .value(u"runtime_error"_s)
+                    .isNull());
+        // ...and so does a successful start after another failure.
+        QCOMPARE(server.post(ServerConnection::conversationPath(id, u"run")).status, 502);
+        control.failProvisioning = false;
+        QVERIFY(server.post(ServerConnection::conversationPath(id, u"run")).ok());
+        QVERIFY(server.get(ServerConnection::conversationPath(id, u"runtime"))
+                    .json.toObject()
+                    .value(u"runtime_error"_s)
+                    .isNull());
+    }
+
+    void expiredRuntimesAnswer410AndArchiveLeavesThemExpired()
+    {
+        FakeRuntimeControl control;
+        auto clock = std::make_unique<FakeClock>();
+        FakeClock *clockPtr = clock.get();
+        TestServerOptions options;
+        options.parts.runtimes = std::make_unique<FakeRuntimeProvider>(control);
+        options.parts.clock = std::move(clock);
+        options.runtimeRetention = std::chrono::hours(1);
+        options.retentionInterval = std::chrono::milliseconds(20);
+        TestServer server(std::move(options));
+        QVERIFY(server.start());
+        const QUuid id = server.create();
+        const QString workspace = server.get(ServerConnection::conversationPath(id))
+                                      .json.toObject()
+                                      .value(u"workspace"_s)
+                                      .toObject()
+                                      .value(u"working_dir"_s)
+                                      .toString();
+        clockPtr->advance(2 * 3600 * 1000);
+        const auto runtime = [&] {
+            return server.get(ServerConnection::conversationPath(id, u"runtime")).json.toObject();
+        };
+        QTRY_COMPARE_WITH_TIMEOUT(
+            runtime().value(u"runtime_error"_s).toObject().value(u"code"_s).toString(),
+            u"runtime_expired"_s, 5000);
+        QCOMPARE(runtime().value(u"runtime_status"_s).toString(), u"missing"_s);
+        QCOMPARE(runtime().value(u"can_resume"_s).toBool(), false);
+        QVERIFY(!QDir(workspace).exists());
+        for (const QString &action :
+             {u"runtime/resume"_s, u"runtime/reprovision"_s, u"recover"_s, u"run"_s}) {
+            const ApiReply reply = server.post(ServerConnection::conversationPath(id, action));
+            QCOMPARE(reply.status, 410);
+            QCOMPARE(reply.errorCode, u"runtime_expired"_s);
+            QVERIFY(reply.detail.contains(u"unarchiving cannot restore the workspace"_s));
+        }
+        QVERIFY(server.post(ServerConnection::conversationPath(id, u"archive")).ok());
+        QVERIFY(server.post(ServerConnection::conversationPath(id, u"unarchive")).ok());
+        QCOMPARE(runtime().value(u"runtime_error"_s).toObject().value(u"code"_s).toString(),
+                 u"runtime_expired"_s);
+        QCOMPARE(server.post(ServerConnection::conversationPath(id, u"runtime/resume")).status,
+                 410);
+        QVERIFY(server.get(ServerConnection::conversationPath(id, u"events/search")).ok());
+    }
+};
+
+int main(int argc, char *argv[])
+{
+    QCoreApplication app(argc, argv);
+    int status = 0;
+    {
+        ApiRuntimeTest test;
+        status |= QTest::qExec(&test, argc, argv);
+    }
+    {
+        ApiRuntimeFailureTest test;
+        status |= QTest::qExec(&test, argc, argv);
+    }
+    return status;
+}
+
+#include "tst_api_runtime.moc"

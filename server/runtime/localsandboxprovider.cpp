@@ -196,7 +196,7 @@ int LocalSandboxProvider::adoptExisting()
             qCWarning(lcRuntime) << "sandbox of" << *id << "(pid" << pid << ") does not answer";
             continue;
         }
-        connect(runtime.get(), &SandboxRuntime::lost, this, [this, id = *id] { forget(id); });
+        watch(*id, runtime.get());
         m_owned.insert(*id, runtime);
         m_live.insert(*id, runtime.get());
         ++adopted;
@@ -248,11 +248,26 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
             {u"provision_failed"_s, u"the sandbox host did not come up; see "_s +
                                         QDir(runtimeDir).filePath(u"sandbox.log"_s)}};
     }
-    connect(runtime.get(), &SandboxRuntime::lost, this, [this, id] { forget(id); });
+    watch(id, runtime.get());
     m_owned.insert(id, runtime);
     m_live.insert(id, runtime.get());
     qCInfo(lcRuntime) << "started sandbox of" << id << "pid" << pid;
     co_return RuntimeAcquisition{runtime, {}};
+}
+
+void LocalSandboxProvider::watch(const QUuid &id, SandboxRuntime *runtime)
+{
+    // Queued: the runtime emits `lost` from its own socket's signal and must not be destroyed
+    // under it; by the time this runs a newer sandbox may have replaced it.
+    connect(
+        runtime, &SandboxRuntime::lost, this,
+        [this, id, runtime] {
+            if (m_live.value(id) == runtime) {
+                qCInfo(lcRuntime) << "sandbox of" << id << "went away";
+                forget(id);
+            }
+        },
+        Qt::QueuedConnection);
 }
 
 void LocalSandboxProvider::forget(const QUuid &id)

@@ -78,6 +78,7 @@ public:
 private:
     QString socketPathFor(const QUuid &id) const;
     void sweepIdle();
+    void watch(const QUuid &id, SandboxRuntime *runtime);
     void forget(const QUuid &id);
 
     LocalSandboxSettings m_settings;

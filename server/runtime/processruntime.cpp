@@ -8,6 +8,7 @@
 #include <QProcess>
 
 #include <csignal>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 using namespace Qt::StringLiterals;
@@ -26,8 +27,12 @@ QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
     process->setProcessChannelMode(QProcess::MergedChannels);
     process->setWorkingDirectory(request.workingDir);
     process->setStandardInputFile(QProcess::nullDevice());
-    // A process group of its own, so that an interrupt stops the command's children too.
-    process->setChildProcessModifier([] { ::setsid(); });
+    // A process group of its own, so that an interrupt stops the command's children too; and
+    // bash dies with the server (its children may not: use the local runtime for that).
+    process->setChildProcessModifier([] {
+        ::setsid();
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    });
     process->start(u"bash"_s, {u"-c"_s, request.command});
 
     CommandResult result;

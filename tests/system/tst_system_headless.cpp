@@ -756,6 +756,100 @@ private Q_SLOTS:
         QVERIFY(server.isRunning());
     }
 
+    // 7. Sandboxes outlive a killed server and are adopted by the next one, nothing re-run.
+    void sandboxSurvivesServerKillAndIsAdopted()
+    {
+        const QString dataDir = newDataDir();
+        ServerProcess &first = launch(dataDir);
+        QVERIFY2(first.startReady(), qPrintable(first.stderrText()));
+        const QUuid id = first.create(shellConversation(u"echo ran >> counter; cat counter"_s));
+        QVERIFY(!id.isNull());
+        QVERIFY(first.waitForStatus(id, u"finished"_s));
+        QCOMPARE(first.conversation(id)
+                     .value(u"runtime_info"_s)
+                     .toObject()
+                     .value(u"runtime_status"_s)
+                     .toString(),
+                 u"available"_s);
+        const QString runtimeDir = dataDir + u"/runtimes/"_s + wireId(id);
+        const auto readPid = [&] {
+            QFile file(runtimeDir + u"/sandbox.pid"_s);
+            return file.open(QIODevice::ReadOnly) ? file.readAll().trimmed().toLongLong() : 0;
+        };
+        const qint64 sandboxPid = readPid();
+        QVERIFY(sandboxPid > 0);
+
+        first.sendSignal(SIGKILL);
+        QVERIFY(first.waitForExit(10'000));
+        QVERIFY2(::kill(static_cast<pid_t>(sandboxPid), 0) == 0,
+                 "the sandbox died with the server");
+
+        ServerProcess &second = launch(dataDir);
+        QVERIFY2(second.startReady(), qPrintable(second.stderrText()));
+        const QJsonObject runtime = second.conversation(id).value(u"runtime_info"_s).toObject();
+        QCOMPARE(runtime.value(u"runtime_status"_s).toString(), u"available"_s);
+        QVERIFY(runtime.value(u"runtime_error"_s).isNull());
+        QCOMPARE(readPid(), sandboxPid); // the same sandbox process, adopted
+        QCOMPARE(second.status(id), u"finished"_s);
+        QCOMPARE(ofKind(second.events(id), u"ObservationEvent"_s).size(), 1);
+        QFile counter(second.conversation(id)
+                          .value(u"workspace"_s)
+                          .toObject()
+                          .value(u"working_dir"_s)
+                          .toString() +
+                      u"/counter"_s);
+        QVERIFY(counter.open(QIODevice::ReadOnly));
+        QCOMPARE(counter.readAll(), "ran\n"_ba); // nothing re-ran
+
+        // The adopted sandbox serves the next command.
+        QVERIFY(second
+                    .post(conversationPath(id, u"events"_s),
+                          userMessage(u"echo ran >> counter; wc -l < counter"_s, true))
+                    .ok());
+        QVERIFY(second.waitForStatus(id, u"finished"_s));
+        QCOMPARE(readPid(), sandboxPid);
+        QCOMPARE(second.get(conversationPath(id, u"agent_final_response"_s))
+                     .object()
+                     .value(u"response"_s)
+                     .toString()
+                     .trimmed(),
+                 u"2"_s);
+    }
+
+    // 8. A dead sandbox is reported missing and resumable; the next run provisions a fresh one.
+    void deadSandboxIsMissingAndReprovisionedOnTheSameWorkspace()
+    {
+        const QString dataDir = newDataDir();
+        ServerProcess &server = launch(dataDir);
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QUuid id = server.create(shellConversation(u"echo first > file"_s));
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        QFile pidFile(dataDir + u"/runtimes/"_s + wireId(id) + u"/sandbox.pid"_s);
+        QVERIFY(pidFile.open(QIODevice::ReadOnly));
+        const qint64 sandboxPid = pidFile.readAll().trimmed().toLongLong();
+        pidFile.close();
+        ::kill(static_cast<pid_t>(sandboxPid), SIGKILL);
+        QTRY_COMPARE_WITH_TIMEOUT(server.conversation(id)
+                                      .value(u"runtime_info"_s)
+                                      .toObject()
+                                      .value(u"runtime_status"_s)
+                                      .toString(),
+                                  u"missing"_s, 10'000);
+        QVERIFY(server.conversation(id)
+                    .value(u"runtime_info"_s)
+                    .toObject()
+                    .value(u"can_resume"_s)
+                    .toBool());
+        QVERIFY(
+            server.post(conversationPath(id, u"events"_s), userMessage(u"cat file"_s, true)).ok());
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        QCOMPARE(server.get(conversationPath(id, u"agent_final_response"_s))
+                     .object()
+                     .value(u"response"_s)
+                     .toString(),
+                 u"first\n"_s);
+    }
+
 private:
     ServerProcess &launch(const QString &dataDir, const QStringList &arguments = {},
                           const QString &listen = u"127.0.0.1:0"_s)

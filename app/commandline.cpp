@@ -92,10 +92,14 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
                                        u"Expire runtimes inactive for longer than this, deleting "
                                        "server-owned workspaces (e.g. 7d; default: off)."_s,
                                        u"DURATION"_s);
+    const QCommandLineOption leaseTtl(u"lease-ttl"_s,
+                                      u"How long a run's lease lasts without renewal (default "
+                                      "30s; renewed every third of it)."_s,
+                                      u"DURATION"_s);
     const QCommandLineOption replicaId(u"replica-id"_s, u"Name of this server in /server_info."_s,
                                        u"NAME"_s);
     parser.addOptions({help, version, headless, connect, listen, dataDir, key, commandTimeout,
-                       shutdownGrace, replicaId, runtime, idleTimeout, retention});
+                       shutdownGrace, replicaId, runtime, idleTimeout, retention, leaseTtl});
 
     if (!parser.parse(QStringList{u"agentdeck"_s} + arguments)) {
         *error = parser.errorText();
@@ -137,7 +141,8 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
          {std::pair{&commandTimeout, &options.server.commandTimeout},
           std::pair{&shutdownGrace, &options.server.shutdownGrace},
           std::pair{&idleTimeout, &options.server.sandboxIdleTimeout},
-          std::pair{&retention, &options.server.runtimeRetention}}) {
+          std::pair{&retention, &options.server.runtimeRetention},
+          std::pair{&leaseTtl, &options.server.leaseTtl}}) {
         if (!parser.isSet(*option))
             continue;
         const auto duration = parseDuration(parser.value(*option));

@@ -40,6 +40,7 @@ struct AgentDeckServer::Private
     std::unique_ptr<QLockFile> lock;
     std::unique_ptr<Database> database;
     std::unique_ptr<ConversationStore> store;
+    std::unique_ptr<LeaseStore> leases;
     EventHub hub;
     Metrics metrics;
     std::unique_ptr<EventLog> log;
@@ -112,7 +113,8 @@ bool AgentDeckServer::start(QString *error)
     }
 
     QString dbError;
-    d->database = Database::openSqlite(QDir(dataDir).filePath(u"agentdeck.db"_s), &dbError);
+    d->database = Database::openSqlite(QDir(dataDir).filePath(u"agentdeck.db"_s), &dbError,
+                                       d->parts.clock.get());
     if (!d->database) {
         *error = dbError;
         return false;
@@ -130,10 +132,13 @@ bool AgentDeckServer::start(QString *error)
         }
     }
     d->store = std::make_unique<ConversationStore>(*d->database);
+    d->leases = std::make_unique<LeaseStore>(*d->database, m_config.leaseTtl);
     d->log = std::make_unique<EventLog>(*d->store, d->hub, *d->parts.clock);
     d->service = std::make_unique<ConversationService>(
-        *d->store, *d->log, *d->parts.runtimes, *d->parts.agents, *d->parts.clock,
-        ServiceSettings{QDir(dataDir).filePath(u"workspaces"_s), m_config.commandTimeout});
+        *d->store, *d->leases, *d->log, *d->parts.runtimes, *d->parts.agents, *d->parts.clock,
+        ServiceSettings{QDir(dataDir).filePath(u"workspaces"_s), m_config.commandTimeout,
+                        m_config.replicaId + u'/' +
+                            QUuid::createUuid().toString(QUuid::Id128).left(8)});
     d->auth = std::make_unique<ApiAuth>(m_config.apiKeys);
     d->http = std::make_unique<ApiServer>(d->router, *d->auth, d->metrics,
                                           HttpLimits{m_config.maxBodyBytes});

@@ -19,18 +19,59 @@ using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
 
-ConversationService::ConversationService(ConversationStore &store, EventLog &log,
-                                         RuntimeProvider &runtimes, const AgentFactory &agents,
-                                         const Clock &clock, ServiceSettings settings,
-                                         QObject *parent)
+ConversationService::ConversationService(ConversationStore &store, LeaseStore &leases,
+                                         EventLog &log, RuntimeProvider &runtimes,
+                                         const AgentFactory &agents, const Clock &clock,
+                                         ServiceSettings settings, QObject *parent)
     : QObject(parent)
     , m_store(store)
+    , m_leases(leases)
     , m_log(log)
     , m_runtimes(runtimes)
     , m_agents(agents)
     , m_clock(clock)
     , m_settings(std::move(settings))
-{}
+{
+    // Renewal at a third of the TTL: two ticks may be missed before a lease lapses.
+    connect(&m_renewal, &QTimer::timeout, this, [this] {
+        try {
+            renewLeases();
+        } catch (const std::exception &error) {
+            qCWarning(lcExecution) << "lease renewal failed:" << error.what();
+        }
+    });
+    m_renewal.start(std::max<qint64>(m_leases.ttl().count() / 3, 10));
+}
+
+void ConversationService::renewLeases()
+{
+    QHash<QUuid, qint64> held;
+    for (auto it = m_runners.cbegin(); it != m_runners.cend(); ++it) {
+        if (it.value())
+            held.insert(it.key(), it.value()->lease().epoch);
+    }
+    const QHash<QUuid, LeaseState> states = m_leases.renew(m_settings.leaseOwner, held);
+    for (auto it = states.cbegin(); it != states.cend(); ++it) {
+        if (auto runner = m_runners.value(it.key()))
+            runner->onLeaseState(it.value());
+    }
+}
+
+LeaseToken ConversationService::claimOrThrow(const QUuid &id)
+{
+    if (auto lease = m_leases.claim(id, m_settings.leaseOwner))
+        return *lease;
+    const auto holder = m_leases.holder(id);
+    if (!holder)
+        throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
+    const int seconds = int(std::max<qint64>(1, (holder->msLeft + 999) / 1000));
+    ApiError error = ApiError::conflict(
+        u"held_by_other_replica"_s,
+        u"Conversation is held by another replica (%1); retry in %2 s"_s.arg(holder->owner)
+            .arg(seconds));
+    error.retryAfterSeconds = seconds;
+    throw error;
+}
 
 ConversationService::~ConversationService()
 {
@@ -164,6 +205,19 @@ bool ConversationService::resolveStale(const ConversationInfo &info)
     if (info.executionStatus != ExecutionStatus::Running || m_runners.contains(info.id) ||
         m_starting.contains(info.id))
         return false;
+    // Stale only if nobody else holds the run: the claim is the proof.
+    const auto lease = m_leases.claim(info.id, m_settings.leaseOwner);
+    if (!lease)
+        return false;
+    resolveStaleUnder(info, *lease);
+    m_leases.release(info.id, *lease);
+    return true;
+}
+
+void ConversationService::resolveStaleUnder(const ConversationInfo &info, const LeaseToken &lease)
+{
+    if (info.executionStatus != ExecutionStatus::Running)
+        return;
     QList<Event> events;
     const QList<Event> history = m_store.history(info.id, 0);
     if (const Event *action = pendingAction(history)) {
@@ -175,13 +229,15 @@ bool ConversationService::resolveStale(const ConversationInfo &info)
         Event::agentError(u"run_interrupted"_s,
                           u"The run was interrupted because the server that executed it stopped. "
                           "Run the conversation again to continue."_s));
-    m_log.setStatus(info.id, ExecutionStatus::Paused, events);
+    m_log.setStatus(info.id, ExecutionStatus::Paused, events, &lease);
     qCInfo(lcExecution) << "resolved stale running conversation" << info.id;
-    return true;
 }
 
 int ConversationService::recoverStale()
 {
+    const int adopted = m_leases.adoptAll(m_settings.leaseOwner);
+    if (adopted > 0)
+        qCInfo(lcExecution) << "adopted" << adopted << "leases of an earlier instance";
     int recovered = 0;
     for (const QUuid &id : m_store.idsWithStatus(ExecutionStatus::Running)) {
         if (auto info = m_store.find(id); info && resolveStale(*info))
@@ -196,26 +252,33 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info, QUuid confirm
     if (m_runners.contains(info.id) || m_starting.contains(info.id))
         throw ApiError::conflict(u"conversation_already_running"_s,
                                  u"Conversation is already running"_s);
-    resolveStale(info);
-
+    const LeaseToken lease = claimOrThrow(info.id);
+    // Registered as live only once everything below succeeded; a failure leaves no lease held.
     m_starting.insert(info.id);
     std::shared_ptr<Runtime> runtime;
     try {
+        resolveStaleUnder(info, lease);
         auto bringingUp = bringUpRuntime(info);
         runtime = co_await std::move(bringingUp);
     } catch (...) {
         m_starting.remove(info.id);
+        m_leases.release(info.id, lease);
         throw;
     }
     m_starting.remove(info.id);
 
     auto *runner = new ConversationRunner(
-        info.id, m_log, m_store, m_agents.create(info.agentKind), std::move(runtime),
+        info.id, lease, m_log, m_store, m_agents.create(info.agentKind), std::move(runtime),
         RunSettings{info.workingDir, info.alwaysConfirm, m_settings.commandTimeout}, this);
     m_runners.insert(info.id, runner);
     connect(runner, &ConversationRunner::stopped, this, [this, runner](const QUuid &id) {
         if (m_runners.value(id) == runner)
             m_runners.remove(id);
+        try {
+            m_leases.release(id, runner->lease());
+        } catch (const std::exception &error) {
+            qCWarning(lcExecution) << "cannot release the lease of" << id << ":" << error.what();
+        }
         Q_EMIT runnerStopped(id);
     });
     runner->start(confirmedActionId);
@@ -420,6 +483,9 @@ QCoro::Task<> ConversationService::shutdown(std::chrono::milliseconds grace)
                                 std::max(left, std::chrono::milliseconds(100)));
         co_await std::move(stoppedOne);
     }
+    m_renewal.stop();
+    // A clean stop hands over at once: nobody has to wait for these leases to lapse.
+    m_leases.releaseAll(m_settings.leaseOwner);
 }
 
 } // namespace AgentDeck

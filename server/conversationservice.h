@@ -7,6 +7,7 @@
 #include <QObject>
 #include <QPointer>
 #include <QSet>
+#include <QTimer>
 
 #include <chrono>
 
@@ -23,6 +24,8 @@ struct ServiceSettings
 {
     QString workspaceRoot;
     std::chrono::milliseconds commandTimeout{0};
+    // This process's lease owner name: replica id plus an instance suffix.
+    QString leaseOwner;
 };
 
 // The conversations use case: everything the API can do to a conversation, independent of HTTP.
@@ -31,9 +34,9 @@ class ConversationService : public QObject
 {
     Q_OBJECT
 public:
-    ConversationService(ConversationStore &store, EventLog &log, RuntimeProvider &runtimes,
-                        const AgentFactory &agents, const Clock &clock, ServiceSettings settings,
-                        QObject *parent = nullptr);
+    ConversationService(ConversationStore &store, LeaseStore &leases, EventLog &log,
+                        RuntimeProvider &runtimes, const AgentFactory &agents, const Clock &clock,
+                        ServiceSettings settings, QObject *parent = nullptr);
     ~ConversationService() override;
 
     // Returns the conversation and whether it was created (false: it existed already).
@@ -65,8 +68,12 @@ public:
     // The console's one click: resolve stale state, bring the runtime up, continue the run.
     QCoro::Task<ConversationInfo> recover(QUuid id);
 
-    // Resolves every conversation left `running` by an earlier instance. Returns how many.
+    // Takes over the leases an earlier instance left (single node: it is provably dead), then
+    // resolves every conversation it left `running`. Returns how many were resolved.
     int recoverStale();
+    // Renews the leases of every live run in one batch and acts on what it finds.
+    void renewLeases();
+    QString leaseOwner() const { return m_settings.leaseOwner; }
     bool isLive(const QUuid &id) const { return m_runners.contains(id); }
     int liveCount() const { return int(m_runners.size()); }
     // Pauses every run at a safe point; interrupts what is still running after `grace`.
@@ -79,12 +86,15 @@ private:
     ConversationInfo require(const QUuid &id);
     void requireUsableRuntime(const ConversationInfo &info) const;
     bool resolveStale(const ConversationInfo &info);
+    void resolveStaleUnder(const ConversationInfo &info, const LeaseToken &lease);
+    LeaseToken claimOrThrow(const QUuid &id);
     QCoro::Task<> startRun(ConversationInfo info, QUuid confirmedActionId);
     QCoro::Task<std::shared_ptr<Runtime>> bringUpRuntime(ConversationInfo info);
     QCoro::Task<> stopRunAndRuntime(QUuid id);
     QString workspaceFor(const QUuid &id) const;
 
     ConversationStore &m_store;
+    LeaseStore &m_leases;
     EventLog &m_log;
     RuntimeProvider &m_runtimes;
     const AgentFactory &m_agents;
@@ -92,6 +102,7 @@ private:
     ServiceSettings m_settings;
     QHash<QUuid, QPointer<ConversationRunner>> m_runners;
     QSet<QUuid> m_starting;
+    QTimer m_renewal;
 };
 
 } // namespace AgentDeck

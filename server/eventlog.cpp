@@ -14,10 +14,10 @@ EventLog::EventLog(ConversationStore &store, EventHub &hub, const Clock &clock)
 {}
 
 QList<StoredEvent> EventLog::append(const QUuid &conversationId, QList<Event> events,
-                                    std::optional<ExecutionStatus> status)
+                                    std::optional<ExecutionStatus> status, const LeaseToken *fence)
 {
     const QList<StoredEvent> stored =
-        m_store.append(conversationId, std::move(events), status, m_clock.nowMs());
+        m_store.append(conversationId, std::move(events), status, m_clock.nowMs(), fence);
     for (const StoredEvent &event : stored) {
         m_hub.publish(conversationId, event.seq, event.json);
         ++m_published;
@@ -26,10 +26,10 @@ QList<StoredEvent> EventLog::append(const QUuid &conversationId, QList<Event> ev
 }
 
 QList<StoredEvent> EventLog::setStatus(const QUuid &conversationId, ExecutionStatus status,
-                                       QList<Event> alongWith)
+                                       QList<Event> alongWith, const LeaseToken *fence)
 {
     alongWith.append(Event::stateUpdate(u"execution_status"_s, toString(status)));
-    return append(conversationId, std::move(alongWith), status);
+    return append(conversationId, std::move(alongWith), status, fence);
 }
 
 } // namespace AgentDeck

@@ -15,11 +15,14 @@ class EventLog
 public:
     EventLog(ConversationStore &store, EventHub &hub, const Clock &clock);
 
+    // `fence`: the lease token of the run writing; the write fails with LeaseLostError when
+    // another owner holds the conversation now.
     QList<StoredEvent> append(const QUuid &conversationId, QList<Event> events,
-                              std::optional<ExecutionStatus> status = std::nullopt);
+                              std::optional<ExecutionStatus> status = std::nullopt,
+                              const LeaseToken *fence = nullptr);
     // A status change, recorded with a ConversationStateUpdateEvent so that streams see it.
     QList<StoredEvent> setStatus(const QUuid &conversationId, ExecutionStatus status,
-                                 QList<Event> alongWith = {});
+                                 QList<Event> alongWith = {}, const LeaseToken *fence = nullptr);
 
     qint64 publishedCount() const { return m_published; }
 

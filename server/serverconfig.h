@@ -17,6 +17,7 @@ struct ServerConfig
     QString replicaId;
     std::chrono::milliseconds commandTimeout{0};
     std::chrono::milliseconds shutdownGrace{10'000};
+    std::chrono::milliseconds leaseTtl{30'000};
     qint64 streamBudgetBytes = 16 * 1024 * 1024;
     int streamAuthTimeoutMs = 10'000;
     qsizetype maxBodyBytes = 4 * 1024 * 1024;

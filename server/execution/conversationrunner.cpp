@@ -24,12 +24,13 @@ const Event *pendingAction(const QList<Event> &history)
     return nullptr;
 }
 
-ConversationRunner::ConversationRunner(const QUuid &conversationId, EventLog &log,
+ConversationRunner::ConversationRunner(const QUuid &conversationId, LeaseToken lease, EventLog &log,
                                        ConversationStore &store, std::unique_ptr<Agent> agent,
                                        std::shared_ptr<Runtime> runtime, RunSettings settings,
                                        QObject *parent)
     : QObject(parent)
     , m_id(conversationId)
+    , m_lease(std::move(lease))
     , m_log(log)
     , m_store(store)
     , m_agent(std::move(agent))
@@ -68,6 +69,23 @@ void ConversationRunner::abandon()
     interrupt();
 }
 
+void ConversationRunner::onLeaseState(LeaseState state)
+{
+    switch (state) {
+    case LeaseState::Held:
+        break;
+    case LeaseState::CancelRequested:
+        requestPause();
+        break;
+    case LeaseState::LostToAnotherOwner:
+    case LeaseState::Deleted:
+        qCWarning(lcExecution) << "run of" << m_id << "lost its lease (epoch" << m_lease.epoch
+                               << "); stopping without writing";
+        abandon();
+        break;
+    }
+}
+
 QCoro::Task<> ConversationRunner::loop()
 {
     QList<Event> history;
@@ -80,16 +98,16 @@ QCoro::Task<> ConversationRunner::loop()
     };
 
     try {
-        m_log.setStatus(m_id, ExecutionStatus::Running);
+        m_log.setStatus(m_id, ExecutionStatus::Running, {}, &m_lease);
         for (;;) {
             refresh();
             if (m_pauseRequested) {
-                m_log.setStatus(m_id, ExecutionStatus::Paused);
+                m_log.setStatus(m_id, ExecutionStatus::Paused, {}, &m_lease);
                 break;
             }
             if (const Event *pending = pendingAction(history)) {
                 if (m_settings.alwaysConfirm && pending->id != m_confirmedActionId) {
-                    m_log.setStatus(m_id, ExecutionStatus::WaitingForConfirmation);
+                    m_log.setStatus(m_id, ExecutionStatus::WaitingForConfirmation, {}, &m_lease);
                     break;
                 }
                 const Event action = *pending;
@@ -107,10 +125,10 @@ QCoro::Task<> ConversationRunner::loop()
                 const Event observation =
                     Event::observation(action, result.output, result.exitCode, result.interrupted);
                 if (result.interrupted) {
-                    m_log.setStatus(m_id, ExecutionStatus::Paused, {observation});
+                    m_log.setStatus(m_id, ExecutionStatus::Paused, {observation}, &m_lease);
                     break;
                 }
-                m_log.append(m_id, {observation});
+                m_log.append(m_id, {observation}, std::nullopt, &m_lease);
                 continue;
             }
             auto decision = m_agent->next(history);
@@ -119,21 +137,25 @@ QCoro::Task<> ConversationRunner::loop()
                 break;
             switch (step.kind) {
             case AgentStep::Kind::RunCommand:
-                m_log.append(m_id, {Event::action(u"bash"_s, step.text)});
+                m_log.append(m_id, {Event::action(u"bash"_s, step.text)}, std::nullopt, &m_lease);
                 continue;
             case AgentStep::Kind::Reply:
-                m_log.append(m_id, {Event::message(EventSource::Agent, u"assistant"_s, step.text)});
+                m_log.append(m_id, {Event::message(EventSource::Agent, u"assistant"_s, step.text)},
+                             std::nullopt, &m_lease);
                 continue;
             case AgentStep::Kind::Finish:
-                m_log.setStatus(m_id, ExecutionStatus::Finished);
+                m_log.setStatus(m_id, ExecutionStatus::Finished, {}, &m_lease);
                 break;
             case AgentStep::Kind::Fail:
                 m_log.setStatus(m_id, ExecutionStatus::Error,
-                                {Event::agentError(step.errorCode, step.text)});
+                                {Event::agentError(step.errorCode, step.text)}, &m_lease);
                 break;
             }
             break;
         }
+    } catch (const LeaseLostError &error) {
+        // Fenced off: another owner took the conversation. Write nothing more.
+        qCWarning(lcExecution) << "run of" << m_id << "stopped: lease lost:" << error.what();
     } catch (const ApiError &error) {
         // The conversation was deleted under us: there is nothing left to write to.
         qCInfo(lcExecution) << "run of" << m_id << "ended:" << error.detail;
@@ -141,7 +163,8 @@ QCoro::Task<> ConversationRunner::loop()
         qCWarning(lcExecution) << "run of" << m_id << "failed:" << error.what();
         try {
             m_log.setStatus(m_id, ExecutionStatus::Error,
-                            {Event::agentError(u"run_failed"_s, QString::fromUtf8(error.what()))});
+                            {Event::agentError(u"run_failed"_s, QString::fromUtf8(error.what()))},
+                            &m_lease);
         } catch (const std::exception &) {
             // Storage is gone as well; the next start resolves the stale status.
         }

@@ -2,6 +2,7 @@
 
 #include "execution/agent.h"
 #include "runtime/runtime.h"
+#include "storage/leasestore.h"
 
 #include <QObject>
 #include <QUuid>
@@ -25,12 +26,16 @@ class ConversationRunner : public QObject
 {
     Q_OBJECT
 public:
-    ConversationRunner(const QUuid &conversationId, EventLog &log, ConversationStore &store,
-                       std::unique_ptr<Agent> agent, std::shared_ptr<Runtime> runtime,
-                       RunSettings settings, QObject *parent = nullptr);
+    ConversationRunner(const QUuid &conversationId, LeaseToken lease, EventLog &log,
+                       ConversationStore &store, std::unique_ptr<Agent> agent,
+                       std::shared_ptr<Runtime> runtime, RunSettings settings,
+                       QObject *parent = nullptr);
     ~ConversationRunner() override;
 
     QUuid conversationId() const { return m_id; }
+    const LeaseToken &lease() const { return m_lease; }
+    // What the last lease renewal found.
+    void onLeaseState(LeaseState state);
     // Starts the loop. `confirmedActionId` is the pending action the user just accepted.
     void start(const QUuid &confirmedActionId = {});
     // Stop after the current step.
@@ -49,6 +54,7 @@ private:
     void runLoop();
 
     QUuid m_id;
+    LeaseToken m_lease;
     EventLog &m_log;
     ConversationStore &m_store;
     std::unique_ptr<Agent> m_agent;

@@ -34,6 +34,14 @@ qint64 readPid(const QString &runtimeDir)
         return 0;
     return file.readAll().trimmed().toLongLong();
 }
+
+QString readSocketPath(const QString &runtimeDir)
+{
+    QFile file(QDir(runtimeDir).filePath(u"sandbox.socket"_s));
+    if (!file.open(QIODevice::ReadOnly))
+        return {};
+    return QString::fromUtf8(file.readAll().trimmed());
+}
 } // namespace
 
 SandboxRuntime::SandboxRuntime(const QString &socketPath, qint64 pid, QObject *parent)
@@ -169,9 +177,14 @@ QString LocalSandboxProvider::runtimeDirectory(const QUuid &id) const
     return QDir(m_settings.runtimesRoot).filePath(toWireId(id));
 }
 
-QString LocalSandboxProvider::socketPathFor(const QUuid &id) const
+QString LocalSandboxProvider::newSocketPath(const QUuid &id) const
 {
-    const QString natural = QDir(runtimeDirectory(id)).filePath(u"sandbox.sock"_s);
+    // A fresh name per sandbox: an old host going away removes its own socket, never the
+    // replacement's.
+    const QString natural =
+        QDir(runtimeDirectory(id))
+            .filePath(u"sandbox-"_s + QUuid::createUuid().toString(QUuid::Id128).left(8) +
+                      u".sock"_s);
     // Unix socket paths are limited to about 107 bytes; a deep data dir gets a short alias.
     if (natural.toLocal8Bit().size() < 100)
         return natural;
@@ -191,7 +204,7 @@ int LocalSandboxProvider::adoptExisting()
         const qint64 pid = readPid(root.filePath(name));
         if (!processAlive(pid))
             continue;
-        auto runtime = std::make_shared<SandboxRuntime>(socketPathFor(*id), pid);
+        auto runtime = std::make_shared<SandboxRuntime>(readSocketPath(root.filePath(name)), pid);
         if (!QCoro::waitFor(runtime->connectToHost(std::chrono::seconds(2)))) {
             qCWarning(lcRuntime) << "sandbox of" << *id << "(pid" << pid << ") does not answer";
             continue;
@@ -218,11 +231,12 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
             nullptr,
             {u"provision_failed"_s, u"cannot create the runtime or workspace directory"_s}};
     QFile::remove(QDir(runtimeDir).filePath(u"sandbox.pid"_s));
+    const QString socketPath = newSocketPath(id);
 
     QProcess process;
     process.setProgram(m_settings.program);
     process.setArguments({u"sandbox-host"_s, u"--runtime-dir"_s, runtimeDir, u"--socket"_s,
-                          socketPathFor(id), u"--workspace"_s, conversation.workingDir, u"--home"_s,
+                          socketPath, u"--workspace"_s, conversation.workingDir, u"--home"_s,
                           QDir(runtimeDir).filePath(u"home"_s), u"--idle-timeout-ms"_s,
                           QString::number(m_settings.idleTimeout.count())});
     process.setWorkingDirectory(runtimeDir);
@@ -237,7 +251,7 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
             nullptr,
             {u"provision_failed"_s, u"cannot start the sandbox host: "_s + process.errorString()}};
     }
-    auto runtime = std::make_shared<SandboxRuntime>(socketPathFor(id), pid);
+    auto runtime = std::make_shared<SandboxRuntime>(socketPath, pid);
     auto connecting = runtime->connectToHost(StartTimeout);
     const bool connected = co_await std::move(connecting);
     m_starting.remove(id);

@@ -76,7 +76,7 @@ public:
     std::optional<qint64> sandboxPid(const QUuid &conversationId) const;
 
 private:
-    QString socketPathFor(const QUuid &id) const;
+    QString newSocketPath(const QUuid &id) const;
     void sweepIdle();
     void watch(const QUuid &id, SandboxRuntime *runtime);
     void forget(const QUuid &id);

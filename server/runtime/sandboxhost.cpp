@@ -10,6 +10,7 @@
 #include <QLocalServer>
 #include <QLocalSocket>
 #include <QProcess>
+#include <QSaveFile>
 #include <QStandardPaths>
 
 #include <csignal>
@@ -69,6 +70,19 @@ bool SandboxHost::start(QString *error)
                                     : bwrap.isEmpty() ? u"none (bubblewrap is not installed)"_s
                                                       : u"none (bubblewrap cannot run here)"_s);
 
+    // The socket's path, then the pid, each written whole, before listening: whoever connects
+    // to the socket finds the files that name it.
+    const QDir dir(m_options.runtimeDir);
+    for (const auto &[name, content] :
+         {std::pair{u"sandbox.socket"_s, m_options.socketPath.toUtf8()},
+          std::pair{u"sandbox.pid"_s, QByteArray::number(QCoreApplication::applicationPid())}}) {
+        QSaveFile file(dir.filePath(name));
+        if (!file.open(QIODevice::WriteOnly) || file.write(content) != content.size() ||
+            !file.commit()) {
+            *error = u"cannot write "_s + file.fileName();
+            return false;
+        }
+    }
     QLocalServer::removeServer(m_options.socketPath);
     m_server = new QLocalServer(this);
     m_server->setSocketOptions(QLocalServer::UserAccessOption);
@@ -78,14 +92,6 @@ bool SandboxHost::start(QString *error)
     }
     connect(m_server, &QLocalServer::newConnection, this, &SandboxHost::onNewConnection);
 
-    // The pid file is written last: its presence means the socket is ready.
-    QFile pidFile(QDir(m_options.runtimeDir).filePath(u"sandbox.pid"_s));
-    if (!pidFile.open(QIODevice::WriteOnly | QIODevice::Truncate)) {
-        *error = u"cannot write "_s + pidFile.fileName();
-        return false;
-    }
-    pidFile.write(QByteArray::number(QCoreApplication::applicationPid()));
-    pidFile.close();
     touch();
     return true;
 }
@@ -133,6 +139,11 @@ void SandboxHost::handle(const QJsonObject &message)
     touch();
     const QString op = message.value(u"op"_s).toString();
     if (op == u"exec"_s) {
+        if (m_process && m_interrupted) {
+            // The command in flight was stopped and is being reaped: this one follows it.
+            m_queued = message;
+            return;
+        }
         if (m_process) {
             send({{u"type"_s, u"result"_s},
                   {u"request_id"_s, message.value(u"request_id"_s)},
@@ -241,6 +252,8 @@ void SandboxHost::onCommandFinished()
     m_requestId.clear();
     m_command.clear();
     touch();
+    if (const QJsonObject next = std::exchange(m_queued, {}); !next.isEmpty())
+        handle(next);
 }
 
 void SandboxHost::interruptCommand()
@@ -263,7 +276,13 @@ void SandboxHost::quit()
 {
     if (m_process && m_process->processId() > 0)
         ::kill(-static_cast<pid_t>(m_process->processId()), SIGKILL);
-    QFile::remove(QDir(m_options.runtimeDir).filePath(u"sandbox.pid"_s));
+    // A newer sandbox of the same conversation may have replaced the pid file already.
+    QFile pidFile(QDir(m_options.runtimeDir).filePath(u"sandbox.pid"_s));
+    if (pidFile.open(QIODevice::ReadOnly) &&
+        pidFile.readAll().trimmed().toLongLong() == QCoreApplication::applicationPid()) {
+        pidFile.close();
+        pidFile.remove();
+    }
     if (m_server)
         m_server->close();
     Q_EMIT finished();

@@ -61,6 +61,7 @@ private:
     QProcess *m_process = nullptr;
     QString m_requestId;
     QString m_command;
+    QJsonObject m_queued;
     bool m_interrupted = false;
     bool m_timedOut = false;
     bool m_isolated = false;

@@ -396,11 +396,13 @@ QList<QPair<QString, qint64>> ConversationStore::countByStatus()
 }
 
 QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> events,
-                                             std::optional<ExecutionStatus> status, qint64 nowMs)
+                                             std::optional<ExecutionStatus> status, qint64 nowMs,
+                                             const LeaseToken *fence)
 {
     const QString wireId = toWireId(id);
     Transaction transaction(m_db);
-    QSqlQuery &current = m_db.prepared(u"SELECT event_count FROM conversations WHERE id = ?"_s);
+    QSqlQuery &current = m_db.prepared(
+        u"SELECT event_count, lease_owner, lease_epoch FROM conversations WHERE id = ?"_s);
     current.addBindValue(wireId);
     m_db.exec(current);
     if (!current.next()) {
@@ -408,10 +410,16 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
         throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(wireId));
     }
     qint64 seq = current.value(0).toLongLong();
+    const QString leaseOwner = current.value(1).toString();
+    const qint64 leaseEpoch = current.value(2).toLongLong();
     current.finish();
+    if (fence && (leaseOwner != fence->owner || leaseEpoch != fence->epoch))
+        throw LeaseLostError("conversation " + wireId.toStdString() + " is owned by " +
+                             leaseOwner.toStdString() + " at epoch " + std::to_string(leaseEpoch));
 
-    QSqlQuery &insert = m_db.prepared(u"INSERT INTO events (conversation_id, seq, id, kind, "
-                                      "source, timestamp, body) VALUES (?, ?, ?, ?, ?, ?, ?)"_s);
+    QSqlQuery &insert =
+        m_db.prepared(u"INSERT INTO events (conversation_id, seq, id, kind, source, timestamp, "
+                      "body, epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"_s);
     const QDateTime now = fromMs(nowMs);
     QList<StoredEvent> stored;
     stored.reserve(events.size());
@@ -426,6 +434,7 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
         insert.addBindValue(nowMs);
         const QByteArray json = QJsonDocument(event.toJson()).toJson(QJsonDocument::Compact);
         insert.addBindValue(QString::fromUtf8(json));
+        insert.addBindValue(fence ? fence->epoch : leaseEpoch);
         m_db.exec(insert);
         stored.append({event.seq, json});
     }

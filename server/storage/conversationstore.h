@@ -1,6 +1,7 @@
 #pragma once
 
 #include "conversationfilter.h"
+#include "leasestore.h"
 #include "wiretypes.h"
 
 #include <QByteArray>
@@ -85,9 +86,11 @@ public:
 
     // Appends `events` in one transaction, giving them the next seqs, and sets the execution
     // status when asked. Returns the events as stored. Throws ApiError 404 when the conversation
-    // no longer exists.
+    // no longer exists, and LeaseLostError when `fence` no longer matches the row's lease (then
+    // nothing is written).
     QList<StoredEvent> append(const QUuid &id, QList<Event> events,
-                              std::optional<ExecutionStatus> status, qint64 nowMs);
+                              std::optional<ExecutionStatus> status, qint64 nowMs,
+                              const LeaseToken *fence = nullptr);
 
     QList<StoredEvent> eventsAfter(const QUuid &id, qint64 afterSeq, int limit);
     QList<Event> history(const QUuid &id, qint64 afterSeq);

@@ -1,11 +1,15 @@
 #include "database.h"
 
+#include "clock.h"
 #include "logging.h"
 
 #include <QDir>
 #include <QFile>
+#include <QSqlDriver>
 #include <QSqlError>
 #include <QUuid>
+
+#include <sqlite3.h>
 
 using namespace Qt::StringLiterals;
 
@@ -35,6 +39,24 @@ QStringList statementsOf(const QString &script)
         statements.append(current.trimmed());
     return statements;
 }
+void nowMsFunction(sqlite3_context *context, int, sqlite3_value **)
+{
+    const auto *clock = static_cast<const Clock *>(sqlite3_user_data(context));
+    sqlite3_result_int64(context, clock ? clock->nowMs() : QDateTime::currentMSecsSinceEpoch());
+}
+
+// agentdeck_now_ms(): the one SQL function every lease expiry is computed with. PostgreSQL
+// defines it over clock_timestamp() in its migrations; SQLite gets it from here.
+bool registerClockFunction(QSqlDatabase &db, const Clock *clock)
+{
+    const QVariant handle = db.driver()->handle();
+    if (!handle.isValid() || qstrcmp(handle.typeName(), "sqlite3*") != 0)
+        return false;
+    sqlite3 *connection = *static_cast<sqlite3 *const *>(handle.data());
+    return connection && sqlite3_create_function(connection, "agentdeck_now_ms", 0, SQLITE_UTF8,
+                                                 const_cast<Clock *>(clock), nowMsFunction, nullptr,
+                                                 nullptr) == SQLITE_OK;
+}
 } // namespace
 
 Database::Database(QSqlDatabase db)
@@ -58,7 +80,8 @@ void Database::close()
     m_connectionName.clear();
 }
 
-std::unique_ptr<Database> Database::openSqlite(const QString &path, QString *error)
+std::unique_ptr<Database> Database::openSqlite(const QString &path, QString *error,
+                                               const Clock *clock)
 {
     const QString name = u"agentdeck-"_s + QUuid::createUuid().toString(QUuid::WithoutBraces);
     QSqlDatabase db = QSqlDatabase::addDatabase(u"QSQLITE"_s, name);
@@ -77,6 +100,10 @@ std::unique_ptr<Database> Database::openSqlite(const QString &path, QString *err
             *error = u"cannot configure database %1: %2"_s.arg(path, query.lastError().text());
             return nullptr;
         }
+    }
+    if (!registerClockFunction(database->m_db, clock)) {
+        *error = u"cannot register the database clock function"_s;
+        return nullptr;
     }
     if (!database->migrate(error))
         return nullptr;

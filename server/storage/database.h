@@ -10,6 +10,8 @@
 
 namespace AgentDeck {
 
+class Clock;
+
 // An unexpected storage failure (disk full, database gone). Never caused by bad input; the HTTP
 // layer answers it with 503.
 class StorageError : public std::runtime_error
@@ -28,7 +30,10 @@ public:
     Database &operator=(const Database &) = delete;
 
     // Opens (creating when needed) an SQLite catalog in WAL mode and runs pending migrations.
-    static std::unique_ptr<Database> openSqlite(const QString &path, QString *error);
+    // `clock` backs the SQL function agentdeck_now_ms(), the database's clock that lease expiry
+    // is computed with; it must outlive the database. Null: the system clock.
+    static std::unique_ptr<Database> openSqlite(const QString &path, QString *error,
+                                                const Clock *clock = nullptr);
 
     // A prepared statement for `sql`, reused across calls. Bind, then call exec().
     QSqlQuery &prepared(const QString &sql);

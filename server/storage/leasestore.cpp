@@ -1,0 +1,137 @@
+#include "leasestore.h"
+
+#include "database.h"
+#include "wiretypes.h"
+
+#include <QSqlQuery>
+#include <QStringList>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+LeaseStore::LeaseStore(Database &db, std::chrono::milliseconds ttl)
+    : m_db(db)
+    , m_ttl(ttl)
+{}
+
+std::optional<LeaseToken> LeaseStore::claim(const QUuid &id, const QString &owner)
+{
+    QSqlQuery &q =
+        m_db.prepared(u"UPDATE conversations SET lease_owner = ?, lease_epoch = lease_epoch + 1, "
+                      "lease_expires_at = agentdeck_now_ms() + ?, cancel_requested = 0 "
+                      "WHERE id = ? AND (lease_owner IS NULL OR lease_owner = ? "
+                      "OR lease_expires_at <= agentdeck_now_ms()) RETURNING lease_epoch"_s);
+    q.addBindValue(owner);
+    q.addBindValue(qint64(m_ttl.count()));
+    q.addBindValue(toWireId(id));
+    q.addBindValue(owner);
+    m_db.exec(q);
+    std::optional<LeaseToken> token;
+    if (q.next())
+        token = LeaseToken{owner, q.value(0).toLongLong()};
+    q.finish();
+    return token;
+}
+
+std::optional<LeaseHolder> LeaseStore::holder(const QUuid &id)
+{
+    QSqlQuery &q = m_db.prepared(u"SELECT lease_owner, lease_epoch, lease_expires_at - "
+                                 "agentdeck_now_ms() FROM conversations WHERE id = ? AND "
+                                 "lease_owner IS NOT NULL"_s);
+    q.addBindValue(toWireId(id));
+    m_db.exec(q);
+    std::optional<LeaseHolder> holder;
+    if (q.next())
+        holder =
+            LeaseHolder{q.value(0).toString(), q.value(1).toLongLong(), q.value(2).toLongLong()};
+    q.finish();
+    return holder;
+}
+
+QHash<QUuid, LeaseState> LeaseStore::renew(const QString &owner, const QHash<QUuid, qint64> &held)
+{
+    QHash<QUuid, LeaseState> states;
+    if (held.isEmpty())
+        return states;
+    QStringList pairs;
+    QVariantList values;
+    for (auto it = held.cbegin(); it != held.cend(); ++it) {
+        pairs.append(u"(id = ? AND lease_epoch = ?)"_s);
+        values << toWireId(it.key()) << it.value();
+    }
+    const QString matching = u"lease_owner = ? AND ("_s + pairs.join(u" OR "_s) + u')';
+
+    Transaction transaction(m_db);
+    QSqlQuery extend = m_db.prepare(
+        u"UPDATE conversations SET lease_expires_at = agentdeck_now_ms() + ? WHERE "_s + matching);
+    extend.addBindValue(qint64(m_ttl.count()));
+    extend.addBindValue(owner);
+    for (const QVariant &value : values)
+        extend.addBindValue(value);
+    m_db.exec(extend);
+
+    QStringList placeholders(held.size(), u"?"_s);
+    QSqlQuery read = m_db.prepare(u"SELECT id, lease_owner, lease_epoch, cancel_requested FROM "
+                                  "conversations WHERE id IN ("_s +
+                                  placeholders.join(u',') + u')');
+    for (auto it = held.cbegin(); it != held.cend(); ++it)
+        read.addBindValue(toWireId(it.key()));
+    m_db.exec(read);
+    for (auto it = held.cbegin(); it != held.cend(); ++it)
+        states.insert(it.key(), LeaseState::Deleted);
+    while (read.next()) {
+        const QUuid id = QUuid::fromString(read.value(0).toString());
+        const bool ours =
+            read.value(1).toString() == owner && read.value(2).toLongLong() == held.value(id);
+        states[id] = !ours                    ? LeaseState::LostToAnotherOwner
+                     : read.value(3).toBool() ? LeaseState::CancelRequested
+                                              : LeaseState::Held;
+    }
+    read.finish();
+    transaction.commit();
+    return states;
+}
+
+void LeaseStore::release(const QUuid &id, const LeaseToken &token)
+{
+    QSqlQuery &q = m_db.prepared(
+        u"UPDATE conversations SET lease_owner = NULL, lease_expires_at = NULL, "
+        "cancel_requested = 0 WHERE id = ? AND lease_owner = ? AND lease_epoch = ?"_s);
+    q.addBindValue(toWireId(id));
+    q.addBindValue(token.owner);
+    q.addBindValue(token.epoch);
+    m_db.exec(q);
+}
+
+int LeaseStore::releaseAll(const QString &owner)
+{
+    QSqlQuery &q = m_db.prepared(u"UPDATE conversations SET lease_owner = NULL, "
+                                 "lease_expires_at = NULL WHERE lease_owner = ?"_s);
+    q.addBindValue(owner);
+    m_db.exec(q);
+    return q.numRowsAffected();
+}
+
+int LeaseStore::adoptAll(const QString &owner)
+{
+    // Adopting is claiming: the epoch moves on, so a writer of the old owner is fenced off.
+    QSqlQuery &q =
+        m_db.prepared(u"UPDATE conversations SET lease_owner = ?, lease_epoch = lease_epoch + 1, "
+                      "lease_expires_at = agentdeck_now_ms() + ? WHERE lease_owner IS NOT NULL "
+                      "AND lease_owner <> ?"_s);
+    q.addBindValue(owner);
+    q.addBindValue(qint64(m_ttl.count()));
+    q.addBindValue(owner);
+    m_db.exec(q);
+    return q.numRowsAffected();
+}
+
+void LeaseStore::requestCancel(const QUuid &id)
+{
+    QSqlQuery &q = m_db.prepared(u"UPDATE conversations SET cancel_requested = 1 WHERE id = ?"_s);
+    q.addBindValue(toWireId(id));
+    m_db.exec(q);
+}
+
+} // namespace AgentDeck

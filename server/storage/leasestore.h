@@ -1,0 +1,72 @@
+#pragma once
+
+#include <QHash>
+#include <QString>
+#include <QUuid>
+
+#include <chrono>
+#include <optional>
+#include <stdexcept>
+
+namespace AgentDeck {
+
+class Database;
+
+// Who may write a conversation's run state, and since when: the fencing token. Every write of
+// a run carries it and is checked against the row in the same transaction.
+struct LeaseToken
+{
+    QString owner;
+    qint64 epoch = 0;
+};
+
+enum class LeaseState
+{
+    Held,
+    LostToAnotherOwner,
+    CancelRequested,
+    Deleted
+};
+
+// A run's write was fenced off: another owner holds the conversation now. Nothing was written.
+class LeaseLostError : public std::runtime_error
+{
+public:
+    using std::runtime_error::runtime_error;
+};
+
+struct LeaseHolder
+{
+    QString owner;
+    qint64 epoch = 0;
+    qint64 msLeft = 0; // by the database clock; <= 0: lapsed
+};
+
+// Leases on conversation rows. Expiry is always computed in SQL with agentdeck_now_ms(), the
+// database's clock, never with this process's.
+class LeaseStore
+{
+public:
+    LeaseStore(Database &db, std::chrono::milliseconds ttl);
+
+    std::chrono::milliseconds ttl() const { return m_ttl; }
+    // Claims when free, lapsed or already ours, in one conditional statement that increments
+    // the epoch. nullopt: another owner holds a live lease (or the row is gone).
+    std::optional<LeaseToken> claim(const QUuid &id, const QString &owner);
+    std::optional<LeaseHolder> holder(const QUuid &id);
+    // Extends every lease in `held` still matching owner and epoch, in one statement, then
+    // reports each one's state. A holder that was frozen but not taken over just continues.
+    QHash<QUuid, LeaseState> renew(const QString &owner, const QHash<QUuid, qint64> &held);
+    void release(const QUuid &id, const LeaseToken &token);
+    int releaseAll(const QString &owner);
+    // Single node: the data dir lock proves every other owner dead, so their leases are taken
+    // over at once, whatever their expiry says. Returns how many.
+    int adoptAll(const QString &owner);
+    void requestCancel(const QUuid &id);
+
+private:
+    Database &m_db;
+    std::chrono::milliseconds m_ttl;
+};
+
+} // namespace AgentDeck

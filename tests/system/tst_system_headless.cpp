@@ -11,6 +11,8 @@
 #include <QNetworkReply>
 #include <QProcess>
 #include <QRegularExpression>
+#include <QSqlDatabase>
+#include <QSqlQuery>
 #include <QTcpServer>
 #include <QTcpSocket>
 #include <QTemporaryDir>
@@ -848,6 +850,127 @@ private Q_SLOTS:
                      .value(u"response"_s)
                      .toString(),
                  u"first\n"_s);
+    }
+
+    // 9. A server frozen past its lease TTL keeps serving when thawed, and its run continues or
+    //    is resumable; /run never answers 409 without a live executor.
+    void frozenServerContinuesAfterThaw()
+    {
+        ServerProcess &server = launch(newDataDir(), {u"--lease-ttl"_s, u"1s"_s});
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QByteArray marker = newMarker();
+        const QUuid id =
+            server.create(shellConversation(u"sleep 2; echo "_s + QString::fromLatin1(marker)));
+        QVERIFY(server.waitForStatus(id, u"running"_s));
+        server.sendSignal(SIGSTOP);
+        // Frozen for three TTLs: long enough for the lease to lapse on the database clock.
+        QElapsedTimer frozen;
+        frozen.start();
+        QVERIFY(QTest::qWaitFor([&] { return frozen.elapsed() > 3000; }, 10'000));
+        server.sendSignal(SIGCONT);
+        QCOMPARE(server.get(u"/alive"_s).status, 200);
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                const QString status = server.status(id);
+                return status == u"finished"_s || status == u"paused"_s;
+            },
+            15'000));
+        if (server.status(id) == u"paused"_s) {
+            const Reply run = server.post(conversationPath(id, u"run"_s));
+            QVERIFY2(run.ok(), qPrintable(run.describe()));
+            QVERIFY(server.waitForStatus(id, u"finished"_s));
+        }
+        QVERIFY(server.get(conversationPath(id, u"agent_final_response"_s))
+                    .object()
+                    .value(u"response"_s)
+                    .toString()
+                    .contains(QString::fromLatin1(marker)));
+        // Nothing runs now, so /run is not a conflict.
+        const Reply again = server.post(conversationPath(id, u"run"_s));
+        QVERIFY2(again.ok(), qPrintable(again.describe()));
+    }
+
+    // 10. A lease row left by an earlier instance, expiring far in the future and naming the
+    //     PID of a live unrelated process, is adopted at startup at once.
+    void foreignLeaseIsAdoptedAtStartup()
+    {
+        const QString dataDir = newDataDir();
+        QUuid id;
+        {
+            ServerProcess &first = launch(dataDir);
+            QVERIFY2(first.startReady(), qPrintable(first.stderrText()));
+            id = first.create(shellConversation(u"echo ready"_s, false));
+            QVERIFY(!id.isNull());
+            first.sendSignal(SIGTERM);
+            QVERIFY(first.waitForExit(10'000));
+        }
+        {
+            QSqlDatabase db = QSqlDatabase::addDatabase(u"QSQLITE"_s, u"foreign-lease"_s);
+            db.setDatabaseName(dataDir + u"/agentdeck.db"_s);
+            QVERIFY(db.open());
+            QSqlQuery query(db);
+            query.prepare(u"UPDATE conversations SET execution_status = 'running', "
+                          "lease_owner = ?, lease_epoch = 41, lease_expires_at = ? WHERE id = ?"_s);
+            query.addBindValue(u"elsewhere/%1"_s.arg(QCoreApplication::applicationPid()));
+            query.addBindValue(QDateTime::currentMSecsSinceEpoch() + 24LL * 3600 * 1000);
+            query.addBindValue(wireId(id));
+            QVERIFY(query.exec());
+            QCOMPARE(query.numRowsAffected(), 1);
+            db.close();
+        }
+        QSqlDatabase::removeDatabase(u"foreign-lease"_s);
+
+        ServerProcess &second = launch(dataDir);
+        QElapsedTimer startup;
+        startup.start();
+        QVERIFY2(second.startReady(), qPrintable(second.stderrText()));
+        QVERIFY(startup.elapsed() < 10'000);
+        QCOMPARE(second.status(id), u"paused"_s);
+        QCOMPARE(ofKind(second.events(id), u"AgentErrorEvent"_s).size(), 1);
+        const Reply run = second.post(conversationPath(id, u"run"_s));
+        QVERIFY2(run.ok(), qPrintable(run.describe()));
+        QVERIFY(second.waitForStatus(id, u"finished"_s));
+    }
+
+    // 11. A graceful stop keeps the sandbox of a conversation waiting for confirmation, and the
+    //     pending approval is still there after a restart.
+    void gracefulStopKeepsAPendingConfirmation()
+    {
+        const QString dataDir = newDataDir();
+        ServerProcess &first = launch(dataDir);
+        QVERIFY2(first.startReady(), qPrintable(first.stderrText()));
+        QJsonObject body = shellConversation(u"echo approved"_s);
+        body.insert(u"confirmation_policy"_s, QJsonObject{{u"kind"_s, u"AlwaysConfirm"_s}});
+        const QUuid id = first.create(body);
+        QVERIFY(first.waitForStatus(id, u"waiting_for_confirmation"_s));
+        QFile pidFile(dataDir + u"/runtimes/"_s + wireId(id) + u"/sandbox.pid"_s);
+        QVERIFY(pidFile.open(QIODevice::ReadOnly));
+        const qint64 sandboxPid = pidFile.readAll().trimmed().toLongLong();
+        pidFile.close();
+        first.sendSignal(SIGTERM);
+        QVERIFY(first.waitForExit(10'000));
+        QCOMPARE(first.exitCode(), 0);
+        QVERIFY(::kill(static_cast<pid_t>(sandboxPid), 0) == 0);
+
+        ServerProcess &second = launch(dataDir);
+        QVERIFY2(second.startReady(), qPrintable(second.stderrText()));
+        QCOMPARE(second.status(id), u"waiting_for_confirmation"_s);
+        QCOMPARE(second.conversation(id)
+                     .value(u"runtime_info"_s)
+                     .toObject()
+                     .value(u"runtime_status"_s)
+                     .toString(),
+                 u"available"_s);
+        const Reply accepted =
+            second.post(conversationPath(id, u"events/respond_to_confirmation"_s),
+                        QJsonObject{{u"accept"_s, true}});
+        QVERIFY2(accepted.ok(), qPrintable(accepted.describe()));
+        QVERIFY(second.waitForStatus(id, u"finished"_s));
+        QCOMPARE(second.get(conversationPath(id, u"agent_final_response"_s))
+                     .object()
+                     .value(u"response"_s)
+                     .toString(),
+                 u"approved\n"_s);
     }
 
 private:

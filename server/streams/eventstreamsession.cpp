@@ -94,6 +94,7 @@ QCoro::Task<> EventStreamSession::replay()
 {
     QPointer<EventStreamSession> self(this);
     const int pageSize = m_context.settings.replayPageSize;
+    const qint64 budget = m_context.settings.sendBudgetBytes;
     for (;;) {
         QList<StoredEvent> page;
         try {
@@ -103,25 +104,34 @@ QCoro::Task<> EventStreamSession::replay()
             closeWith(QWebSocketProtocol::CloseCodeAbnormalDisconnection, u"storage failure"_s);
             co_return;
         }
+        bool waited = false;
         for (const StoredEvent &event : page) {
+            // Replay goes at the client's pace: wait for it to drain rather than overrun the
+            // budget. Only a client that drains nothing for 30 s is a slow consumer here.
+            while (m_unsentBytes > 0 && m_unsentBytes + frameSize(event.json.size()) > budget) {
+                waited = true;
+                const qint64 before = m_unsentBytes;
+                auto drained =
+                    qCoro(m_socket.get(), &QWebSocket::bytesWritten, std::chrono::seconds(30));
+                co_await std::move(drained);
+                if (!self || m_state != State::Replaying)
+                    co_return;
+                if (m_unsentBytes >= before) {
+                    m_context.metrics.slowConsumerDropped();
+                    closeWith(CloseSlowConsumer, u"slow_consumer"_s);
+                    co_return;
+                }
+            }
             if (!send(event.json))
                 co_return;
             m_lastSeq = event.seq;
         }
-        if (page.size() < pageSize) {
+        // Live only right after a short read with no wait since it: whatever was committed
+        // after that read is published to us as live.
+        if (!waited && page.size() < pageSize) {
             m_state = State::Live;
             co_return;
         }
-        // Let the client drain before reading the next page, so a long history does not
-        // pile up in memory.
-        while (self && m_state == State::Replaying &&
-               m_unsentBytes > m_context.settings.sendBudgetBytes / 2) {
-            auto drained =
-                qCoro(m_socket.get(), &QWebSocket::bytesWritten, std::chrono::seconds(30));
-            co_await std::move(drained);
-        }
-        if (!self || m_state != State::Replaying)
-            co_return;
     }
 }
 

@@ -1,0 +1,247 @@
+#include "conversationlistmodel.h"
+
+#include "lifecycle.h"
+
+#include <QStringList>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+ConversationListModel::ConversationListModel(QObject *parent)
+    : QAbstractTableModel(parent)
+{}
+
+int ConversationListModel::rowCount(const QModelIndex &parent) const
+{
+    return parent.isValid() ? 0 : int(m_items.size());
+}
+
+int ConversationListModel::columnCount(const QModelIndex &parent) const
+{
+    return parent.isValid() ? 0 : ColumnCount;
+}
+
+QVariant ConversationListModel::data(const QModelIndex &index, int role) const
+{
+    if (!index.isValid() || index.row() >= m_items.size())
+        return {};
+    const ConversationInfo &info = m_items[index.row()];
+    switch (role) {
+    case Qt::DisplayRole:
+        switch (index.column()) {
+        case TitleColumn:
+            return info.title;
+        case ExecutionColumn:
+            return Lifecycle::executionLabel(info.executionStatus);
+        case RuntimeColumn:
+            return Lifecycle::runtimeLabel(info);
+        case UpdatedColumn:
+            return info.updatedAt.toLocalTime().toString(u"yyyy-MM-dd HH:mm:ss"_s);
+        case TagsColumn: {
+            QStringList tags;
+            for (auto it = info.tags.cbegin(); it != info.tags.cend(); ++it)
+                tags.append(it.key() + u'=' + it.value());
+            return tags.join(u", "_s);
+        }
+        }
+        return {};
+    case Qt::ToolTipRole:
+        if (index.column() == RuntimeColumn && info.runtime.error)
+            return info.runtime.error->message;
+        return {};
+    case IdRole:
+        return toWireId(info.id);
+    case TitleRole:
+        return info.title;
+    case ExecutionStatusRole:
+        return toString(info.executionStatus);
+    case RuntimeStatusRole:
+        return toString(info.runtime.status);
+    case RuntimeLabelRole:
+        return Lifecycle::runtimeLabel(info);
+    case CanResumeRole:
+        return info.runtime.canResume;
+    case ArchivedRole:
+        return info.isArchived();
+    case StaleRole:
+        return Lifecycle::isStale(info);
+    case NeedsAttentionRole:
+        return Lifecycle::needsAttention(info);
+    case UpdatedAtRole:
+        return info.updatedAt;
+    case CreatedAtRole:
+        return info.createdAt;
+    case TagsRole: {
+        QVariantMap tags;
+        for (auto it = info.tags.cbegin(); it != info.tags.cend(); ++it)
+            tags.insert(it.key(), it.value());
+        return tags;
+    }
+    case EventCountRole:
+        return info.eventCount;
+    case ConversationRole:
+        return QVariant::fromValue(info);
+    }
+    return {};
+}
+
+QVariant ConversationListModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
+        return {};
+    switch (section) {
+    case TitleColumn:
+        return tr("Title");
+    case ExecutionColumn:
+        return tr("Status");
+    case RuntimeColumn:
+        return tr("Runtime");
+    case UpdatedColumn:
+        return tr("Updated");
+    case TagsColumn:
+        return tr("Tags");
+    }
+    return {};
+}
+
+QHash<int, QByteArray> ConversationListModel::roleNames() const
+{
+    QHash<int, QByteArray> names = QAbstractTableModel::roleNames();
+    names.insert({{IdRole, "conversationId"},
+                  {TitleRole, "title"},
+                  {ExecutionStatusRole, "executionStatus"},
+                  {RuntimeStatusRole, "runtimeStatus"},
+                  {RuntimeLabelRole, "runtimeLabel"},
+                  {CanResumeRole, "canResume"},
+                  {ArchivedRole, "archived"},
+                  {StaleRole, "stale"},
+                  {NeedsAttentionRole, "needsAttention"},
+                  {UpdatedAtRole, "updatedAt"},
+                  {CreatedAtRole, "createdAt"},
+                  {TagsRole, "tags"},
+                  {EventCountRole, "eventCount"},
+                  {ConversationRole, "conversation"}});
+    return names;
+}
+
+void ConversationListModel::replaceRow(int row, const ConversationInfo &info)
+{
+    const bool neededAttention = Lifecycle::needsAttention(m_items[row]);
+    if (m_items[row].toJson() == info.toJson())
+        return;
+    m_items[row] = info;
+    Q_EMIT dataChanged(index(row, 0), index(row, ColumnCount - 1));
+    if (!neededAttention && Lifecycle::needsAttention(info))
+        Q_EMIT attentionNeeded(info);
+}
+
+void ConversationListModel::upsert(const QList<ConversationInfo> &conversations)
+{
+    QList<ConversationInfo> added;
+    for (const ConversationInfo &info : conversations) {
+        const int row = m_rows.value(info.id, -1);
+        if (row >= 0)
+            replaceRow(row, info);
+        else
+            added.append(info);
+    }
+    if (added.isEmpty())
+        return;
+    beginInsertRows({}, int(m_items.size()), int(m_items.size() + added.size() - 1));
+    for (const ConversationInfo &info : added) {
+        m_rows.insert(info.id, int(m_items.size()));
+        m_items.append(info);
+    }
+    endInsertRows();
+    for (const ConversationInfo &info : added) {
+        if (Lifecycle::needsAttention(info))
+            Q_EMIT attentionNeeded(info);
+    }
+}
+
+void ConversationListModel::reset(const QList<ConversationInfo> &conversations)
+{
+    beginResetModel();
+    m_items = conversations;
+    m_rows.clear();
+    for (int row = 0; row < m_items.size(); ++row)
+        m_rows.insert(m_items[row].id, row);
+    endResetModel();
+}
+
+void ConversationListModel::remove(const QUuid &id)
+{
+    const int row = m_rows.value(id, -1);
+    if (row < 0)
+        return;
+    beginRemoveRows({}, row, row);
+    m_items.removeAt(row);
+    m_rows.remove(id);
+    for (int i = row; i < m_items.size(); ++i)
+        m_rows[m_items[i].id] = i;
+    endRemoveRows();
+}
+
+bool ConversationListModel::applyEvent(const QUuid &conversationId, const Event &event)
+{
+    const int row = m_rows.value(conversationId, -1);
+    if (row < 0)
+        return false;
+    ConversationInfo info = m_items[row];
+    if (event.seq <= info.eventCount)
+        return true; // already counted (a replayed event)
+    info.eventCount = event.seq;
+    info.lastEventAt = event.timestamp;
+    info.updatedAt = std::max(info.updatedAt, event.timestamp);
+    if (event.kind == EventKind::StateUpdate &&
+        event.fields.value(u"key"_s).toString() == u"execution_status"_s) {
+        if (auto status = executionStatusFromString(event.fields.value(u"value"_s).toString())) {
+            info.executionStatus = *status;
+            // A live run means a live runtime.
+            if (*status == ExecutionStatus::Running)
+                info.runtime = {RuntimeStatus::Available, true, std::nullopt};
+        }
+    }
+    replaceRow(row, info);
+    return true;
+}
+
+std::optional<ConversationInfo> ConversationListModel::conversation(const QUuid &id) const
+{
+    const int row = m_rows.value(id, -1);
+    if (row < 0)
+        return std::nullopt;
+    return m_items[row];
+}
+
+ConversationFilterProxy::ConversationFilterProxy(ArchiveFilter partition, QObject *parent)
+    : QSortFilterProxyModel(parent)
+{
+    m_filter.archive = partition;
+    setDynamicSortFilter(true);
+}
+
+void ConversationFilterProxy::setText(const QString &text)
+{
+    if (m_filter.text == text)
+        return;
+    m_filter.text = text;
+    invalidateFilter();
+}
+
+bool ConversationFilterProxy::filterAcceptsRow(int sourceRow, const QModelIndex &) const
+{
+    const auto *source = static_cast<const ConversationListModel *>(sourceModel());
+    return m_filter.matches(source->at(sourceRow));
+}
+
+bool ConversationFilterProxy::lessThan(const QModelIndex &left, const QModelIndex &right) const
+{
+    if (left.column() == ConversationListModel::UpdatedColumn)
+        return left.data(ConversationListModel::UpdatedAtRole).toDateTime() <
+               right.data(ConversationListModel::UpdatedAtRole).toDateTime();
+    return QString::localeAwareCompare(left.data().toString(), right.data().toString()) < 0;
+}
+
+} // namespace AgentDeck

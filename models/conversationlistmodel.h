@@ -1,0 +1,99 @@
+#pragma once
+
+#include "conversationfilter.h"
+#include "wiretypes.h"
+
+#include <QAbstractTableModel>
+#include <QHash>
+#include <QSortFilterProxyModel>
+
+namespace AgentDeck {
+
+// The conversations a console knows about, one row each. Rows are updated in place from search
+// pages (upsert) and from live events (applyEvent): one row's dataChanged, never a reset.
+class ConversationListModel : public QAbstractTableModel
+{
+    Q_OBJECT
+public:
+    enum Column
+    {
+        TitleColumn,
+        ExecutionColumn,
+        RuntimeColumn,
+        UpdatedColumn,
+        TagsColumn,
+        ColumnCount
+    };
+
+    // Semantic roles. Views decide colours and icons from these, never from display text.
+    enum Role
+    {
+        IdRole = Qt::UserRole + 1, // QString, dashed UUID
+        TitleRole,                 // QString
+        ExecutionStatusRole,       // QString, wire value ("running", ...)
+        RuntimeStatusRole,         // QString, wire value ("available", ...)
+        RuntimeLabelRole,          // QString, badge words ("missing (resumable)", "expired")
+        CanResumeRole,             // bool
+        ArchivedRole,              // bool
+        StaleRole,                 // bool, Lifecycle::isStale
+        NeedsAttentionRole,        // bool, Lifecycle::needsAttention
+        UpdatedAtRole,             // QDateTime (UTC)
+        CreatedAtRole,             // QDateTime (UTC)
+        TagsRole,                  // QVariantMap
+        EventCountRole,            // qint64
+        ConversationRole,          // QVariant holding the ConversationInfo
+    };
+    Q_ENUM(Role)
+
+    explicit ConversationListModel(QObject *parent = nullptr);
+
+    int rowCount(const QModelIndex &parent = {}) const override;
+    int columnCount(const QModelIndex &parent = {}) const override;
+    QVariant data(const QModelIndex &index, int role) const override;
+    QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
+    QHash<int, QByteArray> roleNames() const override;
+
+    // Inserts new conversations and updates known ones (only rows that changed emit).
+    void upsert(const QList<ConversationInfo> &conversations);
+    // Replaces the whole set with a fresh listing (a first load, or a full refresh).
+    void reset(const QList<ConversationInfo> &conversations);
+    void remove(const QUuid &id);
+    // Applies one live event to its conversation's row; returns false if the row is unknown.
+    bool applyEvent(const QUuid &conversationId, const Event &event);
+
+    std::optional<ConversationInfo> conversation(const QUuid &id) const;
+    int rowOf(const QUuid &id) const { return m_rows.value(id, -1); }
+    const ConversationInfo &at(int row) const { return m_items[row]; }
+
+Q_SIGNALS:
+    // A conversation became one that needs attention (the tray listens).
+    void attentionNeeded(const AgentDeck::ConversationInfo &info);
+
+private:
+    void replaceRow(int row, const ConversationInfo &info);
+
+    QList<ConversationInfo> m_items;
+    QHash<QUuid, int> m_rows;
+};
+
+// One partition (active or archived) with the text filter, over the same source model. The
+// predicate is ConversationFilter::matches, the one the server's SQL search implements.
+class ConversationFilterProxy : public QSortFilterProxyModel
+{
+    Q_OBJECT
+public:
+    explicit ConversationFilterProxy(ArchiveFilter partition, QObject *parent = nullptr);
+    void setText(const QString &text);
+    const ConversationFilter &filter() const { return m_filter; }
+
+protected:
+    bool filterAcceptsRow(int sourceRow, const QModelIndex &sourceParent) const override;
+    bool lessThan(const QModelIndex &left, const QModelIndex &right) const override;
+
+private:
+    ConversationFilter m_filter;
+};
+
+} // namespace AgentDeck
+
+Q_DECLARE_METATYPE(AgentDeck::ConversationInfo)

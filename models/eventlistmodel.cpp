@@ -1,0 +1,96 @@
+#include "eventlistmodel.h"
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+EventListModel::EventListModel(QObject *parent)
+    : QAbstractListModel(parent)
+{}
+
+int EventListModel::rowCount(const QModelIndex &parent) const
+{
+    return parent.isValid() ? 0 : int(m_events.size());
+}
+
+QString EventListModel::textOf(const Event &event)
+{
+    if (event.kind == EventKind::Message)
+        return event.messageText();
+    if (event.kind == EventKind::Action)
+        return event.fields.value(u"action"_s).toObject().value(u"command"_s).toString();
+    if (event.kind == EventKind::Observation)
+        return event.fields.value(u"observation"_s).toObject().value(u"output"_s).toString();
+    if (event.kind == EventKind::AgentError)
+        return event.fields.value(u"error"_s).toString();
+    if (event.kind == EventKind::StateUpdate)
+        return event.fields.value(u"key"_s).toString() + u": "_s +
+               event.fields.value(u"value"_s).toVariant().toString();
+    if (event.kind == EventKind::UserReject)
+        return u"rejected: "_s + event.fields.value(u"rejection_reason"_s).toString();
+    if (event.kind == EventKind::Pause)
+        return u"pause requested"_s;
+    return {};
+}
+
+QVariant EventListModel::data(const QModelIndex &index, int role) const
+{
+    if (!index.isValid() || index.row() >= m_events.size())
+        return {};
+    const Event &event = m_events[index.row()];
+    const QJsonObject observation = event.fields.value(u"observation"_s).toObject();
+    switch (role) {
+    case Qt::DisplayRole:
+    case TextRole:
+        return textOf(event);
+    case SeqRole:
+        return event.seq;
+    case KindRole:
+        return event.kind;
+    case SourceRole:
+        return event.source;
+    case TimestampRole:
+        return event.timestamp;
+    case ExitCodeRole:
+        return event.kind == EventKind::Observation ? observation.value(u"exit_code"_s).toInt()
+                                                    : -1;
+    case InterruptedRole:
+        return observation.value(u"interrupted"_s).toBool();
+    case ErrorCodeRole:
+        return event.fields.value(u"code"_s).toString();
+    }
+    return {};
+}
+
+QHash<int, QByteArray> EventListModel::roleNames() const
+{
+    return {{SeqRole, "seq"},
+            {KindRole, "kind"},
+            {SourceRole, "source"},
+            {TimestampRole, "timestamp"},
+            {TextRole, "text"},
+            {ExitCodeRole, "exitCode"},
+            {InterruptedRole, "interrupted"},
+            {ErrorCodeRole, "errorCode"}};
+}
+
+void EventListModel::append(const Event &event)
+{
+    if (event.seq <= lastSeq())
+        return;
+    const int row = int(m_events.size());
+    beginInsertRows({}, row, row);
+    m_events.append(event);
+    endInsertRows();
+    Q_EMIT countChanged();
+}
+
+void EventListModel::clear()
+{
+    beginResetModel();
+    m_events.clear();
+    endResetModel();
+    Q_EMIT countChanged();
+}
+
+} // namespace AgentDeck

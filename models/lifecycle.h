@@ -1,0 +1,34 @@
+#pragma once
+
+#include "wiretypes.h"
+
+namespace AgentDeck::Lifecycle {
+
+// Derived facts a client decides with. They read only ConversationInfo, so the console, the CLI
+// and tests agree on them.
+
+// `running` that no live runtime backs, or a run the server itself flagged as stuck.
+bool isStale(const ConversationInfo &info);
+// The runtime expired: history stays, the workspace is gone, nothing can run again.
+bool isExpired(const ConversationInfo &info);
+// Something an operator should look at: stale, failed, waiting for a decision, runtime error.
+bool needsAttention(const ConversationInfo &info);
+
+// Whether the console's one-click actions make sense, and if not, why (for a tooltip).
+struct Availability
+{
+    bool enabled = false;
+    QString reason; // empty when enabled
+};
+Availability canRecover(const ConversationInfo &info);
+Availability canRun(const ConversationInfo &info);
+Availability canPause(const ConversationInfo &info);
+Availability canReprovision(const ConversationInfo &info);
+Availability canArchive(const ConversationInfo &info);
+Availability canUnarchive(const ConversationInfo &info);
+
+// The words of a badge, shared by the console and the CLI.
+QString runtimeLabel(const ConversationInfo &info);
+QString executionLabel(ExecutionStatus status);
+
+} // namespace AgentDeck::Lifecycle

@@ -1,0 +1,218 @@
+// The console's models: partitions and text filter through the shared predicate, fine-grained
+// live updates, lifecycle normalization, and the cost of one update against a load.
+#include "conversationlistmodel.h"
+#include "eventlistmodel.h"
+#include "lifecycle.h"
+
+#include <QAbstractItemModelTester>
+#include <QSignalSpy>
+#include <QTest>
+
+using namespace Qt::StringLiterals;
+using namespace AgentDeck;
+
+namespace {
+ConversationInfo conversation(const QString &title, ExecutionStatus status = ExecutionStatus::Idle,
+                              bool archived = false)
+{
+    ConversationInfo info{QUuid::createUuid(), title};
+    info.createdAt = info.updatedAt = QDateTime::fromMSecsSinceEpoch(1000, Qt::UTC);
+    info.executionStatus = status;
+    if (archived)
+        info.archivedAt = QDateTime::fromMSecsSinceEpoch(2000, Qt::UTC);
+    return info;
+}
+
+QList<ConversationInfo> many(int count)
+{
+    QList<ConversationInfo> items;
+    items.reserve(count);
+    for (int i = 0; i < count; ++i)
+        items.append(conversation(u"conversation %1"_s.arg(i)));
+    return items;
+}
+
+Event stateEvent(qint64 seq, const QString &status)
+{
+    Event event = Event::stateUpdate(u"execution_status"_s, status);
+    event.seq = seq;
+    event.timestamp = QDateTime::fromMSecsSinceEpoch(5000 + seq, Qt::UTC);
+    return event;
+}
+} // namespace
+
+class ConversationListModelTest : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void proxiesPartitionAndFilter()
+    {
+        ConversationListModel model;
+        QAbstractItemModelTester tester(&model);
+        ConversationFilterProxy active(ArchiveFilter::Active);
+        ConversationFilterProxy archived(ArchiveFilter::Archived);
+        active.setSourceModel(&model);
+        archived.setSourceModel(&model);
+        model.upsert({conversation(u"Deploy web"_s), conversation(u"deploy db"_s),
+                      conversation(u"old deploy"_s, ExecutionStatus::Finished, true)});
+        QCOMPARE(active.rowCount(), 2);
+        QCOMPARE(archived.rowCount(), 1);
+        active.setText(u"WEB"_s);
+        QCOMPARE(active.rowCount(), 1);
+        QCOMPARE(active.index(0, 0).data().toString(), u"Deploy web"_s);
+        // Archiving moves a row between partitions through a plain update.
+        ConversationInfo moved = *model.conversation(model.at(1).id);
+        moved.archivedAt = QDateTime::currentDateTimeUtc();
+        active.setText({});
+        model.upsert({moved});
+        QCOMPARE(active.rowCount(), 1);
+        QCOMPARE(archived.rowCount(), 2);
+    }
+
+    void liveEventsChangeOneRowAndNeverReset()
+    {
+        ConversationListModel model;
+        QAbstractItemModelTester tester(&model);
+        model.upsert(many(50));
+        const QUuid id = model.at(17).id;
+        QSignalSpy changed(&model, &QAbstractItemModel::dataChanged);
+        QSignalSpy reset(&model, &QAbstractItemModel::modelReset);
+        QSignalSpy inserted(&model, &QAbstractItemModel::rowsInserted);
+        QVERIFY(model.applyEvent(id, stateEvent(1, u"running"_s)));
+        QCOMPARE(changed.count(), 1);
+        QCOMPARE(changed.first().at(0).toModelIndex().row(), 17);
+        QCOMPARE(changed.first().at(1).toModelIndex().row(), 17);
+        QCOMPARE(reset.count(), 0);
+        QCOMPARE(inserted.count(), 0);
+        QCOMPARE(model.index(17, 0).data(ConversationListModel::ExecutionStatusRole).toString(),
+                 u"running"_s);
+        QCOMPARE(model.index(17, 0).data(ConversationListModel::EventCountRole).toLongLong(), 1);
+        // A replayed event changes nothing.
+        QVERIFY(model.applyEvent(id, stateEvent(1, u"running"_s)));
+        QCOMPARE(changed.count(), 1);
+        // An unchanged upsert changes nothing either.
+        model.upsert({*model.conversation(id)});
+        QCOMPARE(changed.count(), 1);
+        QVERIFY(!model.applyEvent(QUuid::createUuid(), stateEvent(1, u"running"_s)));
+    }
+
+    void attentionIsAnnouncedOnTheTransition()
+    {
+        ConversationListModel model;
+        const ConversationInfo info = conversation(u"c"_s, ExecutionStatus::Running);
+        model.upsert({info});
+        QSignalSpy attention(&model, &ConversationListModel::attentionNeeded);
+        model.applyEvent(info.id, stateEvent(1, u"waiting_for_confirmation"_s));
+        QCOMPARE(attention.count(), 1);
+        model.applyEvent(info.id, stateEvent(2, u"error"_s));
+        QCOMPARE(attention.count(), 1); // still needing attention: no second announcement
+    }
+
+    void rolesAreNamedForQml()
+    {
+        ConversationListModel model;
+        const auto names = model.roleNames();
+        for (const QByteArray &name :
+             {"conversationId"_ba, "executionStatus"_ba, "runtimeStatus"_ba, "archived"_ba,
+              "stale"_ba, "needsAttention"_ba})
+            QVERIFY2(names.values().contains(name), name.constData());
+        EventListModel events;
+        QVERIFY(events.roleNames().values().contains("kind"_ba));
+    }
+
+    void lifecycleNormalization_data()
+    {
+        QTest::addColumn<QString>("status");
+        QTest::addColumn<QString>("runtime");
+        QTest::addColumn<bool>("archived");
+        QTest::addColumn<bool>("stale");
+        QTest::addColumn<bool>("attention");
+        QTest::addColumn<bool>("recover");
+        QTest::addRow("running, available")
+            << u"running"_s << u"available"_s << false << false << false << false;
+        QTest::addRow("running, missing")
+            << u"running"_s << u"missing"_s << false << true << true << true;
+        QTest::addRow("paused (interrupted)")
+            << u"paused"_s << u"missing"_s << false << false << false << true;
+        QTest::addRow("idle, missing")
+            << u"idle"_s << u"missing"_s << false << false << false << true;
+        QTest::addRow("finished, available")
+            << u"finished"_s << u"available"_s << false << false << false << false;
+        QTest::addRow("error") << u"error"_s << u"available"_s << false << false << true << true;
+        QTest::addRow("waiting") << u"waiting_for_confirmation"_s << u"available"_s << false
+                                 << false << true << false;
+        QTest::addRow("archived paused")
+            << u"paused"_s << u"missing"_s << true << false << false << false;
+        QTest::addRow("stuck") << u"stuck"_s << u"available"_s << false << true << true << true;
+    }
+    void lifecycleNormalization()
+    {
+        QFETCH(QString, status);
+        QFETCH(QString, runtime);
+        QFETCH(bool, archived);
+        QFETCH(bool, stale);
+        QFETCH(bool, attention);
+        QFETCH(bool, recover);
+        QJsonObject json = conversation(u"c"_s).toJson();
+        json.insert(u"execution_status"_s, status);
+        json.insert(u"runtime_info"_s, QJsonObject{{u"runtime_status"_s, runtime},
+                                                   {u"can_resume"_s, true},
+                                                   {u"runtime_error"_s, QJsonValue::Null}});
+        if (archived)
+            json.insert(u"archived_at"_s, u"2026-01-01T00:00:00.000Z"_s);
+        const auto info = ConversationInfo::fromJson(json);
+        QVERIFY(info);
+        QCOMPARE(Lifecycle::isStale(*info), stale);
+        QCOMPARE(Lifecycle::needsAttention(*info), attention);
+        QCOMPARE(Lifecycle::canRecover(*info).enabled, recover);
+        QCOMPARE(Lifecycle::canRecover(*info).reason.isEmpty(), recover);
+        QCOMPARE(Lifecycle::canUnarchive(*info).enabled, archived);
+    }
+
+    void expiredRuntimesCannotBeRecovered()
+    {
+        ConversationInfo info = conversation(u"c"_s, ExecutionStatus::Paused);
+        info.runtime = {RuntimeStatus::Missing, false,
+                        RuntimeError{u"runtime_expired"_s, u"gone"_s}};
+        QVERIFY(Lifecycle::isExpired(info));
+        QVERIFY(!Lifecycle::canRecover(info).enabled);
+        QVERIFY(!Lifecycle::canRun(info).enabled);
+        QCOMPARE(Lifecycle::runtimeLabel(info), u"expired"_s);
+    }
+
+    // One live update must not scale with the model's size; loading does.
+    void benchmarkOneUpdate_data()
+    {
+        QTest::addColumn<int>("size");
+        QTest::addRow("1000") << 1000;
+        QTest::addRow("10000") << 10000;
+    }
+    void benchmarkOneUpdate()
+    {
+        QFETCH(int, size);
+        ConversationListModel model;
+        model.upsert(many(size));
+        const QUuid id = model.at(size / 2).id;
+        qint64 seq = 0;
+        QBENCHMARK
+        {
+            model.applyEvent(id, stateEvent(++seq, seq % 2 ? u"running"_s : u"paused"_s));
+        }
+    }
+
+    void benchmarkLoad_data() { benchmarkOneUpdate_data(); }
+    void benchmarkLoad()
+    {
+        QFETCH(int, size);
+        const QList<ConversationInfo> items = many(size);
+        QBENCHMARK
+        {
+            ConversationListModel model;
+            model.upsert(items);
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(ConversationListModelTest)
+#include "tst_conversationlistmodel.moc"

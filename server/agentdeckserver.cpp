@@ -149,6 +149,7 @@ bool AgentDeckServer::start(QString *error)
     ConversationController::registerRoutes(d->router, *d->service);
     EventController::registerRoutes(d->router, *d->service, *d->store);
     RuntimeController::registerRoutes(d->router, *d->service);
+    OpenApiController::registerRoutes(d->router, d->identity.version);
 
     d->streams = std::make_unique<EventStreams>(
         *d->http, EventStreams::Context{

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <QJsonObject>
 #include <QString>
 
 namespace AgentDeck {
@@ -32,6 +33,11 @@ void registerRoutes(Router &router, ConversationService &service);
 namespace RuntimeController {
 void registerRoutes(Router &router, ConversationService &service);
 }
+// GET /openapi.json: the OpenAPI 3.1 description, generated from the route table itself.
+namespace OpenApiController {
+QJsonObject document(const Router &router, const QString &version);
+void registerRoutes(Router &router, const QString &version);
+} // namespace OpenApiController
 namespace EventController {
 void registerRoutes(Router &router, ConversationService &service, ConversationStore &store);
 }

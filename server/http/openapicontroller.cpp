@@ -1,0 +1,108 @@
+#include "controllers.h"
+#include "router.h"
+
+#include <QJsonArray>
+#include <QJsonObject>
+#include <QRegularExpression>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+
+QJsonObject errorResponse(const QString &description)
+{
+    return {
+        {u"description"_s, description},
+        {u"content"_s,
+         QJsonObject{{u"application/json"_s,
+                      QJsonObject{{u"schema"_s,
+                                   QJsonObject{{u"$ref"_s, u"#/components/schemas/Error"_s}}}}}}}};
+}
+
+QString operationId(const Router::Route &route)
+{
+    QString id = QString::fromLatin1(Router::methodName(route.method)).toLower();
+    for (const QString &segment : route.segments) {
+        QString word = segment;
+        word.remove(u'{').remove(u'}');
+        const QStringList parts = word.split(QRegularExpression(u"[_\\-.]"_s), Qt::SkipEmptyParts);
+        for (const QString &part : parts)
+            id += part.left(1).toUpper() + part.mid(1);
+    }
+    return id;
+}
+
+} // namespace
+
+QJsonObject OpenApiController::document(const Router &router, const QString &version)
+{
+    QJsonObject paths;
+    for (const Router::Route &route : router.routes()) {
+        QJsonObject item = paths.value(route.pattern).toObject();
+        QJsonArray parameters;
+        for (const QString &segment : route.segments) {
+            if (!segment.startsWith(u'{'))
+                continue;
+            const QString name = segment.mid(1, segment.size() - 2);
+            parameters.append(QJsonObject{{u"name"_s, name},
+                                          {u"in"_s, u"path"_s},
+                                          {u"required"_s, true},
+                                          {u"description"_s, u"UUID, dashed or 32 hex digits"_s},
+                                          {u"schema"_s, QJsonObject{{u"type"_s, u"string"_s}}}});
+        }
+        QJsonObject responses{{u"200"_s, QJsonObject{{u"description"_s, u"Success"_s}}},
+                              {u"default"_s, errorResponse(u"An error: {detail, code}"_s)}};
+        QJsonObject operation{{u"operationId"_s, operationId(route)}, {u"responses"_s, responses}};
+        if (!parameters.isEmpty())
+            operation.insert(u"parameters"_s, parameters);
+        if (route.pattern.startsWith(u"/api/"_s))
+            operation.insert(u"security"_s,
+                             QJsonArray{QJsonObject{{u"sessionApiKey"_s, QJsonArray{}}}});
+        const QByteArray method = Router::methodName(route.method);
+        if (method == "POST" || method == "PATCH")
+            operation.insert(
+                u"requestBody"_s,
+                QJsonObject{{u"required"_s, false},
+                            {u"content"_s,
+                             QJsonObject{{u"application/json"_s,
+                                          QJsonObject{{u"schema"_s,
+                                                       QJsonObject{{u"type"_s, u"object"_s}}}}}}}});
+        item.insert(QString::fromLatin1(method).toLower(), operation);
+        paths.insert(route.pattern, item);
+    }
+    return {
+        {u"openapi"_s, u"3.1.0"_s},
+        {u"info"_s, QJsonObject{{u"title"_s, u"AgentDeck"_s},
+                                {u"version"_s, version},
+                                {u"description"_s,
+                                 u"Agent server API; generated from the server's route table."_s}}},
+        {u"paths"_s, paths},
+        {u"components"_s,
+         QJsonObject{
+             {u"schemas"_s,
+              QJsonObject{
+                  {u"Error"_s,
+                   QJsonObject{
+                       {u"type"_s, u"object"_s},
+                       {u"required"_s, QJsonArray{u"detail"_s, u"code"_s}},
+                       {u"properties"_s,
+                        QJsonObject{{u"detail"_s, QJsonObject{{u"type"_s, u"string"_s}}},
+                                    {u"code"_s, QJsonObject{{u"type"_s, u"string"_s}}}}}}}}},
+             {u"securitySchemes"_s,
+              QJsonObject{
+                  {u"sessionApiKey"_s, QJsonObject{{u"type"_s, u"apiKey"_s},
+                                                   {u"in"_s, u"header"_s},
+                                                   {u"name"_s, u"X-Session-API-Key"_s}}}}}}},
+    };
+}
+
+void OpenApiController::registerRoutes(Router &router, const QString &version)
+{
+    router.add(Router::Method::Get, u"/openapi.json"_s, [&router, version](const HttpRequest &) {
+        return HttpResponse::json(document(router, version));
+    });
+}
+
+} // namespace AgentDeck

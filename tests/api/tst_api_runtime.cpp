@@ -214,6 +214,33 @@ private Q_SLOTS:
         QCOMPARE(m_server->get(ServerConnection::conversationPath(id)).status, 404);
     }
 
+    void idleSandboxesStopAndComeBackOnDemand()
+    {
+        TestServerOptions options;
+        options.sandboxIdleTimeout = std::chrono::milliseconds(200);
+        TestServer server(std::move(options));
+        QVERIFY(server.start());
+        const QUuid id = server.create(shell(u"echo first"_s));
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        const auto runtimeOf = [&] {
+            return server.get(ServerConnection::conversationPath(id, u"runtime"))
+                .json.toObject()
+                .value(u"runtime_status"_s)
+                .toString();
+        };
+        QTRY_COMPARE_WITH_TIMEOUT(runtimeOf(), u"missing"_s, 10000);
+        QVERIFY(server
+                    .post(ServerConnection::conversationPath(id, u"events"),
+                          TestServer::message(u"echo second"_s, true))
+                    .ok());
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        QCOMPARE(server.get(ServerConnection::conversationPath(id, u"agent_final_response"))
+                     .json.toObject()
+                     .value(u"response"_s)
+                     .toString(),
+                 u"second\n"_s);
+    }
+
     void aSearchPageCostsTheSameStatementsAt10And1000()
     {
         const auto statementsOfAPage = [this] {

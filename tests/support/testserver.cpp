@@ -39,6 +39,7 @@ bool TestServer::start()
     config.shutdownGrace = m_options.shutdownGrace;
     config.runtimeRetention = m_options.runtimeRetention;
     config.retentionInterval = m_options.retentionInterval;
+    config.sandboxIdleTimeout = m_options.sandboxIdleTimeout;
     // Real sandboxes need the real binary (ctest passes it); without it, commands run in-process.
     config.sandboxProgram = qEnvironmentVariable("AGENTDECK_BINARY");
     config.runtime = config.sandboxProgram.isEmpty() || m_options.inProcessRuntime

@@ -19,6 +19,7 @@ struct TestServerOptions
     std::chrono::milliseconds runtimeRetention{0};
     std::chrono::milliseconds retentionInterval{0};
     bool inProcessRuntime = false; // force the in-server process runtime
+    std::chrono::milliseconds sandboxIdleTimeout{30 * 60 * 1000};
     ServerParts parts;
     QString dataDir; // empty: a fresh temporary dir
 };

@@ -2,6 +2,7 @@
 
 #include "agentdeckserver.h"
 #include "commandline.h"
+#include "ctl.h"
 #include "runtime/sandboxhost.h"
 #include "unixsignals.h"
 
@@ -68,6 +69,8 @@ int runApplication(int argc, char *argv[])
                        "fatal}fatal%{endif} %{category}: %{message}"_s);
     if (argc > 1 && qstrcmp(argv[1], "sandbox-host") == 0)
         return runSandboxHost(argc, argv);
+    if (argc > 1 && qstrcmp(argv[1], "ctl") == 0)
+        return runCtl(argc, argv);
     QStringList arguments;
     for (int i = 1; i < argc; ++i)
         arguments.append(QString::fromLocal8Bit(argv[i]));

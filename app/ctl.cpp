@@ -1,0 +1,593 @@
+#include "ctl.h"
+
+#include "ctlformat.h"
+#include "serverconnection.h"
+
+#include <QCommandLineParser>
+#include <QCoreApplication>
+#include <QCoroSignal>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QSet>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <unistd.h>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+
+const QString DefaultServer = u"http://127.0.0.1:8000"_s;
+constexpr int PageLimit = 100;
+
+const QString Usage = uR"(Usage: agentdeck ctl [--server URL] [--session-api-key K] COMMAND [ARGS]
+
+Commands:
+  list [--archived|--all] [--status S] [--json]
+                        conversations, newest first (active ones unless --archived or --all;
+                        S is idle, running, paused, waiting_for_confirmation, finished, error
+                        or stuck)
+  show ID [--json]      one conversation
+  events ID [--follow] [--json]
+                        its history; --follow keeps printing live events (over the WebSocket,
+                        resuming after its last seq when the connection drops) until interrupted
+  archive ID            stop its runtime, then archive it (history and workspace stay)
+  unarchive ID          make it active again (starts nothing)
+  recover ID            resolve stale state, bring the runtime up, continue the interrupted run
+  reprovision ID        replace its runtime with a fresh one
+  delete ID [--yes]     delete it, its history and its server-owned workspace; asks for y on a
+                        terminal, refuses without --yes otherwise
+  send ID TEXT [--run]  send TEXT as a user message; --run also starts or continues the run
+
+ID is a conversation UUID, dashed or 32 hex digits.
+
+Options:
+  --server URL           the server (default http://127.0.0.1:8000)
+  --session-api-key K    its session API key (default: $AGENTDECK_SESSION_API_KEY)
+  --json                 print the API's JSON instead of a table (events: one event per line)
+  -h, --help             this text
+
+Exit codes: 0 done, 1 other error or declined, 2 usage, 3 not found (404), 4 conflict (409),
+5 expired (410), 6 server unreachable, 7 unauthorized (401).
+)"_s;
+
+void writeTo(FILE *stream, const QString &text)
+{
+    std::fputs(text.toUtf8().constData(), stream);
+    std::fflush(stream);
+}
+
+void writeOut(const QString &text)
+{
+    writeTo(stdout, text);
+}
+
+void writeErr(const QString &text)
+{
+    writeTo(stderr, u"agentdeck ctl: "_s + text + u'\n');
+}
+
+QString jsonText(const QJsonValue &value, QJsonDocument::JsonFormat format)
+{
+    if (value.isArray())
+        return QString::fromUtf8(QJsonDocument(value.toArray()).toJson(format));
+    return QString::fromUtf8(QJsonDocument(value.toObject()).toJson(format));
+}
+
+void printJson(const QJsonValue &value)
+{
+    writeOut(jsonText(value, QJsonDocument::Indented));
+}
+
+int exitCodeFor(const ApiReply &reply)
+{
+    if (reply.unreachable())
+        return CtlExit::Unreachable;
+    switch (reply.status) {
+    case 401:
+        return CtlExit::Unauthorized;
+    case 404:
+        return CtlExit::NotFound;
+    case 409:
+        return CtlExit::Conflict;
+    case 410:
+        return CtlExit::Expired;
+    default:
+        return CtlExit::Failed;
+    }
+}
+
+int fail(const ApiReply &reply)
+{
+    writeErr(reply.errorSentence());
+    return exitCodeFor(reply);
+}
+
+enum class Command
+{
+    List,
+    Show,
+    Events,
+    Archive,
+    Unarchive,
+    Recover,
+    Reprovision,
+    Delete,
+    Send
+};
+
+struct CommandSpec
+{
+    QLatin1StringView name;
+    Command command;
+    bool takesId;
+    bool takesText;
+    QStringList options; // besides --server, --session-api-key and --help
+};
+
+const QList<CommandSpec> &commandSpecs()
+{
+    static const QList<CommandSpec> specs{
+        {"list"_L1, Command::List, false, false, {u"archived"_s, u"all"_s, u"status"_s, u"json"_s}},
+        {"show"_L1, Command::Show, true, false, {u"json"_s}},
+        {"events"_L1, Command::Events, true, false, {u"follow"_s, u"json"_s}},
+        {"archive"_L1, Command::Archive, true, false, {u"json"_s}},
+        {"unarchive"_L1, Command::Unarchive, true, false, {u"json"_s}},
+        {"recover"_L1, Command::Recover, true, false, {u"json"_s}},
+        {"reprovision"_L1, Command::Reprovision, true, false, {u"json"_s}},
+        {"delete"_L1, Command::Delete, true, false, {u"yes"_s, u"json"_s}},
+        {"send"_L1, Command::Send, true, true, {u"run"_s, u"json"_s}},
+    };
+    return specs;
+}
+
+struct Invocation
+{
+    Command command = Command::List;
+    QUrl server;
+    QString apiKey;
+    QUuid id;
+    QString text;
+    ConversationFilter filter;
+    bool json = false;
+    bool follow = false;
+    bool yes = false;
+    bool run = false;
+};
+
+std::optional<QUrl> parseServer(QString text)
+{
+    if (!text.contains(u"://"_s))
+        text.prepend(u"http://"_s);
+    const QUrl url(text, QUrl::StrictMode);
+    if (!url.isValid() || url.host().isEmpty() ||
+        (url.scheme() != u"http"_s && url.scheme() != u"https"_s))
+        return std::nullopt;
+    return url;
+}
+
+// Parses the arguments after "ctl". Returns nullopt with a sentence in *error, or with an empty
+// *error when the user asked for help.
+std::optional<Invocation> parseInvocation(const QStringList &arguments, QString *error)
+{
+    QCommandLineParser parser;
+    parser.setOptionsAfterPositionalArgumentsMode(QCommandLineParser::ParseAsOptions);
+    const QCommandLineOption server(u"server"_s, {}, u"URL"_s);
+    const QCommandLineOption key(u"session-api-key"_s, {}, u"K"_s);
+    const QCommandLineOption help(QStringList{u"h"_s, u"help"_s});
+    const QCommandLineOption status(u"status"_s, {}, u"S"_s);
+    parser.addOptions({server, key, help, status});
+    for (const QString &flag :
+         {u"json"_s, u"follow"_s, u"yes"_s, u"run"_s, u"archived"_s, u"all"_s})
+        parser.addOption(QCommandLineOption(flag));
+
+    if (!parser.parse(QStringList{u"agentdeck ctl"_s} + arguments)) {
+        *error = parser.errorText();
+        return std::nullopt;
+    }
+    QStringList positional = parser.positionalArguments();
+    if (parser.isSet(help) || positional.value(0) == u"help"_s) {
+        error->clear();
+        return std::nullopt;
+    }
+    if (positional.isEmpty()) {
+        *error = u"a command is missing"_s;
+        return std::nullopt;
+    }
+
+    const QString name = positional.takeFirst();
+    const auto spec = std::find_if(commandSpecs().cbegin(), commandSpecs().cend(),
+                                   [&name](const CommandSpec &s) { return s.name == name; });
+    if (spec == commandSpecs().cend()) {
+        *error = u"unknown command \"%1\""_s.arg(name);
+        return std::nullopt;
+    }
+    const QStringList global{u"server"_s, u"session-api-key"_s, u"h"_s, u"help"_s};
+    for (const QString &option : parser.optionNames()) {
+        if (!global.contains(option) && !spec->options.contains(option)) {
+            *error = u"%1 does not take --%2"_s.arg(name, option);
+            return std::nullopt;
+        }
+    }
+
+    Invocation invocation;
+    invocation.command = spec->command;
+    const auto url = parseServer(parser.isSet(server) ? parser.value(server) : DefaultServer);
+    if (!url) {
+        *error = u"--server takes an http:// or https:// URL, e.g. "_s + DefaultServer;
+        return std::nullopt;
+    }
+    invocation.server = *url;
+    invocation.apiKey =
+        parser.isSet(key) ? parser.value(key) : qEnvironmentVariable("AGENTDECK_SESSION_API_KEY");
+
+    if (spec->takesId) {
+        if (positional.isEmpty()) {
+            *error = u"%1 needs a conversation ID"_s.arg(name);
+            return std::nullopt;
+        }
+        const QString idText = positional.takeFirst();
+        const auto id = parseWireId(idText);
+        if (!id) {
+            *error =
+                u"\"%1\" is not a conversation ID (a UUID, dashed or 32 hex digits)"_s.arg(idText);
+            return std::nullopt;
+        }
+        invocation.id = *id;
+    }
+    if (spec->takesText) {
+        // Words after the ID form the text, so that `send ID echo hello` works unquoted.
+        invocation.text = positional.join(u' ');
+        positional.clear();
+        if (invocation.text.isEmpty()) {
+            *error = u"%1 needs the text of the message"_s.arg(name);
+            return std::nullopt;
+        }
+    }
+    if (!positional.isEmpty()) {
+        *error = u"unexpected argument \"%1\""_s.arg(positional.first());
+        return std::nullopt;
+    }
+
+    if (parser.isSet(u"archived"_s) && parser.isSet(u"all"_s)) {
+        *error = u"--archived and --all exclude each other"_s;
+        return std::nullopt;
+    }
+    invocation.filter.archive = parser.isSet(u"all"_s)        ? ArchiveFilter::All
+                                : parser.isSet(u"archived"_s) ? ArchiveFilter::Archived
+                                                              : ArchiveFilter::Active;
+    if (parser.isSet(status)) {
+        invocation.filter.status = executionStatusFromString(parser.value(status));
+        if (!invocation.filter.status) {
+            *error = u"--status takes idle, running, paused, waiting_for_confirmation, "
+                     "finished, error or stuck"_s;
+            return std::nullopt;
+        }
+    }
+    invocation.json = parser.isSet(u"json"_s);
+    invocation.follow = parser.isSet(u"follow"_s);
+    invocation.yes = parser.isSet(u"yes"_s);
+    invocation.run = parser.isSet(u"run"_s);
+    return invocation;
+}
+
+// One run of one command. The coroutines only await the network; the one question to a person
+// (delete's confirmation) is asked between two of them.
+class Ctl
+{
+public:
+    explicit Ctl(const Invocation &invocation)
+        : m_invocation(invocation)
+        , m_connection(invocation.server)
+    {
+        m_connection.setApiKey(invocation.apiKey);
+    }
+
+    QCoro::Task<int> list()
+    {
+        QJsonArray items;
+        QString pageId;
+        QSet<QString> seenPages;
+        for (;;) {
+            QUrlQuery query;
+            m_invocation.filter.writeTo(query);
+            query.addQueryItem(u"limit"_s, QString::number(PageLimit));
+            if (!pageId.isEmpty())
+                query.addQueryItem(u"page_id"_s, pageId);
+            auto searching = m_connection.get(u"/api/conversations/search"_s, query);
+            const ApiReply reply = co_await std::move(searching);
+            if (!reply.ok())
+                co_return fail(reply);
+            const QJsonObject page = reply.json.toObject();
+            for (const QJsonValue &item : page.value(u"items"_s).toArray())
+                items.append(item);
+            pageId = page.value(u"next_page_id"_s).toString();
+            if (pageId.isEmpty() || seenPages.contains(pageId))
+                break;
+            seenPages.insert(pageId);
+        }
+
+        if (m_invocation.json) {
+            // All pages in the shape of one complete page.
+            printJson(QJsonObject{{u"items"_s, items}, {u"next_page_id"_s, QJsonValue::Null}});
+            co_return CtlExit::Ok;
+        }
+        QList<ConversationInfo> conversations;
+        for (const QJsonValue &item : std::as_const(items)) {
+            if (auto info = ConversationInfo::fromJson(item.toObject()))
+                conversations.append(std::move(*info));
+        }
+        if (conversations.isEmpty()) {
+            const ArchiveFilter archive = m_invocation.filter.archive;
+            writeOut(archive == ArchiveFilter::Archived ? u"No archived conversations.\n"_s
+                     : archive == ArchiveFilter::Active ? u"No active conversations.\n"_s
+                                                        : u"No conversations.\n"_s);
+            co_return CtlExit::Ok;
+        }
+        writeOut(CtlFormat::conversationTable(conversations));
+        co_return CtlExit::Ok;
+    }
+
+    QCoro::Task<int> show()
+    {
+        auto getting = m_connection.get(ServerConnection::conversationPath(m_invocation.id));
+        const ApiReply reply = co_await std::move(getting);
+        if (!reply.ok())
+            co_return fail(reply);
+        if (m_invocation.json) {
+            printJson(reply.json);
+            co_return CtlExit::Ok;
+        }
+        const auto info = ConversationInfo::fromJson(reply.json.toObject());
+        if (!info)
+            co_return unexpectedAnswer(reply);
+        writeOut(CtlFormat::conversationDetails(*info));
+        co_return CtlExit::Ok;
+    }
+
+    QCoro::Task<int> events()
+    {
+        if (!m_invocation.json)
+            writeOut(CtlFormat::eventHeader());
+        QString pageId;
+        QSet<QString> seenPages;
+        for (;;) {
+            QUrlQuery query;
+            query.addQueryItem(u"limit"_s, QString::number(PageLimit));
+            if (!pageId.isEmpty())
+                query.addQueryItem(u"page_id"_s, pageId);
+            auto searching = m_connection.get(
+                ServerConnection::conversationPath(m_invocation.id, u"events/search"), query);
+            const ApiReply reply = co_await std::move(searching);
+            if (!reply.ok())
+                co_return fail(reply);
+            const QJsonObject page = reply.json.toObject();
+            for (const QJsonValue &item : page.value(u"items"_s).toArray())
+                printEvent(item.toObject());
+            pageId = page.value(u"next_page_id"_s).toString();
+            if (pageId.isEmpty() || seenPages.contains(pageId))
+                break;
+            seenPages.insert(pageId);
+        }
+        co_return CtlExit::Ok;
+    }
+
+    // History and live events over the WebSocket: the stream replays everything after seq 0, then
+    // goes live, and after a drop reconnects asking for what follows the last seq it delivered,
+    // so each event is printed once. Ends only when the server refuses the stream for good.
+    QCoro::Task<int> follow()
+    {
+        // An unknown id, a wrong key or a dead server are answered now rather than retried.
+        auto getting = m_connection.get(ServerConnection::conversationPath(m_invocation.id));
+        const ApiReply reply = co_await std::move(getting);
+        if (!reply.ok())
+            co_return fail(reply);
+        if (!m_invocation.json)
+            writeOut(CtlFormat::eventHeader());
+
+        EventStream *stream = m_connection.openEventStream(m_invocation.id, 0, &m_connection);
+        bool dropped = false;
+        QObject::connect(stream, &EventStream::eventReceived, stream,
+                         [this](const Event &event) { printEvent(event.toJson()); });
+        QObject::connect(stream, &EventStream::disconnected, stream, [stream, &dropped] {
+            if (dropped)
+                return; // one line per outage, not one per reconnection attempt
+            dropped = true;
+            writeErr(u"connection lost after seq %1; reconnecting"_s.arg(stream->lastSeq()));
+        });
+        QObject::connect(stream, &EventStream::connected, stream, [stream, &dropped] {
+            if (!dropped)
+                return;
+            dropped = false;
+            writeErr(u"reconnected; resuming after seq %1"_s.arg(stream->lastSeq()));
+        });
+        QObject::connect(stream, &EventStream::errorFrame, stream,
+                         [](const QString &code, const QString &detail) {
+                             writeErr(detail.isEmpty() ? code : detail);
+                         });
+        const auto [code, reason] = co_await qCoro(stream, &EventStream::closedByServer);
+        writeErr(reason.isEmpty() ? u"the server closed the event stream (%1)"_s.arg(code)
+                                  : reason);
+        co_return code == 4004 ? CtlExit::NotFound
+        : code == 4001         ? CtlExit::Unauthorized
+                               : CtlExit::Failed;
+    }
+
+    // Runtime and archive actions answer with the conversation as it now is.
+    QCoro::Task<int> action(QString suffix, QString done)
+    {
+        auto acting = m_connection.conversationAction(m_invocation.id, suffix);
+        const ApiReply reply = co_await std::move(acting);
+        if (!reply.ok())
+            co_return fail(reply);
+        if (m_invocation.json) {
+            printJson(reply.json);
+            co_return CtlExit::Ok;
+        }
+        const auto info = ConversationInfo::fromJson(reply.json.toObject());
+        if (!info)
+            co_return unexpectedAnswer(reply);
+        writeOut(u"%1 %2.\n"_s.arg(done, toWireId(m_invocation.id)) +
+                 CtlFormat::conversationTable({*info}));
+        co_return CtlExit::Ok;
+    }
+
+    QCoro::Task<int> send()
+    {
+        MessageRequest message;
+        message.text = m_invocation.text;
+        message.run = m_invocation.run;
+        auto sending = m_connection.sendMessage(m_invocation.id, message);
+        const ApiReply reply = co_await std::move(sending);
+        if (!reply.ok())
+            co_return fail(reply);
+        if (m_invocation.json) {
+            printJson(reply.json);
+            co_return CtlExit::Ok;
+        }
+        writeOut(u"Sent to %1 as event %2%3.\n"_s.arg(
+            toWireId(m_invocation.id),
+            QString::number(reply.json.toObject().value(u"seq"_s).toInteger()),
+            m_invocation.run ? u", and asked it to run"_s : QString()));
+        co_return CtlExit::Ok;
+    }
+
+    // For delete's question: the conversation, so the person sees what they are deleting.
+    QCoro::Task<std::optional<ConversationInfo>> fetch(int *exitCode)
+    {
+        auto getting = m_connection.get(ServerConnection::conversationPath(m_invocation.id));
+        const ApiReply reply = co_await std::move(getting);
+        if (!reply.ok()) {
+            *exitCode = fail(reply);
+            co_return std::nullopt;
+        }
+        auto info = ConversationInfo::fromJson(reply.json.toObject());
+        if (!info)
+            *exitCode = unexpectedAnswer(reply);
+        co_return info;
+    }
+
+    QCoro::Task<int> remove()
+    {
+        auto deleting =
+            m_connection.deleteResource(ServerConnection::conversationPath(m_invocation.id));
+        const ApiReply reply = co_await std::move(deleting);
+        if (!reply.ok())
+            co_return fail(reply);
+        if (m_invocation.json)
+            printJson(reply.json);
+        else
+            writeOut(u"Deleted %1.\n"_s.arg(toWireId(m_invocation.id)));
+        co_return CtlExit::Ok;
+    }
+
+private:
+    void printEvent(const QJsonObject &object)
+    {
+        if (m_invocation.json) {
+            writeOut(jsonText(object, QJsonDocument::Compact) + u'\n');
+            return;
+        }
+        if (const auto event = Event::fromJson(object))
+            writeOut(CtlFormat::eventLine(*event));
+    }
+
+    static int unexpectedAnswer(const ApiReply &reply)
+    {
+        writeErr(u"the server answered something that is not a conversation: "_s +
+                 QString::fromUtf8(reply.body.left(200)));
+        return CtlExit::Failed;
+    }
+
+    Invocation m_invocation;
+    ServerConnection m_connection;
+};
+
+bool confirmed(const QString &question)
+{
+    writeTo(stderr, question + u" [y/N] "_s);
+    std::string answer;
+    if (!std::getline(std::cin, answer))
+        return false;
+    const QString word = QString::fromStdString(answer).trimmed().toLower();
+    return word == u"y"_s || word == u"yes"_s;
+}
+
+int runDelete(Ctl &ctl, const Invocation &invocation)
+{
+    if (!invocation.yes) {
+        if (!::isatty(STDIN_FILENO)) {
+            writeErr(u"delete is permanent: pass --yes to confirm (stdin is not a terminal to "
+                     "ask on)"_s);
+            return CtlExit::Usage;
+        }
+        int exitCode = CtlExit::Ok;
+        const auto info = QCoro::waitFor(ctl.fetch(&exitCode));
+        if (!info)
+            return exitCode;
+        const QString title = info->title.isEmpty() ? QString() : u" \""_s + info->title + u'"';
+        if (!confirmed(u"Delete conversation %1%2, its history and its server-owned workspace "
+                       "permanently?"_s.arg(toWireId(invocation.id), title))) {
+            writeErr(u"not deleted"_s);
+            return CtlExit::Failed;
+        }
+    }
+    return QCoro::waitFor(ctl.remove());
+}
+
+int run(const Invocation &invocation)
+{
+    Ctl ctl(invocation);
+    switch (invocation.command) {
+    case Command::List:
+        return QCoro::waitFor(ctl.list());
+    case Command::Show:
+        return QCoro::waitFor(ctl.show());
+    case Command::Events:
+        return QCoro::waitFor(invocation.follow ? ctl.follow() : ctl.events());
+    case Command::Archive:
+        return QCoro::waitFor(ctl.action(u"archive"_s, u"Archived"_s));
+    case Command::Unarchive:
+        return QCoro::waitFor(ctl.action(u"unarchive"_s, u"Unarchived"_s));
+    case Command::Recover:
+        return QCoro::waitFor(ctl.action(u"recover"_s, u"Recovered"_s));
+    case Command::Reprovision:
+        return QCoro::waitFor(ctl.action(u"runtime/reprovision"_s, u"Reprovisioned"_s));
+    case Command::Delete:
+        return runDelete(ctl, invocation);
+    case Command::Send:
+        return QCoro::waitFor(ctl.send());
+    }
+    return CtlExit::Failed;
+}
+
+} // namespace
+
+int runCtl(int argc, char *argv[])
+{
+    QCoreApplication app(argc, argv);
+    app.setApplicationName(u"agentdeck"_s);
+    app.setApplicationVersion(QStringLiteral(AGENTDECK_VERSION));
+
+    QStringList arguments;
+    for (int i = 2; i < argc; ++i)
+        arguments.append(QString::fromLocal8Bit(argv[i]));
+    QString error;
+    const auto invocation = parseInvocation(arguments, &error);
+    if (!invocation) {
+        if (error.isEmpty()) {
+            writeOut(Usage);
+            return CtlExit::Ok;
+        }
+        writeErr(error + u"\nTry agentdeck ctl --help."_s);
+        return CtlExit::Usage;
+    }
+    return run(*invocation);
+}
+
+} // namespace AgentDeck

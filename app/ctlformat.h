@@ -1,0 +1,34 @@
+#pragma once
+
+#include "wiretypes.h"
+
+#include <QList>
+#include <QStringList>
+
+namespace AgentDeck::CtlFormat {
+
+// Human output of `agentdeck ctl`. The status words are the console's badge words
+// (Lifecycle::executionLabel / runtimeLabel), so an operator reads the same thing in both.
+
+// Columns padded to their widest cell, two spaces apart; the last column is not padded.
+QString alignedTable(const QStringList &header, const QList<QStringList> &rows);
+
+// ID, TITLE, EXECUTION, RUNTIME, ARCHIVED, EVENTS, UPDATED.
+QString conversationTable(const QList<ConversationInfo> &conversations);
+// One "field: value" line per fact, for `show`.
+QString conversationDetails(const ConversationInfo &info);
+
+// The execution badge word, with "(stale)" when no live executor backs a `running`.
+QString executionWord(const ConversationInfo &info);
+
+// `events`: a header, then one line per event. Lines have fixed-width leading columns so that a
+// followed stream stays aligned without knowing what comes next.
+QString eventHeader();
+QString eventLine(const Event &event);
+// What an event says, on one line (newlines shown as \n).
+QString eventSummary(const Event &event);
+
+// 2025-01-02T03:04:05Z: the wire time without milliseconds.
+QString shortTime(const QDateTime &time);
+
+} // namespace AgentDeck::CtlFormat

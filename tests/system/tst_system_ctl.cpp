@@ -1,0 +1,1007 @@
+// `agentdeck ctl` against a real `agentdeck --headless` daemon: every command in both output
+// modes, the exit codes of each failure, delete's confirmation on a terminal, and
+// `events --follow` across a SIGKILL and restart of the server.
+#include <QDir>
+#include <QEventLoop>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QNetworkAccessManager>
+#include <QNetworkReply>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QTcpServer>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QUrlQuery>
+#include <QUuid>
+
+#include <csignal>
+#include <fcntl.h>
+#include <memory>
+#include <unistd.h>
+#include <vector>
+
+using namespace Qt::StringLiterals;
+
+namespace {
+
+constexpr int StartTimeoutMs = 15'000;
+constexpr int CommandTimeoutMs = 30'000;
+// The follower's reconnection backoff grows to 10 s; a restart must be seen well within this.
+constexpr int FollowTimeoutMs = 45'000;
+
+// Exit codes of `agentdeck ctl`, as documented in app/ctl.h and the README.
+constexpr int ExitOk = 0;
+constexpr int ExitFailed = 1;
+constexpr int ExitUsage = 2;
+constexpr int ExitNotFound = 3;
+constexpr int ExitConflict = 4;
+constexpr int ExitExpired = 5;
+constexpr int ExitUnreachable = 6;
+constexpr int ExitUnauthorized = 7;
+
+QString wireId(const QUuid &id)
+{
+    return id.toString(QUuid::WithoutBraces);
+}
+
+QString conversationPath(const QUuid &id, const QString &suffix = {})
+{
+    return u"/api/conversations/"_s + wireId(id) + (suffix.isEmpty() ? QString() : u'/' + suffix);
+}
+
+QJsonObject userMessage(const QString &text, bool run)
+{
+    return QJsonObject{
+        {u"role"_s, u"user"_s},
+        {u"content"_s, QJsonArray{QJsonObject{{u"type"_s, u"text"_s}, {u"text"_s, text}}}},
+        {u"run"_s, run}};
+}
+
+QJsonObject conversationBody(const QString &agent, const QString &title,
+                             const QString &command = {})
+{
+    QJsonObject body{{u"agent"_s, QJsonObject{{u"kind"_s, agent}}}, {u"title"_s, title}};
+    if (!command.isEmpty())
+        body.insert(u"initial_message"_s, userMessage(command, true));
+    return body;
+}
+
+QList<pid_t> processesWith(const QByteArray &marker)
+{
+    QList<pid_t> pids;
+    const QDir proc(u"/proc"_s);
+    for (const QString &entry : proc.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+        bool isPid = false;
+        const pid_t pid = entry.toInt(&isPid);
+        if (!isPid)
+            continue;
+        QFile cmdline(proc.filePath(entry + u"/cmdline"_s));
+        if (cmdline.open(QIODevice::ReadOnly) && cmdline.readAll().contains(marker))
+            pids.append(pid);
+    }
+    return pids;
+}
+
+void killProcessesWith(const QByteArray &marker)
+{
+    for (const pid_t pid : processesWith(marker)) {
+        ::kill(-pid, SIGKILL); // sandbox hosts and their commands run in sessions of their own
+        ::kill(pid, SIGKILL);
+    }
+}
+
+// A port that was free a moment ago, for a server that must come back on the same one.
+quint16 freePort()
+{
+    QTcpServer probe;
+    if (!probe.listen(QHostAddress::LocalHost, 0))
+        return 0;
+    return probe.serverPort();
+}
+
+struct Reply
+{
+    int status = 0;
+    QByteArray body;
+    QJsonValue json;
+
+    bool ok() const { return status >= 200 && status < 300; }
+    QJsonObject object() const { return json.toObject(); }
+    QString describe() const
+    {
+        return u"status %1, body %2"_s.arg(status).arg(QString::fromUtf8(body.left(300)));
+    }
+};
+
+// One `agentdeck --headless` subprocess and a plain HTTP client for it: the oracle the CLI's
+// answers are checked against.
+class ServerProcess
+{
+public:
+    ServerProcess(const QString &binary, const QString &dataDir, const QStringList &arguments,
+                  const QString &listen)
+        : m_process(std::make_unique<QProcess>())
+    {
+        m_process->setProgram(binary);
+        m_process->setArguments(
+            QStringList{u"--headless"_s, u"--listen"_s, listen, u"--data-dir"_s, dataDir} +
+            arguments);
+        m_process->setStandardOutputFile(QProcess::nullDevice());
+        QObject::connect(m_process.get(), &QProcess::readyReadStandardError, m_process.get(),
+                         [this] { m_stderr += m_process->readAllStandardError(); });
+    }
+
+    ~ServerProcess() { kill(); }
+
+    // Starts, waits for the listening line and for /ready.
+    bool startReady()
+    {
+        m_process->start();
+        if (!m_process->waitForStarted(StartTimeoutMs))
+            return false;
+        static const QRegularExpression pattern(u"^listening on (http://127\\.0\\.0\\.1:\\d+)$"_s,
+                                                QRegularExpression::MultilineOption);
+        if (!QTest::qWaitFor(
+                [this] { return pattern.match(stderrText()).hasMatch() || !isRunning(); },
+                StartTimeoutMs))
+            return false;
+        const auto match = pattern.match(stderrText());
+        if (!match.hasMatch())
+            return false;
+        m_url = QUrl(match.captured(1));
+        return QTest::qWaitFor([this] { return get(u"/ready"_s).status == 200; }, StartTimeoutMs);
+    }
+
+    bool isRunning() const { return m_process->state() != QProcess::NotRunning; }
+
+    void kill()
+    {
+        if (!isRunning())
+            return;
+        ::kill(static_cast<pid_t>(m_process->processId()), SIGKILL);
+        m_process->waitForFinished(10'000);
+    }
+
+    QString stderrText()
+    {
+        m_stderr += m_process->readAllStandardError();
+        return QString::fromLocal8Bit(m_stderr);
+    }
+
+    QUrl url() const { return m_url; }
+    QString urlText() const { return m_url.toString(); }
+
+    Reply call(const QByteArray &method, const QString &path, const QByteArray &body = {},
+               const QUrlQuery &query = {})
+    {
+        QUrl url = m_url;
+        url.setPath(path);
+        if (!query.isEmpty())
+            url.setQuery(query);
+        QNetworkRequest request(url);
+        request.setAttribute(QNetworkRequest::Http2AllowedAttribute, false);
+        request.setTransferTimeout(CommandTimeoutMs);
+        if (!m_key.isEmpty())
+            request.setRawHeader("X-Session-API-Key", m_key.toUtf8());
+        if (!body.isEmpty())
+            request.setHeader(QNetworkRequest::ContentTypeHeader, "application/json"_ba);
+        QNetworkReply *reply = m_network.sendCustomRequest(request, method, body);
+        if (!reply->isFinished()) {
+            QEventLoop loop;
+            QObject::connect(reply, &QNetworkReply::finished, &loop, &QEventLoop::quit);
+            loop.exec();
+        }
+        Reply result;
+        result.status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
+        result.body = reply->readAll();
+        reply->deleteLater();
+        const QJsonDocument document = QJsonDocument::fromJson(result.body);
+        result.json =
+            document.isArray() ? QJsonValue(document.array()) : QJsonValue(document.object());
+        return result;
+    }
+
+    Reply get(const QString &path, const QUrlQuery &query = {})
+    {
+        return call("GET"_ba, path, {}, query);
+    }
+
+    Reply post(const QString &path, const QJsonObject &body = {})
+    {
+        return call("POST"_ba, path, QJsonDocument(body).toJson(QJsonDocument::Compact));
+    }
+
+    void setKey(const QString &key) { m_key = key; }
+
+    QUuid create(const QJsonObject &body)
+    {
+        const Reply created = post(u"/api/conversations"_s, body);
+        if (created.status != 201) {
+            qWarning().noquote() << "create failed:" << created.describe();
+            return {};
+        }
+        return QUuid::fromString(created.object().value(u"id"_s).toString());
+    }
+
+    QJsonObject conversation(const QUuid &id) { return get(conversationPath(id)).object(); }
+
+    QString status(const QUuid &id)
+    {
+        return conversation(id).value(u"execution_status"_s).toString();
+    }
+
+    bool waitForStatus(const QUuid &id, const QString &wanted)
+    {
+        return QTest::qWaitFor([&] { return status(id) == wanted; }, CommandTimeoutMs);
+    }
+
+    QList<QJsonObject> events(const QUuid &id)
+    {
+        QList<QJsonObject> events;
+        QUrlQuery query;
+        for (int page = 0; page < 1000; ++page) {
+            const Reply reply = get(conversationPath(id, u"events/search"_s), query);
+            if (!reply.ok())
+                break;
+            for (const QJsonValue &item : reply.object().value(u"items"_s).toArray())
+                events.append(item.toObject());
+            const QString next = reply.object().value(u"next_page_id"_s).toString();
+            if (next.isEmpty())
+                break;
+            query.removeAllQueryItems(u"page_id"_s);
+            query.addQueryItem(u"page_id"_s, next);
+        }
+        return events;
+    }
+
+private:
+    std::unique_ptr<QProcess> m_process;
+    QByteArray m_stderr;
+    QUrl m_url;
+    QString m_key;
+    QNetworkAccessManager m_network;
+};
+
+// What one `agentdeck ctl` run printed and how it ended.
+struct CtlResult
+{
+    int exitCode = -1;
+    bool finished = false;
+    QString out;
+    QString err;
+
+    QString describe() const
+    {
+        return u"exit %1%2\nstdout:\n%3\nstderr:\n%4"_s.arg(exitCode).arg(
+            finished ? QString() : u" (did not finish)"_s, out, err);
+    }
+    QStringList outLines() const { return out.split(u'\n', Qt::SkipEmptyParts); }
+    // The --json output of list/show/actions.
+    QJsonObject json() const { return QJsonDocument::fromJson(out.toUtf8()).object(); }
+    // The --json output of events: one event per line.
+    QList<QJsonObject> jsonLines() const
+    {
+        QList<QJsonObject> objects;
+        for (const QString &line : outLines())
+            objects.append(QJsonDocument::fromJson(line.toUtf8()).object());
+        return objects;
+    }
+};
+
+// A long-running `agentdeck ctl` (events --follow) whose output is collected as it comes.
+class CtlProcess
+{
+public:
+    explicit CtlProcess(const QString &binary, const QStringList &arguments)
+        : m_process(std::make_unique<QProcess>())
+    {
+        m_process->setProgram(binary);
+        m_process->setArguments(QStringList{u"ctl"_s} + arguments);
+        QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+        environment.remove(u"AGENTDECK_SESSION_API_KEY"_s);
+        m_process->setProcessEnvironment(environment);
+        QObject::connect(m_process.get(), &QProcess::readyReadStandardOutput, m_process.get(),
+                         [this] { m_out += m_process->readAllStandardOutput(); });
+        QObject::connect(m_process.get(), &QProcess::readyReadStandardError, m_process.get(),
+                         [this] { m_err += m_process->readAllStandardError(); });
+    }
+
+    ~CtlProcess() { kill(); }
+
+    QProcess &process() { return *m_process; }
+
+    bool start()
+    {
+        m_process->start();
+        return m_process->waitForStarted(StartTimeoutMs);
+    }
+
+    bool isRunning() const { return m_process->state() != QProcess::NotRunning; }
+
+    void kill()
+    {
+        if (!isRunning())
+            return;
+        m_process->kill();
+        m_process->waitForFinished(10'000);
+    }
+
+    bool waitForFinished(int timeoutMs)
+    {
+        return QTest::qWaitFor([this] { return !isRunning(); }, timeoutMs);
+    }
+
+    CtlResult result()
+    {
+        m_out += m_process->readAllStandardOutput();
+        m_err += m_process->readAllStandardError();
+        CtlResult result;
+        result.finished = !isRunning() && m_process->exitStatus() == QProcess::NormalExit;
+        result.exitCode = result.finished ? m_process->exitCode() : -1;
+        result.out = QString::fromUtf8(m_out);
+        result.err = QString::fromUtf8(m_err);
+        return result;
+    }
+
+private:
+    std::unique_ptr<QProcess> m_process;
+    QByteArray m_out;
+    QByteArray m_err;
+};
+
+} // namespace
+
+class SystemCtlTest : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        m_binary = qEnvironmentVariable("AGENTDECK_BINARY");
+        QVERIFY2(!m_binary.isEmpty(), "AGENTDECK_BINARY must name the agentdeck binary");
+        QVERIFY2(QFileInfo(m_binary).isExecutable(),
+                 qPrintable(m_binary + u" is not executable"_s));
+    }
+
+    void cleanup()
+    {
+        const bool failed = QTest::currentTestFailed();
+        for (const auto &ctl : m_ctls) {
+            if (failed && ctl->isRunning())
+                qWarning().noquote() << "running ctl:" << ctl->result().describe();
+            ctl->kill();
+        }
+        m_ctls.clear();
+        for (const auto &server : m_servers) {
+            if (failed)
+                qWarning().noquote() << "stderr of" << server->urlText() << ":\n"
+                                     << server->stderrText();
+            server->kill();
+        }
+        m_servers.clear();
+        // Sandbox hosts outlive their server by design; those of this test's data dirs go too.
+        for (const auto &dir : m_dirs)
+            killProcessesWith(dir->path().toUtf8());
+        m_dirs.clear();
+    }
+
+    // Mistakes in the arguments are caught before any request: exit 2 and a sentence.
+    void usageErrors_data()
+    {
+        QTest::addColumn<QStringList>("arguments");
+        QTest::addColumn<QString>("message");
+        const QString id = wireId(QUuid::createUuid());
+        QTest::addRow("no command") << QStringList{} << u"a command is missing"_s;
+        QTest::addRow("unknown command") << QStringList{u"frobnicate"_s} << u"unknown command"_s;
+        QTest::addRow("missing id") << QStringList{u"show"_s} << u"needs a conversation ID"_s;
+        QTest::addRow("bad id") << QStringList{u"show"_s, u"not-a-uuid"_s}
+                                << u"is not a conversation ID"_s;
+        QTest::addRow("option of another command")
+            << QStringList{u"list"_s, u"--follow"_s} << u"list does not take --follow"_s;
+        QTest::addRow("unknown option") << QStringList{u"list"_s, u"--colour"_s} << u"colour"_s;
+        QTest::addRow("archived and all")
+            << QStringList{u"list"_s, u"--archived"_s, u"--all"_s} << u"exclude each other"_s;
+        QTest::addRow("bad status")
+            << QStringList{u"list"_s, u"--status"_s, u"sleeping"_s} << u"--status takes"_s;
+        QTest::addRow("extra argument")
+            << QStringList{u"archive"_s, id, u"again"_s} << u"unexpected argument"_s;
+        QTest::addRow("send without text") << QStringList{u"send"_s, id} << u"needs the text"_s;
+        QTest::addRow("bad server")
+            << QStringList{u"--server"_s, u"ftp://example.org"_s, u"list"_s} << u"--server"_s;
+    }
+
+    void usageErrors()
+    {
+        QFETCH(QStringList, arguments);
+        QFETCH(QString, message);
+        const CtlResult result = ctl(arguments);
+        QVERIFY2(result.exitCode == ExitUsage, qPrintable(result.describe()));
+        QVERIFY2(result.err.contains(message), qPrintable(result.describe()));
+        QVERIFY2(result.out.isEmpty(), qPrintable(result.describe()));
+    }
+
+    void helpIsPrinted()
+    {
+        for (const QString &argument : {u"--help"_s, u"-h"_s, u"help"_s}) {
+            const CtlResult help = ctl({argument});
+            QVERIFY2(help.exitCode == ExitOk, qPrintable(help.describe()));
+            QVERIFY(help.out.startsWith(u"Usage: agentdeck ctl"_s));
+            QVERIFY(help.out.contains(u"Exit codes"_s));
+        }
+    }
+
+    // list: the active partition by default, --archived, --all, --status; table and JSON.
+    void listInBothModes()
+    {
+        ServerProcess &server = launch();
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QUuid finished = server.create(conversationBody(u"shell"_s, u"alpha"_s, u"true"_s));
+        const QUuid idle = server.create(conversationBody(u"echo"_s, u"beta"_s));
+        const QUuid archived = server.create(conversationBody(u"echo"_s, u"gamma"_s));
+        QVERIFY(!finished.isNull() && !idle.isNull() && !archived.isNull());
+        QVERIFY(server.waitForStatus(finished, u"finished"_s));
+        QVERIFY(server.post(conversationPath(archived, u"archive"_s)).ok());
+
+        CtlResult result = ctl(server, {u"list"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QStringList lines = result.outLines();
+        QCOMPARE(lines.size(), 3);
+        QVERIFY2(QRegularExpression(u"^ID +TITLE +EXECUTION +RUNTIME +ARCHIVED +EVENTS +UPDATED$"_s)
+                     .match(lines[0])
+                     .hasMatch(),
+                 qPrintable(lines[0]));
+        // Columns line up: every cell starts where its header does.
+        const qsizetype runtimeColumn = lines[0].indexOf(u"RUNTIME"_s);
+        const QString alphaLine = lineWith(lines, wireId(finished));
+        const QString betaLine = lineWith(lines, wireId(idle));
+        QVERIFY2(QRegularExpression(u"^\\S+ +alpha +finished +available +- +\\d+ +\\S+Z$"_s)
+                     .match(alphaLine)
+                     .hasMatch(),
+                 qPrintable(result.out));
+        QVERIFY2(QRegularExpression(u"^\\S+ +beta +idle +missing \\(resumable\\) +- +0 +\\S+Z$"_s)
+                     .match(betaLine)
+                     .hasMatch(),
+                 qPrintable(result.out));
+        QCOMPARE(alphaLine.indexOf(u"available"_s), runtimeColumn);
+        QCOMPARE(betaLine.indexOf(u"missing"_s), runtimeColumn);
+        QVERIFY(!result.out.contains(wireId(archived)));
+
+        result = ctl(server, {u"list"_s, u"--archived"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        lines = result.outLines();
+        QCOMPARE(lines.size(), 2);
+        QVERIFY2(QRegularExpression(u"^\\S+ +gamma +idle +.+ +archived +0 +\\S+Z$"_s)
+                     .match(lineWith(lines, wireId(archived)))
+                     .hasMatch(),
+                 qPrintable(result.out));
+
+        result = ctl(server, {u"list"_s, u"--all"_s});
+        QCOMPARE(result.outLines().size(), 4);
+
+        result = ctl(server, {u"list"_s, u"--all"_s, u"--status"_s, u"finished"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QCOMPARE(result.outLines().size(), 2);
+        QVERIFY(result.out.contains(wireId(finished)));
+
+        result = ctl(server, {u"list"_s, u"--archived"_s, u"--status"_s, u"running"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QCOMPARE(result.out, u"No archived conversations.\n"_s);
+
+        // --json: the API's items, the same objects the search route answers.
+        result = ctl(server, {u"list"_s, u"--all"_s, u"--json"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        const QJsonObject listed = result.json();
+        QVERIFY(listed.value(u"next_page_id"_s).isNull());
+        QUrlQuery query;
+        query.addQueryItem(u"archive_filter"_s, u"ALL"_s);
+        const QJsonArray expected =
+            server.get(u"/api/conversations/search"_s, query).object().value(u"items"_s).toArray();
+        QCOMPARE(listed.value(u"items"_s).toArray().size(), 3);
+        QCOMPARE(listed.value(u"items"_s).toArray(), expected);
+    }
+
+    // More conversations than one page holds: list follows next_page_id.
+    void listFollowsPages()
+    {
+        ServerProcess &server = launch();
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        constexpr int Count = 130;
+        for (int i = 0; i < Count; ++i)
+            QVERIFY(!server.create(conversationBody(u"echo"_s, u"bulk %1"_s.arg(i))).isNull());
+
+        CtlResult result = ctl(server, {u"list"_s, u"--json"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QSet<QString> ids;
+        for (const QJsonValue &item : result.json().value(u"items"_s).toArray())
+            ids.insert(item.toObject().value(u"id"_s).toString());
+        QCOMPARE(ids.size(), Count);
+
+        result = ctl(server, {u"list"_s});
+        QCOMPARE(result.outLines().size(), Count + 1);
+    }
+
+    // show: badge words and facts for people, the API's object with --json; IDs dashed or not.
+    void showInBothModes()
+    {
+        ServerProcess &server = launch();
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QUuid id = server.create(conversationBody(u"shell"_s, u"show me"_s, u"true"_s));
+        QVERIFY(!id.isNull());
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+
+        const QString undashed = id.toString(QUuid::Id128);
+        CtlResult result = ctl(server, {u"show"_s, undashed});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        for (const QString &pattern :
+             {u"^id: +%1$"_s.arg(wireId(id)), u"^title: +show me$"_s, u"^execution: +finished$"_s,
+              u"^runtime: +available$"_s, u"^archived: +-$"_s, u"^agent: +shell$"_s,
+              u"^events: +\\d+, last at \\S+Z$"_s}) {
+            QVERIFY2(QRegularExpression(pattern, QRegularExpression::MultilineOption)
+                         .match(result.out)
+                         .hasMatch(),
+                     qPrintable(pattern + u" not in:\n"_s + result.out));
+        }
+
+        result = ctl(server, {u"show"_s, wireId(id), u"--json"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QCOMPARE(result.json(), server.conversation(id));
+    }
+
+    // events: one line per event for people, the API's event objects (one per line) with --json.
+    void eventsInBothModes()
+    {
+        ServerProcess &server = launch();
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QUuid id = server.create(
+            conversationBody(u"shell"_s, u"events"_s, u"echo first; echo second; exit 3"_s));
+        QVERIFY(!id.isNull());
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        const QList<QJsonObject> expected = server.events(id);
+        QVERIFY(expected.size() >= 4);
+
+        CtlResult result = ctl(server, {u"events"_s, wireId(id)});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        const QStringList lines = result.outLines();
+        QCOMPARE(lines.size(), expected.size() + 1);
+        QVERIFY2(
+            QRegularExpression(u"^ +SEQ +TIME +SOURCE +KIND +DETAIL$"_s).match(lines[0]).hasMatch(),
+            qPrintable(lines[0]));
+        QVERIFY2(
+            QRegularExpression(u"^ +1 +\\S+Z +user +message +echo first; echo second; exit 3$"_s)
+                .match(lines[1])
+                .hasMatch(),
+            qPrintable(result.out));
+        QVERIFY2(QRegularExpression(
+                     u"^ +\\d+ +\\S+Z +agent +action +\\$ echo first; echo second; exit 3$"_s,
+                     QRegularExpression::MultilineOption)
+                     .match(result.out)
+                     .hasMatch(),
+                 qPrintable(result.out));
+        QVERIFY2(QRegularExpression(
+                     u"^ +\\d+ +\\S+Z +environment +observation +exit 3: first\\\\nsecond$"_s,
+                     QRegularExpression::MultilineOption)
+                     .match(result.out)
+                     .hasMatch(),
+                 qPrintable(result.out));
+        for (qsizetype i = 0; i < expected.size(); ++i) {
+            const qint64 seq = expected[i].value(u"seq"_s).toInteger();
+            QVERIFY2(lines[i + 1].startsWith(QString::number(seq).rightJustified(5) + u"  "_s),
+                     qPrintable(lines[i + 1]));
+        }
+
+        result = ctl(server, {u"events"_s, wireId(id), u"--json"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QCOMPARE(result.jsonLines(), expected);
+    }
+
+    // archive, unarchive, recover, reprovision: each answers the conversation as it now is, and
+    // an archived conversation refuses runtime actions with the server's sentence and exit 4.
+    void runtimeAndArchiveActions()
+    {
+        ServerProcess &server = launch();
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QUuid id = server.create(conversationBody(u"shell"_s, u"acted on"_s, u"true"_s));
+        QVERIFY(!id.isNull());
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+
+        CtlResult result = ctl(server, {u"archive"_s, wireId(id)});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY2(result.out.startsWith(u"Archived %1.\n"_s.arg(wireId(id))),
+                 qPrintable(result.out));
+        QVERIFY2(QRegularExpression(u"acted on +finished +\\S.* +archived +\\d+ +\\S+Z$"_s,
+                                    QRegularExpression::MultilineOption)
+                     .match(result.out)
+                     .hasMatch(),
+                 qPrintable(result.out));
+        QVERIFY(server.conversation(id).value(u"archived_at"_s).isString());
+
+        // Refusals carry the server's own sentence.
+        const Reply refused = server.post(conversationPath(id, u"recover"_s));
+        QCOMPARE(refused.status, 409);
+        const QString sentence = refused.object().value(u"detail"_s).toString();
+        QVERIFY(!sentence.isEmpty());
+        for (const QStringList &arguments :
+             {QStringList{u"recover"_s, wireId(id)}, QStringList{u"reprovision"_s, wireId(id)},
+              QStringList{u"send"_s, wireId(id), u"true"_s, u"--run"_s}}) {
+            result = ctl(server, arguments);
+            QVERIFY2(result.exitCode == ExitConflict, qPrintable(result.describe()));
+            QCOMPARE(result.err, u"agentdeck ctl: "_s + sentence + u'\n');
+            QVERIFY(result.out.isEmpty());
+        }
+
+        result = ctl(server, {u"unarchive"_s, wireId(id), u"--json"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY(result.json().value(u"archived_at"_s).isNull());
+        QCOMPARE(result.json().value(u"id"_s).toString(), wireId(id));
+        QVERIFY(server.conversation(id).value(u"archived_at"_s).isNull());
+
+        result = ctl(server, {u"reprovision"_s, wireId(id)});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY2(result.out.startsWith(u"Reprovisioned %1.\n"_s.arg(wireId(id))),
+                 qPrintable(result.out));
+        QVERIFY2(result.out.contains(u" available "_s), qPrintable(result.out));
+
+        result = ctl(server, {u"recover"_s, wireId(id), u"--json"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QCOMPARE(
+            result.json().value(u"runtime_info"_s).toObject().value(u"runtime_status"_s).toString(),
+            u"available"_s);
+    }
+
+    // send: a message without --run waits; with --run the echo agent answers every open one.
+    void sendMessages()
+    {
+        ServerProcess &server = launch();
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QUuid id = server.create(conversationBody(u"echo"_s, u"talk"_s));
+        QVERIFY(!id.isNull());
+
+        CtlResult result = ctl(server, {u"send"_s, wireId(id), u"just"_s, u"listen"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QCOMPARE(result.out, u"Sent to %1 as event 1.\n"_s.arg(wireId(id)));
+        QCOMPARE(server.status(id), u"idle"_s);
+
+        result = ctl(server,
+                     {u"send"_s, wireId(id), u"--run"_s, u"--json"_s, u"--"_s, u"-now answer"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QCOMPARE(result.json().value(u"seq"_s).toInteger(), 2);
+        QCOMPARE(result.json().value(u"kind"_s).toString(), u"MessageEvent"_s);
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        QStringList texts;
+        for (const QJsonObject &event : server.events(id)) {
+            if (event.value(u"kind"_s).toString() == u"MessageEvent"_s)
+                texts.append(event.value(u"source"_s).toString() + u':' +
+                             event.value(u"llm_message"_s)
+                                 .toObject()
+                                 .value(u"content"_s)
+                                 .toArray()
+                                 .at(0)
+                                 .toObject()
+                                 .value(u"text"_s)
+                                 .toString());
+        }
+        QCOMPARE(texts, (QStringList{u"user:just listen"_s, u"user:-now answer"_s,
+                                     u"agent:just listen"_s, u"agent:-now answer"_s}));
+    }
+
+    // delete: refuses without --yes when nobody can be asked; asks on a terminal.
+    void deleteAsksFirst()
+    {
+        ServerProcess &server = launch();
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QUuid id = server.create(conversationBody(u"echo"_s, u"doomed"_s));
+        QVERIFY(!id.isNull());
+
+        CtlResult result = ctl(server, {u"delete"_s, wireId(id)});
+        QVERIFY2(result.exitCode == ExitUsage, qPrintable(result.describe()));
+        QVERIFY2(result.err.contains(u"--yes"_s), qPrintable(result.describe()));
+        QCOMPARE(server.get(conversationPath(id)).status, 200);
+
+        result = ctlOnTerminal(server, {u"delete"_s, wireId(id)}, "n\n");
+        QVERIFY2(result.exitCode == ExitFailed, qPrintable(result.describe()));
+        QVERIFY2(result.err.contains(u"\"doomed\""_s) && result.err.contains(u"[y/N]"_s),
+                 qPrintable(result.describe()));
+        QVERIFY2(result.err.contains(u"not deleted"_s), qPrintable(result.describe()));
+        QCOMPARE(server.get(conversationPath(id)).status, 200);
+
+        result = ctlOnTerminal(server, {u"delete"_s, wireId(id)}, "y\n");
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QCOMPARE(result.out, u"Deleted %1.\n"_s.arg(wireId(id)));
+        QCOMPARE(server.get(conversationPath(id)).status, 404);
+
+        const QUuid second = server.create(conversationBody(u"echo"_s, u"also doomed"_s));
+        result = ctl(server, {u"delete"_s, wireId(second), u"--yes"_s, u"--json"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QCOMPARE(result.json().value(u"success"_s).toBool(), true);
+        QCOMPARE(server.get(conversationPath(second)).status, 404);
+
+        result = ctl(server, {u"delete"_s, wireId(second), u"--yes"_s});
+        QVERIFY2(result.exitCode == ExitNotFound, qPrintable(result.describe()));
+    }
+
+    // Each kind of failure has its exit code, and the sentence is the server's.
+    void notFoundExitCode()
+    {
+        ServerProcess &server = launch();
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QUuid unknown = QUuid::createUuid();
+        const QString sentence =
+            server.get(conversationPath(unknown)).object().value(u"detail"_s).toString();
+        QVERIFY(!sentence.isEmpty());
+        for (const QStringList &arguments :
+             {QStringList{u"show"_s, wireId(unknown)}, QStringList{u"events"_s, wireId(unknown)},
+              QStringList{u"events"_s, wireId(unknown), u"--follow"_s},
+              QStringList{u"archive"_s, wireId(unknown)},
+              QStringList{u"unarchive"_s, wireId(unknown)},
+              QStringList{u"recover"_s, wireId(unknown)},
+              QStringList{u"reprovision"_s, wireId(unknown)},
+              QStringList{u"send"_s, wireId(unknown), u"hello"_s},
+              QStringList{u"delete"_s, wireId(unknown), u"--yes"_s}}) {
+            const CtlResult result = ctl(server, arguments);
+            QVERIFY2(result.exitCode == ExitNotFound,
+                     qPrintable(arguments.join(u' ') + u": "_s + result.describe()));
+            QCOMPARE(result.err, u"agentdeck ctl: "_s + sentence + u'\n');
+        }
+    }
+
+    void unreachableExitCode()
+    {
+        const quint16 port = freePort();
+        QVERIFY(port != 0);
+        const QString url = u"http://127.0.0.1:%1"_s.arg(port);
+        const QString id = wireId(QUuid::createUuid());
+        for (const QStringList &arguments :
+             {QStringList{u"list"_s}, QStringList{u"show"_s, id},
+              QStringList{u"events"_s, id, u"--follow"_s}, QStringList{u"recover"_s, id}}) {
+            const CtlResult result = ctl(QStringList{u"--server"_s, url} + arguments);
+            QVERIFY2(result.exitCode == ExitUnreachable, qPrintable(result.describe()));
+            QVERIFY2(result.err.startsWith(u"agentdeck ctl: The server cannot be reached"_s),
+                     qPrintable(result.describe()));
+        }
+    }
+
+    void unauthorizedExitCodeAndKeySources()
+    {
+        ServerProcess &server = launch({u"--session-api-key"_s, u"sekrit"_s});
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        server.setKey(u"sekrit"_s);
+        const QUuid id = server.create(conversationBody(u"echo"_s, u"guarded"_s));
+        QVERIFY(!id.isNull());
+
+        CtlResult result = ctl(server, {u"list"_s});
+        QVERIFY2(result.exitCode == ExitUnauthorized, qPrintable(result.describe()));
+        result = ctl(server, {u"--session-api-key"_s, u"wrong"_s, u"show"_s, wireId(id)});
+        QVERIFY2(result.exitCode == ExitUnauthorized, qPrintable(result.describe()));
+
+        result = ctl(server, {u"--session-api-key"_s, u"sekrit"_s, u"list"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY(result.out.contains(wireId(id)));
+        result = ctl(server, {u"list"_s}, {{u"AGENTDECK_SESSION_API_KEY"_s, u"sekrit"_s}});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY(result.out.contains(wireId(id)));
+
+        // The follower authenticates its WebSocket with the same key.
+        CtlProcess &follower = startCtl(server, {u"--session-api-key"_s, u"sekrit"_s, u"events"_s,
+                                                 wireId(id), u"--follow"_s, u"--json"_s});
+        QVERIFY(server.post(conversationPath(id, u"events"_s), userMessage(u"hi"_s, true)).ok());
+        QVERIFY2(QTest::qWaitFor([&] { return follower.result().jsonLines().size() >= 4; },
+                                 FollowTimeoutMs),
+                 qPrintable(follower.result().describe()));
+        QVERIFY(follower.isRunning());
+    }
+
+    void expiredExitCode()
+    {
+        ServerProcess &server = launch({u"--runtime-retention"_s, u"1s"_s});
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QUuid id = server.create(conversationBody(u"shell"_s, u"short-lived"_s, u"true"_s));
+        QVERIFY(!id.isNull());
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        QVERIFY2(QTest::qWaitFor(
+                     [&] {
+                         return server.conversation(id)
+                                    .value(u"runtime_info"_s)
+                                    .toObject()
+                                    .value(u"runtime_error"_s)
+                                    .toObject()
+                                    .value(u"code"_s)
+                                    .toString() == u"runtime_expired"_s;
+                     },
+                     CommandTimeoutMs),
+                 QJsonDocument(server.conversation(id)).toJson().constData());
+        const Reply refused = server.post(conversationPath(id, u"recover"_s));
+        QCOMPARE(refused.status, 410);
+        const QString sentence = refused.object().value(u"detail"_s).toString();
+
+        for (const QString &command : {u"recover"_s, u"reprovision"_s}) {
+            const CtlResult result = ctl(server, {command, wireId(id)});
+            QVERIFY2(result.exitCode == ExitExpired, qPrintable(result.describe()));
+            QCOMPARE(result.err, u"agentdeck ctl: "_s + sentence + u'\n');
+        }
+        // The badge word for it, as in the console.
+        const CtlResult shown = ctl(server, {u"show"_s, wireId(id)});
+        QVERIFY2(QRegularExpression(u"^runtime: +expired$"_s, QRegularExpression::MultilineOption)
+                     .match(shown.out)
+                     .hasMatch(),
+                 qPrintable(shown.describe()));
+        QVERIFY2(shown.out.contains(u"runtime_expired"_s), qPrintable(shown.describe()));
+    }
+
+    // events --follow prints history, then live events; when the server is SIGKILLed and comes
+    // back on the same port it resumes after its last seq, so every event is printed once.
+    void followSurvivesServerRestart()
+    {
+        const quint16 port = freePort();
+        QVERIFY(port != 0);
+        const QString listen = u"127.0.0.1:%1"_s.arg(port);
+        const QString dataDir = newDataDir();
+        ServerProcess *server = &launch({}, dataDir, listen);
+        QVERIFY2(server->startReady(), qPrintable(server->stderrText()));
+        const QUuid id = server->create(conversationBody(u"echo"_s, u"followed"_s));
+        QVERIFY(!id.isNull());
+        QVERIFY(
+            server->post(conversationPath(id, u"events"_s), userMessage(u"history"_s, true)).ok());
+        QVERIFY(server->waitForStatus(id, u"finished"_s));
+        const qsizetype historySize = server->events(id).size();
+
+        CtlProcess &json = startCtl(*server, {u"events"_s, wireId(id), u"--follow"_s, u"--json"_s});
+        CtlProcess &human = startCtl(*server, {u"events"_s, wireId(id), u"--follow"_s});
+        QVERIFY2(QTest::qWaitFor(
+                     [&] {
+                         return json.result().jsonLines().size() == historySize &&
+                                human.result().outLines().size() == historySize + 1;
+                     },
+                     FollowTimeoutMs),
+                 qPrintable(json.result().describe() + human.result().describe()));
+
+        // Live, before the restart.
+        const CtlResult sent = ctl(*server, {u"send"_s, wireId(id), u"--run"_s, u"live before"_s});
+        QVERIFY2(sent.exitCode == ExitOk, qPrintable(sent.describe()));
+        QVERIFY(server->waitForStatus(id, u"finished"_s));
+        const qsizetype beforeSize = server->events(id).size();
+        QVERIFY2(QTest::qWaitFor([&] { return json.result().jsonLines().size() == beforeSize; },
+                                 FollowTimeoutMs),
+                 qPrintable(json.result().describe()));
+
+        server->kill();
+        QVERIFY2(QTest::qWaitFor(
+                     [&] {
+                         return json.result().err.contains(u"connection lost"_s) &&
+                                human.result().err.contains(u"connection lost"_s);
+                     },
+                     FollowTimeoutMs),
+                 qPrintable(json.result().describe()));
+        QVERIFY(json.isRunning() && human.isRunning());
+
+        server = &launch({}, dataDir, listen);
+        QVERIFY2(server->startReady(), qPrintable(server->stderrText()));
+        QCOMPARE(server->url().port(), int(port));
+        const QString marker = u"after restart "_s + QUuid::createUuid().toString(QUuid::Id128);
+        const CtlResult resent = ctl(*server, {u"send"_s, wireId(id), u"--run"_s, marker});
+        QVERIFY2(resent.exitCode == ExitOk, qPrintable(resent.describe()));
+        QVERIFY(server->waitForStatus(id, u"finished"_s));
+        const QList<QJsonObject> all = server->events(id);
+        QVERIFY(all.size() > beforeSize);
+
+        QVERIFY2(QTest::qWaitFor(
+                     [&] {
+                         return json.result().jsonLines().size() >= all.size() &&
+                                human.result().outLines().size() >= all.size() + 1;
+                     },
+                     FollowTimeoutMs),
+                 qPrintable(json.result().describe() + human.result().describe()));
+        // A replayed duplicate would come before the new events, so this is exactly once.
+        QCOMPARE(json.result().jsonLines(), all);
+
+        const QStringList lines = human.result().outLines();
+        QCOMPARE(lines.size(), all.size() + 1);
+        for (qsizetype i = 0; i < all.size(); ++i) {
+            const qint64 seq = all[i].value(u"seq"_s).toInteger();
+            QVERIFY2(lines[i + 1].startsWith(QString::number(seq).rightJustified(5) + u"  "_s),
+                     qPrintable(lines[i + 1]));
+        }
+        QCOMPARE(lines.filter(QRegularExpression(u" user +message +"_s + marker + u'$')).size(), 1);
+        QCOMPARE(lines.filter(QRegularExpression(u" agent +message +"_s + marker + u'$')).size(),
+                 1);
+        QVERIFY2(
+            human.result().err.contains(u"reconnected; resuming after seq %1"_s.arg(beforeSize)),
+            qPrintable(human.result().describe()));
+        QVERIFY(json.isRunning() && human.isRunning());
+    }
+
+private:
+    ServerProcess &launch(const QStringList &arguments = {}, QString dataDir = {},
+                          const QString &listen = u"127.0.0.1:0"_s)
+    {
+        if (dataDir.isEmpty())
+            dataDir = newDataDir();
+        m_servers.push_back(std::make_unique<ServerProcess>(m_binary, dataDir, arguments, listen));
+        return *m_servers.back();
+    }
+
+    QString newDataDir()
+    {
+        m_dirs.push_back(std::make_unique<QTemporaryDir>());
+        return m_dirs.back()->path();
+    }
+
+    static QString lineWith(const QStringList &lines, const QString &text)
+    {
+        for (const QString &line : lines) {
+            if (line.contains(text))
+                return line;
+        }
+        return {};
+    }
+
+    QStringList withServer(const ServerProcess &server, const QStringList &arguments)
+    {
+        return QStringList{u"--server"_s, server.urlText()} + arguments;
+    }
+
+    CtlProcess &startCtl(const ServerProcess &server, const QStringList &arguments)
+    {
+        m_ctls.push_back(std::make_unique<CtlProcess>(m_binary, withServer(server, arguments)));
+        CtlProcess &ctl = *m_ctls.back();
+        if (!ctl.start())
+            qWarning() << "agentdeck ctl did not start";
+        return ctl;
+    }
+
+    CtlResult ctl(const QStringList &arguments, const QMap<QString, QString> &environment = {})
+    {
+        CtlProcess process(m_binary, arguments);
+        QProcessEnvironment env = process.process().processEnvironment();
+        for (auto it = environment.cbegin(); it != environment.cend(); ++it)
+            env.insert(it.key(), it.value());
+        process.process().setProcessEnvironment(env);
+        // Not a terminal: delete must not wait for an answer.
+        process.process().setStandardInputFile(QProcess::nullDevice());
+        if (!process.start())
+            return {};
+        process.waitForFinished(CommandTimeoutMs);
+        return process.result();
+    }
+
+    CtlResult ctl(const ServerProcess &server, const QStringList &arguments,
+                  const QMap<QString, QString> &environment = {})
+    {
+        return ctl(withServer(server, arguments), environment);
+    }
+
+    // Runs ctl with a pseudo-terminal as stdin and types `input` into it.
+    CtlResult ctlOnTerminal(const ServerProcess &server, const QStringList &arguments,
+                            const QByteArray &input)
+    {
+        const int master = ::posix_openpt(O_RDWR | O_NOCTTY);
+        if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0) {
+            qWarning() << "no pseudo-terminal";
+            return {};
+        }
+        const int slave = ::open(::ptsname(master), O_RDWR | O_NOCTTY);
+        CtlProcess process(m_binary, withServer(server, arguments));
+        process.process().setChildProcessModifier([slave] { ::dup2(slave, STDIN_FILENO); });
+        const bool started = process.start();
+        ::close(slave);
+        if (started) {
+            // The answer waits in the terminal's buffer until ctl reads its line.
+            if (::write(master, input.constData(), size_t(input.size())) != input.size())
+                qWarning() << "could not type into the terminal";
+            process.waitForFinished(CommandTimeoutMs);
+        }
+        ::close(master);
+        return process.result();
+    }
+
+    QString m_binary;
+    std::vector<std::unique_ptr<QTemporaryDir>> m_dirs;
+    std::vector<std::unique_ptr<ServerProcess>> m_servers;
+    std::vector<std::unique_ptr<CtlProcess>> m_ctls;
+};
+
+QTEST_GUILESS_MAIN(SystemCtlTest)
+#include "tst_system_ctl.moc"

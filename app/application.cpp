@@ -4,6 +4,7 @@
 #include "commandline.h"
 #include "ctl.h"
 #include "runtime/sandboxhost.h"
+#include "systemdnotify.h"
 #include "unixsignals.h"
 
 #include <QCoreApplication>
@@ -40,6 +41,8 @@ int runHeadless(int argc, char *argv[], const Options &options)
         printErr(u"agentdeck: warning: no session API key is configured and the server listens "
                  "beyond loopback; anyone who can reach it can use it\n"_s);
     printErr(u"listening on "_s + server.url().toString() + u'\n');
+    QObject::connect(&server, &AgentDeckServer::ready, &app,
+                     [&server] { notifySystemdReady(u"serving on "_s + server.url().toString()); });
 
     UnixSignals signals;
     bool stopping = false;
@@ -47,6 +50,7 @@ int runHeadless(int argc, char *argv[], const Options &options)
         if (stopping)
             return;
         stopping = true;
+        notifySystemdStopping();
         printErr(u"agentdeck: signal %1 received, stopping\n"_s.arg(signal));
         QCoro::connect(server.stop(), &app, [&app] { app.exit(0); });
     });

@@ -1,0 +1,445 @@
+// The Debian package: `cpack -G DEB` on this build tree, extracted into a throwaway root with
+// `dpkg -x`. Checks its files, its dependencies (including the run-time-loaded ones dpkg-shlibdeps
+// cannot see), the unit, desktop entry and metainfo with their validators where installed, and
+// that the packaged daemon, started the way the unit starts it, tells systemd when it is ready
+// and when it stops.
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QNetworkAccessManager>
+#include <QNetworkReply>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QScopeGuard>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <algorithm>
+#include <csignal>
+#include <memory>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+using namespace Qt::StringLiterals;
+
+namespace {
+
+constexpr int CpackTimeoutMs = 240'000;
+constexpr int ToolTimeoutMs = 60'000;
+constexpr int DaemonTimeoutMs = 30'000;
+
+struct Result
+{
+    int exitCode = -1;
+    QString output;
+
+    bool ok() const { return exitCode == 0; }
+};
+
+Result run(const QString &program, const QStringList &arguments, int timeoutMs = ToolTimeoutMs,
+           const QString &workingDir = {})
+{
+    QProcess process;
+    process.setProcessChannelMode(QProcess::MergedChannels);
+    if (!workingDir.isEmpty())
+        process.setWorkingDirectory(workingDir);
+    process.start(program, arguments);
+    if (!process.waitForStarted())
+        return {-1, program + u": "_s + process.errorString()};
+    if (!process.waitForFinished(timeoutMs)) {
+        process.kill();
+        process.waitForFinished();
+        return {-1, program + u" timed out: "_s + QString::fromLocal8Bit(process.readAll())};
+    }
+    const int code = process.exitStatus() == QProcess::NormalExit ? process.exitCode() : -1;
+    return {code, QString::fromLocal8Bit(process.readAll())};
+}
+
+// A NOTIFY_SOCKET for the daemon: what systemd listens on for READY=1 and STOPPING=1.
+class NotifySocket
+{
+public:
+    explicit NotifySocket(const QString &path)
+        : m_path(path)
+    {
+        m_fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        sockaddr_un address{};
+        address.sun_family = AF_UNIX;
+        const QByteArray encoded = QFile::encodeName(path);
+        if (m_fd < 0 || encoded.size() >= qsizetype(sizeof(address.sun_path)))
+            return;
+        std::copy(encoded.begin(), encoded.end(), address.sun_path);
+        if (::bind(m_fd, reinterpret_cast<sockaddr *>(&address), sizeof(address)) != 0) {
+            ::close(m_fd);
+            m_fd = -1;
+        }
+    }
+    ~NotifySocket()
+    {
+        if (m_fd >= 0)
+            ::close(m_fd);
+    }
+    NotifySocket(const NotifySocket &) = delete;
+    NotifySocket &operator=(const NotifySocket &) = delete;
+
+    bool isValid() const { return m_fd >= 0; }
+    QString path() const { return m_path; }
+
+    // Reads whatever arrived; true once a message containing `wanted` was among them.
+    bool received(const QByteArray &wanted)
+    {
+        char buffer[4096];
+        for (;;) {
+            const ssize_t size = ::recv(m_fd, buffer, sizeof(buffer), 0);
+            if (size <= 0)
+                break;
+            m_messages.append(QByteArray(buffer, size));
+        }
+        return std::any_of(m_messages.cbegin(), m_messages.cend(),
+                           [&](const QByteArray &message) { return message.contains(wanted); });
+    }
+    QByteArray message(const QByteArray &containing) const
+    {
+        for (const QByteArray &message : m_messages)
+            if (message.contains(containing))
+                return message;
+        return {};
+    }
+    QString describe() const { return QString::fromUtf8(m_messages.join(" | ")); }
+
+private:
+    QString m_path;
+    int m_fd = -1;
+    QList<QByteArray> m_messages;
+};
+
+// KEY=value lines of the shipped conf, as systemd's EnvironmentFile reads simple ones.
+QProcessEnvironment confEnvironment(const QString &confPath)
+{
+    QProcessEnvironment environment;
+    QFile file(confPath);
+    if (!file.open(QIODevice::ReadOnly))
+        return environment;
+    const QStringList lines = QString::fromUtf8(file.readAll()).split(u'\n');
+    for (const QString &line : lines) {
+        const QString trimmed = line.trimmed();
+        const qsizetype equals = trimmed.indexOf(u'=');
+        if (trimmed.isEmpty() || trimmed.startsWith(u'#') || equals <= 0)
+            continue;
+        environment.insert(trimmed.left(equals), trimmed.mid(equals + 1));
+    }
+    return environment;
+}
+
+} // namespace
+
+class PackagingTest : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase();
+    void packageFileName();
+    void installsFile_data();
+    void installsFile();
+    void confIsPrivateConffile();
+    void maintainerScriptsCreateServiceUser();
+    void dependsOnRuntimeLoadedModules_data();
+    void dependsOnRuntimeLoadedModules();
+    void unitPassesSystemdAnalyzeVerify();
+    void unitRunsDedicatedNotifyService();
+    void desktopEntryValidates();
+    void metainfoValidates();
+    void packagedDaemonNotifiesSystemd();
+    void databaseUrlIsRefusedNotIgnored();
+
+private:
+    QString field(const QString &name) const;
+    QString rootPath(const QString &path) const { return m_root + path; }
+
+    QTemporaryDir m_work;
+    QString m_deb;
+    QString m_root;
+};
+
+void PackagingTest::initTestCase()
+{
+    for (const QString &tool : {u"dpkg-deb"_s, u"dpkg-shlibdeps"_s})
+        if (QStandardPaths::findExecutable(tool).isEmpty())
+            QSKIP(qPrintable(tool + u" is not installed (dpkg-dev)"_s));
+    QVERIFY(m_work.isValid());
+
+    // With Ninja, cpack installs what is built and builds nothing itself; the test target
+    // depends on agentdeck, so the binary is current.
+    const QString output = m_work.filePath(u"out"_s);
+    const Result cpack = run(QStringLiteral(AGENTDECK_CPACK), {u"-G"_s, u"DEB"_s, u"-B"_s, output},
+                             CpackTimeoutMs, QStringLiteral(AGENTDECK_BUILD_DIR));
+    QVERIFY2(cpack.ok(), qPrintable(cpack.output));
+
+    const QStringList debs = QDir(output).entryList({u"*.deb"_s}, QDir::Files);
+    QVERIFY2(debs.size() == 1, qPrintable(cpack.output));
+    m_deb = QDir(output).filePath(debs.constFirst());
+
+    m_root = m_work.filePath(u"root"_s);
+    const Result extract = run(u"dpkg-deb"_s, {u"-x"_s, m_deb, m_root});
+    QVERIFY2(extract.ok(), qPrintable(extract.output));
+}
+
+QString PackagingTest::field(const QString &name) const
+{
+    const Result result = run(u"dpkg-deb"_s, {u"-f"_s, m_deb, name});
+    return result.ok() ? result.output.trimmed() : QString();
+}
+
+void PackagingTest::packageFileName()
+{
+    const Result arch = run(u"dpkg"_s, {u"--print-architecture"_s});
+    QVERIFY(arch.ok());
+    QCOMPARE(QFileInfo(m_deb).fileName(), u"agentdeck_"_s + QStringLiteral(AGENTDECK_VERSION) +
+                                              u'_' + arch.output.trimmed() + u".deb"_s);
+    QCOMPARE(field(u"Package"_s), u"agentdeck"_s);
+    QCOMPARE(field(u"Version"_s), QStringLiteral(AGENTDECK_VERSION));
+}
+
+void PackagingTest::installsFile_data()
+{
+    QTest::addColumn<QString>("path");
+    QTest::addColumn<bool>("executable");
+    QTest::addRow("binary") << u"/usr/bin/agentdeck"_s << true;
+    QTest::addRow("unit") << u"/usr/lib/systemd/system/agentdeck.service"_s << false;
+    QTest::addRow("unit wrapper") << u"/usr/libexec/agentdeck/agentdeck-service"_s << true;
+    QTest::addRow("conf") << u"/etc/agentdeck/agentdeck.conf"_s << false;
+    QTest::addRow("desktop entry")
+        << u"/usr/share/applications/org.agentdeck.AgentDeck.desktop"_s << false;
+    QTest::addRow("metainfo") << u"/usr/share/metainfo/org.agentdeck.AgentDeck.metainfo.xml"_s
+                              << false;
+    QTest::addRow("scalable icon")
+        << u"/usr/share/icons/hicolor/scalable/apps/agentdeck.svg"_s << false;
+    for (int size : {48, 128, 256})
+        QTest::addRow("%dpx icon", size)
+            << u"/usr/share/icons/hicolor/%1x%1/apps/agentdeck.png"_s.arg(size) << false;
+    QTest::addRow("readme") << u"/usr/share/doc/agentdeck/README.md"_s << false;
+}
+
+void PackagingTest::installsFile()
+{
+    QFETCH(QString, path);
+    QFETCH(bool, executable);
+    const QFileInfo info(rootPath(path));
+    QVERIFY2(info.isFile() && info.size() > 0, qPrintable(path + u" is missing or empty"_s));
+    QCOMPARE(info.isExecutable(), executable);
+}
+
+void PackagingTest::confIsPrivateConffile()
+{
+    // The conf may hold API keys: root only, and dpkg keeps the operator's edits on upgrade.
+    const QFileInfo conf(rootPath(u"/etc/agentdeck/agentdeck.conf"_s));
+    const auto others = QFile::ReadGroup | QFile::WriteGroup | QFile::ExeGroup | QFile::ReadOther |
+                        QFile::WriteOther | QFile::ExeOther;
+    QCOMPARE(conf.permissions() & others, QFile::Permissions());
+    const Result conffiles = run(u"dpkg-deb"_s, {u"-I"_s, m_deb, u"conffiles"_s});
+    QVERIFY2(conffiles.ok(), qPrintable(conffiles.output));
+    QCOMPARE(conffiles.output.trimmed(), u"/etc/agentdeck/agentdeck.conf"_s);
+
+    // Every documented key, and the reserved database URL said to be unsupported, not hidden.
+    QFile file(conf.filePath());
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(file.readAll());
+    for (const QString &key : {u"AGENTDECK_LISTEN="_s, u"AGENTDECK_SESSION_API_KEYS="_s,
+                               u"AGENTDECK_RUNTIME_RETENTION="_s, u"#AGENTDECK_DATABASE_URL="_s})
+        QVERIFY2(text.contains(key), qPrintable(key));
+}
+
+void PackagingTest::maintainerScriptsCreateServiceUser()
+{
+    const Result postinst = run(u"dpkg-deb"_s, {u"-I"_s, m_deb, u"postinst"_s});
+    QVERIFY2(postinst.ok(), qPrintable(postinst.output));
+    QVERIFY(postinst.output.contains(
+        u"adduser --system --group --home /var/lib/agentdeck --no-create-home"_s));
+    for (const QString &script : {u"postinst"_s, u"prerm"_s, u"postrm"_s}) {
+        const Result syntax = run(
+            u"sh"_s, {u"-n"_s, QStringLiteral(AGENTDECK_SOURCE_DIR "/packaging/debian/") + script});
+        QVERIFY2(syntax.ok(), qPrintable(script + u": "_s + syntax.output));
+    }
+}
+
+void PackagingTest::dependsOnRuntimeLoadedModules_data()
+{
+    QTest::addColumn<QString>("package");
+    // Loaded at run time, invisible to dpkg-shlibdeps.
+    for (const char *name :
+         {"libqt6sql6-sqlite", "libqt6sql6-psql", "qt6-qpa-plugins", "qml6-module-qtquick",
+          "qml6-module-qtquick-controls", "qml6-module-qtquick-layouts",
+          "qml6-module-qtquick-templates", "qml6-module-qtquick-window",
+          "qml6-module-qtqml-workerscript", "bash", "adduser"})
+        QTest::addRow("%s", name) << QString::fromLatin1(name);
+    // Found by dpkg-shlibdeps: proof that it ran.
+    QTest::addRow("shlibdeps: libqt6core6") << u"libqt6core6"_s;
+    QTest::addRow("shlibdeps: libsystemd0") << u"libsystemd0"_s;
+}
+
+void PackagingTest::dependsOnRuntimeLoadedModules()
+{
+    QFETCH(QString, package);
+    const QString depends = field(u"Depends"_s);
+    const QRegularExpression entry(u"(^|,\\s*)"_s + QRegularExpression::escape(package) +
+                                   u"[a-z0-9]*(\\s|,|$)"_s);
+    QVERIFY2(entry.match(depends).hasMatch(), qPrintable(u"Depends: "_s + depends));
+    QCOMPARE(field(u"Recommends"_s), u"bubblewrap"_s);
+}
+
+void PackagingTest::unitPassesSystemdAnalyzeVerify()
+{
+    const QString analyze = QStandardPaths::findExecutable(u"systemd-analyze"_s);
+    if (analyze.isEmpty())
+        QSKIP("systemd-analyze is not installed");
+    // verify checks that ExecStart is executable, and the package is not installed on this host:
+    // a copy of the unit points into the extracted root instead. (--root would need the host's
+    // own units in the throwaway root.) unitRunsDedicatedNotifyService checks the real paths.
+    QFile unit(rootPath(u"/usr/lib/systemd/system/agentdeck.service"_s));
+    QVERIFY(unit.open(QIODevice::ReadOnly));
+    QString text = QString::fromUtf8(unit.readAll());
+    text.replace(u"\nExecStart=/"_s, u"\nExecStart="_s + m_root + u'/');
+    text.replace(u"\nEnvironmentFile=/"_s, u"\nEnvironmentFile="_s + m_root + u'/');
+    QVERIFY(QDir().mkpath(m_work.filePath(u"verify"_s)));
+    QFile copy(m_work.filePath(u"verify/agentdeck.service"_s));
+    QVERIFY(copy.open(QIODevice::WriteOnly));
+    copy.write(text.toUtf8());
+    copy.close();
+
+    const Result verify = run(analyze, {u"verify"_s, copy.fileName()});
+    if (!verify.ok() && verify.output.contains(u"Failed to initialize manager"_s))
+        QSKIP(qPrintable(u"systemd-analyze cannot run here: "_s + verify.output));
+    QVERIFY2(verify.ok(), qPrintable(verify.output));
+    // Warnings count too: verify exits 0 after "Unknown key" or "Failed to parse".
+    QVERIFY2(!verify.output.contains(u"agentdeck.service"_s), qPrintable(verify.output));
+}
+
+void PackagingTest::unitRunsDedicatedNotifyService()
+{
+    QFile file(rootPath(u"/usr/lib/systemd/system/agentdeck.service"_s));
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    const QStringList lines = QString::fromUtf8(file.readAll()).split(u'\n');
+    for (const QString &wanted :
+         {u"Type=notify"_s, u"User=agentdeck"_s, u"StateDirectory=agentdeck"_s,
+          u"EnvironmentFile=/etc/agentdeck/agentdeck.conf"_s,
+          u"ExecStart=/usr/libexec/agentdeck/agentdeck-service"_s, u"Restart=on-failure"_s,
+          u"KillSignal=SIGTERM"_s, u"WantedBy=multi-user.target"_s})
+        QVERIFY2(lines.contains(wanted), qPrintable(wanted));
+    // Longer than the default --shutdown-grace of 10s, with room for the stop after it.
+    const QString timeout = lines.filter(QRegularExpression(u"^TimeoutStopSec=\\d+s$"_s)).value(0);
+    QVERIFY2(!timeout.isEmpty(), "TimeoutStopSec=Ns is missing");
+    QVERIFY(timeout.mid(15).chopped(1).toInt() >= 20);
+}
+
+void PackagingTest::desktopEntryValidates()
+{
+    const QString validate = QStandardPaths::findExecutable(u"desktop-file-validate"_s);
+    if (validate.isEmpty())
+        QSKIP("desktop-file-validate is not installed (desktop-file-utils)");
+    const QString path = rootPath(u"/usr/share/applications/org.agentdeck.AgentDeck.desktop"_s);
+    const Result result = run(validate, {path});
+    QVERIFY2(result.ok() && result.output.trimmed().isEmpty(), qPrintable(result.output));
+    QFile file(path);
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(file.readAll());
+    QVERIFY(text.contains(u"\nExec=agentdeck\n"_s));
+    QVERIFY(text.contains(u"\nIcon=agentdeck\n"_s));
+}
+
+void PackagingTest::metainfoValidates()
+{
+    const QString appstreamcli = QStandardPaths::findExecutable(u"appstreamcli"_s);
+    if (appstreamcli.isEmpty())
+        QSKIP("appstreamcli is not installed (appstream)");
+    const Result result = run(
+        appstreamcli, {u"validate"_s, u"--no-net"_s,
+                       rootPath(u"/usr/share/metainfo/org.agentdeck.AgentDeck.metainfo.xml"_s)});
+    QVERIFY2(result.ok(), qPrintable(result.output));
+}
+
+void PackagingTest::packagedDaemonNotifiesSystemd()
+{
+    // Started as the unit starts it: the wrapper, the shipped conf as environment, a state dir
+    // and a NOTIFY_SOCKET, as systemd would provide them.
+    NotifySocket notify(m_work.filePath(u"notify"_s));
+    QVERIFY(notify.isValid());
+    const QString state = m_work.filePath(u"state"_s);
+    QVERIFY(QDir().mkpath(state));
+
+    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+    const QProcessEnvironment conf = confEnvironment(rootPath(u"/etc/agentdeck/agentdeck.conf"_s));
+    for (const QString &key : conf.keys())
+        environment.insert(key, conf.value(key));
+    QCOMPARE(environment.value(u"AGENTDECK_LISTEN"_s), u"127.0.0.1:8000"_s);
+    environment.insert(u"AGENTDECK_LISTEN"_s, u"127.0.0.1:0"_s);
+    environment.insert(u"STATE_DIRECTORY"_s, state);
+    environment.insert(u"NOTIFY_SOCKET"_s, notify.path());
+    environment.insert(u"AGENTDECK_EXECUTABLE"_s, rootPath(u"/usr/bin/agentdeck"_s));
+    environment.insert(u"AGENTDECK_REPLICA_ID"_s, u"packaged"_s);
+    environment.insert(u"AGENTDECK_EXTRA_OPTIONS"_s, u"--runtime  local --lease-ttl 30s"_s);
+
+    QProcess daemon;
+    daemon.setProcessEnvironment(environment);
+    daemon.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+    daemon.start(rootPath(u"/usr/libexec/agentdeck/agentdeck-service"_s), {});
+    QVERIFY2(daemon.waitForStarted(), qPrintable(daemon.errorString()));
+    const auto cleanup = qScopeGuard([&daemon] {
+        if (daemon.state() != QProcess::NotRunning) {
+            daemon.kill();
+            daemon.waitForFinished();
+        }
+    });
+
+    QTRY_VERIFY2_WITH_TIMEOUT(notify.received("READY=1") || daemon.state() == QProcess::NotRunning,
+                              qPrintable(notify.describe()), DaemonTimeoutMs);
+    QVERIFY2(notify.received("READY=1"), "the daemon exited before it was ready");
+    const QRegularExpression status(u"STATUS=serving on (http://127\\.0\\.0\\.1:\\d+)"_s);
+    const auto match = status.match(QString::fromUtf8(notify.message("READY=1")));
+    QVERIFY2(match.hasMatch(), qPrintable(notify.describe()));
+    QVERIFY2(QFileInfo::exists(state + u"/agentdeck.db"_s), "the catalog is not in the state dir");
+
+    // Ready means usable: /ready answers 200 at once. The conf's keys became options.
+    QNetworkAccessManager network;
+    std::unique_ptr<QNetworkReply> ready(
+        network.get(QNetworkRequest(QUrl(match.captured(1) + u"/ready"_s))));
+    QTRY_VERIFY_WITH_TIMEOUT(ready->isFinished(), DaemonTimeoutMs);
+    QCOMPARE(ready->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt(), 200);
+    std::unique_ptr<QNetworkReply> info(
+        network.get(QNetworkRequest(QUrl(match.captured(1) + u"/server_info"_s))));
+    QTRY_VERIFY_WITH_TIMEOUT(info->isFinished(), DaemonTimeoutMs);
+    const QJsonObject server = QJsonDocument::fromJson(info->readAll()).object();
+    QCOMPARE(server.value(u"replica_id"_s).toString(), u"packaged"_s);
+
+    QVERIFY(!notify.received("STOPPING=1"));
+    ::kill(pid_t(daemon.processId()), SIGTERM);
+    QTRY_VERIFY2_WITH_TIMEOUT(notify.received("STOPPING=1"), qPrintable(notify.describe()),
+                              DaemonTimeoutMs);
+    // It may have exited while the loop above processed events.
+    QVERIFY(daemon.state() == QProcess::NotRunning || daemon.waitForFinished(DaemonTimeoutMs));
+    QCOMPARE(daemon.exitStatus(), QProcess::NormalExit);
+    QCOMPARE(daemon.exitCode(), 0);
+}
+
+void PackagingTest::databaseUrlIsRefusedNotIgnored()
+{
+    QProcess daemon;
+    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+    environment.insert(u"AGENTDECK_DATABASE_URL"_s, u"postgresql://db.example/agentdeck"_s);
+    environment.insert(u"STATE_DIRECTORY"_s, m_work.filePath(u"refused"_s));
+    environment.insert(u"AGENTDECK_EXECUTABLE"_s, rootPath(u"/usr/bin/agentdeck"_s));
+    daemon.setProcessEnvironment(environment);
+    daemon.start(rootPath(u"/usr/libexec/agentdeck/agentdeck-service"_s), {});
+    QVERIFY(daemon.waitForFinished(DaemonTimeoutMs));
+    // Exit status 2 is in RestartPreventExitStatus: no restart loop on a configuration mistake.
+    QCOMPARE(daemon.exitCode(), 2);
+    QVERIFY(daemon.readAllStandardError().contains("AGENTDECK_DATABASE_URL"));
+    QVERIFY(!QFileInfo::exists(m_work.filePath(u"refused"_s)));
+}
+
+QTEST_GUILESS_MAIN(PackagingTest)
+#include "tst_packaging.moc"

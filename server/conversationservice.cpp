@@ -7,6 +7,7 @@
 #include "execution/conversationrunner.h"
 #include "logging.h"
 #include "runtime/runtime.h"
+#include "storage/database.h"
 
 #include <QCoroSignal>
 #include <QCoroTimer>
@@ -198,6 +199,7 @@ void ConversationService::remove(const QUuid &id)
     if (info.workspaceOwnedByServer && !info.workingDir.isEmpty())
         QDir(info.workingDir).removeRecursively();
     qCInfo(lcServer) << "deleted conversation" << id;
+    Q_EMIT deleted(id);
 }
 
 bool ConversationService::resolveStale(const ConversationInfo &info)
@@ -230,11 +232,13 @@ void ConversationService::resolveStaleUnder(const ConversationInfo &info, const 
                           u"The run was interrupted because the server that executed it stopped. "
                           "Run the conversation again to continue."_s));
     m_log.setStatus(info.id, ExecutionStatus::Paused, events, &lease);
-    qCInfo(lcExecution) << "resolved stale running conversation" << info.id;
+    qCDebug(lcExecution) << "resolved stale running conversation" << info.id;
 }
 
 int ConversationService::recoverStale()
 {
+    // One transaction for the whole pass: startup time does not grow with a commit per row.
+    Transaction transaction(m_store.database());
     const int adopted = m_leases.adoptAll(m_settings.leaseOwner);
     if (adopted > 0)
         qCInfo(lcExecution) << "adopted" << adopted << "leases of an earlier instance";
@@ -243,6 +247,7 @@ int ConversationService::recoverStale()
         if (auto info = m_store.find(id); info && resolveStale(*info))
             ++recovered;
     }
+    transaction.commit();
     return recovered;
 }
 

@@ -81,6 +81,8 @@ public:
 
 Q_SIGNALS:
     void runnerStopped(const QUuid &id);
+    // The conversation and its history are gone; its streams end.
+    void deleted(const QUuid &id);
 
 private:
     ConversationInfo require(const QUuid &id);

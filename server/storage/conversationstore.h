@@ -60,6 +60,7 @@ class ConversationStore
 {
 public:
     explicit ConversationStore(Database &db);
+    Database &database() { return m_db; }
 
     void insert(const ConversationInfo &info);
     std::optional<ConversationInfo> find(const QUuid &id);

@@ -184,19 +184,40 @@ void Database::exec(QSqlQuery &query)
 
 void Database::begin()
 {
-    if (!m_db.transaction())
+    // Nested transactions join the outermost one: a batch (startup recovery) commits once.
+    if (m_depth++ > 0)
+        return;
+    if (!m_db.transaction()) {
+        m_depth = 0;
         throw StorageError("begin: " + m_db.lastError().text().toStdString());
+    }
 }
 
 void Database::commit()
 {
-    if (!m_db.commit())
+    if (m_depth == 0 || --m_depth > 0)
+        return;
+    if (std::exchange(m_rollbackOnly, false)) {
+        m_db.rollback();
+        throw StorageError("commit: an inner part of the transaction failed");
+    }
+    if (!m_db.commit()) {
+        m_db.rollback();
         throw StorageError("commit: " + m_db.lastError().text().toStdString());
+    }
 }
 
 void Database::rollback()
 {
-    m_db.rollback();
+    // An inner failure dooms the whole batch; the outermost level rolls back.
+    if (m_depth == 0)
+        return;
+    if (--m_depth == 0) {
+        m_rollbackOnly = false;
+        m_db.rollback();
+    } else {
+        m_rollbackOnly = true;
+    }
 }
 
 } // namespace AgentDeck

@@ -58,6 +58,8 @@ private:
     QString m_connectionName;
     QHash<QString, QSqlQuery> m_prepared;
     qint64 m_statements = 0;
+    int m_depth = 0;
+    bool m_rollbackOnly = false;
 };
 
 // Commits on commit(); rolls back when left without it (an exception or an early return).

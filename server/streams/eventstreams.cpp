@@ -1,5 +1,6 @@
 #include "eventstreams.h"
 
+#include "conversationservice.h"
 #include "eventstreamsession.h"
 #include "http/apiauth.h"
 #include "http/apiserver.h"
@@ -21,6 +22,13 @@ EventStreams::EventStreams(ApiServer &server, Context context, QObject *parent)
     , m_context(std::move(context))
 {
     connect(&m_server, &ApiServer::newWebSocketConnection, this, &EventStreams::onNewConnection);
+    connect(&m_context.service, &ConversationService::deleted, this, [this](const QUuid &id) {
+        const auto sessions = m_sessions;
+        for (EventStreamSession *session : sessions) {
+            if (session->conversationId() == id)
+                session->closeWith(4004, u"conversation deleted"_s);
+        }
+    });
 }
 
 EventStreams::~EventStreams()

@@ -28,6 +28,7 @@ public:
     ~EventStreamSession() override;
 
     void start();
+    QUuid conversationId() const { return m_id; }
     void closeWith(int code, const QString &reason);
     void deliver(qint64 seq, const QByteArray &json) override;
 

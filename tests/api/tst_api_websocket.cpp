@@ -710,6 +710,22 @@ private Q_SLOTS:
         QVERIFY(m_server->events(other).isEmpty());
     }
 
+    // Deleting a conversation ends its streams with 4004 (a follower learns it is gone).
+    void deletingAConversationClosesItsStreams()
+    {
+        QVERIFY(startServer());
+        const QUuid id = createEcho();
+        const QUuid other = createEcho();
+        StreamClient doomed(streamUrl(*m_server, id));
+        StreamClient bystander(streamUrl(*m_server, other));
+        QVERIFY2(doomed.waitConnected(), qPrintable(doomed.describeClose()));
+        QVERIFY2(bystander.waitConnected(), qPrintable(bystander.describeClose()));
+        QVERIFY(m_server->call("DELETE"_ba, ServerConnection::conversationPath(id)).ok());
+        QVERIFY2(doomed.waitClosed(), qPrintable(doomed.describeClose()));
+        QCOMPARE(doomed.closeCode, CloseNotFound);
+        QVERIFY(bystander.isConnected());
+    }
+
     // A wedged consumer is dropped with 1013 once over its budget; publishing never waits for it
     // and a normal subscriber of the same conversation gets everything.
     void slowConsumerIsDroppedWithoutStallingPublishers()

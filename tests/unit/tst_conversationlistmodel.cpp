@@ -197,7 +197,8 @@ private Q_SLOTS:
         qint64 seq = 0;
         QBENCHMARK
         {
-            model.applyEvent(id, stateEvent(++seq, seq % 2 ? u"running"_s : u"paused"_s));
+            ++seq;
+            model.applyEvent(id, stateEvent(seq, seq % 2 ? u"running"_s : u"paused"_s));
         }
     }
 

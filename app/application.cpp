@@ -2,6 +2,7 @@
 
 #include "agentdeckserver.h"
 #include "commandline.h"
+#include "console.h"
 #include "ctl.h"
 #include "runtime/sandboxhost.h"
 #include "systemdnotify.h"
@@ -96,9 +97,7 @@ int runApplication(int argc, char *argv[])
                  "agentdeck --headless.\n"_s);
         return 2;
     }
-    printErr(u"agentdeck: the console is not part of this build yet; run agentdeck --headless "
-             "and use the HTTP API.\n"_s);
-    return 2;
+    return runConsole(argc, argv, *options);
 }
 
 } // namespace AgentDeck

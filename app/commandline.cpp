@@ -123,6 +123,7 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
                    : parser.isSet(connect) ? Mode::Connect
                                            : Mode::Console;
     options.connectUrl = parser.value(connect);
+    options.listenGiven = parser.isSet(listen);
     if (parser.isSet(listen) && !parseListen(parser.value(listen), options.server)) {
         *error = u"--listen takes HOST:PORT, e.g. 127.0.0.1:8000"_s;
         return std::nullopt;

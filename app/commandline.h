@@ -20,6 +20,7 @@ struct Options
     Mode mode = Mode::Console;
     ServerConfig server;
     QString connectUrl;
+    bool listenGiven = false;
 };
 
 // "90s", "15m", "12h", "7d" or plain seconds.

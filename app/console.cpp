@@ -1,0 +1,67 @@
+#include "console.h"
+
+#include "commandline.h"
+#include "consolecontroller.h"
+#include "embeddedserver.h"
+#include "mainwindow.h"
+
+#include <QApplication>
+#include <QMessageBox>
+#include <QQuickWindow>
+
+#include <cstdio>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+int runConsole(int argc, char *argv[], const Options &options)
+{
+    // Without a GPU (offscreen, Xvfb, remote X) the QML pane renders in software.
+    if (qEnvironmentVariable("QT_QPA_PLATFORM") == u"offscreen"_s ||
+        qEnvironmentVariableIsSet("AGENTDECK_SOFTWARE_RENDERING"))
+        QQuickWindow::setGraphicsApi(QSGRendererInterface::Software);
+    QApplication app(argc, argv);
+    app.setApplicationName(u"agentdeck"_s);
+    app.setApplicationDisplayName(u"AgentDeck"_s);
+    app.setApplicationVersion(QStringLiteral(AGENTDECK_VERSION));
+
+    std::unique_ptr<EmbeddedServer> embedded;
+    QUrl url;
+    if (options.mode == Mode::Connect) {
+        url = QUrl(options.connectUrl);
+        if (!url.isValid() || url.host().isEmpty()) {
+            std::fputs("agentdeck: --connect takes a URL such as http://host:8000\n", stderr);
+            return 2;
+        }
+    } else {
+        ServerConfig config = options.server;
+        // The embedded server is for this console only: loopback, and a free port unless asked.
+        config.address = QHostAddress::LocalHost;
+        if (!options.listenGiven)
+            config.port = 0;
+        embedded = std::make_unique<EmbeddedServer>(config);
+        QString error;
+        url = embedded->start(&error);
+        if (url.isEmpty()) {
+            QMessageBox::critical(nullptr, u"AgentDeck"_s,
+                                  QObject::tr("The embedded server cannot start: %1").arg(error));
+            return 1;
+        }
+        std::fprintf(stderr, "listening on %s\n", qPrintable(url.toString()));
+    }
+
+    ServerConnection connection(url);
+    if (!options.server.apiKeys.isEmpty())
+        connection.setApiKey(options.server.apiKeys.first());
+    ConsoleController controller(&connection);
+    MainWindow window(&controller, url.toString());
+    window.show();
+    controller.startRefreshing(std::chrono::seconds(3));
+    const int status = app.exec();
+    if (embedded)
+        embedded->stop();
+    return status;
+}
+
+} // namespace AgentDeck

@@ -1,0 +1,185 @@
+#include "consolecontroller.h"
+
+#include <QJsonArray>
+#include <QSet>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+constexpr int MaxRefreshPages = 50;
+}
+
+ConsoleController::ConsoleController(ServerConnection *connection, QObject *parent)
+    : QObject(parent)
+    , m_connection(connection)
+{
+    connect(&m_refreshTimer, &QTimer::timeout, this, [this] { refresh(); });
+}
+
+QString ConsoleController::actionName(Action action)
+{
+    switch (action) {
+    case Action::Recover:
+        return tr("Recover");
+    case Action::Run:
+        return tr("Run");
+    case Action::Pause:
+        return tr("Pause");
+    case Action::Reprovision:
+        return tr("Reprovision");
+    case Action::Archive:
+        return tr("Archive");
+    case Action::Unarchive:
+        return tr("Unarchive");
+    case Action::Delete:
+        return tr("Delete");
+    }
+    return {};
+}
+
+void ConsoleController::setBusy(bool busy)
+{
+    const bool was = isBusy();
+    m_busy += busy ? 1 : -1;
+    if (was != isBusy())
+        Q_EMIT busyChanged(isBusy());
+}
+
+void ConsoleController::startRefreshing(std::chrono::milliseconds interval)
+{
+    m_refreshTimer.start(interval);
+    refresh();
+}
+
+QCoro::Task<bool> ConsoleController::refresh()
+{
+    if (m_refreshing)
+        co_return false;
+    m_refreshing = true;
+    QPointer<ConsoleController> self(this);
+    ConversationFilter all;
+    all.archive = ArchiveFilter::All;
+    QList<ConversationInfo> seen;
+    QString pageId;
+    bool complete = false;
+    for (int page = 0; page < MaxRefreshPages; ++page) {
+        auto searching =
+            m_connection->searchConversations(all, ConversationSort::UpdatedAtDesc, pageId, 100);
+        const auto result = co_await std::move(searching);
+        if (!self)
+            co_return false;
+        if (!result) {
+            m_refreshing = false;
+            Q_EMIT failed(tr("Cannot list conversations: the server did not answer."));
+            co_return false;
+        }
+        seen.append(result->items);
+        pageId = result->nextPageId;
+        if (pageId.isEmpty()) {
+            complete = true;
+            break;
+        }
+    }
+    m_conversations.upsert(seen);
+    if (complete) {
+        // Conversations deleted elsewhere leave the list.
+        QSet<QUuid> present;
+        for (const ConversationInfo &info : std::as_const(seen))
+            present.insert(info.id);
+        QList<QUuid> gone;
+        for (int row = 0; row < m_conversations.rowCount(); ++row) {
+            if (!present.contains(m_conversations.at(row).id))
+                gone.append(m_conversations.at(row).id);
+        }
+        for (const QUuid &id : std::as_const(gone))
+            m_conversations.remove(id);
+    }
+    m_refreshing = false;
+    Q_EMIT refreshed();
+    co_return true;
+}
+
+void ConsoleController::select(const QUuid &id)
+{
+    if (id == m_selected)
+        return;
+    m_selected = id;
+    if (m_stream)
+        m_stream->deleteLater();
+    m_timeline.clear();
+    if (id.isNull())
+        return;
+    m_stream = m_connection->openEventStream(id, 0, this);
+    connect(m_stream, &EventStream::eventReceived, this, [this, id](const Event &event) {
+        m_timeline.append(event);
+        m_conversations.applyEvent(id, event);
+    });
+    connect(m_stream, &EventStream::closedByServer, this, [this](int code, const QString &reason) {
+        Q_EMIT failed(code == 4004
+                          ? tr("This conversation no longer exists on the server.")
+                          : tr("The event stream was closed by the server: %1").arg(reason));
+    });
+}
+
+QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id)
+{
+    QPointer<ConsoleController> self(this);
+    setBusy(true);
+    QCoro::Task<ApiReply> call = [&]() {
+        switch (action) {
+        case Action::Recover:
+            return m_connection->conversationAction(id, u"recover"_s);
+        case Action::Run:
+            return m_connection->conversationAction(id, u"run"_s);
+        case Action::Pause:
+            return m_connection->conversationAction(id, u"pause"_s);
+        case Action::Reprovision:
+            return m_connection->conversationAction(id, u"runtime/reprovision"_s);
+        case Action::Archive:
+            return m_connection->conversationAction(id, u"archive"_s);
+        case Action::Unarchive:
+            return m_connection->conversationAction(id, u"unarchive"_s);
+        case Action::Delete:
+            break;
+        }
+        return m_connection->deleteResource(ServerConnection::conversationPath(id));
+    }();
+    const ApiReply reply = co_await std::move(call);
+    if (!self)
+        co_return false;
+    setBusy(false);
+    if (!reply.ok()) {
+        Q_EMIT failed(tr("%1 failed: %2").arg(actionName(action), reply.errorSentence()));
+        Q_EMIT actionFinished(action, false);
+        co_return false;
+    }
+    if (action == Action::Delete) {
+        if (m_selected == id)
+            select({});
+        m_conversations.remove(id);
+    } else if (auto info = ConversationInfo::fromJson(reply.json.toObject())) {
+        m_conversations.upsert({*info});
+    }
+    Q_EMIT actionFinished(action, true);
+    co_return true;
+}
+
+QCoro::Task<bool> ConsoleController::sendMessage(QUuid id, QString text)
+{
+    QPointer<ConsoleController> self(this);
+    setBusy(true);
+    auto sending = m_connection->sendMessage(id, MessageRequest{u"user"_s, text, true});
+    const ApiReply reply = co_await std::move(sending);
+    if (!self)
+        co_return false;
+    setBusy(false);
+    if (!reply.ok()) {
+        Q_EMIT failed(tr("Sending failed: %1").arg(reply.errorSentence()));
+        co_return false;
+    }
+    co_return true;
+}
+
+} // namespace AgentDeck

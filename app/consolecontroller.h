@@ -1,0 +1,68 @@
+#pragma once
+
+#include "conversationlistmodel.h"
+#include "eventlistmodel.h"
+#include "serverconnection.h"
+
+#include <QObject>
+#include <QPointer>
+#include <QTimer>
+
+namespace AgentDeck {
+
+// The console's logic without widgets: keeps the list model in step with the server (search
+// pages, upserted row by row) and the selected conversation's timeline live (its WebSocket),
+// and performs the one-click actions. The window only displays and forwards clicks.
+class ConsoleController : public QObject
+{
+    Q_OBJECT
+public:
+    enum class Action
+    {
+        Recover,
+        Run,
+        Pause,
+        Reprovision,
+        Archive,
+        Unarchive,
+        Delete
+    };
+    Q_ENUM(Action)
+
+    explicit ConsoleController(ServerConnection *connection, QObject *parent = nullptr);
+
+    ConversationListModel *conversations() { return &m_conversations; }
+    EventListModel *timeline() { return &m_timeline; }
+    ServerConnection *connection() { return m_connection; }
+    QUuid selected() const { return m_selected; }
+    bool isBusy() const { return m_busy > 0; }
+
+    void startRefreshing(std::chrono::milliseconds interval);
+    QCoro::Task<bool> refresh();
+    void select(const QUuid &id);
+    QCoro::Task<bool> perform(Action action, QUuid id);
+    QCoro::Task<bool> sendMessage(QUuid id, QString text);
+
+    static QString actionName(Action action);
+
+Q_SIGNALS:
+    void busyChanged(bool busy);
+    // A failure in the server's words, for the non-modal banner.
+    void failed(const QString &sentence);
+    void refreshed();
+    void actionFinished(AgentDeck::ConsoleController::Action action, bool ok);
+
+private:
+    void setBusy(bool busy);
+
+    ServerConnection *m_connection;
+    ConversationListModel m_conversations;
+    EventListModel m_timeline;
+    QUuid m_selected;
+    QPointer<EventStream> m_stream;
+    QTimer m_refreshTimer;
+    bool m_refreshing = false;
+    int m_busy = 0;
+};
+
+} // namespace AgentDeck

@@ -1,0 +1,321 @@
+#include "mainwindow.h"
+
+#include "lifecycle.h"
+#include "statusbadgedelegate.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenu>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QQmlContext>
+#include <QQuickWidget>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QSystemTrayIcon>
+#include <QTabWidget>
+#include <QTableView>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+using Action = ConsoleController::Action;
+constexpr std::array AllActions{Action::Recover,     Action::Run,     Action::Pause,
+                                Action::Reprovision, Action::Archive, Action::Unarchive,
+                                Action::Delete};
+
+Lifecycle::Availability availability(Action action, const ConversationInfo &info)
+{
+    switch (action) {
+    case Action::Recover:
+        return Lifecycle::canRecover(info);
+    case Action::Run:
+        return Lifecycle::canRun(info);
+    case Action::Pause:
+        return Lifecycle::canPause(info);
+    case Action::Reprovision:
+        return Lifecycle::canReprovision(info);
+    case Action::Archive:
+        return Lifecycle::canArchive(info);
+    case Action::Unarchive:
+        return Lifecycle::canUnarchive(info);
+    case Action::Delete:
+        return {true, {}};
+    }
+    return {};
+}
+} // namespace
+
+MainWindow::MainWindow(ConsoleController *controller, const QString &serverLabel, QWidget *parent)
+    : QMainWindow(parent)
+    , m_controller(controller)
+    , m_activeProxy(new ConversationFilterProxy(ArchiveFilter::Active, this))
+    , m_archivedProxy(new ConversationFilterProxy(ArchiveFilter::Archived, this))
+{
+    setWindowTitle(tr("AgentDeck — %1").arg(serverLabel));
+    resize(1280, 760);
+
+    auto *central = new QWidget(this);
+    auto *layout = new QVBoxLayout(central);
+
+    // The non-modal banner for failures, in the server's words.
+    m_bannerFrame = new QWidget(central);
+    m_bannerFrame->setObjectName(u"banner"_s);
+    m_bannerFrame->setStyleSheet(u"#banner { background: #fdecea; border: 1px solid #c62828; "
+                                 "border-radius: 4px; }"_s);
+    auto *bannerLayout = new QHBoxLayout(m_bannerFrame);
+    m_banner = new QLabel(m_bannerFrame);
+    m_banner->setWordWrap(true);
+    auto *dismiss = new QToolButton(m_bannerFrame);
+    dismiss->setText(u"✕"_s);
+    dismiss->setToolTip(tr("Dismiss"));
+    connect(dismiss, &QToolButton::clicked, m_bannerFrame, &QWidget::hide);
+    bannerLayout->addWidget(m_banner, 1);
+    bannerLayout->addWidget(dismiss);
+    m_bannerFrame->hide();
+    layout->addWidget(m_bannerFrame);
+
+    // Actions.
+    auto *actions = new QHBoxLayout;
+    for (Action action : AllActions) {
+        auto *button = new QPushButton(ConsoleController::actionName(action), central);
+        button->setObjectName(ConsoleController::actionName(action).toLower() + u"Button"_s);
+        connect(button, &QPushButton::clicked, this, [this, action] { trigger(action); });
+        m_buttons.insert(action, button);
+        actions->addWidget(button);
+    }
+    actions->addStretch();
+    m_filter = new QLineEdit(central);
+    m_filter->setPlaceholderText(tr("Filter by title"));
+    m_filter->setClearButtonEnabled(true);
+    m_filter->setMinimumWidth(240);
+    actions->addWidget(m_filter);
+    layout->addLayout(actions);
+
+    // The list and the detail pane.
+    auto *splitter = new QSplitter(Qt::Horizontal, central);
+    m_tabs = new QTabWidget(splitter);
+    m_activeView = makeView(m_activeProxy);
+    m_archivedView = makeView(m_archivedProxy);
+    m_tabs->addTab(m_activeView, {});
+    m_tabs->addTab(m_archivedView, {});
+    splitter->addWidget(m_tabs);
+
+    auto *detail = new QWidget(splitter);
+    auto *detailLayout = new QVBoxLayout(detail);
+    detailLayout->setContentsMargins(0, 0, 0, 0);
+    m_timeline = new QQuickWidget(detail);
+    m_timeline->setResizeMode(QQuickWidget::SizeRootObjectToView);
+    m_timeline->rootContext()->setContextProperty(u"timelineModel"_s, controller->timeline());
+    m_timeline->setSource(QUrl(u"qrc:/agentdeck/qml/Timeline.qml"_s));
+    m_timeline->setMinimumWidth(380);
+    detailLayout->addWidget(m_timeline, 1);
+    m_message = new QLineEdit(detail);
+    m_message->setPlaceholderText(
+        tr("Send a message to the selected conversation (Enter runs it)"));
+    connect(m_message, &QLineEdit::returnPressed, this, [this] {
+        const auto info = currentConversation();
+        if (!info || m_message->text().isEmpty())
+            return;
+        m_controller->sendMessage(info->id, m_message->text());
+        m_message->clear();
+    });
+    detailLayout->addWidget(m_message);
+    splitter->addWidget(detail);
+    splitter->setStretchFactor(0, 3);
+    splitter->setStretchFactor(1, 2);
+    layout->addWidget(splitter, 1);
+    setCentralWidget(central);
+
+    m_progress = new QProgressBar(this);
+    m_progress->setRange(0, 0);
+    m_progress->setMaximumWidth(160);
+    m_progress->hide();
+    statusBar()->addPermanentWidget(m_progress);
+    statusBar()->showMessage(tr("Connected to %1").arg(serverLabel));
+
+    connect(m_filter, &QLineEdit::textChanged, this, [this](const QString &text) {
+        m_activeProxy->setText(text);
+        m_archivedProxy->setText(text);
+    });
+    connect(m_tabs, &QTabWidget::currentChanged, this, [this] {
+        const auto info = currentConversation();
+        m_controller->select(info ? info->id : QUuid());
+        updateActions();
+    });
+    connect(controller, &ConsoleController::busyChanged, m_progress, &QWidget::setVisible);
+    connect(controller, &ConsoleController::failed, this, &MainWindow::showBanner);
+    connect(controller, &ConsoleController::actionFinished, this, [this](Action action, bool ok) {
+        if (ok)
+            statusBar()->showMessage(tr("%1 done").arg(ConsoleController::actionName(action)),
+                                     4000);
+    });
+    for (ConversationFilterProxy *proxy : {m_activeProxy, m_archivedProxy}) {
+        connect(proxy, &QAbstractItemModel::rowsInserted, this, &MainWindow::updateTabTitles);
+        connect(proxy, &QAbstractItemModel::rowsRemoved, this, &MainWindow::updateTabTitles);
+        connect(proxy, &QAbstractItemModel::modelReset, this, &MainWindow::updateTabTitles);
+        connect(proxy, &QAbstractItemModel::layoutChanged, this, &MainWindow::updateTabTitles);
+    }
+    connect(controller->conversations(), &QAbstractItemModel::dataChanged, this,
+            &MainWindow::updateActions);
+    connect(controller->conversations(), &ConversationListModel::attentionNeeded, this,
+            &MainWindow::notifyAttention);
+
+    if (QSystemTrayIcon::isSystemTrayAvailable()) {
+        m_tray = new QSystemTrayIcon(QIcon::fromTheme(u"utilities-system-monitor"_s), this);
+        m_tray->setToolTip(windowTitle());
+        m_tray->show();
+    }
+    updateTabTitles();
+    updateActions();
+}
+
+QTableView *MainWindow::makeView(ConversationFilterProxy *proxy)
+{
+    proxy->setSourceModel(m_controller->conversations());
+    auto *view = new QTableView(this);
+    view->setModel(proxy);
+    view->setSelectionBehavior(QAbstractItemView::SelectRows);
+    view->setSelectionMode(QAbstractItemView::SingleSelection);
+    view->setSortingEnabled(true);
+    view->sortByColumn(ConversationListModel::UpdatedColumn, Qt::DescendingOrder);
+    view->setItemDelegateForColumn(
+        ConversationListModel::ExecutionColumn,
+        new StatusBadgeDelegate(StatusBadgeDelegate::Kind::Execution, view));
+    view->setItemDelegateForColumn(
+        ConversationListModel::RuntimeColumn,
+        new StatusBadgeDelegate(StatusBadgeDelegate::Kind::Runtime, view));
+    view->horizontalHeader()->setSectionResizeMode(ConversationListModel::TitleColumn,
+                                                   QHeaderView::Stretch);
+    view->horizontalHeader()->setSectionResizeMode(ConversationListModel::ExecutionColumn,
+                                                   QHeaderView::ResizeToContents);
+    view->horizontalHeader()->setSectionResizeMode(ConversationListModel::RuntimeColumn,
+                                                   QHeaderView::ResizeToContents);
+    view->horizontalHeader()->setSectionResizeMode(ConversationListModel::UpdatedColumn,
+                                                   QHeaderView::ResizeToContents);
+    view->setWordWrap(false);
+    view->verticalHeader()->hide();
+    view->setContextMenuPolicy(Qt::CustomContextMenu);
+    connect(view, &QWidget::customContextMenuRequested, this, &MainWindow::showContextMenu);
+    connect(view->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this, view] {
+        if (view != currentView())
+            return;
+        const auto info = currentConversation();
+        m_controller->select(info ? info->id : QUuid());
+        updateActions();
+    });
+    return view;
+}
+
+QTableView *MainWindow::currentView() const
+{
+    return m_tabs->currentIndex() == 0 ? m_activeView : m_archivedView;
+}
+
+std::optional<ConversationInfo> MainWindow::currentConversation() const
+{
+    const QModelIndex index = currentView()->selectionModel()->currentIndex();
+    if (!index.isValid())
+        return std::nullopt;
+    return index.data(ConversationListModel::ConversationRole).value<ConversationInfo>();
+}
+
+bool MainWindow::selectConversation(const QUuid &id)
+{
+    for (QTableView *view : {m_activeView, m_archivedView}) {
+        auto *proxy = static_cast<ConversationFilterProxy *>(view->model());
+        const int sourceRow = m_controller->conversations()->rowOf(id);
+        if (sourceRow < 0)
+            return false;
+        const QModelIndex index =
+            proxy->mapFromSource(m_controller->conversations()->index(sourceRow, 0));
+        if (!index.isValid())
+            continue;
+        m_tabs->setCurrentWidget(view);
+        view->selectionModel()->setCurrentIndex(index, QItemSelectionModel::ClearAndSelect |
+                                                           QItemSelectionModel::Rows);
+        return true;
+    }
+    return false;
+}
+
+void MainWindow::updateActions()
+{
+    const auto info = currentConversation();
+    for (auto it = m_buttons.cbegin(); it != m_buttons.cend(); ++it) {
+        const Lifecycle::Availability state =
+            info ? availability(it.key(), *info)
+                 : Lifecycle::Availability{false, tr("Select a conversation first")};
+        it.value()->setEnabled(state.enabled);
+        it.value()->setToolTip(state.enabled ? QString() : state.reason);
+    }
+    m_message->setEnabled(info.has_value() && !info->isArchived());
+}
+
+void MainWindow::updateTabTitles()
+{
+    m_tabs->setTabText(0, tr("Active (%1)").arg(m_activeProxy->rowCount()));
+    m_tabs->setTabText(1, tr("Archived (%1)").arg(m_archivedProxy->rowCount()));
+}
+
+void MainWindow::trigger(Action action)
+{
+    const auto info = currentConversation();
+    if (!info)
+        return;
+    if (action == Action::Delete) {
+        const auto answer = QMessageBox::question(
+            this, tr("Delete conversation"),
+            tr("Delete “%1” permanently? Its history and server-owned workspace are removed.")
+                .arg(info->title),
+            QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
+        if (answer != QMessageBox::Yes)
+            return;
+    }
+    m_bannerFrame->hide();
+    m_controller->perform(action, info->id);
+}
+
+void MainWindow::showContextMenu(const QPoint &position)
+{
+    QTableView *view = currentView();
+    if (!view->indexAt(position).isValid())
+        return;
+    QMenu menu(this);
+    for (Action action : AllActions) {
+        QPushButton *button = m_buttons.value(action);
+        QAction *item = menu.addAction(button->text(), this, [this, action] { trigger(action); });
+        item->setEnabled(button->isEnabled());
+        item->setToolTip(button->toolTip());
+    }
+    menu.setToolTipsVisible(true);
+    menu.exec(view->viewport()->mapToGlobal(position));
+}
+
+void MainWindow::showBanner(const QString &text)
+{
+    m_banner->setText(text);
+    m_bannerFrame->show();
+}
+
+void MainWindow::notifyAttention(const ConversationInfo &info)
+{
+    if (!m_tray)
+        return;
+    QString why = Lifecycle::executionLabel(info.executionStatus);
+    if (info.runtime.error)
+        why = info.runtime.error->message;
+    m_tray->showMessage(tr("Needs attention: %1").arg(info.title), why, QSystemTrayIcon::Warning,
+                        8000);
+}
+
+} // namespace AgentDeck

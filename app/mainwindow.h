@@ -1,0 +1,70 @@
+#pragma once
+
+#include "consolecontroller.h"
+
+#include <QHash>
+#include <QMainWindow>
+
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QPushButton;
+class QQuickWidget;
+class QSystemTrayIcon;
+class QTabWidget;
+class QTableView;
+
+namespace AgentDeck {
+
+class ConversationFilterProxy;
+
+// The operator console: Active and Archived tabs over one list model, badges, a live timeline
+// pane in QML, and the one-click actions on buttons and a context menu.
+class MainWindow : public QMainWindow
+{
+    Q_OBJECT
+public:
+    explicit MainWindow(ConsoleController *controller, const QString &serverLabel,
+                        QWidget *parent = nullptr);
+
+    // For tests and the screenshot: the widgets a user clicks.
+    QPushButton *actionButton(ConsoleController::Action action) const
+    {
+        return m_buttons.value(action);
+    }
+    QTabWidget *tabs() const { return m_tabs; }
+    QTableView *activeView() const { return m_activeView; }
+    QTableView *archivedView() const { return m_archivedView; }
+    QLabel *banner() const { return m_banner; }
+    QLineEdit *filterBox() const { return m_filter; }
+    // Selects a conversation in whichever tab shows it.
+    bool selectConversation(const QUuid &id);
+
+private:
+    QTableView *makeView(ConversationFilterProxy *proxy);
+    QTableView *currentView() const;
+    std::optional<ConversationInfo> currentConversation() const;
+    void updateActions();
+    void updateTabTitles();
+    void trigger(ConsoleController::Action action);
+    void showContextMenu(const QPoint &position);
+    void showBanner(const QString &text);
+    void notifyAttention(const ConversationInfo &info);
+
+    ConsoleController *m_controller;
+    ConversationFilterProxy *m_activeProxy;
+    ConversationFilterProxy *m_archivedProxy;
+    QTabWidget *m_tabs;
+    QTableView *m_activeView;
+    QTableView *m_archivedView;
+    QLineEdit *m_filter;
+    QLabel *m_banner;
+    QWidget *m_bannerFrame;
+    QProgressBar *m_progress;
+    QQuickWidget *m_timeline;
+    QLineEdit *m_message;
+    QSystemTrayIcon *m_tray = nullptr;
+    QHash<ConsoleController::Action, QPushButton *> m_buttons;
+};
+
+} // namespace AgentDeck

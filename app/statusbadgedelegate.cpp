@@ -1,0 +1,95 @@
+#include "statusbadgedelegate.h"
+
+#include "conversationlistmodel.h"
+
+#include <QPainter>
+#include <QPainterPath>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+StatusBadgeDelegate::StatusBadgeDelegate(Kind kind, QObject *parent)
+    : QStyledItemDelegate(parent)
+    , m_kind(kind)
+{}
+
+StatusBadgeDelegate::Badge StatusBadgeDelegate::runtimeBadge(const QString &status,
+                                                             const QString &label)
+{
+    if (label == u"expired"_s)
+        return {QColor(0x75, 0x75, 0x75), u"⌛"_s};
+    if (status == u"available"_s)
+        return {QColor(0x2e, 0x7d, 0x32), u"●"_s};
+    if (status == u"starting"_s)
+        return {QColor(0x15, 0x65, 0xc0), u"◔"_s};
+    if (status == u"missing"_s)
+        return {QColor(0xef, 0x6c, 0x00), u"○"_s};
+    if (status == u"ownership_lost"_s)
+        return {QColor(0x6a, 0x1b, 0x9a), u"⇄"_s};
+    return {QColor(0xc6, 0x28, 0x28), u"✖"_s};
+}
+
+StatusBadgeDelegate::Badge StatusBadgeDelegate::executionBadge(const QString &status, bool stale)
+{
+    if (stale)
+        return {QColor(0xc6, 0x28, 0x28), u"⚠"_s};
+    if (status == u"running"_s)
+        return {QColor(0x15, 0x65, 0xc0), u"▶"_s};
+    if (status == u"paused"_s)
+        return {QColor(0xef, 0x6c, 0x00), u"⏸"_s};
+    if (status == u"waiting_for_confirmation"_s)
+        return {QColor(0x6a, 0x1b, 0x9a), u"?"_s};
+    if (status == u"finished"_s)
+        return {QColor(0x2e, 0x7d, 0x32), u"✔"_s};
+    if (status == u"error"_s || status == u"stuck"_s)
+        return {QColor(0xc6, 0x28, 0x28), u"✖"_s};
+    return {QColor(0x75, 0x75, 0x75), u"•"_s};
+}
+
+void StatusBadgeDelegate::paint(QPainter *painter, const QStyleOptionViewItem &option,
+                                const QModelIndex &index) const
+{
+    QStyleOptionViewItem background = option;
+    initStyleOption(&background, index);
+    background.text.clear();
+    QStyledItemDelegate::paint(painter, background, QModelIndex());
+
+    const QString text = index.data(Qt::DisplayRole).toString();
+    const Badge badge =
+        m_kind == Kind::Runtime
+            ? runtimeBadge(index.data(ConversationListModel::RuntimeStatusRole).toString(),
+                           index.data(ConversationListModel::RuntimeLabelRole).toString())
+            : executionBadge(index.data(ConversationListModel::ExecutionStatusRole).toString(),
+                             index.data(ConversationListModel::StaleRole).toBool());
+    // The glyph gets a square of its own: it may come from a fallback font whose width the
+    // primary font's metrics do not know.
+    const QFontMetrics metrics(option.font);
+    const int height = metrics.height() + 4;
+    const int textWidth = metrics.horizontalAdvance(text);
+    const QRect pill(option.rect.left() + 4, option.rect.center().y() - height / 2,
+                     std::min(textWidth + height + 16, option.rect.width() - 8), height);
+    painter->save();
+    painter->setFont(option.font);
+    painter->setRenderHint(QPainter::Antialiasing);
+    QPainterPath path;
+    path.addRoundedRect(pill, height / 2.0, height / 2.0);
+    painter->fillPath(path, badge.colour);
+    painter->setPen(Qt::white);
+    const QRect glyphRect(pill.left() + 6, pill.top(), height - 4, height);
+    painter->drawText(glyphRect, Qt::AlignCenter, badge.glyph);
+    const QRect textRect = pill.adjusted(height + 4, 0, -6, 0);
+    painter->drawText(textRect, Qt::AlignVCenter | Qt::AlignLeft,
+                      metrics.elidedText(text, Qt::ElideRight, textRect.width()));
+    painter->restore();
+}
+
+QSize StatusBadgeDelegate::sizeHint(const QStyleOptionViewItem &option,
+                                    const QModelIndex &index) const
+{
+    const QFontMetrics metrics(option.font);
+    return {metrics.horizontalAdvance(index.data().toString()) + metrics.height() + 32,
+            metrics.height() + 10};
+}
+
+} // namespace AgentDeck

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <QStyledItemDelegate>
+
+namespace AgentDeck {
+
+// Paints the runtime and execution columns as badges: a coloured pill with a glyph and the
+// status words, so the status never rests on colour alone. Reads only semantic roles.
+class StatusBadgeDelegate : public QStyledItemDelegate
+{
+    Q_OBJECT
+public:
+    enum class Kind
+    {
+        Runtime,
+        Execution
+    };
+    explicit StatusBadgeDelegate(Kind kind, QObject *parent = nullptr);
+
+    void paint(QPainter *painter, const QStyleOptionViewItem &option,
+               const QModelIndex &index) const override;
+    QSize sizeHint(const QStyleOptionViewItem &option, const QModelIndex &index) const override;
+
+    struct Badge
+    {
+        QColor colour;
+        QString glyph;
+    };
+    static Badge runtimeBadge(const QString &runtimeStatus, const QString &label);
+    static Badge executionBadge(const QString &executionStatus, bool stale);
+
+private:
+    Kind m_kind;
+};
+
+} // namespace AgentDeck

@@ -1,0 +1,69 @@
+import QtQuick
+
+// The live event timeline of the selected conversation. Reads EventListModel roles only.
+Rectangle {
+    id: root
+    color: "#fafafa"
+
+    function colourFor(kind, source) {
+        if (kind === "AgentErrorEvent") return "#c62828"
+        if (kind === "ActionEvent") return "#1565c0"
+        if (kind === "ObservationEvent") return "#424242"
+        if (kind === "ConversationStateUpdateEvent" || kind === "PauseEvent") return "#757575"
+        if (source === "user") return "#2e7d32"
+        return "#6a1b9a"
+    }
+
+    Text {
+        anchors.centerIn: parent
+        visible: list.count === 0
+        text: "Select a conversation to follow its events"
+        color: "#757575"
+    }
+
+    ListView {
+        id: list
+        anchors.fill: parent
+        anchors.margins: 8
+        spacing: 6
+        clip: true
+        model: timelineModel
+        onCountChanged: positionViewAtEnd()
+
+        delegate: Rectangle {
+            width: ListView.view.width
+            height: column.implicitHeight + 12
+            radius: 4
+            color: "white"
+            border.color: root.colourFor(kind, source)
+            border.width: 1
+
+            Column {
+                id: column
+                x: 8; y: 6
+                width: parent.width - 16
+                spacing: 2
+                Text {
+                    text: "#" + seq + "  " + kind + " · " + source
+                          + (kind === "ObservationEvent" ? "  exit " + exitCode : "")
+                          + (interrupted ? "  (interrupted)" : "")
+                          + (errorCode ? "  [" + errorCode + "]" : "")
+                    font.bold: true
+                    font.pixelSize: 11
+                    color: root.colourFor(kind, source)
+                }
+                Text {
+                    width: parent.width
+                    text: model.text
+                    wrapMode: Text.Wrap
+                    maximumLineCount: 12
+                    elide: Text.ElideRight
+                    font.family: kind === "ActionEvent" || kind === "ObservationEvent"
+                                 ? "monospace" : font.family
+                    font.pixelSize: 12
+                    color: "#212121"
+                }
+            }
+        }
+    }
+}

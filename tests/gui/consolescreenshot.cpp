@@ -1,0 +1,103 @@
+// Renders the console with sample data to a PNG: an embedded server in a temporary data dir,
+// a handful of conversations in different states, one selected so the timeline shows.
+// Usage: agentdeck_screenshot OUTPUT.png
+#include "consolecontroller.h"
+#include "embeddedserver.h"
+#include "mainwindow.h"
+
+#include <QApplication>
+#include <QDir>
+#include <QFile>
+#include <QQuickWindow>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <csignal>
+#include <cstdio>
+
+using namespace Qt::StringLiterals;
+using namespace AgentDeck;
+
+namespace {
+QUuid create(ServerConnection &client, const QString &title, const QString &command,
+             bool confirm = false, QMap<QString, QString> tags = {})
+{
+    CreateConversationRequest request;
+    request.title = title;
+    request.tags = std::move(tags);
+    request.alwaysConfirm = confirm;
+    if (!command.isEmpty())
+        request.initialMessage = MessageRequest{u"user"_s, command, true};
+    const ApiReply reply = QCoro::waitFor(client.createConversation(request));
+    return parseWireId(reply.json.toObject().value(u"id"_s).toString()).value_or(QUuid());
+}
+
+QString status(ServerConnection &client, const QUuid &id)
+{
+    return QCoro::waitFor(client.get(ServerConnection::conversationPath(id)))
+        .json.toObject()
+        .value(u"execution_status"_s)
+        .toString();
+}
+} // namespace
+
+int main(int argc, char *argv[])
+{
+    QQuickWindow::setGraphicsApi(QSGRendererInterface::Software);
+    QApplication app(argc, argv);
+    if (argc < 2) {
+        std::fputs("usage: agentdeck_screenshot OUTPUT.png\n", stderr);
+        return 2;
+    }
+    QTemporaryDir dir;
+    ServerConfig config;
+    config.port = 0;
+    config.dataDir = dir.path();
+    config.sandboxProgram = QStringLiteral(AGENTDECK_BINARY_PATH);
+    EmbeddedServer server(config);
+    QString error;
+    const QUrl url = server.start(&error);
+    if (url.isEmpty()) {
+        std::fprintf(stderr, "cannot start the server: %s\n", qPrintable(error));
+        return 1;
+    }
+    ServerConnection client(url);
+    const QUuid build = create(client, u"Build the release"_s,
+                               u"echo 'compiling 42 files'; echo 'linking agentdeck'; echo done"_s,
+                               false, {{u"team"_s, u"infra"_s}});
+    create(client, u"Deploy to staging"_s, u"echo deploying"_s, true, {{u"env"_s, u"staging"_s}});
+    const QUuid longRun =
+        create(client, u"Nightly data import"_s, u"sleep 60"_s, false, {{u"team"_s, u"data"_s}});
+    create(client, u"Triage flaky test"_s, u"false"_s);
+    const QUuid old = create(client, u"Last quarter's audit"_s, u"echo archived"_s);
+    const bool seeded =
+        QTest::qWaitFor([&] { return status(client, old) == u"finished"_s; }, 10000) &&
+        QCoro::waitFor(client.conversationAction(old, u"archive"_s)).ok() &&
+        QTest::qWaitFor([&] { return status(client, longRun) == u"running"_s; }, 10000) &&
+        QTest::qWaitFor([&] { return status(client, build) == u"finished"_s; }, 10000);
+    if (!seeded)
+        std::fputs("warning: the sample data did not reach the expected states\n", stderr);
+
+    ServerConnection connection(url);
+    ConsoleController controller(&connection);
+    MainWindow window(&controller, url.toString());
+    window.resize(1400, 720);
+    window.show();
+    const bool shown = QTest::qWaitForWindowExposed(&window) &&
+                       QCoro::waitFor(controller.refresh()) && window.selectConversation(build) &&
+                       QTest::qWaitFor([&] { return controller.timeline()->count() >= 6; }, 10000);
+    if (!shown)
+        std::fputs("warning: the window did not show the sample conversation in time\n", stderr);
+    QTest::qWait(300); // let the QML pane lay out the last rows before the grab
+    const bool saved = window.grab().save(QString::fromLocal8Bit(argv[1]));
+    std::fprintf(stderr, "%s %s\n", saved ? "wrote" : "could not write", argv[1]);
+
+    server.stop();
+    const QDir runtimes(dir.filePath(u"runtimes"_s));
+    for (const QString &name : runtimes.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+        QFile file(runtimes.filePath(name + u"/sandbox.pid"_s));
+        if (file.open(QIODevice::ReadOnly))
+            ::kill(static_cast<pid_t>(file.readAll().trimmed().toLongLong()), SIGKILL);
+    }
+    return saved ? 0 : 1;
+}

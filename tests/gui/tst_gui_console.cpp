@@ -1,0 +1,265 @@
+// The console against a real embedded server (its own thread, real sandboxes), driven by
+// clicking the real buttons under the offscreen platform.
+#include "consolecontroller.h"
+#include "embeddedserver.h"
+#include "mainwindow.h"
+#include "storage/conversationstore.h"
+#include "storage/database.h"
+
+#include <QApplication>
+#include <QDir>
+#include <QFile>
+#include <QLabel>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QQuickWindow>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTimer>
+
+#include <csignal>
+
+using namespace Qt::StringLiterals;
+using namespace AgentDeck;
+using Action = ConsoleController::Action;
+
+class GuiConsoleTest : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        if (qEnvironmentVariableIsEmpty("AGENTDECK_BINARY"))
+            QSKIP("needs AGENTDECK_BINARY for real sandboxes; run via ctest");
+    }
+    void init() { m_dir = std::make_unique<QTemporaryDir>(); }
+    void cleanup()
+    {
+        m_window.reset();
+        m_controller.reset();
+        m_client.reset();
+        if (m_server)
+            m_server->stop();
+        m_server.reset();
+        killSandboxes();
+        m_dir.reset();
+    }
+
+    void recoverContinuesAnInterruptedRun()
+    {
+        // A row left running with a command in flight, as a killed server leaves it.
+        const QUuid id = seedInterruptedConversation();
+        startConsole();
+        QCOMPARE(status(id), u"paused"_s);
+        QVERIFY(m_window->selectConversation(id));
+        QPushButton *recover = m_window->actionButton(Action::Recover);
+        QVERIFY2(recover->isEnabled(), qPrintable(recover->toolTip()));
+        QTest::mouseClick(recover, Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
+        QCOMPARE(runtimeOf(id), u"available"_s);
+        // The badge follows through the live update.
+        QTRY_COMPARE_WITH_TIMEOUT(badgeText(m_window->activeView(), id), u"available"_s, 10000);
+    }
+
+    void unarchiveMovesTheRowBackToActive()
+    {
+        startConsole();
+        const QUuid id = create(u"archived one"_s);
+        QVERIFY(call("POST"_ba, ServerConnection::conversationPath(id, u"archive")).ok());
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QCOMPARE(m_window->tabs()->tabText(1), u"Archived (1)"_s);
+        QVERIFY(m_window->selectConversation(id));
+        QCOMPARE(m_window->tabs()->currentIndex(), 1);
+        QVERIFY(!m_window->actionButton(Action::Recover)->isEnabled());
+        QCOMPARE(m_window->actionButton(Action::Recover)->toolTip(),
+                 u"Archived: unarchive it first"_s);
+        QTest::mouseClick(m_window->actionButton(Action::Unarchive), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(conversation(id).value(u"archived_at"_s).isNull(), 10000);
+        QTRY_COMPARE_WITH_TIMEOUT(m_window->tabs()->tabText(0), u"Active (1)"_s, 10000);
+        QCOMPARE(m_window->tabs()->tabText(1), u"Archived (0)"_s);
+        QCOMPARE(runtimeOf(id), u"missing"_s); // unarchive provisions nothing
+    }
+
+    void reprovisionReplacesTheSandbox()
+    {
+        startConsole();
+        const QUuid id = create(u"with sandbox"_s, u"echo hi"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
+        const qint64 before = sandboxPid(id);
+        QVERIFY(before > 0);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QVERIFY(m_window->selectConversation(id));
+        QTest::mouseClick(m_window->actionButton(Action::Reprovision), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(sandboxPid(id) > 0 && sandboxPid(id) != before, 10000);
+        QTRY_COMPARE_WITH_TIMEOUT(badgeText(m_window->activeView(), id), u"available"_s, 10000);
+    }
+
+    void archiveMovesTheRowToArchived()
+    {
+        startConsole();
+        const QUuid id = create(u"to archive"_s, u"echo hi"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QVERIFY(m_window->selectConversation(id));
+        QTest::mouseClick(m_window->actionButton(Action::Archive), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(conversation(id).value(u"archived_at"_s).isString(), 10000);
+        QTRY_COMPARE_WITH_TIMEOUT(m_window->tabs()->tabText(1), u"Archived (1)"_s, 10000);
+        QCOMPARE(m_window->tabs()->tabText(0), u"Active (0)"_s);
+        QCOMPARE(runtimeOf(id), u"missing"_s); // archive stopped the runtime
+    }
+
+    void deleteAsksThenRemoves()
+    {
+        startConsole();
+        const QUuid id = create(u"to delete"_s);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QVERIFY(m_window->selectConversation(id));
+        bool asked = false;
+        QTimer::singleShot(0, this, [&asked] {
+            auto *box = qobject_cast<QMessageBox *>(QApplication::activeModalWidget());
+            if (!box)
+                return;
+            asked = true;
+            QTest::mouseClick(box->button(QMessageBox::Yes), Qt::LeftButton);
+        });
+        QTest::mouseClick(m_window->actionButton(Action::Delete), Qt::LeftButton);
+        QVERIFY(asked);
+        QTRY_COMPARE_WITH_TIMEOUT(call("GET"_ba, ServerConnection::conversationPath(id)).status,
+                                  404, 10000);
+        QTRY_COMPARE_WITH_TIMEOUT(m_controller->conversations()->rowOf(id), -1, 10000);
+        QCOMPARE(m_window->tabs()->tabText(0), u"Active (0)"_s);
+    }
+
+    void failuresShowTheServersSentence()
+    {
+        startConsole();
+        const QUuid id = create(u"soon gone"_s);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QVERIFY(m_window->selectConversation(id));
+        // Deleted behind the console's back: the next action fails with the server's words.
+        QVERIFY(call("DELETE"_ba, ServerConnection::conversationPath(id)).ok());
+        QTest::mouseClick(m_window->actionButton(Action::Archive), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(m_window->banner()->isVisible(), 10000);
+        QTRY_VERIFY2_WITH_TIMEOUT(m_window->banner()->text().startsWith(u"Archive failed"_s),
+                                  qPrintable(m_window->banner()->text()), 10000);
+        QVERIFY(m_window->banner()->text().contains(u"does not exist"_s));
+    }
+
+private:
+    void startConsole()
+    {
+        ServerConfig config;
+        config.port = 0;
+        config.dataDir = m_dir->path();
+        config.sandboxProgram = qEnvironmentVariable("AGENTDECK_BINARY");
+        config.shutdownGrace = std::chrono::seconds(2);
+        m_server = std::make_unique<EmbeddedServer>(config);
+        QString error;
+        const QUrl url = m_server->start(&error);
+        QVERIFY2(!url.isEmpty(), qPrintable(error));
+        m_client = std::make_unique<ServerConnection>(url);
+        m_connection = std::make_unique<ServerConnection>(url);
+        m_controller = std::make_unique<ConsoleController>(m_connection.get());
+        m_window = std::make_unique<MainWindow>(m_controller.get(), url.toString());
+        m_window->show();
+        QVERIFY(QTest::qWaitForWindowExposed(m_window.get()));
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+    }
+
+    QUuid seedInterruptedConversation()
+    {
+        QString error;
+        auto db = Database::openSqlite(m_dir->filePath(u"agentdeck.db"_s), &error);
+        if (!db)
+            return {};
+        ConversationStore store(*db);
+        ConversationInfo info{QUuid::createUuid(), u"interrupted"_s};
+        info.createdAt = info.updatedAt = QDateTime::currentDateTimeUtc();
+        info.agentKind = u"shell"_s;
+        info.workingDir = m_dir->filePath(u"workspaces/interrupted"_s);
+        QDir().mkpath(info.workingDir);
+        info.executionStatus = ExecutionStatus::Running;
+        store.insert(info);
+        store.append(info.id,
+                     {Event::message(u"user"_s, u"user"_s, u"sleep 30"_s),
+                      Event::action(u"bash"_s, u"sleep 30"_s)},
+                     ExecutionStatus::Running, QDateTime::currentMSecsSinceEpoch());
+        return info.id;
+    }
+
+    ApiReply call(const QByteArray &method, const QString &path)
+    {
+        return QCoro::waitFor(m_client->request(method, path));
+    }
+    QJsonObject conversation(const QUuid &id)
+    {
+        return call("GET"_ba, ServerConnection::conversationPath(id)).json.toObject();
+    }
+    QString status(const QUuid &id)
+    {
+        return conversation(id).value(u"execution_status"_s).toString();
+    }
+    QString runtimeOf(const QUuid &id)
+    {
+        return conversation(id)
+            .value(u"runtime_info"_s)
+            .toObject()
+            .value(u"runtime_status"_s)
+            .toString();
+    }
+    QUuid create(const QString &title, const QString &command = {})
+    {
+        CreateConversationRequest request;
+        request.title = title;
+        if (!command.isEmpty())
+            request.initialMessage = MessageRequest{u"user"_s, command, true};
+        const ApiReply reply = QCoro::waitFor(m_client->createConversation(request));
+        return parseWireId(reply.json.toObject().value(u"id"_s).toString()).value_or(QUuid());
+    }
+    QString badgeText(QTableView *view, const QUuid &id)
+    {
+        // Refresh as the console's timer would, then read the runtime column's words.
+        QCoro::waitFor(m_controller->refresh());
+        const int row = m_controller->conversations()->rowOf(id);
+        if (row < 0)
+            return {};
+        const QModelIndex source =
+            m_controller->conversations()->index(row, ConversationListModel::RuntimeColumn);
+        auto *proxy = static_cast<QSortFilterProxyModel *>(view->model());
+        return proxy->mapFromSource(source).data().toString();
+    }
+    qint64 sandboxPid(const QUuid &id)
+    {
+        QFile file(m_dir->filePath(u"runtimes/"_s + toWireId(id) + u"/sandbox.pid"_s));
+        return file.open(QIODevice::ReadOnly) ? file.readAll().trimmed().toLongLong() : 0;
+    }
+    void killSandboxes()
+    {
+        const QDir runtimes(m_dir->filePath(u"runtimes"_s));
+        for (const QString &name : runtimes.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+            QFile file(runtimes.filePath(name + u"/sandbox.pid"_s));
+            if (file.open(QIODevice::ReadOnly))
+                ::kill(static_cast<pid_t>(file.readAll().trimmed().toLongLong()), SIGKILL);
+        }
+    }
+
+    std::unique_ptr<QTemporaryDir> m_dir;
+    std::unique_ptr<EmbeddedServer> m_server;
+    std::unique_ptr<ServerConnection> m_client;
+    std::unique_ptr<ServerConnection> m_connection;
+    std::unique_ptr<ConsoleController> m_controller;
+    std::unique_ptr<MainWindow> m_window;
+};
+
+int main(int argc, char *argv[])
+{
+    QQuickWindow::setGraphicsApi(QSGRendererInterface::Software);
+    QApplication app(argc, argv);
+    GuiConsoleTest test;
+    return QTest::qExec(&test, argc, argv);
+}
+
+#include "tst_gui_console.moc"

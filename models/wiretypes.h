@@ -81,6 +81,9 @@ struct ConversationInfo
 
     bool isArchived() const { return archivedAt.has_value(); }
     QJsonObject toJson() const;
+    // The same document as toJson(), written straight to compact UTF-8: the hot read routes
+    // answer with it without building a QJsonObject.
+    QByteArray toJsonBytes() const;
     // Rejects a payload that does not speak the contract (no id, no archived_at field at all).
     static std::optional<ConversationInfo> fromJson(const QJsonObject &object);
 };

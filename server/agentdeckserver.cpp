@@ -84,6 +84,11 @@ Database &AgentDeckServer::database()
     return *d->database;
 }
 
+ConversationStore &AgentDeckServer::store()
+{
+    return *d->store;
+}
+
 ConversationService &AgentDeckServer::service()
 {
     return *d->service;

@@ -13,6 +13,7 @@ namespace AgentDeck {
 class AgentFactory;
 class Clock;
 class ConversationService;
+class ConversationStore;
 class Database;
 class RuntimeProvider;
 
@@ -50,6 +51,7 @@ public:
     bool isReady() const;
     const ServerConfig &config() const { return m_config; }
     Database &database();
+    ConversationStore &store();
     ConversationService &service();
 
 Q_SIGNALS:

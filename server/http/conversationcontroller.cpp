@@ -85,11 +85,6 @@ ConversationUpdate updateFrom(const QJsonObject &body)
     return update;
 }
 
-QJsonValue toJsonOrNull(const std::optional<ConversationInfo> &info)
-{
-    return info ? QJsonValue(info->toJson()) : QJsonValue(QJsonValue::Null);
-}
-
 } // namespace
 
 void ConversationController::registerRoutes(Router &router, ConversationService &service)
@@ -112,13 +107,14 @@ void ConversationController::registerRoutes(Router &router, ConversationService 
     router.add(Method::Get, u"/api/conversations/search"_s, [&service](const HttpRequest &request) {
         const SearchParameters p = searchParameters(request);
         const ConversationPageResult page = service.search(p.filter, p.sort, p.pageId, p.limit);
-        QJsonArray items;
+        QList<QByteArray> items;
+        items.reserve(page.items.size());
         for (const ConversationInfo &info : page.items)
-            items.append(info.toJson());
-        return HttpResponse::json(QJsonObject{
-            {u"items"_s, items},
-            {u"next_page_id"_s, page.nextPageId.isEmpty() ? QJsonValue(QJsonValue::Null)
-                                                          : QJsonValue(page.nextPageId)}});
+            items.append(info.toJsonBytes());
+        const QByteArray next =
+            page.nextPageId.isEmpty() ? "null"_ba : '"' + page.nextPageId.toUtf8() + '"';
+        return HttpResponse::rawJson("{\"items\":" + joinJsonArray(items) +
+                                     ",\"next_page_id\":" + next + '}');
     });
 
     router.add(Method::Get, u"/api/conversations/count"_s, [&service](const HttpRequest &request) {
@@ -126,14 +122,14 @@ void ConversationController::registerRoutes(Router &router, ConversationService 
     });
 
     router.add(Method::Get, u"/api/conversations"_s, [&service](const HttpRequest &request) {
-        QJsonArray items;
+        QList<QByteArray> items;
         for (const auto &info : service.getMany(idList(request, u"ids"_s)))
-            items.append(toJsonOrNull(info));
-        return HttpResponse::json(items);
+            items.append(info ? info->toJsonBytes() : "null"_ba);
+        return HttpResponse::rawJson(joinJsonArray(items));
     });
 
     router.add(Method::Get, item, [&service](const HttpRequest &request) {
-        return HttpResponse::json(service.get(request.idArg(0)).toJson());
+        return HttpResponse::rawJson(service.get(request.idArg(0)).toJsonBytes());
     });
 
     router.add(Method::Patch, item, [&service](const HttpRequest &request) {

@@ -186,6 +186,11 @@ void SandboxHost::startCommand(const QString &requestId, const QString &command,
     m_process->setStandardInputFile(QProcess::nullDevice());
     m_process->setWorkingDirectory(m_options.workspace);
     QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+    // The server's secrets and its systemd socket are not the agent's business.
+    for (const QString &name : environment.keys()) {
+        if (name.startsWith(u"AGENTDECK_"_s) || name == u"NOTIFY_SOCKET"_s)
+            environment.remove(name);
+    }
     environment.insert(u"HOME"_s, m_options.home);
     m_process->setProcessEnvironment(environment);
     m_process->setChildProcessModifier([] { ::setsid(); });

@@ -47,9 +47,11 @@ ConversationInfo conversationFromRow(const QSqlQuery &q)
     ConversationInfo info;
     info.id = QUuid::fromString(q.value(0).toString());
     info.title = q.value(1).toString();
-    const QJsonObject tags = QJsonDocument::fromJson(q.value(2).toString().toUtf8()).object();
-    for (auto it = tags.begin(); it != tags.end(); ++it)
-        info.tags.insert(it.key(), it.value().toString());
+    if (const QString tagsJson = q.value(2).toString(); tagsJson != u"{}"_s) {
+        const QJsonObject tags = QJsonDocument::fromJson(tagsJson.toUtf8()).object();
+        for (auto it = tags.begin(); it != tags.end(); ++it)
+            info.tags.insert(it.key(), it.value().toString());
+    }
     info.createdAt = fromMs(q.value(3).toLongLong());
     info.updatedAt = fromMs(q.value(4).toLongLong());
     info.archivedAt = optionalTime(q.value(5));
@@ -168,12 +170,14 @@ std::pair<qint64, QString> decodeCursor(const QString &pageId)
 
 } // namespace
 
-ConversationStore::ConversationStore(Database &db)
+ConversationStore::ConversationStore(Database &db, int cachedRows)
     : m_db(db)
+    , m_cache(cachedRows)
 {}
 
 void ConversationStore::insert(const ConversationInfo &info)
 {
+    m_cache.remove(info.id);
     QSqlQuery &q = m_db.prepared(
         u"INSERT INTO conversations (id, title, tags, created_at, updated_at, archived_at, "
         "execution_status, agent_kind, working_dir, workspace_owned, always_confirm) "
@@ -194,6 +198,8 @@ void ConversationStore::insert(const ConversationInfo &info)
 
 std::optional<ConversationInfo> ConversationStore::find(const QUuid &id)
 {
+    if (const ConversationInfo *cached = m_cache.object(id))
+        return *cached;
     QSqlQuery &q =
         m_db.prepared(u"SELECT "_s + ConversationColumns + u" FROM conversations WHERE id = ?"_s);
     q.addBindValue(toWireId(id));
@@ -202,6 +208,8 @@ std::optional<ConversationInfo> ConversationStore::find(const QUuid &id)
     if (q.next())
         info = conversationFromRow(q);
     q.finish();
+    if (info && m_cache.maxCost() > 0)
+        m_cache.insert(id, new ConversationInfo(*info));
     return info;
 }
 
@@ -279,6 +287,7 @@ qint64 ConversationStore::count(const ConversationFilter &filter)
 
 bool ConversationStore::update(const QUuid &id, const ConversationUpdate &update, qint64 nowMs)
 {
+    m_cache.remove(id);
     Where set;
     if (update.title)
         set.add(u"title = ?"_s, {*update.title});
@@ -295,6 +304,7 @@ bool ConversationStore::update(const QUuid &id, const ConversationUpdate &update
 
 bool ConversationStore::remove(const QUuid &id)
 {
+    m_cache.remove(id);
     Transaction transaction(m_db);
     QSqlQuery &events = m_db.prepared(u"DELETE FROM events WHERE conversation_id = ?"_s);
     events.addBindValue(toWireId(id));
@@ -309,6 +319,7 @@ bool ConversationStore::remove(const QUuid &id)
 
 bool ConversationStore::setArchived(const QUuid &id, std::optional<qint64> archivedAtMs)
 {
+    m_cache.remove(id);
     // Archiving again keeps the first timestamp.
     QSqlQuery &q = m_db.prepared(
         archivedAtMs
@@ -323,6 +334,7 @@ bool ConversationStore::setArchived(const QUuid &id, std::optional<qint64> archi
 
 void ConversationStore::setRuntimeError(const QUuid &id, const std::optional<RuntimeError> &error)
 {
+    m_cache.remove(id);
     QSqlQuery &q = m_db.prepared(
         u"UPDATE conversations SET runtime_error_code = ?, runtime_error_message = ? WHERE id = ?"_s);
     q.addBindValue(error ? QVariant(error->code) : QVariant(QMetaType(QMetaType::QString)));
@@ -350,6 +362,7 @@ QList<ExpiryCandidate> ConversationStore::expiryCandidates(qint64 inactiveBefore
 
 bool ConversationStore::markExpired(const QUuid &id, qint64 inactiveBeforeMs, qint64 nowMs)
 {
+    m_cache.remove(id);
     // The same conditions as the selection, checked again in the write: a conversation that
     // started running in between is left alone. A row already marked stays marked.
     QSqlQuery &q = m_db.prepared(
@@ -399,6 +412,7 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
                                              std::optional<ExecutionStatus> status, qint64 nowMs,
                                              const LeaseToken *fence)
 {
+    m_cache.remove(id);
     const QString wireId = toWireId(id);
     Transaction transaction(m_db);
     QSqlQuery &current = m_db.prepared(

@@ -5,6 +5,7 @@
 #include "wiretypes.h"
 
 #include <QByteArray>
+#include <QCache>
 #include <QList>
 
 namespace AgentDeck {
@@ -59,7 +60,9 @@ struct ConversationUpdate
 class ConversationStore
 {
 public:
-    explicit ConversationStore(Database &db);
+    // `cachedRows` bounds the cache of single-row reads (GET by id). The store must be the only
+    // writer of its rows in this process; 0 turns the cache off (several replicas).
+    explicit ConversationStore(Database &db, int cachedRows = 10'000);
     Database &database() { return m_db; }
 
     void insert(const ConversationInfo &info);
@@ -103,6 +106,7 @@ public:
 
 private:
     Database &m_db;
+    QCache<QUuid, ConversationInfo> m_cache;
 };
 
 } // namespace AgentDeck

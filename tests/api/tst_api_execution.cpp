@@ -87,6 +87,21 @@ private Q_SLOTS:
         QVERIFY(response.contains(u"[exit code 3]"_s));
     }
 
+    void commandsDoNotSeeTheServersSecrets()
+    {
+        qputenv("AGENTDECK_SESSION_API_KEYS", "secret-key");
+        const QUuid id = m_server->create(shell(u"env | grep -c AGENTDECK_ || true"_s));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        qunsetenv("AGENTDECK_SESSION_API_KEYS");
+        const QString response =
+            m_server->get(ServerConnection::conversationPath(id, u"agent_final_response"))
+                .json.toObject()
+                .value(u"response"_s)
+                .toString();
+        if (m_server->usesSandboxes())
+            QCOMPARE(response.trimmed(), u"0"_s);
+    }
+
     void callerSuppliedWorkspaceIsUsed()
     {
         QTemporaryDir own;

@@ -95,8 +95,8 @@ private Q_SLOTS:
         startServer();
         const QUuid id = m_server->create(shell(u"true"_s, false));
         // The run loop died without an executor: only the row says `running`.
-        ConversationStore(m_server->server().database())
-            .append(id, {}, ExecutionStatus::Running, QDateTime::currentMSecsSinceEpoch());
+        m_server->server().store().append(id, {}, ExecutionStatus::Running,
+                                          QDateTime::currentMSecsSinceEpoch());
         QCOMPARE(m_server->status(id), u"running"_s);
         const ApiReply reply = action == u"events"_s
                                    ? m_server->post(ServerConnection::conversationPath(id, action),

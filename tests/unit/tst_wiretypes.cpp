@@ -69,6 +69,29 @@ private Q_SLOTS:
         QVERIFY(back->isArchived());
     }
 
+    void bytesWriterMatchesTheJsonObject()
+    {
+        ConversationInfo info;
+        info.id = QUuid::createUuid();
+        info.title = u"quotes \" backslash \\ newline \n tab \t bell \u0007 ünïcode ✔"_s;
+        info.tags = {{u"k\"ey"_s, u"v\nal"_s}, {u"a"_s, u""_s}};
+        info.createdAt = info.updatedAt =
+            QDateTime::fromMSecsSinceEpoch(1'700'000'000'001, Qt::UTC);
+        info.agentKind = u"echo"_s;
+        info.workingDir = u"/w/\"x\""_s;
+        info.runtime = {RuntimeStatus::Error, true,
+                        RuntimeError{u"provision_failed"_s, u"no \"room\""_s}};
+        info.lastEventAt = info.createdAt;
+        QJsonParseError error;
+        const QJsonDocument parsed = QJsonDocument::fromJson(info.toJsonBytes(), &error);
+        QCOMPARE(error.error, QJsonParseError::NoError);
+        QCOMPARE(parsed.object(), info.toJson());
+        info.archivedAt = info.createdAt;
+        info.runtime = {};
+        info.tags.clear();
+        QCOMPARE(QJsonDocument::fromJson(info.toJsonBytes()).object(), info.toJson());
+    }
+
     void conversationWithoutArchivedAtIsRejected()
     {
         QJsonObject json = ConversationInfo{QUuid::createUuid()}.toJson();

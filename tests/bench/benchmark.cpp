@@ -1,0 +1,922 @@
+#include "benchmark.h"
+
+#include "loadgenerator.h"
+#include "procinfo.h"
+#include "publisher.h"
+#include "serverconnection.h"
+#include "websocketsubscriber.h"
+#include "wiretypes.h"
+
+#include <QByteArrayMatcher>
+#include <QCoroSignal>
+#include <QCoroTimer>
+#include <QDateTime>
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QRandomGenerator>
+#include <QSet>
+#include <QTemporaryDir>
+#include <QThread>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <numeric>
+
+using namespace Qt::StringLiterals;
+using namespace std::chrono_literals;
+
+namespace AgentDeck::Bench {
+
+namespace {
+
+constexpr auto RequestTimeout = 30s;
+const QByteArray SearchTarget = "/api/conversations/search?limit=100"_ba;
+
+QString kib(const std::optional<ProcessMemory> &memory)
+{
+    return memory ? u"%1 MiB"_s.arg(double(memory->rssKiB) / 1024.0, 0, 'f', 1) : u"n/a"_s;
+}
+
+QString seconds(qint64 ns)
+{
+    return u"%1 s"_s.arg(double(ns) / 1e9, 0, 'f', 2);
+}
+
+double ratioOf(double value, double reference)
+{
+    return reference > 0 ? value / reference : 0;
+}
+
+// Reads "<digits>" at `pos`; advances `pos` past them.
+qint64 readNumber(QByteArrayView text, qsizetype &pos)
+{
+    qint64 value = 0;
+    while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9')
+        value = value * 10 + (text[pos++] - '0');
+    return value;
+}
+
+// Removes the bench's data dirs on every way out of the run, unless they are to be kept.
+struct DataRemover
+{
+    QString path;
+    bool keep = false;
+
+    ~DataRemover() { removeNow(); }
+    void removeNow()
+    {
+        if (keep || path.isEmpty())
+            return;
+        std::error_code error;
+        std::filesystem::remove_all(std::filesystem::path(path.toStdString()), error);
+        path.clear();
+    }
+};
+
+// Polls `condition` until it holds or `timeout` passes: for states that have no signal of their
+// own (a hundred sockets, a count reached).
+QCoro::Task<bool> waitUntil(std::function<bool()> condition, std::chrono::milliseconds timeout)
+{
+    const qint64 deadline = nowNs() + std::chrono::nanoseconds(timeout).count();
+    while (!condition()) {
+        if (nowNs() > deadline)
+            co_return false;
+        co_await QCoro::sleepFor(5ms);
+    }
+    co_return true;
+}
+
+// Collects what the subscribers of the fan-out measurement receive.
+class FanoutCollector
+{
+public:
+    FanoutCollector(int subscribers, qint64 warmupEvents, qint64 expectedEvents)
+        : m_warmupEvents(warmupEvents)
+        , m_received(std::size_t(subscribers), 0)
+        , m_probeSeen(std::size_t(subscribers), false)
+    {
+        const auto samples = std::size_t(std::max<qint64>(0, expectedEvents - warmupEvents));
+        fromSend.reserve(samples * std::size_t(subscribers));
+        fromSchedule.reserve(samples * std::size_t(subscribers));
+    }
+
+    void onMessage(int subscriber, QByteArrayView payload, qint64 receivedNs)
+    {
+        static const QByteArrayMatcher marker(Publisher::marker());
+        const qsizetype at = marker.indexIn(payload.data(), payload.size());
+        if (at < 0) {
+            if (payload.contains("bench probe"))
+                m_probeSeen[std::size_t(subscriber)] = true;
+            return;
+        }
+        qsizetype pos = at + Publisher::marker().size();
+        const qint64 n = readNumber(payload, pos);
+        pos += 3; // " t="
+        const qint64 sentNs = readNumber(payload, pos);
+        pos += 3; // " s="
+        const qint64 scheduledNs = readNumber(payload, pos);
+        ++m_received[std::size_t(subscriber)];
+        if (n < m_warmupEvents)
+            return;
+        fromSend.add(receivedNs - sentNs);
+        fromSchedule.add(receivedNs - scheduledNs);
+        if (subscriber == 0)
+            recordCommitLatency(payload);
+    }
+
+    bool allSawProbe() const
+    {
+        return std::all_of(m_probeSeen.begin(), m_probeSeen.end(), [](bool seen) { return seen; });
+    }
+    qint64 fewestReceived() const
+    {
+        return *std::min_element(m_received.begin(), m_received.end());
+    }
+    qint64 totalReceived() const
+    {
+        return std::accumulate(m_received.begin(), m_received.end(), qint64(0));
+    }
+
+    Samples fromSend;     // client write of the POST -> frame read by a subscriber
+    Samples fromSchedule; // scheduled time of the POST -> frame read
+    Samples fromCommit;   // server "timestamp" (ms, wall clock) -> frame read, subscriber 0
+
+private:
+    void recordCommitLatency(QByteArrayView payload)
+    {
+        static const QByteArrayMatcher key("\"timestamp\":\"");
+        const qsizetype at = key.indexIn(payload.data(), payload.size());
+        if (at < 0 || payload.size() < at + 13 + 24)
+            return;
+        const qint64 nowMs = QDateTime::currentMSecsSinceEpoch();
+        const auto stamp = QDateTime::fromString(QString::fromLatin1(payload.sliced(at + 13, 24)),
+                                                 Qt::ISODateWithMs);
+        if (stamp.isValid())
+            fromCommit.add((nowMs - stamp.toMSecsSinceEpoch()) * 1'000'000);
+    }
+
+    qint64 m_warmupEvents;
+    std::vector<qint64> m_received;
+    std::vector<bool> m_probeSeen;
+};
+
+} // namespace
+
+void say(const QString &line)
+{
+    std::fputs(qPrintable(line + u'\n'), stdout);
+    std::fflush(stdout);
+}
+
+void BenchOptions::makeQuick()
+{
+    quick = true;
+    throughputRounds = 1;
+    throughputWindow = 1000ms;
+    fanoutWindow = 2000ms;
+    minPageSamples = 50;
+}
+
+Benchmark::Benchmark(BenchOptions options, QObject *parent)
+    : QObject(parent)
+    , m_options(std::move(options))
+{}
+
+Benchmark::~Benchmark() = default;
+
+void Benchmark::abort()
+{
+    m_server.reset();
+}
+
+void Benchmark::noteInterference(int number, const CpuMeter &cpu)
+{
+    m_interference[number] = std::max(m_interference.value(number), cpu.otherShare());
+}
+
+void Benchmark::addGoal(GoalResult goal, int number)
+{
+    // Timings only: a resident size does not depend on who else runs.
+    goal.otherCpu = m_interference.value(number, -1);
+    say(u"   => %1: %2 (goal %3): %4%5"_s.arg(
+        goal.name, goal.figure, goal.goal,
+        !goal.measured ? u"NOT MEASURED"_s
+        : goal.met     ? u"MET"_s
+                       : u"NOT MET"_s,
+        goal.otherCpu < 0 ? QString()
+                          : u"; other processes took up to %1% of a core meanwhile"_s.arg(
+                                qRound(goal.otherCpu * 100))));
+    m_goals.append(std::move(goal));
+}
+
+QCoro::Task<int> Benchmark::run()
+{
+    const qint64 runStartNs = nowNs();
+    const MachineInfo machine = MachineInfo::read();
+    say(u"AgentDeck benchmark%1"_s.arg(m_options.quick ? u" (--quick)"_s : QString()));
+    say(u"machine: "_s + machine.describe());
+    say(u"server:  "_s + m_options.binary);
+    say(u"catalogues: %1 conversations against a reference of %2"_s.arg(m_options.conversations)
+            .arg(m_options.referenceConversations));
+
+    QTemporaryDir root(QDir(m_options.workDir).filePath(u"agentdeck-bench-XXXXXX"_s));
+    if (!root.isValid()) {
+        say(u"cannot create a work dir under "_s + m_options.workDir);
+        co_return 1;
+    }
+    // std::filesystem removes the 100,000 workspace dirs several times faster than QDir does.
+    root.setAutoRemove(false);
+    DataRemover remover{root.path(), m_options.keepData};
+    say(u"data:    "_s + root.path() + (m_options.keepData ? u" (kept)"_s : QString()));
+    {
+        // The machine may be shared: say how busy it is before anything starts.
+        CpuMeter idle(0);
+        co_await QCoro::sleepFor(1s);
+        QFile loadavg(u"/proc/loadavg"_s);
+        const QByteArray load =
+            loadavg.open(QIODevice::ReadOnly) ? loadavg.readLine().trimmed() : QByteArray("n/a");
+        say(u"load:    other processes used %1% of a core over 1 s; /proc/loadavg %2"_s
+                .arg(qRound(idle.otherShare() * 100))
+                .arg(QString::fromLatin1(load)));
+    }
+
+    CatalogueFigures reference;
+    CatalogueFigures large;
+    QList<QUuid> ids;
+
+    say(QString());
+    say(u"== Reference catalogue (%1 conversations)"_s.arg(m_options.referenceConversations));
+    auto measuringReference =
+        measureCatalogue(u"reference"_s, root.filePath(u"reference"_s),
+                         m_options.referenceConversations, reference, nullptr);
+    const bool referenceOk = co_await std::move(measuringReference);
+    if (!referenceOk) {
+        printSummary();
+        co_return 1;
+    }
+    auto restartingReference =
+        restartAndSample(u"reference"_s, root.filePath(u"reference"_s), reference);
+    co_await std::move(restartingReference);
+
+    say(QString());
+    say(u"== Large catalogue (%1 conversations)"_s.arg(m_options.conversations));
+    auto measuringLarge = measureCatalogue(u"large"_s, root.filePath(u"large"_s),
+                                           m_options.conversations, large, &ids);
+    const bool largeOk = co_await std::move(measuringLarge);
+    if (!largeOk) {
+        printSummary();
+        co_return 1;
+    }
+    reportSearchAndMemory(reference, large);
+
+    say(QString());
+    say(u"== 1. GET /api/conversations/{id} against GET /alive, %1 keep-alive connections"_s.arg(
+        m_options.throughputConnections));
+    auto throughput = measureThroughput(*m_server, ids);
+    co_await std::move(throughput);
+
+    say(QString());
+    say(u"== 2. Event published -> received, %1 WebSocket subscribers, %2 events/s"_s
+            .arg(m_options.subscribers)
+            .arg(m_options.eventsPerSecond));
+    auto fanout = measureFanout(*m_server);
+    co_await std::move(fanout);
+
+    say(QString());
+    say(u"== Large catalogue after a restart"_s);
+    auto restartingLarge = restartAndSample(u"large"_s, root.filePath(u"large"_s), large);
+    co_await std::move(restartingLarge);
+    if (reference.memoryAfterRestartSample && large.memoryAfterRestartSample)
+        say(u"   RSS after a restart and 40 search pages: %1 against %2, ratio %3"_s.arg(
+            kib(large.memoryAfterRestartSample), kib(reference.memoryAfterRestartSample),
+            formatRatio(ratioOf(double(large.memoryAfterRestartSample->rssKiB),
+                                double(reference.memoryAfterRestartSample->rssKiB)))));
+    if (reference.restartStartupNs > 0 && large.restartStartupNs > 0)
+        say(u"   startup to ready on an existing catalogue: %1 against %2, ratio %3"_s.arg(
+            formatMs(large.restartStartupNs), formatMs(reference.restartStartupNs),
+            formatRatio(
+                ratioOf(double(large.restartStartupNs), double(reference.restartStartupNs)))));
+
+    printSummary();
+    say(u"the run took %1"_s.arg(seconds(nowNs() - runStartNs)));
+    if (!m_options.keepData) {
+        const qint64 removeStartNs = nowNs();
+        remover.removeNow();
+        say(u"removed %1 in %2"_s.arg(root.path(), seconds(nowNs() - removeStartNs)));
+    }
+    co_return m_failures.isEmpty() ? 0 : 1;
+}
+
+QCoro::Task<bool> Benchmark::startServer(std::unique_ptr<ServerProcess> &server, QString dataDir)
+{
+    server = std::make_unique<ServerProcess>(m_options.binary, dataDir);
+    auto starting = server->start(60s);
+    const bool started = co_await std::move(starting);
+    if (!started) {
+        m_failures.append(server->errorString());
+        say(u"   FAILED: "_s + server->errorString());
+    }
+    co_return started;
+}
+
+QCoro::Task<bool> Benchmark::seed(ServerProcess &server, qint64 count, CatalogueFigures &figures,
+                                  QList<QUuid> *ids)
+{
+    if (ids) {
+        ids->clear();
+        ids->reserve(count);
+    }
+    LoadSpec spec;
+    spec.connections = m_options.seedConnections;
+    spec.maxRequests = count;
+    spec.deadline = std::max<std::chrono::milliseconds>(60s, std::chrono::milliseconds(count * 5));
+    spec.request = [](HttpConnection &connection, qint64 index) {
+        const QByteArray body =
+            "{\"title\":\"bench conversation " + QByteArray::number(index) + "\"}";
+        return connection.makeRequest("POST", "/api/conversations", body);
+    };
+    spec.onResponse = [ids](qint64, const HttpResult &result) {
+        if (!ids || result.status != 201)
+            return;
+        static const QByteArrayMatcher key("\"id\":\"");
+        const qsizetype at = key.indexIn(result.body);
+        if (at >= 0) {
+            if (const auto id = parseWireId(QString::fromLatin1(result.body.mid(at + 6, 36))))
+                ids->append(*id);
+        }
+    };
+    CpuMeter cpu(server.pid());
+    auto loading = runLoad(server.endpoint(), std::move(spec));
+    const LoadResult result = co_await std::move(loading);
+    figures.seedPerSecond = result.perSecond();
+    say(u"   seeded %1 conversations with %2 concurrent POSTs in %3 s: %4 per second; create "
+        "latency %5; %6"_s.arg(result.counted)
+            .arg(m_options.seedConnections)
+            .arg(result.windowSeconds, 0, 'f', 1)
+            .arg(result.perSecond(), 0, 'f', 0)
+            .arg(result.latency.summary(), cpu.report()));
+    if (!result.finished || result.counted != count || (ids && ids->size() != count)) {
+        const QString problem =
+            u"seeding stopped at %1 of %2 conversations (%3 errors%4)"_s.arg(result.counted)
+                .arg(count)
+                .arg(result.errors)
+                .arg(result.finished ? QString() : u", deadline passed"_s);
+        m_failures.append(problem);
+        say(u"   FAILED: "_s + problem);
+        co_return false;
+    }
+    co_return true;
+}
+
+QCoro::Task<bool> Benchmark::timePages(Endpoint endpoint, QList<QByteArray> targets, bool fresh,
+                                       Samples *latencies, QString *problem, int uncounted)
+{
+    std::unique_ptr<HttpConnection> connection;
+    for (qsizetype i = 0; i < targets.size(); ++i) {
+        const QByteArray &target = targets[i];
+        // The latency is from the write of the request: a new connection's handshake is not in it.
+        if (!connection || fresh)
+            connection = std::make_unique<HttpConnection>(endpoint);
+        auto asking = connection->request(connection->makeRequest("GET", target), RequestTimeout);
+        const HttpResult result = co_await std::move(asking);
+        if (result.status != 200) {
+            *problem = u"GET %1 answered %2"_s.arg(QString::fromLatin1(target)).arg(result.status);
+            co_return false;
+        }
+        if (i >= uncounted)
+            latencies->add(result.latencyNs);
+    }
+    co_return true;
+}
+
+QCoro::Task<SearchFigures> Benchmark::walkSearch(Endpoint endpoint, qint64 expected)
+{
+    SearchFigures figures;
+    figures.freshConnections = true;
+    // The first few warm the caches and are not counted.
+    auto asking =
+        timePages(endpoint, QList<QByteArray>(5 + m_options.firstPageRepeats, SearchTarget), true,
+                  &figures.firstPage, &figures.problem, 5);
+    const bool asked = co_await std::move(asking);
+    if (!asked)
+        co_return figures;
+
+    const qint64 pageBound = expected / 100 + 10;
+    for (int walk = 0; walk < 1000; ++walk) {
+        std::vector<qint64> latencies;
+        QList<QByteArray> cursors;
+        QSet<QString> seen;
+        qint64 items = 0;
+        QByteArray pageId;
+        for (;;) {
+            const QByteArray target =
+                pageId.isEmpty() ? SearchTarget : SearchTarget + "&page_id=" + pageId;
+            HttpConnection connection(endpoint);
+            auto reading =
+                connection.request(connection.makeRequest("GET", target), RequestTimeout);
+            const HttpResult result = co_await std::move(reading);
+            if (result.status != 200) {
+                figures.problem = u"page %1 answered %2"_s.arg(latencies.size()).arg(result.status);
+                co_return figures;
+            }
+            latencies.push_back(result.latencyNs);
+            cursors.append(pageId);
+            const QJsonObject page = QJsonDocument::fromJson(result.body).object();
+            if (walk == 0) {
+                const QJsonArray pageItems = page.value(u"items"_s).toArray();
+                items += pageItems.size();
+                for (const QJsonValue &item : pageItems)
+                    seen.insert(item.toObject().value(u"id"_s).toString());
+            }
+            const QJsonValue next = page.value(u"next_page_id"_s);
+            if (!next.isString())
+                break;
+            pageId = next.toString().toLatin1();
+            if (qint64(latencies.size()) > pageBound) {
+                figures.problem = u"the walk did not end after %1 pages"_s.arg(pageBound);
+                co_return figures;
+            }
+        }
+        figures.pagesPerWalk = qint64(latencies.size());
+        for (std::size_t i = 0; i < latencies.size(); ++i) {
+            figures.allPages.add(latencies[i]);
+            if (i >= latencies.size() / 2)
+                figures.deepPages.add(latencies[i]);
+        }
+        if (walk == 0) {
+            figures.deepCursors = cursors.mid(cursors.size() / 2);
+            figures.deepCursors.removeAll(QByteArray()); // a one-page catalogue has none
+            figures.complete = items == expected && qint64(seen.size()) == expected;
+            if (!figures.complete)
+                figures.problem = u"a walk saw %1 items, %2 distinct, of %3"_s.arg(items)
+                                      .arg(seen.size())
+                                      .arg(expected);
+        }
+        figures.walks = walk + 1;
+        if (qint64(figures.allPages.size()) >= m_options.minPageSamples)
+            break;
+    }
+    co_return figures;
+}
+
+QCoro::Task<SearchFigures> Benchmark::sampleSearch(Endpoint endpoint, QList<QByteArray> deepCursors)
+{
+    SearchFigures figures;
+    figures.freshConnections = false;
+    QList<QByteArray> targets(5 + m_options.firstPageRepeats, SearchTarget);
+    auto asking = timePages(endpoint, targets, false, &figures.firstPage, &figures.problem, 5);
+    const bool asked = co_await std::move(asking);
+    if (!asked)
+        co_return figures;
+    if (deepCursors.isEmpty()) {
+        figures.problem = u"no deep pages to ask"_s;
+        co_return figures;
+    }
+    // Evenly spread over the deep half; round after round when there are fewer pages than asks.
+    targets.clear();
+    const qsizetype count = m_options.deepPageSamples;
+    for (qsizetype i = 0; i < count; ++i) {
+        const qsizetype index =
+            deepCursors.size() >= count ? i * deepCursors.size() / count : i % deepCursors.size();
+        targets.append(SearchTarget + "&page_id=" + deepCursors[index]);
+    }
+    auto deep = timePages(endpoint, targets, false, &figures.deepPages, &figures.problem);
+    co_await std::move(deep);
+    co_return figures;
+}
+
+void Benchmark::reportSearch(const SearchFigures &search, const QString &timing)
+{
+    say(u"   search pages, limit 100, sequential, %1 (%2):"_s.arg(
+        search.freshConnections ? u"a new connection per request"_s
+                                : u"one keep-alive connection"_s,
+        timing));
+    say(u"     first page, asked %1 times:          %2"_s.arg(search.firstPage.size())
+            .arg(search.firstPage.summary()));
+    if (search.freshConnections) {
+        say(u"     every page of %1 walk(s) of %2 pages: %3"_s.arg(search.walks)
+                .arg(search.pagesPerWalk)
+                .arg(search.allPages.summary()));
+        say(u"     the first walk saw every conversation once: %1"_s.arg(
+            search.complete ? u"yes"_s : u"NO"_s));
+    }
+    say(u"     deep pages (second half of the catalogue): %1"_s.arg(search.deepPages.summary()));
+}
+
+QCoro::Task<bool> Benchmark::measureCatalogue(QString label, QString dataDir, qint64 count,
+                                              CatalogueFigures &figures, QList<QUuid> *ids)
+{
+    figures.conversations = count;
+    auto starting = startServer(m_server, dataDir);
+    const bool started = co_await std::move(starting);
+    if (!started)
+        co_return false;
+    figures.memoryAtStart = m_server->memory();
+    say(u"   %1 server pid %2 on port %3, started in %4, RSS %5"_s.arg(label)
+            .arg(m_server->pid())
+            .arg(m_server->endpoint().port)
+            .arg(formatMs(m_server->startupNs()), kib(figures.memoryAtStart)));
+    auto seeding = seed(*m_server, count, figures, ids);
+    const bool seeded = co_await std::move(seeding);
+    if (!seeded)
+        co_return false;
+    figures.memoryAfterSeed = m_server->memory();
+
+    CpuMeter walkCpu(m_server->pid());
+    qint64 startNs = nowNs();
+    auto walking = walkSearch(m_server->endpoint(), count);
+    figures.searchFresh = co_await std::move(walking);
+    reportSearch(figures.searchFresh, seconds(nowNs() - startNs) + u"; "_s + walkCpu.report());
+    noteInterference(3, walkCpu);
+    if (figures.searchFresh.problem.isEmpty()) {
+        CpuMeter sampleCpu(m_server->pid());
+        startNs = nowNs();
+        auto sampling = sampleSearch(m_server->endpoint(), figures.searchFresh.deepCursors);
+        figures.searchKeepAlive = co_await std::move(sampling);
+        reportSearch(figures.searchKeepAlive,
+                     seconds(nowNs() - startNs) + u"; "_s + sampleCpu.report());
+        noteInterference(3, sampleCpu);
+    }
+    for (const SearchFigures *search : {&figures.searchFresh, &figures.searchKeepAlive}) {
+        if (!search->problem.isEmpty()) {
+            m_failures.append(label + u" search: "_s + search->problem);
+            say(u"   FAILED: "_s + search->problem);
+            co_return false;
+        }
+    }
+    figures.memoryAfterWalk = m_server->memory();
+    say(u"   RSS: %1 at start, %2 after seeding, %3 after the walks (peak %4 MiB)"_s.arg(
+        kib(figures.memoryAtStart), kib(figures.memoryAfterSeed), kib(figures.memoryAfterWalk),
+        figures.memoryAfterWalk
+            ? QString::number(double(figures.memoryAfterWalk->hwmKiB) / 1024.0, 'f', 1)
+            : u"n/a"_s));
+    if (m_server->warningCount() > 0)
+        say(u"   the server logged %1 warnings; last lines:\n     "_s.arg(
+                m_server->warningCount()) +
+            m_server->recentLog().join(u"\n     "_s));
+    co_return true;
+}
+
+QCoro::Task<bool> Benchmark::restartAndSample(QString label, QString dataDir,
+                                              CatalogueFigures &figures)
+{
+    if (m_server) {
+        auto stopping = m_server->stop();
+        co_await std::move(stopping);
+        m_server.reset();
+    }
+    auto starting = startServer(m_server, dataDir);
+    const bool started = co_await std::move(starting);
+    if (!started)
+        co_return false;
+    figures.restartStartupNs = m_server->startupNs();
+    figures.memoryAfterRestart = m_server->memory();
+    ServerConnection client(QUrl(u"http://127.0.0.1:%1"_s.arg(m_server->endpoint().port)));
+    auto counting = client.get(u"/api/conversations/count"_s);
+    const ApiReply count = co_await std::move(counting);
+    // Deep pages by the page ids of the first walk: keyset ids stay valid across a restart.
+    QList<QByteArray> targets(20, SearchTarget);
+    const QList<QByteArray> &cursors = figures.searchFresh.deepCursors;
+    for (qsizetype i = 0; i < 20 && !cursors.isEmpty(); ++i)
+        targets.append(SearchTarget + "&page_id=" + cursors[i * cursors.size() / 20]);
+    Samples pages;
+    QString problem;
+    auto asking = timePages(m_server->endpoint(), targets, true, &pages, &problem);
+    co_await std::move(asking);
+    figures.memoryAfterRestartSample = m_server->memory();
+    say(u"   %1 server restarted on its data dir: ready in %2 with %3 conversations, RSS %4; "
+        "%5 search pages (new connections: %6), RSS %7"_s
+            .arg(label, formatMs(figures.restartStartupNs))
+            .arg(count.ok() ? count.json.toInteger() : -1)
+            .arg(kib(figures.memoryAfterRestart))
+            .arg(pages.size())
+            .arg(pages.summary(), kib(figures.memoryAfterRestartSample)));
+    if (!problem.isEmpty()) {
+        m_failures.append(label + u" search after the restart: "_s + problem);
+        say(u"   FAILED: "_s + problem);
+    }
+    auto stopping = m_server->stop();
+    co_await std::move(stopping);
+    m_server.reset();
+    co_return problem.isEmpty();
+}
+
+void Benchmark::reportSearchAndMemory(const CatalogueFigures &reference,
+                                      const CatalogueFigures &large)
+{
+    say(QString());
+    say(u"== 3. Search page latency, %1 against %2 conversations"_s.arg(large.conversations)
+            .arg(reference.conversations));
+    bool complete = true;
+    double worst = 0;
+    QStringList figures;
+    for (const bool fresh : {false, true}) {
+        const SearchFigures &small = fresh ? reference.searchFresh : reference.searchKeepAlive;
+        const SearchFigures &big = fresh ? large.searchFresh : large.searchKeepAlive;
+        const QString mode = fresh ? u"new connection"_s : u"keep-alive"_s;
+        if (fresh) // the walks (new connections) are what checks completeness
+            complete = small.complete && big.complete;
+        const double firstRatio =
+            ratioOf(double(big.firstPage.median()), double(small.firstPage.median()));
+        const double deepRatio =
+            ratioOf(double(big.deepPages.median()), double(small.deepPages.median()));
+        worst = std::max({worst, firstRatio, deepRatio});
+        say(u"   %1, first page p50: %2 against %3, ratio %4 (p99 ratio %5)"_s.arg(
+            mode, formatMs(big.firstPage.median()), formatMs(small.firstPage.median()),
+            formatRatio(firstRatio),
+            formatRatio(ratioOf(double(big.firstPage.percentile(0.99)),
+                                double(small.firstPage.percentile(0.99))))));
+        say(u"   %1, deep pages p50: %2 against %3, ratio %4 (p99 ratio %5)"_s.arg(
+            mode, formatMs(big.deepPages.median()), formatMs(small.deepPages.median()),
+            formatRatio(deepRatio),
+            formatRatio(ratioOf(double(big.deepPages.percentile(0.99)),
+                                double(small.deepPages.percentile(0.99))))));
+        figures.append(
+            u"%1: first %2, deep %3"_s.arg(mode, formatRatio(firstRatio), formatRatio(deepRatio)));
+    }
+    addGoal({u"3. search page p50, %1 / %2 conversations"_s.arg(large.conversations)
+                 .arg(reference.conversations),
+             figures.join(u"; "_s), u"<= 2"_s, complete, worst <= 2.0},
+            3);
+
+    say(QString());
+    say(u"== 4. Server RSS holding %1 against %2 conversations, after walking every page"_s
+            .arg(large.conversations)
+            .arg(reference.conversations));
+    const bool haveMemory = reference.memoryAfterWalk && large.memoryAfterWalk;
+    const double memoryRatio = haveMemory ? ratioOf(double(large.memoryAfterWalk->rssKiB),
+                                                    double(reference.memoryAfterWalk->rssKiB))
+                                          : 0;
+    say(u"   VmRSS %1 against %2"_s.arg(kib(large.memoryAfterWalk),
+                                        kib(reference.memoryAfterWalk)));
+    addGoal(
+        {u"4. RSS, %1 / %2 conversations"_s.arg(large.conversations).arg(reference.conversations),
+         formatRatio(memoryRatio), u"< 1.5"_s, haveMemory, memoryRatio < 1.5},
+        4);
+}
+
+QCoro::Task<bool> Benchmark::measureThroughput(ServerProcess &server, const QList<QUuid> &ids)
+{
+    // The client library reads one of them back first: the bench measures the real contract.
+    ServerConnection client(QUrl(u"http://127.0.0.1:%1"_s.arg(server.endpoint().port)));
+    auto reading = client.conversation(ids.value(0));
+    const auto info = co_await std::move(reading);
+    if (!info || info->id != ids.value(0)) {
+        const QString problem = u"GET /api/conversations/{id} did not return the conversation"_s;
+        m_failures.append(problem);
+        say(u"   FAILED: "_s + problem);
+        addGoal({u"1. GET by id / GET /alive throughput"_s, u"n/a"_s, u">= 0.8"_s, false, false},
+                1);
+        co_return false;
+    }
+
+    HttpConnection builder(server.endpoint());
+    QList<QByteArray> byId;
+    QRandomGenerator random(20240601);
+    for (int i = 0; i < 4096; ++i) {
+        const QUuid &id = ids[qsizetype(random.bounded(quint32(ids.size())))];
+        const QByteArray target = "/api/conversations/" + toWireId(id).toLatin1();
+        byId.append(builder.makeRequest("GET", target));
+    }
+    const QByteArray alive = builder.makeRequest("GET", "/alive");
+
+    struct Totals
+    {
+        qint64 counted = 0;
+        qint64 errors = 0;
+        double seconds = 0;
+        Samples latency;
+        double cpuUs = 0; // summed over rounds
+        double rate() const { return seconds > 0 ? double(counted) / seconds : 0; }
+    };
+    Totals aliveTotals, byIdTotals;
+    for (int round = 0; round < m_options.throughputRounds; ++round) {
+        // Alternate the order so that a drift in the machine's speed hits both alike.
+        for (int step = 0; step < 2; ++step) {
+            const bool isAlive = (round + step) % 2 == 0;
+            LoadSpec spec;
+            spec.connections = m_options.throughputConnections;
+            spec.maxRequests = 20'000'000;
+            spec.warmup = m_options.throughputWarmup;
+            spec.window = m_options.throughputWindow;
+            spec.deadline = spec.warmup + spec.window + 30s;
+            if (isAlive)
+                spec.request = [&alive](HttpConnection &, qint64) { return alive; };
+            else
+                spec.request = [&byId](HttpConnection &, qint64 index) {
+                    return byId[index % byId.size()];
+                };
+            CpuMeter cpu(server.pid());
+            auto loading = runLoad(server.endpoint(), std::move(spec));
+            const LoadResult result = co_await std::move(loading);
+            noteInterference(1, cpu);
+            Totals &totals = isAlive ? aliveTotals : byIdTotals;
+            totals.counted += result.counted;
+            totals.errors += result.errors;
+            totals.seconds += result.windowSeconds;
+            totals.latency.append(result.latency);
+            // Server CPU per answer: what a request costs the server, whatever limited the rate.
+            const double cpuPerRequestUs =
+                result.perSecond() > 0 ? cpu.serverShare() * 1e6 / result.perSecond() : 0;
+            totals.cpuUs += cpuPerRequestUs;
+            say(u"   round %1, %2: %3 requests/s, latency %4, %5 errors%6; %7; server CPU "
+                "%8 us per request"_s.arg(round + 1)
+                    .arg(isAlive ? u"GET /alive            "_s : u"GET /conversations/{id}"_s)
+                    .arg(result.perSecond(), 0, 'f', 0)
+                    .arg(result.latency.summary())
+                    .arg(result.errors)
+                    .arg(result.finished ? QString() : u" (did not finish in time)"_s)
+                    .arg(cpu.report())
+                    .arg(cpuPerRequestUs, 0, 'f', 1));
+        }
+    }
+    const double ratio = ratioOf(byIdTotals.rate(), aliveTotals.rate());
+    const int rounds = std::max(1, m_options.throughputRounds);
+    say(u"   all rounds: GET /conversations/{id} %1 requests/s against GET /alive %2 requests/s; "
+        "server CPU per request %3 us against %4 us"_s.arg(byIdTotals.rate(), 0, 'f', 0)
+            .arg(aliveTotals.rate(), 0, 'f', 0)
+            .arg(byIdTotals.cpuUs / rounds, 0, 'f', 1)
+            .arg(aliveTotals.cpuUs / rounds, 0, 'f', 1));
+    const bool valid = aliveTotals.counted > 0 && byIdTotals.errors == 0 && aliveTotals.errors == 0;
+    if (!valid)
+        m_failures.append(u"throughput: errors in the answers"_s);
+    addGoal(
+        {u"1. GET by id / GET /alive throughput (%1 conn.)"_s.arg(m_options.throughputConnections),
+         formatRatio(ratio), u">= 0.8"_s, valid, ratio >= 0.8},
+        1);
+    co_return valid;
+}
+
+QCoro::Task<bool> Benchmark::measureFanout(ServerProcess &server)
+{
+    const auto fail = [this](const QString &problem) {
+        m_failures.append(u"fan-out: "_s + problem);
+        say(u"   FAILED: "_s + problem);
+        addGoal({u"2. publish -> receive p99, %1 subscribers"_s.arg(m_options.subscribers),
+                 u"n/a"_s, u"< 5 ms"_s, false, false},
+                2);
+    };
+    const Endpoint endpoint = server.endpoint();
+    ServerConnection client(QUrl(u"http://127.0.0.1:%1"_s.arg(endpoint.port)));
+    CreateConversationRequest create;
+    create.title = u"bench fan-out"_s;
+    auto creating = client.createConversation(create);
+    const ApiReply created = co_await std::move(creating);
+    const auto id = parseWireId(created.json.toObject().value(u"id"_s).toString());
+    if (!created.ok() || !id) {
+        fail(u"cannot create the conversation: "_s + created.errorSentence());
+        co_return false;
+    }
+
+    const qint64 warmupEvents = m_options.eventsPerSecond * m_options.fanoutWarmup.count() / 1000;
+    const std::chrono::milliseconds duration = m_options.fanoutWarmup + m_options.fanoutWindow;
+    const qint64 plannedEvents = m_options.eventsPerSecond * duration.count() / 1000;
+    FanoutCollector collector(m_options.subscribers, warmupEvents, plannedEvents);
+    const QByteArray path = "/sockets/events/" + toWireId(*id).toLatin1();
+    std::vector<std::unique_ptr<WebSocketSubscriber>> subscribers;
+    for (int i = 0; i < m_options.subscribers; ++i) {
+        subscribers.push_back(std::make_unique<WebSocketSubscriber>(
+            endpoint, path, [&collector, i](QByteArrayView payload, qint64 receivedNs) {
+                collector.onMessage(i, payload, receivedNs);
+            }));
+        subscribers.back()->open();
+    }
+    const auto openCount = [&subscribers] {
+        return std::count_if(subscribers.begin(), subscribers.end(),
+                             [](const auto &s) { return s->isUpgraded() && !s->isClosed(); });
+    };
+    auto upgrading = waitUntil([&] { return openCount() == m_options.subscribers; }, 20s);
+    const bool allUpgraded = co_await std::move(upgrading);
+    if (!allUpgraded) {
+        fail(u"only %1 of %2 subscribers were upgraded"_s.arg(openCount())
+                 .arg(m_options.subscribers));
+        co_return false;
+    }
+
+    // One event that every subscriber must see before the clock starts: all are subscribed.
+    HttpConnection probe(endpoint);
+    MessageRequest probeMessage;
+    probeMessage.text = u"bench probe"_s;
+    const QByteArray eventsTarget = "/api/conversations/" + toWireId(*id).toLatin1() + "/events";
+    auto probing = probe.request(
+        probe.makeRequest("POST", eventsTarget,
+                          QJsonDocument(probeMessage.toJson()).toJson(QJsonDocument::Compact)),
+        RequestTimeout);
+    const HttpResult probed = co_await std::move(probing);
+    auto seeing = waitUntil([&collector] { return collector.allSawProbe(); }, 10s);
+    const bool allSaw = co_await std::move(seeing);
+    if (probed.status < 200 || probed.status >= 300 || !allSaw) {
+        fail(u"the probe event (status %1) did not reach every subscriber"_s.arg(probed.status));
+        co_return false;
+    }
+
+    PublishPlan plan;
+    plan.endpoint = endpoint;
+    plan.conversation = *id;
+    plan.ratePerSecond = m_options.eventsPerSecond;
+    plan.duration = duration;
+    auto thread = std::make_unique<QThread>();
+    auto publisher = std::make_unique<Publisher>(plan);
+    publisher->moveToThread(thread.get());
+    connect(thread.get(), &QThread::started, publisher.get(), &Publisher::start);
+    connect(publisher.get(), &Publisher::finished, thread.get(), &QThread::quit);
+    auto threadDone = qCoro(thread.get(), &QThread::finished, duration + 60s);
+    CpuMeter cpu(server.pid());
+    thread->start();
+    const auto finished = co_await std::move(threadDone);
+    if (!finished || !thread->wait(10'000)) {
+        // Leave both behind rather than delete objects a running thread may still use.
+        thread->quit();
+        (void)thread.release();
+        (void)publisher.release();
+        fail(u"the publisher did not finish"_s);
+        co_return false;
+    }
+    const PublishResult published = publisher->result();
+    auto delivering = waitUntil(
+        [&] {
+            return collector.fewestReceived() >= published.stored ||
+                   openCount() < m_options.subscribers;
+        },
+        10s);
+    co_await std::move(delivering);
+    const QString cpuReport = cpu.report();
+    noteInterference(2, cpu);
+    const double publishSeconds = double(published.lastSendNs - published.firstSendNs) / 1e9;
+    const double cpuPerEventUs =
+        published.stored > 0 && publishSeconds > 0
+            ? cpu.serverShare() * 1e6 / (double(published.stored) / publishSeconds)
+            : 0;
+    const auto memory = server.memory();
+    QStringList closedReasons;
+    for (const auto &subscriber : subscribers) {
+        if (subscriber->isClosed())
+            closedReasons.append(subscriber->closeReason());
+        subscriber->close();
+    }
+
+    const qint64 expected = published.stored * m_options.subscribers;
+    const qint64 received = collector.totalReceived();
+    say(u"   published: %1 of %2 planned POSTs over %3 connections, %4 stored, %5 failed; "
+        "achieved %6 events/s; at most %7 waited for a free connection"_s.arg(published.sent)
+            .arg(published.planned)
+            .arg(plan.connections)
+            .arg(published.stored)
+            .arg(published.failed)
+            .arg(published.achievedRate(), 0, 'f', 0)
+            .arg(published.maxBacklog));
+    say(u"   POST round trip (client write -> 201 read): %1"_s.arg(
+        published.postLatency.summary()));
+    say(u"   delivered: %1 of %2 frames (%3 subscribers x %4 events), %5 subscribers closed%6"_s
+            .arg(received)
+            .arg(expected)
+            .arg(m_options.subscribers)
+            .arg(published.stored)
+            .arg(closedReasons.size())
+            .arg(closedReasons.isEmpty() ? QString() : u" ("_s + closedReasons.first() + u')'));
+    say(u"   POST write -> frame read, after %1 warm-up events: %2"_s.arg(warmupEvents)
+            .arg(collector.fromSend.summary()));
+    say(u"   scheduled time -> frame read:                    %1"_s.arg(
+        collector.fromSchedule.summary()));
+    say(u"   server timestamp -> frame read (subscriber 0, ms wall clock): %1"_s.arg(
+        collector.fromCommit.summary()));
+    say(u"   %1; server CPU %2 us per event (one POST, %3 frames); server RSS %4"_s.arg(cpuReport)
+            .arg(cpuPerEventUs, 0, 'f', 0)
+            .arg(m_options.subscribers)
+            .arg(kib(memory)));
+
+    const bool complete = received == expected && closedReasons.isEmpty() && published.failed == 0;
+    if (!complete)
+        m_failures.append(u"fan-out: %1 of %2 frames delivered"_s.arg(received).arg(expected));
+    const qint64 p99 = collector.fromSend.percentile(0.99);
+    addGoal({u"2. publish -> receive p99, %1 subscribers, %2/s"_s.arg(m_options.subscribers)
+                 .arg(m_options.eventsPerSecond),
+             u"p50 %1, p99 %2"_s.arg(formatMs(collector.fromSend.median()), formatMs(p99)),
+             u"p99 < 5 ms"_s, complete && !collector.fromSend.isEmpty(),
+             complete && p99 < 5'000'000},
+            2);
+    co_return complete;
+}
+
+void Benchmark::printSummary() const
+{
+    say(QString());
+    say(u"== Summary"_s);
+    for (const GoalResult &goal : m_goals)
+        say(u"   %1 %2: %3 (goal %4)%5"_s.arg(
+            !goal.measured ? u"[NOT MEASURED]"_s
+            : goal.met     ? u"[MET]    "_s
+                           : u"[NOT MET]"_s,
+            goal.name, goal.figure, goal.goal,
+            goal.otherCpu < 0
+                ? QString()
+                : u" [others up to %1% of a core]"_s.arg(qRound(goal.otherCpu * 100))));
+    for (const QString &failure : m_failures)
+        say(u"   problem: "_s + failure);
+}
+
+} // namespace AgentDeck::Bench

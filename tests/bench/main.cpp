@@ -1,0 +1,91 @@
+// agentdeck_bench: the project's benchmark. Starts the real agentdeck binary, drives it over
+// loopback and prints each figure as a ratio against a reference measured in the same run.
+// See docs/PERFORMANCE.md for what is measured and how.
+#include "benchmark.h"
+
+#include <QCommandLineParser>
+#include <QCoreApplication>
+#include <QDir>
+#include <QFileInfo>
+#include <QTimer>
+
+#include <cstdio>
+
+using namespace Qt::StringLiterals;
+using namespace AgentDeck::Bench;
+
+int main(int argc, char *argv[])
+{
+    QCoreApplication app(argc, argv);
+    app.setApplicationName(u"agentdeck_bench"_s);
+
+    QCommandLineParser parser;
+    parser.setApplicationDescription(
+        u"Measures the agentdeck server: GET throughput, WebSocket fan-out latency, search pages "
+        "and memory at a large catalogue, each against a reference from the same run."_s);
+    parser.addHelpOption();
+    const QCommandLineOption binary(u"binary"_s, u"The agentdeck binary to run."_s, u"PATH"_s,
+                                    QStringLiteral(AGENTDECK_BENCH_DEFAULT_BINARY));
+    const QCommandLineOption quick(u"quick"_s,
+                                   u"A small smoke run: 5,000 conversations, short windows."_s);
+    const QCommandLineOption conversations(
+        u"conversations"_s, u"Size of the large catalogue (default 100000; 5000 with --quick)."_s,
+        u"N"_s);
+    const QCommandLineOption reference(u"reference-conversations"_s,
+                                       u"Size of the reference catalogue (default 1000)."_s, u"N"_s,
+                                       u"1000"_s);
+    const QCommandLineOption workDir(u"work-dir"_s,
+                                     u"Where the servers' data dirs are created (default: the "
+                                     "system temporary dir)."_s,
+                                     u"DIR"_s, QDir::tempPath());
+    const QCommandLineOption keepData(u"keep-data"_s, u"Keep the data dirs afterwards."_s);
+    const QCommandLineOption requireGoals(
+        u"require-goals"_s, u"Exit with status 2 when a goal is not met or not measured."_s);
+    parser.addOptions({binary, quick, conversations, reference, workDir, keepData, requireGoals});
+    parser.process(app);
+
+    BenchOptions options;
+    options.binary = parser.value(binary);
+    options.workDir = parser.value(workDir);
+    options.keepData = parser.isSet(keepData);
+    if (parser.isSet(quick)) {
+        options.makeQuick();
+        options.conversations = 5'000;
+    }
+    bool ok = true;
+    if (parser.isSet(conversations))
+        options.conversations = parser.value(conversations).toLongLong(&ok);
+    bool referenceOk = true;
+    options.referenceConversations = parser.value(reference).toLongLong(&referenceOk);
+    if (!ok || !referenceOk || options.conversations < 100 ||
+        options.referenceConversations < 100) {
+        std::fputs("agentdeck_bench: catalogue sizes must be numbers of at least 100\n", stderr);
+        return 2;
+    }
+    if (!QFileInfo(options.binary).isExecutable()) {
+        std::fputs(qPrintable(u"agentdeck_bench: %1 is not an executable; pass --binary\n"_s.arg(
+                       options.binary)),
+                   stderr);
+        return 2;
+    }
+
+    Benchmark benchmark(options);
+    // Every wait in the bench has its own deadline; this one bounds the whole run regardless.
+    const int watchdogMs = (options.quick ? 5 : 25) * 60'000 +
+                           int(std::min<qint64>(options.conversations, 10'000'000) / 100);
+    QTimer::singleShot(watchdogMs, &app, [&] {
+        say(u"agentdeck_bench: the run took longer than %1 s; stopping"_s.arg(watchdogMs / 1000));
+        benchmark.abort();
+        app.exit(3);
+    });
+    QCoro::connect(benchmark.run(), &app, [&](int status) {
+        if (status == 0 && parser.isSet(requireGoals)) {
+            for (const GoalResult &goal : benchmark.goals()) {
+                if (!goal.measured || !goal.met)
+                    status = 2;
+            }
+        }
+        app.exit(status);
+    });
+    return app.exec();
+}

@@ -580,8 +580,15 @@ private Q_SLOTS:
     }
 
     // 5. A run left `running` by a killed server is resolved at the next start and continues.
+    void killedRunIsRecoveredAtRestart_data()
+    {
+        QTest::addColumn<bool>("continueWithMessage");
+        QTest::addRow("continued with /run") << false;
+        QTest::addRow("continued with a run:true message") << true;
+    }
     void killedRunIsRecoveredAtRestart()
     {
+        QFETCH(bool, continueWithMessage);
         const QString dir = newDataDir();
         ServerProcess &server = launch(dir);
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
@@ -612,10 +619,12 @@ private Q_SLOTS:
         QCOMPARE(errors.size(), 1);
         QCOMPARE(errors.first().value(u"code"_s).toString(), u"run_interrupted"_s);
 
-        const Reply run = restarted.post(conversationPath(id, u"run"_s));
-        QCOMPARE(run.status, 200);
-        QVERIFY(restarted.waitForStatus(id, u"finished"_s));
-
+        if (!continueWithMessage) {
+            const Reply run = restarted.post(conversationPath(id, u"run"_s));
+            QCOMPARE(run.status, 200);
+            QVERIFY(restarted.waitForStatus(id, u"finished"_s));
+        }
+        // A "continue" message with run: true resumes the interrupted run (and is answered).
         const Reply sent = restarted.post(conversationPath(id, u"events"_s),
                                           userMessage(u"echo second-run-ok"_s, true));
         QVERIFY2(sent.ok(), qPrintable(sent.describe()));

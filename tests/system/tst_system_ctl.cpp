@@ -14,6 +14,8 @@
 #include <QTcpServer>
 #include <QTemporaryDir>
 #include <QTest>
+
+#include "serverprocess.h"
 #include <QUrlQuery>
 #include <QUuid>
 
@@ -24,10 +26,10 @@
 #include <vector>
 
 using namespace Qt::StringLiterals;
+using namespace AgentDeck::Testing;
 
 namespace {
 
-constexpr int StartTimeoutMs = 15'000;
 constexpr int CommandTimeoutMs = 30'000;
 // The follower's reconnection backoff grows to 10 s; a restart must be seen well within this.
 constexpr int FollowTimeoutMs = 45'000;
@@ -42,24 +44,6 @@ constexpr int ExitExpired = 5;
 constexpr int ExitUnreachable = 6;
 constexpr int ExitUnauthorized = 7;
 
-QString wireId(const QUuid &id)
-{
-    return id.toString(QUuid::WithoutBraces);
-}
-
-QString conversationPath(const QUuid &id, const QString &suffix = {})
-{
-    return u"/api/conversations/"_s + wireId(id) + (suffix.isEmpty() ? QString() : u'/' + suffix);
-}
-
-QJsonObject userMessage(const QString &text, bool run)
-{
-    return QJsonObject{
-        {u"role"_s, u"user"_s},
-        {u"content"_s, QJsonArray{QJsonObject{{u"type"_s, u"text"_s}, {u"text"_s, text}}}},
-        {u"run"_s, run}};
-}
-
 QJsonObject conversationBody(const QString &agent, const QString &title,
                              const QString &command = {})
 {
@@ -67,30 +51,6 @@ QJsonObject conversationBody(const QString &agent, const QString &title,
     if (!command.isEmpty())
         body.insert(u"initial_message"_s, userMessage(command, true));
     return body;
-}
-
-QList<pid_t> processesWith(const QByteArray &marker)
-{
-    QList<pid_t> pids;
-    const QDir proc(u"/proc"_s);
-    for (const QString &entry : proc.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
-        bool isPid = false;
-        const pid_t pid = entry.toInt(&isPid);
-        if (!isPid)
-            continue;
-        QFile cmdline(proc.filePath(entry + u"/cmdline"_s));
-        if (cmdline.open(QIODevice::ReadOnly) && cmdline.readAll().contains(marker))
-            pids.append(pid);
-    }
-    return pids;
-}
-
-void killProcessesWith(const QByteArray &marker)
-{
-    for (const pid_t pid : processesWith(marker)) {
-        ::kill(-pid, SIGKILL); // sandbox hosts and their commands run in sessions of their own
-        ::kill(pid, SIGKILL);
-    }
 }
 
 // A port that was free a moment ago, for a server that must come back on the same one.
@@ -101,169 +61,6 @@ quint16 freePort()
         return 0;
     return probe.serverPort();
 }
-
-struct Reply
-{
-    int status = 0;
-    QByteArray body;
-    QJsonValue json;
-
-    bool ok() const { return status >= 200 && status < 300; }
-    QJsonObject object() const { return json.toObject(); }
-    QString describe() const
-    {
-        return u"status %1, body %2"_s.arg(status).arg(QString::fromUtf8(body.left(300)));
-    }
-};
-
-// One `agentdeck --headless` subprocess and a plain HTTP client for it: the oracle the CLI's
-// answers are checked against.
-class ServerProcess
-{
-public:
-    ServerProcess(const QString &binary, const QString &dataDir, const QStringList &arguments,
-                  const QString &listen)
-        : m_process(std::make_unique<QProcess>())
-    {
-        m_process->setProgram(binary);
-        m_process->setArguments(
-            QStringList{u"--headless"_s, u"--listen"_s, listen, u"--data-dir"_s, dataDir} +
-            arguments);
-        m_process->setStandardOutputFile(QProcess::nullDevice());
-        QObject::connect(m_process.get(), &QProcess::readyReadStandardError, m_process.get(),
-                         [this] { m_stderr += m_process->readAllStandardError(); });
-    }
-
-    ~ServerProcess() { kill(); }
-
-    // Starts, waits for the listening line and for /ready.
-    bool startReady()
-    {
-        m_process->start();
-        if (!m_process->waitForStarted(StartTimeoutMs))
-            return false;
-        static const QRegularExpression pattern(u"^listening on (http://127\\.0\\.0\\.1:\\d+)$"_s,
-                                                QRegularExpression::MultilineOption);
-        if (!QTest::qWaitFor(
-                [this] { return pattern.match(stderrText()).hasMatch() || !isRunning(); },
-                StartTimeoutMs))
-            return false;
-        const auto match = pattern.match(stderrText());
-        if (!match.hasMatch())
-            return false;
-        m_url = QUrl(match.captured(1));
-        return QTest::qWaitFor([this] { return get(u"/ready"_s).status == 200; }, StartTimeoutMs);
-    }
-
-    bool isRunning() const { return m_process->state() != QProcess::NotRunning; }
-
-    void kill()
-    {
-        if (!isRunning())
-            return;
-        ::kill(static_cast<pid_t>(m_process->processId()), SIGKILL);
-        m_process->waitForFinished(10'000);
-    }
-
-    QString stderrText()
-    {
-        m_stderr += m_process->readAllStandardError();
-        return QString::fromLocal8Bit(m_stderr);
-    }
-
-    QUrl url() const { return m_url; }
-    QString urlText() const { return m_url.toString(); }
-
-    Reply call(const QByteArray &method, const QString &path, const QByteArray &body = {},
-               const QUrlQuery &query = {})
-    {
-        QUrl url = m_url;
-        url.setPath(path);
-        if (!query.isEmpty())
-            url.setQuery(query);
-        QNetworkRequest request(url);
-        request.setAttribute(QNetworkRequest::Http2AllowedAttribute, false);
-        request.setTransferTimeout(CommandTimeoutMs);
-        if (!m_key.isEmpty())
-            request.setRawHeader("X-Session-API-Key", m_key.toUtf8());
-        if (!body.isEmpty())
-            request.setHeader(QNetworkRequest::ContentTypeHeader, "application/json"_ba);
-        QNetworkReply *reply = m_network.sendCustomRequest(request, method, body);
-        if (!reply->isFinished()) {
-            QEventLoop loop;
-            QObject::connect(reply, &QNetworkReply::finished, &loop, &QEventLoop::quit);
-            loop.exec();
-        }
-        Reply result;
-        result.status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
-        result.body = reply->readAll();
-        reply->deleteLater();
-        const QJsonDocument document = QJsonDocument::fromJson(result.body);
-        result.json =
-            document.isArray() ? QJsonValue(document.array()) : QJsonValue(document.object());
-        return result;
-    }
-
-    Reply get(const QString &path, const QUrlQuery &query = {})
-    {
-        return call("GET"_ba, path, {}, query);
-    }
-
-    Reply post(const QString &path, const QJsonObject &body = {})
-    {
-        return call("POST"_ba, path, QJsonDocument(body).toJson(QJsonDocument::Compact));
-    }
-
-    void setKey(const QString &key) { m_key = key; }
-
-    QUuid create(const QJsonObject &body)
-    {
-        const Reply created = post(u"/api/conversations"_s, body);
-        if (created.status != 201) {
-            qWarning().noquote() << "create failed:" << created.describe();
-            return {};
-        }
-        return QUuid::fromString(created.object().value(u"id"_s).toString());
-    }
-
-    QJsonObject conversation(const QUuid &id) { return get(conversationPath(id)).object(); }
-
-    QString status(const QUuid &id)
-    {
-        return conversation(id).value(u"execution_status"_s).toString();
-    }
-
-    bool waitForStatus(const QUuid &id, const QString &wanted)
-    {
-        return QTest::qWaitFor([&] { return status(id) == wanted; }, CommandTimeoutMs);
-    }
-
-    QList<QJsonObject> events(const QUuid &id)
-    {
-        QList<QJsonObject> events;
-        QUrlQuery query;
-        for (int page = 0; page < 1000; ++page) {
-            const Reply reply = get(conversationPath(id, u"events/search"_s), query);
-            if (!reply.ok())
-                break;
-            for (const QJsonValue &item : reply.object().value(u"items"_s).toArray())
-                events.append(item.toObject());
-            const QString next = reply.object().value(u"next_page_id"_s).toString();
-            if (next.isEmpty())
-                break;
-            query.removeAllQueryItems(u"page_id"_s);
-            query.addQueryItem(u"page_id"_s, next);
-        }
-        return events;
-    }
-
-private:
-    std::unique_ptr<QProcess> m_process;
-    QByteArray m_stderr;
-    QUrl m_url;
-    QString m_key;
-    QNetworkAccessManager m_network;
-};
 
 // What one `agentdeck ctl` run printed and how it ended.
 struct CtlResult

@@ -17,6 +17,8 @@
 #include <QTcpSocket>
 #include <QTemporaryDir>
 #include <QTest>
+
+#include "serverprocess.h"
 #include <QUrlQuery>
 #include <QUuid>
 
@@ -25,45 +27,9 @@
 #include <vector>
 
 using namespace Qt::StringLiterals;
+using namespace AgentDeck::Testing;
 
 namespace {
-
-constexpr int StartTimeoutMs = 15'000;
-constexpr int RequestTimeoutMs = 20'000;
-
-struct Reply
-{
-    int status = 0;
-    QByteArray body;
-    QJsonValue json;
-    QString error;
-
-    bool ok() const { return status >= 200 && status < 300; }
-    QJsonObject object() const { return json.toObject(); }
-    QString describe() const
-    {
-        return u"status %1, body %2%3"_s.arg(status).arg(
-            QString::fromUtf8(body.left(300)), error.isEmpty() ? QString() : u", "_s + error);
-    }
-};
-
-QString wireId(const QUuid &id)
-{
-    return id.toString(QUuid::WithoutBraces);
-}
-
-QString conversationPath(const QUuid &id, const QString &suffix = {})
-{
-    return u"/api/conversations/"_s + wireId(id) + (suffix.isEmpty() ? QString() : u'/' + suffix);
-}
-
-QJsonObject userMessage(const QString &text, bool run)
-{
-    return QJsonObject{
-        {u"role"_s, u"user"_s},
-        {u"content"_s, QJsonArray{QJsonObject{{u"type"_s, u"text"_s}, {u"text"_s, text}}}},
-        {u"run"_s, run}};
-}
 
 QJsonObject shellConversation(const QString &command, bool run = true)
 {
@@ -73,31 +39,6 @@ QJsonObject shellConversation(const QString &command, bool run = true)
 
 // Processes whose command line contains `marker`: the commands conversations run carry one, so
 // a test can see whether a command is alive and never leaves one behind.
-QList<pid_t> processesWith(const QByteArray &marker)
-{
-    QList<pid_t> pids;
-    const QDir proc(u"/proc"_s);
-    for (const QString &entry : proc.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
-        bool isPid = false;
-        const pid_t pid = entry.toInt(&isPid);
-        if (!isPid)
-            continue;
-        QFile cmdline(proc.filePath(entry + u"/cmdline"_s));
-        if (cmdline.open(QIODevice::ReadOnly) && cmdline.readAll().contains(marker))
-            pids.append(pid);
-    }
-    return pids;
-}
-
-void killProcessesWith(const QByteArray &marker)
-{
-    for (const pid_t pid : processesWith(marker)) {
-        ::kill(-pid, SIGKILL); // commands run in a session (and process group) of their own
-        ::kill(pid, SIGKILL);
-    }
-}
-
-// Whether seqs are exactly 1..N in order; says what is wrong otherwise.
 bool seqsAreGapless(const QList<QJsonObject> &events, QString *problem)
 {
     for (qsizetype i = 0; i < events.size(); ++i) {
@@ -121,192 +62,6 @@ QList<QJsonObject> ofKind(const QList<QJsonObject> &events, const QString &kind)
 }
 
 // One `agentdeck --headless` subprocess and an HTTP client for it.
-class ServerProcess
-{
-public:
-    ServerProcess(const QString &binary, const QString &dataDir, const QStringList &extraArguments,
-                  const QString &listen = u"127.0.0.1:0"_s)
-        : m_process(std::make_unique<QProcess>())
-    {
-        m_process->setProgram(binary);
-        m_process->setArguments(
-            QStringList{u"--headless"_s, u"--listen"_s, listen, u"--data-dir"_s, dataDir} +
-            extraArguments);
-        m_process->setStandardOutputFile(QProcess::nullDevice());
-        QObject::connect(m_process.get(), &QProcess::readyReadStandardError, m_process.get(),
-                         [this] { m_stderr += m_process->readAllStandardError(); });
-    }
-
-    ~ServerProcess() { kill(); }
-
-    // Starts the process and waits for its listening line; false when it exits first.
-    bool start()
-    {
-        m_process->start();
-        if (!m_process->waitForStarted(StartTimeoutMs))
-            return false;
-        const bool listening = QTest::qWaitFor(
-            [this] { return !listeningUrl().isEmpty() || !isRunning(); }, StartTimeoutMs);
-        m_url = QUrl(listeningUrl());
-        return listening && !m_url.isEmpty();
-    }
-
-    // Starts and waits until /ready answers 200.
-    bool startReady()
-    {
-        if (!start())
-            return false;
-        return QTest::qWaitFor([this] { return get(u"/ready"_s).status == 200; }, StartTimeoutMs);
-    }
-
-    bool isRunning() const { return m_process->state() != QProcess::NotRunning; }
-    qint64 pid() const { return m_process->processId(); }
-
-    void sendSignal(int signal)
-    {
-        if (isRunning())
-            ::kill(static_cast<pid_t>(m_process->processId()), signal);
-    }
-
-    bool waitForExit(int timeoutMs)
-    {
-        return QTest::qWaitFor([this] { return !isRunning(); }, timeoutMs);
-    }
-
-    void kill()
-    {
-        if (!isRunning())
-            return;
-        sendSignal(SIGKILL);
-        m_process->waitForFinished(10'000);
-    }
-
-    int exitCode() const { return m_process->exitCode(); }
-    QProcess::ExitStatus exitStatus() const { return m_process->exitStatus(); }
-
-    QString stderrText()
-    {
-        m_stderr += m_process->readAllStandardError();
-        return QString::fromLocal8Bit(m_stderr);
-    }
-
-    QStringList listeningLines()
-    {
-        QStringList lines;
-        for (const QString &line : stderrText().split(u'\n')) {
-            if (line.startsWith(u"listening on "_s))
-                lines.append(line);
-        }
-        return lines;
-    }
-
-    QString listeningUrl()
-    {
-        static const QRegularExpression pattern(u"^listening on (http://127\\.0\\.0\\.1:\\d+)$"_s,
-                                                QRegularExpression::MultilineOption);
-        const auto match = pattern.match(stderrText());
-        return match.hasMatch() ? match.captured(1) : QString();
-    }
-
-    QUrl url() const { return m_url; }
-
-    Reply call(const QByteArray &method, const QString &path, const QByteArray &body = {},
-               const QUrlQuery &query = {})
-    {
-        QUrl url = m_url;
-        url.setPath(path);
-        if (!query.isEmpty())
-            url.setQuery(query);
-        QNetworkRequest request(url);
-        request.setAttribute(QNetworkRequest::Http2AllowedAttribute, false);
-        request.setTransferTimeout(RequestTimeoutMs);
-        if (!body.isEmpty())
-            request.setHeader(QNetworkRequest::ContentTypeHeader, "application/json"_ba);
-        QNetworkReply *reply = m_network.sendCustomRequest(request, method, body);
-        if (!reply->isFinished()) {
-            QEventLoop loop;
-            QObject::connect(reply, &QNetworkReply::finished, &loop, &QEventLoop::quit);
-            loop.exec();
-        }
-        Reply result;
-        result.status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
-        result.body = reply->readAll();
-        if (reply->error() != QNetworkReply::NoError)
-            result.error = reply->errorString();
-        reply->deleteLater();
-        QJsonParseError parseError;
-        const QJsonDocument document = QJsonDocument::fromJson(result.body, &parseError);
-        if (parseError.error == QJsonParseError::NoError) {
-            result.json =
-                document.isArray() ? QJsonValue(document.array()) : QJsonValue(document.object());
-        } else {
-            // The count route answers a bare integer, which is not a JSON document for Qt.
-            bool isNumber = false;
-            const qint64 number = result.body.trimmed().toLongLong(&isNumber);
-            if (isNumber)
-                result.json = number;
-        }
-        return result;
-    }
-
-    Reply get(const QString &path, const QUrlQuery &query = {})
-    {
-        return call("GET"_ba, path, {}, query);
-    }
-
-    Reply post(const QString &path, const QJsonObject &body = {})
-    {
-        return call("POST"_ba, path, QJsonDocument(body).toJson(QJsonDocument::Compact));
-    }
-
-    QUuid create(const QJsonObject &body, Reply *reply = nullptr)
-    {
-        const Reply created = post(u"/api/conversations"_s, body);
-        if (reply)
-            *reply = created;
-        if (created.status != 201)
-            return {};
-        return QUuid::fromString(created.object().value(u"id"_s).toString());
-    }
-
-    QJsonObject conversation(const QUuid &id) { return get(conversationPath(id)).object(); }
-
-    QString status(const QUuid &id)
-    {
-        return conversation(id).value(u"execution_status"_s).toString();
-    }
-
-    bool waitForStatus(const QUuid &id, const QString &wanted, int timeoutMs = 10'000)
-    {
-        return QTest::qWaitFor([&] { return status(id) == wanted; }, timeoutMs);
-    }
-
-    // All events of a conversation, following next_page_id.
-    QList<QJsonObject> events(const QUuid &id)
-    {
-        QList<QJsonObject> events;
-        QUrlQuery query;
-        for (int page = 0; page < 1000; ++page) {
-            const Reply reply = get(conversationPath(id, u"events/search"_s), query);
-            if (!reply.ok())
-                return events;
-            for (const QJsonValue &item : reply.object().value(u"items"_s).toArray())
-                events.append(item.toObject());
-            const QString next = reply.object().value(u"next_page_id"_s).toString();
-            if (next.isEmpty())
-                break;
-            query.removeAllQueryItems(u"page_id"_s);
-            query.addQueryItem(u"page_id"_s, next);
-        }
-        return events;
-    }
-
-private:
-    std::unique_ptr<QProcess> m_process;
-    QByteArray m_stderr;
-    QUrl m_url;
-    QNetworkAccessManager m_network;
-};
 
 } // namespace
 

@@ -24,8 +24,9 @@ void EventHub::publish(const QUuid &conversationId, qint64 seq, const QByteArray
         return;
     // A copy: a subscriber may unsubscribe itself (slow consumer) while we iterate.
     const QList<EventSubscriber *> subscribers = *it;
+    const QString frame = QString::fromUtf8(json);
     for (EventSubscriber *subscriber : subscribers)
-        subscriber->deliver(seq, json);
+        subscriber->deliver(seq, frame, json.size());
 }
 
 qsizetype EventHub::subscriberCount(const QUuid &conversationId) const

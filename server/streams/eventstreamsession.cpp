@@ -122,7 +122,7 @@ QCoro::Task<> EventStreamSession::replay()
                     co_return;
                 }
             }
-            if (!send(event.json))
+            if (!send(QString::fromUtf8(event.json), event.json.size()))
                 co_return;
             m_lastSeq = event.seq;
         }
@@ -135,17 +135,17 @@ QCoro::Task<> EventStreamSession::replay()
     }
 }
 
-void EventStreamSession::deliver(qint64 seq, const QByteArray &json)
+void EventStreamSession::deliver(qint64 seq, const QString &frame, qint64 bytes)
 {
     if (m_state != State::Live || seq <= m_lastSeq)
         return;
-    if (send(json))
+    if (send(frame, bytes))
         m_lastSeq = seq;
 }
 
-bool EventStreamSession::send(const QByteArray &json)
+bool EventStreamSession::send(const QString &frame, qint64 bytes)
 {
-    const qint64 size = frameSize(json.size());
+    const qint64 size = frameSize(bytes);
     if (m_unsentBytes + size > m_context.settings.sendBudgetBytes) {
         qCInfo(lcStreams) << "closing slow consumer of" << m_id << "with" << m_unsentBytes
                           << "bytes unsent";
@@ -154,7 +154,7 @@ bool EventStreamSession::send(const QByteArray &json)
         return false;
     }
     m_unsentBytes += size;
-    m_socket->sendTextMessage(QString::fromUtf8(json));
+    m_socket->sendTextMessage(frame);
     return true;
 }
 

@@ -30,7 +30,7 @@ public:
     void start();
     QUuid conversationId() const { return m_id; }
     void closeWith(int code, const QString &reason);
-    void deliver(qint64 seq, const QByteArray &json) override;
+    void deliver(qint64 seq, const QString &frame, qint64 bytes) override;
 
 Q_SIGNALS:
     void finished(AgentDeck::EventStreamSession *session);
@@ -45,7 +45,7 @@ private:
     };
 
     QCoro::Task<> replay();
-    bool send(const QByteArray &json);
+    bool send(const QString &frame, qint64 bytes);
     void sendError(const QString &code, const QString &detail);
     QCoro::Task<> onTextMessage(QString message);
     void onBytesWritten(qint64 bytes);

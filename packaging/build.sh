@@ -7,7 +7,7 @@ build=${1:-$root/build}
 shift || true
 
 "$root/packaging/install-deps.sh"
-export CCACHE_BASEDIR="$root"
+export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
 if [ ! -f "$build/build.ninja" ]; then
     cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
 fi

@@ -16,6 +16,9 @@ const QString ConversationColumns =
     u"id, title, tags, created_at, updated_at, archived_at, execution_status, agent_kind, "
     "working_dir, workspace_owned, always_confirm, event_count, last_event_at, "
     "runtime_error_code, runtime_error_message, runtime_expired_at"_s;
+// Several replicas: the owner of a live lease, whose replica holds the runtime.
+const QString LiveLeaseOwnerColumn =
+    u", CASE WHEN lease_expires_at > agentdeck_now_ms() THEN lease_owner END"_s;
 
 QDateTime fromMs(qint64 ms)
 {
@@ -42,7 +45,9 @@ QString tagsToJson(const QMap<QString, QString> &tags)
     return QString::fromUtf8(QJsonDocument(object).toJson(QJsonDocument::Compact));
 }
 
-ConversationInfo conversationFromRow(const QSqlQuery &q)
+// `instance`: this process's lease owner name when several replicas share the catalog; the
+// row then has LiveLeaseOwnerColumn at 16.
+ConversationInfo conversationFromRow(const QSqlQuery &q, const QString &instance)
 {
     ConversationInfo info;
     info.id = QUuid::fromString(q.value(0).toString());
@@ -63,10 +68,17 @@ ConversationInfo conversationFromRow(const QSqlQuery &q)
     info.alwaysConfirm = q.value(10).toBool();
     info.eventCount = q.value(11).toLongLong();
     info.lastEventAt = optionalTime(q.value(12));
+    const QString owner = instance.isEmpty() ? QString() : q.value(16).toString();
     if (!q.value(15).isNull()) {
         info.runtime = {RuntimeStatus::Missing, false,
                         RuntimeError{u"runtime_expired"_s,
                                      u"The runtime expired; its workspace was deleted"_s}};
+    } else if (!owner.isEmpty() && owner != instance) {
+        // Sandboxes are local to the replica that started them: this one cannot see it.
+        info.runtime = {
+            RuntimeStatus::OwnershipLost, false,
+            RuntimeError{u"held_by_other_replica"_s,
+                         u"The conversation runs on replica %1"_s.arg(owner.section(u'/', 0, 0))}};
     } else if (!q.value(13).isNull()) {
         info.runtime = {RuntimeStatus::Error, true,
                         RuntimeError{q.value(13).toString(), q.value(14).toString()}};
@@ -104,7 +116,13 @@ struct Where
     }
 };
 
-Where conversationWhere(const ConversationFilter &filter)
+// SQLite's LIKE ignores ASCII case; PostgreSQL needs ILIKE to match the same rows.
+QString containsCondition(const QString &column, bool postgres)
+{
+    return column + (postgres ? u" ILIKE ? ESCAPE '\\'"_s : u" LIKE ? ESCAPE '\\'"_s);
+}
+
+Where conversationWhere(const ConversationFilter &filter, bool postgres)
 {
     Where where;
     if (filter.archive == ArchiveFilter::Active)
@@ -114,19 +132,21 @@ Where conversationWhere(const ConversationFilter &filter)
     if (filter.status)
         where.add(u"execution_status = ?"_s, {toString(*filter.status)});
     if (!filter.text.isEmpty())
-        where.add(u"title LIKE ? ESCAPE '\\'"_s, {likeContains(filter.text)});
+        where.add(containsCondition(u"title"_s, postgres), {likeContains(filter.text)});
+    // Key/value pairs of the tags object rather than a JSON path: any key, quotes and dots
+    // included, matches as is.
+    const QString pairs = postgres ? u"json_each_text(tags::json)"_s : u"json_each(tags)"_s;
     for (const TagFilter &tag : filter.tags) {
-        // json_each rather than a JSON path: any key, quotes and dots included, matches as is.
         if (tag.value)
-            where.add(u"EXISTS (SELECT 1 FROM json_each(tags) WHERE key = ? AND value = ?)"_s,
+            where.add(u"EXISTS (SELECT 1 FROM "_s + pairs + u" WHERE key = ? AND value = ?)"_s,
                       {tag.key, *tag.value});
         else
-            where.add(u"EXISTS (SELECT 1 FROM json_each(tags) WHERE key = ?)"_s, {tag.key});
+            where.add(u"EXISTS (SELECT 1 FROM "_s + pairs + u" WHERE key = ?)"_s, {tag.key});
     }
     return where;
 }
 
-Where eventWhere(const QUuid &id, const EventFilter &filter)
+Where eventWhere(const QUuid &id, const EventFilter &filter, bool postgres)
 {
     Where where;
     where.add(u"conversation_id = ?"_s, {toWireId(id)});
@@ -137,7 +157,7 @@ Where eventWhere(const QUuid &id, const EventFilter &filter)
     if (!filter.source.isEmpty())
         where.add(u"source = ?"_s, {filter.source});
     if (!filter.bodyContains.isEmpty())
-        where.add(u"body LIKE ? ESCAPE '\\'"_s, {likeContains(filter.bodyContains)});
+        where.add(containsCondition(u"body"_s, postgres), {likeContains(filter.bodyContains)});
     if (filter.timestampGteMs)
         where.add(u"timestamp >= ?"_s, {*filter.timestampGteMs});
     if (filter.timestampLtMs)
@@ -191,8 +211,8 @@ void ConversationStore::insert(const ConversationInfo &info)
     q.addBindValue(toString(info.executionStatus));
     q.addBindValue(info.agentKind);
     q.addBindValue(info.workingDir);
-    q.addBindValue(info.workspaceOwnedByServer);
-    q.addBindValue(info.alwaysConfirm);
+    q.addBindValue(int(info.workspaceOwnedByServer));
+    q.addBindValue(int(info.alwaysConfirm));
     m_db.exec(q);
 }
 
@@ -200,13 +220,12 @@ std::optional<ConversationInfo> ConversationStore::find(const QUuid &id)
 {
     if (const ConversationInfo *cached = m_cache.object(id))
         return *cached;
-    QSqlQuery &q =
-        m_db.prepared(u"SELECT "_s + ConversationColumns + u" FROM conversations WHERE id = ?"_s);
+    QSqlQuery &q = m_db.prepared(u"SELECT "_s + columns() + u" FROM conversations WHERE id = ?"_s);
     q.addBindValue(toWireId(id));
     m_db.exec(q);
     std::optional<ConversationInfo> info;
     if (q.next())
-        info = conversationFromRow(q);
+        info = conversationFromRow(q, m_instance);
     q.finish();
     if (info && m_cache.maxCost() > 0)
         m_cache.insert(id, new ConversationInfo(*info));
@@ -219,14 +238,13 @@ QList<std::optional<ConversationInfo>> ConversationStore::findMany(const QList<Q
     if (ids.isEmpty())
         return result;
     QStringList placeholders(ids.size(), u"?"_s);
-    QSqlQuery q =
-        m_db.prepare(u"SELECT "_s + ConversationColumns + u" FROM conversations WHERE id IN ("_s +
-                     placeholders.join(u',') + u')');
+    QSqlQuery q = m_db.prepare(u"SELECT "_s + columns() + u" FROM conversations WHERE id IN ("_s +
+                               placeholders.join(u',') + u')');
     for (const QUuid &id : ids)
         q.addBindValue(toWireId(id));
     m_db.exec(q);
     while (q.next()) {
-        ConversationInfo info = conversationFromRow(q);
+        ConversationInfo info = conversationFromRow(q, m_instance);
         for (qsizetype i = 0; i < ids.size(); ++i) {
             if (ids[i] == info.id)
                 result[i] = info;
@@ -246,7 +264,7 @@ ConversationPageResult ConversationStore::search(const ConversationFilter &filte
     const QString keyColumn = byUpdated ? u"updated_at"_s : u"created_at"_s;
     const QString direction = descending ? u" DESC"_s : u" ASC"_s;
 
-    Where where = conversationWhere(filter);
+    Where where = conversationWhere(filter, m_db.isPostgres());
     if (!pageId.isEmpty()) {
         // Keyset paging: the page starts at the cursor row itself, so a page is an index range
         // scan whatever the size of the catalog.
@@ -256,16 +274,16 @@ ConversationPageResult ConversationStore::search(const ConversationFilter &filte
                       cmp + u"= ?))"_s,
                   {key, key, id});
     }
-    QSqlQuery q = m_db.prepare(u"SELECT "_s + ConversationColumns + u" FROM conversations"_s +
-                               where.sql() + u" ORDER BY "_s + keyColumn + direction + u", id"_s +
-                               direction + u" LIMIT ?"_s);
+    QSqlQuery q = m_db.prepare(u"SELECT "_s + columns() + u" FROM conversations"_s + where.sql() +
+                               u" ORDER BY "_s + keyColumn + direction + u", id"_s + direction +
+                               u" LIMIT ?"_s);
     where.bindTo(q);
     q.addBindValue(limit + 1);
     m_db.exec(q);
 
     ConversationPageResult page;
     while (q.next()) {
-        ConversationInfo info = conversationFromRow(q);
+        ConversationInfo info = conversationFromRow(q, m_instance);
         if (page.items.size() == limit) {
             const QDateTime &key = byUpdated ? info.updatedAt : info.createdAt;
             page.nextPageId = encodeCursor(key.toMSecsSinceEpoch(), toWireId(info.id));
@@ -278,11 +296,27 @@ ConversationPageResult ConversationStore::search(const ConversationFilter &filte
 
 qint64 ConversationStore::count(const ConversationFilter &filter)
 {
-    const Where where = conversationWhere(filter);
+    const Where where = conversationWhere(filter, m_db.isPostgres());
     QSqlQuery q = m_db.prepare(u"SELECT COUNT(*) FROM conversations"_s + where.sql());
     where.bindTo(q);
     m_db.exec(q);
     return q.next() ? q.value(0).toLongLong() : 0;
+}
+
+QString ConversationStore::columns() const
+{
+    return m_instance.isEmpty() ? ConversationColumns : ConversationColumns + LiveLeaseOwnerColumn;
+}
+
+void ConversationStore::announce(const QUuid &id, const QString &what)
+{
+    if (m_instance.isEmpty() || !m_db.isPostgres())
+        return;
+    // Delivered to the listening replicas when (and only if) the transaction commits.
+    QSqlQuery &q = m_db.prepared(u"SELECT pg_notify('"_s + ChangeChannel + u"', ?)"_s);
+    q.addBindValue(QString(m_instance + u' ' + toWireId(id) + u' ' + what));
+    m_db.exec(q);
+    q.finish();
 }
 
 bool ConversationStore::update(const QUuid &id, const ConversationUpdate &update, qint64 nowMs)
@@ -313,6 +347,8 @@ bool ConversationStore::remove(const QUuid &id)
     row.addBindValue(toWireId(id));
     m_db.exec(row);
     const bool removed = row.numRowsAffected() > 0;
+    if (removed)
+        announce(id, u"deleted"_s);
     transaction.commit();
     return removed;
 }
@@ -415,8 +451,14 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
     m_cache.remove(id);
     const QString wireId = toWireId(id);
     Transaction transaction(m_db);
+    // On PostgreSQL the row is locked until the commit: writers from several replicas take
+    // their seqs one after another, and an adoption cannot slip between the fence check and the
+    // insert. SQLite has one writer at a time anyway.
     QSqlQuery &current = m_db.prepared(
-        u"SELECT event_count, lease_owner, lease_epoch FROM conversations WHERE id = ?"_s);
+        m_db.isPostgres()
+            ? u"SELECT event_count, lease_owner, lease_epoch FROM conversations WHERE id = ? "
+              "FOR UPDATE"_s
+            : u"SELECT event_count, lease_owner, lease_epoch FROM conversations WHERE id = ?"_s);
     current.addBindValue(wireId);
     m_db.exec(current);
     if (!current.next()) {
@@ -465,6 +507,8 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
                             : QVariant(QMetaType(QMetaType::QString)));
     row.addBindValue(wireId);
     m_db.exec(row);
+    if (!stored.isEmpty())
+        announce(id, u"%1 %2"_s.arg(stored.first().seq).arg(stored.last().seq));
     transaction.commit();
     return stored;
 }
@@ -502,7 +546,7 @@ QList<Event> ConversationStore::history(const QUuid &id, qint64 afterSeq)
 EventPageResult ConversationStore::searchEvents(const QUuid &id, const EventFilter &filter,
                                                 bool descending, const QString &pageId, int limit)
 {
-    Where where = eventWhere(id, filter);
+    Where where = eventWhere(id, filter, m_db.isPostgres());
     if (!pageId.isEmpty()) {
         bool ok = false;
         const qint64 start = pageId.toLongLong(&ok);
@@ -530,7 +574,7 @@ EventPageResult ConversationStore::searchEvents(const QUuid &id, const EventFilt
 
 qint64 ConversationStore::countEvents(const QUuid &id, const EventFilter &filter)
 {
-    const Where where = eventWhere(id, filter);
+    const Where where = eventWhere(id, filter, m_db.isPostgres());
     QSqlQuery q = m_db.prepare(u"SELECT COUNT(*) FROM events"_s + where.sql());
     where.bindTo(q);
     m_db.exec(q);

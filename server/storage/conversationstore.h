@@ -65,6 +65,17 @@ public:
     explicit ConversationStore(Database &db, int cachedRows = 10'000);
     Database &database() { return m_db; }
 
+    // Several replicas (PostgreSQL): this process's lease owner name. Every committed append
+    // and delete is announced on ChangeChannel as "<instance> <id> <first seq> <last seq>" or
+    // "<instance> <id> deleted" (see announce()), so that other replicas can stream what this
+    // one wrote; and rows whose live lease another instance holds report their runtime as held
+    // by that replica. Empty (the default, and always on SQLite): neither.
+    static inline const QString ChangeChannel = QStringLiteral("agentdeck_changes");
+    void setInstance(const QString &leaseOwner) { m_instance = leaseOwner; }
+    // Announces `what` about the conversation to the other replicas when the current
+    // transaction commits (at once outside one).
+    void announce(const QUuid &id, const QString &what);
+
     void insert(const ConversationInfo &info);
     std::optional<ConversationInfo> find(const QUuid &id);
     // One statement for the whole batch; the result keeps the order of `ids`.
@@ -105,8 +116,11 @@ public:
     QList<std::optional<StoredEvent>> events(const QUuid &id, const QList<QUuid> &eventIds);
 
 private:
+    QString columns() const;
+
     Database &m_db;
     QCache<QUuid, ConversationInfo> m_cache;
+    QString m_instance;
 };
 
 } // namespace AgentDeck

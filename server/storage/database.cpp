@@ -16,6 +16,9 @@ using namespace Qt::StringLiterals;
 namespace AgentDeck {
 
 namespace {
+// pg_advisory_lock key of the migration step (any constant shared by all replicas).
+constexpr qint64 MigrationLockKey = 0x41444543; // "ADEC"
+
 void throwOnError(const QSqlQuery &query, const char *what)
 {
     throw StorageError(std::string(what) + ": " + query.lastError().text().toStdString());
@@ -59,8 +62,9 @@ bool registerClockFunction(QSqlDatabase &db, const Clock *clock)
 }
 } // namespace
 
-Database::Database(QSqlDatabase db)
+Database::Database(QSqlDatabase db, Dialect dialect)
     : m_db(std::move(db))
+    , m_dialect(dialect)
     , m_connectionName(m_db.connectionName())
 {}
 
@@ -86,7 +90,7 @@ std::unique_ptr<Database> Database::openSqlite(const QString &path, QString *err
     const QString name = u"agentdeck-"_s + QUuid::createUuid().toString(QUuid::WithoutBraces);
     QSqlDatabase db = QSqlDatabase::addDatabase(u"QSQLITE"_s, name);
     db.setDatabaseName(path);
-    std::unique_ptr<Database> database(new Database(db));
+    std::unique_ptr<Database> database(new Database(db, Dialect::Sqlite));
     if (!database->m_db.open()) {
         *error = u"cannot open database %1: %2"_s.arg(path, database->m_db.lastError().text());
         return nullptr;
@@ -110,7 +114,63 @@ std::unique_ptr<Database> Database::openSqlite(const QString &path, QString *err
     return database;
 }
 
+QString Database::checkPostgresUrl(const QUrl &url)
+{
+    if (!url.isValid() || (url.scheme() != u"postgresql"_s && url.scheme() != u"postgres"_s))
+        return u"expected postgresql://USER@HOST:PORT/DB"_s;
+    if (url.host().isEmpty())
+        return u"the URL names no host"_s;
+    if (url.path().size() < 2)
+        return u"the URL names no database (postgresql://USER@HOST:PORT/DB)"_s;
+    return {};
+}
+
+std::unique_ptr<Database> Database::openPostgres(const QUrl &url, QString *error,
+                                                 Migrations migrations)
+{
+    if (const QString problem = checkPostgresUrl(url); !problem.isEmpty()) {
+        *error = u"invalid database URL: "_s + problem;
+        return nullptr;
+    }
+    const QString name = u"agentdeck-"_s + QUuid::createUuid().toString(QUuid::WithoutBraces);
+    QSqlDatabase db = QSqlDatabase::addDatabase(u"QPSQL"_s, name);
+    db.setHostName(url.host());
+    db.setPort(url.port(5432));
+    db.setDatabaseName(url.path().mid(1));
+    db.setUserName(url.userName());
+    db.setPassword(url.password().isEmpty() ? qEnvironmentVariable("PGPASSWORD") : url.password());
+    // Notices ("relation already exists, skipping") would go to stderr unasked.
+    db.setConnectOptions(u"connect_timeout=10;application_name=agentdeck;"
+                         "options='-c client_min_messages=warning'"_s);
+    std::unique_ptr<Database> database(new Database(db, Dialect::Postgres));
+    // Never echo the password back: the URL is printed without it.
+    const QString shown = url.toString(QUrl::RemovePassword);
+    if (!database->m_db.open()) {
+        *error = u"cannot connect to %1: %2"_s.arg(shown, database->m_db.lastError().text());
+        return nullptr;
+    }
+    if (migrations == Migrations::Run && !database->migrate(error))
+        return nullptr;
+    return database;
+}
+
 bool Database::migrate(QString *error)
+{
+    if (!isPostgres())
+        return applyMigrations(error);
+    // Replicas starting together against an empty database: one migrates, the others wait for
+    // the lock and then find nothing left to do.
+    QSqlQuery lock(m_db);
+    if (!lock.exec(u"SELECT pg_advisory_lock(%1)"_s.arg(MigrationLockKey))) {
+        *error = u"cannot lock the schema for migrations: "_s + lock.lastError().text();
+        return false;
+    }
+    const bool migrated = applyMigrations(error);
+    lock.exec(u"SELECT pg_advisory_unlock(%1)"_s.arg(MigrationLockKey));
+    return migrated;
+}
+
+bool Database::applyMigrations(QString *error)
 {
     QSqlQuery query(m_db);
     if (!query.exec(u"CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
@@ -122,7 +182,8 @@ bool Database::migrate(QString *error)
     if (query.exec(u"SELECT COALESCE(MAX(version), 0) FROM schema_migrations"_s) && query.next())
         current = query.value(0).toInt();
 
-    const QDir dir(u":/agentdeck/migrations/sqlite"_s);
+    const QDir dir(isPostgres() ? u":/agentdeck/migrations/postgresql"_s
+                                : u":/agentdeck/migrations/sqlite"_s);
     for (const QString &file : dir.entryList({u"*.sql"_s}, QDir::Files, QDir::Name)) {
         const int version = file.section(u'_', 0, 0).toInt();
         if (version <= current)

@@ -4,6 +4,7 @@
 #include <QSqlDatabase>
 #include <QSqlQuery>
 #include <QString>
+#include <QUrl>
 
 #include <memory>
 #include <stdexcept>
@@ -34,6 +35,26 @@ public:
     // is computed with; it must outlive the database. Null: the system clock.
     static std::unique_ptr<Database> openSqlite(const QString &path, QString *error,
                                                 const Clock *clock = nullptr);
+    // Connects to PostgreSQL at `url` (postgresql://USER[:PASSWORD]@HOST[:PORT]/DB; the password
+    // may come from PGPASSWORD instead) and runs pending migrations under an advisory lock, so
+    // replicas starting at once do not race. agentdeck_now_ms() is the server's clock_timestamp().
+    enum class Migrations
+    {
+        Run,
+        Skip // a second connection of a process that migrated already
+    };
+    static std::unique_ptr<Database> openPostgres(const QUrl &url, QString *error,
+                                                  Migrations migrations = Migrations::Run);
+    // Checks a --database value without connecting; empty when it is usable.
+    static QString checkPostgresUrl(const QUrl &url);
+
+    enum class Dialect
+    {
+        Sqlite,
+        Postgres
+    };
+    Dialect dialect() const { return m_dialect; }
+    bool isPostgres() const { return m_dialect == Dialect::Postgres; }
 
     // A prepared statement for `sql`, reused across calls. Bind, then call exec().
     QSqlQuery &prepared(const QString &sql);
@@ -51,10 +72,12 @@ public:
     void close();
 
 private:
-    explicit Database(QSqlDatabase db);
+    Database(QSqlDatabase db, Dialect dialect);
     bool migrate(QString *error);
+    bool applyMigrations(QString *error);
 
     QSqlDatabase m_db;
+    Dialect m_dialect;
     QString m_connectionName;
     QHash<QString, QSqlQuery> m_prepared;
     qint64 m_statements = 0;

@@ -1,0 +1,11 @@
+-- Every server process that ever served this catalog: its lease owner name (`instance`), where
+-- clients can reach it, and a heartbeat on the database's clock.
+CREATE TABLE replicas (
+    id TEXT PRIMARY KEY,
+    instance TEXT NOT NULL,
+    advertise_url TEXT,
+    started_at BIGINT NOT NULL,
+    heartbeat_at BIGINT NOT NULL,
+    stopped_at BIGINT
+);
+CREATE INDEX replicas_by_instance ON replicas (instance);

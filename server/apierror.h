@@ -1,5 +1,6 @@
 #pragma once
 
+#include <QJsonObject>
 #include <QString>
 
 #include <optional>
@@ -14,6 +15,8 @@ struct ApiError
     QString code;
     QString detail;
     std::optional<int> retryAfterSeconds;
+    // Further fields of the error body beside detail and code (e.g. who owns a conversation).
+    QJsonObject extra;
 
     static ApiError badRequest(const QString &detail)
     {

@@ -10,6 +10,7 @@ class ConversationService;
 class ConversationStore;
 class EventLog;
 class Metrics;
+class ReplicaStore;
 class Router;
 
 struct ServerIdentity
@@ -38,6 +39,10 @@ namespace OpenApiController {
 QJsonObject document(const Router &router, const QString &version);
 void registerRoutes(Router &router, const QString &version);
 } // namespace OpenApiController
+// GET /api/replicas: every replica sharing the catalog, its heartbeat and what it owns.
+namespace ReplicaController {
+void registerRoutes(Router &router, ReplicaStore &replicas, const ServerIdentity &identity);
+}
 namespace EventController {
 void registerRoutes(Router &router, ConversationService &service, ConversationStore &store);
 }

@@ -112,8 +112,10 @@ HttpResponse HttpResponse::rawJson(QByteArray json, int status)
 
 HttpResponse HttpResponse::error(const ApiError &error)
 {
-    HttpResponse response =
-        json(QJsonObject{{u"detail"_s, error.detail}, {u"code"_s, error.code}}, error.status);
+    QJsonObject body = error.extra;
+    body.insert(u"detail"_s, error.detail);
+    body.insert(u"code"_s, error.code);
+    HttpResponse response = json(body, error.status);
     if (error.retryAfterSeconds)
         response.headers.append({"Retry-After", QByteArray::number(*error.retryAfterSeconds)});
     return response;

@@ -36,15 +36,23 @@ std::optional<LeaseToken> LeaseStore::claim(const QUuid &id, const QString &owne
 
 std::optional<LeaseHolder> LeaseStore::holder(const QUuid &id)
 {
-    QSqlQuery &q = m_db.prepared(u"SELECT lease_owner, lease_epoch, lease_expires_at - "
-                                 "agentdeck_now_ms() FROM conversations WHERE id = ? AND "
-                                 "lease_owner IS NOT NULL"_s);
+    QSqlQuery &q = m_db.prepared(
+        u"SELECT c.lease_owner, c.lease_epoch, c.lease_expires_at - agentdeck_now_ms(), r.id, "
+        "r.advertise_url, agentdeck_now_ms() - r.heartbeat_at, r.stopped_at "
+        "FROM conversations c LEFT JOIN replicas r ON r.instance = c.lease_owner "
+        "WHERE c.id = ? AND c.lease_owner IS NOT NULL"_s);
     q.addBindValue(toWireId(id));
     m_db.exec(q);
     std::optional<LeaseHolder> holder;
-    if (q.next())
+    if (q.next()) {
         holder =
             LeaseHolder{q.value(0).toString(), q.value(1).toLongLong(), q.value(2).toLongLong()};
+        holder->replicaId = q.value(3).toString();
+        holder->advertiseUrl = q.value(4).toString();
+        if (!q.value(5).isNull())
+            holder->heartbeatAgeMs = q.value(5).toLongLong();
+        holder->replicaStopped = !q.value(6).isNull();
+    }
     q.finish();
     return holder;
 }
@@ -84,9 +92,11 @@ QHash<QUuid, LeaseState> LeaseStore::renew(const QString &owner, const QHash<QUu
         const QUuid id = QUuid::fromString(read.value(0).toString());
         const bool ours =
             read.value(1).toString() == owner && read.value(2).toLongLong() == held.value(id);
-        states[id] = !ours                    ? LeaseState::LostToAnotherOwner
-                     : read.value(3).toBool() ? LeaseState::CancelRequested
-                                              : LeaseState::Held;
+        const int cancel = read.value(3).toInt();
+        states[id] = !ours                              ? LeaseState::LostToAnotherOwner
+                     : cancel == int(Cancel::Interrupt) ? LeaseState::InterruptRequested
+                     : cancel == int(Cancel::Pause)     ? LeaseState::CancelRequested
+                                                        : LeaseState::Held;
     }
     read.finish();
     transaction.commit();
@@ -127,9 +137,30 @@ int LeaseStore::adoptAll(const QString &owner)
     return q.numRowsAffected();
 }
 
-void LeaseStore::requestCancel(const QUuid &id)
+int LeaseStore::adoptEarlierInstances(const QString &owner, const QString &replicaId)
 {
-    QSqlQuery &q = m_db.prepared(u"UPDATE conversations SET cancel_requested = 1 WHERE id = ?"_s);
+    const QString prefix = replicaId + u'/';
+    QSqlQuery &q =
+        m_db.prepared(u"UPDATE conversations SET lease_owner = ?, lease_epoch = lease_epoch + 1, "
+                      "lease_expires_at = agentdeck_now_ms() + ? WHERE lease_owner IS NOT NULL "
+                      "AND lease_owner <> ? AND substr(lease_owner, 1, ?) = ?"_s);
+    q.addBindValue(owner);
+    q.addBindValue(qint64(m_ttl.count()));
+    q.addBindValue(owner);
+    q.addBindValue(int(prefix.size()));
+    q.addBindValue(prefix);
+    m_db.exec(q);
+    return q.numRowsAffected();
+}
+
+void LeaseStore::requestCancel(const QUuid &id, Cancel how)
+{
+    // An interrupt asked for earlier is not weakened to a pause.
+    QSqlQuery &q = m_db.prepared(u"UPDATE conversations SET cancel_requested = "
+                                 "CASE WHEN cancel_requested > ? THEN cancel_requested ELSE ? END "
+                                 "WHERE id = ?"_s);
+    q.addBindValue(int(how));
+    q.addBindValue(int(how));
     q.addBindValue(toWireId(id));
     m_db.exec(q);
 }

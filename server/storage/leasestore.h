@@ -24,7 +24,8 @@ enum class LeaseState
 {
     Held,
     LostToAnotherOwner,
-    CancelRequested,
+    CancelRequested,    // pause at the next safe point (asked on another replica)
+    InterruptRequested, // cancel the step in flight (asked on another replica)
     Deleted
 };
 
@@ -40,6 +41,11 @@ struct LeaseHolder
     QString owner;
     qint64 epoch = 0;
     qint64 msLeft = 0; // by the database clock; <= 0: lapsed
+    // The owner as the replicas table knows it; empty/nullopt for an owner it does not list.
+    QString replicaId;
+    QString advertiseUrl;
+    std::optional<qint64> heartbeatAgeMs;
+    bool replicaStopped = false;
 };
 
 // Leases on conversation rows. Expiry is always computed in SQL with agentdeck_now_ms(), the
@@ -62,7 +68,16 @@ public:
     // Single node: the data dir lock proves every other owner dead, so their leases are taken
     // over at once, whatever their expiry says. Returns how many.
     int adoptAll(const QString &owner);
-    void requestCancel(const QUuid &id);
+    // Several replicas: only the leases of earlier instances of this replica (owner names
+    // starting with "<replicaId>/") are provably dead; they are taken over at once.
+    int adoptEarlierInstances(const QString &owner, const QString &replicaId);
+    // Asks the owner of a run to stop it; the owner finds out at its next renewal.
+    enum class Cancel
+    {
+        Pause = 1,
+        Interrupt = 2
+    };
+    void requestCancel(const QUuid &id, Cancel how = Cancel::Pause);
 
 private:
     Database &m_db;

@@ -1,0 +1,92 @@
+#include "replicastore.h"
+
+#include "database.h"
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+// Replicas silent for longer than this are forgotten when another one registers.
+constexpr qint64 ForgetAfterMs = 7 * 24 * 3600 * 1000LL;
+
+QDateTime fromMs(qint64 ms)
+{
+    return QDateTime::fromMSecsSinceEpoch(ms, Qt::UTC);
+}
+} // namespace
+
+ReplicaStore::ReplicaStore(Database &db, std::chrono::milliseconds livenessWindow)
+    : m_db(db)
+    , m_window(livenessWindow)
+{}
+
+void ReplicaStore::registerReplica(const QString &id, const QString &instance,
+                                   const QString &advertiseUrl)
+{
+    Transaction transaction(m_db);
+    QSqlQuery &forget = m_db.prepared(
+        u"DELETE FROM replicas WHERE heartbeat_at < agentdeck_now_ms() - ? AND id <> ?"_s);
+    forget.addBindValue(ForgetAfterMs);
+    forget.addBindValue(id);
+    m_db.exec(forget);
+    QSqlQuery &upsert = m_db.prepared(
+        u"INSERT INTO replicas (id, instance, advertise_url, started_at, heartbeat_at) "
+        "VALUES (?, ?, ?, agentdeck_now_ms(), agentdeck_now_ms()) ON CONFLICT (id) DO UPDATE SET "
+        "instance = excluded.instance, advertise_url = excluded.advertise_url, "
+        "started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, "
+        "stopped_at = NULL"_s);
+    upsert.addBindValue(id);
+    upsert.addBindValue(instance);
+    upsert.addBindValue(advertiseUrl.isEmpty() ? QVariant(QMetaType(QMetaType::QString))
+                                               : QVariant(advertiseUrl));
+    m_db.exec(upsert);
+    transaction.commit();
+}
+
+void ReplicaStore::heartbeat(const QString &id, const QString &instance)
+{
+    QSqlQuery &q = m_db.prepared(u"UPDATE replicas SET heartbeat_at = agentdeck_now_ms() "
+                                 "WHERE id = ? AND instance = ?"_s);
+    q.addBindValue(id);
+    q.addBindValue(instance);
+    m_db.exec(q);
+}
+
+void ReplicaStore::markStopped(const QString &id, const QString &instance)
+{
+    QSqlQuery &q = m_db.prepared(u"UPDATE replicas SET stopped_at = agentdeck_now_ms() "
+                                 "WHERE id = ? AND instance = ?"_s);
+    q.addBindValue(id);
+    q.addBindValue(instance);
+    m_db.exec(q);
+}
+
+QList<ReplicaRecord> ReplicaStore::list()
+{
+    // Owned: leases that have not lapsed, counted through the lease_owner index.
+    QSqlQuery &q = m_db.prepared(
+        u"SELECT r.id, r.instance, r.advertise_url, r.started_at, r.heartbeat_at, r.stopped_at, "
+        "agentdeck_now_ms() - r.heartbeat_at, (SELECT COUNT(*) FROM conversations c WHERE "
+        "c.lease_owner = r.instance AND c.lease_expires_at > agentdeck_now_ms()) "
+        "FROM replicas r ORDER BY r.id"_s);
+    m_db.exec(q);
+    QList<ReplicaRecord> replicas;
+    while (q.next()) {
+        ReplicaRecord replica;
+        replica.id = q.value(0).toString();
+        replica.instance = q.value(1).toString();
+        replica.advertiseUrl = q.value(2).toString();
+        replica.startedAt = fromMs(q.value(3).toLongLong());
+        replica.heartbeatAt = fromMs(q.value(4).toLongLong());
+        if (!q.value(5).isNull())
+            replica.stoppedAt = fromMs(q.value(5).toLongLong());
+        replica.alive = !replica.stoppedAt && q.value(6).toLongLong() <= m_window.count();
+        replica.ownedConversations = q.value(7).toLongLong();
+        replicas.append(replica);
+    }
+    q.finish();
+    return replicas;
+}
+
+} // namespace AgentDeck

@@ -1,5 +1,7 @@
 #include "commandline.h"
 
+#include "storage/database.h"
+
 #include <QCommandLineParser>
 #include <QProcessEnvironment>
 #include <QRegularExpression>
@@ -96,10 +98,22 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
                                       u"How long a run's lease lasts without renewal (default "
                                       "30s; renewed every third of it)."_s,
                                       u"DURATION"_s);
-    const QCommandLineOption replicaId(u"replica-id"_s, u"Name of this server in /server_info."_s,
+    const QCommandLineOption replicaId(u"replica-id"_s,
+                                       u"Name of this server among the replicas (default: host "
+                                       "name and a random suffix)."_s,
                                        u"NAME"_s);
+    const QCommandLineOption database(u"database"_s,
+                                      u"Share a PostgreSQL catalog with other replicas: "
+                                      "postgresql://USER@HOST:PORT/DB (password from the URL or "
+                                      "PGPASSWORD). Default: SQLite in the data dir."_s,
+                                      u"URL"_s);
+    const QCommandLineOption advertiseUrl(u"advertise-url"_s,
+                                          u"Where clients reach this replica, as other replicas "
+                                          "name it (default: from --listen)."_s,
+                                          u"URL"_s);
     parser.addOptions({help, version, headless, connect, listen, dataDir, key, commandTimeout,
-                       shutdownGrace, replicaId, runtime, idleTimeout, retention, leaseTtl});
+                       shutdownGrace, replicaId, database, advertiseUrl, runtime, idleTimeout,
+                       retention, leaseTtl});
 
     if (!parser.parse(QStringList{u"agentdeck"_s} + arguments)) {
         *error = parser.errorText();
@@ -155,6 +169,27 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         *target = *duration;
     }
     options.server.replicaId = parser.value(replicaId);
+    if (options.server.replicaId.contains(u'/') || options.server.replicaId.contains(u' ')) {
+        *error = u"--replica-id cannot contain '/' or spaces"_s;
+        return std::nullopt;
+    }
+    if (parser.isSet(database)) {
+        const QUrl url(parser.value(database), QUrl::StrictMode);
+        if (const QString problem = Database::checkPostgresUrl(url); !problem.isEmpty()) {
+            *error = u"--database: "_s + problem;
+            return std::nullopt;
+        }
+        options.server.databaseUrl = url;
+    }
+    if (parser.isSet(advertiseUrl)) {
+        const QUrl url(parser.value(advertiseUrl), QUrl::StrictMode);
+        if (!url.isValid() || url.host().isEmpty() ||
+            (url.scheme() != u"http"_s && url.scheme() != u"https"_s)) {
+            *error = u"--advertise-url takes an http(s) URL, e.g. http://host-a:8000"_s;
+            return std::nullopt;
+        }
+        options.server.advertiseUrl = url.toString();
+    }
     if (parser.isSet(runtime)) {
         if (parser.value(runtime) == u"local"_s) {
             options.server.runtime = ServerConfig::RuntimeKind::Local;

@@ -14,6 +14,8 @@
 #include "runtime/retentionreaper.h"
 #include "storage/conversationstore.h"
 #include "storage/database.h"
+#include "storage/replicastore.h"
+#include "streams/changerelay.h"
 #include "streams/eventhub.h"
 #include "streams/eventstreams.h"
 
@@ -41,6 +43,8 @@ struct AgentDeckServer::Private
     std::unique_ptr<Database> database;
     std::unique_ptr<ConversationStore> store;
     std::unique_ptr<LeaseStore> leases;
+    std::unique_ptr<ReplicaStore> replicas;
+    std::unique_ptr<ChangeRelay> relay;
     EventHub hub;
     Metrics metrics;
     std::unique_ptr<EventLog> log;
@@ -74,6 +78,7 @@ AgentDeckServer::AgentDeckServer(ServerConfig config, ServerParts parts, QObject
 AgentDeckServer::~AgentDeckServer()
 {
     // Sessions and runners refer to the store; they go first.
+    d->relay.reset();
     d->streams.reset();
     d->http.reset();
     d->service.reset();
@@ -117,9 +122,11 @@ bool AgentDeckServer::start(QString *error)
         return false;
     }
 
+    const bool shared = !m_config.databaseUrl.isEmpty();
     QString dbError;
-    d->database = Database::openSqlite(QDir(dataDir).filePath(u"agentdeck.db"_s), &dbError,
-                                       d->parts.clock.get());
+    d->database = shared ? Database::openPostgres(m_config.databaseUrl, &dbError)
+                         : Database::openSqlite(QDir(dataDir).filePath(u"agentdeck.db"_s), &dbError,
+                                                d->parts.clock.get());
     if (!d->database) {
         *error = dbError;
         return false;
@@ -136,14 +143,22 @@ bool AgentDeckServer::start(QString *error)
             d->parts.runtimes = std::move(sandboxes);
         }
     }
-    d->store = std::make_unique<ConversationStore>(*d->database);
+    const QString leaseOwner =
+        m_config.replicaId + u'/' + QUuid::createUuid().toString(QUuid::Id128).left(8);
+    // Other replicas write the same rows: a cache of rows would serve what they overwrote.
+    d->store = std::make_unique<ConversationStore>(*d->database, shared ? 0 : 10'000);
+    if (shared)
+        d->store->setInstance(leaseOwner);
     d->leases = std::make_unique<LeaseStore>(*d->database, m_config.leaseTtl);
+    // Heartbeats go with the lease renewal every third of the TTL; one missed beat and a half
+    // makes the owner unresponsive.
+    d->replicas = std::make_unique<ReplicaStore>(*d->database, m_config.leaseTtl / 2);
     d->log = std::make_unique<EventLog>(*d->store, d->hub, *d->parts.clock);
     d->service = std::make_unique<ConversationService>(
-        *d->store, *d->leases, *d->log, *d->parts.runtimes, *d->parts.agents, *d->parts.clock,
+        *d->store, *d->leases, *d->replicas, *d->log, *d->parts.runtimes, *d->parts.agents,
+        *d->parts.clock,
         ServiceSettings{QDir(dataDir).filePath(u"workspaces"_s), m_config.commandTimeout,
-                        m_config.replicaId + u'/' +
-                            QUuid::createUuid().toString(QUuid::Id128).left(8)});
+                        leaseOwner, m_config.replicaId, shared});
     d->auth = std::make_unique<ApiAuth>(m_config.apiKeys);
     d->http = std::make_unique<ApiServer>(d->router, *d->auth, d->metrics,
                                           HttpLimits{m_config.maxBodyBytes});
@@ -154,6 +169,7 @@ bool AgentDeckServer::start(QString *error)
     ConversationController::registerRoutes(d->router, *d->service);
     EventController::registerRoutes(d->router, *d->service, *d->store);
     RuntimeController::registerRoutes(d->router, *d->service);
+    ReplicaController::registerRoutes(d->router, *d->replicas, d->identity);
     OpenApiController::registerRoutes(d->router, d->identity.version);
 
     d->streams = std::make_unique<EventStreams>(
@@ -170,6 +186,22 @@ bool AgentDeckServer::start(QString *error)
     }
     d->http->bind(tcp);
     d->port = tcp->serverPort();
+
+    try {
+        d->replicas->registerReplica(m_config.replicaId, leaseOwner, advertisedUrl());
+    } catch (const std::exception &failure) {
+        *error = u"cannot register replica %1: %2"_s.arg(m_config.replicaId,
+                                                         QString::fromUtf8(failure.what()));
+        return false;
+    }
+    if (shared) {
+        d->relay = std::make_unique<ChangeRelay>(m_config.databaseUrl, leaseOwner, *d->store,
+                                                 d->hub, *d->service);
+        if (!d->relay->start(&dbError)) {
+            *error = dbError;
+            return false;
+        }
+    }
     QTimer::singleShot(0, this, &AgentDeckServer::recover);
     return true;
 }
@@ -226,6 +258,7 @@ QCoro::Task<> AgentDeckServer::stop()
     d->streams->closeAll();
     for (QTcpServer *tcp : d->http->servers())
         tcp->close();
+    d->relay.reset();
     d->database->close();
     d->lock->unlock();
     qCInfo(lcServer) << "stopped";
@@ -247,6 +280,17 @@ QUrl AgentDeckServer::url() const
     url.setHost(address.toString());
     url.setPort(d->port);
     return url;
+}
+
+QString AgentDeckServer::advertisedUrl() const
+{
+    if (!m_config.advertiseUrl.isEmpty())
+        return m_config.advertiseUrl;
+    // Listening on every interface: the host name is what other machines can use.
+    if (m_config.address == QHostAddress::Any || m_config.address == QHostAddress::AnyIPv4 ||
+        m_config.address == QHostAddress::AnyIPv6)
+        return u"http://%1:%2"_s.arg(QHostInfo::localHostName()).arg(d->port);
+    return url().toString();
 }
 
 bool AgentDeckServer::isReady() const

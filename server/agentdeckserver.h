@@ -48,6 +48,8 @@ public:
 
     quint16 port() const;
     QUrl url() const;
+    // Where other replicas tell clients to find this one.
+    QString advertisedUrl() const;
     bool isReady() const;
     const ServerConfig &config() const { return m_config; }
     Database &database();

@@ -8,6 +8,7 @@
 #include "logging.h"
 #include "runtime/runtime.h"
 #include "storage/database.h"
+#include "storage/replicastore.h"
 
 #include <QCoroSignal>
 #include <QCoroTimer>
@@ -20,13 +21,51 @@ using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
 
+namespace {
+
+// Why a conversation cannot be claimed: its owner renews (409, ask it or retry), or it stopped
+// renewing and the lease has not lapsed yet (503 until it has). Both name the owner.
+ApiError ownershipError(const LeaseHolder &holder, std::chrono::milliseconds livenessWindow)
+{
+    const QString owner = holder.replicaId.isEmpty() ? holder.owner : holder.replicaId;
+    const int secondsLeft = int(std::max<qint64>(1, (holder.msLeft + 999) / 1000));
+    // An owner missing from the replicas table is given the benefit of the doubt: it is live.
+    const bool renewing =
+        !holder.replicaStopped &&
+        (!holder.heartbeatAgeMs || *holder.heartbeatAgeMs <= livenessWindow.count());
+    ApiError error;
+    if (renewing) {
+        error = ApiError::conflict(
+            u"held_by_other_replica"_s,
+            u"Conversation is held by another replica (%1); send the request there or retry in "
+            "%2 s"_s.arg(owner)
+                .arg(secondsLeft));
+    } else {
+        error = ApiError{503, u"owner_unresponsive"_s,
+                         u"Conversation is held by replica %1, which stopped renewing its lease; "
+                         "it can be taken over in %2 s"_s.arg(owner)
+                             .arg(secondsLeft)};
+    }
+    error.retryAfterSeconds = secondsLeft;
+    error.extra = QJsonObject{{u"owner"_s, owner},
+                              {u"advertise_url"_s, holder.advertiseUrl.isEmpty()
+                                                       ? QJsonValue()
+                                                       : QJsonValue(holder.advertiseUrl)},
+                              {u"retry_after"_s, secondsLeft}};
+    return error;
+}
+
+} // namespace
+
 ConversationService::ConversationService(ConversationStore &store, LeaseStore &leases,
-                                         EventLog &log, RuntimeProvider &runtimes,
-                                         const AgentFactory &agents, const Clock &clock,
-                                         ServiceSettings settings, QObject *parent)
+                                         ReplicaStore &replicas, EventLog &log,
+                                         RuntimeProvider &runtimes, const AgentFactory &agents,
+                                         const Clock &clock, ServiceSettings settings,
+                                         QObject *parent)
     : QObject(parent)
     , m_store(store)
     , m_leases(leases)
+    , m_replicas(replicas)
     , m_log(log)
     , m_runtimes(runtimes)
     , m_agents(agents)
@@ -51,7 +90,10 @@ void ConversationService::renewLeases()
         if (it.value())
             held.insert(it.key(), it.value()->lease().epoch);
     }
+    Transaction transaction(m_store.database());
+    m_replicas.heartbeat(m_settings.replicaId, m_settings.leaseOwner);
     const QHash<QUuid, LeaseState> states = m_leases.renew(m_settings.leaseOwner, held);
+    transaction.commit();
     for (auto it = states.cbegin(); it != states.cend(); ++it) {
         if (auto runner = m_runners.value(it.key()))
             runner->onLeaseState(it.value());
@@ -63,15 +105,15 @@ LeaseToken ConversationService::claimOrThrow(const QUuid &id)
     if (auto lease = m_leases.claim(id, m_settings.leaseOwner))
         return *lease;
     const auto holder = m_leases.holder(id);
-    if (!holder)
-        throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
-    const int seconds = int(std::max<qint64>(1, (holder->msLeft + 999) / 1000));
-    ApiError error = ApiError::conflict(
-        u"held_by_other_replica"_s,
-        u"Conversation is held by another replica (%1); retry in %2 s"_s.arg(holder->owner)
-            .arg(seconds));
-    error.retryAfterSeconds = seconds;
-    throw error;
+    if (!holder) {
+        if (!m_store.find(id))
+            throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
+        // Released between the claim and the look: the next attempt gets it.
+        ApiError error{503, u"lease_released"_s, u"Conversation was handed over just now; retry"_s};
+        error.retryAfterSeconds = 1;
+        throw error;
+    }
+    throw ownershipError(*holder, m_replicas.livenessWindow());
 }
 
 ConversationService::~ConversationService()
@@ -187,10 +229,7 @@ ConversationInfo ConversationService::update(const QUuid &id, const Conversation
 void ConversationService::remove(const QUuid &id)
 {
     const ConversationInfo info = require(id);
-    if (auto runner = m_runners.take(id))
-        runner->abandon();
-    m_runtimes.release(id);
-    const QString runtimeDir = m_runtimes.runtimeDirectory(id);
+    const QString runtimeDir = releaseLocalParts(id);
     m_store.remove(id);
     if (!runtimeDir.isEmpty())
         QDir(runtimeDir).removeRecursively();
@@ -199,6 +238,23 @@ void ConversationService::remove(const QUuid &id)
     if (info.workspaceOwnedByServer && !info.workingDir.isEmpty())
         QDir(info.workingDir).removeRecursively();
     qCInfo(lcServer) << "deleted conversation" << id;
+    Q_EMIT deleted(id);
+}
+
+QString ConversationService::releaseLocalParts(const QUuid &id)
+{
+    if (auto runner = m_runners.take(id))
+        runner->abandon();
+    m_runtimes.release(id);
+    return m_runtimes.runtimeDirectory(id);
+}
+
+void ConversationService::forgetDeletedElsewhere(const QUuid &id)
+{
+    const QString runtimeDir = releaseLocalParts(id);
+    if (!runtimeDir.isEmpty())
+        QDir(runtimeDir).removeRecursively();
+    qCInfo(lcServer) << "conversation" << id << "was deleted by another replica";
     Q_EMIT deleted(id);
 }
 
@@ -239,7 +295,10 @@ int ConversationService::recoverStale()
 {
     // One transaction for the whole pass: startup time does not grow with a commit per row.
     Transaction transaction(m_store.database());
-    const int adopted = m_leases.adoptAll(m_settings.leaseOwner);
+    const int adopted =
+        m_settings.sharedCatalog
+            ? m_leases.adoptEarlierInstances(m_settings.leaseOwner, m_settings.replicaId)
+            : m_leases.adoptAll(m_settings.leaseOwner);
     if (adopted > 0)
         qCInfo(lcExecution) << "adopted" << adopted << "leases of an earlier instance";
     int recovered = 0;
@@ -395,9 +454,13 @@ ConversationInfo ConversationService::pause(const QUuid &id)
     if (auto runner = m_runners.value(id)) {
         runner->requestPause();
         m_log.append(id, {Event::pause()});
-    } else if (!resolveStale(info) &&
-               info.executionStatus == ExecutionStatus::WaitingForConfirmation) {
+    } else if (resolveStale(info)) {
+        // Nobody ran it: it is paused now.
+    } else if (info.executionStatus == ExecutionStatus::WaitingForConfirmation) {
         m_log.setStatus(id, ExecutionStatus::Paused, {Event::pause()});
+    } else if (info.executionStatus == ExecutionStatus::Running) {
+        askOwnerToStop(id, LeaseStore::Cancel::Pause);
+        m_log.append(id, {Event::pause()});
     }
     return require(id);
 }
@@ -407,9 +470,30 @@ ConversationInfo ConversationService::interrupt(const QUuid &id)
     const ConversationInfo info = require(id);
     if (auto runner = m_runners.value(id))
         runner->interrupt();
-    else
-        resolveStale(info);
+    else if (!resolveStale(info) && info.executionStatus == ExecutionStatus::Running)
+        askOwnerToStop(id, LeaseStore::Cancel::Interrupt);
     return require(id);
+}
+
+void ConversationService::askOwnerToStop(const QUuid &id, LeaseStore::Cancel how)
+{
+    // Another replica runs it. A cancellation is not an ownership problem: the request is
+    // recorded on the row, where the owner's next renewal finds it, and announced so that the
+    // owner acts at once.
+    Transaction transaction(m_store.database());
+    m_leases.requestCancel(id, how);
+    m_store.announce(id, how == LeaseStore::Cancel::Interrupt ? u"interrupt"_s : u"pause"_s);
+    transaction.commit();
+}
+
+void ConversationService::stopRequestedElsewhere(const QUuid &id, LeaseStore::Cancel how)
+{
+    if (auto runner = m_runners.value(id)) {
+        if (how == LeaseStore::Cancel::Interrupt)
+            runner->interrupt();
+        else
+            runner->requestPause();
+    }
 }
 
 QCoro::Task<StoredEvent> ConversationService::sendMessage(QUuid id, MessageRequest message)
@@ -490,7 +574,10 @@ QCoro::Task<> ConversationService::shutdown(std::chrono::milliseconds grace)
     }
     m_renewal.stop();
     // A clean stop hands over at once: nobody has to wait for these leases to lapse.
+    Transaction transaction(m_store.database());
     m_leases.releaseAll(m_settings.leaseOwner);
+    m_replicas.markStopped(m_settings.replicaId, m_settings.leaseOwner);
+    transaction.commit();
 }
 
 } // namespace AgentDeck

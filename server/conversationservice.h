@@ -17,6 +17,7 @@ class AgentFactory;
 class Clock;
 class ConversationRunner;
 class EventLog;
+class ReplicaStore;
 class Runtime;
 class RuntimeProvider;
 
@@ -26,6 +27,10 @@ struct ServiceSettings
     std::chrono::milliseconds commandTimeout{0};
     // This process's lease owner name: replica id plus an instance suffix.
     QString leaseOwner;
+    QString replicaId;
+    // Several replicas share the catalog (PostgreSQL): leases of other owners are never
+    // adopted at startup, only once they lapse.
+    bool sharedCatalog = false;
 };
 
 // The conversations use case: everything the API can do to a conversation, independent of HTTP.
@@ -34,9 +39,9 @@ class ConversationService : public QObject
 {
     Q_OBJECT
 public:
-    ConversationService(ConversationStore &store, LeaseStore &leases, EventLog &log,
-                        RuntimeProvider &runtimes, const AgentFactory &agents, const Clock &clock,
-                        ServiceSettings settings, QObject *parent = nullptr);
+    ConversationService(ConversationStore &store, LeaseStore &leases, ReplicaStore &replicas,
+                        EventLog &log, RuntimeProvider &runtimes, const AgentFactory &agents,
+                        const Clock &clock, ServiceSettings settings, QObject *parent = nullptr);
     ~ConversationService() override;
 
     // Returns the conversation and whether it was created (false: it existed already).
@@ -48,6 +53,11 @@ public:
     qint64 count(const ConversationFilter &filter) { return m_store.count(filter); }
     ConversationInfo update(const QUuid &id, const ConversationUpdate &update);
     void remove(const QUuid &id);
+    // Another replica deleted the conversation: what this one holds of it (a run, a sandbox,
+    // streams) goes too.
+    void forgetDeletedElsewhere(const QUuid &id);
+    // Another replica was asked to pause or interrupt a run of this one.
+    void stopRequestedElsewhere(const QUuid &id, LeaseStore::Cancel how);
 
     QCoro::Task<ConversationInfo> run(QUuid id);
     ConversationInfo pause(const QUuid &id);
@@ -71,7 +81,8 @@ public:
     // Takes over the leases an earlier instance left (single node: it is provably dead), then
     // resolves every conversation it left `running`. Returns how many were resolved.
     int recoverStale();
-    // Renews the leases of every live run in one batch and acts on what it finds.
+    // Beats this replica's heartbeat and renews the leases of every live run, in one batch, and
+    // acts on what it finds.
     void renewLeases();
     QString leaseOwner() const { return m_settings.leaseOwner; }
     bool isLive(const QUuid &id) const { return m_runners.contains(id); }
@@ -86,6 +97,9 @@ Q_SIGNALS:
 
 private:
     ConversationInfo require(const QUuid &id);
+    // Stops this process's run and sandbox of the conversation; returns its runtime dir.
+    QString releaseLocalParts(const QUuid &id);
+    void askOwnerToStop(const QUuid &id, LeaseStore::Cancel how);
     void requireUsableRuntime(const ConversationInfo &info) const;
     bool resolveStale(const ConversationInfo &info);
     void resolveStaleUnder(const ConversationInfo &info, const LeaseToken &lease);
@@ -97,6 +111,7 @@ private:
 
     ConversationStore &m_store;
     LeaseStore &m_leases;
+    ReplicaStore &m_replicas;
     EventLog &m_log;
     RuntimeProvider &m_runtimes;
     const AgentFactory &m_agents;

@@ -3,6 +3,7 @@
 #include <QHostAddress>
 #include <QString>
 #include <QStringList>
+#include <QUrl>
 
 #include <chrono>
 
@@ -15,6 +16,10 @@ struct ServerConfig
     QString dataDir;
     QStringList apiKeys;
     QString replicaId;
+    // Empty: SQLite in the data dir. postgresql://...: a catalog shared by several replicas.
+    QUrl databaseUrl;
+    // Where clients reach this replica (named in 409 answers); empty: derived from --listen.
+    QString advertiseUrl;
     std::chrono::milliseconds commandTimeout{0};
     std::chrono::milliseconds shutdownGrace{10'000};
     std::chrono::milliseconds leaseTtl{30'000};

@@ -77,6 +77,9 @@ void ConversationRunner::onLeaseState(LeaseState state)
     case LeaseState::CancelRequested:
         requestPause();
         break;
+    case LeaseState::InterruptRequested:
+        interrupt();
+        break;
     case LeaseState::LostToAnotherOwner:
     case LeaseState::Deleted:
         qCWarning(lcExecution) << "run of" << m_id << "lost its lease (epoch" << m_lease.epoch

@@ -1,0 +1,491 @@
+// Several real replica processes sharing one PostgreSQL catalog (a throwaway cluster this test
+// starts itself): handover after SIGTERM, SIGKILL and SIGSTOP, claim races, honest 409/503
+// answers, cancellation across replicas, reads and live events written by any replica.
+#include "postgrescluster.h"
+#include "serverprocess.h"
+
+#include <QElapsedTimer>
+#include <QFileInfo>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QWebSocket>
+
+#include <csignal>
+
+using namespace Qt::StringLiterals;
+using namespace AgentDeck::Testing;
+
+namespace {
+
+// Short enough for a quick test, long enough for a loaded 2-core CI machine to renew in time:
+// renewal (and heartbeat) every second, unresponsive after 1.5 s of silence.
+constexpr int LeaseTtlMs = 3000;
+constexpr int RenewalMs = LeaseTtlMs / 3;
+
+QJsonObject shellConversation(const QString &command, bool run)
+{
+    return QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}}},
+                       {u"initial_message"_s, userMessage(command, run)}};
+}
+
+// Both requests are on the wire before either answer is read.
+QList<Reply> postTogether(const QList<QUrl> &urls)
+{
+    QNetworkAccessManager network;
+    QList<QNetworkReply *> pending;
+    for (const QUrl &url : urls) {
+        QNetworkRequest request(url);
+        request.setAttribute(QNetworkRequest::Http2AllowedAttribute, false);
+        request.setTransferTimeout(RequestTimeoutMs);
+        request.setHeader(QNetworkRequest::ContentTypeHeader, "application/json"_ba);
+        pending.append(network.post(request, "{}"_ba));
+    }
+    // A reply still unfinished at the timeout reads as status 0, which fails the test.
+    (void)QTest::qWaitFor(
+        [&] {
+            return std::all_of(pending.cbegin(), pending.cend(),
+                               [](QNetworkReply *reply) { return reply->isFinished(); });
+        },
+        RequestTimeoutMs);
+    QList<Reply> replies;
+    for (QNetworkReply *reply : pending) {
+        Reply result;
+        result.status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
+        result.body = reply->readAll();
+        result.json = QJsonDocument::fromJson(result.body).object();
+        replies.append(result);
+        reply->deleteLater();
+    }
+    return replies;
+}
+
+} // namespace
+
+class SystemReplicasTest : public QObject
+{
+    Q_OBJECT
+
+private:
+    // A replica of the current test's database; `runtime` local starts sandbox hosts.
+    ServerProcess &startReplica(const QString &name, const QString &runtime = u"process"_s,
+                                bool waitReady = true)
+    {
+        auto dir = std::make_unique<QTemporaryDir>();
+        auto replica = std::make_unique<ServerProcess>(
+            m_binary, dir->path(),
+            QStringList{u"--database"_s, m_databaseUrl.toString(), u"--replica-id"_s, name,
+                        u"--lease-ttl"_s, u"%1ms"_s.arg(LeaseTtlMs), u"--shutdown-grace"_s, u"0"_s,
+                        u"--runtime"_s, runtime});
+        if (waitReady) {
+            if (!replica->startReady())
+                qWarning().noquote() << name << "did not start:" << replica->stderrText();
+        } else {
+            replica->start();
+        }
+        m_dirs.push_back(std::move(dir));
+        m_replicas.push_back(std::move(replica));
+        return *m_replicas.back();
+    }
+
+    QString sql(const QString &statement)
+    {
+        QString error;
+        const QString result = m_cluster.psql(m_databaseName, statement, &error);
+        if (result.isNull())
+            qWarning().noquote() << "psql failed:" << error;
+        return result;
+    }
+
+    // Starts a `sleep` on `owner` and waits until it runs there.
+    QUuid startLongRun(ServerProcess &owner)
+    {
+        const QUuid id = owner.create(shellConversation(u"sleep 30"_s, true));
+        if (!id.isNull() && !QTest::qWaitFor(
+                                [&] {
+                                    const auto events = owner.events(id);
+                                    return std::any_of(events.cbegin(), events.cend(),
+                                                       [](const QJsonObject &event) {
+                                                           return event.value(u"kind"_s) ==
+                                                                  u"ActionEvent"_s;
+                                                       });
+                                },
+                                15'000))
+            return {};
+        return id;
+    }
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        m_binary = qEnvironmentVariable("AGENTDECK_BINARY");
+        QVERIFY2(QFileInfo(m_binary).isExecutable(), "AGENTDECK_BINARY must name the binary");
+        QString error;
+        QVERIFY2(m_cluster.start(&error), qPrintable(error));
+    }
+
+    void init()
+    {
+        m_databaseName = u"replicas_%1"_s.arg(++m_databases);
+        QString error;
+        m_databaseUrl = m_cluster.createDatabase(m_databaseName, &error);
+        QVERIFY2(m_databaseUrl.isValid(), qPrintable(error));
+    }
+
+    void cleanup()
+    {
+        for (auto &replica : m_replicas) {
+            if (QTest::currentTestFailed())
+                qWarning().noquote() << replica->stderrText().right(3000);
+            replica->sendSignal(SIGCONT);
+            replica->kill();
+        }
+        m_replicas.clear();
+        for (auto &dir : m_dirs)
+            killProcessesWith(dir->path().toUtf8());
+        m_dirs.clear();
+    }
+
+    // Replicas started together against an empty database: one migrates, none fails.
+    void concurrentStartMigratesOnce()
+    {
+        for (const QString &name : {u"a"_s, u"b"_s, u"c"_s})
+            startReplica(name, u"process"_s, false);
+        for (auto &replica : m_replicas)
+            QVERIFY2(QTest::qWaitFor([&] { return replica->get(u"/ready"_s).status == 200; },
+                                     StartTimeoutMs),
+                     qPrintable(replica->stderrText()));
+        QCOMPARE(sql(u"SELECT COUNT(*) || ':' || MAX(version) FROM schema_migrations"_s), u"5:5"_s);
+        const Reply listed = m_replicas.front()->get(u"/api/replicas"_s);
+        QCOMPARE(listed.status, 200);
+        QCOMPARE(listed.json.toArray().size(), 3);
+        for (const QJsonValue &replica : listed.json.toArray())
+            QVERIFY(replica.toObject().value(u"alive"_s).toBool());
+    }
+
+    // /server_info names the replica; /api/replicas lists heartbeats and owned conversations.
+    void replicasAreListed()
+    {
+        ServerProcess &a = startReplica(u"alpha"_s);
+        ServerProcess &b = startReplica(u"beta"_s);
+        QCOMPARE(a.get(u"/server_info"_s).object().value(u"replica_id"_s).toString(), u"alpha"_s);
+        const QUuid id = startLongRun(a);
+        QVERIFY(!id.isNull());
+
+        const QJsonArray listed = b.get(u"/api/replicas"_s).json.toArray();
+        QCOMPARE(listed.size(), 2);
+        const QJsonObject alpha = listed[0].toObject();
+        QCOMPARE(alpha.value(u"id"_s).toString(), u"alpha"_s);
+        QCOMPARE(alpha.value(u"advertise_url"_s).toString(), a.urlText());
+        QCOMPARE(alpha.value(u"owned_conversations"_s).toInt(), 1);
+        QVERIFY(alpha.value(u"alive"_s).toBool());
+        QVERIFY(!alpha.value(u"last_heartbeat_at"_s).toString().isEmpty());
+        QVERIFY(!alpha.value(u"is_self"_s).toBool());
+        QCOMPARE(listed[1].toObject().value(u"owned_conversations"_s).toInt(), 0);
+        QVERIFY(listed[1].toObject().value(u"is_self"_s).toBool());
+
+        // A heartbeat moves on without any run.
+        const QString before = alpha.value(u"last_heartbeat_at"_s).toString();
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                return b.get(u"/api/replicas"_s)
+                           .json.toArray()[0]
+                           .toObject()
+                           .value(u"last_heartbeat_at"_s)
+                           .toString() != before;
+            },
+            5 * RenewalMs));
+
+        a.sendSignal(SIGTERM);
+        QVERIFY(a.waitForExit(10'000));
+        const QJsonObject stopped = b.get(u"/api/replicas"_s).json.toArray()[0].toObject();
+        QVERIFY(!stopped.value(u"alive"_s).toBool());
+        QVERIFY(stopped.value(u"stopped_at"_s).isString());
+        QCOMPARE(stopped.value(u"owned_conversations"_s).toInt(), 0);
+    }
+
+    // The owner renews: 409 naming it; a pause or interrupt through another replica is a
+    // cancellation, never an ownership problem, and reaches the owner's run.
+    void conflictNamesOwnerAndCancellationCrossesReplicas()
+    {
+        ServerProcess &a = startReplica(u"alpha"_s);
+        ServerProcess &b = startReplica(u"beta"_s);
+        const QUuid id = startLongRun(a);
+        QVERIFY(!id.isNull());
+
+        const Reply conflict = b.post(conversationPath(id, u"run"_s));
+        QCOMPARE(conflict.status, 409);
+        QCOMPARE(conflict.object().value(u"code"_s).toString(), u"held_by_other_replica"_s);
+        QCOMPARE(conflict.object().value(u"owner"_s).toString(), u"alpha"_s);
+        QCOMPARE(conflict.object().value(u"advertise_url"_s).toString(), a.urlText());
+        QVERIFY(conflict.object().value(u"detail"_s).toString().contains(u"alpha"_s));
+        // The runtime is on alpha: beta says so instead of calling it missing.
+        const QJsonObject runtime = b.get(conversationPath(id, u"runtime"_s)).object();
+        QCOMPARE(runtime.value(u"runtime_status"_s).toString(), u"ownership_lost"_s);
+        QCOMPARE(runtime.value(u"runtime_error"_s).toObject().value(u"code"_s).toString(),
+                 u"held_by_other_replica"_s);
+        for (const QString &message : {u"run"_s, u"recover"_s}) {
+            const Reply refused = b.post(conversationPath(id, message));
+            QCOMPARE(refused.status, 409);
+            QVERIFY(refused.body.contains("held_by_other_replica"));
+        }
+
+        // Answered with the conversation, not an error: no code, no Retry-After. A pause waits
+        // for the command to end; the interrupt after it cancels the command.
+        const Reply paused = b.post(conversationPath(id, u"pause"_s));
+        QCOMPARE(paused.status, 200);
+        QVERIFY(!paused.object().contains(u"code"_s));
+        QCOMPARE(
+            sql(u"SELECT cancel_requested FROM conversations WHERE id = '%1'"_s.arg(wireId(id))),
+            u"1"_s);
+        const Reply interrupted = b.post(conversationPath(id, u"interrupt"_s));
+        QCOMPARE(interrupted.status, 200);
+        QVERIFY(!interrupted.object().contains(u"code"_s));
+        QCOMPARE(interrupted.object().value(u"id"_s).toString(), wireId(id));
+        // Announced: the owner stops well before its next renewal would tell it.
+        QElapsedTimer timer;
+        timer.start();
+        QVERIFY(a.waitForStatus(id, u"paused"_s, 10'000));
+        qInfo() << "interrupt through another replica took effect after" << timer.elapsed() << "ms";
+        const auto observations = a.events(id);
+        QVERIFY(std::any_of(observations.cbegin(), observations.cend(), [](const QJsonObject &e) {
+            return e.value(u"kind"_s) == u"ObservationEvent"_s &&
+                   e.value(u"observation"_s).toObject().value(u"interrupted"_s).toBool();
+        }));
+        // Lease released: beta may run it now.
+        QCOMPARE(b.post(conversationPath(id, u"run"_s)).status, 200);
+    }
+
+    // SIGTERM: the owner releases its leases; another replica serves /recover at once.
+    void sigtermHandsOverWithinOneSecond()
+    {
+        ServerProcess &a = startReplica(u"alpha"_s);
+        ServerProcess &b = startReplica(u"beta"_s);
+        const QUuid id = startLongRun(a);
+        QVERIFY(!id.isNull());
+
+        QElapsedTimer timer;
+        timer.start();
+        a.sendSignal(SIGTERM);
+        Reply recovered;
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                recovered = b.post(conversationPath(id, u"recover"_s));
+                return recovered.status == 200;
+            },
+            10'000));
+        const qint64 handover = timer.elapsed();
+        qInfo() << "handover after SIGTERM:" << handover << "ms";
+        QVERIFY2(handover < 1000, qPrintable(u"%1 ms"_s.arg(handover)));
+        QVERIFY(a.waitForExit(10'000));
+        QCOMPARE(sql(u"SELECT lease_owner LIKE 'beta/%' OR lease_owner IS NULL FROM "
+                     "conversations WHERE id = '%1'"_s.arg(wireId(id))),
+                 u"t"_s);
+    }
+
+    // SIGKILL: 409 while the heartbeat is fresh, then 503 with the seconds left until the lease
+    // lapses, then adoption with the next epoch; the runtime is missing but resumable there.
+    void sigkillAnswers503UntilTheLeaseLapses()
+    {
+        ServerProcess &a = startReplica(u"alpha"_s, u"local"_s);
+        ServerProcess &b = startReplica(u"beta"_s, u"local"_s);
+        const QUuid id = startLongRun(a);
+        QVERIFY(!id.isNull());
+        const qint64 epochBefore =
+            sql(u"SELECT lease_epoch FROM conversations WHERE id = '%1'"_s.arg(wireId(id)))
+                .toLongLong();
+
+        QElapsedTimer timer;
+        timer.start();
+        a.sendSignal(SIGKILL);
+        QList<int> answers;
+        int unavailable = 0;
+        Reply recovered;
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                recovered = b.post(conversationPath(id, u"recover"_s));
+                if (answers.isEmpty() || answers.last() != recovered.status)
+                    answers.append(recovered.status);
+                if (recovered.status == 503) {
+                    ++unavailable;
+                    const int retryAfter = recovered.object().value(u"retry_after"_s).toInt(-1);
+                    if (retryAfter < 1 || retryAfter > LeaseTtlMs / 1000 ||
+                        recovered.object().value(u"owner"_s).toString() != u"alpha"_s ||
+                        recovered.object().value(u"code"_s).toString() != u"owner_unresponsive"_s)
+                        qWarning() << "unexpected 503:" << recovered.body;
+                }
+                return recovered.status == 200;
+            },
+            3 * LeaseTtlMs));
+        const qint64 handover = timer.elapsed();
+        qInfo() << "handover after SIGKILL:" << handover << "ms; answers" << answers;
+        QVERIFY2(handover < LeaseTtlMs + RenewalMs + 500, qPrintable(u"%1 ms"_s.arg(handover)));
+        QVERIFY2(unavailable > 0, "the lapsing lease was never reported with 503");
+        QCOMPARE(answers.last(), 200);
+        for (const int status : answers)
+            QVERIFY2(status == 409 || status == 503 || status == 200,
+                     qPrintable(u"unexpected status %1"_s.arg(status)));
+        QCOMPARE(
+            sql(u"SELECT lease_epoch > %1 FROM conversations WHERE id = '%2'"_s.arg(epochBefore)
+                    .arg(wireId(id))),
+            u"t"_s);
+        // The stale run was resolved on beta, which brought up a sandbox of its own.
+        const auto events = b.events(id);
+        QVERIFY(std::any_of(events.cbegin(), events.cend(), [](const QJsonObject &e) {
+            return e.value(u"code"_s) == u"run_interrupted"_s;
+        }));
+        const QJsonObject runtime = b.get(conversationPath(id, u"runtime"_s)).object();
+        QVERIFY2(runtime.value(u"runtime_status"_s) == u"available"_s ||
+                     runtime.value(u"runtime_status"_s) == u"missing"_s,
+                 QJsonDocument(runtime).toJson().constData());
+        QVERIFY(runtime.value(u"can_resume"_s).toBool());
+    }
+
+    // Frozen past its TTL, adopted elsewhere, resumed: the zombie writes nothing more, and does
+    // not release or overwrite the new owner's state.
+    void sigstoppedOwnerIsFencedOff()
+    {
+        ServerProcess &a = startReplica(u"alpha"_s);
+        ServerProcess &b = startReplica(u"beta"_s);
+        const QUuid id = startLongRun(a);
+        QVERIFY(!id.isNull());
+
+        a.sendSignal(SIGSTOP);
+        QVERIFY(QTest::qWaitFor(
+            [&] { return b.post(conversationPath(id, u"recover"_s)).status == 200; },
+            3 * LeaseTtlMs));
+        const QString where = u"WHERE conversation_id = '%1'"_s.arg(wireId(id));
+        const qint64 adoptedEpoch =
+            sql(u"SELECT lease_epoch FROM conversations WHERE id = '%1'"_s.arg(wireId(id)))
+                .toLongLong();
+        // Beta keeps the conversation busy with a run of its own while alpha wakes up.
+        QVERIFY(b.waitForStatus(id, u"finished"_s, 15'000));
+        QVERIFY(b.post(conversationPath(id, u"events"_s), userMessage(u"sleep 30"_s, true)).ok());
+        QVERIFY(QTest::qWaitFor([&] { return b.status(id) == u"running"_s; }, 10'000));
+        const qint64 ownerEpoch =
+            sql(u"SELECT lease_epoch FROM conversations WHERE id = '%1'"_s.arg(wireId(id)))
+                .toLongLong();
+        const QString ownerBefore =
+            sql(u"SELECT lease_owner FROM conversations WHERE id = '%1'"_s.arg(wireId(id)));
+        const QString countBefore = sql(u"SELECT COUNT(*) FROM events "_s + where);
+
+        a.sendSignal(SIGCONT);
+        QVERIFY2(QTest::qWaitFor(
+                     [&] {
+                         return a.stderrText().contains(u"lease lost"_s) ||
+                                a.stderrText().contains(u"lost its lease"_s);
+                     },
+                     5 * LeaseTtlMs),
+                 qPrintable(a.stderrText()));
+        // Alpha is alive and well, and wrote nothing more.
+        QCOMPARE(a.get(u"/alive"_s).status, 200);
+        QCOMPARE(sql(u"SELECT COUNT(*) FROM events "_s + where), countBefore);
+        QCOMPARE(sql(u"SELECT lease_owner FROM conversations WHERE id = '%1'"_s.arg(wireId(id))),
+                 ownerBefore);
+        QCOMPARE(sql(u"SELECT lease_epoch FROM conversations WHERE id = '%1'"_s.arg(wireId(id)))
+                     .toLongLong(),
+                 ownerEpoch);
+        QCOMPARE(b.status(id), u"running"_s);
+        // Every event after the adoption carries the new epochs, in seq order.
+        QCOMPARE(sql(u"SELECT COUNT(*) FROM events "_s + where +
+                     u" AND seq > (SELECT MIN(seq) FROM events "_s + where +
+                     u" AND epoch >= %1) AND epoch < %1"_s.arg(adoptedEpoch)),
+                 u"0"_s);
+        QCOMPARE(sql(u"SELECT COUNT(*) FROM events e1 JOIN events e2 ON e1.conversation_id = "
+                     "e2.conversation_id AND e2.seq > e1.seq AND e2.epoch < e1.epoch "
+                     "WHERE e1.conversation_id = '%1'"_s.arg(wireId(id))),
+                 u"0"_s);
+        QCOMPARE(b.post(conversationPath(id, u"interrupt"_s)).status, 200);
+    }
+
+    // Two replicas asked to run the same conversation at the same moment: one runs it, the
+    // other answers 409 naming the winner. A hundred times.
+    void claimRaceHasOneWinner()
+    {
+        ServerProcess &a = startReplica(u"alpha"_s);
+        ServerProcess &b = startReplica(u"beta"_s);
+        int wonByAlpha = 0;
+        for (int round = 0; round < 100; ++round) {
+            const QUuid id = a.create(shellConversation(u"sleep 30"_s, false));
+            QVERIFY(!id.isNull());
+            const QList<Reply> replies =
+                postTogether({a.url().resolved(QUrl(conversationPath(id, u"run"_s))),
+                              b.url().resolved(QUrl(conversationPath(id, u"run"_s)))});
+            const QList<int> statuses{replies[0].status, replies[1].status};
+            QVERIFY2((statuses == QList<int>{200, 409} || statuses == QList<int>{409, 200}),
+                     qPrintable(u"round %1: %2 / %3"_s.arg(round).arg(
+                         QString::fromUtf8(replies[0].body), QString::fromUtf8(replies[1].body))));
+            const bool alphaWon = statuses[0] == 200;
+            wonByAlpha += alphaWon;
+            const Reply &loser = replies[alphaWon ? 1 : 0];
+            QCOMPARE(loser.object().value(u"owner"_s).toString(),
+                     alphaWon ? u"alpha"_s : u"beta"_s);
+            ServerProcess &winner = alphaWon ? a : b;
+            QCOMPARE(winner.post(conversationPath(id, u"interrupt"_s)).status, 200);
+            QVERIFY(winner.waitForStatus(id, u"paused"_s, 10'000));
+        }
+        qInfo() << "alpha won" << wonByAlpha << "of 100 races";
+    }
+
+    // Reads on every replica, and live events written by one streamed by another.
+    void eventsWrittenByOneReplicaStreamFromAnother()
+    {
+        ServerProcess &a = startReplica(u"alpha"_s);
+        ServerProcess &b = startReplica(u"beta"_s);
+        const QUuid id = a.create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}},
+                                              {u"title"_s, u"Shared Catalog"_s},
+                                              {u"tags"_s, QJsonObject{{u"team"_s, u"ops"_s}}}});
+        QVERIFY(!id.isNull());
+        QUrlQuery query;
+        query.addQueryItem(u"tag"_s, u"team:ops"_s);
+        query.addQueryItem(u"q"_s, u"shared"_s);
+        const Reply found = b.get(u"/api/conversations/search"_s, query);
+        QCOMPARE(found.object().value(u"items"_s).toArray().size(), 1);
+
+        QWebSocket socket;
+        QList<qint64> seqs;
+        connect(&socket, &QWebSocket::textMessageReceived, this, [&](const QString &frame) {
+            seqs.append(
+                QJsonDocument::fromJson(frame.toUtf8()).object().value(u"seq"_s).toInteger());
+        });
+        QUrl socketUrl = b.url();
+        socketUrl.setScheme(u"ws"_s);
+        socketUrl.setPath(u"/sockets/events/"_s + wireId(id));
+        socketUrl.setQuery(u"resend_all=true"_s);
+        QSignalSpy connected(&socket, &QWebSocket::connected);
+        socket.open(socketUrl);
+        QVERIFY(connected.wait(10'000));
+
+        constexpr int Messages = 20;
+        for (int i = 0; i < Messages; ++i)
+            QVERIFY(a.post(conversationPath(id, u"events"_s),
+                           userMessage(u"hello %1"_s.arg(i), i == Messages - 1))
+                        .ok());
+        QVERIFY(a.waitForStatus(id, u"finished"_s, 15'000));
+        const qint64 total =
+            a.conversation(id).value(u"stats"_s).toObject().value(u"event_count"_s).toInteger();
+        QVERIFY(total > Messages);
+        QVERIFY2(QTest::qWaitFor([&] { return seqs.size() >= total; }, 10'000),
+                 qPrintable(u"%1 of %2 frames"_s.arg(seqs.size()).arg(total)));
+        for (qsizetype i = 0; i < seqs.size(); ++i)
+            QCOMPARE(seqs[i], i + 1);
+
+        // A deletion on alpha ends beta's stream.
+        QSignalSpy closed(&socket, &QWebSocket::disconnected);
+        QCOMPARE(a.call("DELETE"_ba, conversationPath(id)).status, 200);
+        QVERIFY(QTest::qWaitFor([&] { return !closed.isEmpty(); }, 10'000));
+        QCOMPARE(int(socket.closeCode()), 4004);
+        QCOMPARE(b.get(conversationPath(id)).status, 404);
+    }
+
+private:
+    QString m_binary;
+    PostgresCluster m_cluster;
+    int m_databases = 0;
+    QString m_databaseName;
+    QUrl m_databaseUrl;
+    std::vector<std::unique_ptr<QTemporaryDir>> m_dirs;
+    std::vector<std::unique_ptr<ServerProcess>> m_replicas;
+};
+
+QTEST_GUILESS_MAIN(SystemReplicasTest)
+#include "tst_system_replicas.moc"

@@ -1,5 +1,7 @@
 #include "testserver.h"
 
+#include "postgrescluster.h"
+
 #include <QCoroSignal>
 #include <QDeadlineTimer>
 #include <QDir>
@@ -13,6 +15,37 @@
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck::Testing {
+
+namespace {
+// With AGENTDECK_TEST_POSTGRES=1 every data dir gets a database of its own (a server restarted
+// on the same data dir finds its catalog again) in one throwaway cluster, started on first use
+// and stopped when the application ends.
+QUrl postgresDatabaseFor(const QString &dataDir, QString *error)
+{
+    static PostgresCluster *cluster = nullptr;
+    static int databases = 0;
+    static QHash<QString, QUrl> byDataDir;
+    if (const QUrl known = byDataDir.value(dataDir); known.isValid())
+        return known;
+    if (!cluster) {
+        cluster = new PostgresCluster;
+        if (!cluster->start(error)) {
+            delete std::exchange(cluster, nullptr);
+            return {};
+        }
+        qAddPostRoutine([] { delete std::exchange(cluster, nullptr); });
+    }
+    const QUrl url = cluster->createDatabase(u"test_%1"_s.arg(++databases), error);
+    if (url.isValid())
+        byDataDir.insert(dataDir, url);
+    return url;
+}
+} // namespace
+
+bool TestServer::usesPostgres()
+{
+    return qEnvironmentVariable("AGENTDECK_TEST_POSTGRES") == u"1"_s;
+}
 
 TestServer::TestServer(TestServerOptions options)
     : m_options(std::move(options))
@@ -45,6 +78,11 @@ bool TestServer::start()
     config.runtime = config.sandboxProgram.isEmpty() || m_options.inProcessRuntime
                          ? ServerConfig::RuntimeKind::Process
                          : ServerConfig::RuntimeKind::Local;
+    if (usesPostgres()) {
+        config.databaseUrl = postgresDatabaseFor(config.dataDir, &m_error);
+        if (config.databaseUrl.isEmpty())
+            return false;
+    }
     m_server = std::make_unique<AgentDeckServer>(config, std::move(m_options.parts));
     if (!m_server->start(&m_error))
         return false;

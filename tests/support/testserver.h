@@ -42,6 +42,8 @@ public:
     QUrl url() const;
     QString dataDir() const;
     bool usesSandboxes() const;
+    // AGENTDECK_TEST_POSTGRES=1: the catalog is a fresh PostgreSQL database instead of SQLite.
+    static bool usesPostgres();
 
     ApiReply call(const QByteArray &method, const QString &path, const QJsonValue &body = {},
                   const QUrlQuery &query = {});

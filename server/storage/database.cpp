@@ -214,8 +214,38 @@ bool Database::applyMigrations(QString *error)
     return true;
 }
 
+void Database::reconnectIfLost()
+{
+    // Only between transactions: a transaction cut by a lost connection has failed already.
+    if (!m_suspect || m_depth > 0)
+        return;
+    m_suspect = false;
+    {
+        QSqlQuery probe(m_db);
+        if (probe.exec(u"SELECT 1"_s))
+            return; // the statement failed, not the connection
+    }
+    qCWarning(lcStorage) << "lost the database connection; reconnecting";
+    // Statements prepared on the old session do not exist on the new one.
+    m_prepared.clear();
+    m_db.close();
+    if (!m_db.open()) {
+        m_suspect = true;
+        throw StorageError("database unreachable: " + m_db.lastError().text().toStdString());
+    }
+    qCInfo(lcStorage) << "reconnected to the database";
+}
+
+void Database::noteFailure()
+{
+    // SQLite is a file: a failed statement never means a lost connection.
+    if (isPostgres())
+        m_suspect = true;
+}
+
 QSqlQuery &Database::prepared(const QString &sql)
 {
+    reconnectIfLost();
     auto it = m_prepared.find(sql);
     if (it == m_prepared.end()) {
         QSqlQuery query(m_db);
@@ -228,6 +258,7 @@ QSqlQuery &Database::prepared(const QString &sql)
 
 QSqlQuery Database::prepare(const QString &sql)
 {
+    reconnectIfLost();
     QSqlQuery query(m_db);
     query.setForwardOnly(true);
     if (!query.prepare(sql))
@@ -239,17 +270,24 @@ void Database::exec(QSqlQuery &query)
 {
     ++m_statements;
     query.setForwardOnly(true);
-    if (!query.exec())
+    if (!query.exec()) {
+        noteFailure();
         throwOnError(query, "query");
+    }
 }
 
 void Database::begin()
 {
     // Nested transactions join the outermost one: a batch (startup recovery) commits once.
-    if (m_depth++ > 0)
+    if (m_depth > 0) {
+        ++m_depth;
         return;
+    }
+    reconnectIfLost();
+    ++m_depth;
     if (!m_db.transaction()) {
         m_depth = 0;
+        noteFailure();
         throw StorageError("begin: " + m_db.lastError().text().toStdString());
     }
 }
@@ -263,6 +301,7 @@ void Database::commit()
         throw StorageError("commit: an inner part of the transaction failed");
     }
     if (!m_db.commit()) {
+        noteFailure();
         m_db.rollback();
         throw StorageError("commit: " + m_db.lastError().text().toStdString());
     }

@@ -75,6 +75,10 @@ private:
     Database(QSqlDatabase db, Dialect dialect);
     bool migrate(QString *error);
     bool applyMigrations(QString *error);
+    // PostgreSQL: after a failed statement, the next use outside a transaction checks the
+    // connection and opens it again when the server went away (restart, failover).
+    void noteFailure();
+    void reconnectIfLost();
 
     QSqlDatabase m_db;
     Dialect m_dialect;
@@ -82,6 +86,7 @@ private:
     QHash<QString, QSqlQuery> m_prepared;
     qint64 m_statements = 0;
     int m_depth = 0;
+    bool m_suspect = false;
     bool m_rollbackOnly = false;
 };
 

@@ -7,6 +7,7 @@
 #include "streams/eventhub.h"
 
 #include <QSqlDriver>
+#include <QSqlQuery>
 
 using namespace Qt::StringLiterals;
 
@@ -21,11 +22,9 @@ ChangeRelay::ChangeRelay(QUrl databaseUrl, QString source, ConversationStore &st
     , m_hub(hub)
     , m_service(service)
 {
-    // A dropped listening connection is noticed here and opened again.
+    // A dropped listening connection (a database restart) is noticed here and opened again.
     connect(&m_watchdog, &QTimer::timeout, this, [this] {
-        if (!m_listener || !m_listener->connection().isOpen() ||
-            !m_listener->connection().driver()->subscribedToNotifications().contains(
-                ConversationStore::ChangeChannel))
+        if (!m_listener || !QSqlQuery(m_listener->connection()).exec(u"SELECT 1"_s))
             reconnect();
     });
 }
@@ -55,8 +54,24 @@ void ChangeRelay::reconnect()
     qCWarning(lcStreams) << "change listener lost its connection; reconnecting";
     m_listener.reset();
     QString error;
-    if (!start(&error))
+    if (!start(&error)) {
         qCWarning(lcStreams) << "change listener:" << error;
+        return;
+    }
+    qCInfo(lcStreams) << "change listener reconnected";
+    // Announcements sent while it was down are lost: the latest event of every streamed
+    // conversation is published again, and each stream reads what it missed before it.
+    for (const QUuid &id : m_hub.subscribedConversations()) {
+        try {
+            const auto info = m_store.find(id);
+            if (!info || info->eventCount == 0)
+                continue;
+            for (const StoredEvent &event : m_store.eventsAfter(id, info->eventCount - 1, 1))
+                m_hub.publish(id, event.seq, event.json);
+        } catch (const std::exception &failure) {
+            qCWarning(lcStreams) << "cannot catch up" << id << ":" << failure.what();
+        }
+    }
 }
 
 void ChangeRelay::onAnnouncement(const QString &payload)

@@ -25,6 +25,7 @@ public:
     void unsubscribe(const QUuid &conversationId, EventSubscriber *subscriber);
     void publish(const QUuid &conversationId, qint64 seq, const QByteArray &json);
     qsizetype subscriberCount(const QUuid &conversationId) const;
+    QList<QUuid> subscribedConversations() const { return m_subscribers.keys(); }
 
 private:
     QHash<QUuid, QList<EventSubscriber *>> m_subscribers;

@@ -45,6 +45,9 @@ private:
     };
 
     QCoro::Task<> replay();
+    // Sends the stored events after the last one sent up to `untilSeq`; false when the stream
+    // could not follow (it is closed then).
+    bool catchUp(qint64 untilSeq);
     bool send(const QString &frame, qint64 bytes);
     void sendError(const QString &code, const QString &detail);
     QCoro::Task<> onTextMessage(QString message);

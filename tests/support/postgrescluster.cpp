@@ -117,6 +117,19 @@ bool PostgresCluster::start(QString *error)
     return m_running;
 }
 
+bool PostgresCluster::restart(QString *error)
+{
+    QString output;
+    if (!run(m_bin + u"/pg_ctl"_s,
+             {u"-D"_s, m_dir->filePath(u"data"_s), u"-m"_s, u"fast"_s, u"-w"_s, u"-t"_s, u"60"_s,
+              u"restart"_s},
+             &output)) {
+        *error = u"pg_ctl restart failed: "_s + output;
+        return false;
+    }
+    return true;
+}
+
 void PostgresCluster::stop()
 {
     if (!m_running)

@@ -23,6 +23,8 @@ public:
     // Finds the PostgreSQL binaries, initialises and starts the cluster; false with a reason.
     bool start(QString *error);
     void stop();
+    // Stops the server (fast: connections are cut) and starts it again on the same port.
+    bool restart(QString *error);
     // Creates an empty database and returns its URL (as the cluster's superuser).
     QUrl createDatabase(const QString &name, QString *error);
     QUrl url(const QString &database) const;

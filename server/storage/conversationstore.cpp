@@ -15,7 +15,8 @@ namespace {
 const QString ConversationColumns =
     u"id, title, tags, created_at, updated_at, archived_at, execution_status, agent_kind, "
     "working_dir, workspace_owned, always_confirm, event_count, last_event_at, "
-    "runtime_error_code, runtime_error_message, runtime_expired_at"_s;
+    "runtime_error_code, runtime_error_message, runtime_expired_at, agent_config, prompt_tokens, "
+    "completion_tokens, llm_requests, llm_retries"_s;
 
 QDateTime fromMs(qint64 ms)
 {
@@ -63,6 +64,12 @@ ConversationInfo conversationFromRow(const QSqlQuery &q)
     info.alwaysConfirm = q.value(10).toBool();
     info.eventCount = q.value(11).toLongLong();
     info.lastEventAt = optionalTime(q.value(12));
+    if (const QString config = q.value(16).toString(); !config.isEmpty())
+        info.agentConfig = QJsonDocument::fromJson(config.toUtf8()).object();
+    info.promptTokens = q.value(17).toLongLong();
+    info.completionTokens = q.value(18).toLongLong();
+    info.llmRequests = q.value(19).toLongLong();
+    info.llmRetries = q.value(20).toLongLong();
     if (!q.value(15).isNull()) {
         info.runtime = {RuntimeStatus::Missing, false,
                         RuntimeError{u"runtime_expired"_s,
@@ -180,8 +187,8 @@ void ConversationStore::insert(const ConversationInfo &info)
     m_cache.remove(info.id);
     QSqlQuery &q = m_db.prepared(
         u"INSERT INTO conversations (id, title, tags, created_at, updated_at, archived_at, "
-        "execution_status, agent_kind, working_dir, workspace_owned, always_confirm) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"_s);
+        "execution_status, agent_kind, working_dir, workspace_owned, always_confirm, agent_config) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"_s);
     q.addBindValue(toWireId(info.id));
     q.addBindValue(info.title);
     q.addBindValue(tagsToJson(info.tags));
@@ -193,6 +200,27 @@ void ConversationStore::insert(const ConversationInfo &info)
     q.addBindValue(info.workingDir);
     q.addBindValue(info.workspaceOwnedByServer);
     q.addBindValue(info.alwaysConfirm);
+    q.addBindValue(info.agentConfig.isEmpty()
+                       ? QVariant(QMetaType(QMetaType::QString))
+                       : QVariant(QString::fromUtf8(
+                             QJsonDocument(info.agentConfig).toJson(QJsonDocument::Compact))));
+    m_db.exec(q);
+}
+
+void ConversationStore::addUsage(const QUuid &id, const LlmUsage &usage)
+{
+    if (usage.isEmpty())
+        return;
+    m_cache.remove(id);
+    QSqlQuery &q =
+        m_db.prepared(u"UPDATE conversations SET prompt_tokens = prompt_tokens + ?, "
+                      "completion_tokens = completion_tokens + ?, llm_requests = llm_requests + ?, "
+                      "llm_retries = llm_retries + ? WHERE id = ?"_s);
+    q.addBindValue(usage.promptTokens);
+    q.addBindValue(usage.completionTokens);
+    q.addBindValue(usage.requests);
+    q.addBindValue(usage.retries);
+    q.addBindValue(toWireId(id));
     m_db.exec(q);
 }
 

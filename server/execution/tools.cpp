@@ -185,6 +185,9 @@ std::optional<QString> resolveInWorkspace(const QString &path, const QString &wo
 QCoro::Task<CommandResult> run(Runtime &runtime, QString toolName, QJsonObject arguments,
                                QString workingDir, std::chrono::milliseconds serverTimeout)
 {
+    if (arguments.size() == 1 && arguments.contains(u"raw_arguments"_s))
+        co_return refusal(u"The arguments of %1 are not a JSON object: %2"_s.arg(
+            toolName, arguments.value(u"raw_arguments"_s).toString().left(200)));
     if (toolName.isEmpty() || toolName == Bash) {
         const QJsonValue command = arguments.value(u"command"_s);
         if (!command.isString() || command.toString().trimmed().isEmpty())

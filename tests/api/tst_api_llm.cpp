@@ -392,6 +392,35 @@ private Q_SLOTS:
         QCOMPARE(messages[4].toObject().value(u"tool_call_id"_s).toString(), u"b"_s);
     }
 
+    void oddAnswersAreUnderstood()
+    {
+        // Arguments that are not JSON are explained to the model rather than failing the run.
+        m_fake->enqueue(FakeLlmServer::toolCalls(QJsonArray{
+            QJsonObject{{u"id"_s, u"bad"_s},
+                        {u"type"_s, u"function"_s},
+                        {u"function"_s, QJsonObject{{u"name"_s, u"bash"_s},
+                                                    {u"arguments"_s, u"{\"command\": ls"_s}}}}}));
+        // Content given as a list of text parts.
+        FakeLlmServer::Response parts;
+        parts.body = R"({"choices": [{"index": 0, "message": {"role": "assistant", "content":
+            [{"type": "text", "text": "in "}, {"type": "text", "text": "parts"}]}}]})"_ba;
+        m_fake->enqueue(parts);
+        const QUuid id = m_server->create(body(agent(), u"odd"_s));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        const QList<QJsonObject> events = m_server->events(id);
+        const QList<QJsonObject> actions = ofKind(events, u"ActionEvent"_s);
+        QCOMPARE(actions.size(), 1);
+        QCOMPARE(actions[0].value(u"action"_s).toObject().value(u"raw_arguments"_s).toString(),
+                 u"{\"command\": ls"_s);
+        QVERIFY(outputOf(ofKind(events, u"ObservationEvent"_s).first())
+                    .contains(u"not a JSON object"_s));
+        QCOMPARE(m_server->get(ServerConnection::conversationPath(id, u"agent_final_response"))
+                     .json.toObject()
+                     .value(u"response"_s)
+                     .toString(),
+                 u"in parts"_s);
+    }
+
     void streamedDeltasReachSubscribersAndAreNotStored()
     {
         m_fake->enqueue(FakeLlmServer::streamedToolCall(

@@ -44,6 +44,17 @@ QList<ToolCall> toolCallsFrom(const QMap<int, PartialToolCall> &partials)
     return calls;
 }
 
+// A message's content: a string, or (some providers) a list of {"type": "text", "text"} parts.
+QString contentText(const QJsonValue &content)
+{
+    if (!content.isArray())
+        return content.toString();
+    QString text;
+    for (const QJsonValue &part : content.toArray())
+        text += part.toObject().value(u"text"_s).toString();
+    return text;
+}
+
 std::optional<std::chrono::milliseconds> retryAfter(const QByteArray &header)
 {
     if (header.isEmpty())
@@ -318,7 +329,7 @@ QCoro::Task<ChatResult> ChatClient::complete(QJsonObject body)
                 }
                 const QJsonObject usage = document.object().value(u"usage"_s).toObject();
                 result.outcome = ChatResult::Outcome::Answered;
-                result.content = message.toObject().value(u"content"_s).toString();
+                result.content = contentText(message.toObject().value(u"content"_s));
                 result.toolCalls = toolCallsFrom(calls);
                 result.usage.promptTokens = usage.value(u"prompt_tokens"_s).toInteger();
                 result.usage.completionTokens = usage.value(u"completion_tokens"_s).toInteger();

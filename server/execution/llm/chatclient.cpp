@@ -227,10 +227,12 @@ QCoro::Task<> ChatClient::send(QByteArray payload, Attempt *attempt)
     reply->deleteLater();
     attempt->status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
     attempt->retryAfterHeader = reply->rawHeader("Retry-After");
+    // An aborted reply (timeout, cancel) is closed and has nothing more to read.
+    const QByteArray rest = reply->isOpen() ? reply->readAll() : QByteArray();
     if (streaming())
-        consumeLines(reply->readAll(), true);
+        consumeLines(rest, true);
     else
-        attempt->body += reply->readAll();
+        attempt->body += rest;
     if (reply->error() != QNetworkReply::NoError && attempt->status == 0)
         attempt->networkError = reply->errorString();
 }

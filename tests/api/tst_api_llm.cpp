@@ -330,6 +330,31 @@ private Q_SLOTS:
         QCOMPARE(m_fake->requests.size(), 2);
     }
 
+    // A graceful stop does not wait for the model: the request is cancelled, the run paused at
+    // once (not left running to be found stale), and the next server continues it.
+    void gracefulStopCancelsTheRequestInFlight()
+    {
+        m_fake->enqueue(FakeLlmServer::hanging());
+        const QUuid id = m_server->create(body(agent({{u"timeout"_s, 600}}), u"think"_s));
+        QTRY_COMPARE_WITH_TIMEOUT(m_fake->requests.size(), 1, 10'000);
+        const QString dataDir = m_server->dataDir();
+        QElapsedTimer elapsed;
+        elapsed.start();
+        m_server->stop();
+        QVERIFY(elapsed.elapsed() < 1500); // well inside the 2 s shutdown grace
+        TestServerOptions options;
+        options.dataDir = dataDir;
+        TestServer restarted(std::move(options));
+        QVERIFY2(restarted.start(), qPrintable(restarted.errorString()));
+        QCOMPARE(restarted.status(id), u"paused"_s);
+        QVERIFY(ofKind(restarted.events(id), u"AgentErrorEvent"_s).isEmpty());
+        // The key stayed with the stopped server; the error says so and /run is the way on.
+        QVERIFY(restarted.post(ServerConnection::conversationPath(id, u"run")).ok());
+        QVERIFY(restarted.waitForStatus(id, u"error"_s));
+        QCOMPARE(ofKind(restarted.events(id), u"AgentErrorEvent"_s).last().value(u"code"_s),
+                 u"llm_api_key_missing"_s);
+    }
+
     void confirmationAcceptAndReject()
     {
         m_fake->enqueue(

@@ -97,21 +97,24 @@ ChatClient::ChatClient(ChatSettings settings, QObject *parent)
     connect(&m_retryTimer, &QTimer::timeout, this, &ChatClient::wakeUp);
 }
 
-ChatClient::~ChatClient()
-{
-    if (m_reply)
-        m_reply->abort();
-}
+ChatClient::~ChatClient() = default;
 
 void ChatClient::cancel()
 {
     m_cancelled = true;
-    if (m_reply)
-        m_reply->abort();
-    if (m_retryTimer.isActive()) {
-        m_retryTimer.stop();
-        Q_EMIT wakeUp();
-    }
+    // The request ends from the event loop, as a command's interrupt does: aborting here would
+    // resume the run synchronously inside a caller that may be iterating over its runs.
+    QMetaObject::invokeMethod(
+        this,
+        [this] {
+            if (m_reply)
+                m_reply->abort();
+            if (m_retryTimer.isActive()) {
+                m_retryTimer.stop();
+                Q_EMIT wakeUp();
+            }
+        },
+        Qt::QueuedConnection);
 }
 
 QString ChatClient::scrubbed(QString text) const

@@ -114,6 +114,15 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     parser.addOptions({help, version, headless, connect, listen, dataDir, key, commandTimeout,
                        shutdownGrace, replicaId, database, advertiseUrl, runtime, idleTimeout,
                        retention, leaseTtl});
+    const QCommandLineOption llmBaseUrl(u"llm-base-url"_s,
+                                        u"Default OpenAI-compatible endpoint of llm agents (e.g. "
+                                        "http://127.0.0.1:8080/v1); the key comes from "
+                                        "AGENTDECK_LLM_API_KEY."_s,
+                                        u"URL"_s);
+    const QCommandLineOption llmModel(u"llm-model"_s, u"Default model of llm agents."_s, u"NAME"_s);
+    const QCommandLineOption llmTimeout(
+        u"llm-timeout"_s, u"Default timeout of one model request (default 120s)."_s, u"DURATION"_s);
+    parser.addOptions({llmBaseUrl, llmModel, llmTimeout});
 
     if (!parser.parse(QStringList{u"agentdeck"_s} + arguments)) {
         *error = parser.errorText();
@@ -189,6 +198,18 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
             return std::nullopt;
         }
         options.server.advertiseUrl = url.toString();
+    }
+    options.server.llmBaseUrl = parser.value(llmBaseUrl);
+    options.server.llmModel = parser.value(llmModel);
+    options.server.llmApiKey =
+        QProcessEnvironment::systemEnvironment().value(u"AGENTDECK_LLM_API_KEY"_s);
+    if (parser.isSet(llmTimeout)) {
+        const auto duration = parseDuration(parser.value(llmTimeout));
+        if (!duration || duration->count() <= 0) {
+            *error = u"--llm-timeout takes a duration such as 90s or 5m"_s;
+            return std::nullopt;
+        }
+        options.server.llmTimeout = *duration;
     }
     if (parser.isSet(runtime)) {
         if (parser.value(runtime) == u"local"_s) {

@@ -40,8 +40,10 @@ QString ApiReply::errorSentence() const
 
 QJsonObject CreateConversationRequest::toJson() const
 {
+    QJsonObject agent = agentConfig;
+    agent.insert(u"kind"_s, agentKind);
     QJsonObject body{
-        {u"agent"_s, QJsonObject{{u"kind"_s, agentKind}}},
+        {u"agent"_s, agent},
         {u"confirmation_policy"_s,
          QJsonObject{{u"kind"_s, alwaysConfirm ? u"AlwaysConfirm"_s : u"NeverConfirm"_s}}}};
     if (id)
@@ -97,6 +99,8 @@ CreateConversationRequest::fromJson(const QJsonObject &object, QString *error)
         if (!kind.isString())
             return fail(u"agent must be {\"kind\": string}"_s);
         request.agentKind = kind.toString();
+        request.agentConfig = agent.toObject();
+        request.agentConfig.remove(u"kind"_s);
     }
     if (const QJsonValue workspace = object.value(u"workspace"_s);
         !workspace.isUndefined() && !workspace.isNull()) {
@@ -326,6 +330,10 @@ void EventStream::onTextMessage(const QString &message)
     const QJsonObject object = QJsonDocument::fromJson(message.toUtf8()).object();
     if (object.value(u"type"_s) == u"error"_s) {
         Q_EMIT errorFrame(object.value(u"code"_s).toString(), object.value(u"detail"_s).toString());
+        return;
+    }
+    if (object.value(u"type"_s) == u"transient"_s) {
+        Q_EMIT transientReceived(object);
         return;
     }
     const auto event = Event::fromJson(object);

@@ -45,6 +45,8 @@ struct CreateConversationRequest
     QString title;
     QMap<QString, QString> tags;
     QString agentKind = QStringLiteral("shell");
+    // The rest of the `agent` object (settings of the agent kind), checked by the server.
+    QJsonObject agentConfig;
     QString workingDir;
     bool alwaysConfirm = false;
     std::optional<MessageRequest> initialMessage;
@@ -113,6 +115,9 @@ public:
 Q_SIGNALS:
     void connected();
     void eventReceived(const AgentDeck::Event &event);
+    // A transient frame ({"type": "transient", ...}: a streamed text delta); never stored, no
+    // seq, not replayed.
+    void transientReceived(const QJsonObject &frame);
     void errorFrame(const QString &code, const QString &detail);
     // The server closed the stream for good (auth failure, unknown conversation).
     void closedByServer(int code, const QString &reason);

@@ -1,6 +1,7 @@
 #include "wiretypes.h"
 
 #include <QJsonArray>
+#include <QJsonDocument>
 
 #include <array>
 #include <cstdio>
@@ -157,6 +158,13 @@ RuntimeInfo RuntimeInfo::fromJson(const QJsonValue &value)
     return info;
 }
 
+QJsonObject ConversationInfo::agentJson() const
+{
+    QJsonObject agent = agentConfig;
+    agent.insert(u"kind"_s, agentKind);
+    return agent;
+}
+
 QJsonObject ConversationInfo::toJson() const
 {
     QJsonObject tagObject;
@@ -170,14 +178,18 @@ QJsonObject ConversationInfo::toJson() const
         {u"updated_at"_s, toWireTime(updatedAt)},
         {u"archived_at"_s, optionalTime(archivedAt)},
         {u"execution_status"_s, toString(executionStatus)},
-        {u"agent"_s, QJsonObject{{u"kind"_s, agentKind}}},
+        {u"agent"_s, agentJson()},
         {u"workspace"_s, QJsonObject{{u"working_dir"_s, workingDir},
                                      {u"owned_by_server"_s, workspaceOwnedByServer}}},
         {u"confirmation_policy"_s,
          QJsonObject{{u"kind"_s, alwaysConfirm ? u"AlwaysConfirm"_s : u"NeverConfirm"_s}}},
         {u"runtime_info"_s, runtime.toJson()},
         {u"stats"_s, QJsonObject{{u"event_count"_s, eventCount},
-                                 {u"last_event_at"_s, optionalTime(lastEventAt)}}},
+                                 {u"last_event_at"_s, optionalTime(lastEventAt)},
+                                 {u"prompt_tokens"_s, promptTokens},
+                                 {u"completion_tokens"_s, completionTokens},
+                                 {u"requests"_s, llmRequests},
+                                 {u"retries"_s, llmRetries}}},
     };
 }
 
@@ -235,9 +247,15 @@ QByteArray ConversationInfo::toJsonBytes() const
 {
     QByteArray out;
     out.reserve(640);
-    out += "{\"agent\":{\"kind\":";
-    appendJsonString(out, agentKind);
-    out += "},\"archived_at\":";
+    out += "{\"agent\":";
+    if (agentConfig.isEmpty()) {
+        out += "{\"kind\":";
+        appendJsonString(out, agentKind);
+        out += '}';
+    } else {
+        out += QJsonDocument(agentJson()).toJson(QJsonDocument::Compact);
+    }
+    out += ",\"archived_at\":";
     appendOptionalTime(out, archivedAt);
     out += ",\"confirmation_policy\":{\"kind\":";
     out += alwaysConfirm ? "\"AlwaysConfirm\"" : "\"NeverConfirm\"";
@@ -261,10 +279,18 @@ QByteArray ConversationInfo::toJsonBytes() const
     }
     out += ",\"runtime_status\":";
     appendJsonString(out, toString(runtime.status));
-    out += "},\"stats\":{\"event_count\":";
+    out += "},\"stats\":{\"completion_tokens\":";
+    out += QByteArray::number(completionTokens);
+    out += ",\"event_count\":";
     out += QByteArray::number(eventCount);
     out += ",\"last_event_at\":";
     appendOptionalTime(out, lastEventAt);
+    out += ",\"prompt_tokens\":";
+    out += QByteArray::number(promptTokens);
+    out += ",\"requests\":";
+    out += QByteArray::number(llmRequests);
+    out += ",\"retries\":";
+    out += QByteArray::number(llmRetries);
     out += "},\"tags\":{";
     for (auto it = tags.cbegin(); it != tags.cend(); ++it) {
         if (it != tags.cbegin())
@@ -302,7 +328,8 @@ std::optional<ConversationInfo> ConversationInfo::fromJson(const QJsonObject &ob
         info.archivedAt = parseWireTime(object.value(u"archived_at"_s).toString());
     info.executionStatus = executionStatusFromString(object.value(u"execution_status"_s).toString())
                                .value_or(ExecutionStatus::Idle);
-    info.agentKind = object.value(u"agent"_s).toObject().value(u"kind"_s).toString();
+    info.agentConfig = object.value(u"agent"_s).toObject();
+    info.agentKind = info.agentConfig.take(u"kind"_s).toString();
     const QJsonObject workspace = object.value(u"workspace"_s).toObject();
     info.workingDir = workspace.value(u"working_dir"_s).toString();
     info.workspaceOwnedByServer = workspace.value(u"owned_by_server"_s).toBool(true);
@@ -313,6 +340,10 @@ std::optional<ConversationInfo> ConversationInfo::fromJson(const QJsonObject &ob
     info.eventCount = stats.value(u"event_count"_s).toInteger();
     if (stats.value(u"last_event_at"_s).isString())
         info.lastEventAt = parseWireTime(stats.value(u"last_event_at"_s).toString());
+    info.promptTokens = stats.value(u"prompt_tokens"_s).toInteger();
+    info.completionTokens = stats.value(u"completion_tokens"_s).toInteger();
+    info.llmRequests = stats.value(u"requests"_s).toInteger();
+    info.llmRetries = stats.value(u"retries"_s).toInteger();
     return info;
 }
 
@@ -383,6 +414,16 @@ Event Event::action(const QString &toolName, const QString &command, const QStri
     QJsonObject fields{{u"tool_name"_s, toolName},
                        {u"tool_call_id"_s, toWireId(QUuid::createUuid())},
                        {u"action"_s, QJsonObject{{u"command"_s, command}}}};
+    if (!thought.isEmpty())
+        fields.insert(u"thought"_s, thought);
+    return makeEvent(EventKind::Action, EventSource::Agent, std::move(fields));
+}
+
+Event Event::toolCall(const QString &toolName, const QString &toolCallId,
+                      const QJsonObject &arguments, const QString &thought)
+{
+    QJsonObject fields{
+        {u"tool_name"_s, toolName}, {u"tool_call_id"_s, toolCallId}, {u"action"_s, arguments}};
     if (!thought.isEmpty())
         fields.insert(u"thought"_s, thought);
     return makeEvent(EventKind::Action, EventSource::Agent, std::move(fields));

@@ -72,14 +72,24 @@ struct ConversationInfo
     std::optional<QDateTime> archivedAt;
     ExecutionStatus executionStatus = ExecutionStatus::Idle;
     QString agentKind;
+    // The rest of the `agent` object (for "llm": llm settings, system_prompt, ...). Never holds a
+    // secret: an API key is kept in memory only and shown as "********".
+    QJsonObject agentConfig;
     QString workingDir;
     bool workspaceOwnedByServer = true;
     bool alwaysConfirm = false;
     RuntimeInfo runtime;
     qint64 eventCount = 0;
     std::optional<QDateTime> lastEventAt;
+    // Language model usage, accumulated over the conversation's life.
+    qint64 promptTokens = 0;
+    qint64 completionTokens = 0;
+    qint64 llmRequests = 0;
+    qint64 llmRetries = 0;
 
     bool isArchived() const { return archivedAt.has_value(); }
+    // The `agent` object: {"kind": ...} and the agent's settings.
+    QJsonObject agentJson() const;
     QJsonObject toJson() const;
     // The same document as toJson(), written straight to compact UTF-8: the hot read routes
     // answer with it without building a QJsonObject.
@@ -123,6 +133,9 @@ struct Event
     static Event message(const QString &source, const QString &role, const QString &text);
     static Event action(const QString &toolName, const QString &command,
                         const QString &thought = {});
+    // A tool call of a language model: `arguments` become the `action` object.
+    static Event toolCall(const QString &toolName, const QString &toolCallId,
+                          const QJsonObject &arguments, const QString &thought = {});
     static Event observation(const Event &action, const QString &output, int exitCode,
                              bool interrupted);
     static Event userReject(const Event &action, const QString &reason);

@@ -69,7 +69,8 @@ AgentDeckServer::AgentDeckServer(ServerConfig config, ServerParts parts, QObject
     if (!d->parts.clock)
         d->parts.clock = std::make_unique<SystemClock>();
     if (!d->parts.agents)
-        d->parts.agents = std::make_unique<BuiltinAgentFactory>();
+        d->parts.agents = std::make_unique<BuiltinAgentFactory>(LlmDefaults{
+            m_config.llmBaseUrl, m_config.llmModel, m_config.llmApiKey, m_config.llmTimeout});
     if (m_config.replicaId.isEmpty())
         m_config.replicaId =
             QHostInfo::localHostName() + u'-' + QUuid::createUuid().toString(QUuid::Id128).left(6);

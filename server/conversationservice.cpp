@@ -156,12 +156,26 @@ QCoro::Task<std::pair<ConversationInfo, bool>>
 ConversationService::create(CreateConversationRequest request)
 {
     if (request.id) {
-        if (auto existing = m_store.find(*request.id))
+        if (auto existing = m_store.find(*request.id)) {
+            // Creating it again is how a secret kept in memory only is sent again.
+            QString secret;
+            if (existing->agentKind == request.agentKind) {
+                QJsonObject config = request.agentConfig;
+                m_agents.validate(request.agentKind, config, &secret);
+            }
+            if (!secret.isEmpty())
+                m_secrets.insert(*request.id, secret);
             co_return std::pair{require(*request.id), false};
+        }
     }
     if (!m_agents.knows(request.agentKind))
         throw ApiError::invalidParameter(u"Unknown agent kind \"%1\"; known kinds: %2"_s.arg(
             request.agentKind, m_agents.kinds().join(u", "_s)));
+    QJsonObject agentConfig = request.agentConfig;
+    QString secret;
+    if (const QString problem = m_agents.validate(request.agentKind, agentConfig, &secret);
+        !problem.isEmpty())
+        throw ApiError::invalidParameter(problem);
     if (!request.workingDir.isEmpty() && QDir::isRelativePath(request.workingDir))
         throw ApiError::invalidParameter(u"workspace.working_dir must be an absolute path"_s);
 
@@ -173,12 +187,15 @@ ConversationService::create(CreateConversationRequest request)
     info.createdAt = info.updatedAt = m_clock.now();
     info.executionStatus = ExecutionStatus::Idle;
     info.agentKind = request.agentKind;
+    info.agentConfig = agentConfig;
     info.workspaceOwnedByServer = request.workingDir.isEmpty();
     info.workingDir = info.workspaceOwnedByServer ? workspaceFor(info.id) : request.workingDir;
     info.alwaysConfirm = request.alwaysConfirm;
     if (!QDir().mkpath(info.workingDir))
         throw ApiError::invalidParameter(u"Cannot create the workspace %1"_s.arg(info.workingDir));
     m_store.insert(info);
+    if (!secret.isEmpty())
+        m_secrets.insert(info.id, secret);
     qCInfo(lcServer) << "created conversation" << info.id << "agent" << info.agentKind;
 
     if (request.initialMessage) {
@@ -245,6 +262,7 @@ QString ConversationService::releaseLocalParts(const QUuid &id)
 {
     if (auto runner = m_runners.take(id))
         runner->abandon();
+    m_secrets.remove(id);
     m_runtimes.release(id);
     return m_runtimes.runtimeDirectory(id);
 }
@@ -331,8 +349,14 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info, QUuid confirm
     }
     m_starting.remove(info.id);
 
+    const QUuid conversationId = info.id;
+    AgentContext context{conversationId, info.agentConfig, m_secrets.value(conversationId),
+                         [this, conversationId](const QJsonObject &frame) {
+                             m_log.publishTransient(conversationId, frame);
+                         }};
     auto *runner = new ConversationRunner(
-        info.id, lease, m_log, m_store, m_agents.create(info.agentKind), std::move(runtime),
+        info.id, lease, m_log, m_store, m_agents.createFor(info.agentKind, context),
+        std::move(runtime),
         RunSettings{info.workingDir, info.alwaysConfirm, m_settings.commandTimeout}, this);
     m_runners.insert(info.id, runner);
     connect(runner, &ConversationRunner::stopped, this, [this, runner](const QUuid &id) {

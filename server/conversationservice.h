@@ -118,6 +118,8 @@ private:
     const Clock &m_clock;
     ServiceSettings m_settings;
     QHash<QUuid, QPointer<ConversationRunner>> m_runners;
+    // Per-conversation secrets (llm API keys): in memory only, never stored or returned.
+    QHash<QUuid, QString> m_secrets;
     QSet<QUuid> m_starting;
     QTimer m_renewal;
 };

@@ -3,6 +3,8 @@
 #include "clock.h"
 #include "streams/eventhub.h"
 
+#include <QJsonDocument>
+
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
@@ -23,6 +25,11 @@ QList<StoredEvent> EventLog::append(const QUuid &conversationId, QList<Event> ev
         ++m_published;
     }
     return stored;
+}
+
+void EventLog::publishTransient(const QUuid &conversationId, const QJsonObject &frame)
+{
+    m_hub.publishTransient(conversationId, QJsonDocument(frame).toJson(QJsonDocument::Compact));
 }
 
 QList<StoredEvent> EventLog::setStatus(const QUuid &conversationId, ExecutionStatus status,

@@ -24,6 +24,9 @@ public:
     QList<StoredEvent> setStatus(const QUuid &conversationId, ExecutionStatus status,
                                  QList<Event> alongWith = {}, const LeaseToken *fence = nullptr);
 
+    // Sends a frame to the live subscribers without storing it (no seq): streamed deltas.
+    void publishTransient(const QUuid &conversationId, const QJsonObject &frame);
+
     qint64 publishedCount() const { return m_published; }
 
 private:

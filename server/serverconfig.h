@@ -39,6 +39,13 @@ struct ServerConfig
     // Off (0) by default.
     std::chrono::milliseconds runtimeRetention{0};
     std::chrono::milliseconds retentionInterval{0}; // 0: derived from the retention
+
+    // Server-wide defaults of the llm agent (--llm-base-url, --llm-model, --llm-timeout,
+    // AGENTDECK_LLM_API_KEY); a conversation's own settings win.
+    QString llmBaseUrl;
+    QString llmModel;
+    QString llmApiKey;
+    std::chrono::milliseconds llmTimeout{120'000};
 };
 
 } // namespace AgentDeck

@@ -1,5 +1,7 @@
 #include "agent.h"
 
+#include "llm/llmagent.h"
+
 #include <QHash>
 #include <QQueue>
 
@@ -87,6 +89,10 @@ private:
 
 } // namespace
 
+BuiltinAgentFactory::BuiltinAgentFactory(LlmDefaults llm)
+    : m_llm(std::move(llm))
+{}
+
 bool BuiltinAgentFactory::knows(const QString &kind) const
 {
     return kinds().contains(kind);
@@ -94,7 +100,24 @@ bool BuiltinAgentFactory::knows(const QString &kind) const
 
 QStringList BuiltinAgentFactory::kinds() const
 {
-    return {u"shell"_s, u"echo"_s};
+    return {u"shell"_s, u"echo"_s, u"llm"_s};
+}
+
+std::unique_ptr<Agent> BuiltinAgentFactory::createFor(const QString &kind,
+                                                      const AgentContext &context) const
+{
+    if (kind == u"llm"_s)
+        return std::make_unique<LlmAgent>(
+            LlmSettings::resolve(context.config, m_llm, context.apiKey), context);
+    return create(kind);
+}
+
+QString BuiltinAgentFactory::validate(const QString &kind, QJsonObject &config,
+                                      QString *secret) const
+{
+    if (kind == u"llm"_s)
+        return LlmSettings::validate(config, m_llm, secret);
+    return {};
 }
 
 std::unique_ptr<Agent> BuiltinAgentFactory::create(const QString &kind) const
@@ -103,6 +126,8 @@ std::unique_ptr<Agent> BuiltinAgentFactory::create(const QString &kind) const
         return std::make_unique<ShellAgent>();
     if (kind == u"echo"_s)
         return std::make_unique<EchoAgent>();
+    if (kind == u"llm"_s)
+        return createFor(kind, AgentContext{});
     return nullptr;
 }
 

@@ -2,6 +2,7 @@
 
 #include "apierror.h"
 #include "eventlog.h"
+#include "execution/tools.h"
 #include "logging.h"
 #include "storage/conversationstore.h"
 #include "storage/database.h"
@@ -14,14 +15,22 @@ namespace AgentDeck {
 
 const Event *pendingAction(const QList<Event> &history)
 {
+    // Scanned from the end: the actions of one agent step are written together, so the pending
+    // ones are the unresolved actions after the last resolved one; the earliest goes first.
     QSet<QString> resolved;
+    const Event *pending = nullptr;
     for (auto it = history.crbegin(); it != history.crend(); ++it) {
-        if (it->kind == EventKind::Observation || it->kind == EventKind::UserReject)
+        if (it->kind == EventKind::Observation || it->kind == EventKind::UserReject) {
             resolved.insert(it->actionId());
-        else if (it->kind == EventKind::Action)
-            return resolved.contains(toWireId(it->id)) ? nullptr : &*it;
+        } else if (it->kind == EventKind::Action) {
+            if (resolved.contains(toWireId(it->id)))
+                return pending;
+            pending = &*it;
+        } else if (it->kind == EventKind::Message && pending) {
+            return pending;
+        }
     }
-    return nullptr;
+    return pending;
 }
 
 ConversationRunner::ConversationRunner(const QUuid &conversationId, LeaseToken lease, EventLog &log,
@@ -55,11 +64,16 @@ void ConversationRunner::runLoop()
 void ConversationRunner::requestPause()
 {
     m_pauseRequested = true;
+    // A model request in flight is cancelled: waiting for it is not a safe point.
+    if (m_agent)
+        m_agent->cancel();
 }
 
 void ConversationRunner::interrupt()
 {
     m_pauseRequested = true;
+    if (m_agent)
+        m_agent->cancel();
     m_runtime->interrupt();
 }
 
@@ -118,9 +132,10 @@ QCoro::Task<> ConversationRunner::loop()
                 m_commandInFlight = true;
                 // Tasks are made before they are awaited: GCC 12 destroys argument temporaries
                 // of a co_await full-expression twice.
-                auto execution = m_runtime->execute(CommandRequest{
-                    action.fields.value(u"action"_s).toObject().value(u"command"_s).toString(),
-                    m_settings.workingDir, m_settings.commandTimeout});
+                auto execution =
+                    Tools::run(*m_runtime, action.fields.value(u"tool_name"_s).toString(),
+                               action.fields.value(u"action"_s).toObject(), m_settings.workingDir,
+                               m_settings.commandTimeout);
                 const CommandResult result = co_await std::move(execution);
                 m_commandInFlight = false;
                 if (m_abandoned)
@@ -138,6 +153,7 @@ QCoro::Task<> ConversationRunner::loop()
             const AgentStep step = co_await std::move(decision);
             if (m_abandoned)
                 break;
+            m_store.addUsage(m_id, step.usage);
             switch (step.kind) {
             case AgentStep::Kind::RunCommand:
                 m_log.append(m_id, {Event::action(u"bash"_s, step.text)}, std::nullopt, &m_lease);
@@ -146,8 +162,24 @@ QCoro::Task<> ConversationRunner::loop()
                 m_log.append(m_id, {Event::message(EventSource::Agent, u"assistant"_s, step.text)},
                              std::nullopt, &m_lease);
                 continue;
-            case AgentStep::Kind::Finish:
-                m_log.setStatus(m_id, ExecutionStatus::Finished, {}, &m_lease);
+            case AgentStep::Kind::CallTools: {
+                QList<Event> actions;
+                for (const ToolCall &call : step.toolCalls)
+                    actions.append(
+                        Event::toolCall(call.name, call.id, call.arguments, call.thought));
+                m_log.append(m_id, actions, std::nullopt, &m_lease);
+                continue;
+            }
+            case AgentStep::Kind::Finish: {
+                QList<Event> finalMessage;
+                if (!step.text.isEmpty())
+                    finalMessage.append(
+                        Event::message(EventSource::Agent, u"assistant"_s, step.text));
+                m_log.setStatus(m_id, ExecutionStatus::Finished, finalMessage, &m_lease);
+                break;
+            }
+            case AgentStep::Kind::Cancelled:
+                m_log.setStatus(m_id, ExecutionStatus::Paused, {}, &m_lease);
                 break;
             case AgentStep::Kind::Fail:
                 m_log.setStatus(m_id, ExecutionStatus::Error,

@@ -21,6 +21,42 @@ QJsonObject errorResponse(const QString &description)
                                    QJsonObject{{u"$ref"_s, u"#/components/schemas/Error"_s}}}}}}}};
 }
 
+QJsonObject typed(const QString &type, const QString &description = {})
+{
+    QJsonObject schema{{u"type"_s, type}};
+    if (!description.isEmpty())
+        schema.insert(u"description"_s, description);
+    return schema;
+}
+
+// The `agent` object of a conversation (create body and answers).
+QJsonObject agentSchema()
+{
+    const QJsonObject llm{
+        {u"type"_s, u"object"_s},
+        {u"properties"_s,
+         QJsonObject{
+             {u"base_url"_s, typed(u"string"_s, u"OpenAI-compatible base URL, e.g. .../v1"_s)},
+             {u"model"_s, typed(u"string"_s)},
+             {u"api_key"_s, typed(u"string"_s, u"Write-only: kept in memory, answered as "
+                                               "\"********\""_s)},
+             {u"stream"_s, typed(u"boolean"_s)},
+             {u"timeout"_s, typed(u"number"_s, u"Seconds per model request"_s)},
+             {u"max_retries"_s, typed(u"integer"_s)},
+             {u"retry_delay"_s, typed(u"number"_s, u"Seconds, doubled per retry"_s)},
+             {u"max_retry_delay"_s, typed(u"number"_s)}}}};
+    return {{u"type"_s, u"object"_s},
+            {u"required"_s, QJsonArray{u"kind"_s}},
+            {u"properties"_s,
+             QJsonObject{
+                 {u"kind"_s, QJsonObject{{u"type"_s, u"string"_s},
+                                         {u"enum"_s, QJsonArray{u"shell"_s, u"echo"_s, u"llm"_s}}}},
+                 {u"llm"_s, llm},
+                 {u"system_prompt"_s, typed(u"string"_s)},
+                 {u"max_iterations"_s, typed(u"integer"_s)},
+                 {u"max_context_tokens"_s, typed(u"integer"_s)}}}};
+}
+
 QString operationId(const Router::Route &route)
 {
     QString id = QString::fromLatin1(Router::methodName(route.method)).toLower();
@@ -84,12 +120,24 @@ QJsonObject OpenApiController::document(const Router &router, const QString &ver
              {u"schemas"_s,
               QJsonObject{
                   {u"Error"_s,
+                   QJsonObject{{u"type"_s, u"object"_s},
+                               {u"required"_s, QJsonArray{u"detail"_s, u"code"_s}},
+                               {u"properties"_s,
+                                QJsonObject{{u"detail"_s, QJsonObject{{u"type"_s, u"string"_s}}},
+                                            {u"code"_s, QJsonObject{{u"type"_s, u"string"_s}}}}}}},
+                  {u"Agent"_s, agentSchema()},
+                  {u"TransientFrame"_s,
                    QJsonObject{
+                       {u"description"_s,
+                        u"WebSocket only: a streamed text delta of an llm agent; never stored, "
+                        "no seq"_s},
                        {u"type"_s, u"object"_s},
-                       {u"required"_s, QJsonArray{u"detail"_s, u"code"_s}},
                        {u"properties"_s,
-                        QJsonObject{{u"detail"_s, QJsonObject{{u"type"_s, u"string"_s}}},
-                                    {u"code"_s, QJsonObject{{u"type"_s, u"string"_s}}}}}}}}},
+                        QJsonObject{{u"type"_s, typed(u"string"_s, u"\"transient\""_s)},
+                                    {u"kind"_s, typed(u"string"_s, u"\"MessageDelta\""_s)},
+                                    {u"conversation_id"_s, typed(u"string"_s)},
+                                    {u"role"_s, typed(u"string"_s)},
+                                    {u"delta"_s, typed(u"string"_s)}}}}}}},
              {u"securitySchemes"_s,
               QJsonObject{
                   {u"sessionApiKey"_s, QJsonObject{{u"type"_s, u"apiKey"_s},

@@ -27,6 +27,13 @@ QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
     process->setProcessChannelMode(QProcess::MergedChannels);
     process->setWorkingDirectory(request.workingDir);
     process->setStandardInputFile(QProcess::nullDevice());
+    // The server's own settings (the llm API key among them) are not the command's business.
+    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+    for (const QString &name : environment.keys()) {
+        if (name.startsWith(u"AGENTDECK_"_s))
+            environment.remove(name);
+    }
+    process->setProcessEnvironment(environment);
     // A process group of its own, so that an interrupt stops the command's children too; and
     // bash dies with the server (its children may not: use the local runtime for that).
     process->setChildProcessModifier([] {

@@ -15,8 +15,9 @@ namespace {
 const QString ConversationColumns =
     u"id, title, tags, created_at, updated_at, archived_at, execution_status, agent_kind, "
     "working_dir, workspace_owned, always_confirm, event_count, last_event_at, "
-    "runtime_error_code, runtime_error_message, runtime_expired_at"_s;
-// Several replicas: the owner of a live lease, whose replica holds the runtime.
+    "runtime_error_code, runtime_error_message, runtime_expired_at, agent_config, prompt_tokens, "
+    "completion_tokens, llm_requests, llm_retries"_s;
+// Several replicas: the owner of a live lease, whose replica holds the runtime (column 21).
 const QString LiveLeaseOwnerColumn =
     u", CASE WHEN lease_expires_at > agentdeck_now_ms() THEN lease_owner END"_s;
 
@@ -46,7 +47,7 @@ QString tagsToJson(const QMap<QString, QString> &tags)
 }
 
 // `instance`: this process's lease owner name when several replicas share the catalog; the
-// row then has LiveLeaseOwnerColumn at 16.
+// row then has LiveLeaseOwnerColumn at 21.
 ConversationInfo conversationFromRow(const QSqlQuery &q, const QString &instance)
 {
     ConversationInfo info;
@@ -68,7 +69,13 @@ ConversationInfo conversationFromRow(const QSqlQuery &q, const QString &instance
     info.alwaysConfirm = q.value(10).toBool();
     info.eventCount = q.value(11).toLongLong();
     info.lastEventAt = optionalTime(q.value(12));
-    const QString owner = instance.isEmpty() ? QString() : q.value(16).toString();
+    if (const QString config = q.value(16).toString(); !config.isEmpty())
+        info.agentConfig = QJsonDocument::fromJson(config.toUtf8()).object();
+    info.promptTokens = q.value(17).toLongLong();
+    info.completionTokens = q.value(18).toLongLong();
+    info.llmRequests = q.value(19).toLongLong();
+    info.llmRetries = q.value(20).toLongLong();
+    const QString owner = instance.isEmpty() ? QString() : q.value(21).toString();
     if (!q.value(15).isNull()) {
         info.runtime = {RuntimeStatus::Missing, false,
                         RuntimeError{u"runtime_expired"_s,
@@ -200,8 +207,8 @@ void ConversationStore::insert(const ConversationInfo &info)
     m_cache.remove(info.id);
     QSqlQuery &q = m_db.prepared(
         u"INSERT INTO conversations (id, title, tags, created_at, updated_at, archived_at, "
-        "execution_status, agent_kind, working_dir, workspace_owned, always_confirm) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"_s);
+        "execution_status, agent_kind, working_dir, workspace_owned, always_confirm, agent_config) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"_s);
     q.addBindValue(toWireId(info.id));
     q.addBindValue(info.title);
     q.addBindValue(tagsToJson(info.tags));
@@ -213,6 +220,27 @@ void ConversationStore::insert(const ConversationInfo &info)
     q.addBindValue(info.workingDir);
     q.addBindValue(int(info.workspaceOwnedByServer));
     q.addBindValue(int(info.alwaysConfirm));
+    q.addBindValue(info.agentConfig.isEmpty()
+                       ? QVariant(QMetaType(QMetaType::QString))
+                       : QVariant(QString::fromUtf8(
+                             QJsonDocument(info.agentConfig).toJson(QJsonDocument::Compact))));
+    m_db.exec(q);
+}
+
+void ConversationStore::addUsage(const QUuid &id, const LlmUsage &usage)
+{
+    if (usage.isEmpty())
+        return;
+    m_cache.remove(id);
+    QSqlQuery &q =
+        m_db.prepared(u"UPDATE conversations SET prompt_tokens = prompt_tokens + ?, "
+                      "completion_tokens = completion_tokens + ?, llm_requests = llm_requests + ?, "
+                      "llm_retries = llm_retries + ? WHERE id = ?"_s);
+    q.addBindValue(usage.promptTokens);
+    q.addBindValue(usage.completionTokens);
+    q.addBindValue(usage.requests);
+    q.addBindValue(usage.retries);
+    q.addBindValue(toWireId(id));
     m_db.exec(q);
 }
 

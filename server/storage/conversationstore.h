@@ -48,6 +48,19 @@ struct ExpiryCandidate
     bool workspaceOwned = false;
 };
 
+// Language model usage of one agent step, added to the conversation's counters.
+struct LlmUsage
+{
+    qint64 promptTokens = 0;
+    qint64 completionTokens = 0;
+    qint64 requests = 0;
+    qint64 retries = 0;
+    bool isEmpty() const
+    {
+        return promptTokens == 0 && completionTokens == 0 && requests == 0 && retries == 0;
+    }
+};
+
 // Field updates of PATCH; unset fields are left as they are.
 struct ConversationUpdate
 {
@@ -89,6 +102,8 @@ public:
     // Sets archived_at (keeping an earlier one) or clears it. False when the row is gone.
     bool setArchived(const QUuid &id, std::optional<qint64> archivedAtMs);
     void setRuntimeError(const QUuid &id, const std::optional<RuntimeError> &error);
+    // Adds an agent step's language model usage to the conversation's stats.
+    void addUsage(const QUuid &id, const LlmUsage &usage);
 
     // Retention: rows to expire (inactive, not running or waiting) and rows whose expiry was
     // marked but whose files were not all deleted yet.

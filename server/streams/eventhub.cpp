@@ -29,6 +29,17 @@ void EventHub::publish(const QUuid &conversationId, qint64 seq, const QByteArray
         subscriber->deliver(seq, frame, json.size());
 }
 
+void EventHub::publishTransient(const QUuid &conversationId, const QByteArray &json)
+{
+    const auto it = m_subscribers.constFind(conversationId);
+    if (it == m_subscribers.cend())
+        return;
+    const QList<EventSubscriber *> subscribers = *it;
+    const QString frame = QString::fromUtf8(json);
+    for (EventSubscriber *subscriber : subscribers)
+        subscriber->deliverTransient(frame, json.size());
+}
+
 qsizetype EventHub::subscriberCount(const QUuid &conversationId) const
 {
     return m_subscribers.value(conversationId).size();

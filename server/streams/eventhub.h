@@ -15,6 +15,9 @@ public:
     // `frame` is the event's JSON as text, converted once for every subscriber; `bytes` is its
     // UTF-8 size.
     virtual void deliver(qint64 seq, const QString &frame, qint64 bytes) = 0;
+    // A transient frame (a streamed text delta): not stored, no seq. Live subscribers only; one
+    // that cannot take it now may drop it.
+    virtual void deliverTransient(const QString &, qint64) {}
 };
 
 // Fans committed events out to the subscribers of their conversation.
@@ -24,6 +27,7 @@ public:
     void subscribe(const QUuid &conversationId, EventSubscriber *subscriber);
     void unsubscribe(const QUuid &conversationId, EventSubscriber *subscriber);
     void publish(const QUuid &conversationId, qint64 seq, const QByteArray &json);
+    void publishTransient(const QUuid &conversationId, const QByteArray &json);
     qsizetype subscriberCount(const QUuid &conversationId) const;
     QList<QUuid> subscribedConversations() const { return m_subscribers.keys(); }
 

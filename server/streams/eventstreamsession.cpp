@@ -166,6 +166,16 @@ bool EventStreamSession::catchUp(qint64 untilSeq)
     return m_lastSeq == untilSeq;
 }
 
+void EventStreamSession::deliverTransient(const QString &frame, qint64 bytes)
+{
+    // Deltas are a courtesy: a socket replaying or behind on its budget skips them rather than
+    // being closed for them. The stored message follows anyway.
+    if (m_state != State::Live ||
+        m_unsentBytes + frameSize(bytes) > m_context.settings.sendBudgetBytes / 2)
+        return;
+    send(frame, bytes);
+}
+
 bool EventStreamSession::send(const QString &frame, qint64 bytes)
 {
     const qint64 size = frameSize(bytes);

@@ -31,6 +31,7 @@ public:
     QUuid conversationId() const { return m_id; }
     void closeWith(int code, const QString &reason);
     void deliver(qint64 seq, const QString &frame, qint64 bytes) override;
+    void deliverTransient(const QString &frame, qint64 bytes) override;
 
 Q_SIGNALS:
     void finished(AgentDeck::EventStreamSession *session);

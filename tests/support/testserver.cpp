@@ -73,6 +73,9 @@ bool TestServer::start()
     config.runtimeRetention = m_options.runtimeRetention;
     config.retentionInterval = m_options.retentionInterval;
     config.sandboxIdleTimeout = m_options.sandboxIdleTimeout;
+    config.llmBaseUrl = m_options.llmBaseUrl;
+    config.llmModel = m_options.llmModel;
+    config.llmApiKey = m_options.llmApiKey;
     // Real sandboxes need the real binary (ctest passes it); without it, commands run in-process.
     config.sandboxProgram = qEnvironmentVariable("AGENTDECK_BINARY");
     config.runtime = config.sandboxProgram.isEmpty() || m_options.inProcessRuntime

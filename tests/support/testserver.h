@@ -22,6 +22,10 @@ struct TestServerOptions
     std::chrono::milliseconds sandboxIdleTimeout{30 * 60 * 1000};
     ServerParts parts;
     QString dataDir; // empty: a fresh temporary dir
+    // Server-wide llm agent defaults.
+    QString llmBaseUrl;
+    QString llmModel;
+    QString llmApiKey;
 };
 
 // An in-process server on a free loopback port with its own data dir, and a client for it.

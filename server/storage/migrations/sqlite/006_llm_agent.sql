@@ -1,0 +1,6 @@
+-- The agent's settings (JSON, never a secret) and language model usage counters.
+ALTER TABLE conversations ADD COLUMN agent_config TEXT;
+ALTER TABLE conversations ADD COLUMN prompt_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE conversations ADD COLUMN completion_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE conversations ADD COLUMN llm_requests INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE conversations ADD COLUMN llm_retries INTEGER NOT NULL DEFAULT 0;

@@ -153,7 +153,7 @@ QCoro::Task<> ConversationRunner::loop()
             const AgentStep step = co_await std::move(decision);
             if (m_abandoned)
                 break;
-            m_store.addUsage(m_id, step.usage);
+            m_store.addUsage(m_id, step.usage, m_lease);
             switch (step.kind) {
             case AgentStep::Kind::RunCommand:
                 m_log.append(m_id, {Event::action(u"bash"_s, step.text)}, std::nullopt, &m_lease);

@@ -227,21 +227,28 @@ void ConversationStore::insert(const ConversationInfo &info)
     m_db.exec(q);
 }
 
-void ConversationStore::addUsage(const QUuid &id, const LlmUsage &usage)
+void ConversationStore::addUsage(const QUuid &id, const LlmUsage &usage, const LeaseToken &fence)
 {
     if (usage.isEmpty())
         return;
     m_cache.remove(id);
+    // Fenced like every write of a run: a zombie's usage is not counted.
     QSqlQuery &q =
         m_db.prepared(u"UPDATE conversations SET prompt_tokens = prompt_tokens + ?, "
                       "completion_tokens = completion_tokens + ?, llm_requests = llm_requests + ?, "
-                      "llm_retries = llm_retries + ? WHERE id = ?"_s);
+                      "llm_retries = llm_retries + ? WHERE id = ? AND lease_owner = ? "
+                      "AND lease_epoch = ?"_s);
     q.addBindValue(usage.promptTokens);
     q.addBindValue(usage.completionTokens);
     q.addBindValue(usage.requests);
     q.addBindValue(usage.retries);
     q.addBindValue(toWireId(id));
+    q.addBindValue(fence.owner);
+    q.addBindValue(fence.epoch);
     m_db.exec(q);
+    if (q.numRowsAffected() == 0)
+        throw LeaseLostError("conversation " + toWireId(id).toStdString() +
+                             " is no longer held at epoch " + std::to_string(fence.epoch));
 }
 
 std::optional<ConversationInfo> ConversationStore::find(const QUuid &id)

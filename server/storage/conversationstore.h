@@ -103,7 +103,7 @@ public:
     bool setArchived(const QUuid &id, std::optional<qint64> archivedAtMs);
     void setRuntimeError(const QUuid &id, const std::optional<RuntimeError> &error);
     // Adds an agent step's language model usage to the conversation's stats.
-    void addUsage(const QUuid &id, const LlmUsage &usage);
+    void addUsage(const QUuid &id, const LlmUsage &usage, const LeaseToken &fence);
 
     // Retention: rows to expire (inactive, not running or waiting) and rows whose expiry was
     // marked but whose files were not all deleted yet.

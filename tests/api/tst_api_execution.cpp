@@ -1,4 +1,5 @@
 // Execution over real HTTP with the built-in agents and the in-server process runtime.
+#include "testevents.h"
 #include "testserver.h"
 
 #include <QDir>
@@ -18,16 +19,6 @@ QJsonObject shell(const QString &command, bool run = true, bool confirm = false)
     if (confirm)
         body.insert(u"confirmation_policy"_s, QJsonObject{{u"kind"_s, u"AlwaysConfirm"_s}});
     return body;
-}
-
-QList<QJsonObject> ofKind(const QList<QJsonObject> &events, const QString &kind)
-{
-    QList<QJsonObject> found;
-    for (const QJsonObject &event : events) {
-        if (event.value(u"kind"_s).toString() == kind)
-            found.append(event);
-    }
-    return found;
 }
 
 QJsonObject observationOf(const QJsonObject &event)

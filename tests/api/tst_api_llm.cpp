@@ -1,5 +1,6 @@
 // The llm agent over real HTTP, against a scripted OpenAI-compatible server (FakeLlmServer).
 #include "fakellmserver.h"
+#include "testevents.h"
 #include "testserver.h"
 
 #include <QDir>
@@ -29,16 +30,6 @@ void captureMessages(QtMsgType type, const QMessageLogContext &context, const QS
     g_log.append(QString::fromLatin1(context.category ? context.category : "") + u": "_s + message);
     if (type != QtDebugMsg && type != QtInfoMsg && g_previousHandler)
         g_previousHandler(type, context, message);
-}
-
-QList<QJsonObject> ofKind(const QList<QJsonObject> &events, const QString &kind)
-{
-    QList<QJsonObject> found;
-    for (const QJsonObject &event : events) {
-        if (event.value(u"kind"_s).toString() == kind)
-            found.append(event);
-    }
-    return found;
 }
 
 QString outputOf(const QJsonObject &observation)

@@ -19,6 +19,7 @@
 #include <QTest>
 
 #include "serverprocess.h"
+#include "testevents.h"
 #include <QUrlQuery>
 #include <QUuid>
 
@@ -49,16 +50,6 @@ bool seqsAreGapless(const QList<QJsonObject> &events, QString *problem)
         }
     }
     return true;
-}
-
-QList<QJsonObject> ofKind(const QList<QJsonObject> &events, const QString &kind)
-{
-    QList<QJsonObject> found;
-    for (const QJsonObject &event : events) {
-        if (event.value(u"kind"_s).toString() == kind)
-            found.append(event);
-    }
-    return found;
 }
 
 // One `agentdeck --headless` subprocess and an HTTP client for it.

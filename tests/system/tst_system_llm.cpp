@@ -2,6 +2,7 @@
 // recovered after a restart, and a fresh agent continues from the stored history.
 #include "fakellmserver.h"
 #include "serverprocess.h"
+#include "testevents.h"
 
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -12,16 +13,6 @@ using namespace AgentDeck::Testing;
 namespace {
 
 const QByteArray Key = "sk-system-test-5d2e-never-logged";
-
-QList<QJsonObject> ofKind(const QList<QJsonObject> &events, const QString &kind)
-{
-    QList<QJsonObject> found;
-    for (const QJsonObject &event : events) {
-        if (event.value(u"kind"_s).toString() == kind)
-            found.append(event);
-    }
-    return found;
-}
 
 } // namespace
 

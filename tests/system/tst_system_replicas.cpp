@@ -114,6 +114,23 @@ private:
         return id;
     }
 
+    // Opens the event stream of `id` on `replica`, collecting the seqs of its frames.
+    bool openStream(QWebSocket &socket, ServerProcess &replica, const QUuid &id,
+                    const QString &query, QList<qint64> *seqs)
+    {
+        connect(&socket, &QWebSocket::textMessageReceived, this, [seqs](const QString &frame) {
+            seqs->append(
+                QJsonDocument::fromJson(frame.toUtf8()).object().value(u"seq"_s).toInteger());
+        });
+        QUrl url = replica.url();
+        url.setScheme(u"ws"_s);
+        url.setPath(u"/sockets/events/"_s + wireId(id));
+        url.setQuery(query);
+        QSignalSpy connected(&socket, &QWebSocket::connected);
+        socket.open(url);
+        return connected.wait(10'000);
+    }
+
 private Q_SLOTS:
     void initTestCase()
     {
@@ -446,17 +463,7 @@ private Q_SLOTS:
 
         QWebSocket socket;
         QList<qint64> seqs;
-        connect(&socket, &QWebSocket::textMessageReceived, this, [&](const QString &frame) {
-            seqs.append(
-                QJsonDocument::fromJson(frame.toUtf8()).object().value(u"seq"_s).toInteger());
-        });
-        QUrl socketUrl = b.url();
-        socketUrl.setScheme(u"ws"_s);
-        socketUrl.setPath(u"/sockets/events/"_s + wireId(id));
-        socketUrl.setQuery(u"resend_all=true"_s);
-        QSignalSpy connected(&socket, &QWebSocket::connected);
-        socket.open(socketUrl);
-        QVERIFY(connected.wait(10'000));
+        QVERIFY(openStream(socket, b, id, u"resend_all=true"_s, &seqs));
 
         constexpr int Messages = 20;
         for (int i = 0; i < Messages; ++i)
@@ -490,16 +497,7 @@ private Q_SLOTS:
         QVERIFY(!id.isNull());
         QWebSocket socket;
         QList<qint64> seqs;
-        connect(&socket, &QWebSocket::textMessageReceived, this, [&](const QString &frame) {
-            seqs.append(
-                QJsonDocument::fromJson(frame.toUtf8()).object().value(u"seq"_s).toInteger());
-        });
-        QUrl socketUrl = b.url();
-        socketUrl.setScheme(u"ws"_s);
-        socketUrl.setPath(u"/sockets/events/"_s + wireId(id));
-        QSignalSpy connected(&socket, &QWebSocket::connected);
-        socket.open(socketUrl);
-        QVERIFY(connected.wait(10'000));
+        QVERIFY(openStream(socket, b, id, {}, &seqs));
 
         QString error;
         QVERIFY2(m_cluster.restart(&error), qPrintable(error));

@@ -17,8 +17,18 @@ QString EventListModel::textOf(const Event &event)
 {
     if (event.kind == EventKind::Message)
         return event.messageText();
-    if (event.kind == EventKind::Action)
-        return event.fields.value(u"action"_s).toObject().value(u"command"_s).toString();
+    if (event.kind == EventKind::Action) {
+        // A command as it ran; another tool as its name and what it works on.
+        const QJsonObject action = event.fields.value(u"action"_s).toObject();
+        if (action.contains(u"command"_s))
+            return action.value(u"command"_s).toString();
+        const QString tool = event.fields.value(u"tool_name"_s).toString();
+        if (action.contains(u"path"_s))
+            return tool + u' ' + action.value(u"path"_s).toString();
+        if (action.contains(u"message"_s))
+            return tool + u": "_s + action.value(u"message"_s).toString();
+        return tool;
+    }
     if (event.kind == EventKind::Observation)
         return event.fields.value(u"observation"_s).toObject().value(u"output"_s).toString();
     if (event.kind == EventKind::AgentError)

@@ -15,11 +15,17 @@ Availability no(const QString &reason)
 }
 } // namespace
 
+bool isHeldElsewhere(const ConversationInfo &info)
+{
+    return info.runtime.error && info.runtime.error->code == u"held_by_other_replica"_s;
+}
+
 bool isStale(const ConversationInfo &info)
 {
     if (info.executionStatus == ExecutionStatus::Stuck)
         return true;
-    return info.executionStatus == ExecutionStatus::Running &&
+    // Another replica runs it: live, only not here.
+    return info.executionStatus == ExecutionStatus::Running && !isHeldElsewhere(info) &&
            info.runtime.status != RuntimeStatus::Available &&
            info.runtime.status != RuntimeStatus::Starting;
 }
@@ -33,9 +39,12 @@ bool needsAttention(const ConversationInfo &info)
 {
     if (info.isArchived())
         return false;
-    return isStale(info) || info.executionStatus == ExecutionStatus::Error ||
-           info.executionStatus == ExecutionStatus::WaitingForConfirmation ||
-           (info.runtime.error.has_value() && !isExpired(info)) ||
+    if (isStale(info) || info.executionStatus == ExecutionStatus::Error ||
+        info.executionStatus == ExecutionStatus::WaitingForConfirmation)
+        return true;
+    if (isHeldElsewhere(info))
+        return false;
+    return (info.runtime.error.has_value() && !isExpired(info)) ||
            info.runtime.status == RuntimeStatus::OwnershipLost;
 }
 
@@ -45,6 +54,8 @@ Availability canRecover(const ConversationInfo &info)
         return no(u"Archived: unarchive it first"_s);
     if (isExpired(info))
         return no(u"The runtime expired; its workspace is gone"_s);
+    if (isHeldElsewhere(info))
+        return no(info.runtime.error->message + u"; act on it there"_s);
     if (isStale(info) || info.executionStatus == ExecutionStatus::Paused ||
         info.executionStatus == ExecutionStatus::Error)
         return yes();
@@ -111,7 +122,7 @@ QString runtimeLabel(const ConversationInfo &info)
     case RuntimeStatus::Error:
         return u"error"_s;
     case RuntimeStatus::OwnershipLost:
-        return u"ownership lost"_s;
+        return isHeldElsewhere(info) ? u"on another replica"_s : u"ownership lost"_s;
     }
     return {};
 }

@@ -11,6 +11,8 @@ namespace AgentDeck::Lifecycle {
 bool isStale(const ConversationInfo &info);
 // The runtime expired: history stays, the workspace is gone, nothing can run again.
 bool isExpired(const ConversationInfo &info);
+// Another replica holds the conversation's lease (and its runtime): not this server's concern.
+bool isHeldElsewhere(const ConversationInfo &info);
 // Something an operator should look at: stale, failed, waiting for a decision, runtime error.
 bool needsAttention(const ConversationInfo &info);
 

@@ -181,6 +181,39 @@ private Q_SLOTS:
         QCOMPARE(Lifecycle::runtimeLabel(info), u"expired"_s);
     }
 
+    // The timeline shows a command as it ran and another tool by name and target.
+    void actionsReadAsWhatTheyDo()
+    {
+        QCOMPARE(EventListModel::textOf(Event::action(u"bash"_s, u"ls -l"_s)), u"ls -l"_s);
+        QCOMPARE(EventListModel::textOf(Event::toolCall(
+                     u"write_file"_s, u"call_1"_s,
+                     QJsonObject{{u"path"_s, u"fib.py"_s}, {u"content"_s, u"print(1)"_s}})),
+                 u"write_file fib.py"_s);
+        QCOMPARE(EventListModel::textOf(Event::toolCall(u"finish"_s, u"call_2"_s,
+                                                        QJsonObject{{u"message"_s, u"done"_s}})),
+                 u"finish: done"_s);
+    }
+
+    // Seen through one replica, a run on another is live, not stale, and not this one's to fix.
+    void runsOnOtherReplicasAreNotStale()
+    {
+        ConversationInfo info = conversation(u"c"_s, ExecutionStatus::Running);
+        info.runtime = {
+            RuntimeStatus::OwnershipLost, false,
+            RuntimeError{u"held_by_other_replica"_s, u"The conversation runs on replica alpha"_s}};
+        QVERIFY(Lifecycle::isHeldElsewhere(info));
+        QVERIFY(!Lifecycle::isStale(info));
+        QVERIFY(!Lifecycle::needsAttention(info));
+        QVERIFY(!Lifecycle::canRecover(info).enabled);
+        QVERIFY(Lifecycle::canRecover(info).reason.contains(u"alpha"_s));
+        QVERIFY(!Lifecycle::canRun(info).enabled);
+        QVERIFY(Lifecycle::canPause(info).enabled);
+        QCOMPARE(Lifecycle::runtimeLabel(info), u"on another replica"_s);
+        // Losing ownership of one's own run still needs an operator.
+        info.runtime.error = RuntimeError{u"sandbox_lost"_s, u"gone"_s};
+        QVERIFY(Lifecycle::needsAttention(info));
+    }
+
     // One live update must not scale with the model's size; loading does.
     void benchmarkOneUpdate_data()
     {

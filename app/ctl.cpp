@@ -43,6 +43,7 @@ Commands:
   delete ID [--yes]     delete it, its history and its server-owned workspace; asks for y on a
                         terminal, refuses without --yes otherwise
   send ID TEXT [--run]  send TEXT as a user message; --run also starts or continues the run
+  replicas [--json]     the servers sharing this catalog: heartbeat, liveness, what each runs
 
 ID is a conversation UUID, dashed or 32 hex digits.
 
@@ -118,7 +119,8 @@ enum class Command
     Recover,
     Reprovision,
     Delete,
-    Send
+    Send,
+    Replicas
 };
 
 struct CommandSpec
@@ -142,6 +144,7 @@ const QList<CommandSpec> &commandSpecs()
         {"reprovision"_L1, Command::Reprovision, true, false, {u"json"_s}},
         {"delete"_L1, Command::Delete, true, false, {u"yes"_s, u"json"_s}},
         {"send"_L1, Command::Send, true, true, {u"run"_s, u"json"_s}},
+        {"replicas"_L1, Command::Replicas, false, false, {u"json"_s}},
     };
     return specs;
 }
@@ -330,6 +333,35 @@ public:
             co_return CtlExit::Ok;
         }
         writeOut(CtlFormat::conversationTable(conversations));
+        co_return CtlExit::Ok;
+    }
+
+    QCoro::Task<int> replicas()
+    {
+        auto getting = m_connection.get(u"/api/replicas"_s);
+        const ApiReply reply = co_await std::move(getting);
+        if (!reply.ok())
+            co_return fail(reply);
+        if (m_invocation.json) {
+            printJson(reply.json);
+            co_return CtlExit::Ok;
+        }
+        QList<QStringList> rows;
+        for (const QJsonValue &value : reply.json.toArray()) {
+            const QJsonObject replica = value.toObject();
+            const QString state = !replica.value(u"stopped_at"_s).isNull() ? u"stopped"_s
+                                  : replica.value(u"alive"_s).toBool()     ? u"alive"_s
+                                                                           : u"silent"_s;
+            rows.append({replica.value(u"id"_s).toString() +
+                             (replica.value(u"is_self"_s).toBool() ? u" *"_s : QString()),
+                         state,
+                         QString::number(replica.value(u"owned_conversations"_s).toInteger()),
+                         CtlFormat::shortTime(QDateTime::fromString(
+                             replica.value(u"last_heartbeat_at"_s).toString(), Qt::ISODateWithMs)),
+                         replica.value(u"advertise_url"_s).toString()});
+        }
+        writeOut(CtlFormat::alignedTable(
+            {u"REPLICA"_s, u"STATE"_s, u"RUNS"_s, u"LAST HEARTBEAT"_s, u"URL"_s}, rows));
         co_return CtlExit::Ok;
     }
 
@@ -562,6 +594,8 @@ int run(const Invocation &invocation)
         return runDelete(ctl, invocation);
     case Command::Send:
         return QCoro::waitFor(ctl.send());
+    case Command::Replicas:
+        return QCoro::waitFor(ctl.replicas());
     }
     return CtlExit::Failed;
 }

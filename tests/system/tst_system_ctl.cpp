@@ -348,6 +348,32 @@ private Q_SLOTS:
         QCOMPARE(result.json(), server.conversation(id));
     }
 
+    // replicas: this server among the replicas of its catalog, marked as the one answering.
+    void replicasInBothModes()
+    {
+        ServerProcess &server = launch({u"--replica-id"_s, u"ctl-replica"_s});
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        CtlResult result = ctl(server, {u"replicas"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY2(QRegularExpression(u"^REPLICA +STATE +RUNS +LAST HEARTBEAT +URL$"_s,
+                                    QRegularExpression::MultilineOption)
+                     .match(result.out)
+                     .hasMatch(),
+                 qPrintable(result.out));
+        QVERIFY2(QRegularExpression(u"^ctl-replica \\* +alive +0 +\\S+ +%1$"_s.arg(
+                                        QRegularExpression::escape(server.urlText())),
+                                    QRegularExpression::MultilineOption)
+                     .match(result.out)
+                     .hasMatch(),
+                 qPrintable(result.out));
+
+        result = ctl(server, {u"replicas"_s, u"--json"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        const QJsonArray replicas = QJsonDocument::fromJson(result.out.toUtf8()).array();
+        QCOMPARE(replicas.size(), 1);
+        QCOMPARE(replicas[0].toObject().value(u"id"_s).toString(), u"ctl-replica"_s);
+    }
+
     // events: one line per event for people, the API's event objects (one per line) with --json.
     void eventsInBothModes()
     {

@@ -88,9 +88,9 @@ std::unique_ptr<Database> Database::openSqlite(const QString &path, QString *err
                                                const Clock *clock)
 {
     const QString name = u"agentdeck-"_s + QUuid::createUuid().toString(QUuid::WithoutBraces);
-    QSqlDatabase db = QSqlDatabase::addDatabase(u"QSQLITE"_s, name);
-    db.setDatabaseName(path);
-    std::unique_ptr<Database> database(new Database(db, Dialect::Sqlite));
+    std::unique_ptr<Database> database(
+        new Database(QSqlDatabase::addDatabase(u"QSQLITE"_s, name), Dialect::Sqlite));
+    database->m_db.setDatabaseName(path);
     if (!database->m_db.open()) {
         *error = u"cannot open database %1: %2"_s.arg(path, database->m_db.lastError().text());
         return nullptr;
@@ -133,7 +133,10 @@ std::unique_ptr<Database> Database::openPostgres(const QUrl &url, QString *error
         return nullptr;
     }
     const QString name = u"agentdeck-"_s + QUuid::createUuid().toString(QUuid::WithoutBraces);
-    QSqlDatabase db = QSqlDatabase::addDatabase(u"QPSQL"_s, name);
+    // The only handle of the connection is the Database's, so that closing it can remove it.
+    std::unique_ptr<Database> database(
+        new Database(QSqlDatabase::addDatabase(u"QPSQL"_s, name), Dialect::Postgres));
+    QSqlDatabase &db = database->m_db;
     db.setHostName(url.host());
     db.setPort(url.port(5432));
     db.setDatabaseName(url.path().mid(1));
@@ -142,11 +145,11 @@ std::unique_ptr<Database> Database::openPostgres(const QUrl &url, QString *error
     // Notices ("relation already exists, skipping") would go to stderr unasked.
     db.setConnectOptions(u"connect_timeout=10;application_name=agentdeck;"
                          "options='-c client_min_messages=warning'"_s);
-    std::unique_ptr<Database> database(new Database(db, Dialect::Postgres));
     // Never echo the password back: the URL is printed without it.
     const QString shown = url.toString(QUrl::RemovePassword);
     if (!database->m_db.open()) {
-        *error = u"cannot connect to %1: %2"_s.arg(shown, database->m_db.lastError().text());
+        *error = u"cannot connect to %1: %2"_s.arg(
+            shown, database->m_db.lastError().databaseText().simplified());
         return nullptr;
     }
     if (migrations == Migrations::Run && !database->migrate(error))

@@ -198,8 +198,8 @@ void ConversationStore::insert(const ConversationInfo &info)
 
 std::optional<ConversationInfo> ConversationStore::find(const QUuid &id)
 {
-    if (const ConversationInfo *cached = m_cache.object(id))
-        return *cached;
+    if (const CachedRow *cached = m_cache.object(id))
+        return cached->info;
     QSqlQuery &q =
         m_db.prepared(u"SELECT "_s + ConversationColumns + u" FROM conversations WHERE id = ?"_s);
     q.addBindValue(toWireId(id));
@@ -209,8 +209,33 @@ std::optional<ConversationInfo> ConversationStore::find(const QUuid &id)
         info = conversationFromRow(q);
     q.finish();
     if (info && m_cache.maxCost() > 0)
-        m_cache.insert(id, new ConversationInfo(*info));
+        m_cache.insert(id, new CachedRow{*info, {}, {}});
     return info;
+}
+
+std::optional<QByteArray>
+ConversationStore::findJson(const QUuid &id,
+                            const std::function<RuntimeInfo(const ConversationInfo &)> &runtimeOf)
+{
+    CachedRow *row = m_cache.object(id);
+    if (!row) {
+        std::optional<ConversationInfo> info = find(id);
+        if (!info)
+            return std::nullopt;
+        row = m_cache.object(id);
+        if (!row) { // no cache
+            info->runtime = runtimeOf(*info);
+            return info->toJsonBytes();
+        }
+    }
+    RuntimeInfo runtime = runtimeOf(row->info);
+    if (row->json.isEmpty() || runtime != row->jsonRuntime) {
+        ConversationInfo described = row->info;
+        described.runtime = runtime;
+        row->json = described.toJsonBytes();
+        row->jsonRuntime = std::move(runtime);
+    }
+    return row->json;
 }
 
 QList<std::optional<ConversationInfo>> ConversationStore::findMany(const QList<QUuid> &ids)

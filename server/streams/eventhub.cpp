@@ -1,5 +1,7 @@
 #include "eventhub.h"
 
+#include "websocketconnection.h"
+
 namespace AgentDeck {
 
 void EventHub::subscribe(const QUuid &conversationId, EventSubscriber *subscriber)
@@ -24,9 +26,9 @@ void EventHub::publish(const QUuid &conversationId, qint64 seq, const QByteArray
         return;
     // A copy: a subscriber may unsubscribe itself (slow consumer) while we iterate.
     const QList<EventSubscriber *> subscribers = *it;
-    const QString frame = QString::fromUtf8(json);
+    const QByteArray frame = WebSocketConnection::textFrame(json);
     for (EventSubscriber *subscriber : subscribers)
-        subscriber->deliver(seq, frame, json.size());
+        subscriber->deliver(seq, frame);
 }
 
 qsizetype EventHub::subscriberCount(const QUuid &conversationId) const

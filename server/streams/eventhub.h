@@ -12,9 +12,9 @@ class EventSubscriber
 public:
     virtual ~EventSubscriber() = default;
     // Called right after the event's transaction committed. Must not block or re-enter the hub.
-    // `frame` is the event's JSON as text, converted once for every subscriber; `bytes` is its
-    // UTF-8 size.
-    virtual void deliver(qint64 seq, const QString &frame, qint64 bytes) = 0;
+    // `frame` is the event's JSON as a complete WebSocket text frame, built once and shared by
+    // every subscriber.
+    virtual void deliver(qint64 seq, const QByteArray &frame) = 0;
 };
 
 // Fans committed events out to the subscribers of their conversation.

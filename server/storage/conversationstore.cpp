@@ -6,6 +6,8 @@
 #include <QJsonDocument>
 #include <QSqlRecord>
 
+#include <memory>
+
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
@@ -437,7 +439,9 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
                                              std::optional<ExecutionStatus> status, qint64 nowMs,
                                              const LeaseToken *fence)
 {
-    m_cache.remove(id);
+    // Out of the cache while the transaction runs; back, updated, once it committed (the next
+    // message to the conversation then needs no read of its row).
+    std::unique_ptr<CachedRow> cached(m_cache.take(id));
     const QString wireId = toWireId(id);
     Transaction transaction(m_db);
     QSqlQuery &current = m_db.prepared(
@@ -491,6 +495,17 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
     row.addBindValue(wireId);
     m_db.exec(row);
     transaction.commit();
+    if (cached) {
+        ConversationInfo &info = cached->info;
+        info.eventCount = seq;
+        info.updatedAt = now;
+        if (!events.isEmpty())
+            info.lastEventAt = now;
+        if (status)
+            info.executionStatus = *status;
+        cached->json.clear();
+        m_cache.insert(id, cached.release());
+    }
     return stored;
 }
 

@@ -176,8 +176,9 @@ private Q_SLOTS:
             ++calls;
             return runtime;
         };
+        ConversationStore uncached(*m_db, 0); // reads the row itself every time
         const auto expected = [&] {
-            ConversationInfo described = *m_store->find(info.id);
+            ConversationInfo described = *uncached.find(info.id);
             described.runtime = runtime;
             return described.toJsonBytes();
         };
@@ -194,6 +195,9 @@ private Q_SLOTS:
         m_store->append(info.id, {Event::message(u"user"_s, u"user"_s, u"1"_s)},
                         ExecutionStatus::Finished, 50);
         QVERIFY(m_store->findJson(info.id, runtimeOf)->contains("\"event_count\":1"));
+        QCOMPARE(*m_store->findJson(info.id, runtimeOf), expected());
+        m_store->append(info.id, {Event::pause()}, std::nullopt, 55);
+        QVERIFY(m_store->findJson(info.id, runtimeOf)->contains("\"event_count\":2"));
         QCOMPARE(*m_store->findJson(info.id, runtimeOf), expected());
 
         m_store->update(info.id, {u"renamed"_s, std::nullopt}, 60);

@@ -7,6 +7,7 @@
 #include "http/apiauth.h"
 #include "http/apiserver.h"
 #include "http/controllers.h"
+#include "http/httplistener.h"
 #include "logging.h"
 #include "metrics.h"
 #include "runtime/localsandboxprovider.h"
@@ -173,12 +174,16 @@ bool AgentDeckServer::start(QString *error)
     ReplicaController::registerRoutes(d->router, *d->replicas, d->identity);
     OpenApiController::registerRoutes(d->router, d->identity.version);
 
+    // The listener hands WebSocket upgrades to the streams and everything else to the HTTP API.
+    auto *tcp = new HttpListener(d->http.get());
+    StreamSettings streamSettings;
+    streamSettings.sendBudgetBytes = m_config.streamBudgetBytes;
+    streamSettings.authTimeoutMs = m_config.streamAuthTimeoutMs;
+    streamSettings.maxMessageBytes = m_config.maxBodyBytes;
     d->streams = std::make_unique<EventStreams>(
-        *d->http, EventStreams::Context{
-                      *d->store, d->hub, *d->service, *d->auth, d->metrics,
-                      StreamSettings{m_config.streamBudgetBytes, m_config.streamAuthTimeoutMs}});
+        *tcp, EventStreams::Context{*d->store, d->hub, *d->service, *d->auth, d->metrics,
+                                    streamSettings});
 
-    auto *tcp = new QTcpServer(d->http.get());
     if (!tcp->listen(m_config.address, m_config.port)) {
         *error = u"cannot listen on %1:%2: %3"_s.arg(m_config.address.toString())
                      .arg(m_config.port)

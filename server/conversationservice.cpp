@@ -210,6 +210,15 @@ ConversationInfo ConversationService::get(const QUuid &id)
     return require(id);
 }
 
+QByteArray ConversationService::getJson(const QUuid &id)
+{
+    auto json = m_store.findJson(
+        id, [this](const ConversationInfo &info) { return m_runtimes.runtimeOf(info); });
+    if (!json)
+        throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
+    return *std::move(json);
+}
+
 QList<std::optional<ConversationInfo>> ConversationService::getMany(const QList<QUuid> &ids)
 {
     QList<std::optional<ConversationInfo>> found = m_store.findMany(ids);

@@ -47,6 +47,9 @@ public:
     // Returns the conversation and whether it was created (false: it existed already).
     QCoro::Task<std::pair<ConversationInfo, bool>> create(CreateConversationRequest request);
     ConversationInfo get(const QUuid &id);
+    // The same as get(id).toJsonBytes(), reusing the bytes while the row and its runtime info
+    // are unchanged (ConversationStore::findJson).
+    QByteArray getJson(const QUuid &id);
     QList<std::optional<ConversationInfo>> getMany(const QList<QUuid> &ids);
     ConversationPageResult search(const ConversationFilter &filter, ConversationSort sort,
                                   const QString &pageId, int limit);

@@ -129,7 +129,7 @@ void ConversationController::registerRoutes(Router &router, ConversationService 
     });
 
     router.add(Method::Get, item, [&service](const HttpRequest &request) {
-        return HttpResponse::rawJson(service.get(request.idArg(0)).toJsonBytes());
+        return HttpResponse::rawJson(service.getJson(request.idArg(0)));
     });
 
     router.add(Method::Patch, item, [&service](const HttpRequest &request) {

@@ -323,16 +323,19 @@ void LocalSandboxProvider::detachAll()
 
 void LocalSandboxProvider::describe(QList<ConversationInfo> &conversations) const
 {
-    for (ConversationInfo &info : conversations) {
-        if (info.runtime.error)
-            continue; // expired or failed: the row says so
-        if (m_starting.contains(info.id))
-            info.runtime = {RuntimeStatus::Starting, true, std::nullopt};
-        else if (m_live.contains(info.id))
-            info.runtime = {RuntimeStatus::Available, true, std::nullopt};
-        else
-            info.runtime = {RuntimeStatus::Missing, true, std::nullopt};
-    }
+    for (ConversationInfo &info : conversations)
+        info.runtime = runtimeOf(info);
+}
+
+RuntimeInfo LocalSandboxProvider::runtimeOf(const ConversationInfo &info) const
+{
+    if (info.runtime.error)
+        return info.runtime; // expired or failed: the row says so
+    if (m_starting.contains(info.id))
+        return {RuntimeStatus::Starting, true, std::nullopt};
+    if (m_live.contains(info.id))
+        return {RuntimeStatus::Available, true, std::nullopt};
+    return {RuntimeStatus::Missing, true, std::nullopt};
 }
 
 std::optional<qint64> LocalSandboxProvider::sandboxPid(const QUuid &id) const

@@ -69,6 +69,7 @@ public:
     QCoro::Task<RuntimeAcquisition> acquire(ConversationInfo conversation) override;
     void release(const QUuid &conversationId) override;
     void describe(QList<ConversationInfo> &conversations) const override;
+    RuntimeInfo runtimeOf(const ConversationInfo &conversation) const override;
     void interruptOrphan(const QUuid &conversationId) override;
     QString runtimeDirectory(const QUuid &conversationId) const override;
     void detachAll() override;

@@ -28,6 +28,10 @@ public:
     QCoro::Task<RuntimeAcquisition> acquire(ConversationInfo conversation) override;
     void release(const QUuid &conversationId) override;
     void describe(QList<ConversationInfo> &conversations) const override;
+    RuntimeInfo runtimeOf(const ConversationInfo &conversation) const override
+    {
+        return conversation.runtime;
+    }
 
 private:
     QHash<QUuid, std::weak_ptr<ProcessRuntime>> m_runtimes;

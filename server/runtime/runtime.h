@@ -51,6 +51,13 @@ public:
     virtual void release(const QUuid &conversationId) = 0;
     // Fills in runtime info for a page of conversations without touching the disk or a socket.
     virtual void describe(QList<ConversationInfo> &conversations) const = 0;
+    // The same for one conversation, returning its runtime info (GET by id).
+    virtual RuntimeInfo runtimeOf(const ConversationInfo &conversation) const
+    {
+        QList<ConversationInfo> one{conversation};
+        describe(one);
+        return one.first().runtime;
+    }
     // Stops a command a previous server left running in a sandbox this one adopted.
     virtual void interruptOrphan(const QUuid &) {}
     // Where the conversation's runtime keeps its files (sandbox home); empty when it keeps none.

@@ -6,6 +6,8 @@
 #include <QJsonDocument>
 #include <QSqlRecord>
 
+#include <memory>
+
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
@@ -253,8 +255,8 @@ void ConversationStore::addUsage(const QUuid &id, const LlmUsage &usage, const L
 
 std::optional<ConversationInfo> ConversationStore::find(const QUuid &id)
 {
-    if (const ConversationInfo *cached = m_cache.object(id))
-        return *cached;
+    if (const CachedRow *cached = m_cache.object(id))
+        return cached->info;
     QSqlQuery &q = m_db.prepared(u"SELECT "_s + columns() + u" FROM conversations WHERE id = ?"_s);
     q.addBindValue(toWireId(id));
     m_db.exec(q);
@@ -263,8 +265,33 @@ std::optional<ConversationInfo> ConversationStore::find(const QUuid &id)
         info = conversationFromRow(q, m_instance);
     q.finish();
     if (info && m_cache.maxCost() > 0)
-        m_cache.insert(id, new ConversationInfo(*info));
+        m_cache.insert(id, new CachedRow{*info, {}, {}});
     return info;
+}
+
+std::optional<QByteArray>
+ConversationStore::findJson(const QUuid &id,
+                            const std::function<RuntimeInfo(const ConversationInfo &)> &runtimeOf)
+{
+    CachedRow *row = m_cache.object(id);
+    if (!row) {
+        std::optional<ConversationInfo> info = find(id);
+        if (!info)
+            return std::nullopt;
+        row = m_cache.object(id);
+        if (!row) { // no cache
+            info->runtime = runtimeOf(*info);
+            return info->toJsonBytes();
+        }
+    }
+    RuntimeInfo runtime = runtimeOf(row->info);
+    if (row->json.isEmpty() || runtime != row->jsonRuntime) {
+        ConversationInfo described = row->info;
+        described.runtime = runtime;
+        row->json = described.toJsonBytes();
+        row->jsonRuntime = std::move(runtime);
+    }
+    return row->json;
 }
 
 QList<std::optional<ConversationInfo>> ConversationStore::findMany(const QList<QUuid> &ids)
@@ -483,7 +510,9 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
                                              std::optional<ExecutionStatus> status, qint64 nowMs,
                                              const LeaseToken *fence)
 {
-    m_cache.remove(id);
+    // Out of the cache while the transaction runs; back, updated, once it committed (the next
+    // message to the conversation then needs no read of its row).
+    std::unique_ptr<CachedRow> cached(m_cache.take(id));
     const QString wireId = toWireId(id);
     Transaction transaction(m_db);
     // On PostgreSQL the row is locked until the commit: writers from several replicas take
@@ -545,6 +574,17 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
     if (!stored.isEmpty())
         announce(id, u"%1 %2"_s.arg(stored.first().seq).arg(stored.last().seq));
     transaction.commit();
+    if (cached) {
+        ConversationInfo &info = cached->info;
+        info.eventCount = seq;
+        info.updatedAt = now;
+        if (!events.isEmpty())
+            info.lastEventAt = now;
+        if (status)
+            info.executionStatus = *status;
+        cached->json.clear();
+        m_cache.insert(id, cached.release());
+    }
     return stored;
 }
 

@@ -8,6 +8,8 @@
 #include <QCache>
 #include <QList>
 
+#include <functional>
+
 namespace AgentDeck {
 
 class Database;
@@ -91,6 +93,12 @@ public:
 
     void insert(const ConversationInfo &info);
     std::optional<ConversationInfo> find(const QUuid &id);
+    // GET by id: the row as wire JSON, with the runtime info that `runtimeOf` gives it. The bytes
+    // are kept with the cached row and reused while the row is unchanged (every write of the row
+    // drops both) and `runtimeOf` still gives the same runtime info.
+    std::optional<QByteArray>
+    findJson(const QUuid &id,
+             const std::function<RuntimeInfo(const ConversationInfo &)> &runtimeOf);
     // One statement for the whole batch; the result keeps the order of `ids`.
     QList<std::optional<ConversationInfo>> findMany(const QList<QUuid> &ids);
     // Throws ApiError 422 for a page id that is not one of ours.
@@ -131,10 +139,17 @@ public:
     QList<std::optional<StoredEvent>> events(const QUuid &id, const QList<QUuid> &eventIds);
 
 private:
+    struct CachedRow
+    {
+        ConversationInfo info;
+        QByteArray json; // the row's JSON with `jsonRuntime`; empty until asked for
+        RuntimeInfo jsonRuntime;
+    };
+
     QString columns() const;
 
     Database &m_db;
-    QCache<QUuid, ConversationInfo> m_cache;
+    QCache<QUuid, CachedRow> m_cache;
     QString m_instance;
 };
 

@@ -1,5 +1,7 @@
 #include "eventhub.h"
 
+#include "websocketconnection.h"
+
 namespace AgentDeck {
 
 void EventHub::subscribe(const QUuid &conversationId, EventSubscriber *subscriber)
@@ -17,27 +19,31 @@ void EventHub::unsubscribe(const QUuid &conversationId, EventSubscriber *subscri
         m_subscribers.erase(it);
 }
 
-void EventHub::publish(const QUuid &conversationId, qint64 seq, const QByteArray &json)
+template<typename Deliver>
+void EventHub::fanOut(const QUuid &conversationId, const QByteArray &json, Deliver deliver) const
 {
     const auto it = m_subscribers.constFind(conversationId);
     if (it == m_subscribers.cend())
         return;
     // A copy: a subscriber may unsubscribe itself (slow consumer) while we iterate.
     const QList<EventSubscriber *> subscribers = *it;
-    const QString frame = QString::fromUtf8(json);
+    const QByteArray frame = WebSocketConnection::textFrame(json);
     for (EventSubscriber *subscriber : subscribers)
-        subscriber->deliver(seq, frame, json.size());
+        deliver(subscriber, frame);
+}
+
+void EventHub::publish(const QUuid &conversationId, qint64 seq, const QByteArray &json)
+{
+    fanOut(conversationId, json, [seq](EventSubscriber *subscriber, const QByteArray &frame) {
+        subscriber->deliver(seq, frame);
+    });
 }
 
 void EventHub::publishTransient(const QUuid &conversationId, const QByteArray &json)
 {
-    const auto it = m_subscribers.constFind(conversationId);
-    if (it == m_subscribers.cend())
-        return;
-    const QList<EventSubscriber *> subscribers = *it;
-    const QString frame = QString::fromUtf8(json);
-    for (EventSubscriber *subscriber : subscribers)
-        subscriber->deliverTransient(frame, json.size());
+    fanOut(conversationId, json, [](EventSubscriber *subscriber, const QByteArray &frame) {
+        subscriber->deliverTransient(frame);
+    });
 }
 
 qsizetype EventHub::subscriberCount(const QUuid &conversationId) const

@@ -3,14 +3,16 @@
 #include <QObject>
 #include <QSet>
 
+class QTcpSocket;
+
 namespace AgentDeck {
 
 class ApiAuth;
-class ApiServer;
 class ConversationService;
 class ConversationStore;
 class EventHub;
 class EventStreamSession;
+class HttpListener;
 class Metrics;
 
 struct StreamSettings
@@ -18,6 +20,7 @@ struct StreamSettings
     qint64 sendBudgetBytes = 16 * 1024 * 1024;
     int authTimeoutMs = 10'000;
     int replayPageSize = 256;
+    qint64 maxMessageBytes = 4 * 1024 * 1024; // a client's message, like a request body
 };
 
 // Accepts the WebSocket connections of /sockets/events/{id} and owns their sessions.
@@ -35,16 +38,16 @@ public:
         StreamSettings settings;
     };
 
-    EventStreams(ApiServer &server, Context context, QObject *parent = nullptr);
+    // Takes the WebSocket upgrades that `listener` finds.
+    EventStreams(HttpListener &listener, Context context, QObject *parent = nullptr);
     ~EventStreams() override;
     qsizetype openCount() const { return m_sessions.size(); }
     // Closes every stream with 1001 (going away), for a graceful stop.
     void closeAll();
 
 private:
-    void onNewConnection();
+    void onUpgrade(QTcpSocket *socket, const QByteArray &head);
 
-    ApiServer &m_server;
     Context m_context;
     QSet<EventStreamSession *> m_sessions;
 };

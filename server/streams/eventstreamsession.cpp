@@ -6,11 +6,11 @@
 #include "logging.h"
 #include "metrics.h"
 #include "storage/database.h"
+#include "websocketconnection.h"
 
 #include <QCoroSignal>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QWebSocket>
 
 using namespace Qt::StringLiterals;
 
@@ -20,15 +20,9 @@ namespace {
 constexpr int CloseUnauthorized = 4001;
 constexpr int CloseNotFound = 4004;
 constexpr int CloseSlowConsumer = 1013;
-
-// Frame header bytes of a server-to-client text frame with this payload size.
-qint64 frameSize(qint64 payload)
-{
-    return payload + (payload < 126 ? 2 : payload < 65536 ? 4 : 10);
-}
 } // namespace
 
-EventStreamSession::EventStreamSession(std::unique_ptr<QWebSocket> socket,
+EventStreamSession::EventStreamSession(std::unique_ptr<WebSocketConnection> socket,
                                        const QUuid &conversationId, std::optional<qint64> afterSeq,
                                        EventStreams::Context &context, QObject *parent)
     : QObject(parent)
@@ -40,10 +34,9 @@ EventStreamSession::EventStreamSession(std::unique_ptr<QWebSocket> socket,
     m_authTimer.setSingleShot(true);
     connect(&m_authTimer, &QTimer::timeout, this,
             [this] { closeWith(CloseUnauthorized, u"no auth frame in time"_s); });
-    connect(m_socket.get(), &QWebSocket::textMessageReceived, this,
-            [this](const QString &message) { onTextMessage(message); });
-    connect(m_socket.get(), &QWebSocket::bytesWritten, this, &EventStreamSession::onBytesWritten);
-    connect(m_socket.get(), &QWebSocket::disconnected, this, [this] {
+    connect(m_socket.get(), &WebSocketConnection::textMessageReceived, this,
+            [this](const QByteArray &message) { onTextMessage(message); });
+    connect(m_socket.get(), &WebSocketConnection::disconnected, this, [this] {
         if (m_state != State::Closed) {
             m_state = State::Closed;
             m_context.hub.unsubscribe(m_id, this);
@@ -56,8 +49,8 @@ EventStreamSession::~EventStreamSession()
 {
     if (m_state != State::Closed)
         m_context.hub.unsubscribe(m_id, this);
-    if (m_socket)
-        m_socket->abort();
+    // The connection aborts its socket when destroyed; nothing of that reaches this session.
+    m_socket->disconnect(this);
 }
 
 void EventStreamSession::start()
@@ -101,28 +94,30 @@ QCoro::Task<> EventStreamSession::replay()
             page = m_context.store.eventsAfter(m_id, m_lastSeq, pageSize);
         } catch (const StorageError &error) {
             qCWarning(lcStreams) << "replay failed:" << error.what();
-            closeWith(QWebSocketProtocol::CloseCodeAbnormalDisconnection, u"storage failure"_s);
+            closeWith(WebSocketConnection::CloseInternalError, u"storage failure"_s);
             co_return;
         }
         bool waited = false;
         for (const StoredEvent &event : page) {
             // Replay goes at the client's pace: wait for it to drain rather than overrun the
             // budget. Only a client that drains nothing for 30 s is a slow consumer here.
-            while (m_unsentBytes > 0 && m_unsentBytes + frameSize(event.json.size()) > budget) {
+            const QByteArray frame = WebSocketConnection::textFrame(event.json);
+            while (m_socket->bytesToWrite() > 0 &&
+                   m_socket->bytesToWrite() + frame.size() > budget) {
                 waited = true;
-                const qint64 before = m_unsentBytes;
-                auto drained =
-                    qCoro(m_socket.get(), &QWebSocket::bytesWritten, std::chrono::seconds(30));
+                const qint64 before = m_socket->bytesToWrite();
+                auto drained = qCoro(m_socket.get(), &WebSocketConnection::bytesWritten,
+                                     std::chrono::seconds(30));
                 co_await std::move(drained);
                 if (!self || m_state != State::Replaying)
                     co_return;
-                if (m_unsentBytes >= before) {
+                if (m_socket->bytesToWrite() >= before) {
                     m_context.metrics.slowConsumerDropped();
                     closeWith(CloseSlowConsumer, u"slow_consumer"_s);
                     co_return;
                 }
             }
-            if (!send(QString::fromUtf8(event.json), event.json.size()))
+            if (!send(frame))
                 co_return;
             m_lastSeq = event.seq;
         }
@@ -135,7 +130,7 @@ QCoro::Task<> EventStreamSession::replay()
     }
 }
 
-void EventStreamSession::deliver(qint64 seq, const QString &frame, qint64 bytes)
+void EventStreamSession::deliver(qint64 seq, const QByteArray &frame)
 {
     if (m_state != State::Live || seq <= m_lastSeq)
         return;
@@ -144,7 +139,7 @@ void EventStreamSession::deliver(qint64 seq, const QString &frame, qint64 bytes)
     // between is read from the catalog, so the stream never skips.
     if (seq > m_lastSeq + 1 && !catchUp(seq - 1))
         return;
-    if (send(frame, bytes))
+    if (send(frame))
         m_lastSeq = seq;
 }
 
@@ -154,46 +149,40 @@ bool EventStreamSession::catchUp(qint64 untilSeq)
         const QList<StoredEvent> missed =
             m_context.store.eventsAfter(m_id, m_lastSeq, int(untilSeq - m_lastSeq));
         for (const StoredEvent &event : missed) {
-            if (!send(QString::fromUtf8(event.json), event.json.size()))
+            if (!send(WebSocketConnection::textFrame(event.json)))
                 return false;
             m_lastSeq = event.seq;
         }
     } catch (const StorageError &error) {
         qCWarning(lcStreams) << "cannot read missed events:" << error.what();
-        closeWith(QWebSocketProtocol::CloseCodeAbnormalDisconnection, u"storage failure"_s);
+        closeWith(WebSocketConnection::CloseInternalError, u"storage failure"_s);
         return false;
     }
     return m_lastSeq == untilSeq;
 }
 
-void EventStreamSession::deliverTransient(const QString &frame, qint64 bytes)
+void EventStreamSession::deliverTransient(const QByteArray &frame)
 {
     // Deltas are a courtesy: a socket replaying or behind on its budget skips them rather than
     // being closed for them. The stored message follows anyway.
     if (m_state != State::Live ||
-        m_unsentBytes + frameSize(bytes) > m_context.settings.sendBudgetBytes / 2)
+        m_socket->bytesToWrite() + frame.size() > m_context.settings.sendBudgetBytes / 2)
         return;
-    send(frame, bytes);
+    send(frame);
 }
 
-bool EventStreamSession::send(const QString &frame, qint64 bytes)
+bool EventStreamSession::send(const QByteArray &frame)
 {
-    const qint64 size = frameSize(bytes);
-    if (m_unsentBytes + size > m_context.settings.sendBudgetBytes) {
-        qCInfo(lcStreams) << "closing slow consumer of" << m_id << "with" << m_unsentBytes
+    const qint64 unsent = m_socket->bytesToWrite();
+    if (unsent + frame.size() > m_context.settings.sendBudgetBytes) {
+        qCInfo(lcStreams) << "closing slow consumer of" << m_id << "with" << unsent
                           << "bytes unsent";
         m_context.metrics.slowConsumerDropped();
         closeWith(CloseSlowConsumer, u"slow_consumer"_s);
         return false;
     }
-    m_unsentBytes += size;
-    m_socket->sendTextMessage(frame);
+    m_socket->sendFrame(frame);
     return true;
-}
-
-void EventStreamSession::onBytesWritten(qint64 bytes)
-{
-    m_unsentBytes = std::max<qint64>(0, m_unsentBytes - bytes);
 }
 
 void EventStreamSession::closeWith(int code, const QString &reason)
@@ -203,23 +192,21 @@ void EventStreamSession::closeWith(int code, const QString &reason)
     m_state = State::Closed;
     m_authTimer.stop();
     m_context.hub.unsubscribe(m_id, this);
-    m_socket->close(static_cast<QWebSocketProtocol::CloseCode>(code), reason);
-    // A client that stopped reading never answers the close handshake; do not wait for it.
-    QTimer::singleShot(5000, m_socket.get(), &QWebSocket::abort);
+    // A client that stopped reading never answers the close handshake: it is cut after 5 s.
+    m_socket->close(quint16(code), reason, 5000);
 }
 
 void EventStreamSession::sendError(const QString &code, const QString &detail)
 {
     const QJsonObject frame{{u"type"_s, u"error"_s}, {u"code"_s, code}, {u"detail"_s, detail}};
-    m_socket->sendTextMessage(
-        QString::fromUtf8(QJsonDocument(frame).toJson(QJsonDocument::Compact)));
+    m_socket->sendText(QJsonDocument(frame).toJson(QJsonDocument::Compact));
 }
 
-QCoro::Task<> EventStreamSession::onTextMessage(QString message)
+QCoro::Task<> EventStreamSession::onTextMessage(QByteArray message)
 {
     QPointer<EventStreamSession> self(this);
     QJsonParseError parseError;
-    const QJsonDocument document = QJsonDocument::fromJson(message.toUtf8(), &parseError);
+    const QJsonDocument document = QJsonDocument::fromJson(message, &parseError);
     if (parseError.error != QJsonParseError::NoError || !document.isObject()) {
         sendError(u"malformed_json"_s, u"A frame must be one JSON object"_s);
         co_return;

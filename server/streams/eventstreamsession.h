@@ -10,9 +10,9 @@
 
 #include <memory>
 
-class QWebSocket;
-
 namespace AgentDeck {
+
+class WebSocketConnection;
 
 // One client following one conversation. States: waiting for the auth frame, replaying history
 // from the store, live. While replaying it ignores published events (the store has them and the
@@ -22,7 +22,7 @@ class EventStreamSession : public QObject, public EventSubscriber
 {
     Q_OBJECT
 public:
-    EventStreamSession(std::unique_ptr<QWebSocket> socket, const QUuid &conversationId,
+    EventStreamSession(std::unique_ptr<WebSocketConnection> socket, const QUuid &conversationId,
                        std::optional<qint64> afterSeq, EventStreams::Context &context,
                        QObject *parent = nullptr);
     ~EventStreamSession() override;
@@ -30,8 +30,8 @@ public:
     void start();
     QUuid conversationId() const { return m_id; }
     void closeWith(int code, const QString &reason);
-    void deliver(qint64 seq, const QString &frame, qint64 bytes) override;
-    void deliverTransient(const QString &frame, qint64 bytes) override;
+    void deliver(qint64 seq, const QByteArray &frame) override;
+    void deliverTransient(const QByteArray &frame) override;
 
 Q_SIGNALS:
     void finished(AgentDeck::EventStreamSession *session);
@@ -49,19 +49,19 @@ private:
     // Sends the stored events after the last one sent up to `untilSeq`; false when the stream
     // could not follow (it is closed then).
     bool catchUp(qint64 untilSeq);
-    bool send(const QString &frame, qint64 bytes);
+    // Writes a frame unless it would take the unsent bytes over the budget; then the client is
+    // a slow consumer and is closed.
+    bool send(const QByteArray &frame);
     void sendError(const QString &code, const QString &detail);
-    QCoro::Task<> onTextMessage(QString message);
-    void onBytesWritten(qint64 bytes);
+    QCoro::Task<> onTextMessage(QByteArray message);
     void beginStreaming();
 
-    std::unique_ptr<QWebSocket> m_socket;
+    std::unique_ptr<WebSocketConnection> m_socket;
     QUuid m_id;
     std::optional<qint64> m_afterSeq;
     EventStreams::Context &m_context;
     State m_state = State::Authenticating;
     qint64 m_lastSeq = 0;
-    qint64 m_unsentBytes = 0;
     QTimer m_authTimer;
 };
 

@@ -164,6 +164,52 @@ private Q_SLOTS:
         QCOMPARE(m_store->history(info.id, 1).size(), 2);
     }
 
+    // The JSON kept with a cached row is the same document toJsonBytes() writes, and it follows
+    // every write of the row and every change of its runtime info.
+    void cachedJsonIsFreshAfterWritesAndRuntimeChanges()
+    {
+        const ConversationInfo info = conversation(u"a"_s, 1);
+        m_store->insert(info);
+        RuntimeInfo runtime{RuntimeStatus::Missing, true, std::nullopt};
+        int calls = 0;
+        const auto runtimeOf = [&](const ConversationInfo &) {
+            ++calls;
+            return runtime;
+        };
+        ConversationStore uncached(*m_db, 0); // reads the row itself every time
+        const auto expected = [&] {
+            ConversationInfo described = *uncached.find(info.id);
+            described.runtime = runtime;
+            return described.toJsonBytes();
+        };
+
+        QCOMPARE(*m_store->findJson(info.id, runtimeOf), expected());
+        QCOMPARE(*m_store->findJson(info.id, runtimeOf), expected());
+        QCOMPARE(calls, 2); // asked on every read, never cached with the bytes
+
+        runtime = {RuntimeStatus::Available, true, std::nullopt};
+        QVERIFY(
+            m_store->findJson(info.id, runtimeOf)->contains("\"runtime_status\":\"available\""));
+        QCOMPARE(*m_store->findJson(info.id, runtimeOf), expected());
+
+        m_store->append(info.id, {Event::message(u"user"_s, u"user"_s, u"1"_s)},
+                        ExecutionStatus::Finished, 50);
+        QVERIFY(m_store->findJson(info.id, runtimeOf)->contains("\"event_count\":1"));
+        QCOMPARE(*m_store->findJson(info.id, runtimeOf), expected());
+        m_store->append(info.id, {Event::pause()}, std::nullopt, 55);
+        QVERIFY(m_store->findJson(info.id, runtimeOf)->contains("\"event_count\":2"));
+        QCOMPARE(*m_store->findJson(info.id, runtimeOf), expected());
+
+        m_store->update(info.id, {u"renamed"_s, std::nullopt}, 60);
+        QVERIFY(m_store->findJson(info.id, runtimeOf)->contains("\"title\":\"renamed\""));
+        m_store->setArchived(info.id, 70);
+        QCOMPARE(*m_store->findJson(info.id, runtimeOf), expected());
+        QVERIFY(!m_store->findJson(info.id, runtimeOf)->contains("\"archived_at\":null"));
+
+        m_store->remove(info.id);
+        QVERIFY(!m_store->findJson(info.id, runtimeOf));
+    }
+
     void appendToMissingConversationIsNotFoundAndWritesNothing()
     {
         try {

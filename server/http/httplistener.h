@@ -1,0 +1,42 @@
+#pragma once
+
+#include <QTcpServer>
+
+class QTcpSocket;
+
+namespace AgentDeck {
+
+// Whether a comma-separated header value holds `token`, compared case-insensitively.
+bool headerHasToken(QByteArrayView value, QByteArrayView token);
+
+// The listening socket of the HTTP API. It looks at the first request head of each connection:
+// a WebSocket upgrade is taken out of the stream and handed to upgradeRequested; any other
+// connection goes, with nothing read from it, to the QAbstractHttpServer bound to this listener.
+// (Qt 6.4's QAbstractHttpServer would make QWebSockets of upgrades, and a QWebSocket cannot
+// send one pre-built frame to many subscribers; see docs/ARCHITECTURE.md.)
+class HttpListener : public QTcpServer
+{
+    Q_OBJECT
+public:
+    explicit HttpListener(QObject *parent = nullptr);
+
+    // A head (request line and headers) larger than this is left to the HTTP server to refuse.
+    static constexpr qsizetype MaxHeadBytes = 16 * 1024;
+
+    // Whether a request head (without its final empty line) asks for a WebSocket upgrade.
+    static bool isWebSocketUpgrade(QByteArrayView head);
+
+Q_SIGNALS:
+    // `head` has been read from `socket`, up to and including its empty line. A receiver takes
+    // the socket over (reparents it); without a receiver it is closed.
+    void upgradeRequested(QTcpSocket *socket, const QByteArray &head);
+
+protected:
+    void incomingConnection(qintptr handle) override;
+
+private:
+    void inspect(QTcpSocket *socket);
+    void handToHttp(QTcpSocket *socket);
+};
+
+} // namespace AgentDeck

@@ -1,0 +1,376 @@
+#include "websocketconnection.h"
+
+#include "http/httplistener.h"
+#include "logging.h"
+
+#include <QCryptographicHash>
+#include <QPointer>
+#include <QStringDecoder>
+#include <QTcpSocket>
+#include <QtEndian>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+enum Opcode : quint8
+{
+    Continuation = 0x0,
+    Text = 0x1,
+    Binary = 0x2,
+    Close = 0x8,
+    Ping = 0x9,
+    Pong = 0xA,
+};
+
+QByteArray refusal(int status, QByteArrayView reason, QByteArrayView detail,
+                   QByteArrayView extraHeader = {})
+{
+    const QByteArray body =
+        "{\"detail\":\"" + detail.toByteArray() + "\",\"code\":\"invalid_upgrade\"}";
+    QByteArray answer =
+        "HTTP/1.1 " + QByteArray::number(status) + ' ' + reason.toByteArray() +
+        "\r\nContent-Type: application/json\r\nContent-Length: " + QByteArray::number(body.size()) +
+        "\r\nConnection: close\r\n";
+    if (!extraHeader.isEmpty())
+        answer += extraHeader.toByteArray() + "\r\n";
+    return answer + "\r\n" + body;
+}
+
+bool isValidUtf8(QByteArrayView bytes)
+{
+    QStringDecoder decoder(QStringDecoder::Utf8);
+    const QString decoded = decoder.decode(bytes); // the conversion runs here, not in decode()
+    return !decoder.hasError();
+}
+
+// Close codes a peer may send (RFC 6455 7.4).
+bool isValidCloseCode(quint16 code)
+{
+    return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1011) ||
+           (code >= 3000 && code <= 4999);
+}
+
+QByteArray frameHeader(quint8 firstByte, quint64 length)
+{
+    QByteArray header;
+    if (length < 126) {
+        header.resize(2);
+        header[1] = char(length);
+    } else if (length < 65536) {
+        header.resize(4);
+        header[1] = char(126);
+        qToBigEndian(quint16(length), header.data() + 2);
+    } else {
+        header.resize(10);
+        header[1] = char(127);
+        qToBigEndian(quint64(length), header.data() + 2);
+    }
+    header[0] = char(firstByte);
+    return header;
+}
+} // namespace
+
+WebSocketConnection::Handshake WebSocketConnection::parseHandshake(const QByteArray &head)
+{
+    Handshake handshake;
+    const auto bad = [&](QByteArrayView detail) {
+        handshake.refusal = refusal(400, "Bad Request", detail);
+        return handshake;
+    };
+    QList<QByteArrayView> lines;
+    for (qsizetype start = 0; start < head.size();) {
+        qsizetype end = head.indexOf('\n', start);
+        if (end < 0)
+            end = head.size();
+        lines.append(QByteArrayView(head).sliced(start, end - start).trimmed());
+        start = end + 1;
+    }
+    while (!lines.isEmpty() && lines.last().isEmpty())
+        lines.removeLast();
+    if (lines.isEmpty())
+        return bad("Empty request");
+    const QList<QByteArray> requestLine = lines.first().toByteArray().split(' ');
+    if (requestLine.size() != 3 || requestLine[0] != "GET" ||
+        !requestLine[2].startsWith("HTTP/1.") || requestLine[2] == "HTTP/1.0")
+        return bad("A WebSocket upgrade must be an HTTP/1.1 GET");
+    handshake.url = QUrl::fromEncoded(requestLine[1]);
+    if (!handshake.url.isValid() || !handshake.url.path().startsWith(u'/'))
+        return bad("Invalid request target");
+
+    bool host = false, upgrade = false, connectionUpgrade = false;
+    QByteArray key, version;
+    for (qsizetype i = 1; i < lines.size(); ++i) {
+        const qsizetype colon = lines[i].indexOf(':');
+        if (colon <= 0)
+            return bad("Malformed header line");
+        const QByteArrayView name = lines[i].first(colon).trimmed();
+        const QByteArrayView value = lines[i].sliced(colon + 1).trimmed();
+        if (name.compare("host", Qt::CaseInsensitive) == 0)
+            host = true;
+        else if (name.compare("upgrade", Qt::CaseInsensitive) == 0)
+            upgrade = upgrade || headerHasToken(value, "websocket");
+        else if (name.compare("connection", Qt::CaseInsensitive) == 0)
+            connectionUpgrade = connectionUpgrade || headerHasToken(value, "upgrade");
+        else if (name.compare("sec-websocket-key", Qt::CaseInsensitive) == 0)
+            key = value.toByteArray();
+        else if (name.compare("sec-websocket-version", Qt::CaseInsensitive) == 0)
+            version = value.toByteArray();
+    }
+    if (!host || !upgrade || !connectionUpgrade)
+        return bad("A WebSocket upgrade needs Host, Upgrade: websocket and Connection: Upgrade");
+    if (version != "13") {
+        handshake.refusal = refusal(426, "Upgrade Required", "Only WebSocket version 13 is spoken",
+                                    "Sec-WebSocket-Version: 13");
+        return handshake;
+    }
+    if (QByteArray::fromBase64(key).size() != 16)
+        return bad("Sec-WebSocket-Key must be 16 bytes in base64");
+    const QByteArray keyAndGuid = key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+    handshake.accept = QCryptographicHash::hash(keyAndGuid, QCryptographicHash::Sha1).toBase64();
+    return handshake;
+}
+
+QByteArray WebSocketConnection::textFrame(QByteArrayView utf8)
+{
+    QByteArray frame = frameHeader(0x80 | Text, quint64(utf8.size()));
+    frame.reserve(frame.size() + utf8.size());
+    frame.append(utf8);
+    return frame;
+}
+
+WebSocketConnection::WebSocketConnection(QTcpSocket *socket, const QByteArray &accept,
+                                         const QUrl &url, qint64 maxMessageBytes, QObject *parent)
+    : QObject(parent)
+    , m_socket(socket)
+    , m_url(url)
+    , m_maxMessageBytes(maxMessageBytes)
+{
+    m_socket->setParent(this);
+    // Frames are small and must not wait for the previous one to be acknowledged (Nagle).
+    m_socket->setSocketOption(QAbstractSocket::LowDelayOption, 1);
+    m_closeTimer.setSingleShot(true);
+    connect(&m_closeTimer, &QTimer::timeout, this, &WebSocketConnection::abort);
+    connect(m_socket, &QTcpSocket::readyRead, this, &WebSocketConnection::onReadyRead);
+    connect(m_socket, &QTcpSocket::bytesWritten, this, &WebSocketConnection::bytesWritten);
+    connect(m_socket, &QTcpSocket::disconnected, this, &WebSocketConnection::onSocketDisconnected);
+    m_socket->write("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                    "Connection: Upgrade\r\nSec-WebSocket-Accept: " +
+                    accept + "\r\n\r\n");
+    // Whatever came with the head, or a close before now, is seen once the owner is connected.
+    if (m_socket->bytesAvailable() > 0)
+        QMetaObject::invokeMethod(this, &WebSocketConnection::onReadyRead, Qt::QueuedConnection);
+    if (m_socket->state() != QAbstractSocket::ConnectedState)
+        QMetaObject::invokeMethod(this, &WebSocketConnection::onSocketDisconnected,
+                                  Qt::QueuedConnection);
+}
+
+WebSocketConnection::~WebSocketConnection()
+{
+    disconnect(m_socket, nullptr, this, nullptr);
+    m_socket->abort();
+}
+
+bool WebSocketConnection::isOpen() const
+{
+    return !m_closeSent && !m_closeReceived && !m_disconnected &&
+           m_socket->state() == QAbstractSocket::ConnectedState;
+}
+
+void WebSocketConnection::sendFrame(const QByteArray &frame)
+{
+    if (isOpen())
+        m_socket->write(frame);
+}
+
+qint64 WebSocketConnection::bytesToWrite() const
+{
+    return m_socket->bytesToWrite();
+}
+
+void WebSocketConnection::writeControl(quint8 opcode, QByteArrayView payload)
+{
+    QByteArray frame = frameHeader(0x80 | opcode, quint64(payload.size()));
+    frame.append(payload);
+    m_socket->write(frame);
+}
+
+void WebSocketConnection::close(quint16 code, const QString &reason, int graceMs)
+{
+    if (m_closeSent || m_disconnected)
+        return;
+    m_closeSent = true;
+    QByteArray payload(2, Qt::Uninitialized);
+    qToBigEndian(code, payload.data());
+    QByteArray text = reason.toUtf8();
+    text.truncate(123); // a control frame carries at most 125 bytes
+    payload += text;
+    writeControl(Close, payload);
+    if (m_closeReceived)
+        m_socket->disconnectFromHost();
+    else
+        m_closeTimer.start(graceMs);
+}
+
+void WebSocketConnection::abort()
+{
+    m_socket->abort();
+}
+
+void WebSocketConnection::fail(quint16 code, const QString &reason)
+{
+    qCInfo(lcStreams) << "closing a WebSocket with" << code << reason;
+    if (!m_closeSent)
+        close(code, reason);
+    m_closeReceived = true; // read nothing more
+    m_input.clear();
+    m_socket->disconnectFromHost();
+}
+
+void WebSocketConnection::onSocketDisconnected()
+{
+    if (m_disconnected)
+        return;
+    m_disconnected = true;
+    m_closeTimer.stop();
+    Q_EMIT disconnected();
+}
+
+void WebSocketConnection::onReadyRead()
+{
+    if (m_closeReceived || m_disconnected) {
+        m_socket->readAll(); // nothing after a close counts
+        return;
+    }
+    m_input.append(m_socket->readAll());
+    QPointer<WebSocketConnection> self(this);
+    while (self && !m_closeReceived && readFrame()) {
+    }
+}
+
+bool WebSocketConnection::readFrame()
+{
+    if (m_input.size() < 2)
+        return false;
+    const auto *data = reinterpret_cast<const uchar *>(m_input.constData());
+    const bool fin = data[0] & 0x80;
+    const quint8 opcode = data[0] & 0x0F;
+    if (data[0] & 0x70) {
+        fail(CloseProtocolError, u"reserved bits set"_s);
+        return false;
+    }
+    if (!(data[1] & 0x80)) {
+        fail(CloseProtocolError, u"client frames must be masked"_s);
+        return false;
+    }
+    quint64 length = data[1] & 0x7F;
+    qsizetype header = 2;
+    if (length == 126) {
+        if (m_input.size() < 4)
+            return false;
+        length = qFromBigEndian<quint16>(data + 2);
+        header = 4;
+    } else if (length == 127) {
+        if (m_input.size() < 10)
+            return false;
+        length = qFromBigEndian<quint64>(data + 2);
+        header = 10;
+    }
+    if (opcode & 0x8) {
+        if (opcode > Pong) {
+            fail(CloseProtocolError, u"unknown opcode"_s);
+            return false;
+        }
+        if (!fin || length > 125) {
+            fail(CloseProtocolError, u"invalid control frame"_s);
+            return false;
+        }
+    } else {
+        if (opcode > Binary) {
+            fail(CloseProtocolError, u"unknown opcode"_s);
+            return false;
+        }
+        if ((opcode == Continuation) != m_fragmentOpcode.has_value()) {
+            fail(CloseProtocolError, u"invalid fragmentation"_s);
+            return false;
+        }
+        if (length > quint64(m_maxMessageBytes - m_fragments.size())) {
+            fail(CloseTooBig, u"message too big"_s);
+            return false;
+        }
+    }
+    const qsizetype total = header + 4 + qsizetype(length);
+    if (m_input.size() < total)
+        return false;
+    const uchar *mask = data + header;
+    QByteArray payload(reinterpret_cast<const char *>(data + header + 4), qsizetype(length));
+    for (qsizetype i = 0; i < payload.size(); ++i)
+        payload[i] = char(payload[i] ^ mask[i % 4]);
+    m_input.remove(0, total);
+
+    switch (opcode) {
+    case Ping:
+        if (!m_closeSent)
+            writeControl(Pong, payload);
+        return true;
+    case Pong:
+        return true;
+    case Close: {
+        quint16 code = CloseNoStatus;
+        if (payload.size() == 1) {
+            fail(CloseProtocolError, u"invalid close frame"_s);
+            return false;
+        }
+        if (payload.size() >= 2) {
+            code = qFromBigEndian<quint16>(payload.constData());
+            if (!isValidCloseCode(code)) {
+                fail(CloseProtocolError, u"invalid close code"_s);
+                return false;
+            }
+            if (!isValidUtf8(QByteArrayView(payload).sliced(2))) {
+                fail(CloseInvalidPayload, u"invalid close reason"_s);
+                return false;
+            }
+        }
+        m_closeReceived = true;
+        if (!m_closeSent) {
+            m_closeSent = true;
+            QByteArray echo(2, Qt::Uninitialized);
+            qToBigEndian(code == CloseNoStatus ? quint16(CloseNormal) : code, echo.data());
+            writeControl(Close, echo);
+        }
+        m_socket->disconnectFromHost();
+        return false;
+    }
+    case Continuation:
+        m_fragments.append(payload);
+        if (fin) {
+            const quint8 messageOpcode = *m_fragmentOpcode;
+            m_fragmentOpcode.reset();
+            onMessage(messageOpcode, std::exchange(m_fragments, {}));
+        }
+        return true;
+    default: // Text, Binary
+        if (fin) {
+            onMessage(opcode, std::move(payload));
+        } else {
+            m_fragmentOpcode = opcode;
+            m_fragments = std::move(payload);
+        }
+        return true;
+    }
+}
+
+void WebSocketConnection::onMessage(quint8 opcode, QByteArray payload)
+{
+    if (opcode != Text || m_closeSent)
+        return; // binary messages mean nothing here
+    if (!isValidUtf8(payload)) {
+        fail(CloseInvalidPayload, u"text frame is not UTF-8"_s);
+        return;
+    }
+    Q_EMIT textMessageReceived(payload);
+}
+
+} // namespace AgentDeck

@@ -1,0 +1,94 @@
+#pragma once
+
+#include <QByteArray>
+#include <QObject>
+#include <QTimer>
+#include <QUrl>
+
+#include <optional>
+
+class QTcpSocket;
+
+namespace AgentDeck {
+
+// The server side of a WebSocket (RFC 6455) on a QTcpSocket whose upgrade request head has been
+// read: the handshake answer, reading masked client frames (text, binary, continuation, ping,
+// pong, close), and writing frames. Frames to a client are not masked, so a frame built once
+// with textFrame() can be written to any number of connections as it is; that is why the
+// server does not use QWebSocket (it frames and converts every message for every socket).
+class WebSocketConnection : public QObject
+{
+    Q_OBJECT
+public:
+    enum CloseCode : quint16
+    {
+        CloseNormal = 1000,
+        CloseGoingAway = 1001,
+        CloseProtocolError = 1002,
+        CloseNoStatus = 1005,
+        CloseInvalidPayload = 1007,
+        CloseTooBig = 1009,
+        CloseInternalError = 1011,
+    };
+
+    // The upgrade request: the target, and the answer to write when it cannot be accepted.
+    struct Handshake
+    {
+        QUrl url;           // path and query of the request target
+        QByteArray accept;  // Sec-WebSocket-Accept for the 101 answer
+        QByteArray refusal; // a complete HTTP answer when the request is not a valid upgrade
+    };
+    static Handshake parseHandshake(const QByteArray &head);
+
+    // Takes `socket` over (it becomes a child) and answers the handshake with 101.
+    // Text messages larger than `maxMessageBytes` close the connection with 1009.
+    WebSocketConnection(QTcpSocket *socket, const QByteArray &accept, const QUrl &url,
+                        qint64 maxMessageBytes, QObject *parent = nullptr);
+    ~WebSocketConnection() override;
+
+    // A complete unmasked text frame carrying `utf8`.
+    static QByteArray textFrame(QByteArrayView utf8);
+
+    QUrl requestUrl() const { return m_url; }
+    // Open: connected, and no close frame sent or received.
+    bool isOpen() const;
+    // Writes a frame built with textFrame(); nothing happens once closing.
+    void sendFrame(const QByteArray &frame);
+    void sendText(QByteArrayView utf8) { sendFrame(textFrame(utf8)); }
+    // Bytes accepted by sendFrame() and not yet handed to the kernel.
+    qint64 bytesToWrite() const;
+    // Sends a close frame and ends the connection when the client answers it, or after
+    // `graceMs` when it does not (a client that stopped reading never does).
+    void close(quint16 code, const QString &reason = {}, int graceMs = 5000);
+    void abort();
+
+Q_SIGNALS:
+    // A complete text message, valid UTF-8.
+    void textMessageReceived(const QByteArray &utf8);
+    void bytesWritten(qint64 bytes);
+    // The TCP connection is gone; emitted once.
+    void disconnected();
+
+private:
+    void onReadyRead();
+    // Parses one frame at the start of m_input; false when it is incomplete or the connection
+    // failed.
+    bool readFrame();
+    void onMessage(quint8 opcode, QByteArray payload);
+    void fail(quint16 code, const QString &reason);
+    void writeControl(quint8 opcode, QByteArrayView payload);
+    void onSocketDisconnected();
+
+    QTcpSocket *m_socket;
+    QUrl m_url;
+    qint64 m_maxMessageBytes;
+    QByteArray m_input;
+    QByteArray m_fragments; // a fragmented message being assembled
+    std::optional<quint8> m_fragmentOpcode;
+    bool m_closeSent = false;
+    bool m_closeReceived = false;
+    bool m_disconnected = false;
+    QTimer m_closeTimer;
+};
+
+} // namespace AgentDeck

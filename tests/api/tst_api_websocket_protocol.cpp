@@ -1,0 +1,334 @@
+// The server's own RFC 6455 implementation at the frame level, with a raw TCP client: the
+// handshake and its refusals, fragmented messages, ping/pong, the close handshake, and the frames
+// a server must refuse (unmasked, oversized, unknown opcodes, invalid UTF-8).
+#include "testserver.h"
+
+#include <QCryptographicHash>
+#include <QDeadlineTimer>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTcpSocket>
+#include <QTest>
+#include <QtEndian>
+
+#include <functional>
+
+using namespace Qt::StringLiterals;
+using namespace AgentDeck;
+using namespace AgentDeck::Testing;
+
+namespace {
+
+bool waitUntil(const std::function<bool()> &done, int timeoutMs = 10'000)
+{
+    const QDeadlineTimer deadline(timeoutMs);
+    while (!done()) {
+        if (deadline.hasExpired())
+            return done();
+        QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+        QTest::qWait(1);
+    }
+    return true;
+}
+
+struct Frame
+{
+    bool fin = true;
+    quint8 opcode = 0;
+    QByteArray payload;
+};
+
+// A client that writes frames byte by byte as the test says, masked unless told otherwise.
+class RawClient
+{
+public:
+    // Returns the status line of the server's answer to the upgrade request.
+    QByteArray open(const QUrl &server, const QByteArray &path, const QByteArray &extraHeaders = {},
+                    const QByteArray &key = "dGhlIHNhbXBsZSBub25jZQ==",
+                    const QByteArray &version = "13")
+    {
+        m_socket.connectToHost(server.host(), quint16(server.port()));
+        if (!m_socket.waitForConnected(5'000))
+            return {};
+        QByteArray request = "GET " + path + " HTTP/1.1\r\nHost: " + server.authority().toUtf8() +
+                             "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n";
+        if (!key.isEmpty())
+            request += "Sec-WebSocket-Key: " + key + "\r\n";
+        request += "Sec-WebSocket-Version: " + version + "\r\n" + extraHeaders + "\r\n";
+        m_socket.write(request);
+        waitUntil([&] {
+            m_input += m_socket.readAll();
+            return m_input.contains("\r\n\r\n") ||
+                   m_socket.state() != QAbstractSocket::ConnectedState;
+        });
+        const qsizetype end = m_input.indexOf("\r\n\r\n");
+        if (end < 0)
+            return {};
+        head = m_input.left(end);
+        m_input.remove(0, end + 4);
+        return head.left(head.indexOf("\r\n"));
+    }
+
+    void send(const Frame &frame)
+    {
+        sendFrame(quint8((frame.fin ? 0x80 : 0) | frame.opcode), frame.payload);
+    }
+    // `first` is the whole first byte: FIN, reserved bits and opcode.
+    void sendFrame(quint8 first, const QByteArray &payload, bool masked = true)
+    {
+        QByteArray out;
+        out.append(char(first));
+        const quint8 maskBit = masked ? 0x80 : 0;
+        const qint64 size = payload.size();
+        if (size < 126) {
+            out.append(char(maskBit | size));
+        } else if (size < 65536) {
+            out.append(char(maskBit | 126));
+            out.append(char(size >> 8)).append(char(size & 0xff));
+        } else {
+            out.append(char(maskBit | 127));
+            for (int shift = 56; shift >= 0; shift -= 8)
+                out.append(char((size >> shift) & 0xff));
+        }
+        const char key[4] = {0x12, 0x34, 0x56, 0x78};
+        if (masked)
+            out.append(key, 4);
+        for (qsizetype i = 0; i < payload.size(); ++i)
+            out.append(masked ? char(payload[i] ^ key[i % 4]) : payload[i]);
+        m_socket.write(out);
+    }
+    void sendRaw(const QByteArray &bytes) { m_socket.write(bytes); }
+
+    // The next frame from the server, or nothing within the timeout.
+    std::optional<Frame> next(int timeoutMs = 5'000)
+    {
+        std::optional<Frame> frame;
+        waitUntil(
+            [&] {
+                m_input += m_socket.readAll();
+                frame = parse();
+                return frame.has_value() || m_socket.state() != QAbstractSocket::ConnectedState;
+            },
+            timeoutMs);
+        if (!frame)
+            frame = parse();
+        return frame;
+    }
+    bool waitDisconnected(int timeoutMs = 5'000)
+    {
+        return waitUntil(
+            [&] {
+                m_input += m_socket.readAll();
+                return m_socket.state() == QAbstractSocket::UnconnectedState;
+            },
+            timeoutMs);
+    }
+
+    QByteArray head;
+
+private:
+    std::optional<Frame> parse()
+    {
+        if (m_input.size() < 2)
+            return std::nullopt;
+        Frame frame;
+        frame.fin = quint8(m_input[0]) & 0x80;
+        frame.opcode = quint8(m_input[0]) & 0x0f;
+        if (quint8(m_input[1]) & 0x80)
+            qWarning("the server masked a frame");
+        qint64 length = quint8(m_input[1]) & 0x7f;
+        qsizetype header = 2;
+        if (length == 126) {
+            if (m_input.size() < 4)
+                return std::nullopt;
+            length = qFromBigEndian<quint16>(m_input.constData() + 2);
+            header = 4;
+        } else if (length == 127) {
+            if (m_input.size() < 10)
+                return std::nullopt;
+            length = qint64(qFromBigEndian<quint64>(m_input.constData() + 2));
+            header = 10;
+        }
+        if (m_input.size() < header + length)
+            return std::nullopt;
+        frame.payload = m_input.mid(header, length);
+        m_input.remove(0, header + length);
+        return frame;
+    }
+
+    QTcpSocket m_socket;
+    QByteArray m_input;
+};
+
+quint16 closeCode(const Frame &frame)
+{
+    return frame.payload.size() >= 2 ? qFromBigEndian<quint16>(frame.payload.constData()) : 0;
+}
+
+QByteArray messageBody(const QString &text)
+{
+    return QJsonDocument(TestServer::message(text)).toJson(QJsonDocument::Compact);
+}
+
+} // namespace
+
+class ApiWebSocketProtocolTest : public QObject
+{
+    Q_OBJECT
+
+private:
+    std::unique_ptr<TestServer> m_server;
+    QUuid m_id;
+
+    QByteArray streamPath() const { return "/sockets/events/" + toWireId(m_id).toLatin1(); }
+
+private Q_SLOTS:
+    void init()
+    {
+        m_server = std::make_unique<TestServer>();
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+        m_id = m_server->create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
+        QVERIFY(!m_id.isNull());
+    }
+    void cleanup() { m_server.reset(); }
+
+    void handshakeAnswersTheKey()
+    {
+        RawClient client;
+        QCOMPARE(client.open(m_server->url(), streamPath()), "HTTP/1.1 101 Switching Protocols"_ba);
+        // The example of RFC 6455 section 1.3.
+        QVERIFY2(client.head.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="),
+                 client.head.constData());
+    }
+
+    void badHandshakesAreRefused_data()
+    {
+        QTest::addColumn<QByteArray>("key");
+        QTest::addColumn<QByteArray>("version");
+        QTest::addColumn<QByteArray>("status");
+        QTest::addRow("no key") << QByteArray() << "13"_ba
+                                << "HTTP/1.1 400 Bad Request"_ba;
+        QTest::addRow("short key") << "c2hvcnQ="_ba
+                                   << "13"_ba
+                                   << "HTTP/1.1 400 Bad Request"_ba;
+        QTest::addRow("old version") << "dGhlIHNhbXBsZSBub25jZQ=="_ba
+                                     << "8"_ba
+                                     << "HTTP/1.1 426 Upgrade Required"_ba;
+    }
+    void badHandshakesAreRefused()
+    {
+        QFETCH(QByteArray, key);
+        QFETCH(QByteArray, version);
+        QFETCH(QByteArray, status);
+        RawClient client;
+        QCOMPARE(client.open(m_server->url(), streamPath(), {}, key, version), status);
+        QVERIFY(client.waitDisconnected());
+    }
+
+    // A normal request on the same port is unaffected by the upgrade detection.
+    void plainHttpStillWorks() { QCOMPARE(m_server->get(u"/alive"_s).status, 200); }
+
+    void fragmentedMessageIsAssembled()
+    {
+        RawClient client;
+        QCOMPARE(client.open(m_server->url(), streamPath()), "HTTP/1.1 101 Switching Protocols"_ba);
+        const QByteArray body = messageBody(u"in three parts"_s);
+        const qsizetype third = body.size() / 3;
+        client.send({false, 0x1, body.left(third)});
+        client.send({false, 0x0, body.mid(third, third)});
+        client.send({true, 0x9, "in between"}); // a control frame may come between fragments
+        client.send({true, 0x0, body.mid(2 * third)});
+        const auto pong = client.next();
+        QVERIFY(pong);
+        QCOMPARE(pong->opcode, quint8(0xA));
+        QCOMPARE(pong->payload, "in between"_ba);
+        QVERIFY(waitUntil([&] { return m_server->events(m_id).size() == 1; }));
+        const QString text = m_server->events(m_id)
+                                 .first()
+                                 .value(u"llm_message"_s)
+                                 .toObject()
+                                 .value(u"content"_s)
+                                 .toArray()
+                                 .first()
+                                 .toObject()
+                                 .value(u"text"_s)
+                                 .toString();
+        QCOMPARE(text, u"in three parts"_s);
+    }
+
+    void largeMessageWithLongLength()
+    {
+        RawClient client;
+        QCOMPARE(client.open(m_server->url(), streamPath()), "HTTP/1.1 101 Switching Protocols"_ba);
+        client.send({true, 0x1, messageBody(QString(70'000, u'y'))});
+        QVERIFY(waitUntil([&] { return m_server->events(m_id).size() == 1; }));
+        // The live frame of that event uses the 64-bit length form.
+        const auto frame = client.next();
+        QVERIFY(frame);
+        QCOMPARE(frame->opcode, quint8(0x1));
+        QVERIFY(frame->payload.size() > 70'000);
+        QCOMPARE(QJsonDocument::fromJson(frame->payload).object().value(u"seq"_s).toInt(), 1);
+    }
+
+    void refusedFramesCloseTheConnection_data()
+    {
+        QTest::addColumn<quint8>("first");
+        QTest::addColumn<QByteArray>("payload");
+        QTest::addColumn<bool>("masked");
+        QTest::addColumn<QByteArray>("raw"); // sent as it is instead, when not empty
+        QTest::addColumn<int>("code");
+        QTest::addRow("unmasked") << quint8(0x81) << "{}"_ba << false << QByteArray() << 1002;
+        QTest::addRow("reserved bit") << quint8(0xC1) << "{}"_ba << true << QByteArray() << 1002;
+        QTest::addRow("unknown opcode") << quint8(0x83) << "{}"_ba << true << QByteArray() << 1002;
+        QTest::addRow("continuation first")
+            << quint8(0x80) << "{}"_ba << true << QByteArray() << 1002;
+        QTest::addRow("fragmented ping") << quint8(0x09) << "x"_ba << true << QByteArray() << 1002;
+        QTest::addRow("invalid utf-8")
+            << quint8(0x81) << "\xc3\x28"_ba << true << QByteArray() << 1007;
+        // Only a header, masked, saying 5 MiB: refused before the payload is read.
+        QTest::addRow("too big") << quint8(0) << QByteArray() << true
+                                 << "\x81\xff\x00\x00\x00\x00\x00\x50\x00\x00"_ba << 1009;
+    }
+    void refusedFramesCloseTheConnection()
+    {
+        QFETCH(quint8, first);
+        QFETCH(QByteArray, payload);
+        QFETCH(bool, masked);
+        QFETCH(QByteArray, raw);
+        QFETCH(int, code);
+        RawClient client;
+        QCOMPARE(client.open(m_server->url(), streamPath()), "HTTP/1.1 101 Switching Protocols"_ba);
+        if (raw.isEmpty())
+            client.sendFrame(first, payload, masked);
+        else
+            client.sendRaw(raw);
+        const auto close = client.next();
+        QVERIFY2(close, "no close frame");
+        QCOMPARE(close->opcode, quint8(0x8));
+        QCOMPARE(int(closeCode(*close)), code);
+        QVERIFY(client.waitDisconnected());
+        // The server is fine afterwards.
+        QCOMPARE(m_server->get(u"/alive"_s).status, 200);
+    }
+
+    void closeHandshakeIsAnswered()
+    {
+        RawClient client;
+        QCOMPARE(client.open(m_server->url(), streamPath()), "HTTP/1.1 101 Switching Protocols"_ba);
+        QByteArray payload(2, Qt::Uninitialized);
+        qToBigEndian(quint16(1000), payload.data());
+        client.send({true, 0x8, payload + "bye"});
+        const auto close = client.next();
+        QVERIFY(close);
+        QCOMPARE(close->opcode, quint8(0x8));
+        QCOMPARE(int(closeCode(*close)), 1000);
+        QVERIFY(client.waitDisconnected());
+        QVERIFY(waitUntil([&] {
+            return m_server->get(u"/metrics"_s).body.contains("agentdeck_websocket_connections 0");
+        }));
+    }
+};
+
+QTEST_GUILESS_MAIN(ApiWebSocketProtocolTest)
+#include "tst_api_websocket_protocol.moc"

@@ -48,6 +48,9 @@ void HttpListener::incomingConnection(qintptr handle)
         delete socket;
         return;
     }
+    // Answers are written in pieces (head, body); with Nagle's algorithm the last piece of a
+    // large answer waits for the client's delayed ACK, 40 ms on Linux, on keep-alive connections.
+    socket->setSocketOption(QAbstractSocket::LowDelayOption, 1);
     connect(socket, &QTcpSocket::readyRead, this, [this, socket] { inspect(socket); });
     connect(socket, &QTcpSocket::disconnected, this, [socket] { socket->deleteLater(); });
 }

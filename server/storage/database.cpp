@@ -272,6 +272,7 @@ QSqlQuery Database::prepare(const QString &sql)
 void Database::exec(QSqlQuery &query)
 {
     ++m_statements;
+    m_lastStatement = query.lastQuery();
     query.setForwardOnly(true);
     if (!query.exec()) {
         noteFailure();

@@ -68,6 +68,8 @@ public:
     void rollback();
 
     qint64 statementCount() const { return m_statements; }
+    // The SQL of the statement executed last (tests check query plans with it).
+    QString lastStatement() const { return m_lastStatement; }
     QSqlDatabase &connection() { return m_db; }
     void close();
 
@@ -85,6 +87,7 @@ private:
     QString m_connectionName;
     QHash<QString, QSqlQuery> m_prepared;
     qint64 m_statements = 0;
+    QString m_lastStatement;
     int m_depth = 0;
     bool m_suspect = false;
     bool m_rollbackOnly = false;

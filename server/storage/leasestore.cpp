@@ -125,21 +125,17 @@ int LeaseStore::releaseAll(const QString &owner)
 
 int LeaseStore::adoptAll(const QString &owner)
 {
-    // Adopting is claiming: the epoch moves on, so a writer of the old owner is fenced off.
-    QSqlQuery &q =
-        m_db.prepared(u"UPDATE conversations SET lease_owner = ?, lease_epoch = lease_epoch + 1, "
-                      "lease_expires_at = agentdeck_now_ms() + ? WHERE lease_owner IS NOT NULL "
-                      "AND lease_owner <> ?"_s);
-    q.addBindValue(owner);
-    q.addBindValue(qint64(m_ttl.count()));
-    q.addBindValue(owner);
-    m_db.exec(q);
-    return q.numRowsAffected();
+    return adopt(owner, u""_s);
 }
 
 int LeaseStore::adoptEarlierInstances(const QString &owner, const QString &replicaId)
 {
-    const QString prefix = replicaId + u'/';
+    return adopt(owner, replicaId + u'/');
+}
+
+int LeaseStore::adopt(const QString &owner, const QString &ownerPrefix)
+{
+    // Adopting is claiming: the epoch moves on, so a writer of the old owner is fenced off.
     QSqlQuery &q =
         m_db.prepared(u"UPDATE conversations SET lease_owner = ?, lease_epoch = lease_epoch + 1, "
                       "lease_expires_at = agentdeck_now_ms() + ? WHERE lease_owner IS NOT NULL "
@@ -147,8 +143,8 @@ int LeaseStore::adoptEarlierInstances(const QString &owner, const QString &repli
     q.addBindValue(owner);
     q.addBindValue(qint64(m_ttl.count()));
     q.addBindValue(owner);
-    q.addBindValue(int(prefix.size()));
-    q.addBindValue(prefix);
+    q.addBindValue(int(ownerPrefix.size()));
+    q.addBindValue(ownerPrefix);
     m_db.exec(q);
     return q.numRowsAffected();
 }

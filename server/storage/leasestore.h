@@ -80,6 +80,9 @@ public:
     void requestCancel(const QUuid &id, Cancel how = Cancel::Pause);
 
 private:
+    // Takes over every other owner's lease whose owner name starts with `ownerPrefix`.
+    int adopt(const QString &owner, const QString &ownerPrefix);
+
     Database &m_db;
     std::chrono::milliseconds m_ttl;
 };

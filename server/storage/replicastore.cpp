@@ -46,17 +46,19 @@ void ReplicaStore::registerReplica(const QString &id, const QString &instance,
 
 void ReplicaStore::heartbeat(const QString &id, const QString &instance)
 {
-    QSqlQuery &q = m_db.prepared(u"UPDATE replicas SET heartbeat_at = agentdeck_now_ms() "
-                                 "WHERE id = ? AND instance = ?"_s);
-    q.addBindValue(id);
-    q.addBindValue(instance);
-    m_db.exec(q);
+    stamp(u"heartbeat_at"_s, id, instance);
 }
 
 void ReplicaStore::markStopped(const QString &id, const QString &instance)
 {
-    QSqlQuery &q = m_db.prepared(u"UPDATE replicas SET stopped_at = agentdeck_now_ms() "
-                                 "WHERE id = ? AND instance = ?"_s);
+    stamp(u"stopped_at"_s, id, instance);
+}
+
+void ReplicaStore::stamp(const QString &column, const QString &id, const QString &instance)
+{
+    // Only this instance's row: a later instance of the same replica id has taken it over.
+    QSqlQuery &q = m_db.prepared(u"UPDATE replicas SET "_s + column +
+                                 u" = agentdeck_now_ms() WHERE id = ? AND instance = ?"_s);
     q.addBindValue(id);
     q.addBindValue(instance);
     m_db.exec(q);

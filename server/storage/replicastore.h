@@ -40,6 +40,9 @@ public:
     QList<ReplicaRecord> list();
 
 private:
+    // Sets `column` to the database's now on this instance's row.
+    void stamp(const QString &column, const QString &id, const QString &instance);
+
     Database &m_db;
     std::chrono::milliseconds m_window;
 };

@@ -141,6 +141,10 @@ private Q_SLOTS:
         QVERIFY(m_window->selectConversation(id));
         // Deleted behind the console's back: the next action fails with the server's words.
         QVERIFY(call("DELETE"_ba, ServerConnection::conversationPath(id)).ok());
+        // The selected conversation's stream says so first (4004); waiting for that keeps its
+        // banner from replacing the one under test on a loaded machine.
+        QTRY_VERIFY2_WITH_TIMEOUT(m_window->banner()->text().contains(u"no longer exists"_s),
+                                  qPrintable(m_window->banner()->text()), 10000);
         QTest::mouseClick(m_window->actionButton(Action::Archive), Qt::LeftButton);
         QTRY_VERIFY_WITH_TIMEOUT(m_window->banner()->isVisible(), 10000);
         QTRY_VERIFY2_WITH_TIMEOUT(m_window->banner()->text().startsWith(u"Archive failed"_s),

@@ -105,7 +105,8 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     const QCommandLineOption database(u"database"_s,
                                       u"Share a PostgreSQL catalog with other replicas: "
                                       "postgresql://USER@HOST:PORT/DB (password from the URL or "
-                                      "PGPASSWORD). Default: SQLite in the data dir."_s,
+                                      "PGPASSWORD; also AGENTDECK_DATABASE_URL). Default: SQLite "
+                                      "in the data dir."_s,
                                       u"URL"_s);
     const QCommandLineOption advertiseUrl(u"advertise-url"_s,
                                           u"Where clients reach this replica, as other replicas "
@@ -182,10 +183,13 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         *error = u"--replica-id cannot contain '/' or spaces"_s;
         return std::nullopt;
     }
-    if (parser.isSet(database)) {
-        const QUrl url(parser.value(database), QUrl::StrictMode);
+    // From the environment too, so that a password in the URL stays off the command line.
+    const QString databaseEnv = qEnvironmentVariable("AGENTDECK_DATABASE_URL");
+    if (parser.isSet(database) || !databaseEnv.isEmpty()) {
+        const bool fromOption = parser.isSet(database);
+        const QUrl url(fromOption ? parser.value(database) : databaseEnv, QUrl::StrictMode);
         if (const QString problem = Database::checkPostgresUrl(url); !problem.isEmpty()) {
-            *error = u"--database: "_s + problem;
+            *error = (fromOption ? u"--database: "_s : u"AGENTDECK_DATABASE_URL: "_s) + problem;
             return std::nullopt;
         }
         options.server.databaseUrl = url;

@@ -155,7 +155,7 @@ private Q_SLOTS:
     void desktopEntryValidates();
     void metainfoValidates();
     void packagedDaemonNotifiesSystemd();
-    void databaseUrlIsRefusedNotIgnored();
+    void badDatabaseUrlsFailClearly();
 
 private:
     QString field(const QString &name) const;
@@ -245,12 +245,13 @@ void PackagingTest::confIsPrivateConffile()
     QVERIFY2(conffiles.ok(), qPrintable(conffiles.output));
     QCOMPARE(conffiles.output.trimmed(), u"/etc/agentdeck/agentdeck.conf"_s);
 
-    // Every documented key, and the reserved database URL said to be unsupported, not hidden.
+    // Every documented key.
     QFile file(conf.filePath());
     QVERIFY(file.open(QIODevice::ReadOnly));
     const QString text = QString::fromUtf8(file.readAll());
     for (const QString &key : {u"AGENTDECK_LISTEN="_s, u"AGENTDECK_SESSION_API_KEYS="_s,
-                               u"AGENTDECK_RUNTIME_RETENTION="_s, u"#AGENTDECK_DATABASE_URL="_s})
+                               u"AGENTDECK_RUNTIME_RETENTION="_s, u"AGENTDECK_DATABASE_URL="_s,
+                               u"AGENTDECK_ADVERTISE_URL="_s})
         QVERIFY2(text.contains(key), qPrintable(key));
 }
 
@@ -425,20 +426,28 @@ void PackagingTest::packagedDaemonNotifiesSystemd()
     QCOMPARE(daemon.exitCode(), 0);
 }
 
-void PackagingTest::databaseUrlIsRefusedNotIgnored()
+void PackagingTest::badDatabaseUrlsFailClearly()
 {
-    QProcess daemon;
-    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
-    environment.insert(u"AGENTDECK_DATABASE_URL"_s, u"postgresql://db.example/agentdeck"_s);
-    environment.insert(u"STATE_DIRECTORY"_s, m_work.filePath(u"refused"_s));
-    environment.insert(u"AGENTDECK_EXECUTABLE"_s, rootPath(u"/usr/bin/agentdeck"_s));
-    daemon.setProcessEnvironment(environment);
-    daemon.start(rootPath(u"/usr/libexec/agentdeck/agentdeck-service"_s), {});
-    QVERIFY(daemon.waitForFinished(DaemonTimeoutMs));
-    // Exit status 2 is in RestartPreventExitStatus: no restart loop on a configuration mistake.
-    QCOMPARE(daemon.exitCode(), 2);
-    QVERIFY(daemon.readAllStandardError().contains("AGENTDECK_DATABASE_URL"));
-    QVERIFY(!QFileInfo::exists(m_work.filePath(u"refused"_s)));
+    // A URL that cannot be right exits 2, which is in RestartPreventExitStatus (no restart loop
+    // on a configuration mistake); an unreachable database exits 1, and systemd tries again.
+    for (const auto &[url, exitCode, words] :
+         {std::tuple{u"mysql://db.example/agentdeck"_s, 2, "AGENTDECK_DATABASE_URL"_ba},
+          std::tuple{u"postgresql://agentdeck:hunter2@127.0.0.1:1/agentdeck"_s, 1,
+                     "cannot connect"_ba}}) {
+        QProcess daemon;
+        QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+        environment.insert(u"AGENTDECK_DATABASE_URL"_s, url);
+        environment.insert(u"STATE_DIRECTORY"_s, m_work.filePath(u"refused"_s));
+        environment.insert(u"AGENTDECK_EXECUTABLE"_s, rootPath(u"/usr/bin/agentdeck"_s));
+        daemon.setProcessEnvironment(environment);
+        daemon.start(rootPath(u"/usr/libexec/agentdeck/agentdeck-service"_s), {});
+        QVERIFY(daemon.waitForFinished(DaemonTimeoutMs));
+        QCOMPARE(daemon.exitCode(), exitCode);
+        const QByteArray stderrText = daemon.readAllStandardError();
+        QVERIFY2(stderrText.contains(words), stderrText.constData());
+        // The password never reaches the log.
+        QVERIFY2(!stderrText.contains("hunter2"), stderrText.constData());
+    }
 }
 
 QTEST_GUILESS_MAIN(PackagingTest)

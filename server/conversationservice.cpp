@@ -98,6 +98,23 @@ void ConversationService::renewLeases()
         if (auto runner = m_runners.value(it.key()))
             runner->onLeaseState(it.value());
     }
+    if (m_settings.sharedCatalog)
+        resolveLapsedRuns();
+}
+
+void ConversationService::resolveLapsedRuns()
+{
+    // Runs a dead replica left `running` are resolved by whichever replica claims them first,
+    // a few per tick, so nothing stays stuck until someone touches it.
+    for (const QUuid &id : m_leases.lapsedRuns(LapsedRunsPerTick)) {
+        try {
+            if (auto info = m_store.find(id); info && resolveStale(*info))
+                qCInfo(lcExecution) << "resolved" << id << "left running by a replica that stopped";
+        } catch (const std::exception &error) {
+            qCWarning(lcExecution)
+                << "cannot resolve the lapsed run of" << id << ":" << error.what();
+        }
+    }
 }
 
 LeaseToken ConversationService::claimOrThrow(const QUuid &id)

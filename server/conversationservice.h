@@ -103,6 +103,8 @@ private:
     // Stops this process's run and sandbox of the conversation; returns its runtime dir.
     QString releaseLocalParts(const QUuid &id);
     void askOwnerToStop(const QUuid &id, LeaseStore::Cancel how);
+    void resolveLapsedRuns();
+    static constexpr int LapsedRunsPerTick = 20;
     void requireUsableRuntime(const ConversationInfo &info) const;
     bool resolveStale(const ConversationInfo &info);
     void resolveStaleUnder(const ConversationInfo &info, const LeaseToken &lease);

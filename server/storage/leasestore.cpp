@@ -149,6 +149,20 @@ int LeaseStore::adopt(const QString &owner, const QString &ownerPrefix)
     return q.numRowsAffected();
 }
 
+QList<QUuid> LeaseStore::lapsedRuns(int limit)
+{
+    QSqlQuery &q =
+        m_db.prepared(u"SELECT id FROM conversations WHERE execution_status = 'running' AND "
+                      "(lease_owner IS NULL OR lease_expires_at <= agentdeck_now_ms()) LIMIT ?"_s);
+    q.addBindValue(limit);
+    m_db.exec(q);
+    QList<QUuid> ids;
+    while (q.next())
+        ids.append(QUuid::fromString(q.value(0).toString()));
+    q.finish();
+    return ids;
+}
+
 void LeaseStore::requestCancel(const QUuid &id, Cancel how)
 {
     // An interrupt asked for earlier is not weakened to a pause.

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <QHash>
+#include <QList>
 #include <QString>
 #include <QUuid>
 
@@ -71,6 +72,8 @@ public:
     // Several replicas: only the leases of earlier instances of this replica (owner names
     // starting with "<replicaId>/") are provably dead; they are taken over at once.
     int adoptEarlierInstances(const QString &owner, const QString &replicaId);
+    // Conversations `running` whose lease has lapsed (or that have none): their owner is gone.
+    QList<QUuid> lapsedRuns(int limit);
     // Asks the owner of a run to stop it; the owner finds out at its next renewal.
     enum class Cancel
     {

@@ -360,6 +360,40 @@ private Q_SLOTS:
         QVERIFY(runtime.value(u"can_resume"_s).toBool());
     }
 
+    // Nobody touches a conversation whose replica died: another replica resolves it anyway once
+    // the lease lapses (paused, the interrupted command said so, run_interrupted).
+    void runsOfADeadReplicaAreResolvedWithoutARequest()
+    {
+        ServerProcess &a = startReplica(u"alpha"_s);
+        ServerProcess &b = startReplica(u"beta"_s);
+        const QUuid id = startLongRun(a);
+        QVERIFY(!id.isNull());
+        QElapsedTimer timer;
+        timer.start();
+        a.sendSignal(SIGKILL);
+        QVERIFY(a.waitForExit(10'000));
+        QVERIFY2(
+            QTest::qWaitFor(
+                [&] {
+                    return sql(u"SELECT execution_status FROM conversations WHERE id = '%1'"_s.arg(
+                               wireId(id))) == u"paused"_s;
+                },
+                3 * LeaseTtlMs),
+            qPrintable(b.stderrText().right(2000)));
+        qInfo() << "resolved without a request" << timer.elapsed() << "ms after SIGKILL";
+        const auto events = b.events(id);
+        QVERIFY(std::any_of(events.cbegin(), events.cend(), [](const QJsonObject &e) {
+            return e.value(u"code"_s) == u"run_interrupted"_s;
+        }));
+        QVERIFY(std::any_of(events.cbegin(), events.cend(), [](const QJsonObject &e) {
+            return e.value(u"observation"_s).toObject().value(u"interrupted"_s).toBool();
+        }));
+        // Resolved and released: any replica may run it now.
+        QCOMPARE(
+            sql(u"SELECT lease_owner IS NULL FROM conversations WHERE id = '%1'"_s.arg(wireId(id))),
+            u"t"_s);
+    }
+
     // Frozen past its TTL, adopted elsewhere, resumed: the zombie writes nothing more, and does
     // not release or overwrite the new owner's state.
     void sigstoppedOwnerIsFencedOff()

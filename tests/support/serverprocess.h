@@ -5,6 +5,7 @@
 #include <QDir>
 #include <QEventLoop>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -41,6 +42,20 @@ struct Reply
             QString::fromUtf8(body.left(300)), error.isEmpty() ? QString() : u", "_s + error);
     }
 };
+
+// The agentdeck binary ctest names in AGENTDECK_BINARY; empty, with `problem` saying why, when
+// there is none to run.
+inline QString agentdeckBinary(QString *problem)
+{
+    const QString binary = qEnvironmentVariable("AGENTDECK_BINARY");
+    if (binary.isEmpty())
+        *problem = u"AGENTDECK_BINARY must name the agentdeck binary"_s;
+    else if (!QFileInfo(binary).isExecutable())
+        *problem = binary + u" is not executable"_s;
+    else
+        return binary;
+    return {};
+}
 
 inline QString wireId(const QUuid &id)
 {

@@ -158,10 +158,9 @@ class SystemCtlTest : public QObject
 private Q_SLOTS:
     void initTestCase()
     {
-        m_binary = qEnvironmentVariable("AGENTDECK_BINARY");
-        QVERIFY2(!m_binary.isEmpty(), "AGENTDECK_BINARY must name the agentdeck binary");
-        QVERIFY2(QFileInfo(m_binary).isExecutable(),
-                 qPrintable(m_binary + u" is not executable"_s));
+        QString problem;
+        m_binary = agentdeckBinary(&problem);
+        QVERIFY2(!m_binary.isEmpty(), qPrintable(problem));
     }
 
     void cleanup()

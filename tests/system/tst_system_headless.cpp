@@ -63,10 +63,9 @@ class SystemHeadlessTest : public QObject
 private Q_SLOTS:
     void initTestCase()
     {
-        m_binary = qEnvironmentVariable("AGENTDECK_BINARY");
-        QVERIFY2(!m_binary.isEmpty(), "AGENTDECK_BINARY must name the agentdeck binary");
-        QVERIFY2(QFileInfo(m_binary).isExecutable(),
-                 qPrintable(m_binary + u" is not executable"_s));
+        QString problem;
+        m_binary = agentdeckBinary(&problem);
+        QVERIFY2(!m_binary.isEmpty(), qPrintable(problem));
     }
 
     void cleanup()
@@ -335,18 +334,12 @@ private Q_SLOTS:
     void killedRunIsRecoveredAtRestart()
     {
         QFETCH(bool, continueWithMessage);
-        const QString dir = newDataDir();
-        ServerProcess &server = launch(dir);
-        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
-        const QByteArray marker = newMarker();
-        const QUuid id = startSleepingConversation(server, sleepCommand(marker), marker);
-        QVERIFY(!id.isNull());
-        server.sendSignal(SIGKILL);
-        QVERIFY(server.waitForExit(10'000));
-
-        ServerProcess &restarted = launch(dir);
-        QVERIFY2(restarted.startReady(), qPrintable(restarted.stderrText()));
-        QCOMPARE(restarted.status(id), u"paused"_s);
+        KilledRun run;
+        killMidRunAndRestart(&run);
+        if (QTest::currentTestFailed())
+            return;
+        ServerProcess &restarted = *run.restarted;
+        const QUuid id = run.id;
         QList<QJsonObject> events = restarted.events(id);
         QString problem;
         QVERIFY2(seqsAreGapless(events, &problem), qPrintable(problem));
@@ -391,18 +384,11 @@ private Q_SLOTS:
     // interrupted observation tells the truth (runs with the server's default runtime provider).
     void killedRunsCommandDoesNotOutliveRecovery()
     {
-        const QString dir = newDataDir();
-        ServerProcess &server = launch(dir);
-        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
-        const QByteArray marker = newMarker();
-        const QUuid id = startSleepingConversation(server, sleepCommand(marker), marker);
-        QVERIFY(!id.isNull());
-        server.sendSignal(SIGKILL);
-        QVERIFY(server.waitForExit(10'000));
-
-        ServerProcess &restarted = launch(dir);
-        QVERIFY2(restarted.startReady(), qPrintable(restarted.stderrText()));
-        QCOMPARE(restarted.status(id), u"paused"_s);
+        KilledRun run;
+        killMidRunAndRestart(&run);
+        if (QTest::currentTestFailed())
+            return;
+        const QByteArray marker = run.marker;
         QTRY_VERIFY2_WITH_TIMEOUT(
             processesWith(marker).isEmpty(),
             "the command of the killed run is still running after its run was recovered as "
@@ -729,6 +715,30 @@ private Q_SLOTS:
     }
 
 private:
+    // A server killed with SIGKILL while a conversation's command sleeps, then started again on
+    // the same data dir: the run is resolved by the time it is ready.
+    struct KilledRun
+    {
+        ServerProcess *restarted = nullptr;
+        QUuid id;
+        QByteArray marker; // on the sleeping command's command line
+    };
+    void killMidRunAndRestart(KilledRun *run)
+    {
+        const QString dir = newDataDir();
+        ServerProcess &server = launch(dir);
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        run->marker = newMarker();
+        run->id = startSleepingConversation(server, sleepCommand(run->marker), run->marker);
+        QVERIFY(!run->id.isNull());
+        server.sendSignal(SIGKILL);
+        QVERIFY(server.waitForExit(10'000));
+
+        run->restarted = &launch(dir);
+        QVERIFY2(run->restarted->startReady(), qPrintable(run->restarted->stderrText()));
+        QCOMPARE(run->restarted->status(run->id), u"paused"_s);
+    }
+
     ServerProcess &launch(const QString &dataDir, const QStringList &arguments = {},
                           const QString &listen = u"127.0.0.1:0"_s)
     {

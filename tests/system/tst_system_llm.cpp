@@ -23,8 +23,9 @@ class SystemLlmTest : public QObject
 private Q_SLOTS:
     void initTestCase()
     {
-        m_binary = qEnvironmentVariable("AGENTDECK_BINARY");
-        QVERIFY2(!m_binary.isEmpty(), "AGENTDECK_BINARY must name the agentdeck binary");
+        QString problem;
+        m_binary = agentdeckBinary(&problem);
+        QVERIFY2(!m_binary.isEmpty(), qPrintable(problem));
     }
 
     void cleanup()

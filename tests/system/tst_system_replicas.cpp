@@ -134,8 +134,9 @@ private:
 private Q_SLOTS:
     void initTestCase()
     {
-        m_binary = qEnvironmentVariable("AGENTDECK_BINARY");
-        QVERIFY2(QFileInfo(m_binary).isExecutable(), "AGENTDECK_BINARY must name the binary");
+        QString problem;
+        m_binary = agentdeckBinary(&problem);
+        QVERIFY2(!m_binary.isEmpty(), qPrintable(problem));
         QString error;
         QVERIFY2(m_cluster.start(&error), qPrintable(error));
     }

@@ -2,6 +2,7 @@
 
 #include "clock.h"
 #include "logging.h"
+#include "walcheckpointer.h"
 
 #include <QDir>
 #include <QFile>
@@ -75,6 +76,7 @@ Database::~Database()
 
 void Database::close()
 {
+    m_checkpointer.reset();
     if (m_connectionName.isEmpty())
         return;
     m_prepared.clear();
@@ -87,10 +89,44 @@ void Database::close()
 std::unique_ptr<Database> Database::openSqlite(const QString &path, QString *error,
                                                const Clock *clock)
 {
+    auto database = connectSqlite(path, error, clock);
+    if (database && !database->migrate(error))
+        return nullptr;
+    return database;
+}
+
+void Database::checkpointInBackground(std::chrono::milliseconds interval, int maxLogFrames)
+{
+    if (isPostgres() || m_checkpointer)
+        return;
+    QSqlQuery query(m_db);
+    // The log file keeps the size it grew to unless it is limited; it starts over often, and
+    // is cut back to this when it does.
+    if (!query.exec(u"PRAGMA wal_autocheckpoint=0"_s) ||
+        !query.exec(u"PRAGMA journal_size_limit=%1"_s.arg(qint64(maxLogFrames) * 4096))) {
+        qCWarning(lcStorage) << "cannot turn automatic checkpoints off:"
+                             << query.lastError().text();
+        return;
+    }
+    m_checkpointer = std::make_unique<WalCheckpointer>(m_sqlitePath, interval, maxLogFrames);
+}
+
+std::unique_ptr<Database> Database::openAnother(QString *error) const
+{
+    if (isPostgres())
+        return openPostgres(m_postgresUrl, error, Migrations::Skip);
+    return connectSqlite(m_sqlitePath, error, m_clock);
+}
+
+std::unique_ptr<Database> Database::connectSqlite(const QString &path, QString *error,
+                                                  const Clock *clock)
+{
     const QString name = u"agentdeck-"_s + QUuid::createUuid().toString(QUuid::WithoutBraces);
     std::unique_ptr<Database> database(
         new Database(QSqlDatabase::addDatabase(u"QSQLITE"_s, name), Dialect::Sqlite));
     database->m_db.setDatabaseName(path);
+    database->m_sqlitePath = path;
+    database->m_clock = clock;
     if (!database->m_db.open()) {
         *error = u"cannot open database %1: %2"_s.arg(path, database->m_db.lastError().text());
         return nullptr;
@@ -109,8 +145,6 @@ std::unique_ptr<Database> Database::openSqlite(const QString &path, QString *err
         *error = u"cannot register the database clock function"_s;
         return nullptr;
     }
-    if (!database->migrate(error))
-        return nullptr;
     return database;
 }
 
@@ -136,6 +170,7 @@ std::unique_ptr<Database> Database::openPostgres(const QUrl &url, QString *error
     // The only handle of the connection is the Database's, so that closing it can remove it.
     std::unique_ptr<Database> database(
         new Database(QSqlDatabase::addDatabase(u"QPSQL"_s, name), Dialect::Postgres));
+    database->m_postgresUrl = url;
     QSqlDatabase &db = database->m_db;
     db.setHostName(url.host());
     db.setPort(url.port(5432));
@@ -252,8 +287,10 @@ QSqlQuery &Database::prepared(const QString &sql)
     auto it = m_prepared.find(sql);
     if (it == m_prepared.end()) {
         QSqlQuery query(m_db);
-        if (!query.prepare(sql))
+        if (!query.prepare(sql)) {
+            noteFailure();
             throwOnError(query, "prepare");
+        }
         it = m_prepared.insert(sql, std::move(query));
     }
     return *it;
@@ -264,8 +301,10 @@ QSqlQuery Database::prepare(const QString &sql)
     reconnectIfLost();
     QSqlQuery query(m_db);
     query.setForwardOnly(true);
-    if (!query.prepare(sql))
+    if (!query.prepare(sql)) {
+        noteFailure();
         throwOnError(query, "prepare");
+    }
     return query;
 }
 
@@ -289,10 +328,23 @@ void Database::begin()
     }
     reconnectIfLost();
     ++m_depth;
-    if (!m_db.transaction()) {
+    bool begun = false;
+    QString failure;
+    if (isPostgres()) {
+        begun = m_db.transaction();
+        failure = m_db.lastError().text();
+    } else {
+        // IMMEDIATE: the write lock now, waiting for it through the busy timeout. A deferred
+        // transaction that read first and finds the lock taken when it writes (the
+        // checkpointer's RESTART holds it) fails at once instead.
+        QSqlQuery begin(m_db);
+        begun = begin.exec(u"BEGIN IMMEDIATE"_s);
+        failure = begin.lastError().text();
+    }
+    if (!begun) {
         m_depth = 0;
         noteFailure();
-        throw StorageError("begin: " + m_db.lastError().text().toStdString());
+        throw StorageError("begin: " + failure.toStdString());
     }
 }
 

@@ -6,12 +6,14 @@
 #include <QString>
 #include <QUrl>
 
+#include <chrono>
 #include <memory>
 #include <stdexcept>
 
 namespace AgentDeck {
 
 class Clock;
+class WalCheckpointer;
 
 // An unexpected storage failure (disk full, database gone). Never caused by bad input; the HTTP
 // layer answers it with 503.
@@ -47,6 +49,16 @@ public:
                                                   Migrations migrations = Migrations::Run);
     // Checks a --database value without connecting; empty when it is usable.
     static QString checkPostgresUrl(const QUrl &url);
+    // SQLite: checkpoints the log every `interval` from a thread of its own instead of in the
+    // commit that fills it, and keeps it under `maxLogFrames` (see WalCheckpointer). Until
+    // close().
+    void checkpointInBackground(std::chrono::milliseconds interval,
+                                int maxLogFrames = DefaultMaxLogFrames);
+    // 64 MiB of log with 4 KiB pages: about 16 s of appending 1,000 events a second.
+    static constexpr int DefaultMaxLogFrames = 16384;
+    // A second connection to the same database, for the thread that calls this (a Qt Sql
+    // connection belongs to the thread that opened it). No migrations: this one ran them.
+    std::unique_ptr<Database> openAnother(QString *error) const;
 
     enum class Dialect
     {
@@ -75,6 +87,8 @@ public:
 
 private:
     Database(QSqlDatabase db, Dialect dialect);
+    static std::unique_ptr<Database> connectSqlite(const QString &path, QString *error,
+                                                   const Clock *clock);
     bool migrate(QString *error);
     bool applyMigrations(QString *error);
     // PostgreSQL: after a failed statement, the next use outside a transaction checks the
@@ -85,6 +99,11 @@ private:
     QSqlDatabase m_db;
     Dialect m_dialect;
     QString m_connectionName;
+    // Where openAnother() connects: the PostgreSQL URL, or the SQLite file and its clock.
+    QUrl m_postgresUrl;
+    QString m_sqlitePath;
+    const Clock *m_clock = nullptr;
+    std::unique_ptr<WalCheckpointer> m_checkpointer;
     QHash<QString, QSqlQuery> m_prepared;
     qint64 m_statements = 0;
     QString m_lastStatement;

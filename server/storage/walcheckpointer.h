@@ -1,0 +1,40 @@
+#pragma once
+
+#include <QString>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+namespace AgentDeck {
+
+// Checkpoints an SQLite write-ahead log from a thread of its own, on a connection of its own.
+// With SQLite's automatic checkpoints, the commit that takes the log past ~1,000 pages copies
+// them all back into the database file and syncs it before it returns: every ~250 events one
+// request waited for that, and every request queued behind it. PASSIVE checkpoints never wait
+// for readers or writers; what one could not copy, a later one does.
+class WalCheckpointer
+{
+public:
+    // Past `maxLogFrames` frames in the log a checkpoint takes the write lock so that the log
+    // starts over (see run()), and a commit may wait for it.
+    WalCheckpointer(QString path, std::chrono::milliseconds interval, int maxLogFrames);
+    ~WalCheckpointer(); // a last checkpoint, then the thread ends
+
+    WalCheckpointer(const WalCheckpointer &) = delete;
+    WalCheckpointer &operator=(const WalCheckpointer &) = delete;
+
+private:
+    void run();
+
+    QString m_path;
+    std::chrono::milliseconds m_interval;
+    int m_maxLogFrames;
+    std::mutex m_mutex;
+    std::condition_variable m_wake;
+    bool m_stopping = false;
+    std::thread m_thread;
+};
+
+} // namespace AgentDeck

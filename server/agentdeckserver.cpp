@@ -26,6 +26,7 @@
 #include <QHostInfo>
 #include <QLockFile>
 #include <QTcpServer>
+#include <QThread>
 #include <QTimer>
 
 using namespace Qt::StringLiterals;
@@ -46,7 +47,9 @@ struct AgentDeckServer::Private
     std::unique_ptr<LeaseStore> leases;
     std::unique_ptr<ReplicaStore> replicas;
     std::unique_ptr<ChangeRelay> relay;
-    EventHub hub;
+    // The streams' thread: the hub and the streams live there (see EventStreams).
+    QThread streamsThread;
+    std::unique_ptr<EventHub> hub = std::make_unique<EventHub>();
     Metrics metrics;
     std::unique_ptr<EventLog> log;
     std::unique_ptr<ConversationService> service;
@@ -81,9 +84,19 @@ AgentDeckServer::~AgentDeckServer()
 {
     // Sessions and runners refer to the store; they go first.
     d->relay.reset();
-    d->streams.reset();
+    inStreamsThread([this] { d->streams.reset(); });
+    d->streamsThread.quit();
+    d->streamsThread.wait();
     d->http.reset();
     d->service.reset();
+}
+
+void AgentDeckServer::inStreamsThread(const std::function<void()> &work)
+{
+    if (d->streamsThread.isRunning())
+        QMetaObject::invokeMethod(d->hub.get(), work, Qt::BlockingQueuedConnection);
+    else
+        work();
 }
 
 Database &AgentDeckServer::database()
@@ -133,6 +146,7 @@ bool AgentDeckServer::start(QString *error)
         *error = dbError;
         return false;
     }
+    d->database->checkpointInBackground(std::chrono::milliseconds(200));
     if (!d->parts.runtimes) {
         if (m_config.runtime == ServerConfig::RuntimeKind::Process) {
             d->parts.runtimes = std::make_unique<ProcessRuntimeProvider>();
@@ -155,7 +169,7 @@ bool AgentDeckServer::start(QString *error)
     // Heartbeats go with the lease renewal every third of the TTL; one missed beat and a half
     // makes the owner unresponsive.
     d->replicas = std::make_unique<ReplicaStore>(*d->database, m_config.leaseTtl / 2);
-    d->log = std::make_unique<EventLog>(*d->store, d->hub, *d->parts.clock);
+    d->log = std::make_unique<EventLog>(*d->store, *d->hub, *d->parts.clock);
     d->service = std::make_unique<ConversationService>(
         *d->store, *d->leases, *d->replicas, *d->log, *d->parts.runtimes, *d->parts.agents,
         *d->parts.clock,
@@ -180,9 +194,19 @@ bool AgentDeckServer::start(QString *error)
     streamSettings.sendBudgetBytes = m_config.streamBudgetBytes;
     streamSettings.authTimeoutMs = m_config.streamAuthTimeoutMs;
     streamSettings.maxMessageBytes = m_config.maxBodyBytes;
-    d->streams = std::make_unique<EventStreams>(
-        *tcp, EventStreams::Context{*d->store, d->hub, *d->service, *d->auth, d->metrics,
-                                    streamSettings});
+    d->streamsThread.setObjectName(u"agentdeck-streams"_s);
+    d->hub->moveToThread(&d->streamsThread);
+    d->streamsThread.start();
+    inStreamsThread([&] {
+        d->streams = EventStreams::open(EventStreams::Context{*d->database, *d->hub, *d->service,
+                                                              *d->auth, d->metrics, streamSettings},
+                                        &dbError);
+    });
+    if (!d->streams) {
+        *error = u"cannot open the database for the event streams: "_s + dbError;
+        return false;
+    }
+    d->streams->acceptFrom(*tcp);
 
     if (!tcp->listen(m_config.address, m_config.port)) {
         *error = u"cannot listen on %1:%2: %3"_s.arg(m_config.address.toString())
@@ -202,7 +226,7 @@ bool AgentDeckServer::start(QString *error)
     }
     if (shared) {
         d->relay = std::make_unique<ChangeRelay>(m_config.databaseUrl, leaseOwner, *d->store,
-                                                 d->hub, *d->service);
+                                                 *d->hub, *d->service);
         if (!d->relay->start(&dbError)) {
             *error = dbError;
             return false;
@@ -261,7 +285,10 @@ QCoro::Task<> AgentDeckServer::stop()
     co_await std::move(pausing);
     // Sandboxes keep running: the next instance adopts them.
     d->parts.runtimes->detachAll();
-    d->streams->closeAll();
+    inStreamsThread([this] {
+        if (d->streams)
+            d->streams->closeAll();
+    });
     for (QTcpServer *tcp : d->http->servers())
         tcp->close();
     d->relay.reset();

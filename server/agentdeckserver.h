@@ -6,6 +6,7 @@
 #include <QObject>
 #include <QUrl>
 
+#include <functional>
 #include <memory>
 
 namespace AgentDeck {
@@ -61,6 +62,9 @@ Q_SIGNALS:
 
 private:
     void recover();
+    // Runs `work` in the streams' thread and waits for it (at once when that thread is not
+    // running).
+    void inStreamsThread(const std::function<void()> &work);
 
     struct Private;
     ServerConfig m_config;

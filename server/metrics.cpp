@@ -84,12 +84,12 @@ QByteArray Metrics::render(const QList<QPair<QString, qint64>> &conversationsByS
     out += "# HELP agentdeck_websocket_connections Open WebSocket event streams.\n"
            "# TYPE agentdeck_websocket_connections gauge\n"
            "agentdeck_websocket_connections " +
-           QByteArray::number(m_webSocketsOpen) + '\n';
+           QByteArray::number(openWebSockets()) + '\n';
     out += "# HELP agentdeck_websocket_slow_consumer_drops_total Streams closed with 1013 "
            "because their client did not keep up.\n"
            "# TYPE agentdeck_websocket_slow_consumer_drops_total counter\n"
            "agentdeck_websocket_slow_consumer_drops_total " +
-           QByteArray::number(m_slowConsumerDrops) + '\n';
+           QByteArray::number(slowConsumerDrops()) + '\n';
     return out;
 }
 

@@ -6,6 +6,7 @@
 #include <QString>
 
 #include <array>
+#include <atomic>
 
 namespace AgentDeck {
 
@@ -15,11 +16,12 @@ class Metrics
 {
 public:
     void recordRequest(const QString &route, const QByteArray &method, int status, double seconds);
-    void webSocketOpened() { ++m_webSocketsOpen; }
-    void webSocketClosed() { --m_webSocketsOpen; }
-    void slowConsumerDropped() { ++m_slowConsumerDrops; }
-    qint64 openWebSockets() const { return m_webSocketsOpen; }
-    qint64 slowConsumerDrops() const { return m_slowConsumerDrops; }
+    // The stream counters are kept by the streams' thread and read by /metrics on the main one.
+    void webSocketOpened() { m_webSocketsOpen.fetch_add(1, std::memory_order_relaxed); }
+    void webSocketClosed() { m_webSocketsOpen.fetch_sub(1, std::memory_order_relaxed); }
+    void slowConsumerDropped() { m_slowConsumerDrops.fetch_add(1, std::memory_order_relaxed); }
+    qint64 openWebSockets() const { return m_webSocketsOpen.load(std::memory_order_relaxed); }
+    qint64 slowConsumerDrops() const { return m_slowConsumerDrops.load(std::memory_order_relaxed); }
 
     QByteArray render(const QList<QPair<QString, qint64>> &conversationsByStatus,
                       qint64 eventsPublished, qint64 liveRuns) const;
@@ -35,8 +37,8 @@ private:
     };
     QHash<QString, qint64> m_requests; // "route\nmethod\nstatus"
     QHash<QString, Latency> m_latency; // "route\nmethod"
-    qint64 m_webSocketsOpen = 0;
-    qint64 m_slowConsumerDrops = 0;
+    std::atomic<qint64> m_webSocketsOpen = 0;
+    std::atomic<qint64> m_slowConsumerDrops = 0;
 };
 
 } // namespace AgentDeck

@@ -4,13 +4,19 @@
 
 namespace AgentDeck {
 
+EventHub::EventHub(QObject *parent)
+    : QObject(parent)
+{}
+
 void EventHub::subscribe(const QUuid &conversationId, EventSubscriber *subscriber)
 {
+    const QMutexLocker lock(&m_mutex);
     m_subscribers[conversationId].append(subscriber);
 }
 
 void EventHub::unsubscribe(const QUuid &conversationId, EventSubscriber *subscriber)
 {
+    const QMutexLocker lock(&m_mutex);
     auto it = m_subscribers.find(conversationId);
     if (it == m_subscribers.end())
         return;
@@ -19,36 +25,68 @@ void EventHub::unsubscribe(const QUuid &conversationId, EventSubscriber *subscri
         m_subscribers.erase(it);
 }
 
-template<typename Deliver>
-void EventHub::fanOut(const QUuid &conversationId, const QByteArray &json, Deliver deliver) const
-{
-    const auto it = m_subscribers.constFind(conversationId);
-    if (it == m_subscribers.cend())
-        return;
-    // A copy: a subscriber may unsubscribe itself (slow consumer) while we iterate.
-    const QList<EventSubscriber *> subscribers = *it;
-    const QByteArray frame = WebSocketConnection::textFrame(json);
-    for (EventSubscriber *subscriber : subscribers)
-        deliver(subscriber, frame);
-}
-
 void EventHub::publish(const QUuid &conversationId, qint64 seq, const QByteArray &json)
 {
-    fanOut(conversationId, json, [seq](EventSubscriber *subscriber, const QByteArray &frame) {
-        subscriber->deliver(seq, frame);
-    });
+    enqueue({conversationId, seq, json});
 }
 
 void EventHub::publishTransient(const QUuid &conversationId, const QByteArray &json)
 {
-    fanOut(conversationId, json, [](EventSubscriber *subscriber, const QByteArray &frame) {
-        subscriber->deliverTransient(frame);
-    });
+    enqueue({conversationId, 0, json});
+}
+
+void EventHub::enqueue(Published event)
+{
+    bool first = false;
+    {
+        const QMutexLocker lock(&m_mutex);
+        // Nobody to tell: whoever subscribes later reads the store after subscribing.
+        if (!m_subscribers.contains(event.conversationId))
+            return;
+        first = m_queue.isEmpty();
+        m_queue.append(std::move(event));
+    }
+    // One wake-up for a burst: the hub's thread takes everything queued until it runs.
+    if (first)
+        QMetaObject::invokeMethod(this, &EventHub::deliverQueued, Qt::QueuedConnection);
+}
+
+void EventHub::deliverQueued()
+{
+    QList<Published> queue;
+    {
+        const QMutexLocker lock(&m_mutex);
+        queue.swap(m_queue);
+    }
+    for (const Published &event : queue) {
+        QList<EventSubscriber *> subscribers;
+        {
+            // A copy: a subscriber may unsubscribe itself (a slow consumer) while it is told.
+            const QMutexLocker lock(&m_mutex);
+            subscribers = m_subscribers.value(event.conversationId);
+        }
+        if (subscribers.isEmpty())
+            continue;
+        const QByteArray frame = WebSocketConnection::textFrame(event.json);
+        for (EventSubscriber *subscriber : std::as_const(subscribers)) {
+            if (event.seq > 0)
+                subscriber->deliver(event.seq, frame);
+            else
+                subscriber->deliverTransient(frame);
+        }
+    }
 }
 
 qsizetype EventHub::subscriberCount(const QUuid &conversationId) const
 {
+    const QMutexLocker lock(&m_mutex);
     return m_subscribers.value(conversationId).size();
+}
+
+QList<QUuid> EventHub::subscribedConversations() const
+{
+    const QMutexLocker lock(&m_mutex);
+    return m_subscribers.keys();
 }
 
 } // namespace AgentDeck

@@ -3,6 +3,8 @@
 #include <QByteArray>
 #include <QHash>
 #include <QList>
+#include <QMutex>
+#include <QObject>
 #include <QUuid>
 
 namespace AgentDeck {
@@ -11,31 +13,53 @@ class EventSubscriber
 {
 public:
     virtual ~EventSubscriber() = default;
-    // Called right after the event's transaction committed. Must not block or re-enter the hub.
-    // `frame` is the event's JSON as a complete WebSocket text frame, built once and shared by
-    // every subscriber.
+    // Called in the hub's thread after the event's transaction committed, in the order of the
+    // commits. Must not block. `frame` is the event's JSON as a complete WebSocket text frame,
+    // built once and shared by every subscriber.
     virtual void deliver(qint64 seq, const QByteArray &frame) = 0;
     // A transient frame (a streamed text delta), also a complete text frame: not stored, no
     // seq. Live subscribers only; one that cannot take it now may drop it.
     virtual void deliverTransient(const QByteArray &) {}
 };
 
-// Fans committed events out to the subscribers of their conversation.
-class EventHub
+// Fans committed events out to the subscribers of their conversation. Subscribers live in the
+// hub's thread (the streams' thread); events are published from any thread. publish() only
+// queues: the hub's thread builds each frame once and writes it to the subscribers, so a
+// commit never waits for sockets.
+//
+// Nothing is lost between a commit and a subscription: a subscriber subscribes first and reads
+// the store afterwards, in the hub's thread with no event processed in between. An event
+// committed before that read is in it (and its queued copy is dropped as already seen); one
+// committed after it is queued behind the subscription.
+class EventHub : public QObject
 {
+    Q_OBJECT
 public:
+    explicit EventHub(QObject *parent = nullptr);
+
+    // The hub's thread only.
     void subscribe(const QUuid &conversationId, EventSubscriber *subscriber);
     void unsubscribe(const QUuid &conversationId, EventSubscriber *subscriber);
+
+    // Any thread.
     void publish(const QUuid &conversationId, qint64 seq, const QByteArray &json);
     void publishTransient(const QUuid &conversationId, const QByteArray &json);
     qsizetype subscriberCount(const QUuid &conversationId) const;
-    QList<QUuid> subscribedConversations() const { return m_subscribers.keys(); }
+    QList<QUuid> subscribedConversations() const;
 
 private:
-    template<typename Deliver>
-    void fanOut(const QUuid &conversationId, const QByteArray &json, Deliver deliver) const;
+    struct Published
+    {
+        QUuid conversationId;
+        qint64 seq; // 0: transient
+        QByteArray json;
+    };
+    void enqueue(Published event);
+    void deliverQueued();
 
+    mutable QMutex m_mutex; // guards both members below
     QHash<QUuid, QList<EventSubscriber *>> m_subscribers;
+    QList<Published> m_queue;
 };
 
 } // namespace AgentDeck

@@ -1,5 +1,6 @@
 #include "eventstreams.h"
 
+#include "apierror.h"
 #include "conversationservice.h"
 #include "eventstreamsession.h"
 #include "http/apiauth.h"
@@ -7,21 +8,52 @@
 #include "logging.h"
 #include "metrics.h"
 #include "storage/conversationstore.h"
+#include "storage/database.h"
 #include "websocketconnection.h"
 #include "wiretypes.h"
 
+#include <QPointer>
 #include <QTcpSocket>
+#include <QThread>
 #include <QUrlQuery>
 
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
 
-EventStreams::EventStreams(HttpListener &listener, Context context, QObject *parent)
-    : QObject(parent)
-    , m_context(std::move(context))
+namespace {
+// Runs in the main thread, where the service lives; the answer goes back to the streams'
+// thread when there is one to give.
+QCoro::Task<> storeMessage(ConversationService &service, QUuid id, MessageRequest request,
+                           std::function<void(QString code, QString detail)> answer)
 {
-    connect(&listener, &HttpListener::upgradeRequested, this, &EventStreams::onUpgrade);
+    try {
+        auto sending = service.sendMessage(id, std::move(request));
+        co_await std::move(sending);
+    } catch (const ApiError &apiError) {
+        answer(apiError.code, apiError.detail);
+    } catch (const std::exception &failure) {
+        qCWarning(lcStreams) << "message frame failed:" << failure.what();
+        answer(u"internal_error"_s, u"The message could not be stored"_s);
+    }
+}
+} // namespace
+
+std::unique_ptr<EventStreams> EventStreams::open(Context context, QString *error)
+{
+    auto database = context.database.openAnother(error);
+    if (!database)
+        return nullptr;
+    return std::unique_ptr<EventStreams>(new EventStreams(std::move(context), std::move(database)));
+}
+
+EventStreams::EventStreams(Context context, std::unique_ptr<Database> database)
+    : m_context(std::move(context))
+    , m_database(std::move(database))
+    // Read-only, and the rows change under it: no cache.
+    , m_store(std::make_unique<ConversationStore>(*m_database, 0))
+{
+    // Emitted in the main thread: queued to this one.
     connect(&m_context.service, &ConversationService::deleted, this, [this](const QUuid &id) {
         const auto sessions = m_sessions;
         for (EventStreamSession *session : sessions) {
@@ -38,11 +70,91 @@ EventStreams::~EventStreams()
         delete session;
 }
 
+void EventStreams::acceptFrom(HttpListener &listener)
+{
+    connect(
+        &listener, &HttpListener::upgradeRequested, this,
+        [this](QTcpSocket *socket, const QByteArray &head) {
+            // In the listener's thread, from within the socket's readyRead: the socket may
+            // change threads only once that has returned, and only without a parent.
+            QMetaObject::invokeMethod(
+                socket,
+                [self = QPointer(this), socket, head] {
+                    if (!self) {
+                        socket->abort();
+                        socket->deleteLater();
+                        return;
+                    }
+                    socket->setParent(nullptr);
+                    socket->moveToThread(self->thread());
+                    QMetaObject::invokeMethod(
+                        self.data(),
+                        [streams = self.data(), socket, head] { streams->onUpgrade(socket, head); },
+                        Qt::QueuedConnection);
+                },
+                Qt::QueuedConnection);
+        },
+        Qt::DirectConnection);
+}
+
 void EventStreams::closeAll()
 {
     const auto sessions = m_sessions;
     for (EventStreamSession *session : sessions)
         session->closeWith(WebSocketConnection::CloseGoingAway, u"server stopping"_s);
+}
+
+void EventStreams::sendMessage(EventStreamSession *session, MessageRequest request)
+{
+    QPointer<EventStreams> self(this);
+    auto answer = [self, serial = session->serial()](QString code, QString detail) {
+        // The streams go before the service when the server is destroyed, both from the main
+        // thread: `self` cannot be cleared while this reads it.
+        if (self)
+            QMetaObject::invokeMethod(
+                self.data(),
+                [streams = self.data(), serial, code, detail] {
+                    streams->answerSession(serial, code, detail);
+                },
+                Qt::QueuedConnection);
+    };
+    QMetaObject::invokeMethod(
+        &m_context.service,
+        [&service = m_context.service, id = session->conversationId(), request = std::move(request),
+         answer = std::move(answer)]() mutable {
+            storeMessage(service, id, std::move(request), std::move(answer));
+        },
+        Qt::QueuedConnection);
+}
+
+template<typename Read> auto EventStreams::retried(Read read) -> decltype(read())
+{
+    try {
+        return read();
+    } catch (const StorageError &error) {
+        qCInfo(lcStreams) << "a stream's read failed; trying again:" << error.what();
+    }
+    return read();
+}
+
+std::optional<qint64> EventStreams::eventCountOf(const QUuid &conversationId)
+{
+    return retried([&]() -> std::optional<qint64> {
+        const auto info = m_store->find(conversationId);
+        return info ? std::optional(info->eventCount) : std::nullopt;
+    });
+}
+
+QList<StoredEvent> EventStreams::eventsAfter(const QUuid &conversationId, qint64 afterSeq,
+                                             int limit)
+{
+    return retried([&] { return m_store->eventsAfter(conversationId, afterSeq, limit); });
+}
+
+void EventStreams::answerSession(quint64 serial, const QString &code, const QString &detail)
+{
+    if (EventStreamSession *session = m_sessions.value(serial))
+        session->sendError(code, detail);
 }
 
 void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
@@ -81,11 +193,12 @@ void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
         raw->close(4004, id ? u"invalid after_seq"_s : u"unknown stream"_s);
         return;
     }
-    auto *session = new EventStreamSession(std::move(connection), *id, afterSeq, m_context);
-    m_sessions.insert(session);
+    const quint64 serial = m_nextSerial++;
+    auto *session = new EventStreamSession(std::move(connection), serial, *id, afterSeq, *this);
+    m_sessions.insert(serial, session);
     m_context.metrics.webSocketOpened();
     connect(session, &EventStreamSession::finished, this, [this](EventStreamSession *done) {
-        if (m_sessions.remove(done)) {
+        if (m_sessions.remove(done->serial())) {
             m_context.metrics.webSocketClosed();
             done->deleteLater();
         }

@@ -1,7 +1,12 @@
 #pragma once
 
+#include <QHash>
+#include <QList>
 #include <QObject>
-#include <QSet>
+#include <QUuid>
+
+#include <memory>
+#include <optional>
 
 class QTcpSocket;
 
@@ -10,10 +15,13 @@ namespace AgentDeck {
 class ApiAuth;
 class ConversationService;
 class ConversationStore;
+class Database;
 class EventHub;
 class EventStreamSession;
 class HttpListener;
 class Metrics;
+struct MessageRequest;
+struct StoredEvent;
 
 struct StreamSettings
 {
@@ -23,33 +31,60 @@ struct StreamSettings
     qint64 maxMessageBytes = 4 * 1024 * 1024; // a client's message, like a request body
 };
 
-// Accepts the WebSocket connections of /sockets/events/{id} and owns their sessions.
+// Accepts the WebSocket connections of /sockets/events/{id} and owns their sessions. It lives
+// in a thread of its own, with the hub: writing each event to every subscriber's socket is the
+// larger part of the work of an event, and it must not hold up the requests that write the
+// next ones. Replay and catch-up read from a database connection of this thread.
 class EventStreams : public QObject
 {
     Q_OBJECT
 public:
     struct Context
     {
-        ConversationStore &store;
-        EventHub &hub;
-        ConversationService &service;
+        const Database &database;     // the streams read through a connection of their own to it
+        EventHub &hub;                // lives in the streams' thread
+        ConversationService &service; // main thread: messages sent over a socket go there
         const ApiAuth &auth;
         Metrics &metrics;
         StreamSettings settings;
     };
 
-    // Takes the WebSocket upgrades that `listener` finds.
-    EventStreams(HttpListener &listener, Context context, QObject *parent = nullptr);
+    // Call in the thread the streams will live in, the hub's. Null when the database cannot
+    // be opened from it.
+    static std::unique_ptr<EventStreams> open(Context context, QString *error);
     ~EventStreams() override;
+
+    // Takes the WebSocket upgrades that `listener` finds (in the listener's thread) over to
+    // this thread.
+    void acceptFrom(HttpListener &listener);
     qsizetype openCount() const { return m_sessions.size(); }
-    // Closes every stream with 1001 (going away), for a graceful stop.
+    // Closes every stream with 1001 (going away), for a graceful stop; this thread only.
     void closeAll();
 
+    // For the sessions, in this thread. Reads that fail are tried once more, which reconnects
+    // when the database went away meanwhile (a PostgreSQL restart); then they throw
+    // StorageError.
+    std::optional<qint64> eventCountOf(const QUuid &conversationId);
+    QList<StoredEvent> eventsAfter(const QUuid &conversationId, qint64 afterSeq, int limit);
+    EventHub &hub() { return m_context.hub; }
+    const ApiAuth &auth() const { return m_context.auth; }
+    Metrics &metrics() { return m_context.metrics; }
+    const StreamSettings &settings() const { return m_context.settings; }
+    // Stores a message a client sent over its stream, on the main thread; a failure comes
+    // back to the session as an error frame, if it is still open then.
+    void sendMessage(EventStreamSession *session, MessageRequest request);
+
 private:
+    EventStreams(Context context, std::unique_ptr<Database> database);
     void onUpgrade(QTcpSocket *socket, const QByteArray &head);
+    void answerSession(quint64 serial, const QString &code, const QString &detail);
+    template<typename Read> auto retried(Read read) -> decltype(read());
 
     Context m_context;
-    QSet<EventStreamSession *> m_sessions;
+    std::unique_ptr<Database> m_database;
+    std::unique_ptr<ConversationStore> m_store;
+    QHash<quint64, EventStreamSession *> m_sessions; // by serial
+    quint64 m_nextSerial = 1;
 };
 
 } // namespace AgentDeck

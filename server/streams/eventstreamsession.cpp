@@ -1,10 +1,9 @@
 #include "eventstreamsession.h"
 
-#include "apierror.h"
-#include "conversationservice.h"
 #include "http/apiauth.h"
 #include "logging.h"
 #include "metrics.h"
+#include "storage/conversationstore.h"
 #include "storage/database.h"
 #include "websocketconnection.h"
 
@@ -22,14 +21,15 @@ constexpr int CloseNotFound = 4004;
 constexpr int CloseSlowConsumer = 1013;
 } // namespace
 
-EventStreamSession::EventStreamSession(std::unique_ptr<WebSocketConnection> socket,
+EventStreamSession::EventStreamSession(std::unique_ptr<WebSocketConnection> socket, quint64 serial,
                                        const QUuid &conversationId, std::optional<qint64> afterSeq,
-                                       EventStreams::Context &context, QObject *parent)
+                                       EventStreams &streams, QObject *parent)
     : QObject(parent)
     , m_socket(std::move(socket))
+    , m_serial(serial)
     , m_id(conversationId)
     , m_afterSeq(afterSeq)
-    , m_context(context)
+    , m_streams(streams)
 {
     m_authTimer.setSingleShot(true);
     connect(&m_authTimer, &QTimer::timeout, this,
@@ -39,7 +39,7 @@ EventStreamSession::EventStreamSession(std::unique_ptr<WebSocketConnection> sock
     connect(m_socket.get(), &WebSocketConnection::disconnected, this, [this] {
         if (m_state != State::Closed) {
             m_state = State::Closed;
-            m_context.hub.unsubscribe(m_id, this);
+            m_streams.hub().unsubscribe(m_id, this);
         }
         Q_EMIT finished(this);
     });
@@ -48,7 +48,7 @@ EventStreamSession::EventStreamSession(std::unique_ptr<WebSocketConnection> sock
 EventStreamSession::~EventStreamSession()
 {
     if (m_state != State::Closed)
-        m_context.hub.unsubscribe(m_id, this);
+        m_streams.hub().unsubscribe(m_id, this);
     // The connection aborts its socket when destroyed; nothing of that reaches this session.
     m_socket->disconnect(this);
 }
@@ -56,8 +56,8 @@ EventStreamSession::~EventStreamSession()
 void EventStreamSession::start()
 {
     // With keys configured nothing, not even whether the conversation exists, is told before auth.
-    if (m_context.auth.enabled()) {
-        m_authTimer.start(m_context.settings.authTimeoutMs);
+    if (m_streams.auth().enabled()) {
+        m_authTimer.start(m_streams.settings().authTimeoutMs);
         return;
     }
     beginStreaming();
@@ -65,33 +65,39 @@ void EventStreamSession::start()
 
 void EventStreamSession::beginStreaming()
 {
-    if (!m_context.store.find(m_id)) {
-        closeWith(CloseNotFound, u"unknown conversation"_s);
+    try {
+        if (!m_streams.eventCountOf(m_id)) {
+            closeWith(CloseNotFound, u"unknown conversation"_s);
+            return;
+        }
+        // Subscribe first: from here on nothing committed escapes both the replay and the live
+        // path.
+        m_streams.hub().subscribe(m_id, this);
+        if (!m_afterSeq) {
+            // Live only: start after whatever is committed now.
+            m_lastSeq = m_streams.eventCountOf(m_id).value_or(0);
+            m_state = State::Live;
+            return;
+        }
+    } catch (const StorageError &error) {
+        qCWarning(lcStreams) << "cannot start a stream:" << error.what();
+        closeWith(WebSocketConnection::CloseInternalError, u"storage failure"_s);
         return;
     }
-    // Subscribe first: from here on nothing committed escapes both the replay and the live path.
-    m_context.hub.subscribe(m_id, this);
-    if (m_afterSeq) {
-        m_state = State::Replaying;
-        m_lastSeq = *m_afterSeq;
-        replay();
-    } else {
-        // Live only: start after whatever is committed now.
-        const auto info = m_context.store.find(m_id);
-        m_lastSeq = info ? info->eventCount : 0;
-        m_state = State::Live;
-    }
+    m_state = State::Replaying;
+    m_lastSeq = *m_afterSeq;
+    replay();
 }
 
 QCoro::Task<> EventStreamSession::replay()
 {
     QPointer<EventStreamSession> self(this);
-    const int pageSize = m_context.settings.replayPageSize;
-    const qint64 budget = m_context.settings.sendBudgetBytes;
+    const int pageSize = m_streams.settings().replayPageSize;
+    const qint64 budget = m_streams.settings().sendBudgetBytes;
     for (;;) {
         QList<StoredEvent> page;
         try {
-            page = m_context.store.eventsAfter(m_id, m_lastSeq, pageSize);
+            page = m_streams.eventsAfter(m_id, m_lastSeq, pageSize);
         } catch (const StorageError &error) {
             qCWarning(lcStreams) << "replay failed:" << error.what();
             closeWith(WebSocketConnection::CloseInternalError, u"storage failure"_s);
@@ -112,7 +118,7 @@ QCoro::Task<> EventStreamSession::replay()
                 if (!self || m_state != State::Replaying)
                     co_return;
                 if (m_socket->bytesToWrite() >= before) {
-                    m_context.metrics.slowConsumerDropped();
+                    m_streams.metrics().slowConsumerDropped();
                     closeWith(CloseSlowConsumer, u"slow_consumer"_s);
                     co_return;
                 }
@@ -147,7 +153,7 @@ bool EventStreamSession::catchUp(qint64 untilSeq)
 {
     try {
         const QList<StoredEvent> missed =
-            m_context.store.eventsAfter(m_id, m_lastSeq, int(untilSeq - m_lastSeq));
+            m_streams.eventsAfter(m_id, m_lastSeq, int(untilSeq - m_lastSeq));
         for (const StoredEvent &event : missed) {
             if (!send(WebSocketConnection::textFrame(event.json)))
                 return false;
@@ -166,7 +172,7 @@ void EventStreamSession::deliverTransient(const QByteArray &frame)
     // Deltas are a courtesy: a socket replaying or behind on its budget skips them rather than
     // being closed for them. The stored message follows anyway.
     if (m_state != State::Live ||
-        m_socket->bytesToWrite() + frame.size() > m_context.settings.sendBudgetBytes / 2)
+        m_socket->bytesToWrite() + frame.size() > m_streams.settings().sendBudgetBytes / 2)
         return;
     send(frame);
 }
@@ -174,10 +180,10 @@ void EventStreamSession::deliverTransient(const QByteArray &frame)
 bool EventStreamSession::send(const QByteArray &frame)
 {
     const qint64 unsent = m_socket->bytesToWrite();
-    if (unsent + frame.size() > m_context.settings.sendBudgetBytes) {
+    if (unsent + frame.size() > m_streams.settings().sendBudgetBytes) {
         qCInfo(lcStreams) << "closing slow consumer of" << m_id << "with" << unsent
                           << "bytes unsent";
-        m_context.metrics.slowConsumerDropped();
+        m_streams.metrics().slowConsumerDropped();
         closeWith(CloseSlowConsumer, u"slow_consumer"_s);
         return false;
     }
@@ -191,7 +197,7 @@ void EventStreamSession::closeWith(int code, const QString &reason)
         return;
     m_state = State::Closed;
     m_authTimer.stop();
-    m_context.hub.unsubscribe(m_id, this);
+    m_streams.hub().unsubscribe(m_id, this);
     // A client that stopped reading never answers the close handshake: it is cut after 5 s.
     m_socket->close(quint16(code), reason, 5000);
 }
@@ -202,47 +208,36 @@ void EventStreamSession::sendError(const QString &code, const QString &detail)
     m_socket->sendText(QJsonDocument(frame).toJson(QJsonDocument::Compact));
 }
 
-QCoro::Task<> EventStreamSession::onTextMessage(QByteArray message)
+void EventStreamSession::onTextMessage(const QByteArray &message)
 {
-    QPointer<EventStreamSession> self(this);
     QJsonParseError parseError;
     const QJsonDocument document = QJsonDocument::fromJson(message, &parseError);
     if (parseError.error != QJsonParseError::NoError || !document.isObject()) {
         sendError(u"malformed_json"_s, u"A frame must be one JSON object"_s);
-        co_return;
+        return;
     }
     const QJsonObject frame = document.object();
     if (m_state == State::Authenticating) {
         if (frame.value(u"type"_s) != u"auth"_s ||
-            !m_context.auth.accepts(frame.value(u"session_api_key"_s).toString().toUtf8())) {
+            !m_streams.auth().accepts(frame.value(u"session_api_key"_s).toString().toUtf8())) {
             closeWith(CloseUnauthorized, u"unauthorized"_s);
-            co_return;
+            return;
         }
         m_authTimer.stop();
         beginStreaming();
-        co_return;
+        return;
     }
     if (m_state == State::Closed)
-        co_return;
+        return;
     if (frame.value(u"type"_s) == u"auth"_s)
-        co_return; // a repeated auth frame is harmless
+        return; // a repeated auth frame is harmless
     QString error;
-    const auto request = MessageRequest::fromJson(frame, &error);
+    auto request = MessageRequest::fromJson(frame, &error);
     if (!request) {
         sendError(u"invalid_parameter"_s, error);
-        co_return;
+        return;
     }
-    try {
-        auto sending = m_context.service.sendMessage(m_id, *request);
-        co_await std::move(sending);
-    } catch (const ApiError &apiError) {
-        if (self)
-            sendError(apiError.code, apiError.detail);
-    } catch (const std::exception &failure) {
-        qCWarning(lcStreams) << "message frame failed:" << failure.what();
-        if (self)
-            sendError(u"internal_error"_s, u"The message could not be stored"_s);
-    }
+    m_streams.sendMessage(this, std::move(*request));
 }
 
 } // namespace AgentDeck

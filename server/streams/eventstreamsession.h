@@ -22,14 +22,16 @@ class EventStreamSession : public QObject, public EventSubscriber
 {
     Q_OBJECT
 public:
-    EventStreamSession(std::unique_ptr<WebSocketConnection> socket, const QUuid &conversationId,
-                       std::optional<qint64> afterSeq, EventStreams::Context &context,
-                       QObject *parent = nullptr);
+    EventStreamSession(std::unique_ptr<WebSocketConnection> socket, quint64 serial,
+                       const QUuid &conversationId, std::optional<qint64> afterSeq,
+                       EventStreams &streams, QObject *parent = nullptr);
     ~EventStreamSession() override;
 
     void start();
+    quint64 serial() const { return m_serial; }
     QUuid conversationId() const { return m_id; }
     void closeWith(int code, const QString &reason);
+    void sendError(const QString &code, const QString &detail);
     void deliver(qint64 seq, const QByteArray &frame) override;
     void deliverTransient(const QByteArray &frame) override;
 
@@ -52,14 +54,14 @@ private:
     // Writes a frame unless it would take the unsent bytes over the budget; then the client is
     // a slow consumer and is closed.
     bool send(const QByteArray &frame);
-    void sendError(const QString &code, const QString &detail);
-    QCoro::Task<> onTextMessage(QByteArray message);
+    void onTextMessage(const QByteArray &message);
     void beginStreaming();
 
     std::unique_ptr<WebSocketConnection> m_socket;
+    quint64 m_serial;
     QUuid m_id;
     std::optional<qint64> m_afterSeq;
-    EventStreams::Context &m_context;
+    EventStreams &m_streams;
     State m_state = State::Authenticating;
     qint64 m_lastSeq = 0;
     QTimer m_authTimer;

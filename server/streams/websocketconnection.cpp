@@ -207,6 +207,8 @@ void WebSocketConnection::close(quint16 code, const QString &reason, int graceMs
     text.truncate(123); // a control frame carries at most 125 bytes
     payload += text;
     writeControl(Close, payload);
+    // Now rather than on the next turn of the loop: a server that is stopping may not have one.
+    m_socket->flush();
     if (m_closeReceived)
         m_socket->disconnectFromHost();
     else

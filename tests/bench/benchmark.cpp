@@ -244,6 +244,13 @@ QCoro::Task<int> Benchmark::run()
                 .arg(QString::fromLatin1(load)));
     }
 
+    if (m_options.fanoutOnly) {
+        auto fanout = measureFanoutAlone(root.filePath(u"fanout"_s));
+        co_await std::move(fanout);
+        printSummary();
+        co_return m_failures.isEmpty() ? 0 : 1;
+    }
+
     CatalogueFigures reference;
     CatalogueFigures large;
     QList<QUuid> ids;
@@ -309,6 +316,20 @@ QCoro::Task<int> Benchmark::run()
         say(u"removed %1 in %2"_s.arg(root.path(), seconds(nowNs() - removeStartNs)));
     }
     co_return m_failures.isEmpty() ? 0 : 1;
+}
+
+QCoro::Task<> Benchmark::measureFanoutAlone(QString dataDir)
+{
+    say(QString());
+    say(u"== 2. Event published -> received, %1 WebSocket subscribers, %2 events/s"_s
+            .arg(m_options.subscribers)
+            .arg(m_options.eventsPerSecond));
+    auto starting = startServer(m_server, dataDir);
+    const bool started = co_await std::move(starting);
+    if (!started)
+        co_return;
+    auto fanout = measureFanout(*m_server);
+    co_await std::move(fanout);
 }
 
 QCoro::Task<bool> Benchmark::startServer(std::unique_ptr<ServerProcess> &server, QString dataDir)

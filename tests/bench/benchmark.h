@@ -20,6 +20,7 @@ struct BenchOptions
     QString binary;
     QString workDir;
     bool quick = false;
+    bool fanoutOnly = false; // figure 2 alone, on a server with an empty catalogue
     bool keepData = false;
     qint64 conversations = 100'000;
     qint64 referenceConversations = 1'000;
@@ -117,6 +118,7 @@ private:
     QCoro::Task<bool> restartAndSample(QString label, QString dataDir, CatalogueFigures &figures);
     QCoro::Task<bool> measureThroughput(ServerProcess &server, const QList<QUuid> &ids);
     QCoro::Task<bool> measureFanout(ServerProcess &server);
+    QCoro::Task<> measureFanoutAlone(QString dataDir);
 
     void reportSearchAndMemory(const CatalogueFigures &reference, const CatalogueFigures &large);
     void printSummary() const;

@@ -41,13 +41,17 @@ int main(int argc, char *argv[])
     const QCommandLineOption keepData(u"keep-data"_s, u"Keep the data dirs afterwards."_s);
     const QCommandLineOption requireGoals(
         u"require-goals"_s, u"Exit with status 2 when a goal is not met or not measured."_s);
-    parser.addOptions({binary, quick, conversations, reference, workDir, keepData, requireGoals});
+    const QCommandLineOption fanoutOnly(
+        u"fanout-only"_s, u"Measure figure 2 (publish -> receive) alone, on an empty server."_s);
+    parser.addOptions(
+        {binary, quick, conversations, reference, workDir, keepData, requireGoals, fanoutOnly});
     parser.process(app);
 
     BenchOptions options;
     options.binary = parser.value(binary);
     options.workDir = parser.value(workDir);
     options.keepData = parser.isSet(keepData);
+    options.fanoutOnly = parser.isSet(fanoutOnly);
     if (parser.isSet(quick)) {
         options.makeQuick();
         options.conversations = 5'000;

@@ -11,6 +11,7 @@
 #include <QNetworkReply>
 #include <QProcess>
 #include <QRegularExpression>
+#include <QSignalSpy>
 #include <QSqlDatabase>
 #include <QSqlQuery>
 #include <QTcpServer>
@@ -22,6 +23,7 @@
 #include "testevents.h"
 #include <QUrlQuery>
 #include <QUuid>
+#include <QWebSocket>
 
 #include <csignal>
 #include <memory>
@@ -172,11 +174,22 @@ private Q_SLOTS:
         const QString command = sleepCommand(marker);
         const QUuid id = startSleepingConversation(server, command, marker);
         QVERIFY(!id.isNull());
+        // A live stream is told the server is going away (1001), from the streams' thread.
+        QWebSocket stream;
+        QUrl streamUrl = server.url();
+        streamUrl.setScheme(u"ws"_s);
+        streamUrl.setPath(u"/sockets/events/"_s + wireId(id));
+        QSignalSpy streamOpened(&stream, &QWebSocket::connected);
+        QSignalSpy streamClosed(&stream, &QWebSocket::disconnected);
+        stream.open(streamUrl);
+        QVERIFY(QTest::qWaitFor([&] { return !streamOpened.isEmpty(); }, 10'000));
 
         QElapsedTimer stopping;
         stopping.start();
         server.sendSignal(signal);
         QVERIFY2(server.waitForExit(10'000), "the server did not stop within 10 s");
+        QVERIFY(QTest::qWaitFor([&] { return !streamClosed.isEmpty(); }, 5'000));
+        QCOMPARE(int(stream.closeCode()), 1001);
         QVERIFY2(stopping.elapsed() < 6'000,
                  qPrintable(u"stopping took %1 ms with a 1 s grace"_s.arg(stopping.elapsed())));
         QCOMPARE(server.exitStatus(), QProcess::NormalExit);

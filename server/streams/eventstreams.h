@@ -57,7 +57,6 @@ public:
     // Takes the WebSocket upgrades that `listener` finds (in the listener's thread) over to
     // this thread.
     void acceptFrom(HttpListener &listener);
-    qsizetype openCount() const { return m_sessions.size(); }
     // Closes every stream with 1001 (going away), for a graceful stop; this thread only.
     void closeAll();
 

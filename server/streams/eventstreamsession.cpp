@@ -65,23 +65,25 @@ void EventStreamSession::start()
 
 void EventStreamSession::beginStreaming()
 {
+    // Subscribe first: from here on nothing committed escapes both the replay and the live path.
+    // (An unknown conversation is unsubscribed again by closeWith().)
+    m_streams.hub().subscribe(m_id, this);
+    std::optional<qint64> committed;
     try {
-        if (!m_streams.eventCountOf(m_id)) {
-            closeWith(CloseNotFound, u"unknown conversation"_s);
-            return;
-        }
-        // Subscribe first: from here on nothing committed escapes both the replay and the live
-        // path.
-        m_streams.hub().subscribe(m_id, this);
-        if (!m_afterSeq) {
-            // Live only: start after whatever is committed now.
-            m_lastSeq = m_streams.eventCountOf(m_id).value_or(0);
-            m_state = State::Live;
-            return;
-        }
+        committed = m_streams.eventCountOf(m_id);
     } catch (const StorageError &error) {
         qCWarning(lcStreams) << "cannot start a stream:" << error.what();
         closeWith(WebSocketConnection::CloseInternalError, u"storage failure"_s);
+        return;
+    }
+    if (!committed) {
+        closeWith(CloseNotFound, u"unknown conversation"_s);
+        return;
+    }
+    if (!m_afterSeq) {
+        // Live only: start after whatever is committed now.
+        m_lastSeq = *committed;
+        m_state = State::Live;
         return;
     }
     m_state = State::Replaying;

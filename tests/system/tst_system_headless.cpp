@@ -54,8 +54,6 @@ bool seqsAreGapless(const QList<QJsonObject> &events, QString *problem)
     return true;
 }
 
-// One `agentdeck --headless` subprocess and an HTTP client for it.
-
 } // namespace
 
 class SystemHeadlessTest : public QObject

@@ -2,6 +2,8 @@
 
 #include "websocketconnection.h"
 
+#include <QSet>
+
 namespace AgentDeck {
 
 EventHub::EventHub(QObject *parent)
@@ -58,6 +60,10 @@ void EventHub::deliverQueued()
         const QMutexLocker lock(&m_mutex);
         queue.swap(m_queue);
     }
+    // A conversation's subscribers begin the burst before its first event in it and end it
+    // after the last: each socket gets the burst's frames in one write.
+    QSet<QUuid> begun;
+    QList<EventSubscriber *> inBurst;
     for (const Published &event : queue) {
         QList<EventSubscriber *> subscribers;
         {
@@ -67,6 +73,12 @@ void EventHub::deliverQueued()
         }
         if (subscribers.isEmpty())
             continue;
+        if (!begun.contains(event.conversationId)) {
+            begun.insert(event.conversationId);
+            for (EventSubscriber *subscriber : std::as_const(subscribers))
+                subscriber->beginBurst();
+            inBurst.append(subscribers);
+        }
         const QByteArray frame = WebSocketConnection::textFrame(event.json);
         for (EventSubscriber *subscriber : std::as_const(subscribers)) {
             if (event.seq > 0)
@@ -75,6 +87,8 @@ void EventHub::deliverQueued()
                 subscriber->deliverTransient(frame);
         }
     }
+    for (EventSubscriber *subscriber : std::as_const(inBurst))
+        subscriber->endBurst();
 }
 
 qsizetype EventHub::subscriberCount(const QUuid &conversationId) const

@@ -20,6 +20,10 @@ public:
     // A transient frame (a streamed text delta), also a complete text frame: not stored, no
     // seq. Live subscribers only; one that cannot take it now may drop it.
     virtual void deliverTransient(const QByteArray &) {}
+    // Around the deliveries of one burst (every event queued when the hub's thread woke): what
+    // is delivered in between may go to the client in one write at endBurst().
+    virtual void beginBurst() {}
+    virtual void endBurst() {}
 };
 
 // Fans committed events out to the subscribers of their conversation. Subscribers live in the

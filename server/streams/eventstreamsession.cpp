@@ -106,10 +106,13 @@ QCoro::Task<> EventStreamSession::replay()
             co_return;
         }
         bool waited = false;
+        m_socket->cork(); // a page in one write, as far as the budget allows
         for (const StoredEvent &event : page) {
             // Replay goes at the client's pace: wait for it to drain rather than overrun the
             // budget. Only a client that drains nothing for 30 s is a slow consumer here.
             const QByteArray frame = WebSocketConnection::textFrame(event.json);
+            if (m_socket->bytesToWrite() + frame.size() > budget)
+                m_socket->uncork(); // what the kernel takes now does not count against it
             while (m_socket->bytesToWrite() > 0 &&
                    m_socket->bytesToWrite() + frame.size() > budget) {
                 waited = true;
@@ -129,6 +132,7 @@ QCoro::Task<> EventStreamSession::replay()
                 co_return;
             m_lastSeq = event.seq;
         }
+        m_socket->uncork();
         // Live only right after a short read with no wait since it: whatever was committed
         // after that read is published to us as live.
         if (!waited && page.size() < pageSize) {
@@ -149,6 +153,16 @@ void EventStreamSession::deliver(qint64 seq, const QByteArray &frame)
         return;
     if (send(frame))
         m_lastSeq = seq;
+}
+
+void EventStreamSession::beginBurst()
+{
+    m_socket->cork();
+}
+
+void EventStreamSession::endBurst()
+{
+    m_socket->uncork();
 }
 
 bool EventStreamSession::catchUp(qint64 untilSeq)

@@ -34,6 +34,8 @@ public:
     void sendError(const QString &code, const QString &detail);
     void deliver(qint64 seq, const QByteArray &frame) override;
     void deliverTransient(const QByteArray &frame) override;
+    void beginBurst() override;
+    void endBurst() override;
 
 Q_SIGNALS:
     void finished(AgentDeck::EventStreamSession *session);

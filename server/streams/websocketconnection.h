@@ -55,7 +55,11 @@ public:
     // Writes a frame built with textFrame(); nothing happens once closing.
     void sendFrame(const QByteArray &frame);
     void sendText(QByteArrayView utf8) { sendFrame(textFrame(utf8)); }
-    // Bytes accepted by sendFrame() and not yet handed to the kernel.
+    // Frames sent while corked are held, and uncork() hands them to the kernel in one write: a
+    // burst of events costs each socket one system call, not one per event.
+    void cork() { m_corked = true; }
+    void uncork();
+    // Bytes accepted by sendFrame() and not yet handed to the kernel, held ones included.
     qint64 bytesToWrite() const;
     // Sends a close frame and ends the connection when the client answers it, or after
     // `graceMs` when it does not (a client that stopped reading never does).
@@ -77,12 +81,17 @@ private:
     void onMessage(quint8 opcode, QByteArray payload);
     void fail(quint16 code, const QString &reason);
     void writeControl(quint8 opcode, QByteArrayView payload);
+    // Holds `bytes` while corked, writes them otherwise.
+    void queue(const QByteArray &bytes);
+    void writeOut(const QByteArray &bytes);
     void onSocketDisconnected();
 
     QTcpSocket *m_socket;
     QUrl m_url;
     qint64 m_maxMessageBytes;
     QByteArray m_input;
+    QByteArray m_held; // frames sent while corked
+    bool m_corked = false;
     QByteArray m_fragments; // a fragmented message being assembled
     std::optional<quint8> m_fragmentOpcode;
     bool m_closeSent = false;

@@ -371,9 +371,14 @@ QString ConversationStore::columns() const
     return m_instance.isEmpty() ? ConversationColumns : ConversationColumns + LiveLeaseOwnerColumn;
 }
 
+bool ConversationStore::announces() const
+{
+    return !m_instance.isEmpty() && m_db.isPostgres();
+}
+
 void ConversationStore::announce(const QUuid &id, const QString &what)
 {
-    if (m_instance.isEmpty() || !m_db.isPostgres())
+    if (!announces())
         return;
     // Delivered to the listening replicas when (and only if) the transaction commits.
     QSqlQuery &q = m_db.prepared(u"SELECT pg_notify('"_s + ChangeChannel + u"', ?)"_s);
@@ -560,19 +565,23 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
         stored.append({event.seq, json});
     }
 
-    QSqlQuery &row =
-        m_db.prepared(u"UPDATE conversations SET event_count = ?, updated_at = ?, "
-                      "last_event_at = CASE WHEN ? THEN ? ELSE last_event_at END, "
-                      "execution_status = COALESCE(?, execution_status) WHERE id = ?"_s);
+    // The status only when it changes: SQLite rewrites an index entry whenever its column is
+    // assigned, even to the same value, and most appends leave the status alone.
+    QSqlQuery &row = m_db.prepared(
+        status ? u"UPDATE conversations SET event_count = ?, updated_at = ?, "
+                 "last_event_at = CASE WHEN ? THEN ? ELSE last_event_at END, "
+                 "execution_status = ? WHERE id = ?"_s
+               : u"UPDATE conversations SET event_count = ?, updated_at = ?, "
+                 "last_event_at = CASE WHEN ? THEN ? ELSE last_event_at END WHERE id = ?"_s);
     row.addBindValue(seq);
     row.addBindValue(nowMs);
     row.addBindValue(!events.isEmpty());
     row.addBindValue(nowMs);
-    row.addBindValue(status ? QVariant(toString(*status))
-                            : QVariant(QMetaType(QMetaType::QString)));
+    if (status)
+        row.addBindValue(toString(*status));
     row.addBindValue(wireId);
     m_db.exec(row);
-    if (!stored.isEmpty())
+    if (!stored.isEmpty() && announces())
         announce(id, u"%1 %2"_s.arg(stored.first().seq).arg(stored.last().seq));
     transaction.commit();
     if (cached) {

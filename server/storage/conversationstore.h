@@ -90,6 +90,8 @@ public:
     // Announces `what` about the conversation to the other replicas when the current
     // transaction commits (at once outside one).
     void announce(const QUuid &id, const QString &what);
+    // Whether announcements reach anyone: only replicas sharing PostgreSQL listen.
+    bool announces() const;
 
     void insert(const ConversationInfo &info);
     std::optional<ConversationInfo> find(const QUuid &id);

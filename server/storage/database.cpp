@@ -337,9 +337,10 @@ void Database::begin()
         // IMMEDIATE: the write lock now, waiting for it through the busy timeout. A deferred
         // transaction that read first and finds the lock taken when it writes (the
         // checkpointer's RESTART holds it) fails at once instead.
-        QSqlQuery begin(m_db);
-        begun = begin.exec(u"BEGIN IMMEDIATE"_s);
+        QSqlQuery &begin = prepared(u"BEGIN IMMEDIATE"_s);
+        begun = begin.exec();
         failure = begin.lastError().text();
+        begin.finish();
     }
     if (!begun) {
         m_depth = 0;
@@ -356,10 +357,22 @@ void Database::commit()
         m_db.rollback();
         throw StorageError("commit: an inner part of the transaction failed");
     }
-    if (!m_db.commit()) {
+    bool committed = false;
+    QString failure;
+    if (isPostgres()) {
+        committed = m_db.commit();
+        failure = m_db.lastError().text();
+    } else {
+        // Prepared once, like the BEGIN: QSqlDatabase::commit() parses it every time.
+        QSqlQuery &commit = prepared(u"COMMIT"_s);
+        committed = commit.exec();
+        failure = commit.lastError().text();
+        commit.finish();
+    }
+    if (!committed) {
         noteFailure();
         m_db.rollback();
-        throw StorageError("commit: " + m_db.lastError().text().toStdString());
+        throw StorageError("commit: " + failure.toStdString());
     }
 }
 

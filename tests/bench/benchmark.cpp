@@ -1,10 +1,11 @@
 #include "benchmark.h"
 
+#include "fanoutreference.h"
 #include "loadgenerator.h"
 #include "procinfo.h"
 #include "publisher.h"
 #include "serverconnection.h"
-#include "websocketsubscriber.h"
+#include "websocketsubscribers.h"
 #include "wiretypes.h"
 
 #include <QByteArrayMatcher>
@@ -19,11 +20,12 @@
 #include <QRandomGenerator>
 #include <QSet>
 #include <QTemporaryDir>
-#include <QThread>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <numeric>
 
 using namespace Qt::StringLiterals;
@@ -90,27 +92,33 @@ QCoro::Task<bool> waitUntil(std::function<bool()> condition, std::chrono::millis
     co_return true;
 }
 
-// Collects what the subscribers of the fan-out measurement receive.
+// Collects what the subscribers of the fan-out measurement receive. onMessage() runs in the
+// subscribers' reading threads, each subscriber always in the same one; the counters are read
+// from the bench's thread while it waits, the samples only once the readers have ended.
 class FanoutCollector
 {
 public:
     FanoutCollector(int subscribers, qint64 warmupEvents, qint64 expectedEvents)
         : m_warmupEvents(warmupEvents)
-        , m_received(std::size_t(subscribers), 0)
-        , m_probeSeen(std::size_t(subscribers), false)
+        , m_subscribers(std::size_t(subscribers))
     {
         const auto samples = std::size_t(std::max<qint64>(0, expectedEvents - warmupEvents));
-        fromSend.reserve(samples * std::size_t(subscribers));
-        fromSchedule.reserve(samples * std::size_t(subscribers));
+        for (Subscriber &subscriber : m_subscribers) {
+            subscriber.fromSend.reserve(samples);
+            subscriber.fromSchedule.reserve(samples);
+        }
     }
 
-    void onMessage(int subscriber, QByteArrayView payload, qint64 receivedNs)
+    void onMessage(int index, QByteArrayView payload, qint64 receivedNs)
     {
         static const QByteArrayMatcher marker(Publisher::marker());
+        Subscriber &subscriber = m_subscribers[std::size_t(index)];
+        if (index == 0)
+            m_payloadBytes.store(payload.size(), std::memory_order_relaxed);
         const qsizetype at = marker.indexIn(payload.data(), payload.size());
         if (at < 0) {
             if (payload.contains("bench probe"))
-                m_probeSeen[std::size_t(subscriber)] = true;
+                subscriber.probeSeen = true;
             return;
         }
         qsizetype pos = at + Publisher::marker().size();
@@ -119,31 +127,43 @@ public:
         const qint64 sentNs = readNumber(payload, pos);
         pos += 3; // " s="
         const qint64 scheduledNs = readNumber(payload, pos);
-        ++m_received[std::size_t(subscriber)];
+        subscriber.received.fetch_add(1, std::memory_order_relaxed);
         if (n < m_warmupEvents)
             return;
-        fromSend.add(receivedNs - sentNs);
-        fromSchedule.add(receivedNs - scheduledNs);
-        if (subscriber == 0)
+        subscriber.fromSend.add(receivedNs - sentNs);
+        subscriber.fromSchedule.add(receivedNs - scheduledNs);
+        if (index == 0)
             recordCommitLatency(payload);
     }
 
     bool allSawProbe() const
     {
-        return std::all_of(m_probeSeen.begin(), m_probeSeen.end(), [](bool seen) { return seen; });
+        return std::all_of(
+            m_subscribers.begin(), m_subscribers.end(),
+            [](const Subscriber &subscriber) { return subscriber.probeSeen.load(); });
     }
     qint64 fewestReceived() const
     {
-        return *std::min_element(m_received.begin(), m_received.end());
+        qint64 fewest = std::numeric_limits<qint64>::max();
+        for (const Subscriber &subscriber : m_subscribers)
+            fewest = std::min(fewest, subscriber.received.load());
+        return fewest;
     }
     qint64 totalReceived() const
     {
-        return std::accumulate(m_received.begin(), m_received.end(), qint64(0));
+        qint64 total = 0;
+        for (const Subscriber &subscriber : m_subscribers)
+            total += subscriber.received.load();
+        return total;
     }
 
-    Samples fromSend;     // client write of the POST -> frame read by a subscriber
-    Samples fromSchedule; // scheduled time of the POST -> frame read
-    Samples fromCommit;   // server "timestamp" (ms, wall clock) -> frame read, subscriber 0
+    // Client write of the POST -> frame read by a subscriber; all subscribers.
+    Samples fromSend() const { return merged(&Subscriber::fromSend); }
+    // Scheduled time of the POST -> frame read.
+    Samples fromSchedule() const { return merged(&Subscriber::fromSchedule); }
+    Samples fromCommit; // server "timestamp" (ms, wall clock) -> frame read, subscriber 0
+    // The size of the last message subscriber 0 read.
+    qsizetype payloadBytes() const { return m_payloadBytes.load(); }
 
 private:
     void recordCommitLatency(QByteArrayView payload)
@@ -159,9 +179,26 @@ private:
             fromCommit.add((nowMs - stamp.toMSecsSinceEpoch()) * 1'000'000);
     }
 
+    struct Subscriber
+    {
+        std::atomic<qint64> received{0};
+        std::atomic<bool> probeSeen{false};
+        Samples fromSend;
+        Samples fromSchedule;
+    };
+
+    Samples merged(Samples Subscriber::*samples) const
+    {
+        Samples all;
+        all.reserve(m_subscribers.size() * (m_subscribers.front().*samples).size());
+        for (const Subscriber &subscriber : m_subscribers)
+            all.append(subscriber.*samples);
+        return all;
+    }
+
     qint64 m_warmupEvents;
-    std::vector<qint64> m_received;
-    std::vector<bool> m_probeSeen;
+    std::vector<Subscriber> m_subscribers;
+    std::atomic<qsizetype> m_payloadBytes{0};
 };
 
 } // namespace
@@ -798,18 +835,16 @@ QCoro::Task<bool> Benchmark::measureFanout(ServerProcess &server)
     const qint64 plannedEvents = m_options.eventsPerSecond * duration.count() / 1000;
     FanoutCollector collector(m_options.subscribers, warmupEvents, plannedEvents);
     const QByteArray path = "/sockets/events/" + toWireId(*id).toLatin1();
-    std::vector<std::unique_ptr<WebSocketSubscriber>> subscribers;
-    for (int i = 0; i < m_options.subscribers; ++i) {
-        subscribers.push_back(std::make_unique<WebSocketSubscriber>(
-            endpoint, path, [&collector, i](QByteArrayView payload, qint64 receivedNs) {
-                collector.onMessage(i, payload, receivedNs);
-            }));
-        subscribers.back()->open();
+    WebSocketSubscribers subscribers(
+        endpoint, path, m_options.subscribers, m_options.subscriberThreads,
+        [&collector](int subscriber, QByteArrayView payload, qint64 receivedNs) {
+            collector.onMessage(subscriber, payload, receivedNs);
+        });
+    if (!subscribers.open()) {
+        fail(u"cannot connect the subscribers: "_s + subscribers.error());
+        co_return false;
     }
-    const auto openCount = [&subscribers] {
-        return std::count_if(subscribers.begin(), subscribers.end(),
-                             [](const auto &s) { return s->isUpgraded() && !s->isClosed(); });
-    };
+    const auto openCount = [&subscribers] { return subscribers.openCount(); };
     auto upgrading = waitUntil([&] { return openCount() == m_options.subscribers; }, 20s);
     const bool allUpgraded = co_await std::move(upgrading);
     if (!allUpgraded) {
@@ -840,24 +875,17 @@ QCoro::Task<bool> Benchmark::measureFanout(ServerProcess &server)
     plan.conversation = *id;
     plan.ratePerSecond = m_options.eventsPerSecond;
     plan.duration = duration;
-    auto thread = std::make_unique<QThread>();
-    auto publisher = std::make_unique<Publisher>(plan);
-    publisher->moveToThread(thread.get());
-    connect(thread.get(), &QThread::started, publisher.get(), &Publisher::start);
-    connect(publisher.get(), &Publisher::finished, thread.get(), &QThread::quit);
-    auto threadDone = qCoro(thread.get(), &QThread::finished, duration + 60s);
+    Publisher publisher(plan);
     CpuMeter cpu(server.pid());
-    thread->start();
-    const auto finished = co_await std::move(threadDone);
-    if (!finished || !thread->wait(10'000)) {
-        // Leave both behind rather than delete objects a running thread may still use.
-        thread->quit();
-        (void)thread.release();
-        (void)publisher.release();
-        fail(u"the publisher did not finish"_s);
+    if (!publisher.start()) {
+        fail(u"cannot connect the publisher: "_s + publisher.error());
         co_return false;
     }
-    const PublishResult published = publisher->result();
+    // The publisher ends by itself, past its deadline at the latest.
+    auto publishing = waitUntil([&publisher] { return publisher.isFinished(); }, duration + 60s);
+    co_await std::move(publishing);
+    publisher.wait();
+    const PublishResult &published = publisher.result();
     auto delivering = waitUntil(
         [&] {
             return collector.fewestReceived() >= published.stored ||
@@ -873,13 +901,10 @@ QCoro::Task<bool> Benchmark::measureFanout(ServerProcess &server)
             ? cpu.serverShare() * 1e6 / (double(published.stored) / publishSeconds)
             : 0;
     const auto memory = server.memory();
-    QStringList closedReasons;
-    for (const auto &subscriber : subscribers) {
-        if (subscriber->isClosed())
-            closedReasons.append(subscriber->closeReason());
-        subscriber->close();
-    }
+    subscribers.stop();
+    const QStringList closedReasons = subscribers.closeReasons();
 
+    const Samples fromSend = collector.fromSend();
     const qint64 expected = published.stored * m_options.subscribers;
     const qint64 received = collector.totalReceived();
     say(u"   published: %1 of %2 planned POSTs over %3 connections, %4 stored, %5 failed; "
@@ -900,9 +925,9 @@ QCoro::Task<bool> Benchmark::measureFanout(ServerProcess &server)
             .arg(closedReasons.size())
             .arg(closedReasons.isEmpty() ? QString() : u" ("_s + closedReasons.first() + u')'));
     say(u"   POST write -> frame read, after %1 warm-up events: %2"_s.arg(warmupEvents)
-            .arg(collector.fromSend.summary()));
+            .arg(fromSend.summary()));
     say(u"   scheduled time -> frame read:                    %1"_s.arg(
-        collector.fromSchedule.summary()));
+        collector.fromSchedule().summary()));
     say(u"   server timestamp -> frame read (subscriber 0, ms wall clock): %1"_s.arg(
         collector.fromCommit.summary()));
     say(u"   %1; server CPU %2 us per event (one POST, %3 frames); server RSS %4"_s.arg(cpuReport)
@@ -913,14 +938,76 @@ QCoro::Task<bool> Benchmark::measureFanout(ServerProcess &server)
     const bool complete = received == expected && closedReasons.isEmpty() && published.failed == 0;
     if (!complete)
         m_failures.append(u"fan-out: %1 of %2 frames delivered"_s.arg(received).arg(expected));
-    const qint64 p99 = collector.fromSend.percentile(0.99);
+    const qint64 p99 = fromSend.percentile(0.99);
+
+    say(u"   reference: the same fan-out from bare sockets, no server (%1-byte messages):"_s.arg(
+        collector.payloadBytes()));
+    auto referencing = measureFanoutReference(collector.payloadBytes());
+    const Samples reference = co_await std::move(referencing);
+    const QString versus =
+        reference.isEmpty()
+            ? QString()
+            : u"; reference p99 %1, ratio %2"_s.arg(
+                  formatMs(reference.percentile(0.99)),
+                  formatRatio(ratioOf(double(p99), double(reference.percentile(0.99)))));
     addGoal({u"2. publish -> receive p99, %1 subscribers, %2/s"_s.arg(m_options.subscribers)
                  .arg(m_options.eventsPerSecond),
-             u"p50 %1, p99 %2"_s.arg(formatMs(collector.fromSend.median()), formatMs(p99)),
-             u"p99 < 5 ms"_s, complete && !collector.fromSend.isEmpty(),
-             complete && p99 < 5'000'000},
+             u"p50 %1, p99 %2%3"_s.arg(formatMs(fromSend.median()), formatMs(p99), versus),
+             u"p99 < 5 ms"_s, complete && !fromSend.isEmpty(), complete && p99 < 5'000'000},
             2);
     co_return complete;
+}
+
+QCoro::Task<Samples> Benchmark::measureFanoutReference(qsizetype payloadBytes)
+{
+    ReferencePlan plan;
+    plan.ratePerSecond = m_options.eventsPerSecond;
+    plan.duration = m_options.fanoutWarmup + m_options.fanoutWindow;
+    plan.payloadBytes = payloadBytes;
+    const qint64 warmupEvents = m_options.eventsPerSecond * m_options.fanoutWarmup.count() / 1000;
+    const qint64 plannedEvents = plan.ratePerSecond * plan.duration.count() / 1000;
+    FanoutReference fanout(plan);
+    QString error;
+    if (!fanout.listen(&error)) {
+        say(u"   FAILED: "_s + error);
+        co_return Samples();
+    }
+    FanoutCollector collector(m_options.subscribers, warmupEvents, plannedEvents);
+    WebSocketSubscribers subscribers(
+        fanout.endpoint(), "/reference", m_options.subscribers, m_options.subscriberThreads,
+        [&collector](int subscriber, QByteArrayView payload, qint64 receivedNs) {
+            collector.onMessage(subscriber, payload, receivedNs);
+        });
+    if (!subscribers.open() || !fanout.acceptSubscribers(m_options.subscribers, &error)) {
+        say(u"   FAILED: "_s + (error.isEmpty() ? subscribers.error() : error));
+        co_return Samples();
+    }
+    auto upgrading =
+        waitUntil([&] { return subscribers.openCount() == m_options.subscribers; }, 20s);
+    co_await std::move(upgrading);
+    CpuMeter cpu(0);
+    fanout.start();
+    auto publishing = waitUntil([&fanout] { return fanout.isFinished(); }, plan.duration + 60s);
+    co_await std::move(publishing);
+    fanout.wait();
+    auto delivering = waitUntil(
+        [&] {
+            return collector.fewestReceived() >= fanout.published() ||
+                   subscribers.openCount() < m_options.subscribers;
+        },
+        10s);
+    co_await std::move(delivering);
+    subscribers.stop();
+    const Samples fromSend = collector.fromSend();
+    say(u"   delivered: %1 of %2 frames; write -> read, after %3 warm-up events: %4"_s
+            .arg(collector.totalReceived())
+            .arg(fanout.published() * m_options.subscribers)
+            .arg(warmupEvents)
+            .arg(fromSend.summary()));
+    say(u"   CPU: bench with the reference %1% of a core, other processes %2%"_s
+            .arg(qRound(cpu.benchShare() * 100))
+            .arg(qRound(cpu.otherShare() * 100)));
+    co_return fromSend;
 }
 
 void Benchmark::printSummary() const

@@ -31,6 +31,7 @@ struct BenchOptions
     std::chrono::milliseconds throughputWarmup{500};
     std::chrono::milliseconds throughputWindow{3000};
     int subscribers = 100;
+    int subscriberThreads = 1;
     int eventsPerSecond = 1000;
     std::chrono::milliseconds fanoutWarmup{500};
     std::chrono::milliseconds fanoutWindow{5000};
@@ -118,6 +119,8 @@ private:
     QCoro::Task<bool> restartAndSample(QString label, QString dataDir, CatalogueFigures &figures);
     QCoro::Task<bool> measureThroughput(ServerProcess &server, const QList<QUuid> &ids);
     QCoro::Task<bool> measureFanout(ServerProcess &server);
+    // The same fan-out from bare sockets in the bench; the subscribers' write -> read samples.
+    QCoro::Task<Samples> measureFanoutReference(qsizetype payloadBytes);
     QCoro::Task<> measureFanoutAlone(QString dataDir);
 
     void reportSearchAndMemory(const CatalogueFigures &reference, const CatalogueFigures &large);

@@ -22,6 +22,36 @@ struct HttpResult
     qint64 latencyNs = 0; // from the write of the request to the last byte of the response
 };
 
+// "METHOD target HTTP/1.1" with Host, and a JSON body with its Content-Type and -Length.
+QByteArray makeHttpRequest(QByteArrayView hostHeader, QByteArrayView method, QByteArrayView target,
+                           QByteArrayView jsonBody = {});
+
+// Splits a byte stream into HTTP/1.1 responses that carry Content-Length (the server always
+// sends it).
+class HttpResponseReader
+{
+public:
+    enum class Progress
+    {
+        Incomplete,
+        Complete, // take() the response
+        Invalid,  // not an HTTP response with a length: give up on the connection
+    };
+
+    Progress feed(QByteArrayView bytes);
+    // The complete response (latencyNs unset), removed from the stream.
+    HttpResult take();
+    void reset();
+
+private:
+    Progress progress();
+
+    QByteArray m_buffer;
+    qsizetype m_bodyStart = -1; // -1 while the header is incomplete
+    qsizetype m_contentLength = 0;
+    int m_status = 0;
+};
+
 // A raw HTTP/1.1 keep-alive client connection with one request in flight: small enough that the
 // bench spends its CPU on the server, not on a client stack. Responses must carry
 // Content-Length (the server always sends it).
@@ -53,13 +83,9 @@ private:
     Endpoint m_endpoint;
     QByteArray m_hostHeader;
     QTcpSocket m_socket;
-    QByteArray m_buffer;
+    HttpResponseReader m_reader;
     bool m_busy = false;
     qint64 m_sentNs = 0;
-    // Parsed header of the response being read; -1 while the header is incomplete.
-    qsizetype m_bodyStart = -1;
-    qsizetype m_contentLength = 0;
-    int m_status = 0;
 };
 
 } // namespace AgentDeck::Bench

@@ -1,130 +1,209 @@
 #include "publisher.h"
 
+#include "rawsocket.h"
 #include "wiretypes.h"
 
 #include <QJsonDocument>
-#include <QTimer>
+
+#include <cerrno>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck::Bench {
 
+namespace {
+constexpr quint64 TimerKey = ~quint64(0);
+}
+
+struct Publisher::Connection
+{
+    int fd = -1;
+    HttpResponseReader reader;
+    bool busy = false;
+    bool dead = false;
+    qint64 sentNs = 0;
+};
+
 Publisher::Publisher(PublishPlan plan)
     : m_plan(std::move(plan))
+    , m_hostHeader(m_plan.endpoint.host.toLatin1() + ':' + QByteArray::number(m_plan.endpoint.port))
     , m_target("/api/conversations/" + toWireId(m_plan.conversation).toLatin1() + "/events")
 {
     m_result.planned = qint64(m_plan.ratePerSecond) * m_plan.duration.count() / 1000;
     m_result.postLatency.reserve(std::size_t(m_result.planned));
+    // The wire format comes from the models; only the text changes from one message to the next.
+    MessageRequest message;
+    message.text = u"@"_s;
+    message.run = false;
+    const QByteArray body = QJsonDocument(message.toJson()).toJson(QJsonDocument::Compact);
+    const qsizetype at = body.indexOf("\"@\"");
+    m_bodyBefore = body.left(at + 1);
+    m_bodyAfter = body.mid(at + 2);
 }
 
-QCoro::Task<> Publisher::start()
+Publisher::~Publisher()
 {
-    std::vector<QCoro::Task<bool>> opening;
+    wait();
+    for (const auto &connection : m_connections) {
+        if (connection->fd >= 0)
+            ::close(connection->fd);
+    }
+    if (m_timer >= 0)
+        ::close(m_timer);
+    if (m_epoll >= 0)
+        ::close(m_epoll);
+}
+
+bool Publisher::start()
+{
+    m_epoll = ::epoll_create1(EPOLL_CLOEXEC);
+    m_timer = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (m_epoll < 0 || m_timer < 0) {
+        m_error = systemError("epoll");
+        return false;
+    }
+    epoll_event timerEvent{};
+    timerEvent.events = EPOLLIN;
+    timerEvent.data.u64 = TimerKey;
+    ::epoll_ctl(m_epoll, EPOLL_CTL_ADD, m_timer, &timerEvent);
     for (int i = 0; i < m_plan.connections; ++i) {
-        auto *connection = new HttpConnection(m_plan.endpoint, this);
-        m_connections.append(connection);
-        connect(connection, &HttpConnection::responded, this,
-                [this, connection](const HttpResult &result) { onAnswer(connection, result); });
-        opening.push_back(connection->open(std::chrono::seconds(10)));
+        Connection &connection = *m_connections.emplace_back(std::make_unique<Connection>());
+        connection.fd = connectTcp(m_plan.endpoint, &m_error);
+        if (connection.fd < 0)
+            return false;
+        setNonBlocking(connection.fd);
+        epoll_event event{};
+        event.events = EPOLLIN | EPOLLRDHUP;
+        event.data.u64 = quint64(i);
+        ::epoll_ctl(m_epoll, EPOLL_CTL_ADD, connection.fd, &event);
+        m_idle.push_back(&connection);
     }
-    bool all = true;
-    for (auto &task : opening) {
-        const bool opened = co_await std::move(task);
-        all = opened && all;
-    }
-    m_result.connected = all;
-    if (!all) {
-        finish();
-        co_return;
-    }
-    m_idle = m_connections;
-
-    m_deadline = new QTimer(this);
-    m_deadline->setSingleShot(true);
-    connect(m_deadline, &QTimer::timeout, this, &Publisher::finish);
-    m_deadline->start(m_plan.duration + std::chrono::seconds(15));
-
-    m_ticker = new QTimer(this);
-    m_ticker->setTimerType(Qt::PreciseTimer);
-    connect(m_ticker, &QTimer::timeout, this, &Publisher::tick);
-    m_startNs = nowNs();
-    m_ticker->start(1);
-    tick();
+    m_thread = std::thread([this] { run(); });
+    return true;
 }
 
-void Publisher::tick()
+void Publisher::wait()
 {
-    if (m_finished)
-        return;
-    // Event n is due at start + n / rate.
-    const qint64 elapsed = nowNs() - m_startNs;
-    const qint64 due =
-        std::min(m_result.planned, elapsed * m_plan.ratePerSecond / 1'000'000'000 + 1);
-    while (m_scheduled < due)
-        m_backlog.enqueue(m_scheduled++);
-    dispatch();
-    if (m_scheduled == m_result.planned) {
-        m_ticker->stop();
-        finishIfDone();
+    if (m_thread.joinable())
+        m_thread.join();
+}
+
+void Publisher::run()
+{
+    m_startNs = nowNs();
+    m_deadlineNs =
+        m_startNs + std::chrono::nanoseconds(m_plan.duration + std::chrono::seconds(15)).count();
+    schedule(m_startNs);
+    epoll_event events[32];
+    while (!done() && nowNs() < m_deadlineNs) {
+        const int ready = ::epoll_wait(m_epoll, events, 32, -1);
+        if (ready < 0 && errno != EINTR)
+            break;
+        for (int i = 0; i < ready; ++i) {
+            if (events[i].data.u64 == TimerKey) {
+                quint64 expirations = 0;
+                (void)::read(m_timer, &expirations, sizeof expirations);
+                schedule(nowNs());
+            } else {
+                readFrom(*m_connections[std::size_t(events[i].data.u64)]);
+            }
+        }
     }
+    m_finished = true;
+}
+
+void Publisher::schedule(qint64 now)
+{
+    // Event n is due at start + n / rate.
+    const qint64 due =
+        std::min(m_result.planned, (now - m_startNs) * m_plan.ratePerSecond / 1'000'000'000 + 1);
+    while (m_scheduled < due)
+        m_backlog.push_back(m_scheduled++);
+    dispatch();
+    armTimer(m_scheduled < m_result.planned
+                 ? m_startNs + m_scheduled * 1'000'000'000 / m_plan.ratePerSecond
+                 : m_deadlineNs);
+}
+
+void Publisher::armTimer(qint64 atNs)
+{
+    itimerspec when{};
+    when.it_value.tv_sec = time_t(atNs / 1'000'000'000);
+    when.it_value.tv_nsec = long(atNs % 1'000'000'000);
+    ::timerfd_settime(m_timer, TFD_TIMER_ABSTIME, &when, nullptr);
 }
 
 void Publisher::dispatch()
 {
-    while (!m_backlog.isEmpty() && !m_idle.isEmpty()) {
-        const qint64 n = m_backlog.dequeue();
-        HttpConnection *connection = m_idle.takeLast();
+    while (!m_backlog.empty() && !m_idle.empty()) {
+        const qint64 n = m_backlog.front();
+        m_backlog.pop_front();
+        Connection &connection = *m_idle.back();
+        m_idle.pop_back();
         const qint64 scheduledNs = m_startNs + n * 1'000'000'000 / m_plan.ratePerSecond;
         const qint64 sentNs = nowNs();
-        MessageRequest message;
-        message.text = u"bench n=%1 t=%2 s=%3"_s.arg(n).arg(sentNs).arg(scheduledNs);
-        message.run = false;
-        const QByteArray body = QJsonDocument(message.toJson()).toJson(QJsonDocument::Compact);
-        connection->send(connection->makeRequest("POST", m_target, body));
+        const QByteArray body = m_bodyBefore + marker() + QByteArray::number(n) +
+                                " t=" + QByteArray::number(sentNs) +
+                                " s=" + QByteArray::number(scheduledNs) + m_bodyAfter;
+        connection.busy = true;
+        connection.sentNs = sentNs;
+        if (!sendAll(connection.fd, makeHttpRequest(m_hostHeader, "POST", m_target, body))) {
+            connection.busy = false;
+            connection.dead = true;
+            ++m_result.failed;
+        }
         if (m_result.sent == 0)
             m_result.firstSendNs = sentNs;
         m_result.lastSendNs = sentNs;
         ++m_result.sent;
     }
-    m_result.maxBacklog = std::max<qint64>(m_result.maxBacklog, m_backlog.size());
+    m_result.maxBacklog = std::max<qint64>(m_result.maxBacklog, qint64(m_backlog.size()));
 }
 
-void Publisher::onAnswer(HttpConnection *connection, const HttpResult &result)
+void Publisher::readFrom(Connection &connection)
 {
-    if (m_finished)
-        return;
-    if (result.status >= 200 && result.status < 300) {
-        ++m_result.stored;
-        m_result.postLatency.add(result.latencyNs);
-    } else {
-        ++m_result.failed;
+    char chunk[16 * 1024];
+    for (;;) {
+        const ssize_t n = ::recv(connection.fd, chunk, sizeof chunk, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        const auto progress = n > 0 && connection.busy
+                                  ? connection.reader.feed(QByteArrayView(chunk, n))
+                                  : HttpResponseReader::Progress::Invalid;
+        if (progress == HttpResponseReader::Progress::Invalid) {
+            // Closed, failed, or an answer nobody asked for: this connection is done.
+            if (connection.busy)
+                ++m_result.failed;
+            connection.busy = false;
+            connection.dead = true;
+            ::epoll_ctl(m_epoll, EPOLL_CTL_DEL, connection.fd, nullptr);
+            return;
+        }
+        if (progress == HttpResponseReader::Progress::Incomplete)
+            continue;
+        const HttpResult answer = connection.reader.take();
+        if (answer.status >= 200 && answer.status < 300) {
+            ++m_result.stored;
+            m_result.postLatency.add(nowNs() - connection.sentNs);
+        } else {
+            ++m_result.failed;
+        }
+        connection.busy = false;
+        m_idle.push_back(&connection);
+        dispatch();
     }
-    if (connection->isOpen())
-        m_idle.append(connection);
-    dispatch();
-    finishIfDone();
 }
 
-void Publisher::finishIfDone()
+bool Publisher::done() const
 {
-    if (m_scheduled == m_result.planned && m_backlog.isEmpty() &&
-        m_result.stored + m_result.failed == m_result.sent)
-        finish();
-}
-
-void Publisher::finish()
-{
-    if (m_finished)
-        return;
-    m_finished = true;
-    // Everything that lives in this thread goes with it; the object itself is plain data now.
-    if (m_ticker)
-        m_ticker->stop();
-    if (m_deadline)
-        m_deadline->stop();
-    for (QObject *child : children())
-        child->deleteLater();
-    Q_EMIT finished();
+    return m_scheduled == m_result.planned && m_backlog.empty() &&
+           m_result.stored + m_result.failed == m_result.sent;
 }
 
 } // namespace AgentDeck::Bench

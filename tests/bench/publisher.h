@@ -3,11 +3,13 @@
 #include "httpconnection.h"
 #include "samples.h"
 
-#include <QObject>
-#include <QQueue>
 #include <QUuid>
 
-class QTimer;
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <thread>
+#include <vector>
 
 namespace AgentDeck::Bench {
 
@@ -22,7 +24,6 @@ struct PublishPlan
 
 struct PublishResult
 {
-    bool connected = false;
     qint64 planned = 0;
     qint64 sent = 0;
     qint64 stored = 0;     // 2xx answers: events that were committed and published
@@ -40,44 +41,60 @@ struct PublishResult
     }
 };
 
-// POSTs message events at a fixed rate (open loop, on schedule) from its own thread, so that the
-// receivers' work in the main thread cannot delay the schedule. Each message's text carries its
-// number, the time its request was written and the time it was scheduled for:
+// POSTs message events at a fixed rate (open loop, on schedule) from a thread of its own that
+// runs the keep-alive connections on epoll, so that neither the receivers' work nor a Qt event
+// loop's cost per request delays the schedule or takes CPU from the server. Each message's text
+// carries its number, the time its request was written and the time it was scheduled for:
 // "bench n=<n> t=<write ns> s=<scheduled ns>" on the bench's monotonic clock.
-class Publisher : public QObject
+class Publisher
 {
-    Q_OBJECT
 public:
     explicit Publisher(PublishPlan plan);
+    ~Publisher();
 
-    // Call in the publisher's thread (e.g. from QThread::started).
-    QCoro::Task<> start();
-    // Valid after `finished`.
+    Publisher(const Publisher &) = delete;
+    Publisher &operator=(const Publisher &) = delete;
+
+    // Connects every connection, then publishes in the thread; false (with error()) when a
+    // connection cannot be made.
+    bool start();
+    QString error() const { return m_error; }
+    // The thread ends by itself once every event was answered, or past the deadline
+    // (the plan's duration and 15 s).
+    bool isFinished() const { return m_finished.load(); }
+    void wait();
+    // Valid after wait().
     const PublishResult &result() const { return m_result; }
 
     static QByteArray marker() { return QByteArrayLiteral("bench n="); }
 
-Q_SIGNALS:
-    void finished();
-
 private:
-    void tick();
+    struct Connection;
+
+    void run();
+    void schedule(qint64 now);
     void dispatch();
-    void onAnswer(HttpConnection *connection, const HttpResult &result);
-    void finishIfDone();
-    void finish();
+    void readFrom(Connection &connection);
+    void armTimer(qint64 atNs);
+    bool done() const;
 
     PublishPlan m_plan;
     PublishResult m_result;
+    QByteArray m_hostHeader;
     QByteArray m_target;
-    QList<HttpConnection *> m_connections;
-    QList<HttpConnection *> m_idle;
-    QQueue<qint64> m_backlog; // numbers of due events not yet written
+    QByteArray m_bodyBefore; // the message's JSON around its text
+    QByteArray m_bodyAfter;
+    std::vector<std::unique_ptr<Connection>> m_connections;
+    std::vector<Connection *> m_idle;
+    std::deque<qint64> m_backlog; // numbers of due events not yet written
     qint64 m_scheduled = 0;
     qint64 m_startNs = 0;
-    QTimer *m_ticker = nullptr;
-    QTimer *m_deadline = nullptr;
-    bool m_finished = false;
+    qint64 m_deadlineNs = 0;
+    int m_epoll = -1;
+    int m_timer = -1;
+    std::thread m_thread;
+    std::atomic<bool> m_finished{false};
+    QString m_error;
 };
 
 } // namespace AgentDeck::Bench

@@ -57,19 +57,20 @@ qint64 cpuTimeNs(qint64 pid)
     return ticks * (1'000'000'000LL / sysconf(_SC_CLK_TCK));
 }
 
-qint64 machineBusyNs()
+MachineTimes machineTimes()
 {
     // "cpu  user nice system idle iowait irq softirq steal guest guest_nice"
     const QByteArray stat = readProcFile(u"/proc/stat"_s);
     const QList<QByteArray> fields = stat.left(stat.indexOf('\n')).simplified().split(' ');
     if (fields.size() < 9 || fields[0] != "cpu")
-        return 0;
+        return {};
     qint64 busy = 0;
     for (int i = 1; i <= 8; ++i) {
         if (i != 4 && i != 5) // idle, iowait
             busy += fields[i].toLongLong();
     }
-    return busy * (1'000'000'000LL / sysconf(_SC_CLK_TCK));
+    const qint64 tick = 1'000'000'000LL / sysconf(_SC_CLK_TCK);
+    return {busy * tick, fields[8].toLongLong() * tick};
 }
 
 CpuMeter::CpuMeter(qint64 serverPid)
@@ -83,7 +84,7 @@ void CpuMeter::restart()
     m_startNs = nowNs();
     m_serverStartNs = cpuTimeNs(m_serverPid);
     m_benchStartNs = cpuTimeNs(0);
-    m_machineStartNs = machineBusyNs();
+    m_machineStart = machineTimes();
 }
 
 double CpuMeter::share(qint64 deltaNs) const
@@ -105,15 +106,24 @@ double CpuMeter::benchShare() const
 double CpuMeter::otherShare() const
 {
     // Clock ticks make this coarse (10 ms): small negative values are rounding.
-    return std::max(0.0, share(machineBusyNs() - m_machineStartNs) - serverShare() - benchShare());
+    const MachineTimes now = machineTimes();
+    return std::max(0.0, share(now.busyNs - m_machineStart.busyNs) -
+                             share(now.stealNs - m_machineStart.stealNs) - serverShare() -
+                             benchShare());
+}
+
+double CpuMeter::stealShare() const
+{
+    return share(machineTimes().stealNs - m_machineStart.stealNs);
 }
 
 QString CpuMeter::report() const
 {
-    return u"CPU: server %1% of a core, bench %2%, other processes %3%"_s
+    return u"CPU: server %1% of a core, bench %2%, other processes %3%, taken by the host %4%"_s
         .arg(qRound(serverShare() * 100))
         .arg(qRound(benchShare() * 100))
-        .arg(qRound(otherShare() * 100));
+        .arg(qRound(otherShare() * 100))
+        .arg(qRound(stealShare() * 100));
 }
 
 MachineInfo MachineInfo::read()

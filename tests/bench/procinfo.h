@@ -18,8 +18,14 @@ std::optional<ProcessMemory> readMemory(qint64 pid);
 // User + system CPU time of a process (0: this one), from /proc/PID/stat.
 qint64 cpuTimeNs(qint64 pid);
 
-// Busy CPU time of the whole machine (all cores), from /proc/stat.
-qint64 machineBusyNs();
+// The machine's time in every state but idle and iowait, and the part of it the hypervisor
+// took ("steal": a virtual CPU was runnable but not running).
+struct MachineTimes
+{
+    qint64 busyNs = 0;
+    qint64 stealNs = 0;
+};
+MachineTimes machineTimes();
 
 // CPU used by the server, by the bench and by everything else over a phase, each as a share of
 // one core: the machine is shared, and a figure taken while something else ran says so.
@@ -32,7 +38,10 @@ public:
     QString report() const;
     double serverShare() const;
     double benchShare() const;
+    // Other processes, not counting what the host took.
     double otherShare() const;
+    // Time the hypervisor took from this machine's CPUs.
+    double stealShare() const;
 
 private:
     double share(qint64 deltaNs) const;
@@ -41,7 +50,7 @@ private:
     qint64 m_startNs = 0;
     qint64 m_serverStartNs = 0;
     qint64 m_benchStartNs = 0;
-    qint64 m_machineStartNs = 0;
+    MachineTimes m_machineStart;
 };
 
 struct MachineInfo

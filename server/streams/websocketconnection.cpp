@@ -2,6 +2,7 @@
 
 #include "http/httplistener.h"
 #include "logging.h"
+#include "websocketframing.h"
 
 #include <QCryptographicHash>
 #include <QPointer>
@@ -16,17 +17,9 @@ using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
 
-namespace {
-enum Opcode : quint8
-{
-    Continuation = 0x0,
-    Text = 0x1,
-    Binary = 0x2,
-    Close = 0x8,
-    Ping = 0x9,
-    Pong = 0xA,
-};
+using namespace WebSocketFraming;
 
+namespace {
 QByteArray refusal(int status, QByteArrayView reason, QByteArrayView detail,
                    QByteArrayView extraHeader = {})
 {
@@ -55,24 +48,6 @@ bool isValidCloseCode(quint16 code)
            (code >= 3000 && code <= 4999);
 }
 
-QByteArray frameHeader(quint8 firstByte, quint64 length)
-{
-    QByteArray header;
-    if (length < 126) {
-        header.resize(2);
-        header[1] = char(length);
-    } else if (length < 65536) {
-        header.resize(4);
-        header[1] = char(126);
-        qToBigEndian(quint16(length), header.data() + 2);
-    } else {
-        header.resize(10);
-        header[1] = char(127);
-        qToBigEndian(quint64(length), header.data() + 2);
-    }
-    header[0] = char(firstByte);
-    return header;
-}
 } // namespace
 
 WebSocketConnection::Handshake WebSocketConnection::parseHandshake(const QByteArray &head)

@@ -3,6 +3,7 @@
 #include "publisher.h"
 #include "rawsocket.h"
 #include "samples.h"
+#include "websocketframing.h"
 
 #include <arpa/inet.h>
 #include <cerrno>
@@ -150,17 +151,8 @@ QByteArray FanoutReference::frameFor(const Due &event) const
                          " s=" + QByteArray::number(event.scheduledNs) + "\",\"padding\":\"";
     payload.append(std::max<qsizetype>(0, m_plan.payloadBytes - payload.size() - 2), 'x');
     payload.append("\"}");
-    // An unmasked text frame; the payload is under 64 KiB.
-    QByteArray frame;
-    frame.append(char(0x81));
-    if (payload.size() < 126) {
-        frame.append(char(payload.size()));
-    } else {
-        frame.append(char(126));
-        frame.append(char(payload.size() >> 8));
-        frame.append(char(payload.size() & 0xFF));
-    }
-    return frame + payload;
+    using namespace WebSocketFraming;
+    return frameHeader(0x80 | Text, quint64(payload.size())) + payload;
 }
 
 } // namespace AgentDeck::Bench

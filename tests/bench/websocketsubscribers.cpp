@@ -2,6 +2,7 @@
 
 #include "rawsocket.h"
 #include "samples.h"
+#include "websocketframing.h"
 
 #include <QRandomGenerator>
 #include <QtEndian>
@@ -16,18 +17,7 @@ using namespace Qt::StringLiterals;
 
 namespace AgentDeck::Bench {
 
-namespace {
-enum Opcode : quint8
-{
-    Continuation = 0x0,
-    Text = 0x1,
-    Binary = 0x2,
-    Close = 0x8,
-    Ping = 0x9,
-    Pong = 0xA,
-};
-
-} // namespace
+using namespace WebSocketFraming;
 
 struct WebSocketSubscribers::Subscriber
 {
@@ -224,10 +214,9 @@ void WebSocketSubscribers::readFrames(Subscriber &subscriber, qint64 receivedNs)
             }
             break;
         case Ping: {
-            // Client frames are masked (RFC 6455 5.3); control payloads are under 126 bytes.
-            QByteArray pong;
-            pong.append(char(0x80 | Pong));
-            pong.append(char(0x80 | payload.size()));
+            // Client frames are masked (RFC 6455 5.3).
+            QByteArray pong = frameHeader(0x80 | Pong, quint64(payload.size()));
+            pong[1] = char(pong[1] | 0x80);
             char key[4];
             qToBigEndian(QRandomGenerator::global()->generate(), key);
             pong.append(key, 4);

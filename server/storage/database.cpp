@@ -328,25 +328,32 @@ void Database::begin()
     }
     reconnectIfLost();
     ++m_depth;
-    bool begun = false;
-    QString failure;
-    if (isPostgres()) {
-        begun = m_db.transaction();
-        failure = m_db.lastError().text();
-    } else {
-        // IMMEDIATE: the write lock now, waiting for it through the busy timeout. A deferred
-        // transaction that read first and finds the lock taken when it writes (the
-        // checkpointer's RESTART holds it) fails at once instead.
-        QSqlQuery &begin = prepared(u"BEGIN IMMEDIATE"_s);
-        begun = begin.exec();
-        failure = begin.lastError().text();
-        begin.finish();
-    }
-    if (!begun) {
+    // SQLite: IMMEDIATE takes the write lock now, waiting for it through the busy timeout. A
+    // deferred transaction that read first and finds the lock taken when it writes (the
+    // checkpointer's RESTART holds it) fails at once instead.
+    if (const auto failure = control(u"BEGIN IMMEDIATE"_s, &QSqlDatabase::transaction)) {
         m_depth = 0;
         noteFailure();
-        throw StorageError("begin: " + failure.toStdString());
+        throw StorageError("begin: " + failure->toStdString());
     }
+}
+
+std::optional<QString> Database::control(const QString &sqliteStatement,
+                                         bool (QSqlDatabase::*postgres)())
+{
+    if (isPostgres()) {
+        if ((m_db.*postgres)())
+            return std::nullopt;
+        return m_db.lastError().text();
+    }
+    // Prepared once like every statement: QSqlDatabase::transaction() and commit() would parse
+    // theirs for every transaction.
+    QSqlQuery &query = prepared(sqliteStatement);
+    std::optional<QString> failure;
+    if (!query.exec())
+        failure = query.lastError().text();
+    query.finish();
+    return failure;
 }
 
 void Database::commit()
@@ -357,22 +364,10 @@ void Database::commit()
         m_db.rollback();
         throw StorageError("commit: an inner part of the transaction failed");
     }
-    bool committed = false;
-    QString failure;
-    if (isPostgres()) {
-        committed = m_db.commit();
-        failure = m_db.lastError().text();
-    } else {
-        // Prepared once, like the BEGIN: QSqlDatabase::commit() parses it every time.
-        QSqlQuery &commit = prepared(u"COMMIT"_s);
-        committed = commit.exec();
-        failure = commit.lastError().text();
-        commit.finish();
-    }
-    if (!committed) {
+    if (const auto failure = control(u"COMMIT"_s, &QSqlDatabase::commit)) {
         noteFailure();
         m_db.rollback();
-        throw StorageError("commit: " + failure.toStdString());
+        throw StorageError("commit: " + failure->toStdString());
     }
 }
 

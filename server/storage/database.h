@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 namespace AgentDeck {
@@ -94,6 +95,10 @@ private:
     // PostgreSQL: after a failed statement, the next use outside a transaction checks the
     // connection and opens it again when the server went away (restart, failover).
     void noteFailure();
+    // BEGIN or COMMIT: the statement on SQLite, QSqlDatabase's call on PostgreSQL. The error
+    // text when it failed.
+    std::optional<QString> control(const QString &sqliteStatement,
+                                   bool (QSqlDatabase::*postgres)());
     void reconnectIfLost();
 
     QSqlDatabase m_db;

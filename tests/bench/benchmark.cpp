@@ -988,7 +988,11 @@ QCoro::Task<Samples> Benchmark::measureFanoutReference(qsizetype payloadBytes)
     }
     auto upgrading =
         waitUntil([&] { return subscribers.openCount() == m_options.subscribers; }, 20s);
-    co_await std::move(upgrading);
+    if (const bool allUpgraded = co_await std::move(upgrading); !allUpgraded) {
+        say(u"   FAILED: only %1 of %2 subscribers were upgraded"_s.arg(subscribers.openCount())
+                .arg(m_options.subscribers));
+        co_return Samples();
+    }
     CpuMeter cpu(0);
     fanout.start();
     auto publishing = waitUntil([&fanout] { return fanout.isFinished(); }, plan.duration + 60s);

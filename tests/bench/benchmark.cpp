@@ -26,7 +26,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
-#include <numeric>
 
 using namespace Qt::StringLiterals;
 using namespace std::chrono_literals;

@@ -23,8 +23,7 @@ struct Publisher::Connection
 {
     int fd = -1;
     HttpResponseReader reader;
-    bool busy = false;
-    bool dead = false;
+    bool busy = false; // a request in flight; a connection that failed is neither busy nor idle
     qint64 sentNs = 0;
 };
 
@@ -153,7 +152,6 @@ void Publisher::dispatch()
         connection.sentNs = sentNs;
         if (!sendAll(connection.fd, makeHttpRequest(m_hostHeader, "POST", m_target, body))) {
             connection.busy = false;
-            connection.dead = true;
             ++m_result.failed;
         }
         if (m_result.sent == 0)
@@ -181,22 +179,24 @@ void Publisher::readFrom(Connection &connection)
             if (connection.busy)
                 ++m_result.failed;
             connection.busy = false;
-            connection.dead = true;
             ::epoll_ctl(m_epoll, EPOLL_CTL_DEL, connection.fd, nullptr);
             return;
         }
-        if (progress == HttpResponseReader::Progress::Incomplete)
-            continue;
-        const HttpResult answer = connection.reader.take();
-        if (answer.status >= 200 && answer.status < 300) {
-            ++m_result.stored;
-            m_result.postLatency.add(nowNs() - connection.sentNs);
-        } else {
-            ++m_result.failed;
+        if (progress == HttpResponseReader::Progress::Complete) {
+            const HttpResult answer = connection.reader.take();
+            if (answer.status >= 200 && answer.status < 300) {
+                ++m_result.stored;
+                m_result.postLatency.add(nowNs() - connection.sentNs);
+            } else {
+                ++m_result.failed;
+            }
+            connection.busy = false;
+            m_idle.push_back(&connection);
+            dispatch();
         }
-        connection.busy = false;
-        m_idle.push_back(&connection);
-        dispatch();
+        // A short read took everything there was: no second recv() to hear EAGAIN.
+        if (std::size_t(n) < sizeof chunk)
+            return;
     }
 }
 

@@ -2,6 +2,7 @@
 
 #include "clock.h"
 #include "logging.h"
+#include "sqlitebusywait.h"
 #include "walcheckpointer.h"
 
 #include <QDir>
@@ -49,17 +50,21 @@ void nowMsFunction(sqlite3_context *context, int, sqlite3_value **)
     sqlite3_result_int64(context, clock ? clock->nowMs() : QDateTime::currentMSecsSinceEpoch());
 }
 
-// agentdeck_now_ms(): the one SQL function every lease expiry is computed with. PostgreSQL
-// defines it over clock_timestamp() in its migrations; SQLite gets it from here.
-bool registerClockFunction(QSqlDatabase &db, const Clock *clock)
+sqlite3 *sqliteHandle(const QSqlDatabase &db)
 {
     const QVariant handle = db.driver()->handle();
     if (!handle.isValid() || qstrcmp(handle.typeName(), "sqlite3*") != 0)
-        return false;
-    sqlite3 *connection = *static_cast<sqlite3 *const *>(handle.data());
-    return connection && sqlite3_create_function(connection, "agentdeck_now_ms", 0, SQLITE_UTF8,
-                                                 const_cast<Clock *>(clock), nowMsFunction, nullptr,
-                                                 nullptr) == SQLITE_OK;
+        return nullptr;
+    return *static_cast<sqlite3 *const *>(handle.data());
+}
+
+// agentdeck_now_ms(): the one SQL function every lease expiry is computed with. PostgreSQL
+// defines it over clock_timestamp() in its migrations; SQLite gets it from here.
+bool registerClockFunction(sqlite3 *connection, const Clock *clock)
+{
+    return sqlite3_create_function(connection, "agentdeck_now_ms", 0, SQLITE_UTF8,
+                                   const_cast<Clock *>(clock), nowMsFunction, nullptr,
+                                   nullptr) == SQLITE_OK;
 }
 } // namespace
 
@@ -134,17 +139,19 @@ std::unique_ptr<Database> Database::connectSqlite(const QString &path, QString *
     // WAL with synchronous=NORMAL: a committed transaction is in the OS before the commit returns,
     // so it survives the process being killed (not a power cut; see docs/ARCHITECTURE.md).
     for (const QString &pragma : {u"PRAGMA journal_mode=WAL"_s, u"PRAGMA synchronous=NORMAL"_s,
-                                  u"PRAGMA foreign_keys=ON"_s, u"PRAGMA busy_timeout=5000"_s}) {
+                                  u"PRAGMA foreign_keys=ON"_s}) {
         QSqlQuery query(database->m_db);
         if (!query.exec(pragma)) {
             *error = u"cannot configure database %1: %2"_s.arg(path, query.lastError().text());
             return nullptr;
         }
     }
-    if (!registerClockFunction(database->m_db, clock)) {
+    sqlite3 *connection = sqliteHandle(database->m_db);
+    if (!connection || !registerClockFunction(connection, clock)) {
         *error = u"cannot register the database clock function"_s;
         return nullptr;
     }
+    SqliteBusyWait::install(connection);
     return database;
 }
 

@@ -1,6 +1,7 @@
 #include "walcheckpointer.h"
 
 #include "logging.h"
+#include "sqlitebusywait.h"
 
 #include <sqlite3.h>
 
@@ -33,8 +34,8 @@ void WalCheckpointer::run()
         sqlite3_close(db);
         return;
     }
-    // A RESTART waits for the writer through the busy handler; a commit takes milliseconds.
-    sqlite3_busy_timeout(db, 5000);
+    // A RESTART waits for the writer, and then for the readers, through the busy handler.
+    SqliteBusyWait::install(db);
     // A connection opens the log only once it reads: until then a checkpoint finds no log and
     // does nothing (successfully).
     if (sqlite3_exec(db, "SELECT count(*) FROM sqlite_schema", nullptr, nullptr, nullptr) !=

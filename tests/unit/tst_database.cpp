@@ -2,11 +2,15 @@
 // connection for another thread.
 #include "storage/conversationstore.h"
 #include "storage/database.h"
+#include "storage/sqlitebusywait.h"
 
 #include <QFileInfo>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QThread>
+
+#include <algorithm>
+#include <atomic>
 
 using namespace Qt::StringLiterals;
 using namespace AgentDeck;
@@ -109,6 +113,81 @@ private Q_SLOTS:
                  qPrintable(
                      u"the log started over %1 times in %2 appends"_s.arg(restarts).arg(appended)));
         QCOMPARE(store.eventsAfter(info.id, 0, appended + 1).size(), appended);
+    }
+
+    // Waiting for a lock: pauses of at most 1 ms, adding up to the limit before giving up.
+    void busyWaitPausesAreShort()
+    {
+        using namespace std::chrono_literals;
+        using namespace SqliteBusyWait;
+        QCOMPARE(pausedBefore(0), 0us);
+        QVERIFY(pauseBefore(0) <= 100us);
+        int attempt = 0;
+        for (; pausedBefore(attempt) < Limit; ++attempt) {
+            QVERIFY(pauseBefore(attempt) <= 1ms);
+            QCOMPARE(pausedBefore(attempt + 1), pausedBefore(attempt) + pauseBefore(attempt));
+        }
+        // It gives up after the limit, and not long after.
+        QVERIFY(pausedBefore(attempt) < Limit + 1ms);
+    }
+
+    // A writer that finds the write lock taken gets it soon after it is released: SQLite's own
+    // busy timeout sleeps 1, 2, then 5 ms between tries, so a lock held for 4 ms cost 8.
+    void aWriterGetsTheLockSoonAfterItIsReleased()
+    {
+        QString error;
+        auto db = Database::openSqlite(m_dir->filePath(u"catalog.db"_s), &error);
+        QVERIFY2(db, qPrintable(error));
+        constexpr int Rounds = 9;
+        constexpr qint64 HoldNs = 4'000'000;
+        QElapsedTimer clock;
+        clock.start();
+        std::atomic<qint64> waitingSince{-1};
+        std::atomic<qint64> acquiredAt{-1};
+        std::atomic<int> round{-1};
+        QString threadError;
+        std::unique_ptr<QThread> writer(QThread::create([&] {
+            auto other = db->openAnother(&threadError);
+            if (!other)
+                return;
+            for (int r = 0; r < Rounds; ++r) {
+                while (round.load() < r)
+                    QThread::yieldCurrentThread();
+                waitingSince = clock.nsecsElapsed();
+                try {
+                    Transaction transaction(*other);
+                    acquiredAt = clock.nsecsElapsed();
+                    transaction.commit();
+                } catch (const std::exception &failure) {
+                    threadError = QString::fromUtf8(failure.what());
+                    acquiredAt = clock.nsecsElapsed();
+                    return;
+                }
+            }
+        }));
+        writer->start();
+        std::vector<qint64> lateness;
+        for (int r = 0; r < Rounds && threadError.isEmpty(); ++r) {
+            waitingSince = -1;
+            acquiredAt = -1;
+            db->begin();
+            round = r;
+            // Held until the other thread has been waiting for the lock for HoldNs.
+            while (waitingSince.load() < 0 || clock.nsecsElapsed() - waitingSince.load() < HoldNs)
+                QThread::usleep(100);
+            const qint64 releasedAt = clock.nsecsElapsed();
+            db->commit();
+            QVERIFY(QTest::qWaitFor([&] { return acquiredAt.load() >= 0; }, 10'000));
+            QVERIFY2(acquiredAt.load() >= releasedAt, "the writer did not wait for the lock");
+            lateness.push_back(acquiredAt.load() - releasedAt);
+        }
+        QVERIFY(writer->wait(10'000));
+        QVERIFY2(threadError.isEmpty(), qPrintable(threadError));
+        std::sort(lateness.begin(), lateness.end());
+        const qint64 median = lateness[lateness.size() / 2];
+        QVERIFY2(median < 2'500'000,
+                 qPrintable(u"the writer got the lock %1 us after its release (median)"_s.arg(
+                     median / 1000)));
     }
 
     // A second connection, for another thread, reads what the first one committed.

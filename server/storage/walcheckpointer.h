@@ -2,6 +2,9 @@
 
 #include <QString>
 
+class QFile;
+struct sqlite3;
+
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -27,6 +30,9 @@ public:
 
 private:
     void run();
+    // Past the bound: syncs the database file, catches the checkpoint up with the writer,
+    // then RESTARTs so that the next commit starts the log over.
+    void startLogOver(sqlite3 *db, QFile &database, int &logFrames);
 
     QString m_path;
     std::chrono::milliseconds m_interval;

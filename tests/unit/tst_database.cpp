@@ -5,6 +5,9 @@
 #include "storage/sqlitebusywait.h"
 
 #include <QFileInfo>
+#include <QLoggingCategory>
+#include <QMutex>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QThread>
@@ -31,6 +34,20 @@ qint64 fileSize(const QString &path)
 {
     return QFileInfo(path).size(); // 0 when missing
 }
+
+// What the checkpointer says about each restart of the log (a debug message, from its thread).
+QMutex g_restartsMutex;
+QStringList g_restarts;
+QtMessageHandler g_previousHandler = nullptr;
+
+void captureRestarts(QtMsgType type, const QMessageLogContext &context, const QString &message)
+{
+    if (message.startsWith(u"log restart at"_s)) {
+        const QMutexLocker lock(&g_restartsMutex);
+        g_restarts.append(message);
+    }
+    g_previousHandler(type, context, message);
+}
 } // namespace
 
 class DatabaseTest : public QObject
@@ -44,6 +61,13 @@ private Q_SLOTS:
         QVERIFY(m_dir->isValid());
     }
     void cleanup() { m_dir.reset(); }
+
+    void initTestCase()
+    {
+        QLoggingCategory::setFilterRules(u"agentdeck.storage.debug=true"_s);
+        g_previousHandler = qInstallMessageHandler(captureRestarts);
+    }
+    void cleanupTestCase() { qInstallMessageHandler(g_previousHandler); }
 
     // The background thread copies the log into the database file while the writer goes on;
     // nothing is copied by the commits themselves (automatic checkpoints are off).
@@ -70,9 +94,14 @@ private Q_SLOTS:
     // Past its bound the log is started over: the checkpointer takes the write lock for that.
     // A write transaction that read first would then fail at once instead of waiting (SQLite
     // does not wait for a lock to turn a read into a write); transactions take the write lock
-    // when they begin, and every write succeeds while the log keeps starting over.
+    // when they begin, and every write succeeds while the log keeps starting over. Each
+    // restart syncs the database file and catches up before its RESTART takes the lock.
     void writesWaitWhileTheLogStartsOver()
     {
+        {
+            const QMutexLocker lock(&g_restartsMutex);
+            g_restarts.clear();
+        }
         const QString path = m_dir->filePath(u"catalog.db"_s);
         QString error;
         auto db = Database::openSqlite(path, &error);
@@ -113,6 +142,17 @@ private Q_SLOTS:
                  qPrintable(
                      u"the log started over %1 times in %2 appends"_s.arg(restarts).arg(appended)));
         QCOMPARE(store.eventsAfter(info.id, 0, appended + 1).size(), appended);
+
+        db.reset(); // the checkpointer's thread ends
+        const QMutexLocker lock(&g_restartsMutex);
+        QVERIFY2(
+            g_restarts.size() >= restarts,
+            qPrintable(u"%1 restarts reported for %2 seen"_s.arg(g_restarts.size()).arg(restarts)));
+        static const QRegularExpression report(
+            u"^log restart at \\d+ frames: file synced in [\\d.]+ ms; catch-up passes: [1-3], "
+            "[\\d.]+ ms; RESTART in [\\d.]+ ms$"_s);
+        for (const QString &restart : std::as_const(g_restarts))
+            QVERIFY2(report.match(restart).hasMatch(), qPrintable(restart));
     }
 
     // Waiting for a lock: pauses of at most 1 ms, adding up to the limit before giving up.

@@ -1,7 +1,8 @@
 #pragma once
 
 // The real `agentdeck --headless` binary as a subprocess, with a plain HTTP client for it, for
-// system tests: start and wait for the listening line, signal it, call its API.
+// system tests: start and wait for the listening line, signal it, call its API; and the fleet
+// of them a test starts, cleaned up after each test function.
 #include <QDir>
 #include <QEventLoop>
 #include <QFile>
@@ -13,12 +14,14 @@
 #include <QNetworkReply>
 #include <QProcess>
 #include <QRegularExpression>
+#include <QTemporaryDir>
 #include <QTest>
 #include <QUrlQuery>
 #include <QUuid>
 
 #include <csignal>
 #include <memory>
+#include <vector>
 
 namespace AgentDeck::Testing {
 
@@ -293,6 +296,59 @@ private:
     QUrl m_url;
     QString m_key;
     QNetworkAccessManager m_network;
+};
+
+// The servers and data dirs of a system test. cleanUp(), after each test function, kills every
+// server (showing the end of its stderr when the test failed) and every process whose command
+// line names one of the data dirs: sandbox hosts outlive their server by design.
+class ServerFleet
+{
+public:
+    // False, with `problem` saying why, when ctest named no binary to run.
+    bool findBinary(QString *problem)
+    {
+        m_binary = agentdeckBinary(problem);
+        return !m_binary.isEmpty();
+    }
+
+    QString newDataDir()
+    {
+        m_dirs.push_back(std::make_unique<QTemporaryDir>());
+        return m_dirs.back()->path();
+    }
+
+    // A server, not started yet, on `dataDir` (a new one when empty).
+    ServerProcess &add(const QString &dataDir = {}, const QStringList &arguments = {},
+                       const QString &listen = u"127.0.0.1:0"_s)
+    {
+        m_servers.push_back(std::make_unique<ServerProcess>(
+            m_binary, dataDir.isEmpty() ? newDataDir() : dataDir, arguments, listen));
+        return *m_servers.back();
+    }
+
+    const std::vector<std::unique_ptr<ServerProcess>> &servers() const { return m_servers; }
+    QString binary() const { return m_binary; }
+
+    void cleanUp()
+    {
+        const bool failed = QTest::currentTestFailed();
+        for (const auto &server : m_servers) {
+            if (failed)
+                qWarning().noquote() << "stderr of" << server->urlText() << ":\n"
+                                     << server->stderrText().right(4000);
+            server->sendSignal(SIGCONT); // a test may have frozen it
+            server->kill();
+        }
+        m_servers.clear();
+        for (const auto &dir : m_dirs)
+            killProcessesWith(dir->path().toUtf8());
+        m_dirs.clear();
+    }
+
+private:
+    QString m_binary;
+    std::vector<std::unique_ptr<QTemporaryDir>> m_dirs;
+    std::vector<std::unique_ptr<ServerProcess>> m_servers;
 };
 
 } // namespace AgentDeck::Testing

@@ -159,8 +159,7 @@ private Q_SLOTS:
     void initTestCase()
     {
         QString problem;
-        m_binary = agentdeckBinary(&problem);
-        QVERIFY2(!m_binary.isEmpty(), qPrintable(problem));
+        QVERIFY2(m_fleet.findBinary(&problem), qPrintable(problem));
     }
 
     void cleanup()
@@ -172,17 +171,7 @@ private Q_SLOTS:
             ctl->kill();
         }
         m_ctls.clear();
-        for (const auto &server : m_servers) {
-            if (failed)
-                qWarning().noquote() << "stderr of" << server->urlText() << ":\n"
-                                     << server->stderrText();
-            server->kill();
-        }
-        m_servers.clear();
-        // Sandbox hosts outlive their server by design; those of this test's data dirs go too.
-        for (const auto &dir : m_dirs)
-            killProcessesWith(dir->path().toUtf8());
-        m_dirs.clear();
+        m_fleet.cleanUp();
     }
 
     // Mistakes in the arguments are caught before any request: exit 2 and a sentence.
@@ -233,7 +222,7 @@ private Q_SLOTS:
     // list: the active partition by default, --archived, --all, --status; table and JSON.
     void listInBothModes()
     {
-        ServerProcess &server = launch();
+        ServerProcess &server = m_fleet.add();
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
         const QUuid finished = server.create(conversationBody(u"shell"_s, u"alpha"_s, u"true"_s));
         const QUuid idle = server.create(conversationBody(u"echo"_s, u"beta"_s));
@@ -303,7 +292,7 @@ private Q_SLOTS:
     // More conversations than one page holds: list follows next_page_id.
     void listFollowsPages()
     {
-        ServerProcess &server = launch();
+        ServerProcess &server = m_fleet.add();
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
         constexpr int Count = 130;
         for (int i = 0; i < Count; ++i)
@@ -323,7 +312,7 @@ private Q_SLOTS:
     // show: badge words and facts for people, the API's object with --json; IDs dashed or not.
     void showInBothModes()
     {
-        ServerProcess &server = launch();
+        ServerProcess &server = m_fleet.add();
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
         const QUuid id = server.create(conversationBody(u"shell"_s, u"show me"_s, u"true"_s));
         QVERIFY(!id.isNull());
@@ -350,7 +339,7 @@ private Q_SLOTS:
     // replicas: this server among the replicas of its catalog, marked as the one answering.
     void replicasInBothModes()
     {
-        ServerProcess &server = launch({u"--replica-id"_s, u"ctl-replica"_s});
+        ServerProcess &server = m_fleet.add({}, {u"--replica-id"_s, u"ctl-replica"_s});
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
         CtlResult result = ctl(server, {u"replicas"_s});
         QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
@@ -376,7 +365,7 @@ private Q_SLOTS:
     // events: one line per event for people, the API's event objects (one per line) with --json.
     void eventsInBothModes()
     {
-        ServerProcess &server = launch();
+        ServerProcess &server = m_fleet.add();
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
         const QUuid id = server.create(
             conversationBody(u"shell"_s, u"events"_s, u"echo first; echo second; exit 3"_s));
@@ -424,7 +413,7 @@ private Q_SLOTS:
     // an archived conversation refuses runtime actions with the server's sentence and exit 4.
     void runtimeAndArchiveActions()
     {
-        ServerProcess &server = launch();
+        ServerProcess &server = m_fleet.add();
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
         const QUuid id = server.create(conversationBody(u"shell"_s, u"acted on"_s, u"true"_s));
         QVERIFY(!id.isNull());
@@ -477,7 +466,7 @@ private Q_SLOTS:
     // send: a message without --run waits; with --run the echo agent answers every open one.
     void sendMessages()
     {
-        ServerProcess &server = launch();
+        ServerProcess &server = m_fleet.add();
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
         const QUuid id = server.create(conversationBody(u"echo"_s, u"talk"_s));
         QVERIFY(!id.isNull());
@@ -513,7 +502,7 @@ private Q_SLOTS:
     // delete: refuses without --yes when nobody can be asked; asks on a terminal.
     void deleteAsksFirst()
     {
-        ServerProcess &server = launch();
+        ServerProcess &server = m_fleet.add();
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
         const QUuid id = server.create(conversationBody(u"echo"_s, u"doomed"_s));
         QVERIFY(!id.isNull());
@@ -548,7 +537,7 @@ private Q_SLOTS:
     // Each kind of failure has its exit code, and the sentence is the server's.
     void notFoundExitCode()
     {
-        ServerProcess &server = launch();
+        ServerProcess &server = m_fleet.add();
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
         const QUuid unknown = QUuid::createUuid();
         const QString sentence =
@@ -588,7 +577,7 @@ private Q_SLOTS:
 
     void unauthorizedExitCodeAndKeySources()
     {
-        ServerProcess &server = launch({u"--session-api-key"_s, u"sekrit"_s});
+        ServerProcess &server = m_fleet.add({}, {u"--session-api-key"_s, u"sekrit"_s});
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
         server.setKey(u"sekrit"_s);
         const QUuid id = server.create(conversationBody(u"echo"_s, u"guarded"_s));
@@ -618,7 +607,7 @@ private Q_SLOTS:
 
     void expiredExitCode()
     {
-        ServerProcess &server = launch({u"--runtime-retention"_s, u"1s"_s});
+        ServerProcess &server = m_fleet.add({}, {u"--runtime-retention"_s, u"1s"_s});
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
         const QUuid id = server.create(conversationBody(u"shell"_s, u"short-lived"_s, u"true"_s));
         QVERIFY(!id.isNull());
@@ -660,8 +649,8 @@ private Q_SLOTS:
         const quint16 port = freePort();
         QVERIFY(port != 0);
         const QString listen = u"127.0.0.1:%1"_s.arg(port);
-        const QString dataDir = newDataDir();
-        ServerProcess *server = &launch({}, dataDir, listen);
+        const QString dataDir = m_fleet.newDataDir();
+        ServerProcess *server = &m_fleet.add(dataDir, {}, listen);
         QVERIFY2(server->startReady(), qPrintable(server->stderrText()));
         const QUuid id = server->create(conversationBody(u"echo"_s, u"followed"_s));
         QVERIFY(!id.isNull());
@@ -699,7 +688,7 @@ private Q_SLOTS:
                  qPrintable(json.result().describe()));
         QVERIFY(json.isRunning() && human.isRunning());
 
-        server = &launch({}, dataDir, listen);
+        server = &m_fleet.add(dataDir, {}, listen);
         QVERIFY2(server->startReady(), qPrintable(server->stderrText()));
         QCOMPARE(server->url().port(), int(port));
         const QString marker = u"after restart "_s + QUuid::createUuid().toString(QUuid::Id128);
@@ -736,21 +725,6 @@ private Q_SLOTS:
     }
 
 private:
-    ServerProcess &launch(const QStringList &arguments = {}, QString dataDir = {},
-                          const QString &listen = u"127.0.0.1:0"_s)
-    {
-        if (dataDir.isEmpty())
-            dataDir = newDataDir();
-        m_servers.push_back(std::make_unique<ServerProcess>(m_binary, dataDir, arguments, listen));
-        return *m_servers.back();
-    }
-
-    QString newDataDir()
-    {
-        m_dirs.push_back(std::make_unique<QTemporaryDir>());
-        return m_dirs.back()->path();
-    }
-
     static QString lineWith(const QStringList &lines, const QString &text)
     {
         for (const QString &line : lines) {
@@ -767,7 +741,8 @@ private:
 
     CtlProcess &startCtl(const ServerProcess &server, const QStringList &arguments)
     {
-        m_ctls.push_back(std::make_unique<CtlProcess>(m_binary, withServer(server, arguments)));
+        m_ctls.push_back(
+            std::make_unique<CtlProcess>(m_fleet.binary(), withServer(server, arguments)));
         CtlProcess &ctl = *m_ctls.back();
         if (!ctl.start())
             qWarning() << "agentdeck ctl did not start";
@@ -776,7 +751,7 @@ private:
 
     CtlResult ctl(const QStringList &arguments, const QMap<QString, QString> &environment = {})
     {
-        CtlProcess process(m_binary, arguments);
+        CtlProcess process(m_fleet.binary(), arguments);
         QProcessEnvironment env = process.process().processEnvironment();
         for (auto it = environment.cbegin(); it != environment.cend(); ++it)
             env.insert(it.key(), it.value());
@@ -805,7 +780,7 @@ private:
             return {};
         }
         const int slave = ::open(::ptsname(master), O_RDWR | O_NOCTTY);
-        CtlProcess process(m_binary, withServer(server, arguments));
+        CtlProcess process(m_fleet.binary(), withServer(server, arguments));
         process.process().setChildProcessModifier([slave] { ::dup2(slave, STDIN_FILENO); });
         const bool started = process.start();
         ::close(slave);
@@ -819,9 +794,7 @@ private:
         return process.result();
     }
 
-    QString m_binary;
-    std::vector<std::unique_ptr<QTemporaryDir>> m_dirs;
-    std::vector<std::unique_ptr<ServerProcess>> m_servers;
+    ServerFleet m_fleet;
     std::vector<std::unique_ptr<CtlProcess>> m_ctls;
 };
 

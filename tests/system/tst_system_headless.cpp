@@ -64,34 +64,21 @@ private Q_SLOTS:
     void initTestCase()
     {
         QString problem;
-        m_binary = agentdeckBinary(&problem);
-        QVERIFY2(!m_binary.isEmpty(), qPrintable(problem));
+        QVERIFY2(m_fleet.findBinary(&problem), qPrintable(problem));
     }
 
     void cleanup()
     {
-        const bool failed = QTest::currentTestFailed();
-        for (const auto &server : m_servers) {
-            if (failed)
-                qWarning().noquote() << "stderr of" << server->url().toString() << ":\n"
-                                     << server->stderrText();
-            server->kill();
-        }
-        m_servers.clear();
+        m_fleet.cleanUp();
         for (const QByteArray &marker : std::as_const(m_markers))
             killProcessesWith(marker);
         m_markers.clear();
-        // Sandbox host processes outlive their server by design; those of this test's data dirs
-        // go with the dirs.
-        for (const auto &dir : m_dirs)
-            killProcessesWith(dir->path().toUtf8());
-        m_dirs.clear();
     }
 
     // 1. Startup: one listening line, health routes, readiness; keys guard /api only.
     void startsAndAnswersHealthRoutes()
     {
-        ServerProcess &server = launch(newDataDir(), {u"--session-api-key"_s, u"sekrit"_s});
+        ServerProcess &server = m_fleet.add({}, {u"--session-api-key"_s, u"sekrit"_s});
         QVERIFY2(server.start(), qPrintable(server.stderrText()));
         QCOMPARE(server.listeningLines().size(), 1);
         QVERIFY(server.url().port() > 0);
@@ -120,31 +107,31 @@ private Q_SLOTS:
         QTcpServer holder;
         QVERIFY(holder.listen(QHostAddress::LocalHost, 0));
         const QString port = QString::number(holder.serverPort());
-        ServerProcess &server = launch(newDataDir(), {}, u"127.0.0.1:"_s + port);
+        ServerProcess &server = m_fleet.add({}, {}, u"127.0.0.1:"_s + port);
         verifyRefuses(server, {u"cannot listen"_s, port});
     }
 
     void refusesDataDirThatIsAFile()
     {
-        const QString path = newDataDir() + u"/not-a-dir"_s;
+        const QString path = m_fleet.newDataDir() + u"/not-a-dir"_s;
         QFile file(path);
         QVERIFY(file.open(QIODevice::WriteOnly));
         file.write("a regular file\n");
         file.close();
-        ServerProcess &server = launch(path);
+        ServerProcess &server = m_fleet.add(path);
         verifyRefuses(server, {u"data dir"_s, path});
         QVERIFY2(QFileInfo(path).isFile(), "the file must be left as it was");
     }
 
     void refusesDataDirInUse()
     {
-        const QString dir = newDataDir();
-        ServerProcess &first = launch(dir);
+        const QString dir = m_fleet.newDataDir();
+        ServerProcess &first = m_fleet.add(dir);
         QVERIFY2(first.startReady(), qPrintable(first.stderrText()));
         const QUuid before = first.create(QJsonObject{{u"title"_s, u"first"_s}});
         QVERIFY(!before.isNull());
 
-        ServerProcess &second = launch(dir);
+        ServerProcess &second = m_fleet.add(dir);
         verifyRefuses(second, {u"in use"_s, QString::number(first.pid())});
 
         // The refused server touched nothing: the first one still serves and writes.
@@ -165,8 +152,8 @@ private Q_SLOTS:
     void signalStopsGracefully()
     {
         QFETCH(int, signal);
-        const QString dir = newDataDir();
-        ServerProcess &server = launch(dir, {u"--shutdown-grace"_s, u"1s"_s});
+        const QString dir = m_fleet.newDataDir();
+        ServerProcess &server = m_fleet.add(dir, {u"--shutdown-grace"_s, u"1s"_s});
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
         const QByteArray marker = newMarker();
         const QString command = sleepCommand(marker);
@@ -196,7 +183,7 @@ private Q_SLOTS:
         QTRY_VERIFY2_WITH_TIMEOUT(processesWith(marker).isEmpty(),
                                   "the command survived the graceful stop", 3'000);
 
-        ServerProcess &restarted = launch(dir);
+        ServerProcess &restarted = m_fleet.add(dir);
         QVERIFY2(restarted.startReady(), qPrintable(restarted.stderrText()));
         QCOMPARE(restarted.status(id), u"paused"_s);
         const QList<QJsonObject> events = restarted.events(id);
@@ -239,8 +226,8 @@ private Q_SLOTS:
     // 4. Every acknowledged write survives a SIGKILL that follows it at once.
     void acknowledgedWritesSurviveSigkill()
     {
-        const QString dir = newDataDir();
-        ServerProcess &server = launch(dir);
+        const QString dir = m_fleet.newDataDir();
+        ServerProcess &server = m_fleet.add(dir);
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
 
         constexpr int Conversations = 5;
@@ -287,7 +274,7 @@ private Q_SLOTS:
         QVERIFY(server.waitForExit(10'000));
         QCOMPARE(server.exitStatus(), QProcess::CrashExit);
 
-        ServerProcess &restarted = launch(dir);
+        ServerProcess &restarted = m_fleet.add(dir);
         QVERIFY2(restarted.startReady(), qPrintable(restarted.stderrText()));
         const Reply count = restarted.get(u"/api/conversations/count"_s);
         QVERIFY2(count.ok(), qPrintable(count.describe()));
@@ -410,7 +397,7 @@ private Q_SLOTS:
     // 6. Bad input over the real binary: the right status, a JSON error, and no crash.
     void badInputIsAnsweredAndNeverCrashes()
     {
-        ServerProcess &server = launch(newDataDir());
+        ServerProcess &server = m_fleet.add();
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
         const QUuid existing = server.create(QJsonObject{{u"title"_s, u"target"_s}});
         QVERIFY(!existing.isNull());
@@ -513,8 +500,8 @@ private Q_SLOTS:
     // 7. Sandboxes outlive a killed server and are adopted by the next one, nothing re-run.
     void sandboxSurvivesServerKillAndIsAdopted()
     {
-        const QString dataDir = newDataDir();
-        ServerProcess &first = launch(dataDir);
+        const QString dataDir = m_fleet.newDataDir();
+        ServerProcess &first = m_fleet.add(dataDir);
         QVERIFY2(first.startReady(), qPrintable(first.stderrText()));
         const QUuid id = first.create(shellConversation(u"echo ran >> counter; cat counter"_s));
         QVERIFY(!id.isNull());
@@ -538,7 +525,7 @@ private Q_SLOTS:
         QVERIFY2(::kill(static_cast<pid_t>(sandboxPid), 0) == 0,
                  "the sandbox died with the server");
 
-        ServerProcess &second = launch(dataDir);
+        ServerProcess &second = m_fleet.add(dataDir);
         QVERIFY2(second.startReady(), qPrintable(second.stderrText()));
         const QJsonObject runtime = second.conversation(id).value(u"runtime_info"_s).toObject();
         QCOMPARE(runtime.value(u"runtime_status"_s).toString(), u"available"_s);
@@ -573,8 +560,8 @@ private Q_SLOTS:
     // 8. A dead sandbox is reported missing and resumable; the next run provisions a fresh one.
     void deadSandboxIsMissingAndReprovisionedOnTheSameWorkspace()
     {
-        const QString dataDir = newDataDir();
-        ServerProcess &server = launch(dataDir);
+        const QString dataDir = m_fleet.newDataDir();
+        ServerProcess &server = m_fleet.add(dataDir);
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
         const QUuid id = server.create(shellConversation(u"echo first > file"_s));
         QVERIFY(server.waitForStatus(id, u"finished"_s));
@@ -608,7 +595,7 @@ private Q_SLOTS:
     //    is resumable; /run never answers 409 without a live executor.
     void frozenServerContinuesAfterThaw()
     {
-        ServerProcess &server = launch(newDataDir(), {u"--lease-ttl"_s, u"1s"_s});
+        ServerProcess &server = m_fleet.add({}, {u"--lease-ttl"_s, u"1s"_s});
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
         const QByteArray marker = newMarker();
         const QUuid id =
@@ -646,10 +633,10 @@ private Q_SLOTS:
     //     PID of a live unrelated process, is adopted at startup at once.
     void foreignLeaseIsAdoptedAtStartup()
     {
-        const QString dataDir = newDataDir();
+        const QString dataDir = m_fleet.newDataDir();
         QUuid id;
         {
-            ServerProcess &first = launch(dataDir);
+            ServerProcess &first = m_fleet.add(dataDir);
             QVERIFY2(first.startReady(), qPrintable(first.stderrText()));
             id = first.create(shellConversation(u"echo ready"_s, false));
             QVERIFY(!id.isNull());
@@ -672,7 +659,7 @@ private Q_SLOTS:
         }
         QSqlDatabase::removeDatabase(u"foreign-lease"_s);
 
-        ServerProcess &second = launch(dataDir);
+        ServerProcess &second = m_fleet.add(dataDir);
         QElapsedTimer startup;
         startup.start();
         QVERIFY2(second.startReady(), qPrintable(second.stderrText()));
@@ -688,8 +675,8 @@ private Q_SLOTS:
     //     pending approval is still there after a restart.
     void gracefulStopKeepsAPendingConfirmation()
     {
-        const QString dataDir = newDataDir();
-        ServerProcess &first = launch(dataDir);
+        const QString dataDir = m_fleet.newDataDir();
+        ServerProcess &first = m_fleet.add(dataDir);
         QVERIFY2(first.startReady(), qPrintable(first.stderrText()));
         QJsonObject body = shellConversation(u"echo approved"_s);
         body.insert(u"confirmation_policy"_s, QJsonObject{{u"kind"_s, u"AlwaysConfirm"_s}});
@@ -704,7 +691,7 @@ private Q_SLOTS:
         QCOMPARE(first.exitCode(), 0);
         QVERIFY(::kill(static_cast<pid_t>(sandboxPid), 0) == 0);
 
-        ServerProcess &second = launch(dataDir);
+        ServerProcess &second = m_fleet.add(dataDir);
         QVERIFY2(second.startReady(), qPrintable(second.stderrText()));
         QCOMPARE(second.status(id), u"waiting_for_confirmation"_s);
         QCOMPARE(second.conversation(id)
@@ -736,8 +723,8 @@ private:
     };
     void killMidRunAndRestart(KilledRun *run)
     {
-        const QString dir = newDataDir();
-        ServerProcess &server = launch(dir);
+        const QString dir = m_fleet.newDataDir();
+        ServerProcess &server = m_fleet.add(dir);
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
         run->marker = newMarker();
         run->id = startSleepingConversation(server, sleepCommand(run->marker), run->marker);
@@ -745,22 +732,9 @@ private:
         server.sendSignal(SIGKILL);
         QVERIFY(server.waitForExit(10'000));
 
-        run->restarted = &launch(dir);
+        run->restarted = &m_fleet.add(dir);
         QVERIFY2(run->restarted->startReady(), qPrintable(run->restarted->stderrText()));
         QCOMPARE(run->restarted->status(run->id), u"paused"_s);
-    }
-
-    ServerProcess &launch(const QString &dataDir, const QStringList &arguments = {},
-                          const QString &listen = u"127.0.0.1:0"_s)
-    {
-        m_servers.push_back(std::make_unique<ServerProcess>(m_binary, dataDir, arguments, listen));
-        return *m_servers.back();
-    }
-
-    QString newDataDir()
-    {
-        m_dirs.push_back(std::make_unique<QTemporaryDir>());
-        return m_dirs.back()->path();
     }
 
     QByteArray newMarker()
@@ -808,9 +782,7 @@ private:
             QVERIFY2(text.contains(part), qPrintable(u"\""_s + part + u"\" not in: "_s + text));
     }
 
-    QString m_binary;
-    std::vector<std::unique_ptr<QTemporaryDir>> m_dirs;
-    std::vector<std::unique_ptr<ServerProcess>> m_servers;
+    ServerFleet m_fleet;
     QList<QByteArray> m_markers;
 };
 

@@ -24,21 +24,12 @@ private Q_SLOTS:
     void initTestCase()
     {
         QString problem;
-        m_binary = agentdeckBinary(&problem);
-        QVERIFY2(!m_binary.isEmpty(), qPrintable(problem));
+        QVERIFY2(m_fleet.findBinary(&problem), qPrintable(problem));
     }
 
     void cleanup()
     {
-        for (const auto &server : m_servers) {
-            if (QTest::currentTestFailed())
-                qWarning().noquote() << "stderr:\n" << server->stderrText();
-            server->kill();
-        }
-        m_servers.clear();
-        if (m_dir)
-            killProcessesWith(m_dir->path().toUtf8());
-        m_dir.reset();
+        m_fleet.cleanUp();
         qunsetenv("AGENTDECK_LLM_API_KEY");
     }
 
@@ -46,13 +37,13 @@ private Q_SLOTS:
     {
         FakeLlmServer fake;
         QVERIFY(fake.listen());
-        m_dir = std::make_unique<QTemporaryDir>();
+        const QString dataDir = m_fleet.newDataDir();
         // The key comes from the environment, so it is still there after the restart.
         qputenv("AGENTDECK_LLM_API_KEY", Key);
         const QStringList options{u"--llm-base-url"_s, fake.baseUrl(), u"--llm-model"_s,
                                   u"fake-model"_s};
 
-        ServerProcess &first = launch(options);
+        ServerProcess &first = m_fleet.add(dataDir, options);
         QVERIFY2(first.startReady(), qPrintable(first.stderrText()));
         fake.enqueue(FakeLlmServer::toolCall(
             u"write_file"_s, {{u"path"_s, u"step1.txt"_s}, {u"content"_s, u"one\n"_s}},
@@ -70,7 +61,7 @@ private Q_SLOTS:
         first.sendSignal(SIGKILL);
         QVERIFY(first.waitForExit(10'000));
 
-        ServerProcess &second = launch(options);
+        ServerProcess &second = m_fleet.add(dataDir, options);
         QVERIFY2(second.startReady(), qPrintable(second.stderrText()));
         QCOMPARE(second.status(id), u"paused"_s);
         fake.enqueue(FakeLlmServer::toolCall(u"finish"_s, {{u"message"_s, u"Both done."_s}}));
@@ -112,15 +103,7 @@ private Q_SLOTS:
     }
 
 private:
-    ServerProcess &launch(const QStringList &options)
-    {
-        m_servers.push_back(std::make_unique<ServerProcess>(m_binary, m_dir->path(), options));
-        return *m_servers.back();
-    }
-
-    QString m_binary;
-    std::unique_ptr<QTemporaryDir> m_dir;
-    std::vector<std::unique_ptr<ServerProcess>> m_servers;
+    ServerFleet m_fleet;
 };
 
 QTEST_GUILESS_MAIN(SystemLlmTest)

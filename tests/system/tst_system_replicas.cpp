@@ -70,21 +70,17 @@ private:
     ServerProcess &startReplica(const QString &name, const QString &runtime = u"process"_s,
                                 bool waitReady = true)
     {
-        auto dir = std::make_unique<QTemporaryDir>();
-        auto replica = std::make_unique<ServerProcess>(
-            m_binary, dir->path(),
-            QStringList{u"--database"_s, m_databaseUrl.toString(), u"--replica-id"_s, name,
-                        u"--lease-ttl"_s, u"%1ms"_s.arg(LeaseTtlMs), u"--shutdown-grace"_s, u"0"_s,
-                        u"--runtime"_s, runtime});
+        ServerProcess &replica =
+            m_fleet.add({}, {u"--database"_s, m_databaseUrl.toString(), u"--replica-id"_s, name,
+                             u"--lease-ttl"_s, u"%1ms"_s.arg(LeaseTtlMs), u"--shutdown-grace"_s,
+                             u"0"_s, u"--runtime"_s, runtime});
         if (waitReady) {
-            if (!replica->startReady())
-                qWarning().noquote() << name << "did not start:" << replica->stderrText();
+            if (!replica.startReady())
+                qWarning().noquote() << name << "did not start:" << replica.stderrText();
         } else {
-            replica->start();
+            replica.start();
         }
-        m_dirs.push_back(std::move(dir));
-        m_replicas.push_back(std::move(replica));
-        return *m_replicas.back();
+        return replica;
     }
 
     QString sql(const QString &statement)
@@ -135,8 +131,7 @@ private Q_SLOTS:
     void initTestCase()
     {
         QString problem;
-        m_binary = agentdeckBinary(&problem);
-        QVERIFY2(!m_binary.isEmpty(), qPrintable(problem));
+        QVERIFY2(m_fleet.findBinary(&problem), qPrintable(problem));
         QString error;
         QVERIFY2(m_cluster.start(&error), qPrintable(error));
     }
@@ -149,26 +144,14 @@ private Q_SLOTS:
         QVERIFY2(m_databaseUrl.isValid(), qPrintable(error));
     }
 
-    void cleanup()
-    {
-        for (auto &replica : m_replicas) {
-            if (QTest::currentTestFailed())
-                qWarning().noquote() << replica->stderrText().right(3000);
-            replica->sendSignal(SIGCONT);
-            replica->kill();
-        }
-        m_replicas.clear();
-        for (auto &dir : m_dirs)
-            killProcessesWith(dir->path().toUtf8());
-        m_dirs.clear();
-    }
+    void cleanup() { m_fleet.cleanUp(); }
 
     // Replicas started together against an empty database: one migrates, none fails.
     void concurrentStartMigratesOnce()
     {
         for (const QString &name : {u"a"_s, u"b"_s, u"c"_s})
             startReplica(name, u"process"_s, false);
-        for (auto &replica : m_replicas)
+        for (const auto &replica : m_fleet.servers())
             QVERIFY2(QTest::qWaitFor([&] { return replica->get(u"/ready"_s).status == 200; },
                                      StartTimeoutMs),
                      qPrintable(replica->stderrText()));
@@ -176,7 +159,7 @@ private Q_SLOTS:
         QCOMPARE(
             sql(u"SELECT COUNT(*) = MAX(version) AND MAX(version) >= 6 FROM schema_migrations"_s),
             u"t"_s);
-        const Reply listed = m_replicas.front()->get(u"/api/replicas"_s);
+        const Reply listed = m_fleet.servers().front()->get(u"/api/replicas"_s);
         QCOMPARE(listed.status, 200);
         QCOMPARE(listed.json.toArray().size(), 3);
         for (const QJsonValue &replica : listed.json.toArray())
@@ -563,13 +546,11 @@ private Q_SLOTS:
     }
 
 private:
-    QString m_binary;
+    ServerFleet m_fleet;
     PostgresCluster m_cluster;
     int m_databases = 0;
     QString m_databaseName;
     QUrl m_databaseUrl;
-    std::vector<std::unique_ptr<QTemporaryDir>> m_dirs;
-    std::vector<std::unique_ptr<ServerProcess>> m_replicas;
 };
 
 QTEST_GUILESS_MAIN(SystemReplicasTest)

@@ -51,24 +51,28 @@ void Router::addAsync(Method method, const QString &pattern, AsyncHandler handle
 
 Router::Match Router::match(Method method, const QString &path) const
 {
+    // The path names the resource of its most literal pattern (/conversations/search, not
+    // /conversations/{id}); that pattern's routes decide which methods the path allows.
     const QStringList segments = path.split(u'/', Qt::SkipEmptyParts);
     Match best;
     int bestLiterals = -1;
     for (const Route &route : m_routes) {
         QStringList args;
-        if (!matches(route, segments, &args))
+        if (route.literals < bestLiterals || !matches(route, segments, &args))
             continue;
-        if (route.method != method) {
-            if (!best.allowedMethods.contains(methodName(route.method)))
-                best.allowedMethods.append(methodName(route.method));
-            continue;
-        }
         if (route.literals > bestLiterals) {
-            best.route = &route;
-            best.args = args;
+            best = Match();
             bestLiterals = route.literals;
         }
+        if (route.method == method) {
+            best.route = &route;
+            best.args = args;
+        } else if (!best.allowedMethods.contains(methodName(route.method))) {
+            best.allowedMethods.append(methodName(route.method));
+        }
     }
+    if (best.route)
+        best.allowedMethods.clear();
     return best;
 }
 

@@ -62,6 +62,17 @@ private Q_SLOTS:
         QCOMPARE(match.allowedMethods, (QList<QByteArray>{"GET"_ba, "DELETE"_ba}));
     }
 
+    // A path belongs to its most literal pattern: /search is not a conversation id, whatever
+    // the method.
+    void wrongMethodOnALiteralPathListsItsOwnMethods()
+    {
+        for (const Method method : {Method::Put, Method::Delete}) {
+            const Router::Match match = m_router.match(method, u"/api/conversations/search"_s);
+            QVERIFY(!match.route);
+            QCOMPARE(match.allowedMethods, QList<QByteArray>{"GET"_ba});
+        }
+    }
+
     void unknownPathMatchesNothing()
     {
         const Router::Match match = m_router.match(Method::Get, u"/api/other"_s);

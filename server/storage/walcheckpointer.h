@@ -2,13 +2,13 @@
 
 #include <QString>
 
-class QFile;
-struct sqlite3;
-
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+
+class QFile;
+struct sqlite3;
 
 namespace AgentDeck {
 

@@ -21,7 +21,7 @@ class WalCheckpointer
 {
 public:
     // Past `maxLogFrames` frames in the log a checkpoint takes the write lock so that the log
-    // starts over (see run()), and a commit may wait for it.
+    // starts over (see startLogOver()), and a commit may wait for it.
     WalCheckpointer(QString path, std::chrono::milliseconds interval, int maxLogFrames);
     ~WalCheckpointer(); // a last checkpoint, then the thread ends
 

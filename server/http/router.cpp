@@ -65,6 +65,8 @@ Router::Match Router::match(Method method, const QString &path) const
             bestLiterals = route.literals;
         }
         if (route.method == method) {
+            if (best.route)
+                continue; // of two equally literal patterns, the first registered wins
             best.route = &route;
             best.args = args;
         } else if (!best.allowedMethods.contains(methodName(route.method))) {

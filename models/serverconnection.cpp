@@ -77,22 +77,12 @@ CreateConversationRequest::fromJson(const QJsonObject &object, QString *error)
         if (!request.id)
             return fail(u"conversation_id must be a UUID"_s);
     }
-    if (const QJsonValue title = object.value(u"title"_s);
-        !title.isUndefined() && !title.isNull()) {
-        if (!title.isString())
-            return fail(u"title must be a string"_s);
-        request.title = title.toString();
-    }
-    if (const QJsonValue tags = object.value(u"tags"_s); !tags.isUndefined() && !tags.isNull()) {
-        if (!tags.isObject())
-            return fail(u"tags must be an object of strings"_s);
-        const QJsonObject tagObject = tags.toObject();
-        for (auto it = tagObject.begin(); it != tagObject.end(); ++it) {
-            if (!it.value().isString())
-                return fail(u"tags must be an object of strings"_s);
-            request.tags.insert(it.key(), it.value().toString());
-        }
-    }
+    QString labelError;
+    const auto labels = ConversationLabels::fromJson(object, &labelError);
+    if (!labels)
+        return fail(labelError);
+    request.title = labels->title.value_or(QString());
+    request.tags = labels->tags.value_or(QMap<QString, QString>());
     if (const QJsonValue agent = object.value(u"agent"_s);
         !agent.isUndefined() && !agent.isNull()) {
         const QJsonValue kind = agent.toObject().value(u"kind"_s);

@@ -3,6 +3,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 
@@ -488,6 +489,55 @@ QString Event::messageRole() const
 QJsonObject MessageRequest::toJson() const
 {
     return {{u"role"_s, role}, {u"content"_s, QJsonArray{textContent(text)}}, {u"run"_s, run}};
+}
+
+namespace {
+
+qsizetype codePoints(QStringView text)
+{
+    return text.size() -
+           std::count_if(text.begin(), text.end(), [](QChar c) { return c.isLowSurrogate(); });
+}
+
+} // namespace
+
+std::optional<ConversationLabels> ConversationLabels::fromJson(const QJsonObject &object,
+                                                               QString *error)
+{
+    const auto fail = [error](const QString &sentence) {
+        *error = sentence;
+        return std::nullopt;
+    };
+    ConversationLabels labels;
+    if (const QJsonValue title = object.value(u"title"_s);
+        !title.isUndefined() && !title.isNull()) {
+        if (!title.isString())
+            return fail(u"title must be a string"_s);
+        if (codePoints(title.toString()) > MaxTitleLength)
+            return fail(u"title must be at most %1 characters"_s.arg(MaxTitleLength));
+        labels.title = title.toString();
+    }
+    if (const QJsonValue tags = object.value(u"tags"_s); !tags.isUndefined() && !tags.isNull()) {
+        if (!tags.isObject())
+            return fail(u"tags must be an object of strings"_s);
+        const QJsonObject tagObject = tags.toObject();
+        if (tagObject.size() > MaxTags)
+            return fail(u"tags takes at most %1 tags"_s.arg(MaxTags));
+        QMap<QString, QString> map;
+        for (auto it = tagObject.begin(); it != tagObject.end(); ++it) {
+            if (!it.value().isString())
+                return fail(u"tags must be an object of strings"_s);
+            const qsizetype nameLength = codePoints(it.key());
+            if (nameLength == 0 || nameLength > MaxTagNameLength)
+                return fail(u"a tag name must be 1 to %1 characters"_s.arg(MaxTagNameLength));
+            if (codePoints(it.value().toString()) > MaxTagValueLength)
+                return fail(u"tag \"%1\" must be at most %2 characters"_s.arg(it.key()).arg(
+                    MaxTagValueLength));
+            map.insert(it.key(), it.value().toString());
+        }
+        labels.tags = std::move(map);
+    }
+    return labels;
 }
 
 std::optional<MessageRequest> MessageRequest::fromJson(const QJsonObject &object, QString *error)

@@ -98,6 +98,23 @@ struct ConversationInfo
     static std::optional<ConversationInfo> fromJson(const QJsonObject &object);
 };
 
+// A conversation's title and tags as a create or update body gives them: absent or null leave
+// one unset. The limits keep a catalog row small enough to list by the hundred; past them the
+// server answers 422.
+struct ConversationLabels
+{
+    static constexpr qsizetype MaxTitleLength = 256; // characters (code points)
+    static constexpr qsizetype MaxTags = 50;
+    static constexpr qsizetype MaxTagNameLength = 64; // non-empty
+    static constexpr qsizetype MaxTagValueLength = 256;
+
+    std::optional<QString> title;
+    std::optional<QMap<QString, QString>> tags;
+
+    // Names the offending field and the limit in *error.
+    static std::optional<ConversationLabels> fromJson(const QJsonObject &object, QString *error);
+};
+
 namespace EventKind {
 inline constexpr QLatin1StringView Message{"MessageEvent"};
 inline constexpr QLatin1StringView Action{"ActionEvent"};

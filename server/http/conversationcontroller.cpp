@@ -64,25 +64,11 @@ QList<QUuid> idList(const HttpRequest &request, const QString &name)
 
 ConversationUpdate updateFrom(const QJsonObject &body)
 {
-    ConversationUpdate update;
-    if (const QJsonValue title = body.value(u"title"_s); !title.isUndefined()) {
-        if (!title.isString())
-            throw ApiError::invalidParameter(u"title must be a string"_s);
-        update.title = title.toString();
-    }
-    if (const QJsonValue tags = body.value(u"tags"_s); !tags.isUndefined()) {
-        if (!tags.isObject())
-            throw ApiError::invalidParameter(u"tags must be an object of strings"_s);
-        QMap<QString, QString> map;
-        const QJsonObject object = tags.toObject();
-        for (auto it = object.begin(); it != object.end(); ++it) {
-            if (!it.value().isString())
-                throw ApiError::invalidParameter(u"tags must be an object of strings"_s);
-            map.insert(it.key(), it.value().toString());
-        }
-        update.tags = map;
-    }
-    return update;
+    QString error;
+    auto labels = ConversationLabels::fromJson(body, &error);
+    if (!labels)
+        throw ApiError::invalidParameter(error);
+    return {std::move(labels->title), std::move(labels->tags)};
 }
 
 } // namespace

@@ -67,6 +67,17 @@ private Q_SLOTS:
             << "{\"accept\": \"yes\"}"_ba << 422 << u"invalid_parameter"_s;
         QTest::addRow("bad patch")
             << "PATCH"_ba << item << "{\"tags\": [1]}"_ba << 422 << u"invalid_parameter"_s;
+        QTest::addRow("title too long")
+            << "POST"_ba << u"/api/conversations"_s
+            << "{\"title\": \"" + QByteArray(ConversationLabels::MaxTitleLength + 1, 'x') + "\"}"
+            << 422 << u"invalid_parameter"_s;
+        QTest::addRow("patched title too long")
+            << "PATCH"_ba << item
+            << "{\"title\": \"" + QByteArray(ConversationLabels::MaxTitleLength + 1, 'x') + "\"}"
+            << 422 << u"invalid_parameter"_s;
+        QTest::addRow("patched tag name empty")
+            << "PATCH"_ba << item << "{\"tags\": {\"\": \"v\"}}"_ba << 422
+            << u"invalid_parameter"_s;
         QTest::addRow("unknown id")
             << "GET"_ba << u"/api/conversations/00000000-0000-4000-8000-000000000000"_s << ""_ba
             << 404 << u"not_found"_s;

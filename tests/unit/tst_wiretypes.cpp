@@ -184,6 +184,64 @@ private Q_SLOTS:
         }
     }
 
+    void labelsAreBounded_data()
+    {
+        using Labels = ConversationLabels;
+        const auto tags = [](int count, const QString &name, const QString &value) {
+            QJsonObject object;
+            for (int i = 0; i < count; ++i)
+                object.insert(count == 1 ? name : name + QString::number(i), value);
+            return object;
+        };
+        // U+1F600 is two UTF-16 code units and one character.
+        const QString emoji = QString::fromUcs4(U"\U0001F600");
+        QTest::addColumn<QJsonObject>("body");
+        QTest::addColumn<QString>("error"); // a word of the sentence; empty: valid
+        QTest::addRow("nothing") << QJsonObject() << QString();
+        QTest::addRow("nulls") << QJsonObject{{u"title"_s, QJsonValue::Null},
+                                              {u"tags"_s, QJsonValue::Null}}
+                               << QString();
+        QTest::addRow("longest title")
+            << QJsonObject{{u"title"_s, QString(Labels::MaxTitleLength, u'x')}} << QString();
+        QTest::addRow("title one too long")
+            << QJsonObject{{u"title"_s, QString(Labels::MaxTitleLength + 1, u'x')}} << u"title"_s;
+        QTest::addRow("title of emoji at the limit")
+            << QJsonObject{{u"title"_s, emoji.repeated(Labels::MaxTitleLength)}} << QString();
+        QTest::addRow("title of emoji past the limit")
+            << QJsonObject{{u"title"_s, emoji.repeated(Labels::MaxTitleLength + 1)}} << u"title"_s;
+        QTest::addRow("most tags")
+            << QJsonObject{{u"tags"_s, tags(Labels::MaxTags, u"t"_s, u"v"_s)}} << QString();
+        QTest::addRow("one tag too many")
+            << QJsonObject{{u"tags"_s, tags(Labels::MaxTags + 1, u"t"_s, u"v"_s)}} << u"tags"_s;
+        QTest::addRow("empty tag name")
+            << QJsonObject{{u"tags"_s, tags(1, {}, u"v"_s)}} << u"name"_s;
+        QTest::addRow("longest tag name")
+            << QJsonObject{{u"tags"_s, tags(1, QString(Labels::MaxTagNameLength, u'n'), {})}}
+            << QString();
+        QTest::addRow("tag name too long")
+            << QJsonObject{{u"tags"_s, tags(1, QString(Labels::MaxTagNameLength + 1, u'n'), {})}}
+            << u"name"_s;
+        QTest::addRow("tag value too long")
+            << QJsonObject{{u"tags"_s,
+                            tags(1, u"n"_s, QString(Labels::MaxTagValueLength + 1, u'v'))}}
+            << u"\"n\""_s;
+    }
+    void labelsAreBounded()
+    {
+        QFETCH(QJsonObject, body);
+        QFETCH(QString, error);
+        QString sentence;
+        const auto labels = ConversationLabels::fromJson(body, &sentence);
+        QCOMPARE(labels.has_value(), error.isEmpty());
+        QVERIFY2(sentence.contains(error), qPrintable(sentence));
+        if (labels) {
+            QCOMPARE(labels->title.has_value(), body.value(u"title"_s).isString());
+            QCOMPARE(labels->tags.has_value(), body.value(u"tags"_s).isObject());
+        }
+        // A create body is read by the same rules.
+        QCOMPARE(CreateConversationRequest::fromJson(body, &sentence).has_value(), error.isEmpty());
+    }
+
     void filterParsesAndMatches_data()
     {
         QTest::addColumn<QString>("query");

@@ -31,6 +31,19 @@ std::optional<std::chrono::milliseconds> parseDuration(const QString &text)
     return duration_cast<milliseconds>(seconds(value));
 }
 
+std::optional<qint64> parseSize(const QString &text)
+{
+    static const QRegularExpression pattern(u"^(\\d{1,12})\\s*(?:([KMG])(?:iB)?)?$"_s,
+                                            QRegularExpression::CaseInsensitiveOption);
+    const auto match = pattern.match(text.trimmed());
+    if (!match.hasMatch())
+        return std::nullopt;
+    const int shift = match.captured(2).isEmpty()
+                          ? 0
+                          : 10 * int(u"KMG"_s.indexOf(match.captured(2).toUpper()) + 1);
+    return match.captured(1).toLongLong() << shift;
+}
+
 namespace {
 bool parseListen(const QString &text, ServerConfig &config)
 {
@@ -112,9 +125,13 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
                                           u"Where clients reach this replica, as other replicas "
                                           "name it (default: from --listen)."_s,
                                           u"URL"_s);
+    const QCommandLineOption walLimit(u"wal-limit"_s,
+                                      u"SQLite: start the write-ahead log over once it passes "
+                                      "this size (default 64MiB; 64KiB to 16GiB)."_s,
+                                      u"SIZE"_s);
     parser.addOptions({help, version, headless, connect, listen, dataDir, key, commandTimeout,
                        shutdownGrace, replicaId, database, advertiseUrl, runtime, idleTimeout,
-                       retention, leaseTtl});
+                       retention, leaseTtl, walLimit});
     const QCommandLineOption llmBaseUrl(u"llm-base-url"_s,
                                         u"Default OpenAI-compatible endpoint of llm agents (e.g. "
                                         "http://127.0.0.1:8080/v1); the key comes from "
@@ -177,6 +194,15 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
             return std::nullopt;
         }
         *target = *duration;
+    }
+    if (parser.isSet(walLimit)) {
+        constexpr qint64 Min = qint64(64) << 10, Max = qint64(16) << 30;
+        const auto size = parseSize(parser.value(walLimit));
+        if (!size || *size < Min || *size > Max) {
+            *error = u"--wal-limit takes a size from 64KiB to 16GiB, e.g. 256MiB"_s;
+            return std::nullopt;
+        }
+        options.server.walLimitBytes = *size;
     }
     options.server.replicaId = parser.value(replicaId);
     if (options.server.replicaId.contains(u'/') || options.server.replicaId.contains(u' ')) {

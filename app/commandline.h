@@ -26,6 +26,9 @@ struct Options
 // "90s", "15m", "12h", "7d" or plain seconds.
 std::optional<std::chrono::milliseconds> parseDuration(const QString &text);
 
+// "64MiB", "512KiB", "1GiB" (K, M and G are the same binary units) or plain bytes.
+std::optional<qint64> parseSize(const QString &text);
+
 // Parses the arguments after the program name. On a mistake returns nullopt with a sentence in
 // *error; --help and --version fill *message and return nullopt with an empty *error.
 std::optional<Options> parseOptions(const QStringList &arguments, QString *error, QString *message);

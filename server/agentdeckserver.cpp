@@ -146,7 +146,8 @@ bool AgentDeckServer::start(QString *error)
         *error = dbError;
         return false;
     }
-    d->database->checkpointInBackground(std::chrono::milliseconds(200));
+    d->database->checkpointInBackground(std::chrono::milliseconds(200),
+                                        int(m_config.walLimitBytes / Database::PageSize));
     if (!d->parts.runtimes) {
         if (m_config.runtime == ServerConfig::RuntimeKind::Process) {
             d->parts.runtimes = std::make_unique<ProcessRuntimeProvider>();

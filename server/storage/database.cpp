@@ -108,7 +108,7 @@ void Database::checkpointInBackground(std::chrono::milliseconds interval, int ma
     // The log file keeps the size it grew to unless it is limited; it starts over often, and
     // is cut back to this when it does.
     if (!query.exec(u"PRAGMA wal_autocheckpoint=0"_s) ||
-        !query.exec(u"PRAGMA journal_size_limit=%1"_s.arg(qint64(maxLogFrames) * 4096))) {
+        !query.exec(u"PRAGMA journal_size_limit=%1"_s.arg(qint64(maxLogFrames) * PageSize))) {
         qCWarning(lcStorage) << "cannot turn automatic checkpoints off:"
                              << query.lastError().text();
         return;

@@ -120,6 +120,16 @@ public:
 
     ~ServerProcess() { kill(); }
 
+    // Before start(): a variable of the server's environment, on top of this process's.
+    void setEnvironmentVariable(const QString &name, const QString &value)
+    {
+        QProcessEnvironment environment = m_process->processEnvironment();
+        if (environment.isEmpty())
+            environment = QProcessEnvironment::systemEnvironment();
+        environment.insert(name, value);
+        m_process->setProcessEnvironment(environment);
+    }
+
     // Starts the process and waits for its listening line; false when it exits first.
     bool start()
     {

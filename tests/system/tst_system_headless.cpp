@@ -26,6 +26,7 @@
 #include <QWebSocket>
 
 #include <csignal>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -121,6 +122,20 @@ private Q_SLOTS:
         ServerProcess &server = m_fleet.add(path);
         verifyRefuses(server, {u"data dir"_s, path});
         QVERIFY2(QFileInfo(path).isFile(), "the file must be left as it was");
+    }
+
+    void refusesBadWalLimit_data()
+    {
+        QTest::addColumn<QString>("size");
+        QTest::addRow("below 64KiB") << u"63KiB"_s;
+        QTest::addRow("above 16GiB") << u"17GiB"_s;
+        QTest::addRow("not a size") << u"lots"_s;
+    }
+    void refusesBadWalLimit()
+    {
+        QFETCH(QString, size);
+        ServerProcess &server = m_fleet.add({}, {u"--wal-limit"_s, size});
+        verifyRefuses(server, {u"--wal-limit takes a size"_s});
     }
 
     void refusesDataDirInUse()
@@ -320,6 +335,77 @@ private Q_SLOTS:
         QString problem;
         QVERIFY2(seqsAreGapless(echoAfter, &problem), qPrintable(problem));
         QCOMPARE(echoAfter, echoEvents);
+    }
+
+    // 4b. The same while the log starts over again and again under concurrent writes: the
+    // checkpointer's RESTART (and the sync before it) lose nothing that was acknowledged.
+    void acknowledgedWritesSurviveSigkillWhileTheLogStartsOver()
+    {
+        const QString dir = m_fleet.newDataDir();
+        // 64 KiB is 16 pages: past a few events the log is over it at every checkpoint.
+        ServerProcess &server = m_fleet.add(dir, {u"--wal-limit"_s, u"64KiB"_s});
+        server.setEnvironmentVariable(u"QT_LOGGING_RULES"_s, u"agentdeck.storage.debug=true"_s);
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QUuid id = server.create({});
+        QVERIFY(!id.isNull());
+
+        // Eight POSTs in flight at any time; a 201 read here is an acknowledged write.
+        constexpr int InFlight = 8;
+        QNetworkAccessManager network;
+        QUrl url = server.url();
+        url.setPath(conversationPath(id, u"events"_s));
+        QMap<qint64, QString> acknowledged; // seq -> event id
+        QStringList failures;
+        int posted = 0;
+        bool killed = false;
+        std::function<void()> post = [&] {
+            QNetworkRequest request(url);
+            request.setAttribute(QNetworkRequest::Http2AllowedAttribute, false);
+            request.setHeader(QNetworkRequest::ContentTypeHeader, "application/json"_ba);
+            const QByteArray body = QJsonDocument(userMessage(u"message %1"_s.arg(posted++), false))
+                                        .toJson(QJsonDocument::Compact);
+            QNetworkReply *reply = network.post(request, body);
+            QObject::connect(reply, &QNetworkReply::finished, reply, [&, reply] {
+                reply->deleteLater();
+                if (killed)
+                    return;
+                const int status =
+                    reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
+                const QJsonObject event = QJsonDocument::fromJson(reply->readAll()).object();
+                if (status != 201 && status != 200)
+                    failures.append(u"status %1: %2"_s.arg(status).arg(reply->errorString()));
+                else
+                    acknowledged.insert(event.value(u"seq"_s).toInteger(),
+                                        event.value(u"id"_s).toString());
+                post();
+            });
+        };
+        for (int i = 0; i < InFlight; ++i)
+            post();
+        static const QRegularExpression restart(u"log restart at \\d+ frames: file synced"_s);
+        const auto restarts = [&] { return server.stderrText().count(restart); };
+        QVERIFY2(QTest::qWaitFor([&] { return restarts() >= 5 || !failures.isEmpty(); }, 60'000),
+                 qPrintable(u"%1 restarts after %2 acknowledged writes"_s.arg(restarts())
+                                .arg(acknowledged.size())));
+        QVERIFY2(failures.isEmpty(), qPrintable(failures.join(u"; "_s)));
+        killed = true;
+        server.sendSignal(SIGKILL); // with writes in flight
+        QVERIFY(server.waitForExit(10'000));
+        QCOMPARE(server.exitStatus(), QProcess::CrashExit);
+
+        ServerProcess &restarted = m_fleet.add(dir);
+        QVERIFY2(restarted.startReady(), qPrintable(restarted.stderrText()));
+        const QList<QJsonObject> events = restarted.events(id);
+        QString problem;
+        QVERIFY2(seqsAreGapless(events, &problem), qPrintable(problem));
+        // Writes answered after the test stopped reading may be there too, never fewer.
+        QVERIFY2(events.size() >= acknowledged.size(),
+                 qPrintable(
+                     u"%1 events, %2 acknowledged"_s.arg(events.size()).arg(acknowledged.size())));
+        for (auto it = acknowledged.cbegin(); it != acknowledged.cend(); ++it)
+            QCOMPARE(events.value(it.key() - 1).value(u"id"_s).toString(), it.value());
+        qInfo("%d events stored, %lld acknowledged, across %lld log restarts", int(events.size()),
+              qint64(acknowledged.size()), qint64(restarts()));
     }
 
     // 5. A run left `running` by a killed server is resolved at the next start and continues.

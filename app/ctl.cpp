@@ -369,17 +369,7 @@ public:
     {
         auto getting = m_connection.get(ServerConnection::conversationPath(m_invocation.id));
         const ApiReply reply = co_await std::move(getting);
-        if (!reply.ok())
-            co_return fail(reply);
-        if (m_invocation.json) {
-            printJson(reply.json);
-            co_return CtlExit::Ok;
-        }
-        const auto info = ConversationInfo::fromJson(reply.json.toObject());
-        if (!info)
-            co_return unexpectedAnswer(reply);
-        writeOut(CtlFormat::conversationDetails(*info));
-        co_return CtlExit::Ok;
+        co_return printConversation(reply, &CtlFormat::conversationDetails);
     }
 
     QCoro::Task<int> events()
@@ -455,18 +445,11 @@ public:
     {
         auto acting = m_connection.conversationAction(m_invocation.id, suffix);
         const ApiReply reply = co_await std::move(acting);
-        if (!reply.ok())
-            co_return fail(reply);
-        if (m_invocation.json) {
-            printJson(reply.json);
-            co_return CtlExit::Ok;
-        }
-        const auto info = ConversationInfo::fromJson(reply.json.toObject());
-        if (!info)
-            co_return unexpectedAnswer(reply);
-        writeOut(u"%1 %2.\n"_s.arg(done, toWireId(m_invocation.id)) +
-                 CtlFormat::conversationTable({*info}));
-        co_return CtlExit::Ok;
+        const QString headline = u"%1 %2.\n"_s.arg(done, toWireId(m_invocation.id));
+        const auto format = [&headline](const ConversationInfo &info) {
+            return headline + CtlFormat::conversationTable({info});
+        };
+        co_return printConversation(reply, format);
     }
 
     QCoro::Task<int> send()
@@ -527,6 +510,23 @@ private:
         }
         if (const auto event = Event::fromJson(object))
             writeOut(CtlFormat::eventLine(*event));
+    }
+
+    // An answer that carries a conversation: as it came with --json, else as `format` writes
+    // it. An error answer, or one that is no conversation, is reported instead.
+    template<typename Format> int printConversation(const ApiReply &reply, Format format)
+    {
+        if (!reply.ok())
+            return fail(reply);
+        if (m_invocation.json) {
+            printJson(reply.json);
+            return CtlExit::Ok;
+        }
+        const auto info = ConversationInfo::fromJson(reply.json.toObject());
+        if (!info)
+            return unexpectedAnswer(reply);
+        writeOut(format(*info));
+        return CtlExit::Ok;
     }
 
     static int unexpectedAnswer(const ApiReply &reply)

@@ -190,7 +190,7 @@ bool AgentDeckServer::start(QString *error)
     OpenApiController::registerRoutes(d->router, d->identity.version);
 
     // The listener hands WebSocket upgrades to the streams and everything else to the HTTP API.
-    auto *tcp = new HttpListener(d->http.get());
+    auto *tcp = new HttpListener(m_config.maxBodyBytes, d->http.get());
     StreamSettings streamSettings;
     streamSettings.sendBudgetBytes = m_config.streamBudgetBytes;
     streamSettings.authTimeoutMs = m_config.streamAuthTimeoutMs;

@@ -30,6 +30,11 @@ struct ApiError
     {
         return {404, QStringLiteral("not_found"), detail};
     }
+    static ApiError payloadTooLarge(qint64 maxBytes)
+    {
+        return {413, QStringLiteral("payload_too_large"),
+                QStringLiteral("The request body is larger than %1 bytes").arg(maxBytes)};
+    }
     static ApiError conflict(const QString &code, const QString &detail)
     {
         return {409, code, detail};

@@ -93,9 +93,7 @@ bool ApiServer::handleRequest(const QHttpServerRequest &request, QTcpSocket *soc
         return reject(route,
                       {401, u"unauthorized"_s, u"Missing or wrong X-Session-API-Key header"_s});
     if (copy.body.size() > m_limits.maxBodyBytes)
-        return reject(route,
-                      {413, u"payload_too_large"_s,
-                       u"The request body is larger than %1 bytes"_s.arg(m_limits.maxBodyBytes)});
+        return reject(route, ApiError::payloadTooLarge(m_limits.maxBodyBytes));
     if (isApi && !m_ready)
         return reject(route, {503, u"not_ready"_s, u"The server is starting; retry shortly"_s, 1});
 

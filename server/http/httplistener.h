@@ -6,19 +6,19 @@ class QTcpSocket;
 
 namespace AgentDeck {
 
-// Whether a comma-separated header value holds `token`, compared case-insensitively.
-bool headerHasToken(QByteArrayView value, QByteArrayView token);
-
 // The listening socket of the HTTP API. It looks at the first request head of each connection:
 // a WebSocket upgrade is taken out of the stream and handed to upgradeRequested; any other
 // connection goes, with nothing read from it, to the QAbstractHttpServer bound to this listener.
+// On those it follows every request as it arrives (HttpRequestFollower): a body over
+// `maxBodyBytes` is answered 413 and the connection closed before it is read, `Expect:
+// 100-continue` is answered, and an incomplete request is acknowledged at once.
 // (Qt 6.4's QAbstractHttpServer would make QWebSockets of upgrades, and a QWebSocket cannot
 // send one pre-built frame to many subscribers; see docs/ARCHITECTURE.md.)
 class HttpListener : public QTcpServer
 {
     Q_OBJECT
 public:
-    explicit HttpListener(QObject *parent = nullptr);
+    explicit HttpListener(qint64 maxBodyBytes, QObject *parent = nullptr);
 
     // A head (request line and headers) larger than this is left to the HTTP server to refuse.
     static constexpr qsizetype MaxHeadBytes = 16 * 1024;
@@ -37,6 +37,8 @@ protected:
 private:
     void inspect(QTcpSocket *socket);
     void handToHttp(QTcpSocket *socket);
+
+    qint64 m_maxBodyBytes;
 };
 
 } // namespace AgentDeck

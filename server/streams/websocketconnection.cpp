@@ -1,6 +1,6 @@
 #include "websocketconnection.h"
 
-#include "http/httplistener.h"
+#include "http/httphead.h"
 #include "logging.h"
 #include "websocketframing.h"
 

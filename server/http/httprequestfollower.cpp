@@ -1,0 +1,179 @@
+#include "httprequestfollower.h"
+
+#include "httphead.h"
+
+namespace AgentDeck {
+
+namespace {
+
+// A chunk-size or trailer line longer than this is not HTTP any client sends.
+constexpr qsizetype MaxLineBytes = 4096;
+
+bool isNamed(QByteArrayView name, QByteArrayView wanted)
+{
+    return name.compare(wanted, Qt::CaseInsensitive) == 0;
+}
+
+} // namespace
+
+HttpRequestFollower::HttpRequestFollower(qint64 maxBodyBytes)
+    : m_maxBodyBytes(maxBodyBytes)
+{}
+
+bool HttpRequestFollower::inRequest() const
+{
+    switch (m_state) {
+    case State::Head:
+        return !m_pending.isEmpty();
+    case State::Lost:
+        return false;
+    default:
+        return true;
+    }
+}
+
+HttpRequestFollower::News HttpRequestFollower::follow(QByteArrayView bytes)
+{
+    News news;
+    qsizetype at = 0;
+    while (at < bytes.size() && m_state != State::Lost) {
+        const QByteArrayView rest = bytes.sliced(at);
+        switch (m_state) {
+        case State::Head:
+            at += inHead(rest, news);
+            break;
+        case State::Body:
+        case State::ChunkData:
+        case State::ChunkEnd: {
+            const qint64 taken = std::min<qint64>(m_remaining, rest.size());
+            m_remaining -= taken;
+            at += taken;
+            if (m_remaining > 0)
+                break;
+            if (m_state == State::ChunkData) {
+                m_state = State::ChunkEnd;
+                m_remaining = 2; // the CRLF after a chunk's data
+            } else if (m_state == State::ChunkEnd) {
+                m_state = State::ChunkSize;
+            } else {
+                m_state = State::Head;
+                m_expectsContinue = false;
+            }
+            break;
+        }
+        case State::ChunkSize:
+        case State::Trailers:
+            at += inLine(rest);
+            if (m_pending.endsWith('\n'))
+                endLine(news);
+            break;
+        case State::Lost:
+            break;
+        }
+    }
+    if (m_expectsContinue) {
+        news.expectsContinue = !news.tooLarge;
+        m_expectsContinue = false;
+    }
+    return news;
+}
+
+qsizetype HttpRequestFollower::inHead(QByteArrayView bytes, News &news)
+{
+    qsizetype skipped = 0;
+    if (m_pending.isEmpty()) {
+        // Empty lines before a request line are allowed (RFC 9112, 2.2).
+        while (skipped < bytes.size() && (bytes[skipped] == '\r' || bytes[skipped] == '\n'))
+            ++skipped;
+        bytes = bytes.sliced(skipped);
+    }
+    const qsizetype before = m_pending.size();
+    m_pending.append(bytes.first(std::min(bytes.size(), MaxHeadBytes + 1 - before)));
+    const qsizetype end = m_pending.indexOf("\r\n\r\n", std::max<qsizetype>(0, before - 3));
+    if (end < 0) {
+        if (m_pending.size() > MaxHeadBytes)
+            m_state = State::Lost;
+        return skipped + (m_pending.size() - before);
+    }
+    const QByteArray head = std::exchange(m_pending, {});
+    startBody(QByteArrayView(head).first(end), news);
+    return skipped + (end + 4 - before);
+}
+
+void HttpRequestFollower::startBody(QByteArrayView head, News &news)
+{
+    qint64 length = 0;
+    bool chunked = false;
+    bool readable = true;
+    bool expectsContinue = false;
+    forEachHeader(head, [&](QByteArrayView name, QByteArrayView value) {
+        if (isNamed(name, "content-length")) {
+            length = value.toLongLong(&readable);
+            readable = readable && length >= 0;
+        } else if (isNamed(name, "transfer-encoding")) {
+            chunked = headerHasToken(value, "chunked");
+        } else if (isNamed(name, "expect")) {
+            expectsContinue = isNamed(value, "100-continue");
+        }
+    });
+    if (chunked) {
+        m_state = State::ChunkSize;
+        m_bodyBytes = 0;
+    } else if (!readable) {
+        m_state = State::Lost; // the HTTP server answers it
+        return;
+    } else if (length > m_maxBodyBytes) {
+        news.tooLarge = true;
+        m_state = State::Lost;
+        return;
+    } else if (length > 0) {
+        m_state = State::Body;
+        m_remaining = length;
+    } else {
+        return; // no body: the next head follows
+    }
+    m_expectsContinue = expectsContinue;
+}
+
+qsizetype HttpRequestFollower::inLine(QByteArrayView bytes)
+{
+    const qsizetype newline = bytes.indexOf('\n');
+    const qsizetype taken = newline < 0 ? bytes.size() : newline + 1;
+    m_pending.append(bytes.first(taken));
+    if (m_pending.size() > MaxLineBytes)
+        m_state = State::Lost;
+    return taken;
+}
+
+void HttpRequestFollower::endLine(News &news)
+{
+    const QByteArray line = std::exchange(m_pending, {});
+    if (m_state == State::Trailers) {
+        if (line.trimmed().isEmpty()) { // the end of the request
+            m_state = State::Head;
+            m_expectsContinue = false;
+        }
+        return;
+    }
+    qsizetype end = line.indexOf(';'); // chunk extensions
+    if (end < 0)
+        end = line.size();
+    bool readable = false;
+    const qint64 size = QByteArrayView(line).first(end).trimmed().toLongLong(&readable, 16);
+    if (!readable || size < 0) {
+        m_state = State::Lost;
+        return;
+    }
+    m_bodyBytes += size;
+    if (m_bodyBytes > m_maxBodyBytes) {
+        news.tooLarge = true;
+        m_state = State::Lost;
+    } else if (size == 0) {
+        m_state = State::Trailers;
+    } else {
+        m_state = State::ChunkData;
+        m_remaining = size;
+    }
+}
+
+} // namespace AgentDeck

@@ -1,0 +1,66 @@
+#pragma once
+
+#include <QByteArray>
+#include <QByteArrayView>
+
+namespace AgentDeck {
+
+// Follows the requests of one HTTP/1.1 connection as their bytes arrive, before the HTTP server
+// reads them: where each head ends and how much body follows it (Content-Length or chunked).
+// The listener uses it for what Qt 6.4's HTTP server does not do itself:
+// - a body over the limit is refused as soon as its head (or its chunks) say so, instead of
+//   being buffered whole first;
+// - `Expect: 100-continue` is answered, so that a client waiting for it sends the body now
+//   (curl waits a second for bodies over 1 MiB);
+// - a request that has begun and not ended is acknowledged at once, so that a client with
+//   Nagle's algorithm on sends its last small piece without waiting for a delayed ACK.
+class HttpRequestFollower
+{
+public:
+    explicit HttpRequestFollower(qint64 maxBodyBytes);
+
+    // A head (request line and headers) larger than this is not followed further: the HTTP
+    // server refuses it.
+    static constexpr qsizetype MaxHeadBytes = 64 * 1024;
+
+    struct News
+    {
+        // A head asked for `100 Continue` and its body has not all arrived.
+        bool expectsContinue = false;
+        // A body is over the limit, by its Content-Length or by the chunks seen so far.
+        bool tooLarge = false;
+    };
+    // Takes the next bytes of the connection.
+    News follow(QByteArrayView bytes);
+    // A request has begun and not all of it has arrived.
+    bool inRequest() const;
+    // The connection left what this follows (a head too large, a length it cannot read, a body
+    // too large): nothing more is reported.
+    bool lost() const { return m_state == State::Lost; }
+
+private:
+    enum class State
+    {
+        Head,
+        Body,
+        ChunkSize,
+        ChunkData,
+        ChunkEnd,
+        Trailers,
+        Lost
+    };
+    // Consume a piece of `bytes` in the current state; return how much.
+    qsizetype inHead(QByteArrayView bytes, News &news);
+    qsizetype inLine(QByteArrayView bytes); // ChunkSize and Trailers: up to a line's end
+    void startBody(QByteArrayView head, News &news);
+    void endLine(News &news);
+
+    qint64 m_maxBodyBytes;
+    State m_state = State::Head;
+    QByteArray m_pending;   // the head, or a chunk-size or trailer line, so far
+    qint64 m_remaining = 0; // bytes of the body (or chunk, or chunk end) still to come
+    qint64 m_bodyBytes = 0; // decoded body bytes of a chunked request so far
+    bool m_expectsContinue = false;
+};
+
+} // namespace AgentDeck

@@ -1,0 +1,254 @@
+// HTTP/1.1 at the edge, over raw sockets: bodies over the limit are refused before they are
+// sent, `Expect: 100-continue` is answered, and a request written in pieces by a client with
+// Nagle's algorithm on is not held up by delayed ACKs.
+#include "testserver.h"
+
+#include <QElapsedTimer>
+#include <QEventLoop>
+#include <QTcpSocket>
+#include <QTest>
+#include <QTimer>
+
+#include <algorithm>
+#include <optional>
+
+using namespace Qt::StringLiterals;
+using namespace AgentDeck;
+using namespace AgentDeck::Testing;
+
+namespace {
+
+constexpr int WaitMs = 10'000;
+
+struct RawResponse
+{
+    int status = 0;
+    QByteArray head;
+    QByteArray body;
+};
+
+// A client that writes exactly the bytes it is given. The server runs in this thread, so every
+// wait spins the event loop.
+class RawHttp
+{
+public:
+    bool connectTo(const QUrl &url)
+    {
+        m_socket.connectToHost(url.host(), quint16(url.port()));
+        return waitUntil([this] { return m_socket.state() == QAbstractSocket::ConnectedState; });
+    }
+
+    void send(const QByteArray &bytes)
+    {
+        m_socket.write(bytes);
+        m_socket.flush(); // a write of its own, now
+    }
+
+    // Waits for `count` bytes or more to have arrived, or for the connection to end.
+    bool waitForBytes(qsizetype count)
+    {
+        return waitUntil([&] { return m_received.size() >= count; });
+    }
+
+    // The next complete answer, which must carry a Content-Length.
+    std::optional<RawResponse> nextResponse()
+    {
+        std::optional<RawResponse> response;
+        waitUntil([&] {
+            if (!response)
+                response = takeResponse();
+            return response.has_value();
+        });
+        return response;
+    }
+
+    bool waitForClose()
+    {
+        return waitUntil([this] { return !isConnected(); });
+    }
+
+    QByteArray received() const { return m_received; }
+
+private:
+    bool isConnected() const { return m_socket.state() == QAbstractSocket::ConnectedState; }
+
+    // Runs the event loop (the server's too) until `done` holds or the connection ends, woken
+    // by the socket rather than polling: QTest::qWaitFor sleeps 10 ms between its looks, which
+    // is longer than what aRequestWrittenInPiecesIsAcknowledgedAtOnce measures.
+    template<typename Predicate> bool waitUntil(Predicate done)
+    {
+        const auto check = [&] {
+            m_received += m_socket.readAll();
+            return done() || m_socket.state() == QAbstractSocket::UnconnectedState;
+        };
+        if (check())
+            return done();
+        QEventLoop loop;
+        QTimer::singleShot(WaitMs, &loop, &QEventLoop::quit);
+        const auto look = [&] {
+            if (check())
+                loop.quit();
+        };
+        QObject::connect(&m_socket, &QTcpSocket::readyRead, &loop, look);
+        QObject::connect(&m_socket, &QTcpSocket::stateChanged, &loop, look);
+        loop.exec();
+        return done();
+    }
+
+    std::optional<RawResponse> takeResponse()
+    {
+        const qsizetype end = m_received.indexOf("\r\n\r\n");
+        if (end < 0)
+            return std::nullopt;
+        RawResponse response;
+        response.head = m_received.first(end);
+        response.status = response.head.mid(9, 3).toInt();
+        qsizetype length = 0;
+        for (const QByteArray &line : response.head.split('\n')) {
+            if (line.toLower().startsWith("content-length:"))
+                length = line.mid(15).trimmed().toLongLong();
+        }
+        if (m_received.size() < end + 4 + length)
+            return std::nullopt;
+        response.body = m_received.mid(end + 4, length);
+        m_received.remove(0, end + 4 + length);
+        return response;
+    }
+
+    QTcpSocket m_socket;
+    QByteArray m_received;
+};
+
+QByteArray postHead(const QString &path, qint64 length, QByteArrayView extra = {})
+{
+    return "POST " + path.toUtf8() +
+           " HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: " +
+           QByteArray::number(length) + "\r\n" + extra.toByteArray() + "\r\n";
+}
+
+QByteArray messageBody(qsizetype textBytes)
+{
+    return R"({"role":"user","content":[{"type":"text","text":")" + QByteArray(textBytes, 'x') +
+           R"("}],"run":false})";
+}
+
+} // namespace
+
+class ApiHttpTest : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void init()
+    {
+        m_server = std::make_unique<TestServer>();
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+        m_id = m_server->create();
+        QVERIFY(!m_id.isNull());
+        m_events = ServerConnection::conversationPath(m_id, u"events");
+    }
+    void cleanup() { m_server.reset(); }
+
+    // Qt's HTTP server would wait for the whole body, holding it in memory, before the 413.
+    void aBodyOverTheLimitIsRefusedBeforeItIsSent()
+    {
+        RawHttp client;
+        QVERIFY(client.connectTo(m_server->url()));
+        client.send(postHead(m_events, qint64(1) << 30)); // 1 GiB announced, none sent
+        const auto response = client.nextResponse();
+        QVERIFY2(response, client.received().constData());
+        QCOMPARE(response->status, 413);
+        QVERIFY(response->body.contains("\"code\":\"payload_too_large\""));
+        QVERIFY(response->head.contains("Connection: close"));
+        QVERIFY(client.waitForClose());
+    }
+
+    void aChunkedBodyOverTheLimitIsRefusedWhileItComes()
+    {
+        RawHttp client;
+        QVERIFY(client.connectTo(m_server->url()));
+        client.send("POST " + m_events.toUtf8() +
+                    " HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n");
+        const QByteArray chunk = "100000\r\n" + QByteArray(0x100000, 'x') + "\r\n"; // 1 MiB
+        for (int i = 0; i < 5; ++i) // 5 MiB, and never the last chunk
+            client.send(chunk);
+        const auto response = client.nextResponse();
+        QVERIFY2(response, client.received().left(300).constData());
+        QCOMPARE(response->status, 413);
+        QVERIFY(client.waitForClose());
+        // The server is well and serves the next client.
+        QVERIFY(m_server->get(u"/alive"_s).ok());
+    }
+
+    void expectContinueIsAnswered()
+    {
+        RawHttp client;
+        QVERIFY(client.connectTo(m_server->url()));
+        const QByteArray body = messageBody(100);
+        for (int round = 0; round < 2; ++round) { // on a fresh connection and on a kept one
+            client.send(postHead(m_events, body.size(), "Expect: 100-continue\r\n"));
+            const QByteArray interim = "HTTP/1.1 100 Continue\r\n\r\n";
+            QVERIFY(client.waitForBytes(interim.size()));
+            QVERIFY2(client.received().startsWith(interim), client.received().constData());
+            QCOMPARE(client.nextResponse().value_or(RawResponse()).status, 100);
+            client.send(body);
+            const auto response = client.nextResponse();
+            QVERIFY(response);
+            QVERIFY2(response->status == 200 || response->status == 201,
+                     response->head.constData());
+            QVERIFY(
+                response->body.contains(QByteArray("\"seq\":" + QByteArray::number(round + 1))));
+        }
+    }
+
+    // With Nagle's algorithm on, a client sends the body written after the head only once the
+    // head is acknowledged, and Linux delays that ACK by up to 40 ms on a connection that has
+    // answered before: every such request took 40 ms or more.
+    void aRequestWrittenInPiecesIsAcknowledgedAtOnce()
+    {
+        RawHttp client;
+        QVERIFY(client.connectTo(m_server->url()));
+        const QByteArray body = messageBody(100);
+        QList<qint64> micros;
+        for (int round = 0; round < 15; ++round) {
+            QElapsedTimer timer;
+            timer.start();
+            client.send(postHead(m_events, body.size()));
+            client.send(body);
+            const auto response = client.nextResponse();
+            QVERIFY(response);
+            QVERIFY2(response->status == 200 || response->status == 201,
+                     response->head.constData());
+            micros.append(timer.nsecsElapsed() / 1000);
+        }
+        std::sort(micros.begin(), micros.end());
+        const qint64 median = micros[micros.size() / 2];
+        QVERIFY2(median < 20'000, qPrintable(u"median %1 us per request"_s.arg(median)));
+    }
+
+    void refusedConnectionsDoNotDisturbOthers()
+    {
+        RawHttp big;
+        QVERIFY(big.connectTo(m_server->url()));
+        RawHttp small;
+        QVERIFY(small.connectTo(m_server->url()));
+        const QByteArray body = messageBody(10);
+        small.send(postHead(m_events, body.size()) + body.first(5));
+        big.send(postHead(m_events, qint64(1) << 32));
+        const auto refused = big.nextResponse();
+        QVERIFY(refused);
+        QCOMPARE(refused->status, 413);
+        small.send(body.sliced(5));
+        const auto response = small.nextResponse();
+        QVERIFY(response);
+        QVERIFY2(response->status == 200 || response->status == 201, response->head.constData());
+    }
+
+private:
+    std::unique_ptr<TestServer> m_server;
+    QUuid m_id;
+    QString m_events;
+};
+
+QTEST_GUILESS_MAIN(ApiHttpTest)
+#include "tst_api_http.moc"

@@ -177,8 +177,9 @@ bool AgentDeckServer::start(QString *error)
         ServiceSettings{QDir(dataDir).filePath(u"workspaces"_s), m_config.commandTimeout,
                         leaseOwner, m_config.replicaId, shared});
     d->auth = std::make_unique<ApiAuth>(m_config.apiKeys);
-    d->http = std::make_unique<ApiServer>(d->router, *d->auth, d->metrics,
-                                          HttpLimits{m_config.maxBodyBytes});
+    const HttpLimits httpLimits{m_config.maxBodyBytes, m_config.httpRequestTimeout,
+                                m_config.httpIdleTimeout};
+    d->http = std::make_unique<ApiServer>(d->router, *d->auth, d->metrics, httpLimits);
     d->identity = {QStringLiteral(AGENTDECK_VERSION), m_config.replicaId, d->parts.clock->nowMs()};
 
     HealthController::registerRoutes(d->router, *d->http, d->identity);
@@ -190,7 +191,7 @@ bool AgentDeckServer::start(QString *error)
     OpenApiController::registerRoutes(d->router, d->identity.version);
 
     // The listener hands WebSocket upgrades to the streams and everything else to the HTTP API.
-    auto *tcp = new HttpListener(m_config.maxBodyBytes, d->http.get());
+    auto *tcp = new HttpListener(httpLimits, d->http.get());
     StreamSettings streamSettings;
     streamSettings.sendBudgetBytes = m_config.streamBudgetBytes;
     streamSettings.authTimeoutMs = m_config.streamAuthTimeoutMs;

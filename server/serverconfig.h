@@ -26,6 +26,9 @@ struct ServerConfig
     qint64 streamBudgetBytes = 16 * 1024 * 1024;
     int streamAuthTimeoutMs = 10'000;
     qsizetype maxBodyBytes = 4 * 1024 * 1024;
+    // HTTP connections (see HttpLimits).
+    std::chrono::milliseconds httpRequestTimeout{60'000};
+    std::chrono::milliseconds httpIdleTimeout{300'000};
     // SQLite only: past this size the write-ahead log is copied into the database and starts
     // over (see WalCheckpointer); it is also the size the log file is cut back to.
     qint64 walLimitBytes = 64 * 1024 * 1024;

@@ -14,11 +14,6 @@ namespace AgentDeck {
 class ApiAuth;
 class Metrics;
 
-struct HttpLimits
-{
-    qsizetype maxBodyBytes = 4 * 1024 * 1024;
-};
-
 // The one dispatch point of the HTTP API: route lookup (404/405), readiness, authentication,
 // body limits, error mapping and metrics. Handlers never write to a socket themselves.
 class ApiServer : public QAbstractHttpServer

@@ -16,8 +16,6 @@
 
 namespace AgentDeck {
 
-namespace {
-
 // Follows the requests of one HTTP connection (see HttpRequestFollower) and acts on what it
 // finds before the HTTP server reads them. Every byte is followed once: before the server's
 // readyRead slot it takes what came since it last looked, and after that slot it notes what
@@ -25,12 +23,28 @@ namespace {
 class RequestGate : public QObject
 {
 public:
-    RequestGate(QTcpSocket *socket, qint64 maxBodyBytes)
+    RequestGate(QTcpSocket *socket, const HttpLimits &limits)
         : QObject(socket)
         , m_socket(socket)
-        , m_maxBodyBytes(maxBodyBytes)
-        , m_follower(maxBodyBytes)
-    {}
+        , m_limits(limits)
+        , m_follower(limits.maxBodyBytes)
+    {
+        m_idle.setSingleShot(true);
+        m_idle.callOnTimeout(m_socket, &QTcpSocket::disconnectFromHost);
+        m_idle.start(m_limits.idleTimeout);
+        m_requestDue.setSingleShot(true);
+        m_requestDue.callOnTimeout(this, [this] {
+            refuse(ApiError{408, QStringLiteral("request_timeout"),
+                            QStringLiteral("The request did not arrive whole within %1 ms")
+                                .arg(m_limits.requestTimeout.count())});
+        });
+        // An answer being written is activity too: a slow handler does not make a connection
+        // idle.
+        connect(m_socket, &QTcpSocket::bytesWritten, this, [this] {
+            if (m_idle.isActive())
+                m_idle.start(m_limits.idleTimeout);
+        });
+    }
 
     void beforeServer()
     {
@@ -44,36 +58,45 @@ public:
             news = m_follower.follow(QByteArrayView(m_socket->peek(available)).sliced(m_seen));
         m_seen = available;
         if (news.tooLarge) {
-            refuse();
+            refuse(ApiError::payloadTooLarge(m_limits.maxBodyBytes));
             return;
         }
         if (news.expectsContinue)
             m_socket->write("HTTP/1.1 100 Continue\r\n\r\n");
-        // Linux delays the ACK of what came (up to 40 ms once the connection has answered a
-        // request), and a client with Nagle's algorithm on holds its last small piece until
-        // that ACK: QNetworkAccessManager's POST of a 20 kB body took 45 ms instead of 2.
         if (m_follower.inRequest()) {
+            if (!m_requestDue.isActive())
+                m_requestDue.start(m_limits.requestTimeout); // from the request's first byte
+            // Linux delays the ACK of what came (up to 40 ms once the connection has answered
+            // a request), and a client with Nagle's algorithm on holds its last small piece
+            // until that ACK: QNetworkAccessManager's POST of a 20 kB body took 45 ms, not 2.
             const int on = 1;
             ::setsockopt(int(m_socket->socketDescriptor()), IPPROTO_TCP, TCP_QUICKACK, &on,
                          sizeof on);
+        } else {
+            m_requestDue.stop();
         }
+        m_idle.start(m_limits.idleTimeout);
     }
 
     void afterServer() { m_seen = m_refused ? 0 : m_socket->bytesAvailable(); }
 
 private:
-    // Answered before the body is read, which Qt's HTTP server would buffer whole first (a
-    // 300 MB body took 650 MB of memory before its 413). The connection then lingers: what
-    // still comes is read and dropped, so that a client busy sending its body (as
-    // QNetworkAccessManager is) reads the answer afterwards instead of a reset. It ends when the
-    // client closes it, sends nothing for a second, or after 30 seconds.
-    void refuse()
+    // Answered before the request is read whole. Qt's HTTP server would buffer a whole body
+    // before anything could refuse it (a 300 MB body took 650 MB of memory before its 413), and
+    // would wait for a request's last byte forever. The connection then lingers: what still
+    // comes is read and dropped, so that a client busy sending its body (as
+    // QNetworkAccessManager is) reads the answer afterwards instead of a reset. It ends when
+    // the client closes it, sends nothing for a second, or after 30 seconds.
+    void refuse(const ApiError &error)
     {
         m_refused = true;
         m_seen = 0;
-        const HttpResponse response =
-            HttpResponse::error(ApiError::payloadTooLarge(m_maxBodyBytes));
-        m_socket->write("HTTP/1.1 413 Payload Too Large\r\nContent-Type: " + response.contentType +
+        m_requestDue.stop();
+        m_idle.stop();
+        const HttpResponse response = HttpResponse::error(error);
+        const QByteArray reason = error.status == 408 ? "Request Timeout" : "Payload Too Large";
+        m_socket->write("HTTP/1.1 " + QByteArray::number(error.status) + ' ' + reason +
+                        "\r\nContent-Type: " + response.contentType +
                         "\r\nContent-Length: " + QByteArray::number(response.body.size()) +
                         "\r\nConnection: close\r\n\r\n" + response.body);
         m_lingerEnd.setRemainingTime(LingerMaxMs);
@@ -95,19 +118,19 @@ private:
     static constexpr int LingerMaxMs = 30'000;
 
     QTcpSocket *m_socket;
-    qint64 m_maxBodyBytes;
+    HttpLimits m_limits;
     HttpRequestFollower m_follower;
     qint64 m_seen = 0; // bytes at the front of the socket's buffer that were followed already
     bool m_refused = false;
-    QTimer m_quiet{this}; // while refused: ends the connection once the client is quiet
+    QTimer m_idle{this};       // closes a connection that has had nothing to do
+    QTimer m_requestDue{this}; // answers 408 to a request that does not arrive whole in time
+    QTimer m_quiet{this};      // while refused: ends the connection once the client is quiet
     QDeadlineTimer m_lingerEnd;
 };
 
-} // namespace
-
-HttpListener::HttpListener(qint64 maxBodyBytes, QObject *parent)
+HttpListener::HttpListener(const HttpLimits &limits, QObject *parent)
     : QTcpServer(parent)
-    , m_maxBodyBytes(maxBodyBytes)
+    , m_limits(limits)
 {}
 
 bool HttpListener::isWebSocketUpgrade(QByteArrayView head)
@@ -130,24 +153,31 @@ void HttpListener::incomingConnection(qintptr handle)
     // Answers are written in pieces (head, body); with Nagle's algorithm the last piece of a
     // large answer waits for the client's delayed ACK, 40 ms on Linux, on keep-alive connections.
     socket->setSocketOption(QAbstractSocket::LowDelayOption, 1);
-    connect(socket, &QTcpSocket::readyRead, this, [this, socket] { inspect(socket); });
+    // The gate's slots go around whoever reads the socket (slots run in the order they were
+    // connected): this listener now, the HTTP server later.
+    auto *gate = new RequestGate(socket, m_limits);
+    connect(socket, &QTcpSocket::readyRead, gate, &RequestGate::beforeServer);
+    connect(socket, &QTcpSocket::readyRead, this, [this, socket, gate] { inspect(socket, gate); });
+    connect(socket, &QTcpSocket::readyRead, gate, &RequestGate::afterServer);
     connect(socket, &QTcpSocket::disconnected, this, [socket] { socket->deleteLater(); });
 }
 
-void HttpListener::inspect(QTcpSocket *socket)
+void HttpListener::inspect(QTcpSocket *socket, RequestGate *gate)
 {
     // peek(): the HTTP server must find every byte still there.
     const QByteArray start = socket->peek(MaxHeadBytes);
     const qsizetype end = start.indexOf("\r\n\r\n");
     if (end < 0) {
         if (start.size() >= MaxHeadBytes)
-            handToHttp(socket);
+            handToHttp(socket, gate);
         return; // a partial head: wait for the rest
     }
     if (!isWebSocketUpgrade(QByteArrayView(start).first(end))) {
-        handToHttp(socket);
+        handToHttp(socket, gate);
         return;
     }
+    // A stream is long-lived and has rules of its own: no HTTP timeouts.
+    delete gate;
     disconnect(socket, nullptr, this, nullptr);
     const QByteArray head = socket->read(end + 4);
     static const QMetaMethod signal = QMetaMethod::fromSignal(&HttpListener::upgradeRequested);
@@ -159,13 +189,13 @@ void HttpListener::inspect(QTcpSocket *socket)
     Q_EMIT upgradeRequested(socket, head);
 }
 
-void HttpListener::handToHttp(QTcpSocket *socket)
+void HttpListener::handToHttp(QTcpSocket *socket, RequestGate *gate)
 {
     disconnect(socket, nullptr, this, nullptr);
     // The bound QAbstractHttpServer takes pending connections as they are added, and connects
-    // to readyRead; the data that is already here is announced again. The gate's slots go
-    // around the server's: slots run in the order they were connected.
-    auto *gate = new RequestGate(socket, m_maxBodyBytes);
+    // to readyRead; the data that is already here is announced again (the gate has followed
+    // it and takes nothing twice). The gate's second slot moves behind the server's.
+    disconnect(socket, &QTcpSocket::readyRead, gate, nullptr);
     connect(socket, &QTcpSocket::readyRead, gate, &RequestGate::beforeServer);
     addPendingConnection(socket);
     connect(socket, &QTcpSocket::readyRead, gate, &RequestGate::afterServer);

@@ -1,24 +1,29 @@
 #pragma once
 
+#include "httptypes.h"
+
 #include <QTcpServer>
 
 class QTcpSocket;
 
 namespace AgentDeck {
 
+class RequestGate; // follows one connection's requests; httplistener.cpp
+
 // The listening socket of the HTTP API. It looks at the first request head of each connection:
 // a WebSocket upgrade is taken out of the stream and handed to upgradeRequested; any other
 // connection goes, with nothing read from it, to the QAbstractHttpServer bound to this listener.
-// On those it follows every request as it arrives (HttpRequestFollower): a body over
-// `maxBodyBytes` is answered 413 and the connection closed before it is read, `Expect:
-// 100-continue` is answered, and an incomplete request is acknowledged at once.
+// On those it follows every request as it arrives (HttpRequestFollower): a body over the limit
+// is answered 413 and the connection closed before it is read, `Expect: 100-continue` is
+// answered, an incomplete request is acknowledged at once, and the limits' timeouts apply (408
+// for a request that does not arrive whole in time; an idle connection is closed).
 // (Qt 6.4's QAbstractHttpServer would make QWebSockets of upgrades, and a QWebSocket cannot
 // send one pre-built frame to many subscribers; see docs/ARCHITECTURE.md.)
 class HttpListener : public QTcpServer
 {
     Q_OBJECT
 public:
-    explicit HttpListener(qint64 maxBodyBytes, QObject *parent = nullptr);
+    explicit HttpListener(const HttpLimits &limits, QObject *parent = nullptr);
 
     // A head (request line and headers) larger than this is left to the HTTP server to refuse.
     static constexpr qsizetype MaxHeadBytes = 16 * 1024;
@@ -35,10 +40,10 @@ protected:
     void incomingConnection(qintptr handle) override;
 
 private:
-    void inspect(QTcpSocket *socket);
-    void handToHttp(QTcpSocket *socket);
+    void inspect(QTcpSocket *socket, RequestGate *gate);
+    void handToHttp(QTcpSocket *socket, RequestGate *gate);
 
-    qint64 m_maxBodyBytes;
+    HttpLimits m_limits;
 };
 
 } // namespace AgentDeck

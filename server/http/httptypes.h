@@ -8,9 +8,20 @@
 #include <QUrlQuery>
 #include <QUuid>
 
+#include <chrono>
+
 namespace AgentDeck {
 
 struct ApiError;
+
+struct HttpLimits
+{
+    qsizetype maxBodyBytes = 4 * 1024 * 1024;
+    // A request must arrive whole within this of its first byte (else 408), and a connection
+    // with no request for this long is closed. Neither applies to WebSocket streams.
+    std::chrono::milliseconds requestTimeout{60'000};
+    std::chrono::milliseconds idleTimeout{300'000};
+};
 
 // A request as handlers see it: copied out of QHttpServerRequest, so it stays valid in a
 // coroutine after the connection is gone.

@@ -244,6 +244,64 @@ private Q_SLOTS:
         QVERIFY2(response->status == 200 || response->status == 201, response->head.constData());
     }
 
+    // Qt's HTTP server waits for the rest of a request forever, and keeps an idle connection
+    // open forever: a client that leaves connections behind exhausts the server's descriptors.
+    void aRequestThatDoesNotArriveWholeIsAnswered408_data()
+    {
+        QTest::addColumn<QByteArray>("partial");
+        QTest::addRow("half a head") << QByteArray("GET /api/conversations/count HTTP/1.1\r\nHo");
+        QTest::addRow("half a body") << postHead(u"/api/conversations"_s, 20) + "{\"title\":";
+    }
+    void aRequestThatDoesNotArriveWholeIsAnswered408()
+    {
+        QFETCH(QByteArray, partial);
+        TestServerOptions options;
+        options.httpRequestTimeout = std::chrono::milliseconds(300);
+        TestServer server(std::move(options));
+        QVERIFY2(server.start(), qPrintable(server.errorString()));
+        RawHttp client;
+        QVERIFY(client.connectTo(server.url()));
+        // A whole request first: the limit is per request, not per connection.
+        client.send("GET /alive HTTP/1.1\r\nHost: test\r\n\r\n");
+        QCOMPARE(client.nextResponse().value_or(RawResponse()).status, 200);
+        QElapsedTimer timer;
+        timer.start();
+        client.send(partial);
+        const auto response = client.nextResponse();
+        QVERIFY2(response, client.received().constData());
+        QCOMPARE(response->status, 408);
+        QVERIFY(response->body.contains("\"code\":\"request_timeout\""));
+        // Not at once: after the limit, give or take a coarse timer's 5 %.
+        QVERIFY2(timer.elapsed() >= 250, qPrintable(QString::number(timer.elapsed())));
+        QVERIFY(client.waitForClose());
+    }
+
+    void anIdleConnectionIsClosedButNotAStream()
+    {
+        TestServerOptions options;
+        options.httpIdleTimeout = std::chrono::milliseconds(300);
+        TestServer server(std::move(options));
+        QVERIFY2(server.start(), qPrintable(server.errorString()));
+        const QUuid id = server.create();
+        QVERIFY(!id.isNull());
+        EventStream *stream = server.client().openEventStream(id, 0, this);
+        int drops = 0;
+        connect(stream, &EventStream::disconnected, this, [&drops] { ++drops; });
+        QVERIFY(QTest::qWaitFor([stream] { return stream->isConnected(); }, WaitMs));
+
+        RawHttp idle;
+        QVERIFY(idle.connectTo(server.url()));
+        RawHttp used;
+        QVERIFY(used.connectTo(server.url()));
+        used.send("GET /alive HTTP/1.1\r\nHost: test\r\n\r\n");
+        QCOMPARE(used.nextResponse().value_or(RawResponse()).status, 200);
+        QVERIFY(idle.waitForClose());
+        QVERIFY(used.waitForClose());
+        QCOMPARE(drops, 0);
+        QVERIFY(stream->isConnected());
+        delete stream;
+    }
+
 private:
     std::unique_ptr<TestServer> m_server;
     QUuid m_id;

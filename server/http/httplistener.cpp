@@ -57,8 +57,8 @@ public:
         if (available > m_seen && !m_follower.lost())
             news = m_follower.follow(QByteArrayView(m_socket->peek(available)).sliced(m_seen));
         m_seen = available;
-        if (news.tooLarge) {
-            refuse(ApiError::payloadTooLarge(m_limits.maxBodyBytes));
+        if (news.problem != HttpRequestFollower::Problem::None) {
+            refuse(refusalFor(news.problem));
             return;
         }
         if (news.expectsContinue)
@@ -83,10 +83,28 @@ public:
 private:
     // Answered before the request is read whole. Qt's HTTP server would buffer a whole body
     // before anything could refuse it (a 300 MB body took 650 MB of memory before its 413), and
-    // would wait for a request's last byte forever. The connection then lingers: what still
-    // comes is read and dropped, so that a client busy sending its body (as
-    // QNetworkAccessManager is) reads the answer afterwards instead of a reset. It ends when
+    // a head without end too; and it would wait for a request's last byte forever. The connection
+    // then lingers: what still comes is read and dropped, so that a client busy sending its body
+    // (as QNetworkAccessManager is) reads the answer afterwards instead of a reset. It ends when
     // the client closes it, sends nothing for a second, or after 30 seconds.
+    ApiError refusalFor(HttpRequestFollower::Problem problem) const
+    {
+        using Problem = HttpRequestFollower::Problem;
+        switch (problem) {
+        case Problem::HeadTooLarge:
+            return {431, QStringLiteral("headers_too_large"),
+                    QStringLiteral("The request head is larger than %1 bytes")
+                        .arg(HttpRequestFollower::MaxHeadBytes)};
+        case Problem::BodyTooLarge:
+            return ApiError::payloadTooLarge(m_limits.maxBodyBytes);
+        case Problem::Malformed:
+        case Problem::None:
+            break;
+        }
+        return ApiError::badRequest(
+            QStringLiteral("The request's Content-Length or chunked framing is malformed"));
+    }
+
     void refuse(const ApiError &error)
     {
         m_refused = true;
@@ -94,7 +112,10 @@ private:
         m_requestDue.stop();
         m_idle.stop();
         const HttpResponse response = HttpResponse::error(error);
-        const QByteArray reason = error.status == 408 ? "Request Timeout" : "Payload Too Large";
+        const QByteArray reason = error.status == 400   ? "Bad Request"
+                                  : error.status == 408 ? "Request Timeout"
+                                  : error.status == 413 ? "Payload Too Large"
+                                                        : "Request Header Fields Too Large";
         m_socket->write("HTTP/1.1 " + QByteArray::number(error.status) + ' ' + reason +
                         "\r\nContent-Type: " + response.contentType +
                         "\r\nContent-Length: " + QByteArray::number(response.body.size()) +

@@ -63,8 +63,8 @@ HttpRequestFollower::News HttpRequestFollower::follow(QByteArrayView bytes)
         }
         case State::ChunkSize:
         case State::Trailers:
-            at += inLine(rest);
-            if (m_pending.endsWith('\n'))
+            at += inLine(rest, news);
+            if (m_state != State::Lost && m_pending.endsWith('\n'))
                 endLine(news);
             break;
         case State::Lost:
@@ -72,7 +72,7 @@ HttpRequestFollower::News HttpRequestFollower::follow(QByteArrayView bytes)
         }
     }
     if (m_expectsContinue) {
-        news.expectsContinue = !news.tooLarge;
+        news.expectsContinue = news.problem == Problem::None;
         m_expectsContinue = false;
     }
     return news;
@@ -92,7 +92,7 @@ qsizetype HttpRequestFollower::inHead(QByteArrayView bytes, News &news)
     const qsizetype end = m_pending.indexOf("\r\n\r\n", std::max<qsizetype>(0, before - 3));
     if (end < 0) {
         if (m_pending.size() > MaxHeadBytes)
-            m_state = State::Lost;
+            fail(news, Problem::HeadTooLarge);
         return skipped + (m_pending.size() - before);
     }
     const QByteArray head = std::exchange(m_pending, {});
@@ -119,12 +119,12 @@ void HttpRequestFollower::startBody(QByteArrayView head, News &news)
     if (chunked) {
         m_state = State::ChunkSize;
         m_bodyBytes = 0;
+        m_trailerBytes = 0;
     } else if (!readable) {
-        m_state = State::Lost; // the HTTP server answers it
+        fail(news, Problem::Malformed);
         return;
     } else if (length > m_maxBodyBytes) {
-        news.tooLarge = true;
-        m_state = State::Lost;
+        fail(news, Problem::BodyTooLarge);
         return;
     } else if (length > 0) {
         m_state = State::Body;
@@ -135,14 +135,21 @@ void HttpRequestFollower::startBody(QByteArrayView head, News &news)
     m_expectsContinue = expectsContinue;
 }
 
-qsizetype HttpRequestFollower::inLine(QByteArrayView bytes)
+qsizetype HttpRequestFollower::inLine(QByteArrayView bytes, News &news)
 {
     const qsizetype newline = bytes.indexOf('\n');
     const qsizetype taken = newline < 0 ? bytes.size() : newline + 1;
     m_pending.append(bytes.first(taken));
     if (m_pending.size() > MaxLineBytes)
-        m_state = State::Lost;
+        fail(news, Problem::Malformed);
     return taken;
+}
+
+void HttpRequestFollower::fail(News &news, Problem problem)
+{
+    news.problem = problem;
+    m_state = State::Lost;
+    m_pending.clear();
 }
 
 void HttpRequestFollower::endLine(News &news)
@@ -152,6 +159,8 @@ void HttpRequestFollower::endLine(News &news)
         if (line.trimmed().isEmpty()) { // the end of the request
             m_state = State::Head;
             m_expectsContinue = false;
+        } else if ((m_trailerBytes += line.size()) > MaxHeadBytes) { // headers after all
+            fail(news, Problem::HeadTooLarge);
         }
         return;
     }
@@ -161,13 +170,12 @@ void HttpRequestFollower::endLine(News &news)
     bool readable = false;
     const qint64 size = QByteArrayView(line).first(end).trimmed().toLongLong(&readable, 16);
     if (!readable || size < 0) {
-        m_state = State::Lost;
+        fail(news, Problem::Malformed);
         return;
     }
     m_bodyBytes += size;
     if (m_bodyBytes > m_maxBodyBytes) {
-        news.tooLarge = true;
-        m_state = State::Lost;
+        fail(news, Problem::BodyTooLarge);
     } else if (size == 0) {
         m_state = State::Trailers;
     } else {

@@ -9,7 +9,8 @@ namespace AgentDeck {
 // reads them: where each head ends and how much body follows it (Content-Length or chunked).
 // The listener uses it for what Qt 6.4's HTTP server does not do itself:
 // - a body over the limit is refused as soon as its head (or its chunks) say so, instead of
-//   being buffered whole first;
+//   being buffered whole first; so is a head over MaxHeadBytes, and a framing it cannot read
+//   (Qt would buffer those without end too);
 // - `Expect: 100-continue` is answered, so that a client waiting for it sends the body now
 //   (curl waits a second for bodies over 1 MiB);
 // - a request that has begun and not ended is acknowledged at once, so that a client with
@@ -19,23 +20,28 @@ class HttpRequestFollower
 public:
     explicit HttpRequestFollower(qint64 maxBodyBytes);
 
-    // A head (request line and headers) larger than this is not followed further: the HTTP
-    // server refuses it.
+    // The largest head (request line and headers) taken.
     static constexpr qsizetype MaxHeadBytes = 64 * 1024;
 
+    // Why a request cannot be taken. Once one is reported nothing more is followed.
+    enum class Problem
+    {
+        None,
+        HeadTooLarge, // or the trailers of a chunked body
+        BodyTooLarge, // by its Content-Length or by the chunks seen so far
+        Malformed     // a Content-Length or chunk size that is not a number, a runaway line
+    };
     struct News
     {
         // A head asked for `100 Continue` and its body has not all arrived.
         bool expectsContinue = false;
-        // A body is over the limit, by its Content-Length or by the chunks seen so far.
-        bool tooLarge = false;
+        Problem problem = Problem::None;
     };
     // Takes the next bytes of the connection.
     News follow(QByteArrayView bytes);
     // A request has begun and not all of it has arrived.
     bool inRequest() const;
-    // The connection left what this follows (a head too large, a length it cannot read, a body
-    // too large): nothing more is reported.
+    // A problem was reported: nothing more is followed.
     bool lost() const { return m_state == State::Lost; }
 
 private:
@@ -51,15 +57,17 @@ private:
     };
     // Consume a piece of `bytes` in the current state; return how much.
     qsizetype inHead(QByteArrayView bytes, News &news);
-    qsizetype inLine(QByteArrayView bytes); // ChunkSize and Trailers: up to a line's end
+    qsizetype inLine(QByteArrayView bytes, News &news); // ChunkSize and Trailers: to a line's end
     void startBody(QByteArrayView head, News &news);
     void endLine(News &news);
+    void fail(News &news, Problem problem);
 
     qint64 m_maxBodyBytes;
     State m_state = State::Head;
     QByteArray m_pending;   // the head, or a chunk-size or trailer line, so far
     qint64 m_remaining = 0; // bytes of the body (or chunk, or chunk end) still to come
     qint64 m_bodyBytes = 0; // decoded body bytes of a chunked request so far
+    qint64 m_trailerBytes = 0;
     bool m_expectsContinue = false;
 };
 

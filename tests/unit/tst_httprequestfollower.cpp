@@ -12,10 +12,12 @@ namespace {
 constexpr qint64 Limit = 1000;
 
 // What following `stream` reports, fed in pieces of `piece` bytes (0: all at once).
+using Problem = HttpRequestFollower::Problem;
+
 struct Followed
 {
     int continues = 0;
-    bool tooLarge = false;
+    Problem problem = Problem::None;
     bool inRequest = false;
     bool lost = false;
 };
@@ -28,7 +30,8 @@ Followed follow(QByteArrayView stream, qsizetype piece = 0)
     for (qsizetype at = 0; at < stream.size(); at += step) {
         const News news = follower.follow(stream.sliced(at, std::min(step, stream.size() - at)));
         followed.continues += news.expectsContinue ? 1 : 0;
-        followed.tooLarge = followed.tooLarge || news.tooLarge;
+        if (news.problem != Problem::None)
+            followed.problem = news.problem;
     }
     followed.inRequest = follower.inRequest();
     followed.lost = follower.lost();
@@ -63,63 +66,63 @@ private Q_SLOTS:
         QTest::addColumn<QByteArray>("stream");
         QTest::addColumn<bool>("inRequest"); // at the end of the stream
         QTest::addColumn<int>("continues");
-        QTest::addColumn<bool>("tooLarge");
-        QTest::addColumn<bool>("lost");
+        QTest::addColumn<Problem>("problem"); // also: lost() afterwards
         const QByteArray get = "GET /alive HTTP/1.1\r\nHost: h\r\n\r\n";
-        QTest::addRow("get") << get << false << 0 << false << false;
-        QTest::addRow("half a head") << get.first(20) << true << 0 << false << false;
-        QTest::addRow("empty lines before a request")
-            << "\r\n\r\n" + get << false << 0 << false << false;
-        QTest::addRow("post") << post("{\"a\":1}") << false << 0 << false << false;
-        QTest::addRow("post without its last byte")
-            << post("{\"a\":1}").chopped(1) << true << 0 << false << false;
-        QTest::addRow("pipelined") << get + post("xyz") + get << false << 0 << false << false;
-        QTest::addRow("pipelined, the last one cut")
-            << get + post("xyz") + get.first(5) << true << 0 << false << false;
-        QTest::addRow("expect, head only")
-            << post("12345", "Expect: 100-continue\r\n").chopped(5) << true << 1 << false << false;
-        QTest::addRow("at the limit")
-            << post(QByteArray(Limit, 'x')) + get << false << 0 << false << false;
-        QTest::addRow("over the limit, head only")
-            << post(QByteArray(Limit + 1, 'x')).chopped(Limit + 1) << false << 0 << true << true;
-        QTest::addRow("expect over the limit")
-            << post(QByteArray(Limit + 1, 'x'), "Expect: 100-continue\r\n").chopped(Limit + 1)
-            << false << 0 << true << true;
-        QTest::addRow("chunked") << chunked({"abc", QByteArray(300, 'y')}) + get << false << 0
-                                 << false << false;
-        QTest::addRow("chunked, no last chunk")
-            << chunked({"abc"}, false) << true << 0 << false << false;
-        QTest::addRow("chunked, trailers cut")
-            << chunked({"abc"}).chopped(2) << true << 0 << false << false;
-        QTest::addRow("chunked at the limit")
-            << chunked({QByteArray(Limit - 1, 'a'), "b"}) << false << 0 << false << false;
-        QTest::addRow("chunked over the limit")
-            << chunked({QByteArray(Limit, 'a'), "b"}, false) << false << 0 << true << true;
-        QTest::addRow("chunk extension")
-            << QByteArray(
-                   "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n0\r\n\r\n")
-            << false << 0 << false << false;
-        QTest::addRow("unreadable length")
-            << QByteArray("POST / HTTP/1.1\r\nContent-Length: lots\r\n\r\n") << false << 0 << false
-            << true;
-        QTest::addRow("head too large")
-            << "GET / HTTP/1.1\r\nX: " + QByteArray(HttpRequestFollower::MaxHeadBytes, 'h') << false
-            << 0 << false << true;
+        const auto row = [](const char *name, const QByteArray &stream, bool inRequest,
+                            Problem problem = Problem::None, int continues = 0) {
+            QTest::addRow("%s", name) << stream << inRequest << continues << problem;
+        };
+        row("get", get, false);
+        row("half a head", get.first(20), true);
+        row("empty lines before a request", "\r\n\r\n" + get, false);
+        row("post", post("{\"a\":1}"), false);
+        row("post without its last byte", post("{\"a\":1}").chopped(1), true);
+        row("pipelined", get + post("xyz") + get, false);
+        row("pipelined, the last one cut", get + post("xyz") + get.first(5), true);
+        row("expect, head only", post("12345", "Expect: 100-continue\r\n").chopped(5), true,
+            Problem::None, 1);
+        row("at the limit", post(QByteArray(Limit, 'x')) + get, false);
+        row("over the limit, head only", post(QByteArray(Limit + 1, 'x')).chopped(Limit + 1), false,
+            Problem::BodyTooLarge);
+        row("expect over the limit",
+            post(QByteArray(Limit + 1, 'x'), "Expect: 100-continue\r\n").chopped(Limit + 1), false,
+            Problem::BodyTooLarge);
+        row("chunked", chunked({"abc", QByteArray(300, 'y')}) + get, false);
+        row("chunked, no last chunk", chunked({"abc"}, false), true);
+        row("chunked, trailers cut", chunked({"abc"}).chopped(2), true);
+        row("chunked at the limit", chunked({QByteArray(Limit - 1, 'a'), "b"}), false);
+        row("chunked over the limit", chunked({QByteArray(Limit, 'a'), "b"}, false), false,
+            Problem::BodyTooLarge);
+        row("chunk extension",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n0\r\n\r\n",
+            false);
+        row("trailers without end",
+            chunked({"abc"}, false) + "0\r\n" + QByteArray("X-T: tttttttttt\r\n").repeated(4000),
+            false, Problem::HeadTooLarge);
+        row("unreadable length", "POST / HTTP/1.1\r\nContent-Length: lots\r\n\r\n", false,
+            Problem::Malformed);
+        row("unreadable chunk size", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            false, Problem::Malformed);
+        row("chunk size line without end",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1;" + QByteArray(5000, 'e'),
+            false, Problem::Malformed);
+        row("head too large",
+            "GET / HTTP/1.1\r\nX: " + QByteArray(HttpRequestFollower::MaxHeadBytes, 'h'), false,
+            Problem::HeadTooLarge);
     }
     void followsStreams()
     {
         QFETCH(QByteArray, stream);
         QFETCH(bool, inRequest);
         QFETCH(int, continues);
-        QFETCH(bool, tooLarge);
-        QFETCH(bool, lost);
+        QFETCH(Problem, problem);
         // The same whether the bytes come at once, one by one, or in odd pieces.
         for (const qsizetype piece : {qsizetype(0), qsizetype(1), qsizetype(7)}) {
             const Followed followed = follow(stream, piece);
             const QByteArray where = "in pieces of " + QByteArray::number(piece);
             QVERIFY2(followed.inRequest == inRequest, where.constData());
-            QVERIFY2(followed.tooLarge == tooLarge, where.constData());
-            QVERIFY2(followed.lost == lost, where.constData());
+            QVERIFY2(followed.problem == problem, where.constData());
+            QVERIFY2(followed.lost == (problem != Problem::None), where.constData());
             if (piece == 0)
                 QCOMPARE(followed.continues, continues);
         }
@@ -147,10 +150,11 @@ private Q_SLOTS:
     void nothingIsReportedOnceLost()
     {
         HttpRequestFollower follower(Limit);
-        QVERIFY(follower.follow(post(QByteArray(Limit + 1, 'x')).chopped(Limit + 1)).tooLarge);
+        QCOMPARE(follower.follow(post(QByteArray(Limit + 1, 'x')).chopped(Limit + 1)).problem,
+                 Problem::BodyTooLarge);
         QVERIFY(follower.lost());
         const News news = follower.follow(post("1", "Expect: 100-continue\r\n").chopped(1));
-        QVERIFY(!news.tooLarge);
+        QCOMPARE(news.problem, Problem::None);
         QVERIFY(!news.expectsContinue);
         QVERIFY(!follower.inRequest());
     }

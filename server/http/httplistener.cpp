@@ -4,6 +4,7 @@
 #include "httphead.h"
 #include "httprequestfollower.h"
 #include "httptypes.h"
+#include "logging.h"
 
 #include <QDeadlineTimer>
 #include <QMetaMethod>
@@ -52,11 +53,23 @@ public:
             drop();
             return;
         }
+        // Every request makes an answer, and a client that keeps sending requests without
+        // reading the answers would have them all held in memory: 20 s of pipelined searches
+        // took the server to 745 MB. The HTTP server answers every request of a read at once,
+        // so both the backlog and the requests one read may add to it are bounded.
+        if (m_socket->bytesToWrite() > m_limits.maxUnsentBytes) {
+            closeUnread("does not read its answers");
+            return;
+        }
         const qint64 available = m_socket->bytesAvailable();
         HttpRequestFollower::News news;
         if (available > m_seen && !m_follower.lost())
             news = m_follower.follow(QByteArrayView(m_socket->peek(available)).sliced(m_seen));
         m_seen = available;
+        if (news.requestsEnded > MaxRequestsPerRead) {
+            closeUnread("sent more than 64 requests without waiting for answers");
+            return;
+        }
         if (news.problem != HttpRequestFollower::Problem::None) {
             refuse(refusalFor(news.problem));
             return;
@@ -81,6 +94,15 @@ public:
     void afterServer() { m_seen = m_refused ? 0 : m_socket->bytesAvailable(); }
 
 private:
+    static constexpr int MaxRequestsPerRead = 64;
+
+    void closeUnread(const char *why)
+    {
+        qCInfo(lcHttp).nospace() << "closing a connection that " << why << " ("
+                                 << m_socket->bytesToWrite() << " bytes of answers unsent)";
+        m_socket->abort();
+    }
+
     // Answered before the request is read whole. Qt's HTTP server would buffer a whole body
     // before anything could refuse it (a 300 MB body took 650 MB of memory before its 413), and
     // a head without end too; and it would wait for a request's last byte forever. The connection
@@ -197,7 +219,7 @@ void HttpListener::inspect(QTcpSocket *socket, RequestGate *gate)
         handToHttp(socket, gate);
         return;
     }
-    // A stream is long-lived and has rules of its own: no HTTP timeouts.
+    // A stream is long-lived and has rules of its own: no HTTP timeouts or backlog bound.
     delete gate;
     disconnect(socket, nullptr, this, nullptr);
     const QByteArray head = socket->read(end + 4);

@@ -56,8 +56,7 @@ HttpRequestFollower::News HttpRequestFollower::follow(QByteArrayView bytes)
             } else if (m_state == State::ChunkEnd) {
                 m_state = State::ChunkSize;
             } else {
-                m_state = State::Head;
-                m_expectsContinue = false;
+                endRequest(news);
             }
             break;
         }
@@ -130,7 +129,8 @@ void HttpRequestFollower::startBody(QByteArrayView head, News &news)
         m_state = State::Body;
         m_remaining = length;
     } else {
-        return; // no body: the next head follows
+        endRequest(news); // no body: the next head follows
+        return;
     }
     m_expectsContinue = expectsContinue;
 }
@@ -145,6 +145,13 @@ qsizetype HttpRequestFollower::inLine(QByteArrayView bytes, News &news)
     return taken;
 }
 
+void HttpRequestFollower::endRequest(News &news)
+{
+    m_state = State::Head;
+    m_expectsContinue = false;
+    ++news.requestsEnded;
+}
+
 void HttpRequestFollower::fail(News &news, Problem problem)
 {
     news.problem = problem;
@@ -156,12 +163,10 @@ void HttpRequestFollower::endLine(News &news)
 {
     const QByteArray line = std::exchange(m_pending, {});
     if (m_state == State::Trailers) {
-        if (line.trimmed().isEmpty()) { // the end of the request
-            m_state = State::Head;
-            m_expectsContinue = false;
-        } else if ((m_trailerBytes += line.size()) > MaxHeadBytes) { // headers after all
+        if (line.trimmed().isEmpty()) // the end of the request
+            endRequest(news);
+        else if ((m_trailerBytes += line.size()) > MaxHeadBytes) // headers after all
             fail(news, Problem::HeadTooLarge);
-        }
         return;
     }
     qsizetype end = line.indexOf(';'); // chunk extensions

@@ -36,6 +36,8 @@ public:
         // A head asked for `100 Continue` and its body has not all arrived.
         bool expectsContinue = false;
         Problem problem = Problem::None;
+        // Requests whose last byte came with these bytes.
+        int requestsEnded = 0;
     };
     // Takes the next bytes of the connection.
     News follow(QByteArrayView bytes);
@@ -60,6 +62,7 @@ private:
     qsizetype inLine(QByteArrayView bytes, News &news); // ChunkSize and Trailers: to a line's end
     void startBody(QByteArrayView head, News &news);
     void endLine(News &news);
+    void endRequest(News &news);
     void fail(News &news, Problem problem);
 
     qint64 m_maxBodyBytes;

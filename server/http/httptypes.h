@@ -21,6 +21,9 @@ struct HttpLimits
     // with no request for this long is closed. Neither applies to WebSocket streams.
     std::chrono::milliseconds requestTimeout{60'000};
     std::chrono::milliseconds idleTimeout{300'000};
+    // A connection whose answers waiting to be sent pass this when it sends more is closed: its
+    // client does not read them.
+    qint64 maxUnsentBytes = 16 * 1024 * 1024;
 };
 
 // A request as handlers see it: copied out of QHttpServerRequest, so it stays valid in a

@@ -5,12 +5,18 @@
 
 #include <QElapsedTimer>
 #include <QEventLoop>
+#include <QRegularExpression>
 #include <QTcpSocket>
 #include <QTest>
 #include <QTimer>
 
 #include <algorithm>
+#include <cerrno>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <optional>
+#include <sys/socket.h>
+#include <unistd.h>
 
 using namespace Qt::StringLiterals;
 using namespace AgentDeck;
@@ -336,6 +342,51 @@ private Q_SLOTS:
         QCOMPARE(drops, 0);
         QVERIFY(stream->isConnected());
         delete stream;
+    }
+
+    // A client that pipelines requests and never reads the answers: Qt would hold every answer
+    // in memory (20 s of pipelined searches took the server to 745 MB).
+    void aClientThatDoesNotReadItsAnswersIsDisconnected_data()
+    {
+        QTest::addColumn<int>("perWrite");
+        QTest::addColumn<QString>("why");
+        QTest::addRow("all at once") << 2000 << u"more than 64 requests"_s;
+        QTest::addRow("32 at a time") << 32 << u"does not read its answers"_s;
+    }
+    void aClientThatDoesNotReadItsAnswersIsDisconnected()
+    {
+        QFETCH(int, perWrite);
+        QFETCH(QString, why);
+        for (int i = 0; i < 100; ++i) // search pages of ~100 kB
+            QVERIFY(!m_server->create({{u"title"_s, QString(256, u't')}}).isNull());
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        QVERIFY(fd >= 0);
+        const int small = 4096;
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_port = htons(quint16(m_server->url().port()));
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ::connect(fd, reinterpret_cast<const sockaddr *>(&address), sizeof address);
+        QTest::ignoreMessage(QtInfoMsg, QRegularExpression(why));
+
+        // Up to 2,000 requests, ~200 MB of answers; nothing is ever read here.
+        const QByteArray request = "GET /api/conversations/search HTTP/1.1\r\nHost: test\r\n\r\n";
+        const QByteArray requests = request.repeated(perWrite);
+        int written = 0;
+        const auto closedByServer = [&] {
+            if (written < 2000 && ::send(fd, requests.constData(), std::size_t(requests.size()),
+                                         MSG_NOSIGNAL) == requests.size())
+                written += perWrite;
+            tcp_info info{};
+            socklen_t size = sizeof info;
+            ::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &size);
+            return info.tcpi_state == TCP_CLOSE || info.tcpi_state == TCP_CLOSE_WAIT;
+        };
+        const bool closed = QTest::qWaitFor(closedByServer, 30'000);
+        ::close(fd);
+        QVERIFY2(closed, qPrintable(u"%1 requests written"_s.arg(written)));
+        QVERIFY(m_server->get(u"/alive"_s).ok());
     }
 
 private:

@@ -147,6 +147,17 @@ private Q_SLOTS:
         QVERIFY(!follower.inRequest());
     }
 
+    void endedRequestsAreCounted()
+    {
+        HttpRequestFollower follower(Limit);
+        const QByteArray get = "GET / HTTP/1.1\r\n\r\n";
+        const QByteArray three = get + post("ab") + chunked({"c"}) + get.first(4);
+        QCOMPARE(follower.follow(three).requestsEnded, 3);
+        QCOMPARE(follower.follow(get.sliced(4)).requestsEnded, 1);
+        QCOMPARE(follower.follow(post("abc").chopped(1)).requestsEnded, 0);
+        QCOMPARE(follower.follow("c").requestsEnded, 1);
+    }
+
     void nothingIsReportedOnceLost()
     {
         HttpRequestFollower follower(Limit);

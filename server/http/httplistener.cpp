@@ -15,6 +15,8 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+using namespace Qt::StringLiterals;
+
 namespace AgentDeck {
 
 // Follows the requests of one HTTP connection (see HttpRequestFollower) and acts on what it
@@ -58,7 +60,7 @@ public:
         // took the server to 745 MB. The HTTP server answers every request of a read at once,
         // so both the backlog and the requests one read may add to it are bounded.
         if (m_socket->bytesToWrite() > m_limits.maxUnsentBytes) {
-            closeUnread("does not read its answers");
+            closeUnread(u"does not read its answers"_s);
             return;
         }
         const qint64 available = m_socket->bytesAvailable();
@@ -67,7 +69,8 @@ public:
             news = m_follower.follow(QByteArrayView(m_socket->peek(available)).sliced(m_seen));
         m_seen = available;
         if (news.requestsEnded > MaxRequestsPerRead) {
-            closeUnread("sent more than 64 requests without waiting for answers");
+            closeUnread(u"sent more than %1 requests without waiting for answers"_s.arg(
+                MaxRequestsPerRead));
             return;
         }
         if (news.problem != HttpRequestFollower::Problem::None) {
@@ -96,19 +99,14 @@ public:
 private:
     static constexpr int MaxRequestsPerRead = 64;
 
-    void closeUnread(const char *why)
+    void closeUnread(const QString &why)
     {
-        qCInfo(lcHttp).nospace() << "closing a connection that " << why << " ("
-                                 << m_socket->bytesToWrite() << " bytes of answers unsent)";
+        qCInfo(lcHttp).nospace().noquote()
+            << "closing a connection that " << why << " (" << m_socket->bytesToWrite()
+            << " bytes of answers unsent)";
         m_socket->abort();
     }
 
-    // Answered before the request is read whole. Qt's HTTP server would buffer a whole body
-    // before anything could refuse it (a 300 MB body took 650 MB of memory before its 413), and
-    // a head without end too; and it would wait for a request's last byte forever. The connection
-    // then lingers: what still comes is read and dropped, so that a client busy sending its body
-    // (as QNetworkAccessManager is) reads the answer afterwards instead of a reset. It ends when
-    // the client closes it, sends nothing for a second, or after 30 seconds.
     ApiError refusalFor(HttpRequestFollower::Problem problem) const
     {
         using Problem = HttpRequestFollower::Problem;
@@ -127,6 +125,12 @@ private:
             QStringLiteral("The request's Content-Length or chunked framing is malformed"));
     }
 
+    // Answered before the request is read whole. Qt's HTTP server would buffer a whole body
+    // before anything could refuse it (a 300 MB body took 650 MB of memory before its 413), and
+    // a head without end too; and it would wait for a request's last byte forever. The connection
+    // then lingers: what still comes is read and dropped, so that a client busy sending its body
+    // (as QNetworkAccessManager is) reads the answer afterwards instead of a reset. It ends when
+    // the client closes it, sends nothing for a second, or after 30 seconds.
     void refuse(const ApiError &error)
     {
         m_refused = true;

@@ -38,7 +38,8 @@ public:
         m_requestDue.setSingleShot(true);
         m_requestDue.callOnTimeout(this, [this] {
             refuse(ApiError{408, QStringLiteral("request_timeout"),
-                            QStringLiteral("The request did not arrive whole within %1 ms")
+                            QStringLiteral("The request stalled: its head did not arrive whole, "
+                                           "or its body paused, for %1 ms")
                                 .arg(m_limits.requestTimeout.count())});
         });
         // An answer being written is activity too: a slow handler does not make a connection
@@ -80,8 +81,10 @@ public:
         if (news.expectsContinue)
             m_socket->write("HTTP/1.1 100 Continue\r\n\r\n");
         if (m_follower.inRequest()) {
-            if (!m_requestDue.isActive())
-                m_requestDue.start(m_limits.requestTimeout); // from the request's first byte
+            // A head must come whole within the limit; a body may take longer, but not pause
+            // for longer (a 4 MiB upload on a slow link is slow, not stuck).
+            if (!m_follower.inHead() || !m_requestDue.isActive())
+                m_requestDue.start(m_limits.requestTimeout);
             // Linux delays the ACK of what came (up to 40 ms once the connection has answered
             // a request), and a client with Nagle's algorithm on holds its last small piece
             // until that ACK: QNetworkAccessManager's POST of a 20 kB body took 45 ms, not 2.

@@ -43,6 +43,8 @@ public:
     News follow(QByteArrayView bytes);
     // A request has begun and not all of it has arrived.
     bool inRequest() const;
+    // ... and it is still in its head.
+    bool inHead() const { return m_state == State::Head && !m_pending.isEmpty(); }
     // A problem was reported: nothing more is followed.
     bool lost() const { return m_state == State::Lost; }
 

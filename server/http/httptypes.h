@@ -17,8 +17,9 @@ struct ApiError;
 struct HttpLimits
 {
     qsizetype maxBodyBytes = 4 * 1024 * 1024;
-    // A request must arrive whole within this of its first byte (else 408), and a connection
-    // with no request for this long is closed. Neither applies to WebSocket streams.
+    // A request's head must arrive whole within this of its first byte, and its body may not
+    // pause for longer (else 408); a connection with nothing to do for idleTimeout is closed.
+    // Neither applies to WebSocket streams.
     std::chrono::milliseconds requestTimeout{60'000};
     std::chrono::milliseconds idleTimeout{300'000};
     // A connection whose answers waiting to be sent pass this when it sends more is closed: its

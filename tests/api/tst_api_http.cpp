@@ -318,6 +318,31 @@ private Q_SLOTS:
         QVERIFY(client.waitForClose());
     }
 
+    void aSlowBodyThatKeepsComingIsTaken()
+    {
+        TestServerOptions options;
+        options.httpRequestTimeout = std::chrono::milliseconds(300);
+        TestServer server(std::move(options));
+        QVERIFY2(server.start(), qPrintable(server.errorString()));
+        RawHttp client;
+        QVERIFY(client.connectTo(server.url()));
+        const QByteArray body = R"({"title":"a title that comes slowly, a few bytes at a time"})";
+        client.send(postHead(u"/api/conversations"_s, body.size()));
+        // The client's pace, not a wait for the server: 8 pieces 100 ms apart, 800 ms in all,
+        // which is over the limit for the whole request and under it for every pause.
+        const qsizetype piece = body.size() / 8 + 1;
+        QElapsedTimer pace;
+        pace.start();
+        for (qsizetype at = 0; at < body.size(); at += piece) {
+            const qint64 due = 100 * (at / piece + 1);
+            QVERIFY(QTest::qWaitFor([&] { return pace.elapsed() >= due; }, WaitMs));
+            client.send(body.mid(at, piece));
+        }
+        const auto response = client.nextResponse();
+        QVERIFY2(response, client.received().constData());
+        QCOMPARE(response->status, 201);
+    }
+
     void anIdleConnectionIsClosedButNotAStream()
     {
         TestServerOptions options;

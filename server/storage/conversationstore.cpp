@@ -646,13 +646,20 @@ EventPageResult ConversationStore::searchEvents(const QUuid &id, const EventFilt
     q.addBindValue(limit + 1);
     m_db.exec(q);
     EventPageResult page;
+    qsizetype bytes = 0;
     while (q.next()) {
         const qint64 seq = q.value(0).toLongLong();
         if (page.items.size() == limit) {
             page.nextPageId = QString::number(seq);
             break;
         }
-        page.items.append({seq, q.value(1).toString().toUtf8()});
+        QByteArray json = q.value(1).toString().toUtf8();
+        if (!page.items.isEmpty() && bytes + json.size() > MaxEventPageBytes) {
+            page.nextPageId = QString::number(seq);
+            break;
+        }
+        bytes += json.size();
+        page.items.append({seq, std::move(json)});
     }
     return page;
 }

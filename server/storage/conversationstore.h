@@ -134,8 +134,12 @@ public:
 
     QList<StoredEvent> eventsAfter(const QUuid &id, qint64 afterSeq, int limit);
     QList<Event> history(const QUuid &id, qint64 afterSeq);
+    // At most `limit` events, and fewer when they would add up to more than MaxEventPageBytes
+    // (a page always holds one): a hundred command outputs of 1 MiB would otherwise make one
+    // answer of 100 MiB.
     EventPageResult searchEvents(const QUuid &id, const EventFilter &filter, bool descending,
                                  const QString &pageId, int limit);
+    static constexpr qsizetype MaxEventPageBytes = 8 * 1024 * 1024;
     qint64 countEvents(const QUuid &id, const EventFilter &filter);
     std::optional<StoredEvent> event(const QUuid &id, const QUuid &eventId);
     QList<std::optional<StoredEvent>> events(const QUuid &id, const QList<QUuid> &eventIds);

@@ -93,6 +93,30 @@ private Q_SLOTS:
             QVERIFY(events[i - 1].value(u"seq"_s).toInt() > events[i].value(u"seq"_s).toInt());
     }
 
+    void aPageOfLargeEventsStopsAtItsByteBudget()
+    {
+        const QUuid id = m_server->create();
+        QVERIFY(!id.isNull());
+        // Three events of 3 MiB: two fit in a page's 8 MiB, the third goes to the next page.
+        const QString text(3 * 1024 * 1024, u'x');
+        for (int i = 0; i < 3; ++i) {
+            QVERIFY(m_server
+                        ->post(ServerConnection::conversationPath(id, u"events"),
+                               TestServer::message(text))
+                        .ok());
+        }
+        const QString search = ServerConnection::conversationPath(id, u"events/search");
+        const QJsonObject first = m_server->get(search).json.toObject();
+        QCOMPARE(first.value(u"items"_s).toArray().size(), 2);
+        QUrlQuery next;
+        next.addQueryItem(u"page_id"_s, first.value(u"next_page_id"_s).toString());
+        const QJsonObject second = m_server->get(search, next).json.toObject();
+        QCOMPARE(second.value(u"items"_s).toArray().size(), 1);
+        QCOMPARE(second.value(u"items"_s).toArray().at(0).toObject().value(u"seq"_s).toInt(), 3);
+        QVERIFY(second.value(u"next_page_id"_s).isNull());
+        QCOMPARE(m_server->events(id).size(), 3);
+    }
+
     void getOneAndBatch()
     {
         const QList<QJsonObject> events = m_server->events(m_id);

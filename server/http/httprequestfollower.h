@@ -14,7 +14,10 @@ namespace AgentDeck {
 // - `Expect: 100-continue` is answered, so that a client waiting for it sends the body now
 //   (curl waits a second for bodies over 1 MiB);
 // - a request that has begun and not ended is acknowledged at once, so that a client with
-//   Nagle's algorithm on sends its last small piece without waiting for a delayed ACK.
+//   Nagle's algorithm on sends its last small piece without waiting for a delayed ACK;
+// - a head that does not come whole, or a body that pauses, in time is answered 408;
+// - a read that carries many whole requests (answered all at once) closes the connection.
+// See RequestGate in httplistener.cpp.
 class HttpRequestFollower
 {
 public:

@@ -13,24 +13,30 @@ using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
 
-const Event *pendingAction(const QList<Event> &history)
+QList<const Event *> pendingActions(const QList<Event> &history)
 {
     // Scanned from the end: the actions of one agent step are written together, so the pending
-    // ones are the unresolved actions after the last resolved one; the earliest goes first.
+    // ones are the unresolved actions after the last resolved one.
     QSet<QString> resolved;
-    const Event *pending = nullptr;
+    QList<const Event *> pending;
     for (auto it = history.crbegin(); it != history.crend(); ++it) {
         if (it->kind == EventKind::Observation || it->kind == EventKind::UserReject) {
             resolved.insert(it->actionId());
         } else if (it->kind == EventKind::Action) {
             if (resolved.contains(toWireId(it->id)))
-                return pending;
-            pending = &*it;
-        } else if (it->kind == EventKind::Message && pending) {
-            return pending;
+                break;
+            pending.prepend(&*it);
+        } else if (it->kind == EventKind::Message && !pending.isEmpty()) {
+            break;
         }
     }
     return pending;
+}
+
+const Event *pendingAction(const QList<Event> &history)
+{
+    const QList<const Event *> pending = pendingActions(history);
+    return pending.isEmpty() ? nullptr : pending.first();
 }
 
 ConversationRunner::ConversationRunner(const QUuid &conversationId, LeaseToken lease, EventLog &log,
@@ -122,12 +128,12 @@ QCoro::Task<> ConversationRunner::loop()
                 m_log.setStatus(m_id, ExecutionStatus::Paused, {}, &m_lease);
                 break;
             }
-            if (const Event *pending = pendingAction(history)) {
-                if (m_settings.alwaysConfirm && pending->id != m_confirmedActionId) {
+            if (const QList<const Event *> pending = pendingActions(history); !pending.isEmpty()) {
+                if (m_settings.alwaysConfirm && pending.first()->id != m_confirmedActionId) {
                     m_log.setStatus(m_id, ExecutionStatus::WaitingForConfirmation, {}, &m_lease);
                     break;
                 }
-                const Event action = *pending;
+                const Event action = *pending.first();
                 m_confirmedActionId = QUuid();
                 m_commandInFlight = true;
                 // Tasks are made before they are awaited: GCC 12 destroys argument temporaries
@@ -143,7 +149,13 @@ QCoro::Task<> ConversationRunner::loop()
                 const Event observation =
                     Event::observation(action, result.output, result.exitCode, result.interrupted);
                 if (result.interrupted) {
-                    m_log.setStatus(m_id, ExecutionStatus::Paused, {observation}, &m_lease);
+                    // The rest of the step is called off too: an operator who interrupts
+                    // `rm -rf a` must not see `rm -rf b` run when the conversation resumes.
+                    QList<Event> observations{observation};
+                    for (const Event *rest : pending.sliced(1))
+                        observations.append(Event::observation(
+                            *rest, u"[not run: the run was interrupted]"_s, -1, true));
+                    m_log.setStatus(m_id, ExecutionStatus::Paused, observations, &m_lease);
                     break;
                 }
                 m_log.append(m_id, {observation}, std::nullopt, &m_lease);

@@ -66,7 +66,9 @@ private:
     bool m_commandInFlight = false;
 };
 
-// The last action of the history that has neither an observation nor a rejection.
+// The actions of the history's last agent step that have neither an observation nor a
+// rejection, earliest first; pendingAction() is the first of them (the next to run).
+QList<const Event *> pendingActions(const QList<Event> &history);
 const Event *pendingAction(const QList<Event> &history);
 
 } // namespace AgentDeck

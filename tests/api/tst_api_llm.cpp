@@ -409,6 +409,51 @@ private Q_SLOTS:
         QCOMPARE(messages[4].toObject().value(u"tool_call_id"_s).toString(), u"b"_s);
     }
 
+    // Interrupting a step calls off its other tool calls: none of them runs on resume.
+    void interruptCallsOffTheRestOfTheStep()
+    {
+        const auto call = [](const QString &id, const QString &command) {
+            return QJsonObject{
+                {u"id"_s, id},
+                {u"type"_s, u"function"_s},
+                {u"function"_s,
+                 QJsonObject{{u"name"_s, u"bash"_s},
+                             {u"arguments"_s,
+                              QString::fromUtf8(QJsonDocument(QJsonObject{{u"command"_s, command}})
+                                                    .toJson(QJsonDocument::Compact))}}}};
+        };
+        m_fake->enqueue(FakeLlmServer::toolCalls(QJsonArray{
+            call(u"a"_s, u"touch started; sleep 30"_s), call(u"b"_s, u"touch second"_s)}));
+        m_fake->enqueue(FakeLlmServer::text(u"stopped"_s));
+        const QUuid id = m_server->create(body(agent(), u"two, then stop"_s));
+        const QDir workspace(workspaceOf(id));
+        QVERIFY(QTest::qWaitFor([&] { return workspace.exists(u"started"_s); }, 20'000));
+        QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"interrupt")).ok());
+        QVERIFY(m_server->waitForStatus(id, u"paused"_s));
+
+        QList<QJsonObject> observations;
+        for (const QJsonObject &event : m_server->events(id)) {
+            if (event.value(u"kind"_s) == u"ObservationEvent"_s)
+                observations.append(event);
+        }
+        QCOMPARE(observations.size(), 2);
+        for (const QJsonObject &observation : observations)
+            QVERIFY(
+                observation.value(u"observation"_s).toObject().value(u"interrupted"_s).toBool());
+        QCOMPARE(observations[1].value(u"tool_call_id"_s).toString(), u"b"_s);
+        QVERIFY(observations[1]
+                    .value(u"observation"_s)
+                    .toObject()
+                    .value(u"output"_s)
+                    .toString()
+                    .contains(u"not run"_s));
+
+        // On resume the model is asked again, with both results; `touch second` never runs.
+        QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"run")).ok());
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QVERIFY(!workspace.exists(u"second"_s));
+    }
+
     void oddAnswersAreUnderstood()
     {
         // Arguments that are not JSON are explained to the model rather than failing the run.

@@ -137,6 +137,10 @@ private Q_SLOTS:
         h.user(u"go"_s);
         const Event a = h.call(u"a"_s, u"x"_s);
         const Event b = h.call(u"b"_s, u"y"_s);
+        const QList<const Event *> both = pendingActions(h.events);
+        QCOMPARE(both.size(), 2);
+        QCOMPARE(both[0]->id, a.id);
+        QCOMPARE(both[1]->id, b.id);
         QCOMPARE(pendingAction(h.events)->id, a.id);
         h.result(a, u""_s);
         QCOMPARE(pendingAction(h.events)->id, b.id);

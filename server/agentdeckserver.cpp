@@ -191,7 +191,7 @@ bool AgentDeckServer::start(QString *error)
     OpenApiController::registerRoutes(d->router, d->identity.version);
 
     // The listener hands WebSocket upgrades to the streams and everything else to the HTTP API.
-    auto *tcp = new HttpListener(httpLimits, d->http.get());
+    auto *tcp = new HttpListener(httpLimits, d->metrics, d->http.get());
     StreamSettings streamSettings;
     streamSettings.sendBudgetBytes = m_config.streamBudgetBytes;
     streamSettings.authTimeoutMs = m_config.streamAuthTimeoutMs;

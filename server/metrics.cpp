@@ -90,6 +90,18 @@ QByteArray Metrics::render(const QList<QPair<QString, qint64>> &conversationsByS
            "# TYPE agentdeck_websocket_slow_consumer_drops_total counter\n"
            "agentdeck_websocket_slow_consumer_drops_total " +
            QByteArray::number(slowConsumerDrops()) + '\n';
+    out += "# HELP agentdeck_http_refused_total Requests answered before routing: 400, 408, 413 "
+           "or 431.\n"
+           "# TYPE agentdeck_http_refused_total counter\n";
+    for (auto it = m_httpRefused.cbegin(); it != m_httpRefused.cend(); ++it)
+        out += "agentdeck_http_refused_total{status=\"" + QByteArray::number(it.key()) + "\"} " +
+               QByteArray::number(it.value()) + '\n';
+    out += "# HELP agentdeck_http_connections_closed_total HTTP connections the server closed: "
+           "idle, or not reading their answers.\n"
+           "# TYPE agentdeck_http_connections_closed_total counter\n";
+    for (auto it = m_httpClosed.cbegin(); it != m_httpClosed.cend(); ++it)
+        out += "agentdeck_http_connections_closed_total{reason=\"" + it.key() + "\"} " +
+               QByteArray::number(it.value()) + '\n';
     return out;
 }
 

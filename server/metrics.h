@@ -22,6 +22,10 @@ public:
     void slowConsumerDropped() { m_slowConsumerDrops.fetch_add(1, std::memory_order_relaxed); }
     qint64 openWebSockets() const { return m_webSocketsOpen.load(std::memory_order_relaxed); }
     qint64 slowConsumerDrops() const { return m_slowConsumerDrops.load(std::memory_order_relaxed); }
+    // What the HTTP listener does before a request reaches a route (main thread): requests it
+    // answers itself (413, 431, 400, 408) and connections it closes ("idle", "not_reading").
+    void httpRefused(int status) { ++m_httpRefused[status]; }
+    void httpConnectionClosed(const QByteArray &reason) { ++m_httpClosed[reason]; }
 
     QByteArray render(const QList<QPair<QString, qint64>> &conversationsByStatus,
                       qint64 eventsPublished, qint64 liveRuns) const;
@@ -37,6 +41,8 @@ private:
     };
     QHash<QString, qint64> m_requests; // "route\nmethod\nstatus"
     QHash<QString, Latency> m_latency; // "route\nmethod"
+    QHash<int, qint64> m_httpRefused;
+    QHash<QByteArray, qint64> m_httpClosed;
     std::atomic<qint64> m_webSocketsOpen = 0;
     std::atomic<qint64> m_slowConsumerDrops = 0;
 };

@@ -5,6 +5,7 @@
 #include "httprequestfollower.h"
 #include "httptypes.h"
 #include "logging.h"
+#include "metrics.h"
 
 #include <QDeadlineTimer>
 #include <QMetaMethod>
@@ -26,14 +27,18 @@ namespace AgentDeck {
 class RequestGate : public QObject
 {
 public:
-    RequestGate(QTcpSocket *socket, const HttpLimits &limits)
+    RequestGate(QTcpSocket *socket, const HttpLimits &limits, Metrics &metrics)
         : QObject(socket)
         , m_socket(socket)
         , m_limits(limits)
+        , m_metrics(metrics)
         , m_follower(limits.maxBodyBytes)
     {
         m_idle.setSingleShot(true);
-        m_idle.callOnTimeout(m_socket, &QTcpSocket::disconnectFromHost);
+        m_idle.callOnTimeout(this, [this] {
+            m_metrics.httpConnectionClosed("idle");
+            m_socket->disconnectFromHost();
+        });
         m_idle.start(m_limits.idleTimeout);
         m_requestDue.setSingleShot(true);
         m_requestDue.callOnTimeout(this, [this] {
@@ -107,6 +112,7 @@ private:
         qCInfo(lcHttp).nospace().noquote()
             << "closing a connection that " << why << " (" << m_socket->bytesToWrite()
             << " bytes of answers unsent)";
+        m_metrics.httpConnectionClosed("not_reading");
         m_socket->abort();
     }
 
@@ -138,6 +144,7 @@ private:
     {
         m_refused = true;
         m_seen = 0;
+        m_metrics.httpRefused(error.status);
         m_requestDue.stop();
         m_idle.stop();
         const HttpResponse response = HttpResponse::error(error);
@@ -169,6 +176,7 @@ private:
 
     QTcpSocket *m_socket;
     HttpLimits m_limits;
+    Metrics &m_metrics;
     HttpRequestFollower m_follower;
     qint64 m_seen = 0; // bytes at the front of the socket's buffer that were followed already
     bool m_refused = false;
@@ -178,9 +186,10 @@ private:
     QDeadlineTimer m_lingerEnd;
 };
 
-HttpListener::HttpListener(const HttpLimits &limits, QObject *parent)
+HttpListener::HttpListener(const HttpLimits &limits, Metrics &metrics, QObject *parent)
     : QTcpServer(parent)
     , m_limits(limits)
+    , m_metrics(metrics)
 {}
 
 bool HttpListener::isWebSocketUpgrade(QByteArrayView head)
@@ -205,7 +214,7 @@ void HttpListener::incomingConnection(qintptr handle)
     socket->setSocketOption(QAbstractSocket::LowDelayOption, 1);
     // The gate's slots go around whoever reads the socket (slots run in the order they were
     // connected): this listener now, the HTTP server later.
-    auto *gate = new RequestGate(socket, m_limits);
+    auto *gate = new RequestGate(socket, m_limits, m_metrics);
     connect(socket, &QTcpSocket::readyRead, gate, &RequestGate::beforeServer);
     connect(socket, &QTcpSocket::readyRead, this, [this, socket, gate] { inspect(socket, gate); });
     connect(socket, &QTcpSocket::readyRead, gate, &RequestGate::afterServer);

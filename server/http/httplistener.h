@@ -8,6 +8,7 @@ class QTcpSocket;
 
 namespace AgentDeck {
 
+class Metrics;
 class RequestGate; // follows one connection's requests; httplistener.cpp
 
 // The listening socket of the HTTP API. It looks at the first request head of each connection:
@@ -23,7 +24,8 @@ class HttpListener : public QTcpServer
 {
     Q_OBJECT
 public:
-    explicit HttpListener(const HttpLimits &limits, QObject *parent = nullptr);
+    // `metrics` counts what the listener answers or closes itself; it must outlive the listener.
+    HttpListener(const HttpLimits &limits, Metrics &metrics, QObject *parent = nullptr);
 
     // A head (request line and headers) larger than this is left to the HTTP server to refuse.
     static constexpr qsizetype MaxHeadBytes = 16 * 1024;
@@ -44,6 +46,7 @@ private:
     void handToHttp(QTcpSocket *socket, RequestGate *gate);
 
     HttpLimits m_limits;
+    Metrics &m_metrics;
 };
 
 } // namespace AgentDeck

@@ -167,6 +167,8 @@ private Q_SLOTS:
         QVERIFY(response->body.contains("\"code\":\"payload_too_large\""));
         QVERIFY(response->head.contains("Connection: close"));
         QVERIFY(client.waitForClose());
+        QVERIFY(m_server->get(u"/metrics"_s)
+                    .body.contains("agentdeck_http_refused_total{status=\"413\"} 1\n"));
     }
 
     void aChunkedBodyOverTheLimitIsRefusedWhileItComes()
@@ -366,6 +368,12 @@ private Q_SLOTS:
         QVERIFY(used.waitForClose());
         QCOMPARE(drops, 0);
         QVERIFY(stream->isConnected());
+        // These two, and the test client's own connection when it idled.
+        static const QRegularExpression idleCloses(
+            uR"(agentdeck_http_connections_closed_total\{reason="idle"\} (\d+))"_s);
+        const auto match = idleCloses.match(QString::fromUtf8(server.get(u"/metrics"_s).body));
+        QVERIFY(match.hasMatch());
+        QVERIFY2(match.captured(1).toInt() >= 2, qPrintable(match.captured(0)));
         delete stream;
     }
 
@@ -411,7 +419,9 @@ private Q_SLOTS:
         const bool closed = QTest::qWaitFor(closedByServer, 30'000);
         ::close(fd);
         QVERIFY2(closed, qPrintable(u"%1 requests written"_s.arg(written)));
-        QVERIFY(m_server->get(u"/alive"_s).ok());
+        QVERIFY(m_server->get(u"/metrics"_s)
+                    .body.contains(
+                        "agentdeck_http_connections_closed_total{reason=\"not_reading\"} 1\n"));
     }
 
 private:

@@ -132,6 +132,22 @@ QByteArray postHead(const QString &path, qint64 length, QByteArrayView extra = {
            QByteArray::number(length) + "\r\n" + extra.toByteArray() + "\r\n";
 }
 
+// A server of its own with short HTTP timeouts; null (with a warning) when it does not start.
+std::unique_ptr<TestServer>
+serverWithTimeouts(std::chrono::milliseconds request,
+                   std::chrono::milliseconds idle = std::chrono::minutes(5))
+{
+    TestServerOptions options;
+    options.httpRequestTimeout = request;
+    options.httpIdleTimeout = idle;
+    auto server = std::make_unique<TestServer>(std::move(options));
+    if (!server->start()) {
+        qWarning().noquote() << "the server did not start:" << server->errorString();
+        return nullptr;
+    }
+    return server;
+}
+
 QByteArray messageBody(qsizetype textBytes)
 {
     return R"({"role":"user","content":[{"type":"text","text":")" + QByteArray(textBytes, 'x') +
@@ -299,12 +315,10 @@ private Q_SLOTS:
     void aRequestThatDoesNotArriveWholeIsAnswered408()
     {
         QFETCH(QByteArray, partial);
-        TestServerOptions options;
-        options.httpRequestTimeout = std::chrono::milliseconds(300);
-        TestServer server(std::move(options));
-        QVERIFY2(server.start(), qPrintable(server.errorString()));
+        const auto server = serverWithTimeouts(std::chrono::milliseconds(300));
+        QVERIFY(server);
         RawHttp client;
-        QVERIFY(client.connectTo(server.url()));
+        QVERIFY(client.connectTo(server->url()));
         // A whole request first: the limit is per request, not per connection.
         client.send("GET /alive HTTP/1.1\r\nHost: test\r\n\r\n");
         QCOMPARE(client.nextResponse().value_or(RawResponse()).status, 200);
@@ -322,12 +336,10 @@ private Q_SLOTS:
 
     void aSlowBodyThatKeepsComingIsTaken()
     {
-        TestServerOptions options;
-        options.httpRequestTimeout = std::chrono::milliseconds(300);
-        TestServer server(std::move(options));
-        QVERIFY2(server.start(), qPrintable(server.errorString()));
+        const auto server = serverWithTimeouts(std::chrono::milliseconds(300));
+        QVERIFY(server);
         RawHttp client;
-        QVERIFY(client.connectTo(server.url()));
+        QVERIFY(client.connectTo(server->url()));
         const QByteArray body = R"({"title":"a title that comes slowly, a few bytes at a time"})";
         client.send(postHead(u"/api/conversations"_s, body.size()));
         // The client's pace, not a wait for the server: 8 pieces 100 ms apart, 800 ms in all,
@@ -347,10 +359,10 @@ private Q_SLOTS:
 
     void anIdleConnectionIsClosedButNotAStream()
     {
-        TestServerOptions options;
-        options.httpIdleTimeout = std::chrono::milliseconds(300);
-        TestServer server(std::move(options));
-        QVERIFY2(server.start(), qPrintable(server.errorString()));
+        const auto serverOwner =
+            serverWithTimeouts(std::chrono::minutes(1), std::chrono::milliseconds(300));
+        QVERIFY(serverOwner);
+        TestServer &server = *serverOwner;
         const QUuid id = server.create();
         QVERIFY(!id.isNull());
         EventStream *stream = server.client().openEventStream(id, 0, this);

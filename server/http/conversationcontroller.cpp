@@ -45,23 +45,6 @@ SearchParameters searchParameters(const HttpRequest &request)
     return parameters;
 }
 
-QList<QUuid> idList(const HttpRequest &request, const QString &name)
-{
-    QList<QUuid> ids;
-    for (const QString &value : request.query.allQueryItemValues(name)) {
-        for (const QString &part : value.split(u',', Qt::SkipEmptyParts)) {
-            const auto id = parseWireId(part.trimmed());
-            if (!id)
-                throw ApiError::invalidParameter(
-                    u"\"%1\" in %2 is not a valid id"_s.arg(part, name));
-            ids.append(*id);
-        }
-    }
-    if (ids.size() > 100)
-        throw ApiError::invalidParameter(u"%1 takes at most 100 ids"_s.arg(name));
-    return ids;
-}
-
 ConversationUpdate updateFrom(const QJsonObject &body)
 {
     QString error;
@@ -109,7 +92,7 @@ void ConversationController::registerRoutes(Router &router, ConversationService 
 
     router.add(Method::Get, u"/api/conversations"_s, [&service](const HttpRequest &request) {
         QList<QByteArray> items;
-        for (const auto &info : service.getMany(idList(request, u"ids"_s)))
+        for (const auto &info : service.getMany(request.idsParam(u"ids"_s)))
             items.append(info ? info->toJsonBytes() : "null"_ba);
         return HttpResponse::rawJson(joinJsonArray(items));
     });

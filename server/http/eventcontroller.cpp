@@ -86,18 +86,7 @@ void EventController::registerRoutes(Router &router, ConversationService &servic
 
     router.add(Method::Get, events, [&](const HttpRequest &request) {
         const QUuid id = request.idArg(0);
-        QList<QUuid> ids;
-        for (const QString &value : request.query.allQueryItemValues(u"event_ids"_s)) {
-            for (const QString &part : value.split(u',', Qt::SkipEmptyParts)) {
-                const auto eventId = parseWireId(part.trimmed());
-                if (!eventId)
-                    throw ApiError::invalidParameter(
-                        u"\"%1\" in event_ids is not a valid id"_s.arg(part));
-                ids.append(*eventId);
-            }
-        }
-        if (ids.size() > 100)
-            throw ApiError::invalidParameter(u"event_ids takes at most 100 ids"_s);
+        const QList<QUuid> ids = request.idsParam(u"event_ids"_s);
         service.get(id);
         QList<QByteArray> items;
         for (const auto &event : store.events(id, ids))

@@ -45,6 +45,23 @@ QUuid HttpRequest::idArg(qsizetype index) const
     return *id;
 }
 
+QList<QUuid> HttpRequest::idsParam(const QString &name) const
+{
+    QList<QUuid> ids;
+    for (const QString &value : query.allQueryItemValues(name)) {
+        for (const QString &part : value.split(u',', Qt::SkipEmptyParts)) {
+            const auto id = parseWireId(part.trimmed());
+            if (!id)
+                throw ApiError::invalidParameter(
+                    u"\"%1\" in %2 is not a valid id"_s.arg(part, name));
+            ids.append(*id);
+        }
+    }
+    if (ids.size() > 100)
+        throw ApiError::invalidParameter(u"%1 takes at most 100 ids"_s.arg(name));
+    return ids;
+}
+
 QString HttpRequest::stringParam(const QString &name) const
 {
     return query.queryItemValue(name, QUrl::FullyDecoded);

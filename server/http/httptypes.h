@@ -43,6 +43,8 @@ struct HttpRequest
     QJsonObject jsonObject() const;
     // The i-th path argument as a conversation or event id. Throws 422.
     QUuid idArg(qsizetype index) const;
+    // Ids from repeated parameters or comma-separated lists, in order; at most 100 (else 422).
+    QList<QUuid> idsParam(const QString &name) const;
     // Query parameter helpers; they throw 422 naming the parameter.
     int intParam(const QString &name, int defaultValue, int min, int max) const;
     std::optional<qint64> timeParam(const QString &name) const;

@@ -701,11 +701,17 @@ QList<std::optional<StoredEvent>> ConversationStore::events(const QUuid &id,
     for (const QUuid &eventId : eventIds)
         q.addBindValue(toWireId(eventId));
     m_db.exec(q);
+    qsizetype bytes = 0;
     while (q.next()) {
         const QUuid eventId = QUuid::fromString(q.value(0).toString());
+        const StoredEvent stored{q.value(1).toLongLong(), q.value(2).toString().toUtf8()};
+        if ((bytes += stored.json.size()) > MaxEventPageBytes)
+            throw ApiError::invalidParameter(
+                u"the events asked for add up to more than %1 bytes; ask for fewer at a time"_s.arg(
+                    MaxEventPageBytes));
         for (qsizetype i = 0; i < eventIds.size(); ++i) {
             if (eventIds[i] == eventId)
-                result[i] = StoredEvent{q.value(1).toLongLong(), q.value(2).toString().toUtf8()};
+                result[i] = stored;
         }
     }
     return result;

@@ -142,6 +142,8 @@ public:
     static constexpr qsizetype MaxEventPageBytes = 8 * 1024 * 1024;
     qint64 countEvents(const QUuid &id, const EventFilter &filter);
     std::optional<StoredEvent> event(const QUuid &id, const QUuid &eventId);
+    // In the order asked for, null for an unknown id. Events adding up to more than
+    // MaxEventPageBytes are refused with 422: a batch cannot be paged.
     QList<std::optional<StoredEvent>> events(const QUuid &id, const QList<QUuid> &eventIds);
 
 private:

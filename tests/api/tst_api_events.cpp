@@ -114,7 +114,22 @@ private Q_SLOTS:
         QCOMPARE(second.value(u"items"_s).toArray().size(), 1);
         QCOMPARE(second.value(u"items"_s).toArray().at(0).toObject().value(u"seq"_s).toInt(), 3);
         QVERIFY(second.value(u"next_page_id"_s).isNull());
-        QCOMPARE(m_server->events(id).size(), 3);
+        const QList<QJsonObject> all = m_server->events(id);
+        QCOMPARE(all.size(), 3);
+
+        // A batch cannot be paged: two of them are fine, three are refused.
+        const QString batch = ServerConnection::conversationPath(id, u"events");
+        QStringList ids;
+        for (const QJsonObject &event : all)
+            ids.append(event.value(u"id"_s).toString());
+        QUrlQuery two;
+        two.addQueryItem(u"event_ids"_s, ids.mid(0, 2).join(u','));
+        QCOMPARE(m_server->get(batch, two).json.toArray().size(), 2);
+        QUrlQuery three;
+        three.addQueryItem(u"event_ids"_s, ids.join(u','));
+        const ApiReply refused = m_server->get(batch, three);
+        QCOMPARE(refused.status, 422);
+        QVERIFY2(refused.detail.contains(u"ask for fewer"_s), qPrintable(refused.detail));
     }
 
     void getOneAndBatch()

@@ -92,6 +92,8 @@ bool ApiServer::handleRequest(const QHttpServerRequest &request, QTcpSocket *soc
     if (isApi && m_auth.enabled() && !m_auth.accepts(copy.header("X-Session-API-Key")))
         return reject(route,
                       {401, u"unauthorized"_s, u"Missing or wrong X-Session-API-Key header"_s});
+    // The listener refuses such a body from its head or chunks before it is read (see
+    // HttpRequestFollower); this is the backstop should a framing slip past it.
     if (copy.body.size() > m_limits.maxBodyBytes)
         return reject(route, ApiError::payloadTooLarge(m_limits.maxBodyBytes));
     if (isApi && !m_ready)

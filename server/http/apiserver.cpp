@@ -9,6 +9,9 @@
 #include <QHttpServerResponder>
 #include <QTcpSocket>
 
+#include <deque>
+#include <optional>
+
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
@@ -46,6 +49,71 @@ template<typename Call> HttpResponse guarded(Call &&call)
 }
 } // namespace
 
+// What a request needs to be answered, taken when it arrives.
+struct ApiServer::Answer
+{
+    QHttpServerResponder responder;
+    QString route;
+    QByteArray method;
+    QElapsedTimer timer;
+};
+
+// The answers a connection is owed, in the order of its requests. A client may send requests
+// without waiting for answers (HTTP/1.1 pipelining), and Qt's server hands over every request
+// of a read at once; an asynchronous handler then finishes after a later request's, whose
+// answer would otherwise go first and be taken for the earlier one's. A child of its socket,
+// made when a connection first has a request in an asynchronous handler.
+class AnswerLine : public QObject
+{
+public:
+    explicit AnswerLine(QTcpSocket *socket)
+        : QObject(socket)
+    {}
+
+    static AnswerLine *of(QTcpSocket *socket)
+    {
+        for (QObject *child : socket->children()) {
+            if (auto *line = dynamic_cast<AnswerLine *>(child))
+                return line;
+        }
+        return nullptr;
+    }
+
+    bool isEmpty() const { return m_places.empty(); }
+
+    // A place at the end of the line, and its number.
+    quint64 join(ApiServer::Answer answer)
+    {
+        m_places.push_back({std::move(answer), std::nullopt});
+        return m_front + m_places.size() - 1;
+    }
+
+    void fill(quint64 place, HttpResponse response)
+    {
+        m_places[place - m_front].response = std::move(response);
+    }
+
+    // Hands the answers at the front that are ready to `write`, in order.
+    template<typename Write> void flush(Write &&write)
+    {
+        while (!m_places.empty() && m_places.front().response) {
+            Place place = std::move(m_places.front());
+            m_places.pop_front();
+            ++m_front;
+            write(place.answer, *place.response);
+        }
+    }
+
+private:
+    struct Place
+    {
+        ApiServer::Answer answer;
+        std::optional<HttpResponse> response;
+    };
+    std::deque<Place> m_places;
+    quint64 m_front = 0; // the number of the place at the front
+};
+
 ApiServer::ApiServer(const Router &router, const ApiAuth &auth, Metrics &metrics, HttpLimits limits,
                      QObject *parent)
     : QAbstractHttpServer(parent)
@@ -63,49 +131,51 @@ bool ApiServer::handleRequest(const QHttpServerRequest &request, QTcpSocket *soc
 
     QElapsedTimer timer;
     timer.start();
-    QHttpServerResponder responder = makeResponder(request, socket);
     HttpRequest copy = copyRequest(request);
-    const QByteArray method = Router::methodName(copy.method);
     const Router::Match match = m_router.match(copy.method, copy.path);
+    Answer pending{makeResponder(request, socket),
+                   match.route ? match.route->pattern : UnmatchedRoute,
+                   Router::methodName(copy.method), timer};
 
-    const auto reject = [&](const QString &route, const ApiError &error,
+    const auto reject = [&](const ApiError &error,
                             QList<QPair<QByteArray, QByteArray>> headers = {}) {
         HttpResponse response = HttpResponse::error(error);
         response.headers.append(headers);
-        answer(responder, route, method, response, timer);
+        answer(socket, std::move(pending), std::move(response));
         return true;
     };
 
     if (!match.route) {
         if (!match.allowedMethods.isEmpty())
-            return reject(UnmatchedRoute,
-                          {405, u"method_not_allowed"_s,
+            return reject({405, u"method_not_allowed"_s,
                            u"%1 is not allowed here; use %2"_s.arg(
-                               QString::fromLatin1(method),
+                               QString::fromLatin1(pending.method),
                                QString::fromLatin1(match.allowedMethods.join(", ")))},
                           {{"Allow", match.allowedMethods.join(", ")}});
-        return reject(UnmatchedRoute, ApiError::notFound(u"No route for %1 %2"_s.arg(
-                                          QString::fromLatin1(method), copy.path)));
+        return reject(ApiError::notFound(
+            u"No route for %1 %2"_s.arg(QString::fromLatin1(pending.method), copy.path)));
     }
-    const QString &route = match.route->pattern;
     const bool isApi = copy.path.startsWith(u"/api/"_s);
     if (isApi && m_auth.enabled() && !m_auth.accepts(copy.header("X-Session-API-Key")))
-        return reject(route,
-                      {401, u"unauthorized"_s, u"Missing or wrong X-Session-API-Key header"_s});
+        return reject({401, u"unauthorized"_s, u"Missing or wrong X-Session-API-Key header"_s});
     // The listener refuses such a body from its head or chunks before it is read (see
     // HttpRequestFollower); this is the backstop should a framing slip past it.
     if (copy.body.size() > m_limits.maxBodyBytes)
-        return reject(route, ApiError::payloadTooLarge(m_limits.maxBodyBytes));
+        return reject(ApiError::payloadTooLarge(m_limits.maxBodyBytes));
     if (isApi && !m_ready)
-        return reject(route, {503, u"not_ready"_s, u"The server is starting; retry shortly"_s, 1});
+        return reject({503, u"not_ready"_s, u"The server is starting; retry shortly"_s, 1});
 
     copy.args = match.args;
     if (match.route->sync) {
-        const HttpResponse response = guarded([&] { return match.route->sync(copy); });
-        answer(responder, route, method, response, timer);
-    } else {
-        answerAsync(match.route, std::move(copy), std::move(responder), QPointer(socket), timer);
+        HttpResponse response = guarded([&] { return match.route->sync(copy); });
+        answer(socket, std::move(pending), std::move(response));
+        return true;
     }
+    AnswerLine *line = AnswerLine::of(socket);
+    if (!line)
+        line = new AnswerLine(socket);
+    const quint64 place = line->join(std::move(pending));
+    answerAsync(match.route, std::move(copy), line, place);
     return true;
 }
 
@@ -113,18 +183,19 @@ void ApiServer::missingHandler(const QHttpServerRequest &request, QTcpSocket *so
 {
     QElapsedTimer timer;
     timer.start();
-    QHttpServerResponder responder = makeResponder(request, socket);
-    answer(responder, UnmatchedRoute, Router::methodName(request.method()),
-           HttpResponse::error(ApiError::notFound(u"No route for "_s + request.url().path())),
-           timer);
+    answer(socket,
+           {makeResponder(request, socket), UnmatchedRoute, Router::methodName(request.method()),
+            timer},
+           HttpResponse::error(ApiError::notFound(u"No route for "_s + request.url().path())));
 }
 
 QCoro::Task<> ApiServer::answerAsync(const Router::Route *route, HttpRequest request,
-                                     QHttpServerResponder responder, QPointer<QTcpSocket> socket,
-                                     QElapsedTimer timer)
+                                     QPointer<AnswerLine> line, quint64 place)
 {
     const QString pattern = route->pattern;
     const QByteArray method = Router::methodName(request.method);
+    QElapsedTimer timer;
+    timer.start();
     HttpResponse response;
     try {
         auto handling = route->async(std::move(request));
@@ -132,24 +203,41 @@ QCoro::Task<> ApiServer::answerAsync(const Router::Route *route, HttpRequest req
     } catch (...) {
         response = guarded([]() -> HttpResponse { throw; });
     }
-    // The client may have gone while the handler ran; its socket is then deleted.
-    if (!socket || socket->state() != QAbstractSocket::ConnectedState) {
+    // The client may have gone while the handler ran; its socket, and the line, are then
+    // deleted.
+    if (!line) {
         m_metrics.recordRequest(pattern, method, 499, timer.nsecsElapsed() / 1e9);
         co_return;
     }
-    answer(responder, pattern, method, response, timer);
+    line->fill(place, std::move(response));
+    line->flush([this](Answer &answer, const HttpResponse &response) { write(answer, response); });
 }
 
-void ApiServer::answer(QHttpServerResponder &responder, const QString &route, QByteArray method,
-                       const HttpResponse &response, const QElapsedTimer &timer)
+void ApiServer::answer(QTcpSocket *socket, Answer answer, HttpResponse response)
 {
+    AnswerLine *line = AnswerLine::of(socket);
+    if (!line || line->isEmpty()) {
+        write(answer, response);
+        return;
+    }
+    line->fill(line->join(std::move(answer)), std::move(response));
+}
+
+void ApiServer::write(Answer &answer, const HttpResponse &response)
+{
+    const double seconds = answer.timer.nsecsElapsed() / 1e9;
+    if (answer.responder.socket()->state() != QAbstractSocket::ConnectedState) {
+        m_metrics.recordRequest(answer.route, answer.method, 499, seconds);
+        return;
+    }
+    QHttpServerResponder &responder = answer.responder;
     responder.writeStatusLine(static_cast<QHttpServerResponder::StatusCode>(response.status));
     responder.writeHeader("Content-Type", response.contentType);
     responder.writeHeader("Content-Length", QByteArray::number(response.body.size()));
     for (const auto &[key, value] : response.headers)
         responder.writeHeader(key, value);
     responder.writeBody(response.body);
-    m_metrics.recordRequest(route, method, response.status, timer.nsecsElapsed() / 1e9);
+    m_metrics.recordRequest(answer.route, answer.method, response.status, seconds);
 }
 
 } // namespace AgentDeck

@@ -11,11 +11,14 @@ class QHttpServerResponder;
 
 namespace AgentDeck {
 
+class AnswerLine; // one connection's answers in request order; apiserver.cpp
 class ApiAuth;
 class Metrics;
 
 // The one dispatch point of the HTTP API: route lookup (404/405), readiness, authentication,
-// body limits, error mapping and metrics. Handlers never write to a socket themselves.
+// body limits, error mapping and metrics. Handlers never write to a socket themselves; the
+// answers of a connection go out in the order of its requests, however long each one's
+// handler takes (HTTP/1.1 pipelining).
 class ApiServer : public QAbstractHttpServer
 {
     Q_OBJECT
@@ -30,11 +33,14 @@ protected:
     void missingHandler(const QHttpServerRequest &request, QTcpSocket *socket) override;
 
 private:
+    friend class AnswerLine;
+    struct Answer;
+
     QCoro::Task<> answerAsync(const Router::Route *route, HttpRequest request,
-                              QHttpServerResponder responder, QPointer<QTcpSocket> socket,
-                              QElapsedTimer timer);
-    void answer(QHttpServerResponder &responder, const QString &route, QByteArray method,
-                const HttpResponse &response, const QElapsedTimer &timer);
+                              QPointer<AnswerLine> line, quint64 place);
+    // Writes `response` now, or once the answers to the connection's earlier requests are out.
+    void answer(QTcpSocket *socket, Answer answer, HttpResponse response);
+    void write(Answer &answer, const HttpResponse &response);
 
     const Router &m_router;
     const ApiAuth &m_auth;

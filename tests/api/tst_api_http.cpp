@@ -1,6 +1,7 @@
 // HTTP/1.1 at the edge, over raw sockets: bodies over the limit are refused before they are
 // sent, `Expect: 100-continue` is answered, and a request written in pieces by a client with
 // Nagle's algorithm on is not held up by delayed ACKs.
+#include "fakes.h"
 #include "testserver.h"
 
 #include <QElapsedTimer>
@@ -434,6 +435,47 @@ private Q_SLOTS:
         QVERIFY(m_server->get(u"/metrics"_s)
                     .body.contains(
                         "agentdeck_http_connections_closed_total{reason=\"not_reading\"} 1\n"));
+    }
+
+    // HTTP/1.1 answers pipelined requests in their order. Qt's server hands over every request
+    // of a read at once, so an answer from a handler that waits (here: a runtime being
+    // provisioned) went out after the answers to the requests behind it.
+    void pipelinedRequestsAreAnsweredInOrder()
+    {
+        FakeRuntimeControl control;
+        control.holdProvisioning = true;
+        TestServerOptions options;
+        options.parts.runtimes = std::make_unique<FakeRuntimeProvider>(control);
+        TestServer server(std::move(options));
+        QVERIFY2(server.start(), qPrintable(server.errorString()));
+        const QUuid id = server.create();
+        QVERIFY(!id.isNull());
+
+        RawHttp client;
+        QVERIFY(client.connectTo(server.url()));
+        const QString path = ServerConnection::conversationPath(id, {});
+        client.send(postHead(ServerConnection::conversationPath(id, u"run"_s), 0) +
+                    "GET /alive HTTP/1.1\r\nHost: test\r\n\r\n"
+                    "GET /api/nowhere HTTP/1.1\r\nHost: test\r\n\r\n"
+                    "GET " +
+                    path.toUtf8() + " HTTP/1.1\r\nHost: test\r\n\r\n");
+        QVERIFY(QTest::qWaitFor([&] { return control.acquisitions == 1; }, WaitMs));
+        control.finishProvisioning();
+
+        const auto run = client.nextResponse();
+        QVERIFY2(run, client.received().constData());
+        QCOMPARE(run->status, 200);
+        QVERIFY2(run->body.contains("\"execution_status\""), run->body.constData());
+        const auto alive = client.nextResponse();
+        QVERIFY(alive);
+        QCOMPARE(alive->body, R"({"status":"ok"})"_ba);
+        const auto nowhere = client.nextResponse();
+        QVERIFY(nowhere);
+        QCOMPARE(nowhere->status, 404);
+        const auto conversation = client.nextResponse();
+        QVERIFY(conversation);
+        QCOMPARE(conversation->status, 200);
+        QVERIFY(conversation->body.contains(id.toString(QUuid::WithoutBraces).toUtf8()));
     }
 
 private:

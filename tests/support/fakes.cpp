@@ -50,6 +50,10 @@ private:
 QCoro::Task<RuntimeAcquisition> FakeRuntimeProvider::acquire(ConversationInfo)
 {
     ++m_control.acquisitions;
+    if (m_control.holdProvisioning) {
+        auto provisioning = qCoro(&m_control, &FakeRuntimeControl::provisioned);
+        co_await std::move(provisioning);
+    }
     if (m_control.failProvisioning)
         co_return RuntimeAcquisition{nullptr,
                                      {u"provision_failed"_s, u"fake provisioning failure"_s}};

@@ -37,13 +37,17 @@ public:
     // Commands that do not finish until release() or an interrupt.
     QStringList blocking;
     bool failProvisioning = false;
+    // Provisioning does not finish until finishProvisioning().
+    bool holdProvisioning = false;
     int acquisitions = 0;
     int releases = 0;
 
     void release() { Q_EMIT released(); }
+    void finishProvisioning() { Q_EMIT provisioned(); }
 
 Q_SIGNALS:
     void released();
+    void provisioned();
     void interrupted();
     void commandStarted(const QString &command);
 };

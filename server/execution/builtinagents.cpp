@@ -11,20 +11,38 @@ namespace AgentDeck {
 
 namespace {
 
-// The user messages not yet answered by an agent message, oldest first. Each agent message
-// answers the oldest open one.
-QQueue<const Event *> openUserMessages(const QList<Event> &history)
+// The oldest user message not yet answered by an agent message (each agent message answers the
+// oldest open one), with the action taken for it and how that ended. An action belongs to the
+// message that was oldest open when it was taken: messages sent while a command runs come
+// after its action in the history, and wait for their own.
+struct OpenMessage
+{
+    const Event *message = nullptr;
+    const Event *action = nullptr;
+    const Event *outcome = nullptr;
+};
+
+OpenMessage oldestOpenMessage(const QList<Event> &history)
 {
     QQueue<const Event *> open;
+    OpenMessage oldest;
     for (const Event &event : history) {
-        if (event.kind != EventKind::Message)
-            continue;
-        if (event.source == EventSource::User)
+        if (event.kind == EventKind::Message && event.source == EventSource::User) {
             open.enqueue(&event);
-        else if (event.source == EventSource::Agent && !open.isEmpty())
-            open.dequeue();
+        } else if (event.kind == EventKind::Message && event.source == EventSource::Agent) {
+            if (!open.isEmpty())
+                open.dequeue();
+            oldest.action = oldest.outcome = nullptr;
+        } else if (event.kind == EventKind::Action) {
+            if (!open.isEmpty() && !oldest.action)
+                oldest.action = &event;
+        } else if (oldest.action && event.actionId() == toWireId(oldest.action->id) &&
+                   (event.kind == EventKind::Observation || event.kind == EventKind::UserReject)) {
+            oldest.outcome = &event;
+        }
     }
-    return open;
+    oldest.message = open.isEmpty() ? nullptr : open.head();
+    return oldest;
 }
 
 class EchoAgent final : public Agent
@@ -32,10 +50,10 @@ class EchoAgent final : public Agent
 public:
     QCoro::Task<AgentStep> next(const QList<Event> &history) override
     {
-        const auto open = openUserMessages(history);
-        if (open.isEmpty())
+        const OpenMessage open = oldestOpenMessage(history);
+        if (!open.message)
             co_return AgentStep{AgentStep::Kind::Finish};
-        co_return AgentStep{AgentStep::Kind::Reply, open.head()->messageText()};
+        co_return AgentStep{AgentStep::Kind::Reply, open.message->messageText()};
     }
 };
 
@@ -44,30 +62,16 @@ class ShellAgent final : public Agent
 public:
     QCoro::Task<AgentStep> next(const QList<Event> &history) override
     {
-        const auto open = openUserMessages(history);
-        if (open.isEmpty())
+        const OpenMessage open = oldestOpenMessage(history);
+        if (!open.message)
             co_return AgentStep{AgentStep::Kind::Finish};
-        const Event *message = open.head();
-
-        // The action this agent took for the message, and how it ended.
-        const Event *action = nullptr;
-        const Event *outcome = nullptr;
-        for (const Event &event : history) {
-            if (event.seq <= message->seq)
-                continue;
-            if (event.kind == EventKind::Action && !action)
-                action = &event;
-            else if (action && event.actionId() == toWireId(action->id) &&
-                     (event.kind == EventKind::Observation || event.kind == EventKind::UserReject))
-                outcome = &event;
-        }
-        if (!action)
-            co_return AgentStep{AgentStep::Kind::RunCommand, message->messageText()};
-        if (!outcome)
+        if (!open.action)
+            co_return AgentStep{AgentStep::Kind::RunCommand, open.message->messageText()};
+        if (!open.outcome)
             co_return AgentStep{AgentStep::Kind::Fail,
                                 u"The shell agent found its command without a result"_s,
                                 u"agent_inconsistent"_s};
-        co_return AgentStep{AgentStep::Kind::Reply, replyFor(*outcome)};
+        co_return AgentStep{AgentStep::Kind::Reply, replyFor(*open.outcome)};
     }
 
 private:

@@ -143,6 +143,43 @@ private Q_SLOTS:
         }
     }
 
+    // Messages sent while a command runs are picked up by the same run, each in turn, and each
+    // answered from its own command. The shell agent took the first action after a message
+    // for that message's, so these three got the first one's reply and never ran.
+    void messagesSentWhileACommandRunsEachRunInTurn()
+    {
+        startServer();
+        m_control->blocking = {u"long"_s};
+        QSignalSpy started(m_control.get(), &FakeRuntimeControl::commandStarted);
+        const QUuid id = m_server->create(shell(u"long"_s));
+        QVERIFY(started.count() == 1 || started.wait());
+        const QStringList later{u"echo a"_s, u"echo b"_s, u"echo c"_s};
+        for (const QString &command : later)
+            QVERIFY(m_server
+                        ->post(ServerConnection::conversationPath(id, u"events"_s),
+                               TestServer::message(command, true))
+                        .ok());
+        m_control->release();
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+
+        QCOMPARE(m_control->commands, QStringList{u"long"_s} + later);
+        QStringList replies;
+        for (const QJsonObject &event : m_server->events(id)) {
+            if (event.value(u"kind"_s) == u"MessageEvent"_s &&
+                event.value(u"source"_s) == u"agent"_s)
+                replies.append(event.value(u"llm_message"_s)
+                                   .toObject()
+                                   .value(u"content"_s)
+                                   .toArray()
+                                   .first()
+                                   .toObject()
+                                   .value(u"text"_s)
+                                   .toString());
+        }
+        QCOMPARE(replies, (QStringList{u"ran: long"_s, u"ran: echo a"_s, u"ran: echo b"_s,
+                                       u"ran: echo c"_s}));
+    }
+
     void gracefulStopPausesAndInterruptsAfterGrace()
     {
         TestServerOptions options = optionsWithFakes();

@@ -68,6 +68,9 @@ std::optional<ConversationFilter> ConversationFilter::fromQuery(const QUrlQuery 
         }
     }
     filter.text = query.queryItemValue(u"q"_s, QUrl::FullyDecoded);
+    *error = searchTextProblem(u"q"_s, filter.text);
+    if (!error->isEmpty())
+        return std::nullopt;
     for (const QString &tag : query.allQueryItemValues(u"tag"_s, QUrl::FullyDecoded)) {
         const qsizetype colon = tag.indexOf(u':');
         TagFilter tagFilter;
@@ -103,6 +106,15 @@ void ConversationFilter::writeTo(QUrlQuery &query) const
         const QString item = tag.value ? tag.key + u':' + *tag.value : tag.key;
         query.addQueryItem(u"tag"_s, QString::fromUtf8(QUrl::toPercentEncoding(item)));
     }
+}
+
+QString searchTextProblem(const QString &name, const QString &text)
+{
+    if (text.size() > MaxSearchTextLength)
+        return u"%1 must be at most %2 characters"_s.arg(name).arg(MaxSearchTextLength);
+    if (text.contains(QChar::Null))
+        return u"%1 cannot contain a NUL character"_s.arg(name);
+    return {};
 }
 
 QString toString(ConversationSort sort)

@@ -530,6 +530,9 @@ std::optional<ConversationLabels> ConversationLabels::fromJson(const QJsonObject
             const qsizetype nameLength = codePoints(it.key());
             if (nameLength == 0 || nameLength > MaxTagNameLength)
                 return fail(u"a tag name must be 1 to %1 characters"_s.arg(MaxTagNameLength));
+            // The tag filter reads "name:value" (see ConversationFilter).
+            if (it.key().contains(u':'))
+                return fail(u"a tag name cannot contain \":\" (tag \"%1\")"_s.arg(it.key()));
             if (codePoints(it.value().toString()) > MaxTagValueLength)
                 return fail(u"tag \"%1\" must be at most %2 characters"_s.arg(it.key()).arg(
                     MaxTagValueLength));

@@ -1,5 +1,6 @@
 #include "apierror.h"
 #include "controllers.h"
+#include "conversationfilter.h"
 #include "conversationservice.h"
 #include "router.h"
 
@@ -21,6 +22,9 @@ EventFilter eventFilterFrom(const HttpRequest &request)
     if (!filter.source.isEmpty() && !EventSource::isKnown(filter.source))
         throw ApiError::invalidParameter(u"source must be user, agent or environment"_s);
     filter.bodyContains = request.stringParam(u"body"_s);
+    if (const QString problem = searchTextProblem(u"body"_s, filter.bodyContains);
+        !problem.isEmpty())
+        throw ApiError::invalidParameter(problem);
     filter.timestampGteMs = request.timeParam(u"timestamp__gte"_s);
     filter.timestampLtMs = request.timeParam(u"timestamp__lt"_s);
     filter.afterSeq = request.intParam(u"after_seq"_s, 0, 0, std::numeric_limits<int>::max());

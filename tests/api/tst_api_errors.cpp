@@ -78,6 +78,20 @@ private Q_SLOTS:
         QTest::addRow("patched tag name empty")
             << "PATCH"_ba << item << "{\"tags\": {\"\": \"v\"}}"_ba << 422
             << u"invalid_parameter"_s;
+        QTest::addRow("tag name with the filter's colon")
+            << "POST"_ba << u"/api/conversations"_s << "{\"tags\": {\"a:b\": \"v\"}}"_ba << 422
+            << u"invalid_parameter"_s;
+        // SQLite's LIKE takes patterns of up to 50,000 bytes: a longer one was a 503 to retry.
+        const QString tooLong(MaxSearchTextLength + 1, u'a');
+        QTest::addRow("search text too long")
+            << "GET"_ba << u"/api/conversations/search?q="_s + tooLong << ""_ba << 422
+            << u"invalid_parameter"_s;
+        QTest::addRow("event body text too long")
+            << "GET"_ba << item + u"/events/count?body="_s + tooLong << ""_ba << 422
+            << u"invalid_parameter"_s;
+        // LIKE stops at a NUL: "a\0b" matched every title with an "a".
+        QTest::addRow("search text with NUL") << "GET"_ba << u"/api/conversations/count?q=a%00b"_s
+                                              << ""_ba << 422 << u"invalid_parameter"_s;
         QTest::addRow("unknown id")
             << "GET"_ba << u"/api/conversations/00000000-0000-4000-8000-000000000000"_s << ""_ba
             << 404 << u"not_found"_s;
@@ -112,6 +126,24 @@ private Q_SLOTS:
         QVERIFY2(!reply.detail.isEmpty(), "errors carry a sentence");
         // The server is still there and well.
         QVERIFY(m_server->get(u"/alive"_s).ok());
+    }
+
+    // The longest search text, made of characters that escaping doubles or that take more than
+    // a byte, is still a pattern SQLite takes.
+    void theLongestSearchTextIsSearched()
+    {
+        const QString item = u"/api/conversations/"_s + m_id;
+        for (const QChar c : u"%_\u00E9"_s) {
+            const QString text(MaxSearchTextLength, c);
+            const ApiReply titles =
+                m_server->get(u"/api/conversations/count"_s, QUrlQuery{{u"q"_s, text}});
+            QVERIFY2(titles.ok(), titles.body.left(300).constData());
+            QCOMPARE(titles.json.toInt(-1), 0);
+            const ApiReply events =
+                m_server->get(item + u"/events/count"_s, QUrlQuery{{u"body"_s, text}});
+            QVERIFY2(events.ok(), events.body.left(300).constData());
+            QCOMPARE(events.json.toInt(-1), 0);
+        }
     }
 
     void wrongMethodNamesTheAllowedOnes()

@@ -7,10 +7,10 @@
 #include "execution/conversationrunner.h"
 #include "logging.h"
 #include "runtime/runtime.h"
+#include "signalwait.h"
 #include "storage/database.h"
 #include "storage/replicastore.h"
 
-#include <QCoroSignal>
 #include <QCoroTimer>
 #include <QDir>
 #include <QElapsedTimer>
@@ -423,8 +423,8 @@ QCoro::Task<> ConversationService::stopRunAndRuntime(QUuid id)
     if (auto runner = m_runners.value(id)) {
         runner->interrupt();
         while (m_runners.contains(id)) {
-            auto stopped =
-                qCoro(this, &ConversationService::runnerStopped, std::chrono::seconds(10));
+            auto stopped = signalOrTimeout(this, &ConversationService::runnerStopped,
+                                           std::chrono::seconds(10));
             co_await std::move(stopped);
         }
     }
@@ -618,8 +618,8 @@ QCoro::Task<> ConversationService::shutdown(std::chrono::milliseconds grace)
         }
         if (interrupted && elapsed.elapsed() > grace.count() + 5000)
             break;
-        auto stoppedOne = qCoro(this, &ConversationService::runnerStopped,
-                                std::max(left, std::chrono::milliseconds(100)));
+        auto stoppedOne = signalOrTimeout(this, &ConversationService::runnerStopped,
+                                          std::max(left, std::chrono::milliseconds(100)));
         co_await std::move(stoppedOne);
     }
     m_renewal.stop();

@@ -3,11 +3,11 @@
 #include "http/apiauth.h"
 #include "logging.h"
 #include "metrics.h"
+#include "signalwait.h"
 #include "storage/conversationstore.h"
 #include "storage/database.h"
 #include "websocketconnection.h"
 
-#include <QCoroSignal>
 #include <QJsonDocument>
 #include <QJsonObject>
 
@@ -117,8 +117,8 @@ QCoro::Task<> EventStreamSession::replay()
                    m_socket->bytesToWrite() + frame.size() > budget) {
                 waited = true;
                 const qint64 before = m_socket->bytesToWrite();
-                auto drained = qCoro(m_socket.get(), &WebSocketConnection::bytesWritten,
-                                     std::chrono::seconds(30));
+                auto drained = signalOrTimeout(m_socket.get(), &WebSocketConnection::bytesWritten,
+                                               std::chrono::seconds(30));
                 co_await std::move(drained);
                 if (!self || m_state != State::Replaying)
                     co_return;

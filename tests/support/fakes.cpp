@@ -1,6 +1,6 @@
 #include "fakes.h"
 
-#include <QCoroSignal>
+#include "signalwait.h"
 
 using namespace Qt::StringLiterals;
 
@@ -21,8 +21,12 @@ public:
         if (m_control.blocking.contains(request.command)) {
             m_interrupted = false;
             m_inFlight = true;
-            auto waiting = qCoro(&m_control, &FakeRuntimeControl::released);
-            co_await std::move(waiting);
+            const int releasedBefore = m_control.releasedTimes;
+            while (m_control.releasedTimes == releasedBefore) {
+                auto waiting = signalOrTimeout(&m_control, &FakeRuntimeControl::released,
+                                               std::chrono::seconds(1));
+                co_await std::move(waiting);
+            }
             m_inFlight = false;
             if (m_interrupted)
                 co_return CommandResult{u"partial output\n"_s, -1, true};
@@ -51,8 +55,12 @@ QCoro::Task<RuntimeAcquisition> FakeRuntimeProvider::acquire(ConversationInfo)
 {
     ++m_control.acquisitions;
     if (m_control.holdProvisioning) {
-        auto provisioning = qCoro(&m_control, &FakeRuntimeControl::provisioned);
-        co_await std::move(provisioning);
+        const int provisionedBefore = m_control.provisionedTimes;
+        while (m_control.provisionedTimes == provisionedBefore) {
+            auto provisioning = signalOrTimeout(&m_control, &FakeRuntimeControl::provisioned,
+                                                std::chrono::seconds(1));
+            co_await std::move(provisioning);
+        }
     }
     if (m_control.failProvisioning)
         co_return RuntimeAcquisition{nullptr,

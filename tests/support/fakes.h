@@ -42,8 +42,18 @@ public:
     int acquisitions = 0;
     int releases = 0;
 
-    void release() { Q_EMIT released(); }
-    void finishProvisioning() { Q_EMIT provisioned(); }
+    void release()
+    {
+        ++releasedTimes;
+        Q_EMIT released();
+    }
+    void finishProvisioning()
+    {
+        ++provisionedTimes;
+        Q_EMIT provisioned();
+    }
+    int releasedTimes = 0;
+    int provisionedTimes = 0;
 
 Q_SIGNALS:
     void released();

@@ -180,6 +180,28 @@ private Q_SLOTS:
                                        u"ran: echo c"_s}));
     }
 
+    // Each archive waits for its run to stop. Two runs stopping in one turn of the event loop
+    // woke a waiter that was already gone (QCoro's signal awaiter), and the server crashed.
+    void runsStoppingTogetherAreEachWaitedFor()
+    {
+        startServer();
+        m_control->blocking = {u"long"_s};
+        QSignalSpy started(m_control.get(), &FakeRuntimeControl::commandStarted);
+        QList<QUuid> ids;
+        for (int i = 0; i < 4; ++i)
+            ids.append(m_server->create(shell(u"long"_s)));
+        QVERIFY(QTest::qWaitFor([&] { return started.count() == 4; }, 10'000));
+
+        ConversationService &service = m_server->server().service();
+        std::vector<QCoro::Task<ConversationInfo>> archiving;
+        for (const QUuid &id : ids)
+            archiving.push_back(service.archive(id));
+        for (auto &task : archiving)
+            QVERIFY(QCoro::waitFor(std::move(task)).isArchived());
+        for (const QUuid &id : ids)
+            QCOMPARE(m_server->status(id), u"paused"_s);
+    }
+
     void gracefulStopPausesAndInterruptsAfterGrace()
     {
         TestServerOptions options = optionsWithFakes();

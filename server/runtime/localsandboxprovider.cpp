@@ -1,9 +1,9 @@
 #include "localsandboxprovider.h"
 
 #include "logging.h"
+#include "signalwait.h"
 
 #include <QCoreApplication>
-#include <QCoroSignal>
 #include <QCoroTimer>
 #include <QCryptographicHash>
 #include <QDateTime>
@@ -53,7 +53,8 @@ SandboxRuntime::SandboxRuntime(const QString &socketPath, qint64 pid, QObject *p
 {
     connect(m_socket, &QLocalSocket::readyRead, this, &SandboxRuntime::onReadyRead);
     connect(m_socket, &QLocalSocket::disconnected, this, [this] {
-        Q_EMIT message({{u"type"_s, u"lost"_s}});
+        m_inbox.enqueue({{u"type"_s, u"lost"_s}});
+        Q_EMIT received();
         Q_EMIT lost();
     });
 }
@@ -76,7 +77,8 @@ QCoro::Task<bool> SandboxRuntime::connectToHost(std::chrono::milliseconds timeou
         if (m_socket->waitForConnected(0) || m_socket->state() == QLocalSocket::ConnectedState)
             co_return true;
         if (m_socket->state() == QLocalSocket::ConnectingState) {
-            auto connecting = qCoro(m_socket, &QLocalSocket::connected, std::chrono::seconds(1));
+            auto connecting =
+                signalOrTimeout(m_socket, &QLocalSocket::connected, std::chrono::seconds(1));
             co_await std::move(connecting);
             if (isConnected())
                 co_return true;
@@ -101,30 +103,54 @@ void SandboxRuntime::onReadyRead()
         const QJsonDocument document = QJsonDocument::fromJson(m_buffer.left(newline));
         m_buffer.remove(0, newline + 1);
         if (document.isObject())
-            Q_EMIT message(document.object());
+            m_inbox.enqueue(document.object());
     }
+    if (!m_inbox.isEmpty())
+        Q_EMIT received();
 }
 
 QCoro::Task<CommandResult> SandboxRuntime::execute(CommandRequest request)
 {
+    const CommandResult wentAway{u"[the sandbox went away while the command ran]"_s, -1, true};
     QPointer<SandboxRuntime> self(this);
     const QString requestId = QUuid::createUuid().toString(QUuid::WithoutBraces);
     m_pendingRequest = requestId;
-    m_lastActivityMs = QDateTime::currentMSecsSinceEpoch();
+    m_interruptSentMs = 0;
+    m_inbox.clear(); // what came for earlier commands
+    const qint64 startedMs = QDateTime::currentMSecsSinceEpoch();
+    m_lastActivityMs = startedMs;
     send({{u"op"_s, u"exec"_s},
           {u"request_id"_s, requestId},
           {u"command"_s, request.command},
           {u"timeout_ms"_s, qint64(request.timeout.count())}});
     for (;;) {
-        if (!self || !isConnected())
-            co_return CommandResult{u"[the sandbox went away while the command ran]"_s, -1, true};
-        auto next = qCoro(this, &SandboxRuntime::message);
-        const QJsonObject reply = co_await std::move(next);
         if (!self)
-            co_return CommandResult{u"[the sandbox went away while the command ran]"_s, -1, true};
+            co_return wentAway;
+        if (m_inbox.isEmpty()) {
+            if (!isConnected())
+                co_return wentAway;
+            // A host that does not stop the command when asked, or at its timeout, is frozen
+            // (SIGSTOP, a paused VM): only killing it ends the command.
+            const qint64 now = QDateTime::currentMSecsSinceEpoch();
+            const bool unanswered = m_interruptSentMs && now - m_interruptSentMs > UnresponsiveMs;
+            const bool overdue = request.timeout.count() > 0 &&
+                                 now - startedMs > request.timeout.count() + UnresponsiveMs;
+            if (unanswered || overdue) {
+                qCWarning(lcRuntime) << "sandbox host" << m_pid << "does not answer; killing it";
+                ::kill(static_cast<pid_t>(m_pid), SIGKILL);
+                m_pendingRequest.clear();
+                co_return CommandResult{u"[the sandbox did not answer and was stopped]"_s, -1,
+                                        true};
+            }
+            auto waiting =
+                signalOrTimeout(this, &SandboxRuntime::received, std::chrono::seconds(1));
+            co_await std::move(waiting);
+            continue;
+        }
+        const QJsonObject reply = m_inbox.dequeue();
         if (reply.value(u"type"_s) == u"lost"_s) {
             m_pendingRequest.clear();
-            co_return CommandResult{u"[the sandbox went away while the command ran]"_s, -1, true};
+            co_return wentAway;
         }
         if (reply.value(u"type"_s) == u"result"_s &&
             reply.value(u"request_id"_s).toString() == requestId) {
@@ -139,8 +165,11 @@ QCoro::Task<CommandResult> SandboxRuntime::execute(CommandRequest request)
 
 void SandboxRuntime::interrupt()
 {
-    if (isConnected())
-        send({{u"op"_s, u"interrupt"_s}});
+    if (!isConnected())
+        return;
+    send({{u"op"_s, u"interrupt"_s}});
+    if (!m_pendingRequest.isEmpty() && !m_interruptSentMs)
+        m_interruptSentMs = QDateTime::currentMSecsSinceEpoch();
 }
 
 void SandboxRuntime::shutdown()

@@ -3,8 +3,10 @@
 #include "runtime.h"
 
 #include <QHash>
+#include <QJsonObject>
 #include <QObject>
 #include <QPointer>
+#include <QQueue>
 #include <QTimer>
 
 class QLocalSocket;
@@ -32,8 +34,12 @@ public:
     bool isBusy() const { return !m_pendingRequest.isEmpty(); }
     qint64 lastActivityMs() const { return m_lastActivityMs; }
 
+    // How long a host may take to answer an interrupt, or to end a command past its timeout,
+    // before it is taken for frozen and killed.
+    static constexpr qint64 UnresponsiveMs = 5000;
+
 Q_SIGNALS:
-    void message(const QJsonObject &message);
+    void received(); // a message from the host is in the inbox
     void lost();
 
 private:
@@ -44,8 +50,10 @@ private:
     qint64 m_pid = 0;
     QLocalSocket *m_socket = nullptr;
     QByteArray m_buffer;
+    QQueue<QJsonObject> m_inbox; // messages from the host not yet looked at
     QString m_pendingRequest;
     qint64 m_lastActivityMs = 0;
+    qint64 m_interruptSentMs = 0; // while a command runs: when it was asked to stop
 };
 
 struct LocalSandboxSettings

@@ -1,14 +1,17 @@
 // Runtime lifecycle and archive over real HTTP, with real sandbox processes when the binary is
 // at hand (ctest passes it), and with a scripted provider where a failure must be provoked.
 #include "fakes.h"
+#include "runtime/localsandboxprovider.h"
 #include "storage/database.h"
 #include "testserver.h"
 
 #include <QDir>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QJsonArray>
 #include <QTest>
 
+#include <algorithm>
 #include <csignal>
 
 using namespace Qt::StringLiterals;
@@ -241,6 +244,41 @@ private Q_SLOTS:
                  u"second\n"_s);
     }
 
+    // A frozen sandbox host (SIGSTOP here; a paused VM alike) answers nothing: an interrupt
+    // left the run `running` and an archive waiting for it, for as long as the host was frozen.
+    void aFrozenSandboxIsStoppedWhenItDoesNotAnswerAnInterrupt()
+    {
+        const QUuid id = m_server->create(shell(u"echo started; sleep 60"_s));
+        QTRY_VERIFY_WITH_TIMEOUT(sandboxPid(id).has_value(), 10000);
+        const qint64 pid = *sandboxPid(id);
+        QTRY_VERIFY_WITH_TIMEOUT(hasKind(id, u"ActionEvent"_s), 10000);
+        QCOMPARE(::kill(pid_t(pid), SIGSTOP), 0);
+        QElapsedTimer timer;
+        timer.start();
+        QVERIFY(post(id, u"interrupt"_s).ok());
+        QVERIFY(m_server->waitForStatus(id, u"paused"_s, 20'000));
+        QVERIFY2(timer.elapsed() >= SandboxRuntime::UnresponsiveMs - 100, "it had time to answer");
+        QTRY_VERIFY_WITH_TIMEOUT(!processAlive(pid), 5000);
+        bool observed = false;
+        for (const QJsonObject &event : m_server->events(id)) {
+            if (event.value(u"kind"_s) != u"ObservationEvent"_s)
+                continue;
+            const QJsonObject observation = event.value(u"observation"_s).toObject();
+            QVERIFY(observation.value(u"interrupted"_s).toBool());
+            QVERIFY2(observation.value(u"output"_s).toString().contains(u"did not answer"_s),
+                     qPrintable(observation.value(u"output"_s).toString()));
+            observed = true;
+        }
+        QVERIFY(observed);
+        // The next run brings up a new sandbox.
+        QVERIFY(m_server
+                    ->post(ServerConnection::conversationPath(id, u"events"),
+                           TestServer::message(u"echo again"_s, true))
+                    .ok());
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(finalResponse(id), u"again\n"_s);
+    }
+
     void aSearchPageCostsTheSameStatementsAt10And1000()
     {
         const auto statementsOfAPage = [this] {
@@ -286,6 +324,13 @@ private:
         if (!file.open(QIODevice::ReadOnly))
             return std::nullopt;
         return file.readAll().trimmed().toLongLong();
+    }
+    bool hasKind(const QUuid &id, const QString &kind)
+    {
+        const QList<QJsonObject> events = m_server->events(id);
+        return std::any_of(events.cbegin(), events.cend(), [&](const QJsonObject &event) {
+            return event.value(u"kind"_s) == kind;
+        });
     }
     static bool processAlive(qint64 pid)
     {

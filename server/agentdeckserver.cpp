@@ -283,7 +283,19 @@ QCoro::Task<> AgentDeckServer::stop()
     qCInfo(lcServer) << "stopping: pausing" << d->service->liveCount() << "runs";
     d->http->setReady(false);
     d->reaper.reset();
-    auto pausing = d->service->shutdown(m_config.shutdownGrace);
+    // Requests already in a handler finish first, within the grace: their clients get answers
+    // (rather than a closed connection, not knowing whether a message was stored), and the runs
+    // they start are paused below with the others.
+    QElapsedTimer elapsed;
+    elapsed.start();
+    auto draining = d->http->drain(m_config.shutdownGrace);
+    const bool drained = co_await std::move(draining);
+    if (!drained)
+        qCWarning(lcServer) << "stopping with requests still in their handlers";
+    const auto left =
+        std::max(m_config.shutdownGrace - std::chrono::milliseconds(elapsed.elapsed()),
+                 std::chrono::milliseconds(0));
+    auto pausing = d->service->shutdown(left);
     co_await std::move(pausing);
     // Sandboxes keep running: the next instance adopts them.
     d->parts.runtimes->detachAll();

@@ -374,6 +374,12 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info, QUuid confirm
         throw;
     }
     m_starting.remove(info.id);
+    // A start that outlasted the server's grace must not begin a run the stop has not seen.
+    if (m_stopping) {
+        m_leases.release(info.id, lease);
+        throw ApiError{503, u"shutting_down"_s,
+                       u"The server is stopping; the run was not started"_s, 1};
+    }
 
     const QUuid conversationId = info.id;
     AgentContext context{conversationId, info.agentConfig, m_secrets.value(conversationId),
@@ -599,6 +605,7 @@ QString ConversationService::finalResponse(const QUuid &id)
 
 QCoro::Task<> ConversationService::shutdown(std::chrono::milliseconds grace)
 {
+    m_stopping = true;
     for (const auto &runner : std::as_const(m_runners)) {
         if (runner)
             runner->requestPause();

@@ -4,8 +4,10 @@
 #include "apierror.h"
 #include "logging.h"
 #include "metrics.h"
+#include "signalwait.h"
 #include "storage/database.h"
 
+#include <QDeadlineTimer>
 #include <QHttpServerResponder>
 #include <QTcpSocket>
 
@@ -175,6 +177,7 @@ bool ApiServer::handleRequest(const QHttpServerRequest &request, QTcpSocket *soc
     if (!line)
         line = new AnswerLine(socket);
     const quint64 place = line->join(std::move(pending));
+    ++m_handling;
     answerAsync(match.route, std::move(copy), line, place);
     return true;
 }
@@ -203,6 +206,8 @@ QCoro::Task<> ApiServer::answerAsync(const Router::Route *route, HttpRequest req
     } catch (...) {
         response = guarded([]() -> HttpResponse { throw; });
     }
+    --m_handling;
+    Q_EMIT handlerFinished();
     // The client may have gone while the handler ran; its socket, and the line, are then
     // deleted.
     if (!line) {
@@ -211,6 +216,17 @@ QCoro::Task<> ApiServer::answerAsync(const Router::Route *route, HttpRequest req
     }
     line->fill(place, std::move(response));
     line->flush([this](Answer &answer, const HttpResponse &response) { write(answer, response); });
+}
+
+QCoro::Task<bool> ApiServer::drain(std::chrono::milliseconds timeout)
+{
+    QDeadlineTimer deadline(timeout);
+    while (m_handling > 0 && !deadline.hasExpired()) {
+        auto finished = signalOrTimeout(this, &ApiServer::handlerFinished,
+                                        std::chrono::milliseconds(deadline.remainingTime()));
+        co_await std::move(finished);
+    }
+    co_return m_handling == 0;
 }
 
 void ApiServer::answer(QTcpSocket *socket, Answer answer, HttpResponse response)

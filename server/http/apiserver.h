@@ -27,6 +27,12 @@ public:
               QObject *parent = nullptr);
     void setReady(bool ready) { m_ready = ready; }
     bool isReady() const { return m_ready; }
+    // Waits until no request is in an asynchronous handler, or for `timeout`; false if one still
+    // is. A stopping server lets them finish, so that their clients get answers.
+    QCoro::Task<bool> drain(std::chrono::milliseconds timeout);
+
+Q_SIGNALS:
+    void handlerFinished();
 
 protected:
     bool handleRequest(const QHttpServerRequest &request, QTcpSocket *socket) override;
@@ -47,6 +53,7 @@ private:
     Metrics &m_metrics;
     HttpLimits m_limits;
     bool m_ready = false;
+    int m_handling = 0; // requests in asynchronous handlers
 };
 
 } // namespace AgentDeck

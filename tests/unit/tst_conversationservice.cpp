@@ -221,6 +221,38 @@ private Q_SLOTS:
         QVERIFY(info->executionStatus == ExecutionStatus::Paused);
     }
 
+    // A stop lets requests already in a handler finish: the client of a run that was still
+    // bringing up its runtime gets its answer, and the run is paused with the others. The stop
+    // closed the catalog under it: the run then failed ("Driver not loaded") after the stop,
+    // its lease never released, and the client had no answer.
+    void aStopLetsRequestsInHandlersFinish()
+    {
+        TestServerOptions options = optionsWithFakes();
+        options.shutdownGrace = std::chrono::milliseconds(1000);
+        m_server = std::make_unique<TestServer>(std::move(options));
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+        m_control->holdProvisioning = true;
+        m_control->blocking = {u"long"_s};
+        const QUuid id = m_server->create(shell(u"long"_s, false));
+        QVERIFY(!id.isNull());
+        auto running = m_server->client().request(
+            "POST"_ba, ServerConnection::conversationPath(id, u"run"_s), {}, {});
+        QVERIFY(QTest::qWaitFor([&] { return m_control->acquisitions == 1; }, 10'000));
+        auto stopping = m_server->server().stop();
+        m_control->finishProvisioning();
+        const ApiReply reply = QCoro::waitFor(std::move(running));
+        QCOMPARE(reply.status, 200);
+        QCoro::waitFor(std::move(stopping));
+        m_server->stop();
+
+        QString error;
+        auto db = Database::openSqlite(m_dir->filePath(u"agentdeck.db"_s), &error);
+        QVERIFY2(db, qPrintable(error));
+        const auto info = ConversationStore(*db).find(id);
+        QVERIFY(info);
+        QCOMPARE(toString(info->executionStatus), u"paused"_s);
+    }
+
     void seqsStayGaplessWhenWritersInterleave()
     {
         startServer();

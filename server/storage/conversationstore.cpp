@@ -598,7 +598,8 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
     return stored;
 }
 
-QList<StoredEvent> ConversationStore::eventsAfter(const QUuid &id, qint64 afterSeq, int limit)
+QList<StoredEvent> ConversationStore::eventsAfter(const QUuid &id, qint64 afterSeq, int limit,
+                                                  qsizetype maxBytes)
 {
     QSqlQuery &q = m_db.prepared(u"SELECT seq, body FROM events WHERE conversation_id = ? AND "
                                  "seq > ? ORDER BY seq LIMIT ?"_s);
@@ -607,8 +608,12 @@ QList<StoredEvent> ConversationStore::eventsAfter(const QUuid &id, qint64 afterS
     q.addBindValue(limit);
     m_db.exec(q);
     QList<StoredEvent> events;
-    while (q.next())
+    qsizetype bytes = 0;
+    while (q.next()) {
         events.append({q.value(0).toLongLong(), q.value(1).toString().toUtf8()});
+        if (maxBytes >= 0 && (bytes += events.last().json.size()) >= maxBytes)
+            break;
+    }
     q.finish();
     return events;
 }

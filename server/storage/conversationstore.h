@@ -132,7 +132,10 @@ public:
                               std::optional<ExecutionStatus> status, qint64 nowMs,
                               const LeaseToken *fence = nullptr);
 
-    QList<StoredEvent> eventsAfter(const QUuid &id, qint64 afterSeq, int limit);
+    // Events after `afterSeq` in order: at most `limit`, and with `maxBytes`, none after the one
+    // that brings the total to it.
+    QList<StoredEvent> eventsAfter(const QUuid &id, qint64 afterSeq, int limit,
+                                   qsizetype maxBytes = -1);
     QList<Event> history(const QUuid &id, qint64 afterSeq);
     // At most `limit` events, and fewer when they would add up to more than MaxEventPageBytes
     // (a page always holds one): a hundred command outputs of 1 MiB would otherwise make one

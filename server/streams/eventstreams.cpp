@@ -146,9 +146,9 @@ std::optional<qint64> EventStreams::eventCountOf(const QUuid &conversationId)
 }
 
 QList<StoredEvent> EventStreams::eventsAfter(const QUuid &conversationId, qint64 afterSeq,
-                                             int limit)
+                                             int limit, qsizetype maxBytes)
 {
-    return retried([&] { return m_store->eventsAfter(conversationId, afterSeq, limit); });
+    return retried([&] { return m_store->eventsAfter(conversationId, afterSeq, limit, maxBytes); });
 }
 
 void EventStreams::answerSession(quint64 serial, const QString &code, const QString &detail)

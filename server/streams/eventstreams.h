@@ -64,7 +64,8 @@ public:
     // when the database went away meanwhile (a PostgreSQL restart); then they throw
     // StorageError.
     std::optional<qint64> eventCountOf(const QUuid &conversationId);
-    QList<StoredEvent> eventsAfter(const QUuid &conversationId, qint64 afterSeq, int limit);
+    QList<StoredEvent> eventsAfter(const QUuid &conversationId, qint64 afterSeq, int limit,
+                                   qsizetype maxBytes = -1);
     EventHub &hub() { return m_context.hub; }
     const ApiAuth &auth() const { return m_context.auth; }
     Metrics &metrics() { return m_context.metrics; }

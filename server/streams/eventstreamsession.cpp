@@ -96,18 +96,23 @@ QCoro::Task<> EventStreamSession::replay()
     QPointer<EventStreamSession> self(this);
     const int pageSize = m_streams.settings().replayPageSize;
     const qint64 budget = m_streams.settings().sendBudgetBytes;
+    // A page is held while the client drains it: 256 command outputs of 1 MiB made a page of
+    // 256 MiB for every replaying socket, on top of its budget.
+    const qint64 pageBytes = budget / 4;
     for (;;) {
         QList<StoredEvent> page;
         try {
-            page = m_streams.eventsAfter(m_id, m_lastSeq, pageSize);
+            page = m_streams.eventsAfter(m_id, m_lastSeq, pageSize, pageBytes);
         } catch (const StorageError &error) {
             qCWarning(lcStreams) << "replay failed:" << error.what();
             closeWith(WebSocketConnection::CloseInternalError, u"storage failure"_s);
             co_return;
         }
         bool waited = false;
+        qint64 bytes = 0;
         m_socket->cork(); // a page in one write, as far as the budget allows
         for (const StoredEvent &event : page) {
+            bytes += event.json.size();
             // Replay goes at the client's pace: wait for it to drain rather than overrun the
             // budget. Only a client that drains nothing for 30 s is a slow consumer here.
             const QByteArray frame = WebSocketConnection::textFrame(event.json);
@@ -134,8 +139,9 @@ QCoro::Task<> EventStreamSession::replay()
         }
         m_socket->uncork();
         // Live only right after a short read with no wait since it: whatever was committed
-        // after that read is published to us as live.
-        if (!waited && page.size() < pageSize) {
+        // after that read is published to us as live. (A page cut at its byte bound is not
+        // short; one that ended there anyway is followed by an empty one.)
+        if (!waited && page.size() < pageSize && bytes < pageBytes) {
             m_state = State::Live;
             co_return;
         }

@@ -196,6 +196,24 @@ private Q_SLOTS:
         QCOMPARE(m_store->history(info.id, 1).size(), 2);
     }
 
+    // A stream's replay holds a page while its client drains it: pages stop at a byte bound.
+    void eventsAfterStopsAtTheEventThatReachesTheByteBound()
+    {
+        const ConversationInfo info = conversation(u"a"_s, 1);
+        m_store->insert(info);
+        QList<Event> events;
+        for (int i = 0; i < 10; ++i)
+            events.append(Event::message(u"user"_s, u"user"_s, QString(1000, u'x')));
+        const auto stored = m_store->append(info.id, events, std::nullopt, 10);
+        const qsizetype size = stored.first().json.size();
+        QCOMPARE(m_store->eventsAfter(info.id, 0, 100).size(), 10);
+        const auto page = m_store->eventsAfter(info.id, 0, 100, 3 * size - 1);
+        QCOMPARE(page.size(), 3);
+        QCOMPARE(page.last().seq, 3);
+        QCOMPARE(m_store->eventsAfter(info.id, 3, 100, 1).size(), 1); // always one
+        QCOMPARE(m_store->eventsAfter(info.id, 8, 100, 100 * size).size(), 2);
+    }
+
     // The JSON kept with a cached row is the same document toJsonBytes() writes, and it follows
     // every write of the row and every change of its runtime info.
     void cachedJsonIsFreshAfterWritesAndRuntimeChanges()

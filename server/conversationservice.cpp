@@ -146,6 +146,28 @@ QString ConversationService::workspaceFor(const QUuid &id) const
     return QDir(m_settings.workspaceRoot).filePath(toWireId(id));
 }
 
+// A caller's working dir is mounted writable into the sandbox: the host's root, or the data dir
+// (the catalog, other conversations' workspaces and sandboxes), or a dir holding it, would hand
+// the sandbox what it is there to keep out.
+void ConversationService::checkWorkingDir(const QString &path) const
+{
+    if (QDir::isRelativePath(path))
+        throw ApiError::invalidParameter(u"workspace.working_dir must be an absolute path"_s);
+    const auto canonical = [](const QString &dir) {
+        const QString resolved = QFileInfo(dir).canonicalFilePath();
+        return resolved.isEmpty() ? QDir::cleanPath(dir) : resolved;
+    };
+    const QString dir = canonical(path);
+    const QString data = canonical(QFileInfo(m_settings.workspaceRoot).path());
+    const auto within = [](const QString &inner, const QString &outer) {
+        return inner == outer || inner.startsWith(outer + u'/');
+    };
+    if (dir == u"/"_s || within(dir, data) || within(data, dir))
+        throw ApiError::invalidParameter(
+            u"workspace.working_dir cannot be %1: it is, holds or lies in the server's data dir "
+            "or the root"_s.arg(path));
+}
+
 ConversationInfo ConversationService::require(const QUuid &id)
 {
     auto info = m_store.find(id);
@@ -193,8 +215,8 @@ ConversationService::create(CreateConversationRequest request)
     if (const QString problem = m_agents.validate(request.agentKind, agentConfig, &secret);
         !problem.isEmpty())
         throw ApiError::invalidParameter(problem);
-    if (!request.workingDir.isEmpty() && QDir::isRelativePath(request.workingDir))
-        throw ApiError::invalidParameter(u"workspace.working_dir must be an absolute path"_s);
+    if (!request.workingDir.isEmpty())
+        checkWorkingDir(request.workingDir);
 
     ConversationInfo info;
     info.id = request.id.value_or(QUuid::createUuid());
@@ -210,7 +232,14 @@ ConversationService::create(CreateConversationRequest request)
     info.alwaysConfirm = request.alwaysConfirm;
     if (!QDir().mkpath(info.workingDir))
         throw ApiError::invalidParameter(u"Cannot create the workspace %1"_s.arg(info.workingDir));
-    m_store.insert(info);
+    try {
+        m_store.insert(info);
+    } catch (...) {
+        // A create that failed (a full disk) leaves no workspace behind.
+        if (info.workspaceOwnedByServer)
+            QDir(info.workingDir).removeRecursively();
+        throw;
+    }
     if (!secret.isEmpty())
         m_secrets.insert(info.id, secret);
     qCInfo(lcServer) << "created conversation" << info.id << "agent" << info.agentKind;

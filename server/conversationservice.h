@@ -113,6 +113,7 @@ private:
     QCoro::Task<std::shared_ptr<Runtime>> bringUpRuntime(ConversationInfo info);
     QCoro::Task<> stopRunAndRuntime(QUuid id);
     QString workspaceFor(const QUuid &id) const;
+    void checkWorkingDir(const QString &path) const; // throws 422
 
     ConversationStore &m_store;
     LeaseStore &m_leases;

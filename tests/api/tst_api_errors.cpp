@@ -1,6 +1,7 @@
 // Bad input never crashes the server and never gets a 500; keys protect /api, not health.
 #include "testserver.h"
 
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QNetworkReply>
 #include <QTest>
@@ -45,6 +46,22 @@ private Q_SLOTS:
         QTest::addRow("relative workspace")
             << "POST"_ba << u"/api/conversations"_s
             << "{\"workspace\": {\"working_dir\": \"rel\"}}"_ba << 422 << u"invalid_parameter"_s;
+        // A caller's working dir is mounted writable into the sandbox.
+        const auto workingDir = [](const QString &dir) -> QByteArray {
+            return "{\"workspace\": {\"working_dir\": \"" + dir.toUtf8() + "\"}}";
+        };
+        const QString dataDir = m_server->dataDir();
+        QTest::addRow("root as working dir") << "POST"_ba << u"/api/conversations"_s
+                                             << workingDir(u"/"_s) << 422 << u"invalid_parameter"_s;
+        QTest::addRow("data dir as working dir")
+            << "POST"_ba << u"/api/conversations"_s << workingDir(dataDir) << 422
+            << u"invalid_parameter"_s;
+        QTest::addRow("working dir in the data dir")
+            << "POST"_ba << u"/api/conversations"_s << workingDir(dataDir + u"/workspaces/x"_s)
+            << 422 << u"invalid_parameter"_s;
+        QTest::addRow("working dir holding the data dir")
+            << "POST"_ba << u"/api/conversations"_s << workingDir(QFileInfo(dataDir).path()) << 422
+            << u"invalid_parameter"_s;
         QTest::addRow("limit too big") << "GET"_ba << u"/api/conversations/search?limit=101"_s
                                        << ""_ba << 422 << u"invalid_parameter"_s;
         QTest::addRow("bad sort") << "GET"_ba << u"/api/conversations/search?sort_order=NAME"_s

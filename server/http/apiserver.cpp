@@ -58,6 +58,7 @@ struct ApiServer::Answer
     QString route;
     QByteArray method;
     QElapsedTimer timer;
+    bool headOnly = false; // HEAD: the GET answer's status and headers, no body
 };
 
 // The answers a connection is owed, in the order of its requests. A client may send requests
@@ -134,10 +135,14 @@ bool ApiServer::handleRequest(const QHttpServerRequest &request, QTcpSocket *soc
     QElapsedTimer timer;
     timer.start();
     HttpRequest copy = copyRequest(request);
+    // HEAD is GET without the body (RFC 9110): load balancers probe health routes with it.
+    const bool head = copy.method == QHttpServerRequest::Method::Head;
+    if (head)
+        copy.method = QHttpServerRequest::Method::Get;
     const Router::Match match = m_router.match(copy.method, copy.path);
     Answer pending{makeResponder(request, socket),
                    match.route ? match.route->pattern : UnmatchedRoute,
-                   Router::methodName(copy.method), timer};
+                   Router::methodName(request.method()), timer, head};
 
     const auto reject = [&](const ApiError &error,
                             QList<QPair<QByteArray, QByteArray>> headers = {}) {
@@ -252,7 +257,7 @@ void ApiServer::write(Answer &answer, const HttpResponse &response)
     responder.writeHeader("Content-Length", QByteArray::number(response.body.size()));
     for (const auto &[key, value] : response.headers)
         responder.writeHeader(key, value);
-    responder.writeBody(response.body);
+    responder.writeBody(answer.headOnly ? QByteArray() : response.body);
     m_metrics.recordRequest(answer.route, answer.method, response.status, seconds);
 }
 

@@ -69,6 +69,21 @@ public:
         return response;
     }
 
+    // The next answer's head alone (the answer to a HEAD request has no body).
+    std::optional<QByteArray> nextHead()
+    {
+        std::optional<QByteArray> head;
+        waitUntil([&] {
+            const qsizetype end = m_received.indexOf("\r\n\r\n");
+            if (end >= 0 && !head) {
+                head = m_received.first(end);
+                m_received.remove(0, end + 4);
+            }
+            return head.has_value();
+        });
+        return head;
+    }
+
     bool waitForClose()
     {
         return waitUntil([this] { return !isConnected(); });
@@ -435,6 +450,25 @@ private Q_SLOTS:
         QVERIFY(m_server->get(u"/metrics"_s)
                     .body.contains(
                         "agentdeck_http_connections_closed_total{reason=\"not_reading\"} 1\n"));
+    }
+
+    // HEAD is GET without the body (RFC 9110); it was 405 everywhere, health routes included.
+    void headIsAnsweredLikeGetWithoutTheBody()
+    {
+        RawHttp client;
+        QVERIFY(client.connectTo(m_server->url()));
+        client.send("HEAD /alive HTTP/1.1\r\nHost: test\r\n\r\n"
+                    "HEAD /api/conversations/search HTTP/1.1\r\nHost: test\r\n\r\n"
+                    "GET /alive HTTP/1.1\r\nHost: test\r\n\r\n");
+        for (int i = 0; i < 2; ++i) {
+            const auto head = client.nextHead();
+            QVERIFY2(head, client.received().constData());
+            QVERIFY2(head->startsWith("HTTP/1.1 200"), head->constData()); // no body before it
+            QVERIFY(head->contains("Content-Length: "));
+        }
+        const auto get = client.nextResponse();
+        QVERIFY2(get, client.received().constData());
+        QCOMPARE(get->body, R"({"status":"ok"})"_ba);
     }
 
     // HTTP/1.1 answers pipelined requests in their order. Qt's server hands over every request

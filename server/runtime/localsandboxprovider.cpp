@@ -294,6 +294,7 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     watch(id, runtime.get());
     m_owned.insert(id, runtime);
     m_live.insert(id, runtime.get());
+    m_lost.remove(id);
     qCInfo(lcRuntime) << "started sandbox of" << id << "pid" << pid;
     co_return RuntimeAcquisition{runtime, {}};
 }
@@ -307,6 +308,7 @@ void LocalSandboxProvider::watch(const QUuid &id, SandboxRuntime *runtime)
         [this, id, runtime] {
             if (m_live.value(id) == runtime) {
                 qCInfo(lcRuntime) << "sandbox of" << id << "went away";
+                m_lost.insert(id, u"The sandbox host went away; the next run starts a new one"_s);
                 forget(id);
             }
         },
@@ -321,6 +323,7 @@ void LocalSandboxProvider::forget(const QUuid &id)
 
 void LocalSandboxProvider::release(const QUuid &id)
 {
+    m_lost.remove(id);
     if (auto runtime = m_owned.value(id)) {
         runtime->disconnect(this);
         runtime->shutdown();
@@ -364,6 +367,8 @@ RuntimeInfo LocalSandboxProvider::runtimeOf(const ConversationInfo &info) const
         return {RuntimeStatus::Starting, true, std::nullopt};
     if (m_live.contains(info.id))
         return {RuntimeStatus::Available, true, std::nullopt};
+    if (const auto lost = m_lost.constFind(info.id); lost != m_lost.cend())
+        return {RuntimeStatus::Missing, true, RuntimeError{u"sandbox_lost"_s, *lost}};
     return {RuntimeStatus::Missing, true, std::nullopt};
 }
 

@@ -94,6 +94,9 @@ private:
     QHash<QUuid, QPointer<SandboxRuntime>> m_live;
     QHash<QUuid, std::shared_ptr<SandboxRuntime>> m_owned;
     QSet<QUuid> m_starting;
+    // Sandboxes that went away on their own (killed, crashed, stopped for not answering), shown
+    // as runtime_error `sandbox_lost` until the next start or stop.
+    QHash<QUuid, QString> m_lost;
     QTimer m_sweep;
 };
 

@@ -270,6 +270,13 @@ private Q_SLOTS:
             observed = true;
         }
         QVERIFY(observed);
+        const auto runtimeError = [&] {
+            return m_server->get(ServerConnection::conversationPath(id, u"runtime"))
+                .json.toObject()
+                .value(u"runtime_error"_s);
+        };
+        QCOMPARE(runtimeStatus(id), u"missing"_s);
+        QCOMPARE(runtimeError().toObject().value(u"code"_s).toString(), u"sandbox_lost"_s);
         // The next run brings up a new sandbox.
         QVERIFY(m_server
                     ->post(ServerConnection::conversationPath(id, u"events"),
@@ -277,6 +284,7 @@ private Q_SLOTS:
                     .ok());
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
         QCOMPARE(finalResponse(id), u"again\n"_s);
+        QVERIFY(runtimeError().isNull());
     }
 
     void aSearchPageCostsTheSameStatementsAt10And1000()

@@ -339,8 +339,9 @@ void EventStream::onDisconnected()
     Q_EMIT disconnected();
     if (m_closing)
         return;
-    // 4001 (auth) and 4004 (unknown conversation) will not get better by retrying.
-    if (code == 4001 || code == 4004) {
+    // 4001 (auth), 4004 (unknown conversation) and 4022 (bad parameter) will not get better by
+    // retrying.
+    if (code == 4001 || code == 4004 || code == 4022) {
         Q_EMIT closedByServer(code, m_socket->closeReason());
         return;
     }

@@ -190,7 +190,10 @@ void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
         auto *raw = connection.release();
         raw->setParent(this);
         connect(raw, &WebSocketConnection::disconnected, raw, &QObject::deleteLater);
-        raw->close(4004, id ? u"invalid after_seq"_s : u"unknown stream"_s);
+        // A bad after_seq is not an unknown conversation: clients give up on 4004.
+        raw->close(id ? EventStreamSession::CloseInvalidParameter
+                      : EventStreamSession::CloseNotFound,
+                   id ? u"after_seq must be a whole number from 0"_s : u"unknown stream"_s);
         return;
     }
     const quint64 serial = m_nextSerial++;

@@ -15,12 +15,6 @@ using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
 
-namespace {
-constexpr int CloseUnauthorized = 4001;
-constexpr int CloseNotFound = 4004;
-constexpr int CloseSlowConsumer = 1013;
-} // namespace
-
 EventStreamSession::EventStreamSession(std::unique_ptr<WebSocketConnection> socket, quint64 serial,
                                        const QUuid &conversationId, std::optional<qint64> afterSeq,
                                        EventStreams &streams, QObject *parent)

@@ -22,6 +22,13 @@ class EventStreamSession : public QObject, public EventSubscriber
 {
     Q_OBJECT
 public:
+    // Close codes of event streams beyond RFC 6455's: 4000 + the HTTP status they stand for,
+    // and 1013 for a client that does not read (DESIGN.md, WebSocket).
+    static constexpr int CloseUnauthorized = 4001;
+    static constexpr int CloseNotFound = 4004;
+    static constexpr int CloseInvalidParameter = 4022;
+    static constexpr int CloseSlowConsumer = 1013;
+
     EventStreamSession(std::unique_ptr<WebSocketConnection> socket, quint64 serial,
                        const QUuid &conversationId, std::optional<qint64> afterSeq,
                        EventStreams &streams, QObject *parent = nullptr);

@@ -25,6 +25,7 @@ namespace {
 
 constexpr int CloseUnauthorized = 4001;
 constexpr int CloseNotFound = 4004;
+constexpr int CloseInvalidParameter = 4022;
 constexpr int CloseSlowConsumer = 1013;
 const QByteArray SlowConsumerDrops = "agentdeck_websocket_slow_consumer_drops_total"_ba;
 
@@ -597,6 +598,26 @@ private Q_SLOTS:
         StreamClient client(streamUrl(*m_server, idPart, u"after_seq=0"_s));
         QVERIFY2(client.waitClosed(), "the server did not close the stream");
         QCOMPARE(client.closeCode, CloseNotFound);
+        QVERIFY(client.events.isEmpty());
+    }
+
+    // A bad after_seq is the client's mistake, not an unknown conversation: clients give up
+    // on 4004 ("not found").
+    void badAfterSeqClosesWith4022_data()
+    {
+        QTest::addColumn<QString>("query");
+        QTest::addRow("negative") << u"after_seq=-5"_s;
+        QTest::addRow("not a number") << u"after_seq=abc"_s;
+        QTest::addRow("too large") << u"after_seq=99999999999999999999"_s;
+    }
+    void badAfterSeqClosesWith4022()
+    {
+        QFETCH(QString, query);
+        QVERIFY(startServer());
+        const QUuid id = createEcho();
+        StreamClient client(streamUrl(*m_server, toWireId(id), query));
+        QVERIFY2(client.waitClosed(), "the server did not close the stream");
+        QCOMPARE(client.closeCode, CloseInvalidParameter);
         QVERIFY(client.events.isEmpty());
     }
 

@@ -1,5 +1,6 @@
 #include "processruntime.h"
 
+#include "commandoutput.h"
 #include "logging.h"
 
 #include <QCoroProcess>
@@ -15,9 +16,7 @@ using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
 
-namespace {
-constexpr qsizetype MaxOutputBytes = 1024 * 1024;
-} // namespace
+namespace {} // namespace
 
 QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
 {
@@ -62,16 +61,12 @@ QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
         auto reaping = qCoro(process.get()).waitForFinished(std::chrono::seconds(5));
         co_await std::move(reaping);
     }
-    QByteArray output = process->readAll();
-    if (output.size() > MaxOutputBytes)
-        output = output.left(MaxOutputBytes) + "\n[output truncated]\n"_ba;
-    result.output = QString::fromUtf8(output);
+    const bool timedOut = !finished && !m_interrupted;
+    result.output = commandOutput(process->readAll(), timedOut);
     result.interrupted = m_interrupted;
     result.exitCode = process->exitStatus() == QProcess::NormalExit ? process->exitCode() : -1;
-    if (!finished && !m_interrupted) {
-        result.output += u"\n[command timed out]"_s;
+    if (timedOut)
         result.exitCode = 124;
-    }
     co_return result;
 }
 

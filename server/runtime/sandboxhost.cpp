@@ -1,5 +1,6 @@
 #include "sandboxhost.h"
 
+#include "commandoutput.h"
 #include "logging.h"
 
 #include <QCommandLineParser>
@@ -21,7 +22,6 @@ using namespace Qt::StringLiterals;
 namespace AgentDeck {
 
 namespace {
-constexpr qsizetype MaxOutputBytes = 1024 * 1024;
 
 bool bubblewrapWorks(const QString &program)
 {
@@ -236,20 +236,16 @@ void SandboxHost::onCommandFinished()
         return;
     m_commandTimeout.stop();
     QByteArray output = m_process->readAll();
-    if (output.size() > MaxOutputBytes)
-        output = output.left(MaxOutputBytes) + "\n[output truncated]\n"_ba;
     int exitCode = m_process->exitStatus() == QProcess::NormalExit ? m_process->exitCode() : -1;
     if (m_process->error() == QProcess::FailedToStart) {
         output = m_process->errorString().toUtf8();
         exitCode = 127;
     }
-    if (m_timedOut) {
-        output += "\n[command timed out]"_ba;
+    if (m_timedOut)
         exitCode = 124;
-    }
     send({{u"type"_s, u"result"_s},
           {u"request_id"_s, m_requestId},
-          {u"output"_s, QString::fromUtf8(output)},
+          {u"output"_s, commandOutput(std::move(output), m_timedOut)},
           {u"exit_code"_s, exitCode},
           {u"interrupted"_s, m_interrupted && !m_timedOut}});
     m_process->deleteLater();

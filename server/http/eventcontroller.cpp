@@ -114,8 +114,11 @@ void EventController::registerRoutes(Router &router, ConversationService &servic
                         const QJsonValue accept = body.value(u"accept"_s);
                         if (!accept.isBool())
                             throw ApiError::invalidParameter(u"accept must be a boolean"_s);
+                        const QJsonValue reason = body.value(u"reason"_s);
+                        if (!reason.isUndefined() && !reason.isNull() && !reason.isString())
+                            throw ApiError::invalidParameter(u"reason must be a string"_s);
                         auto responding = service.respondToConfirmation(
-                            request.idArg(0), accept.toBool(), body.value(u"reason"_s).toString());
+                            request.idArg(0), accept.toBool(), reason.toString());
                         const ConversationInfo info = co_await std::move(responding);
                         co_return HttpResponse::json(info.toJson());
                     });

@@ -82,6 +82,9 @@ private Q_SLOTS:
         QTest::addRow("bad confirmation")
             << "POST"_ba << item + u"/events/respond_to_confirmation"_s
             << "{\"accept\": \"yes\"}"_ba << 422 << u"invalid_parameter"_s;
+        QTest::addRow("confirmation reason not a string")
+            << "POST"_ba << item + u"/events/respond_to_confirmation"_s
+            << "{\"accept\": false, \"reason\": 5}"_ba << 422 << u"invalid_parameter"_s;
         QTest::addRow("bad patch")
             << "PATCH"_ba << item << "{\"tags\": [1]}"_ba << 422 << u"invalid_parameter"_s;
         QTest::addRow("title too long")

@@ -33,8 +33,9 @@ QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
             environment.remove(name);
     }
     process->setProcessEnvironment(environment);
-    // A process group of its own, so that an interrupt stops the command's children too; and
-    // bash dies with the server (its children may not: use the local runtime for that).
+    // A process group of its own, so that an interrupt, a timeout and the command's end stop
+    // its children too; and bash dies with the server (its children may not, should the server
+    // be killed mid-command: use the local runtime for that).
     process->setChildProcessModifier([] {
         ::setsid();
         ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -48,6 +49,7 @@ QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
         result.exitCode = 127;
         co_return result;
     }
+    const auto group = static_cast<pid_t>(process->processId());
     bool finished = true;
     if (request.timeout.count() > 0) {
         auto finishing = qCoro(process.get()).waitForFinished(request.timeout);
@@ -57,10 +59,14 @@ QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
         co_await std::move(finishing);
     }
     if (!finished) {
-        ::kill(-static_cast<pid_t>(process->processId()), SIGKILL);
+        ::kill(-group, SIGKILL);
         auto reaping = qCoro(process.get()).waitForFinished(std::chrono::seconds(5));
         co_await std::move(reaping);
     }
+    // What the command left running in the background ends with it, as in a sandbox (whose
+    // commands run in a PID namespace of their own): `sleep 600 &` outlived its command, and
+    // the server.
+    ::kill(-group, SIGKILL);
     const bool timedOut = !finished && !m_interrupted;
     result.output = commandOutput(process->readAll(), timedOut);
     result.interrupted = m_interrupted;

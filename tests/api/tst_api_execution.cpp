@@ -4,7 +4,10 @@
 
 #include <QDir>
 #include <QElapsedTimer>
+#include <QFile>
 #include <QJsonArray>
+#include <QProcess>
+#include <QRandomGenerator>
 #include <QTest>
 
 using namespace Qt::StringLiterals;
@@ -38,6 +41,35 @@ private Q_SLOTS:
         QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
     }
     void cleanup() { m_server.reset(); }
+
+    // What a command leaves running in the background ends with it, in the in-server runtime
+    // as in a sandbox: `sleep &` outlived its command, and the server.
+    void backgroundChildrenEndWithTheirCommand()
+    {
+        TestServerOptions options;
+        options.inProcessRuntime = true;
+        TestServer server(std::move(options));
+        QVERIFY2(server.start(), qPrintable(server.errorString()));
+        const QByteArray seconds =
+            QByteArray::number(300'000 + QRandomGenerator::global()->bounded(99'999));
+        const auto sleeping = [&] {
+            int found = 0;
+            for (const QString &pid : QDir(u"/proc"_s).entryList(QDir::Dirs)) {
+                QFile cmdline(u"/proc/%1/cmdline"_s.arg(pid));
+                if (cmdline.open(QIODevice::ReadOnly) &&
+                    cmdline.readAll().split('\0').mid(0, 2) == QList<QByteArray>{"sleep", seconds})
+                    ++found;
+            }
+            return found;
+        };
+        const QUuid id =
+            server.create(shell(u"sleep "_s + QString::fromLatin1(seconds) + u" & echo started"_s));
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        const bool ended = QTest::qWaitFor([&] { return sleeping() == 0; }, 5000);
+        if (!ended)
+            QProcess::execute(u"pkill"_s, {u"-f"_s, u"sleep "_s + QString::fromLatin1(seconds)});
+        QVERIFY(ended);
+    }
 
     void shellRunsCommandInItsWorkspaceAndFinishes()
     {

@@ -25,9 +25,13 @@
 #include <QElapsedTimer>
 #include <QHostInfo>
 #include <QLockFile>
+#include <QStorageInfo>
 #include <QTcpServer>
 #include <QThread>
 #include <QTimer>
+
+#include <cerrno>
+#include <csignal>
 
 using namespace Qt::StringLiterals;
 
@@ -129,11 +133,18 @@ bool AgentDeckServer::start(QString *error)
         qint64 pid = 0;
         QString host, app;
         d->lock->getLockInfo(&pid, &host, &app);
+        // QLockFile takes over a lock whose process is gone by writing a new one; when it
+        // cannot write (a full disk), it reports the dead PID's lock as held.
+        const bool held = d->lock->error() == QLockFile::LockFailedError &&
+                          (pid <= 0 || ::kill(pid_t(pid), 0) == 0 || errno != ESRCH);
+        const QStorageInfo storage(dataDir);
+        const QString why = storage.isValid() && storage.bytesAvailable() == 0
+                                ? u": the disk is full"_s
+                                : QString();
         *error =
-            d->lock->error() == QLockFile::LockFailedError
-                ? u"data dir %1 is in use by another AgentDeck server (pid %2)"_s.arg(dataDir).arg(
-                      pid)
-                : u"cannot lock data dir %1"_s.arg(dataDir);
+            held ? u"data dir %1 is in use by another AgentDeck server (pid %2)"_s.arg(dataDir).arg(
+                       pid)
+                 : u"cannot lock data dir %1%2"_s.arg(dataDir, why);
         return false;
     }
 

@@ -2,6 +2,7 @@
 // replay and live, ordering under concurrent publishing, auth, unknown ids, message and bad
 // frames, and the per-connection byte budget (slow consumers are dropped, publishing never waits).
 #include "conversationservice.h"
+#include "testevents.h"
 #include "testserver.h"
 
 #include <QCoroTask>
@@ -88,16 +89,6 @@ qint64 metric(TestServer &server, const QByteArray &name)
             return line.mid(name.size() + 1).trimmed().toLongLong();
     }
     return -1;
-}
-
-QString messageText(const QJsonObject &event)
-{
-    QString text;
-    const QJsonArray content =
-        event.value(u"llm_message"_s).toObject().value(u"content"_s).toArray();
-    for (const QJsonValue &part : content)
-        text += part.toObject().value(u"text"_s).toString();
-    return text;
 }
 
 // A plain QWebSocket that records every frame it gets, so duplicates and gaps stay visible

@@ -1,6 +1,7 @@
 // The server's own RFC 6455 implementation at the frame level, with a raw TCP client: the
 // handshake and its refusals, fragmented messages, ping/pong, the close handshake, and the frames
 // a server must refuse (unmasked, oversized, unknown opcodes, invalid UTF-8).
+#include "testevents.h"
 #include "testserver.h"
 
 #include <QCryptographicHash>
@@ -244,17 +245,7 @@ private Q_SLOTS:
         QCOMPARE(pong->opcode, quint8(0xA));
         QCOMPARE(pong->payload, "in between"_ba);
         QVERIFY(waitUntil([&] { return m_server->events(m_id).size() == 1; }));
-        const QString text = m_server->events(m_id)
-                                 .first()
-                                 .value(u"llm_message"_s)
-                                 .toObject()
-                                 .value(u"content"_s)
-                                 .toArray()
-                                 .first()
-                                 .toObject()
-                                 .value(u"text"_s)
-                                 .toString();
-        QCOMPARE(text, u"in three parts"_s);
+        QCOMPARE(messageText(m_server->events(m_id).first()), u"in three parts"_s);
     }
 
     void largeMessageWithLongLength()

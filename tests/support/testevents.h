@@ -1,6 +1,7 @@
 #pragma once
 
 // Helpers for events as the API returns them (JSON objects), shared by API and system tests.
+#include <QJsonArray>
 #include <QJsonObject>
 #include <QList>
 
@@ -15,6 +16,19 @@ inline QList<QJsonObject> ofKind(const QList<QJsonObject> &events, const QString
             found.append(event);
     }
     return found;
+}
+
+// The text of a MessageEvent, its content parts joined.
+inline QString messageText(const QJsonObject &event)
+{
+    QString text;
+    const QJsonArray content = event.value(QLatin1String("llm_message"))
+                                   .toObject()
+                                   .value(QLatin1String("content"))
+                                   .toArray();
+    for (const QJsonValue &part : content)
+        text += part.toObject().value(QLatin1String("text")).toString();
+    return text;
 }
 
 } // namespace AgentDeck::Testing

@@ -3,6 +3,7 @@
 #include "fakes.h"
 #include "storage/conversationstore.h"
 #include "storage/database.h"
+#include "testevents.h"
 #include "testserver.h"
 
 #include <QJsonArray>
@@ -167,14 +168,7 @@ private Q_SLOTS:
         for (const QJsonObject &event : m_server->events(id)) {
             if (event.value(u"kind"_s) == u"MessageEvent"_s &&
                 event.value(u"source"_s) == u"agent"_s)
-                replies.append(event.value(u"llm_message"_s)
-                                   .toObject()
-                                   .value(u"content"_s)
-                                   .toArray()
-                                   .first()
-                                   .toObject()
-                                   .value(u"text"_s)
-                                   .toString());
+                replies.append(messageText(event));
         }
         QCOMPARE(replies, (QStringList{u"ran: long"_s, u"ran: echo a"_s, u"ran: echo b"_s,
                                        u"ran: echo c"_s}));

@@ -37,6 +37,18 @@ using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
 
+namespace {
+// Runs after startup, in batches (see ConversationService::removeOrphanedDirs).
+QCoro::Task<> removeOrphanedDirs(QPointer<ConversationService> service, QStringList roots)
+{
+    auto removing = service->removeOrphanedDirs(std::move(roots));
+    const int removed = co_await std::move(removing);
+    if (removed > 0)
+        qCInfo(lcServer) << "removed" << removed
+                         << "directories of conversations that no longer exist";
+}
+} // namespace
+
 ServerParts::ServerParts() = default;
 ServerParts::ServerParts(ServerParts &&) noexcept = default;
 ServerParts &ServerParts::operator=(ServerParts &&) noexcept = default;
@@ -264,6 +276,7 @@ void AgentDeckServer::recover()
         if (recovered > 0)
             qCInfo(lcServer) << "recovered" << recovered << "interrupted runs in" << timer.elapsed()
                              << "ms";
+
     } catch (const std::exception &error) {
         qCCritical(lcServer) << "recovery failed:" << error.what();
     }
@@ -284,6 +297,9 @@ void AgentDeckServer::recover()
     }
     d->http->setReady(true);
     Q_EMIT ready();
+    const QDir dataDir(m_config.dataDir);
+    removeOrphanedDirs(d->service.get(),
+                       {dataDir.filePath(u"workspaces"_s), dataDir.filePath(u"runtimes"_s)});
 }
 
 QCoro::Task<> AgentDeckServer::stop()

@@ -13,9 +13,11 @@
 
 #include <QCoroTimer>
 #include <QDir>
+#include <QDirIterator>
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <QJsonDocument>
+#include <QPointer>
 
 using namespace Qt::StringLiterals;
 
@@ -311,6 +313,37 @@ void ConversationService::remove(const QUuid &id)
         QDir(info.workingDir).removeRecursively();
     qCInfo(lcServer) << "deleted conversation" << id;
     Q_EMIT deleted(id);
+}
+
+QCoro::Task<int> ConversationService::removeOrphanedDirs(QStringList roots)
+{
+    constexpr qsizetype Batch = 500;
+    QPointer<ConversationService> self(this);
+    int removed = 0;
+    for (const QString &root : std::as_const(roots)) {
+        QDirIterator entries(root, QDir::Dirs | QDir::NoDotAndDotDot);
+        while (entries.hasNext()) {
+            QList<QUuid> batch;
+            while (batch.size() < Batch && entries.hasNext()) {
+                if (const auto id = parseWireId(entries.next().section(u'/', -1)))
+                    batch.append(*id);
+            }
+            // Checked when removed: a create makes its directory and its row in one turn.
+            const QSet<QUuid> existing = m_store.existingIds(batch);
+            for (const QUuid &id : std::as_const(batch)) {
+                if (existing.contains(id))
+                    continue;
+                m_runtimes.release(id);
+                if (QDir(QDir(root).filePath(toWireId(id))).removeRecursively())
+                    ++removed;
+            }
+            auto turn = QCoro::sleepFor(std::chrono::milliseconds(0));
+            co_await std::move(turn);
+            if (!self || m_stopping)
+                co_return removed;
+        }
+    }
+    co_return removed;
 }
 
 QString ConversationService::releaseLocalParts(const QUuid &id)

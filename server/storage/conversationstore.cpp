@@ -315,6 +315,22 @@ QList<std::optional<ConversationInfo>> ConversationStore::findMany(const QList<Q
     return result;
 }
 
+QSet<QUuid> ConversationStore::existingIds(const QList<QUuid> &ids)
+{
+    QSet<QUuid> existing;
+    if (ids.isEmpty())
+        return existing;
+    QStringList placeholders(ids.size(), u"?"_s);
+    QSqlQuery q = m_db.prepare(u"SELECT id FROM conversations WHERE id IN ("_s +
+                               placeholders.join(u',') + u')');
+    for (const QUuid &id : ids)
+        q.addBindValue(toWireId(id));
+    m_db.exec(q);
+    while (q.next())
+        existing.insert(QUuid(q.value(0).toString()));
+    return existing;
+}
+
 ConversationPageResult ConversationStore::search(const ConversationFilter &filter,
                                                  ConversationSort sort, const QString &pageId,
                                                  int limit)

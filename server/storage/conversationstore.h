@@ -7,6 +7,7 @@
 #include <QByteArray>
 #include <QCache>
 #include <QList>
+#include <QSet>
 
 #include <functional>
 
@@ -103,6 +104,8 @@ public:
              const std::function<RuntimeInfo(const ConversationInfo &)> &runtimeOf);
     // One statement for the whole batch; the result keeps the order of `ids`.
     QList<std::optional<ConversationInfo>> findMany(const QList<QUuid> &ids);
+    // Which of `ids` name a conversation (reads the ids alone).
+    QSet<QUuid> existingIds(const QList<QUuid> &ids);
     // Throws ApiError 422 for a page id that is not one of ours.
     ConversationPageResult search(const ConversationFilter &filter, ConversationSort sort,
                                   const QString &pageId, int limit);

@@ -247,6 +247,31 @@ private Q_SLOTS:
         QCOMPARE(toString(info->executionStatus), u"paused"_s);
     }
 
+    // A delete removes the row, then the files: a crash in between, or a delete by another
+    // replica, left directories nothing refers to, for good.
+    void startupRemovesDirectoriesOfConversationsThatAreGone()
+    {
+        startServer();
+        const QUuid kept = m_server->create(shell(u"echo hi"_s, false));
+        QVERIFY(!kept.isNull());
+        m_server->stop();
+        const QDir data(m_dir->path());
+        const QString gone = toWireId(QUuid::createUuid());
+        const QStringList made{u"workspaces/"_s + gone + u"/src"_s,
+                               u"runtimes/"_s + gone + u"/home"_s, u"workspaces/notes"_s};
+        for (const QString &path : made)
+            QVERIFY(data.mkpath(path));
+
+        startServer();
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                return !data.exists(u"workspaces/"_s + gone) && !data.exists(u"runtimes/"_s + gone);
+            },
+            5000));
+        QVERIFY(data.exists(u"workspaces/"_s + toWireId(kept)));
+        QVERIFY(data.exists(u"workspaces/notes"_s)); // not a conversation's
+    }
+
     void seqsStayGaplessWhenWritersInterleave()
     {
         startServer();

@@ -94,6 +94,8 @@ CreateConversationRequest::fromJson(const QJsonObject &object, QString *error)
     }
     if (const QJsonValue workspace = object.value(u"workspace"_s);
         !workspace.isUndefined() && !workspace.isNull()) {
+        if (!workspace.isObject())
+            return fail(u"workspace must be {\"working_dir\": string}"_s);
         const QJsonValue dir = workspace.toObject().value(u"working_dir"_s);
         if (!dir.isUndefined() && !dir.isNull() && !dir.isString())
             return fail(u"workspace.working_dir must be a string"_s);

@@ -26,6 +26,10 @@ QJsonObject HttpRequest::jsonObject() const
         return {};
     QJsonParseError error;
     const QJsonDocument document = QJsonDocument::fromJson(body, &error);
+    // Qt reads only objects and arrays as documents: `null`, `"x"` or `5` are JSON all the same.
+    if (error.error != QJsonParseError::NoError &&
+        QJsonDocument::fromJson("[" + body + "]").isArray())
+        throw ApiError{400, u"malformed_json"_s, u"The request body must be a JSON object"_s};
     if (error.error != QJsonParseError::NoError)
         throw ApiError{
             400, u"malformed_json"_s,

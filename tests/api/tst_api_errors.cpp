@@ -35,6 +35,9 @@ private Q_SLOTS:
                                         << 400 << u"malformed_json"_s;
         QTest::addRow("json not an object")
             << "POST"_ba << u"/api/conversations"_s << "[1,2]"_ba << 400 << u"malformed_json"_s;
+        QTest::addRow("workspace not an object")
+            << "POST"_ba << u"/api/conversations"_s << "{\"workspace\": \"/tmp\"}"_ba << 422
+            << u"invalid_parameter"_s;
         QTest::addRow("bad uuid") << "GET"_ba << u"/api/conversations/not-a-uuid"_s << ""_ba << 422
                                   << u"invalid_parameter"_s;
         QTest::addRow("bad conversation_id")
@@ -163,6 +166,18 @@ private Q_SLOTS:
                 m_server->get(item + u"/events/count"_s, QUrlQuery{{u"body"_s, text}});
             QVERIFY2(events.ok(), events.body.left(300).constData());
             QCOMPARE(events.json.toInt(-1), 0);
+        }
+    }
+
+    // `null`, `"x"` and `5` are JSON: Qt's parser, which takes only objects and arrays, had
+    // them answered as "not valid JSON: illegal value".
+    void aJsonScalarBodyIsNotAnObject()
+    {
+        for (const QByteArray &body : {"null"_ba, "\"x\""_ba, "5"_ba}) {
+            const ApiReply reply = QCoro::waitFor(
+                m_server->client().request("POST"_ba, u"/api/conversations"_s, {}, body));
+            QCOMPARE(reply.status, 400);
+            QCOMPARE(reply.detail, u"The request body must be a JSON object"_s);
         }
     }
 

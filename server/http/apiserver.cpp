@@ -152,6 +152,10 @@ bool ApiServer::handleRequest(const QHttpServerRequest &request, QTcpSocket *soc
         return true;
     };
 
+    // The key first: without it, /api answers nothing else, not even which routes exist.
+    const bool isApi = copy.path.startsWith(u"/api/"_s) || copy.path == u"/api"_s;
+    if (isApi && m_auth.enabled() && !m_auth.accepts(copy.header("X-Session-API-Key")))
+        return reject({401, u"unauthorized"_s, u"Missing or wrong X-Session-API-Key header"_s});
     if (!match.route) {
         if (!match.allowedMethods.isEmpty())
             return reject({405, u"method_not_allowed"_s,
@@ -162,9 +166,6 @@ bool ApiServer::handleRequest(const QHttpServerRequest &request, QTcpSocket *soc
         return reject(ApiError::notFound(
             u"No route for %1 %2"_s.arg(QString::fromLatin1(pending.method), copy.path)));
     }
-    const bool isApi = copy.path.startsWith(u"/api/"_s);
-    if (isApi && m_auth.enabled() && !m_auth.accepts(copy.header("X-Session-API-Key")))
-        return reject({401, u"unauthorized"_s, u"Missing or wrong X-Session-API-Key header"_s});
     // The listener refuses such a body from its head or chunks before it is read (see
     // HttpRequestFollower); this is the backstop should a framing slip past it.
     if (copy.body.size() > m_limits.maxBodyBytes)

@@ -547,6 +547,10 @@ private Q_SLOTS:
         ServerConnection wrong(m_server->url());
         wrong.setApiKey(u"key-two"_s);
         QCOMPARE(QCoro::waitFor(wrong.get(u"/api/conversations/search"_s)).status, 401);
+        // Without the key /api does not tell which routes exist: no 404 or 405.
+        QCOMPARE(QCoro::waitFor(anonymous.get(u"/api/no/such/route"_s)).status, 401);
+        QCOMPARE(QCoro::waitFor(anonymous.request("PUT"_ba, u"/api/conversations/search"_s)).status,
+                 401);
         QCOMPARE(QCoro::waitFor(anonymous.get(u"/alive"_s)).status, 200);
         QCOMPARE(m_server->get(u"/api/conversations/search"_s).status, 200);
     }

@@ -137,7 +137,9 @@ QCoro::Task<CommandResult> SandboxRuntime::execute(CommandRequest request)
                                  now - startedMs > request.timeout.count() + UnresponsiveMs;
             if (unanswered || overdue) {
                 qCWarning(lcRuntime) << "sandbox host" << m_pid << "does not answer; killing it";
-                ::kill(static_cast<pid_t>(m_pid), SIGKILL);
+                if (m_pid > 0) // never 0: that would be the server's own process group
+                    ::kill(static_cast<pid_t>(m_pid), SIGKILL);
+                m_socket->abort();
                 m_pendingRequest.clear();
                 co_return CommandResult{u"[the sandbox did not answer and was stopped]"_s, -1,
                                         true};

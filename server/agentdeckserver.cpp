@@ -41,11 +41,16 @@ namespace {
 // Runs after startup, in batches (see ConversationService::removeOrphanedDirs).
 QCoro::Task<> removeOrphanedDirs(QPointer<ConversationService> service, QStringList roots)
 {
-    auto removing = service->removeOrphanedDirs(std::move(roots));
-    const int removed = co_await std::move(removing);
-    if (removed > 0)
-        qCInfo(lcServer) << "removed" << removed
-                         << "directories of conversations that no longer exist";
+    try {
+        auto removing = service->removeOrphanedDirs(std::move(roots));
+        const int removed = co_await std::move(removing);
+        if (removed > 0)
+            qCInfo(lcServer) << "removed" << removed
+                             << "directories of conversations that no longer exist";
+    } catch (const std::exception &error) {
+        qCWarning(lcServer) << "cannot look for directories of deleted conversations:"
+                            << error.what();
+    }
 }
 } // namespace
 

@@ -42,6 +42,11 @@ template<typename Call> HttpResponse guarded(Call &&call)
         return HttpResponse::error(error);
     } catch (const StorageError &error) {
         qCWarning(lcHttp) << "storage failure:" << error.what();
+        if (error.diskFull())
+            return HttpResponse::error({503, u"storage_full"_s,
+                                        u"The server's disk is full: nothing can be stored until "
+                                        "space is freed"_s,
+                                        30});
         return HttpResponse::error(
             {503, u"storage_unavailable"_s, u"Storage is unavailable; retry shortly"_s, 1});
     } catch (const std::exception &error) {

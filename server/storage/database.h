@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
 
 namespace AgentDeck {
 
@@ -22,6 +23,15 @@ class StorageError : public std::runtime_error
 {
 public:
     using std::runtime_error::runtime_error;
+
+    // Whether the database could not write for want of space (SQLite's SQLITE_FULL, a
+    // PostgreSQL server out of disk): the fix is the operator's, not a retry's.
+    bool diskFull() const
+    {
+        const std::string_view text(what());
+        return text.find("database or disk is full") != std::string_view::npos ||
+               text.find("No space left on device") != std::string_view::npos;
+    }
 };
 
 // One Qt Sql connection with its migrations, a cache of prepared statements for the hot paths

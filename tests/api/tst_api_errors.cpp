@@ -1,9 +1,11 @@
 // Bad input never crashes the server and never gets a 500; keys protect /api, not health.
+#include "storage/database.h"
 #include "testserver.h"
 
 #include <QFileInfo>
 #include <QJsonArray>
 #include <QNetworkReply>
+#include <QSqlQuery>
 #include <QTest>
 
 using namespace Qt::StringLiterals;
@@ -179,6 +181,30 @@ private Q_SLOTS:
             QCOMPARE(reply.status, 400);
             QCOMPARE(reply.detail, u"The request body must be a JSON object"_s);
         }
+    }
+
+    // A full disk is the operator's to fix: the answer says so, rather than "retry shortly".
+    void aFullDiskIsNamed()
+    {
+        if (TestServer::usesPostgres())
+            QSKIP("SQLite's page limit stands in for a full disk");
+        Database &db = m_server->server().database();
+        const auto pragma = [&](const QString &sql) {
+            QSqlQuery query = db.prepare(sql);
+            db.exec(query);
+            return query.next() ? query.value(0).toLongLong() : -1;
+        };
+        const qint64 pages = pragma(u"PRAGMA page_count"_s);
+        pragma(u"PRAGMA max_page_count = %1"_s.arg(pages));
+        ApiReply refused;
+        for (int i = 0; i < 500 && refused.status != 503; ++i)
+            refused = m_server->call("POST"_ba, u"/api/conversations"_s,
+                                     QJsonObject{{u"title"_s, QString(200, u'x')}});
+        pragma(u"PRAGMA max_page_count = 1073741823"_s);
+        QCOMPARE(refused.status, 503);
+        QCOMPARE(refused.errorCode, u"storage_full"_s);
+        QVERIFY(refused.detail.contains(u"disk is full"_s));
+        QVERIFY(m_server->call("POST"_ba, u"/api/conversations"_s).ok());
     }
 
     void wrongMethodNamesTheAllowedOnes()

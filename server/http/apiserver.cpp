@@ -1,5 +1,6 @@
 #include "apiserver.h"
 
+#include "answerline.h"
 #include "apiauth.h"
 #include "apierror.h"
 #include "logging.h"
@@ -11,8 +12,7 @@
 #include <QHttpServerResponder>
 #include <QTcpSocket>
 
-#include <deque>
-#include <optional>
+#include <memory>
 
 using namespace Qt::StringLiterals;
 
@@ -64,62 +64,6 @@ struct ApiServer::Answer
     QByteArray method;
     QElapsedTimer timer;
     bool headOnly = false; // HEAD: the GET answer's status and headers, no body
-};
-
-// The answers a connection is owed, in the order of its requests. A client may send requests
-// without waiting for answers (HTTP/1.1 pipelining), and Qt's server hands over every request
-// of a read at once; an asynchronous handler then finishes after a later request's, whose
-// answer would otherwise go first and be taken for the earlier one's. A child of its socket,
-// made when a connection first has a request in an asynchronous handler.
-class AnswerLine : public QObject
-{
-public:
-    explicit AnswerLine(QTcpSocket *socket)
-        : QObject(socket)
-    {}
-
-    static AnswerLine *of(QTcpSocket *socket)
-    {
-        for (QObject *child : socket->children()) {
-            if (auto *line = dynamic_cast<AnswerLine *>(child))
-                return line;
-        }
-        return nullptr;
-    }
-
-    bool isEmpty() const { return m_places.empty(); }
-
-    // A place at the end of the line, and its number.
-    quint64 join(ApiServer::Answer answer)
-    {
-        m_places.push_back({std::move(answer), std::nullopt});
-        return m_front + m_places.size() - 1;
-    }
-
-    void fill(quint64 place, HttpResponse response)
-    {
-        m_places[place - m_front].response = std::move(response);
-    }
-
-    // Hands the answers at the front that are ready to `write`, in order.
-    template<typename Write> void flush(Write &&write)
-    {
-        while (!m_places.empty() && m_places.front().response) {
-            Place place = std::move(m_places.front());
-            m_places.pop_front();
-            ++m_front;
-            write(place.answer, *place.response);
-        }
-    }
-
-private:
-    struct Place
-    {
-        ApiServer::Answer answer;
-        std::optional<HttpResponse> response;
-    };
-    std::deque<Place> m_places;
-    quint64 m_front = 0; // the number of the place at the front
 };
 
 ApiServer::ApiServer(const Router &router, const ApiAuth &auth, Metrics &metrics, HttpLimits limits,
@@ -184,12 +128,10 @@ bool ApiServer::handleRequest(const QHttpServerRequest &request, QTcpSocket *soc
         answer(socket, std::move(pending), std::move(response));
         return true;
     }
-    AnswerLine *line = AnswerLine::of(socket);
-    if (!line)
-        line = new AnswerLine(socket);
-    const quint64 place = line->join(std::move(pending));
+    AnswerLine &line = AnswerLine::on(socket);
+    const quint64 place = line.join();
     ++m_handling;
-    answerAsync(match.route, std::move(copy), line, place);
+    answerAsync(match.route, std::move(copy), std::move(pending), &line, place);
     return true;
 }
 
@@ -203,7 +145,7 @@ void ApiServer::missingHandler(const QHttpServerRequest &request, QTcpSocket *so
            HttpResponse::error(ApiError::notFound(u"No route for "_s + request.url().path())));
 }
 
-QCoro::Task<> ApiServer::answerAsync(const Router::Route *route, HttpRequest request,
+QCoro::Task<> ApiServer::answerAsync(const Router::Route *route, HttpRequest request, Answer answer,
                                      QPointer<AnswerLine> line, quint64 place)
 {
     const QString pattern = route->pattern;
@@ -225,8 +167,9 @@ QCoro::Task<> ApiServer::answerAsync(const Router::Route *route, HttpRequest req
         m_metrics.recordRequest(pattern, method, 499, timer.nsecsElapsed() / 1e9);
         co_return;
     }
-    line->fill(place, std::move(response));
-    line->flush([this](Answer &answer, const HttpResponse &response) { write(answer, response); });
+    auto pending = std::make_shared<Answer>(std::move(answer));
+    line->fill(place,
+               [this, pending, response = std::move(response)] { write(*pending, response); });
 }
 
 QCoro::Task<bool> ApiServer::drain(std::chrono::milliseconds timeout)
@@ -247,7 +190,9 @@ void ApiServer::answer(QTcpSocket *socket, Answer answer, HttpResponse response)
         write(answer, response);
         return;
     }
-    line->fill(line->join(std::move(answer)), std::move(response));
+    auto pending = std::make_shared<Answer>(std::move(answer));
+    line->fill(line->join(),
+               [this, pending, response = std::move(response)] { write(*pending, response); });
 }
 
 void ApiServer::write(Answer &answer, const HttpResponse &response)

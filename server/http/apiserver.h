@@ -11,7 +11,7 @@ class QHttpServerResponder;
 
 namespace AgentDeck {
 
-class AnswerLine; // one connection's answers in request order; apiserver.cpp
+class AnswerLine;
 class ApiAuth;
 class Metrics;
 
@@ -39,10 +39,9 @@ protected:
     void missingHandler(const QHttpServerRequest &request, QTcpSocket *socket) override;
 
 private:
-    friend class AnswerLine;
     struct Answer;
 
-    QCoro::Task<> answerAsync(const Router::Route *route, HttpRequest request,
+    QCoro::Task<> answerAsync(const Router::Route *route, HttpRequest request, Answer answer,
                               QPointer<AnswerLine> line, quint64 place);
     // Writes `response` now, or once the answers to the connection's earlier requests are out.
     void answer(QTcpSocket *socket, Answer answer, HttpResponse response);

@@ -1,5 +1,6 @@
 #include "httplistener.h"
 
+#include "answerline.h"
 #include "apierror.h"
 #include "httphead.h"
 #include "httprequestfollower.h"
@@ -9,11 +10,13 @@
 
 #include <QDeadlineTimer>
 #include <QMetaMethod>
+#include <QPointer>
 #include <QTcpSocket>
 #include <QTimer>
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <optional>
 #include <sys/socket.h>
 
 using namespace Qt::StringLiterals;
@@ -80,11 +83,20 @@ public:
             return;
         }
         if (news.problem != HttpRequestFollower::Problem::None) {
-            refuse(refusalFor(news.problem));
+            // Requests that came whole before this one are the HTTP server's to answer: it reads
+            // them (and what follows) first, and the refusal comes after its slot.
+            if (news.requestsEnded > 0)
+                m_refuseAfterServer = refusalFor(news.problem);
+            else
+                refuse(refusalFor(news.problem));
             return;
         }
-        if (news.expectsContinue)
-            m_socket->write("HTTP/1.1 100 Continue\r\n\r\n");
+        if (news.expectsContinue) {
+            AnswerLine::writeInTurn(m_socket, [socket = QPointer(m_socket)] {
+                if (socket)
+                    socket->write("HTTP/1.1 100 Continue\r\n\r\n");
+            });
+        }
         if (m_follower.inRequest()) {
             // A head must come whole within the limit; a body may take longer, but not pause
             // for longer (a 4 MiB upload on a slow link is slow, not stuck).
@@ -102,7 +114,14 @@ public:
         m_idle.start(m_limits.idleTimeout);
     }
 
-    void afterServer() { m_seen = m_refused ? 0 : m_socket->bytesAvailable(); }
+    void afterServer()
+    {
+        if (auto refusal = std::exchange(m_refuseAfterServer, std::nullopt)) {
+            refuse(*refusal);
+            return;
+        }
+        m_seen = m_refused ? 0 : m_socket->bytesAvailable();
+    }
 
 private:
     static constexpr int MaxRequestsPerRead = 64;
@@ -152,19 +171,31 @@ private:
                                   : error.status == 408 ? "Request Timeout"
                                   : error.status == 413 ? "Payload Too Large"
                                                         : "Request Header Fields Too Large";
-        m_socket->write("HTTP/1.1 " + QByteArray::number(error.status) + ' ' + reason +
-                        "\r\nContent-Type: " + response.contentType +
-                        "\r\nContent-Length: " + QByteArray::number(response.body.size()) +
-                        "\r\nConnection: close\r\n\r\n" + response.body);
-        m_lingerEnd.setRemainingTime(LingerMaxMs);
+        const QByteArray answer =
+            "HTTP/1.1 " + QByteArray::number(error.status) + ' ' + reason +
+            "\r\nContent-Type: " + response.contentType +
+            "\r\nContent-Length: " + QByteArray::number(response.body.size()) +
+            "\r\nConnection: close\r\n\r\n" + response.body;
         m_quiet.setSingleShot(true);
         m_quiet.callOnTimeout(m_socket, &QTcpSocket::disconnectFromHost);
+        // After the answers to the requests before this one, which may still be in a handler;
+        // the connection lingers from then on.
+        AnswerLine::writeInTurn(m_socket, [gate = QPointer(this), answer] {
+            if (!gate)
+                return;
+            gate->m_socket->write(answer);
+            gate->m_answered = true;
+            gate->m_lingerEnd.setRemainingTime(LingerMaxMs);
+            gate->drop();
+        });
         drop();
     }
 
     void drop()
     {
         m_socket->skip(m_socket->bytesAvailable()); // the HTTP server must not get any of it
+        if (!m_answered)
+            return;
         if (m_lingerEnd.hasExpired())
             m_socket->abort();
         else
@@ -180,6 +211,8 @@ private:
     HttpRequestFollower m_follower;
     qint64 m_seen = 0; // bytes at the front of the socket's buffer that were followed already
     bool m_refused = false;
+    bool m_answered = false; // the refusal has been written
+    std::optional<ApiError> m_refuseAfterServer;
     QTimer m_idle{this};       // closes a connection that has had nothing to do
     QTimer m_requestDue{this}; // answers 408 to a request that does not arrive whole in time
     QTimer m_quiet{this};      // while refused: ends the connection once the client is quiet

@@ -512,6 +512,41 @@ private Q_SLOTS:
         QVERIFY(conversation->body.contains(id.toString(QUuid::WithoutBraces).toUtf8()));
     }
 
+    // The listener's own answers wait their turn too: a 413 for a request pipelined behind one
+    // still in its handler was written first, and taken for the earlier request's answer.
+    void aRefusalWaitsForTheAnswersBeforeIt()
+    {
+        FakeRuntimeControl control;
+        control.holdProvisioning = true;
+        TestServerOptions options;
+        options.parts.runtimes = std::make_unique<FakeRuntimeProvider>(control);
+        TestServer server(std::move(options));
+        QVERIFY2(server.start(), qPrintable(server.errorString()));
+        const QUuid id = server.create();
+        QVERIFY(!id.isNull());
+
+        RawHttp client;
+        QVERIFY(client.connectTo(server.url()));
+        client.send(postHead(ServerConnection::conversationPath(id, u"run"_s), 0) +
+                    postHead(ServerConnection::conversationPath(id, u"events"_s), qint64(1) << 30));
+        QVERIFY(QTest::qWaitFor([&] { return control.acquisitions == 1; }, WaitMs));
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                return server.get(u"/metrics"_s)
+                    .body.contains("agentdeck_http_refused_total{status=\"413\"} 1\n");
+            },
+            WaitMs));
+        control.finishProvisioning();
+
+        const auto run = client.nextResponse();
+        QVERIFY2(run, client.received().constData());
+        QCOMPARE(run->status, 200);
+        const auto refused = client.nextResponse();
+        QVERIFY2(refused, client.received().constData());
+        QCOMPARE(refused->status, 413);
+        QVERIFY(client.waitForClose());
+    }
+
 private:
     std::unique_ptr<TestServer> m_server;
     QUuid m_id;

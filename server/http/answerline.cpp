@@ -1,0 +1,59 @@
+#include "answerline.h"
+
+#include <QTcpSocket>
+
+namespace AgentDeck {
+
+AnswerLine::AnswerLine(QTcpSocket *socket)
+    : QObject(socket)
+{}
+
+AnswerLine *AnswerLine::of(QTcpSocket *socket)
+{
+    for (QObject *child : socket->children()) {
+        if (auto *line = dynamic_cast<AnswerLine *>(child))
+            return line;
+    }
+    return nullptr;
+}
+
+AnswerLine &AnswerLine::on(QTcpSocket *socket)
+{
+    if (AnswerLine *line = of(socket))
+        return *line;
+    return *new AnswerLine(socket);
+}
+
+void AnswerLine::writeInTurn(QTcpSocket *socket, std::function<void()> write)
+{
+    AnswerLine *line = of(socket);
+    if (!line || line->isEmpty()) {
+        write();
+        return;
+    }
+    line->fill(line->join(), std::move(write));
+}
+
+quint64 AnswerLine::join()
+{
+    m_places.emplace_back();
+    return m_front + m_places.size() - 1;
+}
+
+void AnswerLine::fill(quint64 place, std::function<void()> write)
+{
+    m_places[place - m_front] = std::move(write);
+    flush();
+}
+
+void AnswerLine::flush()
+{
+    while (!m_places.empty() && m_places.front()) {
+        const std::function<void()> write = std::move(m_places.front());
+        m_places.pop_front();
+        ++m_front;
+        write();
+    }
+}
+
+} // namespace AgentDeck

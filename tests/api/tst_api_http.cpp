@@ -164,6 +164,21 @@ serverWithTimeouts(std::chrono::milliseconds request,
     return server;
 }
 
+// A server of its own whose runtimes do not come up until control.finishProvisioning(): a run
+// then waits in its handler. Null (with a warning) when it does not start.
+std::unique_ptr<TestServer> serverWithHeldProvisioning(FakeRuntimeControl &control)
+{
+    control.holdProvisioning = true;
+    TestServerOptions options;
+    options.parts.runtimes = std::make_unique<FakeRuntimeProvider>(control);
+    auto server = std::make_unique<TestServer>(std::move(options));
+    if (!server->start()) {
+        qWarning().noquote() << "the server did not start:" << server->errorString();
+        return nullptr;
+    }
+    return server;
+}
+
 QByteArray messageBody(qsizetype textBytes)
 {
     return R"({"role":"user","content":[{"type":"text","text":")" + QByteArray(textBytes, 'x') +
@@ -477,16 +492,13 @@ private Q_SLOTS:
     void pipelinedRequestsAreAnsweredInOrder()
     {
         FakeRuntimeControl control;
-        control.holdProvisioning = true;
-        TestServerOptions options;
-        options.parts.runtimes = std::make_unique<FakeRuntimeProvider>(control);
-        TestServer server(std::move(options));
-        QVERIFY2(server.start(), qPrintable(server.errorString()));
-        const QUuid id = server.create();
+        const auto server = serverWithHeldProvisioning(control);
+        QVERIFY(server);
+        const QUuid id = server->create();
         QVERIFY(!id.isNull());
 
         RawHttp client;
-        QVERIFY(client.connectTo(server.url()));
+        QVERIFY(client.connectTo(server->url()));
         const QString path = ServerConnection::conversationPath(id, {});
         client.send(postHead(ServerConnection::conversationPath(id, u"run"_s), 0) +
                     "GET /alive HTTP/1.1\r\nHost: test\r\n\r\n"
@@ -517,22 +529,19 @@ private Q_SLOTS:
     void aRefusalWaitsForTheAnswersBeforeIt()
     {
         FakeRuntimeControl control;
-        control.holdProvisioning = true;
-        TestServerOptions options;
-        options.parts.runtimes = std::make_unique<FakeRuntimeProvider>(control);
-        TestServer server(std::move(options));
-        QVERIFY2(server.start(), qPrintable(server.errorString()));
-        const QUuid id = server.create();
+        const auto server = serverWithHeldProvisioning(control);
+        QVERIFY(server);
+        const QUuid id = server->create();
         QVERIFY(!id.isNull());
 
         RawHttp client;
-        QVERIFY(client.connectTo(server.url()));
+        QVERIFY(client.connectTo(server->url()));
         client.send(postHead(ServerConnection::conversationPath(id, u"run"_s), 0) +
                     postHead(ServerConnection::conversationPath(id, u"events"_s), qint64(1) << 30));
         QVERIFY(QTest::qWaitFor([&] { return control.acquisitions == 1; }, WaitMs));
         QVERIFY(QTest::qWaitFor(
             [&] {
-                return server.get(u"/metrics"_s)
+                return server->get(u"/metrics"_s)
                     .body.contains("agentdeck_http_refused_total{status=\"413\"} 1\n");
             },
             WaitMs));

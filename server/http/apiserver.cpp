@@ -12,6 +12,7 @@
 #include <QHttpServerResponder>
 #include <QTcpSocket>
 
+#include <functional>
 #include <memory>
 
 using namespace Qt::StringLiterals;
@@ -148,10 +149,6 @@ void ApiServer::missingHandler(const QHttpServerRequest &request, QTcpSocket *so
 QCoro::Task<> ApiServer::answerAsync(const Router::Route *route, HttpRequest request, Answer answer,
                                      QPointer<AnswerLine> line, quint64 place)
 {
-    const QString pattern = route->pattern;
-    const QByteArray method = Router::methodName(request.method);
-    QElapsedTimer timer;
-    timer.start();
     HttpResponse response;
     try {
         auto handling = route->async(std::move(request));
@@ -164,12 +161,11 @@ QCoro::Task<> ApiServer::answerAsync(const Router::Route *route, HttpRequest req
     // The client may have gone while the handler ran; its socket, and the line, are then
     // deleted.
     if (!line) {
-        m_metrics.recordRequest(pattern, method, 499, timer.nsecsElapsed() / 1e9);
+        m_metrics.recordRequest(answer.route, answer.method, 499,
+                                answer.timer.nsecsElapsed() / 1e9);
         co_return;
     }
-    auto pending = std::make_shared<Answer>(std::move(answer));
-    line->fill(place,
-               [this, pending, response = std::move(response)] { write(*pending, response); });
+    line->fill(place, writing(std::move(answer), std::move(response)));
 }
 
 QCoro::Task<bool> ApiServer::drain(std::chrono::milliseconds timeout)
@@ -190,9 +186,14 @@ void ApiServer::answer(QTcpSocket *socket, Answer answer, HttpResponse response)
         write(answer, response);
         return;
     }
+    line->fill(line->join(), writing(std::move(answer), std::move(response)));
+}
+
+std::function<void()> ApiServer::writing(Answer answer, HttpResponse response)
+{
+    // std::function wants a copyable callable; the responder is not.
     auto pending = std::make_shared<Answer>(std::move(answer));
-    line->fill(line->join(),
-               [this, pending, response = std::move(response)] { write(*pending, response); });
+    return [this, pending, response = std::move(response)] { write(*pending, response); };
 }
 
 void ApiServer::write(Answer &answer, const HttpResponse &response)

@@ -6,6 +6,8 @@
 #include <QElapsedTimer>
 #include <QPointer>
 
+#include <functional>
+
 class QTcpSocket;
 class QHttpServerResponder;
 
@@ -46,6 +48,8 @@ private:
     // Writes `response` now, or once the answers to the connection's earlier requests are out.
     void answer(QTcpSocket *socket, Answer answer, HttpResponse response);
     void write(Answer &answer, const HttpResponse &response);
+    // write() of this answer, for the AnswerLine to call in turn.
+    std::function<void()> writing(Answer answer, HttpResponse response);
 
     const Router &m_router;
     const ApiAuth &m_auth;

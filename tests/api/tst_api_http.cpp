@@ -164,20 +164,38 @@ serverWithTimeouts(std::chrono::milliseconds request,
     return server;
 }
 
-// A server of its own whose runtimes do not come up until control.finishProvisioning(): a run
-// then waits in its handler. Null (with a warning) when it does not start.
-std::unique_ptr<TestServer> serverWithHeldProvisioning(FakeRuntimeControl &control)
+// A server of its own whose runtimes do not come up until control.finishProvisioning(), with a
+// conversation and a raw client: a run of it then waits in its handler while the requests
+// pipelined behind it are handled.
+struct HeldRun
 {
-    control.holdProvisioning = true;
-    TestServerOptions options;
-    options.parts.runtimes = std::make_unique<FakeRuntimeProvider>(control);
-    auto server = std::make_unique<TestServer>(std::move(options));
-    if (!server->start()) {
-        qWarning().noquote() << "the server did not start:" << server->errorString();
-        return nullptr;
+    FakeRuntimeControl control;
+    std::unique_ptr<TestServer> server;
+    QUuid id;
+    RawHttp client;
+
+    // Starts the server and connects; false, with a warning, when that fails.
+    bool start()
+    {
+        control.holdProvisioning = true;
+        TestServerOptions options;
+        options.parts.runtimes = std::make_unique<FakeRuntimeProvider>(control);
+        server = std::make_unique<TestServer>(std::move(options));
+        if (!server->start()) {
+            qWarning().noquote() << "the server did not start:" << server->errorString();
+            return false;
+        }
+        id = server->create();
+        return !id.isNull() && client.connectTo(server->url());
     }
-    return server;
-}
+
+    // Sends a run and `behind` in one write; true once the run waits for its runtime.
+    bool sendBehindARun(const QByteArray &behind)
+    {
+        client.send(postHead(ServerConnection::conversationPath(id, u"run"_s), 0) + behind);
+        return QTest::qWaitFor([this] { return control.acquisitions == 1; }, WaitMs);
+    }
+};
 
 QByteArray messageBody(qsizetype textBytes)
 {
@@ -491,22 +509,15 @@ private Q_SLOTS:
     // provisioned) went out after the answers to the requests behind it.
     void pipelinedRequestsAreAnsweredInOrder()
     {
-        FakeRuntimeControl control;
-        const auto server = serverWithHeldProvisioning(control);
-        QVERIFY(server);
-        const QUuid id = server->create();
-        QVERIFY(!id.isNull());
-
-        RawHttp client;
-        QVERIFY(client.connectTo(server->url()));
-        const QString path = ServerConnection::conversationPath(id, {});
-        client.send(postHead(ServerConnection::conversationPath(id, u"run"_s), 0) +
-                    "GET /alive HTTP/1.1\r\nHost: test\r\n\r\n"
-                    "GET /api/nowhere HTTP/1.1\r\nHost: test\r\n\r\n"
-                    "GET " +
-                    path.toUtf8() + " HTTP/1.1\r\nHost: test\r\n\r\n");
-        QVERIFY(QTest::qWaitFor([&] { return control.acquisitions == 1; }, WaitMs));
-        control.finishProvisioning();
+        HeldRun held;
+        QVERIFY(held.start());
+        RawHttp &client = held.client;
+        QVERIFY(held.sendBehindARun("GET /alive HTTP/1.1\r\nHost: test\r\n\r\n"
+                                    "GET /api/nowhere HTTP/1.1\r\nHost: test\r\n\r\n"
+                                    "GET " +
+                                    ServerConnection::conversationPath(held.id, {}).toUtf8() +
+                                    " HTTP/1.1\r\nHost: test\r\n\r\n"));
+        held.control.finishProvisioning();
 
         const auto run = client.nextResponse();
         QVERIFY2(run, client.received().constData());
@@ -521,31 +532,25 @@ private Q_SLOTS:
         const auto conversation = client.nextResponse();
         QVERIFY(conversation);
         QCOMPARE(conversation->status, 200);
-        QVERIFY(conversation->body.contains(id.toString(QUuid::WithoutBraces).toUtf8()));
+        QVERIFY(conversation->body.contains(held.id.toString(QUuid::WithoutBraces).toUtf8()));
     }
 
     // The listener's own answers wait their turn too: a 413 for a request pipelined behind one
     // still in its handler was written first, and taken for the earlier request's answer.
     void aRefusalWaitsForTheAnswersBeforeIt()
     {
-        FakeRuntimeControl control;
-        const auto server = serverWithHeldProvisioning(control);
-        QVERIFY(server);
-        const QUuid id = server->create();
-        QVERIFY(!id.isNull());
-
-        RawHttp client;
-        QVERIFY(client.connectTo(server->url()));
-        client.send(postHead(ServerConnection::conversationPath(id, u"run"_s), 0) +
-                    postHead(ServerConnection::conversationPath(id, u"events"_s), qint64(1) << 30));
-        QVERIFY(QTest::qWaitFor([&] { return control.acquisitions == 1; }, WaitMs));
+        HeldRun held;
+        QVERIFY(held.start());
+        RawHttp &client = held.client;
+        QVERIFY(held.sendBehindARun(
+            postHead(ServerConnection::conversationPath(held.id, u"events"_s), qint64(1) << 30)));
         QVERIFY(QTest::qWaitFor(
             [&] {
-                return server->get(u"/metrics"_s)
+                return held.server->get(u"/metrics"_s)
                     .body.contains("agentdeck_http_refused_total{status=\"413\"} 1\n");
             },
             WaitMs));
-        control.finishProvisioning();
+        held.control.finishProvisioning();
 
         const auto run = client.nextResponse();
         QVERIFY2(run, client.received().constData());

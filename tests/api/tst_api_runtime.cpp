@@ -71,12 +71,7 @@ private Q_SLOTS:
         QVERIFY(second && *second != *first);
         QVERIFY(QTest::qWaitFor([&] { return !processAlive(*first); }, 5000));
         QCOMPARE(m_server->status(id), u"finished"_s); // the agent did not run
-        QVERIFY(m_server
-                    ->post(ServerConnection::conversationPath(id, u"events"),
-                           TestServer::message(u"cat file"_s, true))
-                    .ok());
-        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
-        QCOMPARE(finalResponse(id), u"kept\n"_s);
+        QCOMPARE(answerTo(id, u"cat file"_s), u"kept\n"_s);
     }
 
     void deleteRuntimeStopsItAndKeepsHistory()
@@ -92,11 +87,7 @@ private Q_SLOTS:
         QVERIFY(QTest::qWaitFor([&] { return !processAlive(*pid); }, 5000));
         QCOMPARE(m_server->events(id).size(), events);
         // It comes back on demand.
-        QVERIFY(m_server
-                    ->post(ServerConnection::conversationPath(id, u"events"),
-                           TestServer::message(u"echo again"_s, true))
-                    .ok());
-        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(answerTo(id, u"echo again"_s), u"again\n"_s);
         QCOMPARE(runtimeStatus(id), u"available"_s);
     }
 
@@ -278,12 +269,7 @@ private Q_SLOTS:
         QCOMPARE(runtimeStatus(id), u"missing"_s);
         QCOMPARE(runtimeError().toObject().value(u"code"_s).toString(), u"sandbox_lost"_s);
         // The next run brings up a new sandbox.
-        QVERIFY(m_server
-                    ->post(ServerConnection::conversationPath(id, u"events"),
-                           TestServer::message(u"echo again"_s, true))
-                    .ok());
-        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
-        QCOMPARE(finalResponse(id), u"again\n"_s);
+        QCOMPARE(answerTo(id, u"echo again"_s), u"again\n"_s);
         QVERIFY(runtimeError().isNull());
     }
 
@@ -324,6 +310,18 @@ private:
             .json.toObject()
             .value(u"response"_s)
             .toString();
+    }
+    // Sends `command` with run: true and returns the agent's reply once the run has finished,
+    // or a sentence saying what went wrong.
+    QString answerTo(const QUuid &id, const QString &command)
+    {
+        const ApiReply sent = m_server->post(ServerConnection::conversationPath(id, u"events"),
+                                             TestServer::message(command, true));
+        if (!sent.ok())
+            return u"[message refused: %1]"_s.arg(sent.status);
+        if (!m_server->waitForStatus(id, u"finished"_s))
+            return u"[the run did not finish: %1]"_s.arg(m_server->status(id));
+        return finalResponse(id);
     }
     std::optional<qint64> sandboxPid(const QUuid &id)
     {

@@ -385,9 +385,17 @@ void ConversationService::resolveStaleUnder(const ConversationInfo &info, const 
     QList<Event> events;
     const QList<Event> history = m_store.history(info.id, 0);
     if (const Event *action = pendingAction(history)) {
-        // If an adopted sandbox still runs the command, stop it: the observation says so.
-        m_runtimes.interruptOrphan(info.id);
-        events.append(Event::observation(*action, {}, -1, true));
+        // The observation tells what the runtime saw of the command: what it printed, and how it
+        // ended if it ended while no server watched. One still running in an adopted sandbox is
+        // stopped, and the observation says so.
+        CommandResult result{{}, -1, true};
+        if (const auto record = m_runtimes.lastCommand(info.id);
+            record && record->actionId == action->id)
+            result = record->result;
+        if (result.interrupted)
+            m_runtimes.interruptOrphan(info.id);
+        events.append(
+            Event::observation(*action, result.output, result.exitCode, result.interrupted));
     }
     events.append(
         Event::agentError(u"run_interrupted"_s,

@@ -141,7 +141,7 @@ QCoro::Task<> ConversationRunner::loop()
                 auto execution =
                     Tools::run(*m_runtime, action.fields.value(u"tool_name"_s).toString(),
                                action.fields.value(u"action"_s).toObject(), m_settings.workingDir,
-                               m_settings.commandTimeout);
+                               m_settings.commandTimeout, action.id);
                 const CommandResult result = co_await std::move(execution);
                 m_commandInFlight = false;
                 if (m_abandoned)

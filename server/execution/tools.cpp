@@ -183,7 +183,8 @@ std::optional<QString> resolveInWorkspace(const QString &path, const QString &wo
 }
 
 QCoro::Task<CommandResult> run(Runtime &runtime, QString toolName, QJsonObject arguments,
-                               QString workingDir, std::chrono::milliseconds serverTimeout)
+                               QString workingDir, std::chrono::milliseconds serverTimeout,
+                               QUuid actionId)
 {
     if (arguments.size() == 1 && arguments.contains(u"raw_arguments"_s))
         co_return refusal(u"The arguments of %1 are not a JSON object: %2"_s.arg(
@@ -197,7 +198,8 @@ QCoro::Task<CommandResult> run(Runtime &runtime, QString toolName, QJsonObject a
             const auto own = std::chrono::milliseconds(qint64(seconds * 1000));
             timeout = serverTimeout.count() > 0 ? std::min(serverTimeout, own) : own;
         }
-        auto execution = runtime.execute(CommandRequest{command.toString(), workingDir, timeout});
+        auto execution =
+            runtime.execute(CommandRequest{command.toString(), workingDir, timeout, actionId});
         co_return co_await std::move(execution);
     }
     if (toolName == Finish)

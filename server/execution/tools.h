@@ -26,8 +26,11 @@ QJsonArray schemas();
 
 // Runs the action (an ActionEvent's tool_name and action object) in the runtime.
 // `serverTimeout` bounds every command (0: no limit); bash's own `timeout` may only shorten it.
+// A bash command carries the action's id, so that the runtime can keep what it prints for a
+// server that is killed before it ends.
 QCoro::Task<CommandResult> run(Runtime &runtime, QString toolName, QJsonObject arguments,
-                               QString workingDir, std::chrono::milliseconds serverTimeout);
+                               QString workingDir, std::chrono::milliseconds serverTimeout,
+                               QUuid actionId);
 
 // `path` resolved against the workspace, or nothing when it leaves the workspace (lexically;
 // the commands check symbolic links again where they run).

@@ -1,5 +1,7 @@
 #include "commandoutput.h"
 
+#include <algorithm>
+
 namespace AgentDeck {
 
 QString commandOutput(QByteArray output, bool timedOut)
@@ -16,6 +18,14 @@ QString commandOutput(QByteArray output, bool timedOut)
     if (timedOut)
         output += "\n[command timed out]\n";
     return QString::fromUtf8(output);
+}
+
+QByteArrayView OutputCollector::add(QByteArrayView chunk)
+{
+    const qsizetype room = std::max<qsizetype>(0, MaxCommandOutputBytes + 1 - m_kept.size());
+    const QByteArrayView kept = chunk.first(std::min(room, chunk.size()));
+    m_kept.append(kept);
+    return kept;
 }
 
 } // namespace AgentDeck

@@ -1,6 +1,7 @@
 #include "localsandboxprovider.h"
 
 #include "logging.h"
+#include "sandboxhost.h"
 #include "signalwait.h"
 
 #include <QCoreApplication>
@@ -122,7 +123,8 @@ QCoro::Task<CommandResult> SandboxRuntime::execute(CommandRequest request)
     send({{u"op"_s, u"exec"_s},
           {u"request_id"_s, requestId},
           {u"command"_s, request.command},
-          {u"timeout_ms"_s, qint64(request.timeout.count())}});
+          {u"timeout_ms"_s, qint64(request.timeout.count())},
+          {u"action_id"_s, request.actionId.isNull() ? QString() : toWireId(request.actionId)}});
     for (;;) {
         if (!self)
             co_return wentAway;
@@ -344,6 +346,11 @@ void LocalSandboxProvider::interruptOrphan(const QUuid &id)
 {
     if (auto runtime = m_owned.value(id))
         runtime->interrupt();
+}
+
+std::optional<CommandRecord> LocalSandboxProvider::lastCommand(const QUuid &conversationId) const
+{
+    return readLastCommand(runtimeDirectory(conversationId));
 }
 
 void LocalSandboxProvider::detachAll()

@@ -79,6 +79,7 @@ public:
     void describe(QList<ConversationInfo> &conversations) const override;
     RuntimeInfo runtimeOf(const ConversationInfo &conversation) const override;
     void interruptOrphan(const QUuid &conversationId) override;
+    std::optional<CommandRecord> lastCommand(const QUuid &conversationId) const override;
     QString runtimeDirectory(const QUuid &conversationId) const override;
     void detachAll() override;
 

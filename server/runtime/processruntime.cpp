@@ -16,10 +16,9 @@ using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
 
-namespace {} // namespace
-
 QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
 {
+    OutputCollector output; // before the process, which may still signal while it goes
     auto process = std::make_unique<QProcess>();
     m_process = process.get();
     m_interrupted = false;
@@ -40,6 +39,8 @@ QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
         ::setsid();
         ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     });
+    QObject::connect(process.get(), &QProcess::readyRead, process.get(),
+                     [&output, source = process.get()] { output.add(source->readAll()); });
     process->start(u"bash"_s, {u"-c"_s, request.command});
 
     CommandResult result;
@@ -68,7 +69,8 @@ QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
     // the server.
     ::kill(-group, SIGKILL);
     const bool timedOut = !finished && !m_interrupted;
-    result.output = commandOutput(process->readAll(), timedOut);
+    output.add(process->readAll());
+    result.output = output.result(timedOut);
     result.interrupted = m_interrupted;
     result.exitCode = process->exitStatus() == QProcess::NormalExit ? process->exitCode() : -1;
     if (timedOut)

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 
 namespace AgentDeck {
 
@@ -15,6 +16,7 @@ struct CommandRequest
     QString command;
     QString workingDir;
     std::chrono::milliseconds timeout{0}; // 0: no limit
+    QUuid actionId; // the ActionEvent whose command this is, if it is one (see CommandRecord)
 };
 
 struct CommandResult
@@ -22,6 +24,15 @@ struct CommandResult
     QString output;
     int exitCode = 0;
     bool interrupted = false;
+};
+
+// What a runtime kept of the last command it ran for an action, for a server that did not see
+// the command end (it was killed meanwhile): what it printed, and how it ended if it did.
+struct CommandRecord
+{
+    QUuid actionId;
+    bool finished = false;
+    CommandResult result; // while not finished: the output so far, interrupted
 };
 
 // Where one conversation's commands run. Execution talks only to this interface, so the in-server
@@ -60,6 +71,8 @@ public:
     }
     // Stops a command a previous server left running in a sandbox this one adopted.
     virtual void interruptOrphan(const QUuid &) {}
+    // The last command run for an action in the conversation's runtime, if the runtime keeps it.
+    virtual std::optional<CommandRecord> lastCommand(const QUuid &) const { return std::nullopt; }
     // Where the conversation's runtime keeps its files (sandbox home); empty when it keeps none.
     virtual QString runtimeDirectory(const QUuid &) const { return {}; }
     // The server is stopping: let go of runtimes without stopping them.

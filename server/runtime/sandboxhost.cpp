@@ -23,6 +23,10 @@ namespace AgentDeck {
 
 namespace {
 
+// The command record: its state (JSON, replaced whole) and what it printed (raw, as it comes).
+const QString CommandStateFile = u"command.json"_s;
+const QString CommandOutputFile = u"command.out"_s;
+
 bool bubblewrapWorks(const QString &program)
 {
     // Installed is not enough: some containers forbid the namespaces it needs.
@@ -152,9 +156,7 @@ void SandboxHost::handle(const QJsonObject &message)
                   {u"interrupted"_s, false}});
             return;
         }
-        startCommand(message.value(u"request_id"_s).toString(),
-                     message.value(u"command"_s).toString(),
-                     message.value(u"timeout_ms"_s).toInt());
+        startCommand(message);
     } else if (op == u"interrupt"_s) {
         interruptCommand();
     } else if (op == u"status"_s) {
@@ -175,13 +177,23 @@ void SandboxHost::handle(const QJsonObject &message)
     }
 }
 
-void SandboxHost::startCommand(const QString &requestId, const QString &command, int timeoutMs)
+void SandboxHost::startCommand(const QJsonObject &message)
 {
     m_process = new QProcess(this);
-    m_requestId = requestId;
-    m_command = command;
+    m_requestId = message.value(u"request_id"_s).toString();
+    m_command = message.value(u"command"_s).toString();
+    m_actionId = message.value(u"action_id"_s).toString();
+    const int timeoutMs = message.value(u"timeout_ms"_s).toInt();
     m_interrupted = false;
     m_timedOut = false;
+    m_output = {};
+    // The output first, then the state naming the action: a record never pairs an action with
+    // an earlier command's output.
+    m_outputFile.close();
+    m_outputFile.setFileName(QDir(m_options.runtimeDir).filePath(CommandOutputFile));
+    if (!m_outputFile.open(QIODevice::WriteOnly | QIODevice::Truncate | QIODevice::Unbuffered))
+        qCWarning(lcRuntime) << "cannot record the command's output:" << m_outputFile.errorString();
+    recordCommand({{u"action_id"_s, m_actionId}, {u"finished"_s, false}});
     m_process->setProcessChannelMode(QProcess::MergedChannels);
     m_process->setStandardInputFile(QProcess::nullDevice());
     m_process->setWorkingDirectory(m_options.workspace);
@@ -194,6 +206,7 @@ void SandboxHost::startCommand(const QString &requestId, const QString &command,
     environment.insert(u"HOME"_s, m_options.home);
     m_process->setProcessEnvironment(environment);
     m_process->setChildProcessModifier([] { ::setsid(); });
+    connect(m_process, &QProcess::readyRead, this, &SandboxHost::onOutput);
     connect(m_process, &QProcess::finished, this, &SandboxHost::onCommandFinished);
     connect(m_process, &QProcess::errorOccurred, this, [this](QProcess::ProcessError error) {
         if (error == QProcess::FailedToStart)
@@ -222,12 +235,20 @@ void SandboxHost::startCommand(const QString &requestId, const QString &command,
                                       u"--die-with-parent"_s,
                                       u"bash"_s,
                                       u"-c"_s,
-                                      command});
+                                      m_command});
     } else {
-        m_process->start(u"bash"_s, {u"-c"_s, command});
+        m_process->start(u"bash"_s, {u"-c"_s, m_command});
     }
     if (timeoutMs > 0)
         m_commandTimeout.start(timeoutMs);
+}
+
+void SandboxHost::onOutput()
+{
+    const QByteArray chunk = m_process->readAll();
+    const QByteArrayView kept = m_output.add(chunk);
+    if (!kept.isEmpty() && m_outputFile.isOpen())
+        m_outputFile.write(kept.data(), kept.size());
 }
 
 void SandboxHost::onCommandFinished()
@@ -235,26 +256,50 @@ void SandboxHost::onCommandFinished()
     if (!m_process)
         return;
     m_commandTimeout.stop();
-    QByteArray output = m_process->readAll();
+    onOutput();
+    QString output = m_output.result(m_timedOut);
     int exitCode = m_process->exitStatus() == QProcess::NormalExit ? m_process->exitCode() : -1;
     if (m_process->error() == QProcess::FailedToStart) {
-        output = m_process->errorString().toUtf8();
+        output = m_process->errorString();
         exitCode = 127;
     }
     if (m_timedOut)
         exitCode = 124;
+    const bool interrupted = m_interrupted && !m_timedOut;
+    m_outputFile.close();
+    recordCommand({{u"action_id"_s, m_actionId},
+                   {u"finished"_s, true},
+                   {u"exit_code"_s, exitCode},
+                   {u"interrupted"_s, interrupted},
+                   {u"timed_out"_s, m_timedOut}});
     send({{u"type"_s, u"result"_s},
           {u"request_id"_s, m_requestId},
-          {u"output"_s, commandOutput(std::move(output), m_timedOut)},
+          {u"output"_s, output},
           {u"exit_code"_s, exitCode},
-          {u"interrupted"_s, m_interrupted && !m_timedOut}});
+          {u"interrupted"_s, interrupted}});
     m_process->deleteLater();
     m_process = nullptr;
     m_requestId.clear();
     m_command.clear();
+    m_output = {};
     touch();
     if (const QJsonObject next = std::exchange(m_queued, {}); !next.isEmpty())
         handle(next);
+}
+
+void SandboxHost::recordCommand(const QJsonObject &state)
+{
+    // Replaced whole, so that a reader never sees half of it. Not synced: the record is for a
+    // server that died, not for a machine that did.
+    const QString path = QDir(m_options.runtimeDir).filePath(CommandStateFile);
+    QFile file(path + u".new"_s);
+    const QByteArray json = QJsonDocument(state).toJson(QJsonDocument::Compact);
+    const bool written =
+        file.open(QIODevice::WriteOnly | QIODevice::Truncate) && file.write(json) == json.size();
+    file.close();
+    if (!written || ::rename(QFile::encodeName(file.fileName()).constData(),
+                             QFile::encodeName(path).constData()) != 0)
+        qCWarning(lcRuntime) << "cannot record the command's state in" << path;
 }
 
 void SandboxHost::interruptCommand()
@@ -287,6 +332,28 @@ void SandboxHost::quit()
     if (m_server)
         m_server->close();
     Q_EMIT finished();
+}
+
+std::optional<CommandRecord> readLastCommand(const QString &runtimeDir)
+{
+    const QDir dir(runtimeDir);
+    QFile stateFile(dir.filePath(CommandStateFile));
+    if (!stateFile.open(QIODevice::ReadOnly))
+        return std::nullopt;
+    const QJsonObject state = QJsonDocument::fromJson(stateFile.readAll()).object();
+    const auto actionId = parseWireId(state.value(u"action_id"_s).toString());
+    if (!actionId)
+        return std::nullopt;
+    QFile outputFile(dir.filePath(CommandOutputFile));
+    const QByteArray output =
+        outputFile.open(QIODevice::ReadOnly) ? outputFile.read(MaxCommandOutputBytes + 1) : "";
+    CommandRecord record;
+    record.actionId = *actionId;
+    record.finished = state.value(u"finished"_s).toBool();
+    record.result.output = commandOutput(output, state.value(u"timed_out"_s).toBool());
+    record.result.exitCode = record.finished ? state.value(u"exit_code"_s).toInt() : -1;
+    record.result.interrupted = !record.finished || state.value(u"interrupted"_s).toBool();
+    return record;
 }
 
 int runSandboxHost(int argc, char *argv[])

@@ -1,5 +1,9 @@
 #pragma once
 
+#include "commandoutput.h"
+#include "runtime.h"
+
+#include <QFile>
 #include <QJsonObject>
 #include <QObject>
 #include <QPointer>
@@ -23,12 +27,14 @@ struct SandboxHostOptions
 // The per-conversation sandbox process (`agentdeck sandbox-host`). It runs in a session of its
 // own, so it outlives a killed server, and answers one client at a time over a Unix socket with
 // newline-delimited JSON:
-//   -> {"op": "exec", "request_id": S, "command": S, "timeout_ms": N}
+//   -> {"op": "exec", "request_id": S, "command": S, "timeout_ms": N, "action_id": S}
 //   <- {"type": "result", "request_id": S, "output": S, "exit_code": N, "interrupted": B}
 //   -> {"op": "interrupt"}            stops the command in flight (its result follows)
 //   -> {"op": "status"}               <- {"type": "status", "busy": B, "request_id": S, ...}
 //   -> {"op": "shutdown"}             <- {"type": "bye"}, then the process exits
 // A newer client replaces an older one: that is how a restarted server adopts the sandbox.
+// The command in flight writes what it prints (as much as a result carries) to the runtime dir
+// as it comes, and how it ended once it has: see readLastCommand().
 class SandboxHost : public QObject
 {
     Q_OBJECT
@@ -47,8 +53,10 @@ private:
     void onNewConnection();
     void onReadyRead();
     void handle(const QJsonObject &message);
-    void startCommand(const QString &requestId, const QString &command, int timeoutMs);
+    void startCommand(const QJsonObject &message);
+    void onOutput();
     void onCommandFinished();
+    void recordCommand(const QJsonObject &state);
     void interruptCommand();
     void send(const QJsonObject &message);
     void touch();
@@ -61,6 +69,9 @@ private:
     QProcess *m_process = nullptr;
     QString m_requestId;
     QString m_command;
+    QString m_actionId;
+    OutputCollector m_output;
+    QFile m_outputFile;
     QJsonObject m_queued;
     bool m_interrupted = false;
     bool m_timedOut = false;
@@ -68,6 +79,10 @@ private:
     QTimer m_idle;
     QTimer m_commandTimeout;
 };
+
+// The last command a sandbox host ran for an action, from the files it keeps in its runtime dir:
+// what a server killed during the command reads back, whether the host is still there or not.
+std::optional<CommandRecord> readLastCommand(const QString &runtimeDir);
 
 // Runs the sandbox host mode of the binary; returns the process exit code.
 int runSandboxHost(int argc, char *argv[]);

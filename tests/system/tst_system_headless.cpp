@@ -44,8 +44,6 @@ QJsonObject shellConversation(const QString &command, bool run = true)
                        {u"initial_message"_s, userMessage(command, run)}};
 }
 
-// Processes whose command line contains `marker`: the commands conversations run carry one, so
-// a test can see whether a command is alive and never leaves one behind.
 bool seqsAreGapless(const QList<QJsonObject> &events, QString *problem)
 {
     for (qsizetype i = 0; i < events.size(); ++i) {
@@ -56,6 +54,32 @@ bool seqsAreGapless(const QList<QJsonObject> &events, QString *problem)
         }
     }
     return true;
+}
+
+// A conversation's runtime dir, where its sandbox host keeps its pid and its command record.
+QString runtimeDir(const QString &dataDir, const QUuid &id)
+{
+    return dataDir + u"/runtimes/"_s + wireId(id);
+}
+
+// The pid of the conversation's sandbox host, 0 when none is recorded.
+qint64 sandboxPid(const QString &dataDir, const QUuid &id)
+{
+    QFile file(runtimeDir(dataDir, id) + u"/sandbox.pid"_s);
+    return file.open(QIODevice::ReadOnly) ? file.readAll().trimmed().toLongLong() : 0;
+}
+
+// A size line of /proc/PID/status ("VmRSS", "VmHWM") in MiB, -1 when the process is gone.
+qint64 memoryMiB(qint64 pid, QByteArrayView field)
+{
+    QFile status(u"/proc/%1/status"_s.arg(pid));
+    if (!status.open(QIODevice::ReadOnly))
+        return -1;
+    for (const QByteArray &line : status.readAll().split('\n')) {
+        if (line.startsWith(field) && line.mid(field.size()).startsWith(':'))
+            return line.mid(field.size() + 1).trimmed().split(' ').first().toLongLong() / 1024;
+    }
+    return -1;
 }
 
 } // namespace
@@ -483,6 +507,107 @@ private Q_SLOTS:
             5'000);
     }
 
+    // 5c. The interrupted observation of a killed run keeps what the command printed; and a
+    //     command that ended while no server watched is recorded as it ended.
+    void killedRunKeepsWhatTheCommandPrinted_data()
+    {
+        QTest::addColumn<bool>("endsWhileDown");
+        QTest::addRow("still running at the restart") << false;
+        QTest::addRow("ended while the server was down") << true;
+    }
+    void killedRunKeepsWhatTheCommandPrinted()
+    {
+        QFETCH(bool, endsWhileDown);
+        const QString dataDir = m_fleet.newDataDir();
+        ServerProcess &server = m_fleet.add(dataDir);
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QByteArray marker = newMarker();
+        // Prints a line, then waits for the test to create `gate` in the workspace.
+        const QString command = u"echo printed-before-the-kill; "
+                                "while [ ! -e gate ]; do sleep 0.05; done; echo %1; exit 3"_s.arg(
+                                    QString::fromLatin1(marker));
+        const QUuid id = startSleepingConversation(server, command, marker);
+        QVERIFY(!id.isNull());
+        const QString workspace = server.conversation(id)
+                                      .value(u"workspace"_s)
+                                      .toObject()
+                                      .value(u"working_dir"_s)
+                                      .toString();
+        const auto record = [&](const QString &name) {
+            QFile file(runtimeDir(dataDir, id) + u'/' + name);
+            return file.open(QIODevice::ReadOnly) ? file.readAll() : QByteArray();
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(record(u"command.out"_s).contains("printed-before-the-kill"),
+                                 5'000);
+        server.sendSignal(SIGKILL);
+        QVERIFY(server.waitForExit(10'000));
+        if (endsWhileDown) {
+            QVERIFY(QFile(workspace + u"/gate"_s).open(QIODevice::WriteOnly));
+            QTRY_VERIFY_WITH_TIMEOUT(record(u"command.json"_s).contains("\"finished\":true"),
+                                     5'000);
+        }
+
+        ServerProcess &restarted = m_fleet.add(dataDir);
+        QVERIFY2(restarted.startReady(), qPrintable(restarted.stderrText()));
+        QCOMPARE(restarted.status(id), u"paused"_s);
+        const QList<QJsonObject> observations = ofKind(restarted.events(id), u"ObservationEvent"_s);
+        QCOMPARE(observations.size(), 1);
+        const QJsonObject observation = observations.first().value(u"observation"_s).toObject();
+        if (endsWhileDown) {
+            QCOMPARE(observation.value(u"output"_s).toString(),
+                     u"printed-before-the-kill\n"_s + QString::fromLatin1(marker) + u'\n');
+            QCOMPARE(observation.value(u"exit_code"_s).toInt(), 3);
+            QVERIFY(!observation.value(u"interrupted"_s).toBool());
+        } else {
+            QCOMPARE(observation.value(u"output"_s).toString(), u"printed-before-the-kill\n"_s);
+            QCOMPARE(observation.value(u"exit_code"_s).toInt(), -1);
+            QVERIFY(observation.value(u"interrupted"_s).toBool());
+            QTRY_VERIFY2_WITH_TIMEOUT(processesWith(marker).isEmpty(),
+                                      "the interrupted command still runs", 5'000);
+        }
+    }
+
+    // 5d. A command's output costs its runtime at most what an observation carries, however
+    //     much it prints: the sandbox host's memory, or the server's with --runtime process.
+    void commandOutputIsBoundedInMemory_data()
+    {
+        QTest::addColumn<QString>("runtime");
+        QTest::addRow("sandbox host") << u"local"_s;
+        QTest::addRow("in the server") << u"process"_s;
+    }
+    void commandOutputIsBoundedInMemory()
+    {
+        QFETCH(QString, runtime);
+        const QString dataDir = m_fleet.newDataDir();
+        ServerProcess &server = m_fleet.add(dataDir, {u"--runtime"_s, runtime});
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QUuid id = server.create(shellConversation(u"true"_s));
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        const qint64 pid = runtime == u"local"_s ? sandboxPid(dataDir, id) : server.pid();
+        const qint64 before = memoryMiB(pid, "VmHWM");
+        QVERIFY(before > 0);
+
+        constexpr qint64 PrintedMiB = 256;
+        QVERIFY(
+            server
+                .post(conversationPath(id, u"events"_s),
+                      userMessage(
+                          u"head -c %1 /dev/zero | tr '\\0' x; echo"_s.arg(PrintedMiB << 20), true))
+                .ok());
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        const qint64 peak = memoryMiB(pid, "VmHWM");
+        QVERIFY2(peak - before < 32,
+                 qPrintable(
+                     u"peak %1 MiB after %2 MiB, for %3 MiB of output"_s.arg(peak).arg(before).arg(
+                         PrintedMiB)));
+        const QList<QJsonObject> observations = ofKind(server.events(id), u"ObservationEvent"_s);
+        QCOMPARE(observations.size(), 2);
+        const QString output =
+            observations.last().value(u"observation"_s).toObject().value(u"output"_s).toString();
+        QVERIFY(output.endsWith(u"\n[output truncated]\n"_s));
+        QCOMPARE(output.size(), 1024 * 1024 + QStringView(u"\n[output truncated]\n").size());
+    }
+
     // 6. Bad input over the real binary: the right status, a JSON error, and no crash.
     void badInputIsAnsweredAndNeverCrashes()
     {
@@ -601,25 +726,19 @@ private Q_SLOTS:
                      .value(u"runtime_status"_s)
                      .toString(),
                  u"available"_s);
-        const QString runtimeDir = dataDir + u"/runtimes/"_s + wireId(id);
-        const auto readPid = [&] {
-            QFile file(runtimeDir + u"/sandbox.pid"_s);
-            return file.open(QIODevice::ReadOnly) ? file.readAll().trimmed().toLongLong() : 0;
-        };
-        const qint64 sandboxPid = readPid();
-        QVERIFY(sandboxPid > 0);
+        const qint64 host = sandboxPid(dataDir, id);
+        QVERIFY(host > 0);
 
         first.sendSignal(SIGKILL);
         QVERIFY(first.waitForExit(10'000));
-        QVERIFY2(::kill(static_cast<pid_t>(sandboxPid), 0) == 0,
-                 "the sandbox died with the server");
+        QVERIFY2(::kill(static_cast<pid_t>(host), 0) == 0, "the sandbox died with the server");
 
         ServerProcess &second = m_fleet.add(dataDir);
         QVERIFY2(second.startReady(), qPrintable(second.stderrText()));
         const QJsonObject runtime = second.conversation(id).value(u"runtime_info"_s).toObject();
         QCOMPARE(runtime.value(u"runtime_status"_s).toString(), u"available"_s);
         QVERIFY(runtime.value(u"runtime_error"_s).isNull());
-        QCOMPARE(readPid(), sandboxPid); // the same sandbox process, adopted
+        QCOMPARE(sandboxPid(dataDir, id), host); // the same sandbox process, adopted
         QCOMPARE(second.status(id), u"finished"_s);
         QCOMPARE(ofKind(second.events(id), u"ObservationEvent"_s).size(), 1);
         QFile counter(second.conversation(id)
@@ -637,7 +756,7 @@ private Q_SLOTS:
                           userMessage(u"echo ran >> counter; wc -l < counter"_s, true))
                     .ok());
         QVERIFY(second.waitForStatus(id, u"finished"_s));
-        QCOMPARE(readPid(), sandboxPid);
+        QCOMPARE(sandboxPid(dataDir, id), host);
         QCOMPARE(second.get(conversationPath(id, u"agent_final_response"_s))
                      .object()
                      .value(u"response"_s)
@@ -654,11 +773,9 @@ private Q_SLOTS:
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
         const QUuid id = server.create(shellConversation(u"echo first > file"_s));
         QVERIFY(server.waitForStatus(id, u"finished"_s));
-        QFile pidFile(dataDir + u"/runtimes/"_s + wireId(id) + u"/sandbox.pid"_s);
-        QVERIFY(pidFile.open(QIODevice::ReadOnly));
-        const qint64 sandboxPid = pidFile.readAll().trimmed().toLongLong();
-        pidFile.close();
-        ::kill(static_cast<pid_t>(sandboxPid), SIGKILL);
+        const qint64 host = sandboxPid(dataDir, id);
+        QVERIFY(host > 0);
+        ::kill(static_cast<pid_t>(host), SIGKILL);
         QTRY_COMPARE_WITH_TIMEOUT(server.conversation(id)
                                       .value(u"runtime_info"_s)
                                       .toObject()
@@ -733,16 +850,7 @@ private Q_SLOTS:
                         .post(conversationPath(id, u"events"_s),
                               userMessage(QString(1 << 20, QChar(u'a' + i % 26)), false))
                         .ok());
-        const auto rssMiB = [&] {
-            QFile status(u"/proc/%1/status"_s.arg(server.pid()));
-            if (!status.open(QIODevice::ReadOnly))
-                return qint64(-1);
-            for (const QByteArray &line : status.readAll().split('\n')) {
-                if (line.startsWith("VmRSS:"))
-                    return line.mid(6).trimmed().split(' ').first().toLongLong() / 1024;
-            }
-            return qint64(-1);
-        };
+        const auto rssMiB = [&] { return memoryMiB(server.pid(), "VmRSS"); };
         const qint64 before = rssMiB();
 
         const QByteArray upgrade = "GET /sockets/events/" + wireId(id).toLatin1() +
@@ -832,14 +940,12 @@ private Q_SLOTS:
         body.insert(u"confirmation_policy"_s, QJsonObject{{u"kind"_s, u"AlwaysConfirm"_s}});
         const QUuid id = first.create(body);
         QVERIFY(first.waitForStatus(id, u"waiting_for_confirmation"_s));
-        QFile pidFile(dataDir + u"/runtimes/"_s + wireId(id) + u"/sandbox.pid"_s);
-        QVERIFY(pidFile.open(QIODevice::ReadOnly));
-        const qint64 sandboxPid = pidFile.readAll().trimmed().toLongLong();
-        pidFile.close();
+        const qint64 host = sandboxPid(dataDir, id);
+        QVERIFY(host > 0);
         first.sendSignal(SIGTERM);
         QVERIFY(first.waitForExit(10'000));
         QCOMPARE(first.exitCode(), 0);
-        QVERIFY(::kill(static_cast<pid_t>(sandboxPid), 0) == 0);
+        QVERIFY(::kill(static_cast<pid_t>(host), 0) == 0);
 
         ServerProcess &second = m_fleet.add(dataDir);
         QVERIFY2(second.startReady(), qPrintable(second.stderrText()));

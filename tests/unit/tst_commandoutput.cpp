@@ -35,6 +35,25 @@ private Q_SLOTS:
         QVERIFY(text.endsWith(u'\u00e9'));
     }
 
+    // A command that prints without end: the collector keeps one byte past the limit (which
+    // says that there was more) and hands back only what it kept, for the host's record.
+    void aCollectorKeepsOnlyWhatAnObservationCarries()
+    {
+        OutputCollector collector;
+        const QByteArray chunk(64 * 1024, 'x');
+        qsizetype handedBack = 0;
+        for (int i = 0; i < 48; ++i) // 3 MiB
+            handedBack += collector.add(chunk).size();
+        QCOMPARE(collector.kept().size(), MaxCommandOutputBytes + 1);
+        QCOMPARE(handedBack, MaxCommandOutputBytes + 1);
+        QCOMPARE(collector.result(false),
+                 QString(MaxCommandOutputBytes, u'x') + u"\n[output truncated]\n"_s);
+
+        OutputCollector exact;
+        exact.add(QByteArray(MaxCommandOutputBytes, 'y'));
+        QCOMPARE(exact.result(false), QString(MaxCommandOutputBytes, u'y'));
+    }
+
     void aTimeoutIsALineOfItsOwn()
     {
         QCOMPARE(commandOutput("partial", true), u"partial\n[command timed out]\n"_s);

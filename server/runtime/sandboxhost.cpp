@@ -7,6 +7,7 @@
 #include <QCoreApplication>
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonDocument>
 #include <QLocalServer>
 #include <QLocalSocket>
@@ -26,6 +27,8 @@ namespace {
 // The command record: its state (JSON, replaced whole) and what it printed (raw, as it comes).
 const QString CommandStateFile = u"command.json"_s;
 const QString CommandOutputFile = u"command.out"_s;
+// How often a host looks whether its runtime dir is still there.
+constexpr auto OrphanCheckInterval = std::chrono::seconds(2);
 
 bool bubblewrapWorks(const QString &program)
 {
@@ -48,6 +51,12 @@ SandboxHost::SandboxHost(SandboxHostOptions options, QObject *parent)
             quit();
         } else {
             touch();
+        }
+    });
+    connect(&m_orphanCheck, &QTimer::timeout, this, [this] {
+        if (!QFileInfo::exists(m_options.runtimeDir)) {
+            qCInfo(lcRuntime) << "the runtime dir is gone; exiting";
+            quit();
         }
     });
     m_commandTimeout.setSingleShot(true);
@@ -97,6 +106,7 @@ bool SandboxHost::start(QString *error)
     connect(m_server, &QLocalServer::newConnection, this, &SandboxHost::onNewConnection);
 
     touch();
+    m_orphanCheck.start(OrphanCheckInterval);
     return true;
 }
 

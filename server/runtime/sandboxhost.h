@@ -34,7 +34,8 @@ struct SandboxHostOptions
 //   -> {"op": "shutdown"}             <- {"type": "bye"}, then the process exits
 // A newer client replaces an older one: that is how a restarted server adopts the sandbox.
 // The command in flight writes what it prints (as much as a result carries) to the runtime dir
-// as it comes, and how it ended once it has: see readLastCommand().
+// as it comes, and how it ended once it has: see readLastCommand(). A host whose runtime dir is
+// removed (its conversation deleted while no server watched it) ends itself and its command.
 class SandboxHost : public QObject
 {
     Q_OBJECT
@@ -78,6 +79,7 @@ private:
     bool m_isolated = false;
     QTimer m_idle;
     QTimer m_commandTimeout;
+    QTimer m_orphanCheck;
 };
 
 // The last command a sandbox host ran for an action, from the files it keeps in its runtime dir:

@@ -797,6 +797,29 @@ private Q_SLOTS:
                  u"first\n"_s);
     }
 
+    // 8b. A sandbox whose runtime dir is removed while no server watches it (its conversation
+    //     deleted, the server killed during the delete) ends, with its command.
+    void sandboxWithoutItsRuntimeDirEnds()
+    {
+        const QString dataDir = m_fleet.newDataDir();
+        ServerProcess &server = m_fleet.add(dataDir);
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QByteArray marker = newMarker();
+        const QUuid id = startSleepingConversation(server, sleepCommand(marker), marker);
+        QVERIFY(!id.isNull());
+        const qint64 host = sandboxPid(dataDir, id);
+        QVERIFY(host > 0);
+        server.sendSignal(SIGKILL);
+        QVERIFY(server.waitForExit(10'000));
+        QVERIFY(::kill(static_cast<pid_t>(host), 0) == 0);
+
+        QVERIFY(QDir(runtimeDir(dataDir, id)).removeRecursively());
+        QTRY_VERIFY2_WITH_TIMEOUT(::kill(static_cast<pid_t>(host), 0) != 0,
+                                  "the sandbox host outlived its runtime dir", 10'000);
+        QTRY_VERIFY2_WITH_TIMEOUT(processesWith(marker).isEmpty(),
+                                  "the command outlived its sandbox host", 5'000);
+    }
+
     // 9. A server frozen past its lease TTL keeps serving when thawed, and its run continues or
     //    is resumable; /run never answers 409 without a live executor.
     void frozenServerContinuesAfterThaw()

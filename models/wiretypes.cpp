@@ -119,6 +119,18 @@ QString toWireId(const QUuid &id)
     return id.toString(QUuid::WithoutBraces);
 }
 
+std::optional<qint64> parseWireCount(QStringView text)
+{
+    const bool digitsOnly = !text.isEmpty() && std::all_of(text.begin(), text.end(), [](QChar c) {
+        return c >= u'0' && c <= u'9';
+    });
+    if (!digitsOnly)
+        return std::nullopt;
+    bool fits = false;
+    const qint64 value = text.toLongLong(&fits);
+    return fits ? std::optional(value) : std::nullopt;
+}
+
 std::optional<QUuid> parseWireId(QStringView text)
 {
     QUuid id;

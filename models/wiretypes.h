@@ -43,6 +43,10 @@ std::optional<QDateTime> parseWireTime(const QString &text);
 QString toWireId(const QUuid &id);
 std::optional<QUuid> parseWireId(QStringView text);
 
+// A count or sequence number as the API takes it: decimal digits only (no sign, no spaces),
+// within qint64.
+std::optional<qint64> parseWireCount(QStringView text);
+
 struct RuntimeError
 {
     QString code;

@@ -75,12 +75,11 @@ int HttpRequest::intParam(const QString &name, int defaultValue, int min, int ma
 {
     if (!query.hasQueryItem(name))
         return defaultValue;
-    bool ok = false;
-    const int value = query.queryItemValue(name).toInt(&ok);
-    if (!ok || value < min || value > max)
+    const auto value = parseWireCount(query.queryItemValue(name));
+    if (!value || *value < min || *value > max)
         throw ApiError::invalidParameter(
             u"%1 must be an integer from %2 to %3"_s.arg(name).arg(min).arg(max));
-    return value;
+    return int(*value);
 }
 
 std::optional<qint64> HttpRequest::timeParam(const QString &name) const

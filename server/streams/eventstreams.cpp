@@ -182,8 +182,8 @@ void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
     if (query.queryItemValue(u"resend_all"_s).toLower() == u"true"_s) {
         afterSeq = 0;
     } else if (query.hasQueryItem(u"after_seq"_s)) {
-        afterSeq = query.queryItemValue(u"after_seq"_s).toLongLong(&validQuery);
-        validQuery = validQuery && *afterSeq >= 0;
+        afterSeq = parseWireCount(query.queryItemValue(u"after_seq"_s));
+        validQuery = afterSeq.has_value();
     }
     if (!id || !validQuery) {
         qCInfo(lcStreams) << "refusing stream for" << url.path();

@@ -69,6 +69,11 @@ private Q_SLOTS:
             << u"invalid_parameter"_s;
         QTest::addRow("limit too big") << "GET"_ba << u"/api/conversations/search?limit=101"_s
                                        << ""_ba << 422 << u"invalid_parameter"_s;
+        QTest::addRow("limit with a space") << "GET"_ba << u"/api/conversations/search?limit=%205"_s
+                                            << ""_ba << 422 << u"invalid_parameter"_s;
+        QTest::addRow("after_seq with a space")
+            << "GET"_ba << item + u"/events/search?after_seq=1%20"_s << ""_ba << 422
+            << u"invalid_parameter"_s;
         QTest::addRow("bad sort") << "GET"_ba << u"/api/conversations/search?sort_order=NAME"_s
                                   << ""_ba << 422 << u"invalid_parameter"_s;
         QTest::addRow("bad page id") << "GET"_ba << u"/api/conversations/search?page_id=%%%"_s

@@ -603,6 +603,7 @@ private Q_SLOTS:
         QTest::addColumn<QString>("query");
         QTest::addRow("negative") << u"after_seq=-5"_s;
         QTest::addRow("not a number") << u"after_seq=abc"_s;
+        QTest::addRow("with a space") << u"after_seq=%201"_s;
         QTest::addRow("too large") << u"after_seq=99999999999999999999"_s;
     }
     void badAfterSeqClosesWith4022()

@@ -208,10 +208,17 @@ QCoro::Task<> ConversationRunner::loop()
         qCInfo(lcExecution) << "run of" << m_id << "ended:" << error.detail;
     } catch (const std::exception &error) {
         qCWarning(lcExecution) << "run of" << m_id << "failed:" << error.what();
+        // A full disk is the operator's to fix, and its driver text ("commit: database or disk
+        // is full Unable to fetch row") says little; anything else is told as it came.
+        const auto *storage = dynamic_cast<const StorageError *>(&error);
+        const Event failure =
+            storage && storage->diskFull()
+                ? Event::agentError(u"storage_full"_s,
+                                    u"The run stopped because the server's disk is full. Free "
+                                    "space on the server, then run the conversation again."_s)
+                : Event::agentError(u"run_failed"_s, QString::fromUtf8(error.what()));
         try {
-            m_log.setStatus(m_id, ExecutionStatus::Error,
-                            {Event::agentError(u"run_failed"_s, QString::fromUtf8(error.what()))},
-                            &m_lease);
+            m_log.setStatus(m_id, ExecutionStatus::Error, {failure}, &m_lease);
         } catch (const std::exception &) {
             // Storage is gone as well; the next start resolves the stale status.
         }

@@ -1,5 +1,6 @@
 // Bad input never crashes the server and never gets a 500; keys protect /api, not health.
 #include "storage/database.h"
+#include "testevents.h"
 #include "testserver.h"
 
 #include <QFileInfo>
@@ -210,6 +211,37 @@ private Q_SLOTS:
         QCOMPARE(refused.errorCode, u"storage_full"_s);
         QVERIFY(refused.detail.contains(u"disk is full"_s));
         QVERIFY(m_server->call("POST"_ba, u"/api/conversations"_s).ok());
+    }
+
+    // A run cut off by a full disk says so, rather than with the driver's text.
+    void aRunStoppedByAFullDiskSaysSo()
+    {
+        if (TestServer::usesPostgres())
+            QSKIP("SQLite's page limit stands in for a full disk");
+        const QUuid id =
+            m_server->create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
+        QVERIFY(!id.isNull());
+        // The echo of this message needs ~100 pages more than the database may take.
+        const QString path = u"/api/conversations/"_s + toWireId(id);
+        QVERIFY(
+            m_server->post(path + u"/events"_s, TestServer::message(QString(400'000, u'x'), false))
+                .ok());
+        Database &db = m_server->server().database();
+        const auto pragma = [&](const QString &sql) {
+            QSqlQuery query = db.prepare(sql);
+            db.exec(query);
+            return query.next() ? query.value(0).toLongLong() : -1;
+        };
+        pragma(u"PRAGMA max_page_count = %1"_s.arg(pragma(u"PRAGMA page_count"_s) + 8));
+        const ApiReply run = m_server->post(path + u"/run"_s);
+        const bool stopped = m_server->waitForStatus(id, u"error"_s);
+        pragma(u"PRAGMA max_page_count = 1073741823"_s);
+        QVERIFY2(run.ok(), qPrintable(run.detail));
+        QVERIFY(stopped);
+        const QList<QJsonObject> errors = ofKind(m_server->events(id), u"AgentErrorEvent"_s);
+        QCOMPARE(errors.size(), 1);
+        QCOMPARE(errors.first().value(u"code"_s).toString(), u"storage_full"_s);
+        QVERIFY(errors.first().value(u"error"_s).toString().contains(u"disk is full"_s));
     }
 
     void wrongMethodNamesTheAllowedOnes()

@@ -327,8 +327,13 @@ QCoro::Task<> AgentDeckServer::stop()
     const auto left =
         std::max(m_config.shutdownGrace - std::chrono::milliseconds(elapsed.elapsed()),
                  std::chrono::milliseconds(0));
-    auto pausing = d->service->shutdown(left);
-    co_await std::move(pausing);
+    try {
+        auto pausing = d->service->shutdown(left);
+        co_await std::move(pausing);
+    } catch (const std::exception &error) {
+        // The stop goes on whatever failed: a server that does not exit serves nobody.
+        qCCritical(lcServer) << "pausing the runs failed:" << error.what();
+    }
     // Sandboxes keep running: the next instance adopts them.
     d->parts.runtimes->detachAll();
     inStreamsThread([this] {

@@ -100,14 +100,7 @@ bool PostgresCluster::start(QString *error)
     // A free port can be taken by someone else before the server binds it: try a few.
     for (int attempt = 0; attempt < 5 && !m_running; ++attempt) {
         m_port = freeLoopbackPort();
-        const QString options =
-            u"-p %1 -k %2 -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
-            "-c full_page_writes=off -c max_connections=300"_s.arg(m_port)
-                .arg(m_dir->path());
-        m_running = run(m_bin + u"/pg_ctl"_s,
-                        {u"-D"_s, data, u"-l"_s, m_dir->filePath(u"server.log"_s), u"-o"_s, options,
-                         u"-w"_s, u"-t"_s, u"60"_s, u"start"_s},
-                        &output);
+        m_running = startServer(&output);
     }
     if (!m_running) {
         QFile log(m_dir->filePath(u"server.log"_s));
@@ -115,6 +108,40 @@ bool PostgresCluster::start(QString *error)
         *error = u"pg_ctl start failed: "_s + output + QString::fromLocal8Bit(log.readAll());
     }
     return m_running;
+}
+
+bool PostgresCluster::startServer(QString *output)
+{
+    const QString options =
+        u"-p %1 -k %2 -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
+        "-c full_page_writes=off -c max_connections=300"_s.arg(m_port)
+            .arg(m_dir->path());
+    return run(m_bin + u"/pg_ctl"_s,
+               {u"-D"_s, m_dir->filePath(u"data"_s), u"-l"_s, m_dir->filePath(u"server.log"_s),
+                u"-o"_s, options, u"-w"_s, u"-t"_s, u"60"_s, u"start"_s},
+               output);
+}
+
+bool PostgresCluster::pause(QString *error)
+{
+    QString output;
+    if (!run(m_bin + u"/pg_ctl"_s,
+             {u"-D"_s, m_dir->filePath(u"data"_s), u"-m"_s, u"fast"_s, u"-w"_s, u"stop"_s},
+             &output)) {
+        *error = u"pg_ctl stop failed: "_s + output;
+        return false;
+    }
+    return true;
+}
+
+bool PostgresCluster::resume(QString *error)
+{
+    QString output;
+    if (!startServer(&output)) {
+        *error = u"pg_ctl start failed: "_s + output;
+        return false;
+    }
+    return true;
 }
 
 bool PostgresCluster::restart(QString *error)

@@ -25,6 +25,9 @@ public:
     void stop();
     // Stops the server (fast: connections are cut) and starts it again on the same port.
     bool restart(QString *error);
+    // The same in two steps, for a test that does something while the server is down.
+    bool pause(QString *error);
+    bool resume(QString *error);
     // Creates an empty database and returns its URL (as the cluster's superuser).
     QUrl createDatabase(const QString &name, QString *error);
     QUrl url(const QString &database) const;
@@ -34,6 +37,7 @@ public:
 
 private:
     bool run(const QString &program, const QStringList &arguments, QString *output);
+    bool startServer(QString *output);
 
     std::unique_ptr<QTemporaryDir> m_dir;
     QString m_bin;

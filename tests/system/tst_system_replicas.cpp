@@ -545,6 +545,28 @@ private Q_SLOTS:
             QCOMPARE(seqs[i], i + 1);
     }
 
+    // SIGTERM while the database is down: the leases cannot be handed over and lapse instead,
+    // and the replica still stops (it used to stay up, serving nothing, for good).
+    void sigtermWhileTheDatabaseIsDownStillStops()
+    {
+        ServerProcess &a = startReplica(u"alpha"_s);
+        const QUuid id = startLongRun(a);
+        QVERIFY(!id.isNull());
+        QString error;
+        QVERIFY2(m_cluster.pause(&error), qPrintable(error));
+        a.sendSignal(SIGTERM);
+        const bool exited = a.waitForExit(15'000);
+        QVERIFY2(m_cluster.resume(&error), qPrintable(error));
+        QVERIFY2(exited, qPrintable(a.stderrText().right(2000)));
+        QCOMPARE(a.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(a.exitCode(), 0);
+        QVERIFY(a.stderrText().contains(u"lapse after their TTL"_s));
+
+        // The next replica resolves the run once the lease has lapsed.
+        ServerProcess &b = startReplica(u"beta"_s);
+        QVERIFY(b.waitForStatus(id, u"paused"_s, 15'000));
+    }
+
 private:
     ServerFleet m_fleet;
     PostgresCluster m_cluster;

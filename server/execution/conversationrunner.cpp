@@ -7,6 +7,8 @@
 #include "storage/conversationstore.h"
 #include "storage/database.h"
 
+#include <QCoroTimer>
+#include <QElapsedTimer>
 #include <QSet>
 
 using namespace Qt::StringLiterals;
@@ -78,6 +80,7 @@ void ConversationRunner::requestPause()
 void ConversationRunner::interrupt()
 {
     m_pauseRequested = true;
+    m_interrupted = true;
     if (m_agent)
         m_agent->cancel();
     m_runtime->interrupt();
@@ -155,10 +158,17 @@ QCoro::Task<> ConversationRunner::loop()
                     for (const Event *rest : pending.sliced(1))
                         observations.append(Event::observation(
                             *rest, u"[not run: the run was interrupted]"_s, -1, true));
-                    m_log.setStatus(m_id, ExecutionStatus::Paused, observations, &m_lease);
+                    auto writing = persist([&] {
+                        m_log.setStatus(m_id, ExecutionStatus::Paused, observations, &m_lease);
+                    });
+                    co_await std::move(writing);
                     break;
                 }
-                m_log.append(m_id, {observation}, std::nullopt, &m_lease);
+                // What the command did is written even if the database blinks meanwhile: an
+                // action left without its observation would run again.
+                auto writing =
+                    persist([&] { m_log.append(m_id, {observation}, std::nullopt, &m_lease); });
+                co_await std::move(writing);
                 continue;
             }
             auto decision = m_agent->next(history);
@@ -225,6 +235,36 @@ QCoro::Task<> ConversationRunner::loop()
     }
     Q_EMIT stopped(m_id);
     deleteLater();
+}
+
+QCoro::Task<> ConversationRunner::persist(std::function<void()> write)
+{
+    QElapsedTimer outage;
+    auto pause = std::chrono::milliseconds(50);
+    for (;;) {
+        try {
+            write();
+            if (outage.isValid())
+                qCInfo(lcExecution) << "run of" << m_id << "wrote after" << outage.elapsed()
+                                    << "ms without storage";
+            co_return;
+        } catch (const StorageError &error) {
+            // A full disk waits for the operator, not for a retry; an interrupt or a delete
+            // ends the wait (the server is stopping, or nothing is left to write to).
+            if (error.diskFull() || m_interrupted || m_abandoned ||
+                (outage.isValid() && outage.elapsed() > StorageOutageLimit.count()))
+                throw;
+            if (!outage.isValid()) {
+                outage.start();
+                qCWarning(lcExecution)
+                    << "run of" << m_id
+                    << "cannot write; retrying while storage is back:" << error.what();
+            }
+        }
+        auto waiting = QCoro::sleepFor(pause);
+        co_await std::move(waiting);
+        pause = std::min(pause * 2, std::chrono::milliseconds(500));
+    }
 }
 
 } // namespace AgentDeck

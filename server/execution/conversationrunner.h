@@ -7,6 +7,8 @@
 #include <QObject>
 #include <QUuid>
 
+#include <functional>
+
 namespace AgentDeck {
 
 class ConversationStore;
@@ -46,12 +48,18 @@ public:
     void abandon();
     bool isCommandInFlight() const { return m_commandInFlight; }
 
+    // How long a run waits for storage to come back before a write fails it.
+    static constexpr std::chrono::seconds StorageOutageLimit{60};
+
 Q_SIGNALS:
     void stopped(const QUuid &conversationId);
 
 private:
     QCoro::Task<> loop();
     void runLoop();
+    // Runs `write`, again and again while storage fails (a database restart), until it is
+    // done, the disk is full, the run is interrupted or abandoned, or StorageOutageLimit passed.
+    QCoro::Task<> persist(std::function<void()> write);
 
     QUuid m_id;
     LeaseToken m_lease;
@@ -62,6 +70,7 @@ private:
     RunSettings m_settings;
     QUuid m_confirmedActionId;
     bool m_pauseRequested = false;
+    bool m_interrupted = false;
     bool m_abandoned = false;
     bool m_commandInFlight = false;
 };

@@ -85,6 +85,7 @@ void Database::close()
     if (m_connectionName.isEmpty())
         return;
     m_prepared.clear();
+    m_retired.clear();
     m_db.close();
     m_db = QSqlDatabase();
     QSqlDatabase::removeDatabase(m_connectionName);
@@ -259,26 +260,45 @@ bool Database::applyMigrations(QString *error)
     return true;
 }
 
-void Database::reconnectIfLost()
+bool Database::reopenSession()
+{
+    const int depth = std::exchange(m_depth, 0);
+    if (depth > 0)
+        m_db.rollback();
+    bool reopened = false;
+    try {
+        reopened = reconnectIfLost();
+    } catch (const StorageError &) {
+        m_depth = depth;
+        throw;
+    }
+    if (reopened && depth > 0 && control(u"BEGIN IMMEDIATE"_s, &QSqlDatabase::transaction))
+        reopened = false;
+    m_depth = depth;
+    return reopened;
+}
+
+bool Database::reconnectIfLost()
 {
     // Only between transactions: a transaction cut by a lost connection has failed already.
     if (!m_suspect || m_depth > 0)
-        return;
+        return false;
     m_suspect = false;
     {
         QSqlQuery probe(m_db);
         if (probe.exec(u"SELECT 1"_s))
-            return; // the statement failed, not the connection
+            return false; // the statement failed, not the connection
     }
     qCWarning(lcStorage) << "lost the database connection; reconnecting";
     // Statements prepared on the old session do not exist on the new one.
-    m_prepared.clear();
+    m_retired = std::exchange(m_prepared, {});
     m_db.close();
     if (!m_db.open()) {
         m_suspect = true;
         throw StorageError("database unreachable: " + m_db.lastError().text().toStdString());
     }
     qCInfo(lcStorage) << "reconnected to the database";
+    return true;
 }
 
 void Database::noteFailure()
@@ -319,11 +339,35 @@ void Database::exec(QSqlQuery &query)
 {
     ++m_statements;
     m_lastStatement = query.lastQuery();
+    const bool firstOfTransaction = m_depth > 0 && m_transactionStatements++ == 0;
     query.setForwardOnly(true);
-    if (!query.exec()) {
+    if (query.exec())
+        return;
+    noteFailure();
+    // When the server ended the session (a restart), a statement is asked again on a new one if
+    // nothing can have been done: a read between transactions, the first statement of a
+    // transaction (which is begun again), or one the server refused because it was ending the
+    // session (an autocommit statement is then not committed). Otherwise the first request
+    // after every restart failed. Any other write is not: it may have been done before the
+    // connection went.
+    const QString state = query.lastError().nativeErrorCode();
+    const bool refusedAsTheSessionEnded = state == u"57P01"_s || state == u"57P02"_s;
+    const bool safe = m_depth == 0
+                          ? m_lastStatement.startsWith(u"SELECT"_s) || refusedAsTheSessionEnded
+                          : firstOfTransaction;
+    if (isPostgres() && safe && reopenSession()) {
+        const QVariantList values = query.boundValues();
+        query = QSqlQuery(m_db);
+        query.setForwardOnly(true);
+        if (query.prepare(m_lastStatement)) {
+            for (qsizetype i = 0; i < values.size(); ++i)
+                query.bindValue(int(i), values[i]);
+            if (query.exec())
+                return;
+        }
         noteFailure();
-        throwOnError(query, "query");
     }
+    throwOnError(query, "query");
 }
 
 void Database::begin()
@@ -335,10 +379,21 @@ void Database::begin()
     }
     reconnectIfLost();
     ++m_depth;
+    m_transactionStatements = 0;
     // SQLite: IMMEDIATE takes the write lock now, waiting for it through the busy timeout. A
     // deferred transaction that read first and finds the lock taken when it writes (the
     // checkpointer's RESTART holds it) fails at once instead.
-    if (const auto failure = control(u"BEGIN IMMEDIATE"_s, &QSqlDatabase::transaction)) {
+    auto failure = control(u"BEGIN IMMEDIATE"_s, &QSqlDatabase::transaction);
+    if (failure && isPostgres()) {
+        // Nothing is done yet, so a session the database ended (a restart) is opened again
+        // and the BEGIN retried: otherwise the first transaction after every restart failed.
+        m_depth = 0;
+        noteFailure();
+        reconnectIfLost();
+        ++m_depth;
+        failure = control(u"BEGIN IMMEDIATE"_s, &QSqlDatabase::transaction);
+    }
+    if (failure) {
         m_depth = 0;
         noteFailure();
         throw StorageError("begin: " + failure->toStdString());

@@ -111,7 +111,12 @@ private:
     // text when it failed.
     std::optional<QString> control(const QString &sqliteStatement,
                                    bool (QSqlDatabase::*postgres)());
-    void reconnectIfLost();
+    // Between transactions, after a failure: probes the connection and opens it again when the
+    // server ended it. Whether it did; throws when the server is unreachable.
+    bool reconnectIfLost();
+    // The same from inside a transaction none of whose statements ran yet: the transaction is
+    // begun again on the new session.
+    bool reopenSession();
 
     QSqlDatabase m_db;
     Dialect m_dialect;
@@ -122,9 +127,13 @@ private:
     const Clock *m_clock = nullptr;
     std::unique_ptr<WalCheckpointer> m_checkpointer;
     QHash<QString, QSqlQuery> m_prepared;
+    // The statements of the session before the last reconnect: kept, not destroyed, as a caller
+    // may hold one (a read retried on the new session is prepared again in its place).
+    QHash<QString, QSqlQuery> m_retired;
     qint64 m_statements = 0;
     QString m_lastStatement;
     int m_depth = 0;
+    int m_transactionStatements = 0; // of the outermost transaction, run so far
     bool m_suspect = false;
     bool m_rollbackOnly = false;
 };

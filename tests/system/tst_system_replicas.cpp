@@ -3,6 +3,7 @@
 // answers, cancellation across replicas, reads and live events written by any replica.
 #include "postgrescluster.h"
 #include "serverprocess.h"
+#include "testevents.h"
 
 #include <QElapsedTimer>
 #include <QFileInfo>
@@ -68,11 +69,11 @@ class SystemReplicasTest : public QObject
 private:
     // A replica of the current test's database; `runtime` local starts sandbox hosts.
     ServerProcess &startReplica(const QString &name, const QString &runtime = u"process"_s,
-                                bool waitReady = true)
+                                bool waitReady = true, int leaseTtlMs = LeaseTtlMs)
     {
         ServerProcess &replica =
             m_fleet.add({}, {u"--database"_s, m_databaseUrl.toString(), u"--replica-id"_s, name,
-                             u"--lease-ttl"_s, u"%1ms"_s.arg(LeaseTtlMs), u"--shutdown-grace"_s,
+                             u"--lease-ttl"_s, u"%1ms"_s.arg(leaseTtlMs), u"--shutdown-grace"_s,
                              u"0"_s, u"--runtime"_s, runtime});
         if (waitReady) {
             if (!replica.startReady())
@@ -543,6 +544,61 @@ private Q_SLOTS:
         QVERIFY(total > 0);
         for (qsizetype i = 0; i < seqs.size(); ++i)
             QCOMPARE(seqs[i], i + 1);
+    }
+
+    // The first transaction after a database restart reconnects and succeeds: it used to fail
+    // with 503 on every replica, once per restart. (A long TTL: no renewal or heartbeat comes
+    // first to find the connection gone.)
+    void theFirstWriteAfterADatabaseRestartSucceeds()
+    {
+        ServerProcess &a = startReplica(u"alpha"_s, u"process"_s, true, 60'000);
+        QVERIFY(!a.create({}).isNull());
+        QString error;
+        QVERIFY2(m_cluster.restart(&error), qPrintable(error));
+        Reply reply;
+        QVERIFY2(!a.create({}, &reply).isNull(), qPrintable(reply.describe()));
+    }
+
+    // A command that ends while the database restarts, or while it is down, is recorded once
+    // the database is back: the run finishes and nothing runs twice. The run used to end in
+    // `error`, its command's output lost and the command run again by the next /run.
+    void aRunOutlastsADatabaseOutage_data()
+    {
+        QTest::addColumn<bool>("downWhenItEnds");
+        QTest::addRow("restarted during the command") << false;
+        QTest::addRow("down when the command ends") << true;
+    }
+    void aRunOutlastsADatabaseOutage()
+    {
+        QFETCH(bool, downWhenItEnds);
+        ServerProcess &a = startReplica(u"alpha"_s);
+        const QUuid id = a.create(shellConversation(
+            u"echo ran >> counter; while [ ! -e gate ]; do sleep 0.05; done; echo done"_s, true));
+        QVERIFY(!id.isNull());
+        const QString workspace =
+            a.conversation(id).value(u"workspace"_s).toObject().value(u"working_dir"_s).toString();
+        QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(workspace + u"/counter"_s), 10'000);
+        QString error;
+        if (downWhenItEnds) {
+            QVERIFY2(m_cluster.pause(&error), qPrintable(error));
+            QVERIFY(QFile(workspace + u"/gate"_s).open(QIODevice::WriteOnly));
+            QTRY_VERIFY_WITH_TIMEOUT(a.stderrText().contains(u"retrying while storage is back"_s),
+                                     10'000);
+            QVERIFY2(m_cluster.resume(&error), qPrintable(error));
+        } else {
+            QVERIFY2(m_cluster.restart(&error), qPrintable(error));
+            QVERIFY(QFile(workspace + u"/gate"_s).open(QIODevice::WriteOnly));
+        }
+        QVERIFY2(a.waitForStatus(id, u"finished"_s, 20'000),
+                 qPrintable(a.stderrText().right(2000)));
+        const QList<QJsonObject> observations = ofKind(a.events(id), u"ObservationEvent"_s);
+        QCOMPARE(observations.size(), 1);
+        QCOMPARE(
+            observations.first().value(u"observation"_s).toObject().value(u"output"_s).toString(),
+            u"done\n"_s);
+        QFile counter(workspace + u"/counter"_s);
+        QVERIFY(counter.open(QIODevice::ReadOnly));
+        QCOMPARE(counter.readAll(), "ran\n"_ba);
     }
 
     // SIGTERM while the database is down: the leases cannot be handed over and lapse instead,

@@ -59,7 +59,7 @@ Exit codes: 0 done, 1 other error or declined, 2 usage, 3 not found (404), 4 con
 
 void writeTo(FILE *stream, const QString &text)
 {
-    std::fputs(text.toUtf8().constData(), stream);
+    std::fputs(CtlFormat::terminalSafe(text).toUtf8().constData(), stream);
     std::fflush(stream);
 }
 

@@ -74,6 +74,25 @@ QString jsonText(const QJsonValue &value)
 
 } // namespace
 
+QString terminalSafe(const QString &text)
+{
+    const auto isControl = [](QChar c) {
+        const char16_t code = c.unicode();
+        return (code < 0x20 && code != u'\n' && code != u'\t') || (code >= 0x7f && code < 0xa0);
+    };
+    if (std::none_of(text.cbegin(), text.cend(), isControl))
+        return text;
+    QString safe;
+    safe.reserve(text.size() + 16);
+    for (const QChar c : text) {
+        if (isControl(c))
+            safe += u"\\x"_s + QString::number(c.unicode(), 16).rightJustified(2, u'0');
+        else
+            safe += c;
+    }
+    return safe;
+}
+
 QString shortTime(const QDateTime &time)
 {
     if (!time.isValid())

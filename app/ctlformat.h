@@ -31,4 +31,9 @@ QString eventSummary(const Event &event);
 // 2025-01-02T03:04:05Z: the wire time without milliseconds.
 QString shortTime(const QDateTime &time);
 
+// `text` with the control characters a terminal would act on (escape sequences, bells, a
+// carriage return that overwrites the line) shown as \xNN instead; newlines and tabs stay.
+// Everything ctl prints goes through it: titles and outputs come from agents and users.
+QString terminalSafe(const QString &text);
+
 } // namespace AgentDeck::CtlFormat

@@ -409,6 +409,35 @@ private Q_SLOTS:
         QCOMPARE(result.jsonLines(), expected);
     }
 
+    // Titles and outputs come from agents and users: a terminal must not obey what they hold.
+    // An output that moved the cursor back and recoloured the line read "exit 0: all tests
+    // passed" for a command that exited 3.
+    void controlCharactersAreShownNotObeyed()
+    {
+        ServerProcess &server = m_fleet.add();
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QUuid id = server.create(conversationBody(
+            u"shell"_s, u"innocent\u001b[31mFAKE\u0007"_s,
+            u"printf 'boom\\033[2K\\033[1Gexit 0: all tests passed\\n'; exit 3"_s));
+        QVERIFY(!id.isNull());
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        for (const QStringList &arguments :
+             {QStringList{u"list"_s}, QStringList{u"show"_s, wireId(id)},
+              QStringList{u"events"_s, wireId(id)}}) {
+            const CtlResult result = ctl(server, arguments);
+            QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+            QVERIFY2(!result.out.contains(QChar(0x1b)) && !result.out.contains(QChar(0x07)),
+                     qPrintable(arguments.first() + u": "_s + result.out));
+            if (arguments.first() != u"events"_s)
+                QVERIFY2(result.out.contains(u"innocent\\x1b[31mFAKE\\x07"_s),
+                         qPrintable(result.out));
+            else
+                QVERIFY2(
+                    result.out.contains(u"exit 3: boom\\x1b[2K\\x1b[1Gexit 0: all tests passed"_s),
+                    qPrintable(result.out));
+        }
+    }
+
     // archive, unarchive, recover, reprovision: each answers the conversation as it now is, and
     // an archived conversation refuses runtime actions with the server's sentence and exit 4.
     void runtimeAndArchiveActions()

@@ -74,6 +74,7 @@ MainWindow::MainWindow(ConsoleController *controller, const QString &serverLabel
                                  "border-radius: 4px; }"_s);
     auto *bannerLayout = new QHBoxLayout(m_bannerFrame);
     m_banner = new QLabel(m_bannerFrame);
+    m_banner->setTextFormat(Qt::PlainText); // the server's sentences, with the user's names
     m_banner->setWordWrap(true);
     auto *dismiss = new QToolButton(m_bannerFrame);
     dismiss->setText(u"✕"_s);
@@ -273,12 +274,15 @@ void MainWindow::trigger(Action action)
     if (!info)
         return;
     if (action == Action::Delete) {
-        const auto answer = QMessageBox::question(
-            this, tr("Delete conversation"),
+        // Plain text: a title with markup could make the question name another conversation.
+        QMessageBox question(
+            QMessageBox::Question, tr("Delete conversation"),
             tr("Delete “%1” permanently? Its history and server-owned workspace are removed.")
                 .arg(info->title),
-            QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
-        if (answer != QMessageBox::Yes)
+            QMessageBox::Yes | QMessageBox::No, this);
+        question.setTextFormat(Qt::PlainText);
+        question.setDefaultButton(QMessageBox::No);
+        if (question.exec() != QMessageBox::Yes)
             return;
     }
     m_bannerFrame->hide();

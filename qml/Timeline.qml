@@ -48,6 +48,7 @@ Rectangle {
                           + (kind === "ObservationEvent" ? "  exit " + exitCode : "")
                           + (interrupted ? "  (interrupted)" : "")
                           + (errorCode ? "  [" + errorCode + "]" : "")
+                    textFormat: Text.PlainText // error codes come from the server
                     font.bold: true
                     font.pixelSize: 11
                     color: root.colourFor(kind, source)
@@ -55,6 +56,9 @@ Rectangle {
                 Text {
                     width: parent.width
                     text: model.text
+                    // Exactly as stored: as rich text, "ls <!-- ; rm -rf ~ --> /tmp" waiting
+                    // for confirmation read "ls /tmp".
+                    textFormat: Text.PlainText
                     wrapMode: Text.Wrap
                     maximumLineCount: 12
                     elide: Text.ElideRight

@@ -9,9 +9,12 @@
 #include <QApplication>
 #include <QDir>
 #include <QFile>
+#include <QFontMetricsF>
 #include <QLabel>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QQuickItem>
+#include <QQuickWidget>
 #include <QQuickWindow>
 #include <QTabWidget>
 #include <QTableView>
@@ -133,6 +136,38 @@ private Q_SLOTS:
         QCOMPARE(m_window->tabs()->tabText(0), u"Active (0)"_s);
     }
 
+    // What users and agents wrote is shown as written, never as markup: a command waiting for
+    // confirmation whose "; rm -rf" sat in an HTML comment read as a harmless `ls`, and a title
+    // with tags made the delete question name something else.
+    void markupIsShownAsWritten()
+    {
+        startConsole();
+        const QString command = u"echo <b></b><!-- ; rm -rf ~/important --> done"_s;
+        const QUuid id = create(u"<b>bold</b> title"_s, command);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QVERIFY(m_window->selectConversation(id));
+        // The message's text item is as wide as the whole command: the comment is shown.
+        QQuickItem *message = nullptr;
+        QTRY_VERIFY_WITH_TIMEOUT((message = textItem(m_window->timeline()->rootObject(), command)),
+                                 10000);
+        const QFontMetricsF metrics(message->property("font").value<QFont>());
+        QVERIFY2(message->implicitWidth() >= 0.9 * metrics.horizontalAdvance(command),
+                 qPrintable(u"%1 px for a command of %2 px"_s.arg(message->implicitWidth())
+                                .arg(metrics.horizontalAdvance(command))));
+
+        Qt::TextFormat questionFormat = Qt::RichText;
+        QTimer::singleShot(0, this, [&questionFormat] {
+            if (auto *box = qobject_cast<QMessageBox *>(QApplication::activeModalWidget())) {
+                questionFormat = box->textFormat();
+                QTest::mouseClick(box->button(QMessageBox::No), Qt::LeftButton);
+            }
+        });
+        QTest::mouseClick(m_window->actionButton(Action::Delete), Qt::LeftButton);
+        QCOMPARE(questionFormat, Qt::PlainText);
+        QCOMPARE(m_window->banner()->textFormat(), Qt::PlainText);
+    }
+
     void failuresShowTheServersSentence()
     {
         startConsole();
@@ -153,6 +188,20 @@ private Q_SLOTS:
     }
 
 private:
+    // The text item under `root` showing `text`, if any.
+    static QQuickItem *textItem(QQuickItem *root, const QString &text)
+    {
+        if (!root)
+            return nullptr;
+        if (root->inherits("QQuickText") && root->property("text").toString() == text)
+            return root;
+        for (QQuickItem *child : root->childItems()) {
+            if (QQuickItem *found = textItem(child, text))
+                return found;
+        }
+        return nullptr;
+    }
+
     void startConsole()
     {
         ServerConfig config;

@@ -135,6 +135,15 @@ LeaseToken ConversationService::claimOrThrow(const QUuid &id)
     throw ownershipError(*holder, m_replicas.livenessWindow());
 }
 
+void ConversationService::refuseIfHeldElsewhere(const QUuid &id)
+{
+    if (m_runners.contains(id) || m_starting.contains(id))
+        return;
+    if (const auto holder = m_leases.holder(id);
+        holder && holder->owner != m_settings.leaseOwner && holder->msLeft > 0)
+        throw ownershipError(*holder, m_replicas.livenessWindow());
+}
+
 ConversationService::~ConversationService()
 {
     for (const auto &runner : std::as_const(m_runners)) {
@@ -510,6 +519,8 @@ QCoro::Task<> ConversationService::stopRunAndRuntime(QUuid id)
 QCoro::Task<ConversationInfo> ConversationService::archive(QUuid id)
 {
     require(id);
+    // Only the owner can stop its run and sandbox: archiving here left them going.
+    refuseIfHeldElsewhere(id);
     auto stopping = stopRunAndRuntime(id);
     co_await std::move(stopping);
     if (!m_store.setArchived(id, m_clock.nowMs()))
@@ -529,6 +540,8 @@ QCoro::Task<ConversationInfo> ConversationService::resumeRuntime(QUuid id)
 {
     const ConversationInfo info = require(id);
     requireUsableRuntime(info);
+    // A second sandbox on the workspace of a run going on elsewhere.
+    refuseIfHeldElsewhere(id);
     auto bringingUp = bringUpRuntime(info);
     co_await std::move(bringingUp);
     co_return require(id);
@@ -538,6 +551,7 @@ QCoro::Task<ConversationInfo> ConversationService::reprovisionRuntime(QUuid id)
 {
     const ConversationInfo info = require(id);
     requireUsableRuntime(info);
+    refuseIfHeldElsewhere(id);
     if (m_runners.contains(id) || m_starting.contains(id))
         throw ApiError::conflict(u"conversation_already_running"_s,
                                  u"Conversation is running; pause it before reprovisioning"_s);
@@ -550,6 +564,7 @@ QCoro::Task<ConversationInfo> ConversationService::reprovisionRuntime(QUuid id)
 QCoro::Task<ConversationInfo> ConversationService::stopRuntime(QUuid id)
 {
     require(id);
+    refuseIfHeldElsewhere(id);
     auto stopping = stopRunAndRuntime(id);
     co_await std::move(stopping);
     m_store.setRuntimeError(id, std::nullopt);
@@ -625,8 +640,11 @@ void ConversationService::stopRequestedElsewhere(const QUuid &id, LeaseStore::Ca
 QCoro::Task<StoredEvent> ConversationService::sendMessage(QUuid id, MessageRequest message)
 {
     const ConversationInfo info = require(id);
-    if (message.run)
+    if (message.run) {
         requireUsableRuntime(info);
+        // Stored and then refused, the message ran twice when the client sent it to the owner.
+        refuseIfHeldElsewhere(id);
+    }
     resolveStale(info);
     const QList<StoredEvent> stored =
         m_log.append(id, {Event::message(EventSource::User, message.role, message.text)});
@@ -653,6 +671,7 @@ QCoro::Task<ConversationInfo> ConversationService::respondToConfirmation(QUuid i
         throw ApiError::conflict(u"not_waiting_for_confirmation"_s,
                                  u"Conversation has no action waiting for a confirmation"_s);
     const QUuid actionId = action->id;
+    refuseIfHeldElsewhere(id);
     if (!accept)
         m_log.append(id, {Event::userReject(*action, reason)});
     auto starting = startRun(require(id), accept ? actionId : QUuid());

@@ -115,6 +115,9 @@ private:
     bool resolveStale(const ConversationInfo &info);
     void resolveStaleUnder(const ConversationInfo &info, const LeaseToken &lease);
     LeaseToken claimOrThrow(const QUuid &id);
+    // A request that needs the conversation's run or runtime, refused before it changes
+    // anything while another owner's lease is live (409 or 503, as the claim would answer).
+    void refuseIfHeldElsewhere(const QUuid &id);
     QCoro::Task<> startRun(ConversationInfo info, QUuid confirmedActionId);
     QCoro::Task<std::shared_ptr<Runtime>> bringUpRuntime(ConversationInfo info);
     QCoro::Task<> stopRunAndRuntime(QUuid id);

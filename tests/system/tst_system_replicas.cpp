@@ -260,6 +260,46 @@ private Q_SLOTS:
         QCOMPARE(b.post(conversationPath(id, u"run"_s)).status, 200);
     }
 
+    // What only the owner may do is refused elsewhere before anything changes: a run: true
+    // message was stored and then refused, so it ran twice when the client sent it to the
+    // owner; archive and stopping the runtime left the owner's run going; resume and reprovision
+    // started a second sandbox on the running workspace.
+    void requestsForARunElsewhereChangeNothing()
+    {
+        ServerProcess &a = startReplica(u"alpha"_s);
+        ServerProcess &b = startReplica(u"beta"_s);
+        const QUuid id = startLongRun(a);
+        QVERIFY(!id.isNull());
+        const qsizetype eventsBefore = a.events(id).size();
+
+        const struct
+        {
+            QByteArray method;
+            QString path;
+            QJsonObject body;
+        } requests[] = {
+            {"POST"_ba, conversationPath(id, u"events"_s), userMessage(u"echo again"_s, true)},
+            {"POST"_ba, conversationPath(id, u"archive"_s), {}},
+            {"POST"_ba, conversationPath(id, u"runtime/resume"_s), {}},
+            {"POST"_ba, conversationPath(id, u"runtime/reprovision"_s), {}},
+            {"DELETE"_ba, conversationPath(id, u"runtime"_s), {}},
+        };
+        for (const auto &request : requests) {
+            const Reply refused =
+                b.call(request.method, request.path, QJsonDocument(request.body).toJson());
+            QVERIFY2(refused.status == 409,
+                     qPrintable(request.path + u": "_s + refused.describe()));
+            QCOMPARE(refused.object().value(u"code"_s).toString(), u"held_by_other_replica"_s);
+        }
+        QCOMPARE(a.events(id).size(), eventsBefore);
+        const QJsonObject conversation = a.conversation(id);
+        QVERIFY(conversation.value(u"archived_at"_s).isNull());
+        QCOMPARE(conversation.value(u"execution_status"_s).toString(), u"running"_s);
+        QCOMPARE(
+            conversation.value(u"runtime_info"_s).toObject().value(u"runtime_status"_s).toString(),
+            u"available"_s);
+    }
+
     // SIGTERM: the owner releases its leases; another replica serves /recover at once.
     void sigtermHandsOverWithinOneSecond()
     {

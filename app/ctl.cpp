@@ -1,5 +1,6 @@
 #include "ctl.h"
 
+#include "commandline.h"
 #include "ctlformat.h"
 #include "serverconnection.h"
 
@@ -50,6 +51,8 @@ ID is a conversation UUID, dashed or 32 hex digits.
 Options:
   --server URL           the server (default http://127.0.0.1:8000)
   --session-api-key K    its session API key (default: $AGENTDECK_SESSION_API_KEY)
+  --timeout DURATION     give up on a server silent this long, e.g. 10s (default 30s); a
+                         followed stream reconnects instead
   --json                 print the API's JSON instead of a table (events: one event per line)
   -h, --help             this text
 
@@ -154,6 +157,7 @@ struct Invocation
     Command command = Command::List;
     QUrl server;
     QString apiKey;
+    std::chrono::milliseconds timeout = ServerConnection::DefaultSilenceTimeout;
     QUuid id;
     QString text;
     ConversationFilter filter;
@@ -184,7 +188,8 @@ std::optional<Invocation> parseInvocation(const QStringList &arguments, QString 
     const QCommandLineOption key(u"session-api-key"_s, {}, u"K"_s);
     const QCommandLineOption help(QStringList{u"h"_s, u"help"_s});
     const QCommandLineOption status(u"status"_s, {}, u"S"_s);
-    parser.addOptions({server, key, help, status});
+    const QCommandLineOption timeout(u"timeout"_s, {}, u"DURATION"_s);
+    parser.addOptions({server, key, help, status, timeout});
     for (const QString &flag :
          {u"json"_s, u"follow"_s, u"yes"_s, u"run"_s, u"archived"_s, u"all"_s})
         parser.addOption(QCommandLineOption(flag));
@@ -210,7 +215,7 @@ std::optional<Invocation> parseInvocation(const QStringList &arguments, QString 
         *error = u"unknown command \"%1\""_s.arg(name);
         return std::nullopt;
     }
-    const QStringList global{u"server"_s, u"session-api-key"_s, u"h"_s, u"help"_s};
+    const QStringList global{u"server"_s, u"session-api-key"_s, u"timeout"_s, u"h"_s, u"help"_s};
     for (const QString &option : parser.optionNames()) {
         if (!global.contains(option) && !spec->options.contains(option)) {
             *error = u"%1 does not take --%2"_s.arg(name, option);
@@ -228,6 +233,14 @@ std::optional<Invocation> parseInvocation(const QStringList &arguments, QString 
     invocation.server = *url;
     invocation.apiKey =
         parser.isSet(key) ? parser.value(key) : qEnvironmentVariable("AGENTDECK_SESSION_API_KEY");
+    if (parser.isSet(timeout)) {
+        const auto duration = parseDuration(parser.value(timeout));
+        if (!duration || duration->count() <= 0) {
+            *error = u"--timeout takes a duration such as 10s or 2m"_s;
+            return std::nullopt;
+        }
+        invocation.timeout = *duration;
+    }
 
     if (spec->takesId) {
         if (positional.isEmpty()) {
@@ -289,6 +302,7 @@ public:
         , m_connection(invocation.server)
     {
         m_connection.setApiKey(invocation.apiKey);
+        m_connection.setSilenceTimeout(invocation.timeout);
     }
 
     QCoro::Task<int> list()

@@ -1,6 +1,7 @@
 #include "serverconnection.h"
 
 #include <QCoroNetworkReply>
+#include <QDateTime>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QNetworkReply>
@@ -140,6 +141,7 @@ QCoro::Task<ApiReply> ServerConnection::request(QByteArray method, QString path,
         url.setQuery(query);
     QNetworkRequest networkRequest(url);
     networkRequest.setAttribute(QNetworkRequest::Http2AllowedAttribute, false);
+    networkRequest.setTransferTimeout(int(m_silenceTimeout.count()));
     if (!m_apiKey.isEmpty())
         networkRequest.setRawHeader("X-Session-API-Key", m_apiKey.toUtf8());
     if (!body.isEmpty())
@@ -154,7 +156,10 @@ QCoro::Task<ApiReply> ServerConnection::request(QByteArray method, QString path,
     result.body = reply->readAll();
     result.retryAfter = reply->rawHeader("Retry-After");
     if (result.status == 0) {
-        result.detail = reply->errorString();
+        // Qt reports its transfer timeout as a cancellation.
+        result.detail = reply->error() == QNetworkReply::OperationCanceledError
+                            ? u"it did not answer within %1 ms"_s.arg(m_silenceTimeout.count())
+                            : reply->errorString();
         co_return result;
     }
     QJsonParseError parseError;
@@ -252,19 +257,38 @@ EventStream *ServerConnection::openEventStream(const QUuid &id, qint64 afterSeq,
     QUrl url = m_baseUrl;
     url.setScheme(m_baseUrl.scheme() == u"https"_s ? u"wss"_s : u"ws"_s);
     url.setPath(u"/sockets/events/"_s + toWireId(id));
-    return new EventStream(url, m_apiKey, afterSeq, parent);
+    return new EventStream(url, m_apiKey, afterSeq, m_silenceTimeout, parent);
 }
 
-EventStream::EventStream(const QUrl &url, const QString &apiKey, qint64 afterSeq, QObject *parent)
+EventStream::EventStream(const QUrl &url, const QString &apiKey, qint64 afterSeq,
+                         std::chrono::milliseconds silenceTimeout, QObject *parent)
     : QObject(parent)
     , m_url(url)
     , m_apiKey(apiKey)
     , m_lastSeq(afterSeq)
     , m_reconnectTimer(new QTimer(this))
+    , m_silenceTimeout(silenceTimeout)
+    , m_aliveTimer(new QTimer(this))
 {
     m_reconnectTimer->setSingleShot(true);
     connect(m_reconnectTimer, &QTimer::timeout, this, &EventStream::connectSocket);
+    connect(m_aliveTimer, &QTimer::timeout, this, &EventStream::checkAlive);
+    m_aliveTimer->start(m_silenceTimeout / 3);
     connectSocket();
+}
+
+void EventStream::checkAlive()
+{
+    // A handshake the server does not answer counts as silence too.
+    if (!m_socket || m_socket->state() == QAbstractSocket::UnconnectedState)
+        return;
+    if (QDateTime::currentMSecsSinceEpoch() - m_lastHeardMs > m_silenceTimeout.count()) {
+        // abort() emits disconnected(), which reconnects with backoff.
+        m_socket->abort();
+        return;
+    }
+    if (isConnected())
+        m_socket->ping();
 }
 
 EventStream::~EventStream()
@@ -299,8 +323,10 @@ void EventStream::connectSocket()
     if (m_socket)
         m_socket->deleteLater();
     m_socket = new QWebSocket(QString(), QWebSocketProtocol::VersionLatest, this);
+    m_lastHeardMs = QDateTime::currentMSecsSinceEpoch();
     connect(m_socket, &QWebSocket::connected, this, [this] {
         m_backoffMs = 250;
+        m_lastHeardMs = QDateTime::currentMSecsSinceEpoch();
         if (!m_apiKey.isEmpty()) {
             const QJsonObject auth{{u"type"_s, u"auth"_s}, {u"session_api_key"_s, m_apiKey}};
             m_socket->sendTextMessage(
@@ -310,6 +336,8 @@ void EventStream::connectSocket()
     });
     connect(m_socket, &QWebSocket::textMessageReceived, this, &EventStream::onTextMessage);
     connect(m_socket, &QWebSocket::disconnected, this, &EventStream::onDisconnected);
+    connect(m_socket, &QWebSocket::pong, this,
+            [this] { m_lastHeardMs = QDateTime::currentMSecsSinceEpoch(); });
     QUrl url = m_url;
     QUrlQuery query;
     query.addQueryItem(u"after_seq"_s, QString::number(m_lastSeq));
@@ -319,6 +347,7 @@ void EventStream::connectSocket()
 
 void EventStream::onTextMessage(const QString &message)
 {
+    m_lastHeardMs = QDateTime::currentMSecsSinceEpoch();
     const QJsonObject object = QJsonDocument::fromJson(message.toUtf8()).object();
     if (object.value(u"type"_s) == u"error"_s) {
         Q_EMIT errorFrame(object.value(u"code"_s).toString(), object.value(u"detail"_s).toString());

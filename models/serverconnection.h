@@ -11,6 +11,8 @@
 #include <QUrl>
 #include <QUrlQuery>
 
+#include <chrono>
+
 class QTimer;
 class QWebSocket;
 
@@ -91,9 +93,16 @@ public:
 
     static QString conversationPath(const QUuid &id, QStringView suffix = {});
 
+    // How long a request, or a followed stream, may go without a byte from the server before it
+    // is given up (a stream then reconnects): a frozen server (SIGSTOP, a paused VM) kept ctl
+    // and the console waiting for ever.
+    static constexpr std::chrono::milliseconds DefaultSilenceTimeout{30'000};
+    void setSilenceTimeout(std::chrono::milliseconds timeout) { m_silenceTimeout = timeout; }
+
 private:
     QUrl m_baseUrl;
     QString m_apiKey;
+    std::chrono::milliseconds m_silenceTimeout = DefaultSilenceTimeout;
     QNetworkAccessManager m_network;
 };
 
@@ -103,7 +112,8 @@ class EventStream : public QObject
 {
     Q_OBJECT
 public:
-    EventStream(const QUrl &url, const QString &apiKey, qint64 afterSeq, QObject *parent = nullptr);
+    EventStream(const QUrl &url, const QString &apiKey, qint64 afterSeq,
+                std::chrono::milliseconds silenceTimeout, QObject *parent = nullptr);
     ~EventStream() override;
 
     qint64 lastSeq() const { return m_lastSeq; }
@@ -127,6 +137,7 @@ private:
     void connectSocket();
     void onTextMessage(const QString &message);
     void onDisconnected();
+    void checkAlive();
 
     QUrl m_url;
     QString m_apiKey;
@@ -135,6 +146,12 @@ private:
     int m_backoffMs = 250;
     QWebSocket *m_socket = nullptr;
     QTimer *m_reconnectTimer = nullptr;
+    // Pings the server three times per silence timeout; a socket that heard nothing (no frame,
+    // no pong) for the whole timeout is taken for lost, so that a frozen server ends in a
+    // reconnect rather than in silence.
+    std::chrono::milliseconds m_silenceTimeout;
+    QTimer *m_aliveTimer = nullptr;
+    qint64 m_lastHeardMs = 0;
 };
 
 } // namespace AgentDeck

@@ -673,6 +673,38 @@ private Q_SLOTS:
 
     // events --follow prints history, then live events; when the server is SIGKILLed and comes
     // back on the same port it resumes after its last seq, so every event is printed once.
+    // A frozen server (SIGSTOP, a paused VM) is given up after --timeout: commands exit 6, and a
+    // followed stream says the connection was lost, then resumes when the server thaws. Both
+    // used to wait in silence for as long as the freeze lasted.
+    void aFrozenServerIsGivenUp()
+    {
+        ServerProcess &server = m_fleet.add();
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QUuid id = server.create(conversationBody(u"echo"_s, u"frozen"_s));
+        QVERIFY(!id.isNull());
+        CtlProcess &follower =
+            startCtl(server, {u"events"_s, wireId(id), u"--follow"_s, u"--timeout"_s, u"1s"_s});
+        QVERIFY2(QTest::qWaitFor([&] { return !follower.result().outLines().isEmpty(); },
+                                 FollowTimeoutMs),
+                 qPrintable(follower.result().describe()));
+
+        server.sendSignal(SIGSTOP);
+        const CtlResult listed = ctl(server, {u"list"_s, u"--timeout"_s, u"1s"_s});
+        QVERIFY2(
+            QTest::qWaitFor([&] { return follower.result().err.contains(u"connection lost"_s); },
+                            FollowTimeoutMs),
+            qPrintable(follower.result().describe()));
+        server.sendSignal(SIGCONT);
+        QVERIFY2(listed.exitCode == ExitUnreachable, qPrintable(listed.describe()));
+        QVERIFY2(listed.err.contains(u"did not answer within 1000 ms"_s),
+                 qPrintable(listed.describe()));
+        QVERIFY2(QTest::qWaitFor([&] { return follower.result().err.contains(u"reconnected"_s); },
+                                 FollowTimeoutMs),
+                 qPrintable(follower.result().describe()));
+        QVERIFY(follower.isRunning());
+        QCOMPARE(ctl(server, {u"list"_s, u"--timeout"_s, u"0"_s}).exitCode, ExitUsage);
+    }
+
     void followSurvivesServerRestart()
     {
         const quint16 port = freePort();

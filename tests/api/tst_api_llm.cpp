@@ -483,6 +483,64 @@ private Q_SLOTS:
                  u"in parts"_s);
     }
 
+    // Streams as some providers send them: tool calls without an `index` (merged into one call
+    // named "bashbash"), one JSON completion for a streamed request (taken for a stream cut
+    // short), and a whole answer on a connection left open after [DONE] (thrown away as a
+    // timeout and asked for again).
+    void unusualStreamsAreUnderstood()
+    {
+        const auto call = [](const QString &id, const QString &command) {
+            return QJsonObject{
+                {u"tool_calls"_s,
+                 QJsonArray{QJsonObject{
+                     {u"id"_s, id},
+                     {u"type"_s, u"function"_s},
+                     {u"function"_s,
+                      QJsonObject{{u"name"_s, u"bash"_s},
+                                  {u"arguments"_s, u"{\"command\": \"%1\"}"_s.arg(command)}}}}}}};
+        };
+        m_fake->enqueue(FakeLlmServer::streamedDeltas(
+            {call(u"call_a"_s, u"echo one"_s), call(u"call_b"_s, u"echo two"_s)}, u"tool_calls"_s));
+        m_fake->enqueue(FakeLlmServer::toolCall(u"bash"_s, {{u"command"_s, u"echo three"_s}}));
+        FakeLlmServer::Response whole = FakeLlmServer::streamedText({u"all "_s, u"there"_s});
+        whole.keepOpen = true;
+        m_fake->enqueue(whole);
+        const QUuid id = m_server->create(
+            body(agent({{u"stream"_s, true}, {u"timeout"_s, 0.5}, {u"max_retries"_s, 0}}),
+                 u"unusual"_s));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        const QList<QJsonObject> events = m_server->events(id);
+        const QList<QJsonObject> actions = ofKind(events, u"ActionEvent"_s);
+        QCOMPARE(actions.size(), 3);
+        QCOMPARE(actions[0].value(u"tool_name"_s).toString(), u"bash"_s);
+        QCOMPARE(actions[1].value(u"tool_call_id"_s).toString(), u"call_b"_s);
+        const QList<QJsonObject> observations = ofKind(events, u"ObservationEvent"_s);
+        QCOMPARE(observations.size(), 3);
+        QCOMPARE(outputOf(observations[0]), u"one\n"_s);
+        QCOMPARE(outputOf(observations[1]), u"two\n"_s);
+        QCOMPARE(outputOf(observations[2]), u"three\n"_s);
+        QCOMPARE(m_server->get(ServerConnection::conversationPath(id, u"agent_final_response"))
+                     .json.toObject()
+                     .value(u"response"_s)
+                     .toString(),
+                 u"all there"_s);
+        QCOMPARE(m_fake->requests.size(), 3);
+    }
+
+    // An answer past MaxAnswerBytes is refused, not read into memory and stored: a 20 MB one
+    // made an event no stream could carry, and every subscriber was closed at it for good.
+    void anAnswerTooLargeIsRefused()
+    {
+        m_fake->enqueue(FakeLlmServer::text(QString(5 << 20, u'x')));
+        const QUuid id = m_server->create(body(agent({{u"max_retries"_s, 0}}), u"huge"_s));
+        QVERIFY(m_server->waitForStatus(id, u"error"_s));
+        const QList<QJsonObject> errors = ofKind(m_server->events(id), u"AgentErrorEvent"_s);
+        QCOMPARE(errors.size(), 1);
+        QCOMPARE(errors[0].value(u"code"_s).toString(), u"llm_bad_response"_s);
+        QVERIFY2(errors[0].value(u"error"_s).toString().contains(u"larger than 4 MiB"_s),
+                 qPrintable(errors[0].value(u"error"_s).toString()));
+    }
+
     void streamedDeltasReachSubscribersAndAreNotStored()
     {
         m_fake->enqueue(FakeLlmServer::streamedToolCall(

@@ -163,7 +163,8 @@ void FakeLlmServer::respond(QTcpSocket *socket, const Response &response)
                 QByteArray::number(response.body.size()) + "\r\n\r\n";
         socket->write(head + response.body);
     }
-    socket->disconnectFromHost();
+    if (!response.keepOpen)
+        socket->disconnectFromHost();
 }
 
 FakeLlmServer::Response FakeLlmServer::toolCalls(const QJsonArray &calls, const QString &content,
@@ -228,6 +229,18 @@ FakeLlmServer::Response FakeLlmServer::streamedToolCall(const QString &name, con
               QJsonArray{QJsonObject{{u"index"_s, 0},
                                      {u"function"_s, QJsonObject{{u"arguments"_s, fragment}}}}}}}));
     response.events.append(chunk({}, u"tool_calls"_s));
+    response.events.append(usageChunk());
+    return response;
+}
+
+FakeLlmServer::Response FakeLlmServer::streamedDeltas(const QList<QJsonObject> &deltas,
+                                                      const QString &finishReason)
+{
+    Response response;
+    response.stream = true;
+    for (const QJsonObject &delta : deltas)
+        response.events.append(chunk(delta));
+    response.events.append(chunk({}, finishReason));
     response.events.append(usageChunk());
     return response;
 }

@@ -27,7 +27,8 @@ public:
         QList<QByteArray> events; // with `stream`: the data of each SSE event
         QList<QPair<QByteArray, QByteArray>> headers;
         bool stream = false;
-        bool hang = false; // never answer; the connection stays open until the client leaves
+        bool hang = false;     // never answer; the connection stays open until the client leaves
+        bool keepOpen = false; // answer, then leave the connection open
     };
 
     struct Request
@@ -57,6 +58,8 @@ public:
     static Response streamedText(const QStringList &deltas);
     static Response streamedToolCall(const QString &name, const QString &id,
                                      const QStringList &argumentFragments);
+    // One chunk per delta, then `finishReason` and the usage.
+    static Response streamedDeltas(const QList<QJsonObject> &deltas, const QString &finishReason);
     static Response status(int code, const QByteArray &retryAfter = {});
     static Response hanging();
     static Response garbage();

@@ -87,6 +87,9 @@ struct ChatClient::Attempt
     QJsonObject usage;
     bool complete = false;
     QString streamError;
+    bool streamed = false; // the answer came as events (a provider may ignore `stream`)
+    qint64 received = 0;   // bytes of the body so far
+    bool tooLarge = false;
 };
 
 ChatClient::ChatClient(ChatSettings settings, QObject *parent)
@@ -154,9 +157,13 @@ QCoro::Task<> ChatClient::send(QByteArray payload, Attempt *attempt)
     });
     deadline.start(m_settings.timeout);
 
-    const auto handleEvent = [this, attempt](const QByteArray &data) {
+    const auto handleEvent = [this, attempt, reply](const QByteArray &data) {
         if (data == "[DONE]") {
+            // The end, whether or not the provider closes the connection: one that kept it open
+            // had its whole answer thrown away as a timeout. Aborted from the event loop, not
+            // from inside the reply's own signal.
             attempt->complete = true;
+            QMetaObject::invokeMethod(reply, &QNetworkReply::abort, Qt::QueuedConnection);
             return;
         }
         QJsonParseError error;
@@ -183,12 +190,27 @@ QCoro::Task<> ChatClient::send(QByteArray payload, Attempt *attempt)
         }
         for (const QJsonValue &value : delta.value(u"tool_calls"_s).toArray()) {
             const QJsonObject call = value.toObject();
-            PartialToolCall &partial = attempt->toolCalls[call.value(u"index"_s).toInt()];
-            if (call.contains(u"id"_s))
-                partial.id = call.value(u"id"_s).toString();
+            const QString id = call.value(u"id"_s).toString();
+            // Some providers leave out `index`: a new id then starts a new call, and a piece
+            // without one continues the last (they were all merged into one call before).
+            int index = call.value(u"index"_s).toInt(-1);
+            if (index < 0) {
+                const auto last = attempt->toolCalls.isEmpty()
+                                      ? attempt->toolCalls.end()
+                                      : std::prev(attempt->toolCalls.end());
+                const bool continues =
+                    last != attempt->toolCalls.end() && (id.isEmpty() || id == last->id);
+                index = continues                      ? last.key()
+                        : attempt->toolCalls.isEmpty() ? 0
+                                                       : attempt->toolCalls.lastKey() + 1;
+            }
+            PartialToolCall &partial = attempt->toolCalls[index];
+            if (!id.isEmpty())
+                partial.id = id;
             const QJsonObject function = call.value(u"function"_s).toObject();
-            if (function.contains(u"name"_s))
-                partial.name += function.value(u"name"_s).toString();
+            // A name comes whole, or in pieces; some providers repeat it in every piece.
+            if (const QString name = function.value(u"name"_s).toString(); name != partial.name)
+                partial.name += name;
             partial.arguments += function.value(u"arguments"_s).toString();
         }
     };
@@ -210,10 +232,21 @@ QCoro::Task<> ChatClient::send(QByteArray payload, Attempt *attempt)
     };
     const auto streaming = [this, attempt, reply] {
         attempt->status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
-        return m_settings.stream && attempt->status / 100 == 2;
+        // A provider that ignores `stream` answers one JSON completion, which is read as such.
+        const bool json =
+            reply->header(QNetworkRequest::ContentTypeHeader).toString().contains(u"json"_s);
+        attempt->streamed = m_settings.stream && attempt->status / 100 == 2 && !json;
+        return attempt->streamed;
     };
     connect(reply, &QNetworkReply::readyRead, &deadline,
             [attempt, reply, &deadline, streaming, consumeLines, this] {
+                attempt->received += reply->bytesAvailable();
+                if (attempt->received > MaxAnswerBytes) {
+                    attempt->tooLarge = true;
+                    reply->readAll();
+                    QMetaObject::invokeMethod(reply, &QNetworkReply::abort, Qt::QueuedConnection);
+                    return;
+                }
                 if (!streaming()) {
                     attempt->body += reply->readAll();
                     return;
@@ -265,7 +298,11 @@ QCoro::Task<ChatResult> ChatClient::complete(QJsonObject body)
         QString code;
         bool retryable = false;
         const int status = attempt.status;
-        if (attempt.timedOut) {
+        if (attempt.tooLarge) {
+            code = u"llm_bad_response"_s;
+            failure = u"the provider's answer is larger than %1 MiB"_s.arg(MaxAnswerBytes >> 20);
+        } else if (attempt.timedOut && !(attempt.streamed && attempt.complete)) {
+            // (A stream that said it was finished before it went silent is whole: answered.)
             code = u"llm_timeout"_s;
             failure = u"the model did not answer within %1 ms"_s.arg(m_settings.timeout.count());
             retryable = true;
@@ -285,7 +322,7 @@ QCoro::Task<ChatResult> ChatClient::complete(QJsonObject body)
             const QString message = error.value(u"message"_s).toString();
             failure = u"the provider refused the request with HTTP %1%2"_s.arg(status).arg(
                 message.isEmpty() ? QString() : u": "_s + message);
-        } else if (m_settings.stream) {
+        } else if (attempt.streamed) {
             if (!attempt.streamError.isEmpty()) {
                 code = u"llm_bad_response"_s;
                 failure = u"the provider's stream is broken: "_s + attempt.streamError;

@@ -17,6 +17,11 @@ class QNetworkReply;
 
 namespace AgentDeck {
 
+// The most of an answer the client reads: a model that talks without end (or a provider that
+// sends garbage) costs the server no more memory than this, and the history no event larger
+// than a stream can carry.
+inline constexpr qsizetype MaxAnswerBytes = 4 * 1024 * 1024;
+
 struct ChatSettings
 {
     QUrl endpoint; // .../chat/completions

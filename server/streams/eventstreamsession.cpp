@@ -196,7 +196,9 @@ void EventStreamSession::deliverTransient(const QByteArray &frame)
 bool EventStreamSession::send(const QByteArray &frame)
 {
     const qint64 unsent = m_socket->bytesToWrite();
-    if (unsent + frame.size() > m_streams.settings().sendBudgetBytes) {
+    // A frame larger than the whole budget goes when nothing else is unsent: a client that
+    // drained everything is not slow, and it was closed at such an event on every reconnect.
+    if (unsent > 0 && unsent + frame.size() > m_streams.settings().sendBudgetBytes) {
         qCInfo(lcStreams) << "closing slow consumer of" << m_id << "with" << unsent
                           << "bytes unsent";
         m_streams.metrics().slowConsumerDropped();

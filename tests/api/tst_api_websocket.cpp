@@ -443,6 +443,8 @@ private Q_SLOTS:
         QTest::addRow("page over half the budget") << 2000 << 1024 << qint64(512 * 1024);
         // The same with the default budget: events of 70 KiB (a long command output).
         QTest::addRow("default budget, 70 KiB events") << 300 << 70 * 1024 << qint64(16 << 20);
+        // Events larger than the whole budget go one at a time, each once the socket drained.
+        QTest::addRow("events over the whole budget") << 4 << 200 * 1024 << qint64(64 * 1024);
     }
     void replayStaysWithinTheBudget()
     {
@@ -466,6 +468,23 @@ private Q_SLOTS:
                                                          metric(*m_server, SlowConsumerDrops))));
         QCOMPARE(client.seqs(), seqRange(1, count));
         QCOMPARE(metric(*m_server, SlowConsumerDrops), 0);
+    }
+
+    // Live too: an event larger than the budget reaches a client that has nothing unsent.
+    void anEventLargerThanTheBudgetIsDeliveredLive()
+    {
+        TestServerOptions options;
+        options.streamBudgetBytes = 64 * 1024;
+        QVERIFY(startServer(std::move(options)));
+        const QUuid id = createEcho();
+        StreamClient client(streamUrl(*m_server, id, u"after_seq=0"_s));
+        QVERIFY(client.waitConnected());
+        const QString big(200 * 1024, u'y');
+        QCOMPARE(publish(*m_server, id, big), 1);
+        QVERIFY2(waitUntil([&] { return !client.events.isEmpty() || client.closed; }, 10'000),
+                 qPrintable(client.describeClose()));
+        QVERIFY2(!client.closed, qPrintable(client.describeClose()));
+        QCOMPARE(messageText(client.events.first()), big);
     }
 
     void authFrameDecides_data()

@@ -4,6 +4,7 @@
 #include "consolecontroller.h"
 #include "embeddedserver.h"
 #include "mainwindow.h"
+#include "unixsignals.h"
 
 #include <QApplication>
 #include <QMessageBox>
@@ -58,6 +59,13 @@ int runConsole(int argc, char *argv[], const Options &options)
     MainWindow window(&controller, url.toString());
     window.show();
     controller.startRefreshing(std::chrono::seconds(3));
+    // SIGTERM and Ctrl-C stop the embedded server as gracefully as a closed window (below),
+    // rather than ending the process with its runs in flight.
+    UnixSignals signals;
+    QObject::connect(&signals, &UnixSignals::terminationRequested, &app, [&app](int signal) {
+        std::fprintf(stderr, "agentdeck: signal %d received, stopping\n", signal);
+        app.quit();
+    });
     const int status = app.exec();
     if (embedded)
         embedded->stop();

@@ -120,6 +120,9 @@ public:
 
     ~ServerProcess() { kill(); }
 
+    // Before start(): the desktop console with its embedded server instead of --headless.
+    void runAsConsole() { m_process->setArguments(m_process->arguments().mid(1)); }
+
     // Before start(): a variable of the server's environment, on top of this process's.
     void setEnvironmentVariable(const QString &name, const QString &value)
     {

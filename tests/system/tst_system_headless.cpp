@@ -265,6 +265,32 @@ private Q_SLOTS:
         QVERIFY(restarted.waitForStatus(id, u"finished"_s));
     }
 
+    // 3b. The console's embedded server stops as gracefully on a signal: the console used to
+    //     end at once, and the command in flight was recorded as interrupted.
+    void consoleStopsGracefullyOnASignal()
+    {
+        const QString dir = m_fleet.newDataDir();
+        ServerProcess &console = m_fleet.add(dir);
+        console.runAsConsole();
+        QVERIFY2(console.startReady(), qPrintable(console.stderrText()));
+        const QByteArray marker = newMarker();
+        const QUuid id = startSleepingConversation(
+            console, u"sleep 1; echo %1"_s.arg(QString::fromLatin1(marker)), marker);
+        QVERIFY(!id.isNull());
+        console.sendSignal(SIGTERM);
+        QVERIFY2(console.waitForExit(15'000), "the console did not stop");
+        QCOMPARE(console.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(console.exitCode(), 0);
+
+        ServerProcess &restarted = m_fleet.add(dir);
+        QVERIFY2(restarted.startReady(), qPrintable(restarted.stderrText()));
+        const QList<QJsonObject> observations = ofKind(restarted.events(id), u"ObservationEvent"_s);
+        QCOMPARE(observations.size(), 1);
+        const QJsonObject observation = observations.first().value(u"observation"_s).toObject();
+        QVERIFY(!observation.value(u"interrupted"_s).toBool());
+        QCOMPARE(observation.value(u"output"_s).toString(), QString::fromLatin1(marker) + u'\n');
+    }
+
     // 4. Every acknowledged write survives a SIGKILL that follows it at once.
     void acknowledgedWritesSurviveSigkill()
     {

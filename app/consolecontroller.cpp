@@ -2,6 +2,7 @@
 
 #include <QJsonArray>
 #include <QSet>
+#include <QUrlQuery>
 
 using namespace Qt::StringLiterals;
 
@@ -9,7 +10,9 @@ namespace AgentDeck {
 
 namespace {
 constexpr int MaxRefreshPages = 50;
-}
+// Rows missing from a pass that are looked up by id per refresh (the batch route takes 100).
+constexpr int MaxConfirmedPerRefresh = 200;
+} // namespace
 
 ConsoleController::ConsoleController(ServerConnection *connection, QObject *parent)
     : QObject(parent)
@@ -72,7 +75,7 @@ QCoro::Task<bool> ConsoleController::refresh()
             co_return false;
         if (!result) {
             m_refreshing = false;
-            Q_EMIT failed(tr("Cannot list conversations: the server did not answer."));
+            setReachable(false, tr("Cannot list conversations: the server did not answer."));
             co_return false;
         }
         seen.append(result->items);
@@ -83,22 +86,57 @@ QCoro::Task<bool> ConsoleController::refresh()
         }
     }
     m_conversations.upsert(seen);
-    if (complete) {
-        // Conversations deleted elsewhere leave the list.
-        QSet<QUuid> present;
-        for (const ConversationInfo &info : std::as_const(seen))
-            present.insert(info.id);
-        QList<QUuid> gone;
-        for (int row = 0; row < m_conversations.rowCount(); ++row) {
-            if (!present.contains(m_conversations.at(row).id))
-                gone.append(m_conversations.at(row).id);
-        }
-        for (const QUuid &id : std::as_const(gone))
-            m_conversations.remove(id);
+    // A row missing from the pass is not proof of a deletion: paging by update time, a
+    // conversation updated meanwhile moves to a page already read (rows vanished for a refresh
+    // while conversations were busy), and past MaxRefreshPages the oldest are not read at all.
+    // Missing rows are looked up by id: gone ones leave, the others are brought up to date.
+    QSet<QUuid> present;
+    for (const ConversationInfo &info : std::as_const(seen))
+        present.insert(info.id);
+    QList<QUuid> missing;
+    for (int row = 0; row < m_conversations.rowCount() && missing.size() < MaxConfirmedPerRefresh;
+         ++row) {
+        if (!present.contains(m_conversations.at(row).id))
+            missing.append(m_conversations.at(row).id);
     }
+    for (qsizetype first = 0; first < missing.size(); first += 100) {
+        const QList<QUuid> batch = missing.mid(first, 100);
+        QStringList ids;
+        for (const QUuid &id : batch)
+            ids.append(toWireId(id));
+        auto getting =
+            m_connection->get(u"/api/conversations"_s, QUrlQuery{{u"ids"_s, ids.join(u',')}});
+        const ApiReply reply = co_await std::move(getting);
+        if (!self)
+            co_return false;
+        const QJsonArray answers = reply.json.toArray();
+        if (!reply.ok() || answers.size() != batch.size())
+            break; // asked again at the next refresh
+        QList<ConversationInfo> current;
+        for (qsizetype i = 0; i < batch.size(); ++i) {
+            if (answers[i].isNull())
+                m_conversations.remove(batch[i]);
+            else if (const auto info = ConversationInfo::fromJson(answers[i].toObject()))
+                current.append(*info);
+        }
+        m_conversations.upsert(current);
+    }
+    m_complete = complete;
+    setReachable(true, {});
     m_refreshing = false;
     Q_EMIT refreshed();
     co_return true;
+}
+
+void ConsoleController::setReachable(bool reachable, const QString &why)
+{
+    // Said once per change: a refresh failing every 3 s used to replace whatever the banner
+    // said (an action's failure among others), and nothing took it down once the server was
+    // back.
+    if (reachable == m_reachable)
+        return;
+    m_reachable = reachable;
+    Q_EMIT reachabilityChanged(reachable, why);
 }
 
 void ConsoleController::select(const QUuid &id)
@@ -116,11 +154,15 @@ void ConsoleController::select(const QUuid &id)
         m_timeline.append(event);
         m_conversations.applyEvent(id, event);
     });
-    connect(m_stream, &EventStream::closedByServer, this, [this](int code, const QString &reason) {
-        Q_EMIT failed(code == 4004
-                          ? tr("This conversation no longer exists on the server.")
-                          : tr("The event stream was closed by the server: %1").arg(reason));
-    });
+    connect(
+        m_stream, &EventStream::closedByServer, this, [this, id](int code, const QString &reason) {
+            // Gone: its row goes too, rather than staying with every action enabled.
+            if (code == 4004)
+                m_conversations.remove(id);
+            Q_EMIT failed(code == 4004
+                              ? tr("This conversation no longer exists on the server.")
+                              : tr("The event stream was closed by the server: %1").arg(reason));
+        });
 }
 
 QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id)

@@ -36,6 +36,9 @@ public:
     ServerConnection *connection() { return m_connection; }
     QUuid selected() const { return m_selected; }
     bool isBusy() const { return m_busy > 0; }
+    bool isReachable() const { return m_reachable; }
+    // Whether the last refresh read every page (it reads the 5,000 most recently updated).
+    bool isListComplete() const { return m_complete; }
 
     void startRefreshing(std::chrono::milliseconds interval);
     QCoro::Task<bool> refresh();
@@ -49,11 +52,14 @@ Q_SIGNALS:
     void busyChanged(bool busy);
     // A failure in the server's words, for the non-modal banner.
     void failed(const QString &sentence);
+    // The list could (not) be refreshed; `why` says what failed. Emitted on changes only.
+    void reachabilityChanged(bool reachable, const QString &why);
     void refreshed();
     void actionFinished(AgentDeck::ConsoleController::Action action, bool ok);
 
 private:
     void setBusy(bool busy);
+    void setReachable(bool reachable, const QString &why);
 
     ServerConnection *m_connection;
     ConversationListModel m_conversations;
@@ -62,6 +68,8 @@ private:
     QPointer<EventStream> m_stream;
     QTimer m_refreshTimer;
     bool m_refreshing = false;
+    bool m_reachable = true;
+    bool m_complete = true; // the last refresh read every page
     int m_busy = 0;
 };
 

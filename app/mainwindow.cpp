@@ -155,6 +155,21 @@ MainWindow::MainWindow(ConsoleController *controller, const QString &serverLabel
     });
     connect(controller, &ConsoleController::busyChanged, m_progress, &QWidget::setVisible);
     connect(controller, &ConsoleController::failed, this, &MainWindow::showBanner);
+    // The status bar says whether the list is current; a banner tells when it stops being, and
+    // goes once it is again, unless it says something else by then.
+    connect(controller, &ConsoleController::reachabilityChanged, this,
+            [this, serverLabel](bool reachable, const QString &why) {
+                if (reachable) {
+                    statusBar()->showMessage(tr("Connected to %1").arg(serverLabel));
+                    if (m_banner->text() == m_unreachableText)
+                        m_bannerFrame->hide();
+                    return;
+                }
+                statusBar()->showMessage(
+                    tr("Cannot reach %1; the list shows what it last knew").arg(serverLabel));
+                m_unreachableText = why;
+                showBanner(why);
+            });
     connect(controller, &ConsoleController::actionFinished, this, [this](Action action, bool ok) {
         if (ok)
             statusBar()->showMessage(tr("%1 done").arg(ConsoleController::actionName(action)),
@@ -168,6 +183,7 @@ MainWindow::MainWindow(ConsoleController *controller, const QString &serverLabel
     }
     connect(controller->conversations(), &QAbstractItemModel::dataChanged, this,
             &MainWindow::updateActions);
+    connect(controller, &ConsoleController::refreshed, this, &MainWindow::updateTabTitles);
     connect(controller->conversations(), &ConversationListModel::attentionNeeded, this,
             &MainWindow::notifyAttention);
 
@@ -264,8 +280,11 @@ void MainWindow::updateActions()
 
 void MainWindow::updateTabTitles()
 {
-    m_tabs->setTabText(0, tr("Active (%1)").arg(m_activeProxy->rowCount()));
-    m_tabs->setTabText(1, tr("Archived (%1)").arg(m_archivedProxy->rowCount()));
+    // "+": the list holds the most recently updated conversations only (a refresh reads at most
+    // 5,000), so there are more on the server than the count says.
+    const QString more = m_controller->isListComplete() ? QString() : u"+"_s;
+    m_tabs->setTabText(0, tr("Active (%1%2)").arg(m_activeProxy->rowCount()).arg(more));
+    m_tabs->setTabText(1, tr("Archived (%1%2)").arg(m_archivedProxy->rowCount()).arg(more));
 }
 
 void MainWindow::trigger(Action action)

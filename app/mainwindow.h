@@ -61,6 +61,7 @@ private:
     QLineEdit *m_filter;
     QLabel *m_banner;
     QWidget *m_bannerFrame;
+    QString m_unreachableText; // the banner of the last failed refresh
     QProgressBar *m_progress;
     QQuickWidget *m_timeline;
     QLineEdit *m_message;

@@ -16,6 +16,8 @@
 #include <QQuickItem>
 #include <QQuickWidget>
 #include <QQuickWindow>
+#include <QSignalSpy>
+#include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
 #include <QTemporaryDir>
@@ -136,6 +138,45 @@ private Q_SLOTS:
         QCOMPARE(m_window->tabs()->tabText(0), u"Active (0)"_s);
     }
 
+    // Past the 5,000 rows a refresh reads, the tabs say there are more, and a conversation
+    // deleted elsewhere still leaves the list: it stayed for good, every action enabled.
+    void aListPastItsCapStillLosesDeletedRows()
+    {
+        seedConversations(5'050);
+        startConsole();
+        QVERIFY(!m_controller->isListComplete());
+        QCOMPARE(m_window->tabs()->tabText(0), u"Active (5000+)"_s);
+        const QUuid newest = m_controller->conversations()->at(0).id;
+        QVERIFY(call("DELETE"_ba, ServerConnection::conversationPath(newest)).ok());
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QCOMPARE(m_controller->conversations()->rowOf(newest), -1);
+        // The rest stays, though the newest 5,000 now reach one row further back.
+        QCOMPARE(m_controller->conversations()->rowCount(), 5'000);
+    }
+
+    // A refresh that fails says so once, in the status bar and a banner, and the banner goes
+    // when the server answers again (it used to come back every 3 s over whatever else it said,
+    // and to stay after the server was back).
+    void anUnreachableServerIsShownUntilItIsBack()
+    {
+        startConsole();
+        QSignalSpy reachability(m_controller.get(), &ConsoleController::reachabilityChanged);
+        const int port = m_url.port();
+        m_server->stop();
+        QVERIFY(!QCoro::waitFor(m_controller->refresh()));
+        QVERIFY(!QCoro::waitFor(m_controller->refresh()));
+        QCOMPARE(reachability.size(), 1);
+        QVERIFY(m_window->banner()->isVisible());
+        QVERIFY(m_window->statusBar()->currentMessage().startsWith(u"Cannot reach"_s));
+        m_server = std::make_unique<EmbeddedServer>(serverConfig(port));
+        QString error;
+        QCOMPARE(m_server->start(&error).port(), port);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QCOMPARE(reachability.size(), 2);
+        QVERIFY(!m_window->banner()->isVisible());
+        QVERIFY(m_window->statusBar()->currentMessage().startsWith(u"Connected to"_s));
+    }
+
     // What users and agents wrote is shown as written, never as markup: a command waiting for
     // confirmation whose "; rm -rf" sat in an HTML comment read as a harmless `ls`, and a title
     // with tags made the delete question name something else.
@@ -170,21 +211,32 @@ private Q_SLOTS:
 
     void failuresShowTheServersSentence()
     {
+        // A sandbox that cannot start: the run fails with the server's words.
+        ServerConfig config = serverConfig();
+        config.sandboxProgram = m_dir->filePath(u"no-such-agentdeck"_s);
+        startConsole(config);
+        const QUuid id = create(u"cannot run"_s);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QVERIFY(m_window->selectConversation(id));
+        QTest::mouseClick(m_window->actionButton(Action::Run), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(m_window->banner()->isVisible(), 10000);
+        QTRY_VERIFY2_WITH_TIMEOUT(m_window->banner()->text().startsWith(u"Run failed"_s),
+                                  qPrintable(m_window->banner()->text()), 10000);
+        QVERIFY2(m_window->banner()->text().contains(u"sandbox host"_s),
+                 qPrintable(m_window->banner()->text()));
+    }
+
+    // A conversation deleted behind the console's back leaves the list when its stream says so.
+    void aConversationDeletedElsewhereLeavesTheList()
+    {
         startConsole();
         const QUuid id = create(u"soon gone"_s);
         QVERIFY(QCoro::waitFor(m_controller->refresh()));
         QVERIFY(m_window->selectConversation(id));
-        // Deleted behind the console's back: the next action fails with the server's words.
         QVERIFY(call("DELETE"_ba, ServerConnection::conversationPath(id)).ok());
-        // The selected conversation's stream says so first (4004); waiting for that keeps its
-        // banner from replacing the one under test on a loaded machine.
         QTRY_VERIFY2_WITH_TIMEOUT(m_window->banner()->text().contains(u"no longer exists"_s),
                                   qPrintable(m_window->banner()->text()), 10000);
-        QTest::mouseClick(m_window->actionButton(Action::Archive), Qt::LeftButton);
-        QTRY_VERIFY_WITH_TIMEOUT(m_window->banner()->isVisible(), 10000);
-        QTRY_VERIFY2_WITH_TIMEOUT(m_window->banner()->text().startsWith(u"Archive failed"_s),
-                                  qPrintable(m_window->banner()->text()), 10000);
-        QVERIFY(m_window->banner()->text().contains(u"does not exist"_s));
+        QCOMPARE(m_controller->conversations()->rowOf(id), -1);
     }
 
 private:
@@ -202,16 +254,23 @@ private:
         return nullptr;
     }
 
-    void startConsole()
+    ServerConfig serverConfig(int port = 0) const
     {
         ServerConfig config;
-        config.port = 0;
+        config.port = quint16(port);
         config.dataDir = m_dir->path();
         config.sandboxProgram = qEnvironmentVariable("AGENTDECK_BINARY");
         config.shutdownGrace = std::chrono::seconds(2);
+        return config;
+    }
+
+    void startConsole() { startConsole(serverConfig()); }
+    void startConsole(const ServerConfig &config)
+    {
         m_server = std::make_unique<EmbeddedServer>(config);
         QString error;
         const QUrl url = m_server->start(&error);
+        m_url = url;
         QVERIFY2(!url.isEmpty(), qPrintable(error));
         m_client = std::make_unique<ServerConnection>(url);
         m_connection = std::make_unique<ServerConnection>(url);
@@ -220,6 +279,25 @@ private:
         m_window->show();
         QVERIFY(QTest::qWaitForWindowExposed(m_window.get()));
         QVERIFY(QCoro::waitFor(m_controller->refresh()));
+    }
+
+    // Idle conversations written straight into the catalog, before the server starts.
+    void seedConversations(int count)
+    {
+        QString error;
+        auto db = Database::openSqlite(m_dir->filePath(u"agentdeck.db"_s), &error);
+        QVERIFY2(db, qPrintable(error));
+        ConversationStore store(*db);
+        Transaction transaction(*db);
+        const QDateTime start = QDateTime::currentDateTimeUtc().addSecs(-count);
+        for (int i = 0; i < count; ++i) {
+            ConversationInfo info{QUuid::createUuid(), u"seeded %1"_s.arg(i)};
+            info.createdAt = info.updatedAt = start.addSecs(i);
+            info.agentKind = u"echo"_s;
+            info.workingDir = m_dir->filePath(u"workspaces/"_s + toWireId(info.id));
+            store.insert(info);
+        }
+        transaction.commit();
     }
 
     QUuid seedInterruptedConversation()
@@ -301,6 +379,7 @@ private:
 
     std::unique_ptr<QTemporaryDir> m_dir;
     std::unique_ptr<EmbeddedServer> m_server;
+    QUrl m_url; // where the console's server listens
     std::unique_ptr<ServerConnection> m_client;
     std::unique_ptr<ServerConnection> m_connection;
     std::unique_ptr<ConsoleController> m_controller;

@@ -388,8 +388,8 @@ public:
 
     QCoro::Task<int> events()
     {
-        if (!m_invocation.json)
-            writeOut(CtlFormat::eventHeader());
+        // The header once the first page is in: an unknown id printed a header, then the error.
+        bool headed = m_invocation.json;
         QString pageId;
         QSet<QString> seenPages;
         for (;;) {
@@ -402,6 +402,8 @@ public:
             const ApiReply reply = co_await std::move(searching);
             if (!reply.ok())
                 co_return fail(reply);
+            if (!std::exchange(headed, true))
+                writeOut(CtlFormat::eventHeader());
             const QJsonObject page = reply.json.toObject();
             for (const QJsonValue &item : page.value(u"items"_s).toArray())
                 printEvent(item.toObject());

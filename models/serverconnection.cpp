@@ -367,15 +367,17 @@ void EventStream::onTextMessage(const QString &message)
 void EventStream::onDisconnected()
 {
     const int code = m_socket->closeCode();
-    Q_EMIT disconnected();
-    if (m_closing)
+    if (m_closing) {
+        Q_EMIT disconnected();
         return;
+    }
     // 4001 (auth), 4004 (unknown conversation) and 4022 (bad parameter) will not get better by
-    // retrying.
+    // retrying: the stream ends, and says only that (a follower printed "reconnecting" first).
     if (code == 4001 || code == 4004 || code == 4022) {
         Q_EMIT closedByServer(code, m_socket->closeReason());
         return;
     }
+    Q_EMIT disconnected();
     m_reconnectTimer->start(m_backoffMs);
     m_backoffMs = std::min(m_backoffMs * 2, MaxBackoffMs);
 }

@@ -129,8 +129,10 @@ Q_SIGNALS:
     // seq, not replayed.
     void transientReceived(const QJsonObject &frame);
     void errorFrame(const QString &code, const QString &detail);
-    // The server closed the stream for good (auth failure, unknown conversation).
+    // The server closed the stream for good (auth failure, unknown conversation); no
+    // disconnected() comes with it.
     void closedByServer(int code, const QString &reason);
+    // The connection dropped; the stream reconnects.
     void disconnected();
 
 private:

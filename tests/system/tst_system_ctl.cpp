@@ -585,7 +585,29 @@ private Q_SLOTS:
             QVERIFY2(result.exitCode == ExitNotFound,
                      qPrintable(arguments.join(u' ') + u": "_s + result.describe()));
             QCOMPARE(result.err, u"agentdeck ctl: "_s + sentence + u'\n');
+            // Nothing on stdout for an error: `events` printed its header first.
+            QVERIFY2(result.out.isEmpty(), qPrintable(arguments.join(u' ') + u": "_s + result.out));
         }
+    }
+
+    // A followed conversation deleted meanwhile ends the follow with exit 3 and says only that:
+    // it said "connection lost ...; reconnecting" first.
+    void followEndsWhenTheConversationIsDeleted()
+    {
+        ServerProcess &server = m_fleet.add();
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QUuid id = server.create(conversationBody(u"echo"_s, u"deleted while followed"_s));
+        QVERIFY(!id.isNull());
+        CtlProcess &follower = startCtl(server, {u"events"_s, wireId(id), u"--follow"_s});
+        QVERIFY2(QTest::qWaitFor([&] { return !follower.result().outLines().isEmpty(); },
+                                 FollowTimeoutMs),
+                 qPrintable(follower.result().describe()));
+        QVERIFY(server.call("DELETE"_ba, conversationPath(id)).ok());
+        QVERIFY2(follower.waitForFinished(FollowTimeoutMs),
+                 qPrintable(follower.result().describe()));
+        const CtlResult result = follower.result();
+        QCOMPARE(result.exitCode, ExitNotFound);
+        QVERIFY2(!result.err.contains(u"reconnecting"_s), qPrintable(result.describe()));
     }
 
     void unreachableExitCode()

@@ -312,10 +312,11 @@ QCoro::Task<AgentStep> LlmAgent::next(const QList<Event> &history)
     if (m_settings.apiKeyLost)
         co_return AgentStep{
             AgentStep::Kind::Fail,
-            u"The API key of this conversation was kept in memory only and is gone since the "
-            "server restarted. Send it again (POST /api/conversations with this conversation_id "
-            "and agent.llm.api_key), or start the server with AGENTDECK_LLM_API_KEY, then run "
-            "the conversation again."_s,
+            u"The API key of this conversation is kept in the memory of the server it was sent "
+            "to, and this server does not have it (it restarted since, or it is another "
+            "replica). Send it again to the server that will run the conversation (POST "
+            "/api/conversations with this conversation_id and agent.llm.api_key), or start the "
+            "servers with AGENTDECK_LLM_API_KEY, then run the conversation again."_s,
             u"llm_api_key_missing"_s};
     if (iterationsSinceInput(history) >= m_settings.maxIterations)
         co_return AgentStep{

@@ -134,6 +134,8 @@ MainWindow::MainWindow(ConsoleController *controller, const QString &serverLabel
     splitter->addWidget(detail);
     splitter->setStretchFactor(0, 3);
     splitter->setStretchFactor(1, 2);
+    // The list first: its badge columns are wide, and its titles are what an operator scans.
+    splitter->setSizes({800, 480});
     layout->addWidget(splitter, 1);
     setCentralWidget(central);
 
@@ -205,20 +207,24 @@ QTableView *MainWindow::makeView(ConversationFilterProxy *proxy)
     view->setSelectionMode(QAbstractItemView::SingleSelection);
     view->setSortingEnabled(true);
     view->sortByColumn(ConversationListModel::UpdatedColumn, Qt::DescendingOrder);
-    view->setItemDelegateForColumn(
-        ConversationListModel::ExecutionColumn,
-        new StatusBadgeDelegate(StatusBadgeDelegate::Kind::Execution, view));
-    view->setItemDelegateForColumn(
-        ConversationListModel::RuntimeColumn,
-        new StatusBadgeDelegate(StatusBadgeDelegate::Kind::Runtime, view));
+    // Badge columns as wide as their longest words, the rest to the title: sized to the rows,
+    // they did not grow for rows added later, and left the title some 30 px.
+    for (const auto &[column, kind] : {std::pair{int(ConversationListModel::ExecutionColumn),
+                                                 StatusBadgeDelegate::Kind::Execution},
+                                       std::pair{int(ConversationListModel::RuntimeColumn),
+                                                 StatusBadgeDelegate::Kind::Runtime}}) {
+        auto *delegate = new StatusBadgeDelegate(kind, view);
+        view->setItemDelegateForColumn(column, delegate);
+        view->horizontalHeader()->setSectionResizeMode(column, QHeaderView::Interactive);
+        view->horizontalHeader()->resizeSection(column, delegate->columnWidth(view->fontMetrics()));
+    }
     view->horizontalHeader()->setSectionResizeMode(ConversationListModel::TitleColumn,
                                                    QHeaderView::Stretch);
-    view->horizontalHeader()->setSectionResizeMode(ConversationListModel::ExecutionColumn,
-                                                   QHeaderView::ResizeToContents);
-    view->horizontalHeader()->setSectionResizeMode(ConversationListModel::RuntimeColumn,
-                                                   QHeaderView::ResizeToContents);
     view->horizontalHeader()->setSectionResizeMode(ConversationListModel::UpdatedColumn,
                                                    QHeaderView::ResizeToContents);
+    view->horizontalHeader()->setSectionResizeMode(ConversationListModel::TagsColumn,
+                                                   QHeaderView::Interactive);
+    view->horizontalHeader()->resizeSection(ConversationListModel::TagsColumn, 100);
     view->setWordWrap(false);
     view->verticalHeader()->hide();
     view->setContextMenuPolicy(Qt::CustomContextMenu);

@@ -2,6 +2,7 @@
 
 #include "conversationlistmodel.h"
 
+#include <QApplication>
 #include <QPainter>
 #include <QPainterPath>
 
@@ -50,10 +51,12 @@ StatusBadgeDelegate::Badge StatusBadgeDelegate::executionBadge(const QString &st
 void StatusBadgeDelegate::paint(QPainter *painter, const QStyleOptionViewItem &option,
                                 const QModelIndex &index) const
 {
+    // The cell's panel (selection, hover) only: the item painted with its text cleared still
+    // left a fragment of the words at the left end of the pill.
     QStyleOptionViewItem background = option;
     initStyleOption(&background, index);
-    background.text.clear();
-    QStyledItemDelegate::paint(painter, background, QModelIndex());
+    const QStyle *style = option.widget ? option.widget->style() : QApplication::style();
+    style->drawPrimitive(QStyle::PE_PanelItemViewItem, &background, painter, option.widget);
 
     const QString text = index.data(Qt::DisplayRole).toString();
     const Badge badge =
@@ -84,12 +87,27 @@ void StatusBadgeDelegate::paint(QPainter *painter, const QStyleOptionViewItem &o
     painter->restore();
 }
 
+int StatusBadgeDelegate::widthFor(const QFontMetrics &metrics, const QString &text)
+{
+    return metrics.horizontalAdvance(text) + metrics.height() + 32;
+}
+
+int StatusBadgeDelegate::columnWidth(const QFontMetrics &metrics) const
+{
+    const QStringList longest = m_kind == Kind::Runtime
+                                    ? QStringList{u"missing (resumable)"_s, u"on another replica"_s}
+                                    : QStringList{u"waiting for confirmation"_s};
+    int width = 0;
+    for (const QString &text : longest)
+        width = std::max(width, widthFor(metrics, text));
+    return width;
+}
+
 QSize StatusBadgeDelegate::sizeHint(const QStyleOptionViewItem &option,
                                     const QModelIndex &index) const
 {
     const QFontMetrics metrics(option.font);
-    return {metrics.horizontalAdvance(index.data().toString()) + metrics.height() + 32,
-            metrics.height() + 10};
+    return {widthFor(metrics, index.data().toString()), metrics.height() + 10};
 }
 
 } // namespace AgentDeck

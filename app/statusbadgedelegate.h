@@ -28,6 +28,11 @@ public:
     };
     static Badge runtimeBadge(const QString &runtimeStatus, const QString &label);
     static Badge executionBadge(const QString &executionStatus, bool stale);
+    // The width of a badge showing `text`.
+    static int widthFor(const QFontMetrics &metrics, const QString &text);
+    // Wide enough for the longest words of its kind, so that the column need not follow the
+    // rows (it did not for rows added later, and cut "waiting for confirmation").
+    int columnWidth(const QFontMetrics &metrics) const;
 
 private:
     Kind m_kind;

@@ -3,6 +3,7 @@
 #include "consolecontroller.h"
 #include "embeddedserver.h"
 #include "mainwindow.h"
+#include "statusbadgedelegate.h"
 #include "storage/conversationstore.h"
 #include "storage/database.h"
 
@@ -175,6 +176,27 @@ private Q_SLOTS:
         QCOMPARE(reachability.size(), 2);
         QVERIFY(!m_window->banner()->isVisible());
         QVERIFY(m_window->statusBar()->currentMessage().startsWith(u"Connected to"_s));
+    }
+
+    // At the default size the badges show their words whole and the titles keep room: sized to
+    // their rows, the badge columns did not grow for a row added later ("wa…"), and once wide
+    // they left the title some 30 px.
+    void badgesAndTitlesFitAtTheDefaultSize()
+    {
+        startConsole();
+        const QUuid id = create(u"a title that needs some room"_s);
+        QVERIFY(call("POST"_ba, ServerConnection::conversationPath(id, u"runtime/reprovision"))
+                    .ok()); // "missing (resumable)" -> "available"
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QTableView *view = m_window->activeView();
+        const QFontMetrics metrics = view->fontMetrics();
+        QVERIFY(view->columnWidth(ConversationListModel::ExecutionColumn) >=
+                StatusBadgeDelegate::widthFor(metrics, u"waiting for confirmation"_s));
+        QVERIFY(view->columnWidth(ConversationListModel::RuntimeColumn) >=
+                StatusBadgeDelegate::widthFor(metrics, u"missing (resumable)"_s));
+        QVERIFY2(
+            view->columnWidth(ConversationListModel::TitleColumn) >= 160,
+            qPrintable(QString::number(view->columnWidth(ConversationListModel::TitleColumn))));
     }
 
     // What users and agents wrote is shown as written, never as markup: a command waiting for

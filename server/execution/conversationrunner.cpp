@@ -252,7 +252,8 @@ QCoro::Task<> ConversationRunner::persist(std::function<void()> write)
             // A full disk waits for the operator, not for a retry; an interrupt or a delete
             // ends the wait (the server is stopping, or nothing is left to write to).
             if (error.diskFull() || m_interrupted || m_abandoned ||
-                (outage.isValid() && outage.elapsed() > StorageOutageLimit.count()))
+                (outage.isValid() &&
+                 std::chrono::milliseconds(outage.elapsed()) > StorageOutageLimit))
                 throw;
             if (!outage.isValid()) {
                 outage.start();

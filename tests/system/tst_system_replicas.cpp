@@ -624,6 +624,8 @@ private Q_SLOTS:
             QVERIFY(QFile(workspace + u"/gate"_s).open(QIODevice::WriteOnly));
             QTRY_VERIFY_WITH_TIMEOUT(a.stderrText().contains(u"retrying while storage is back"_s),
                                      10'000);
+            // Down for a while: a lease renewal fails too (within a second).
+            QTRY_VERIFY_WITH_TIMEOUT(a.stderrText().contains(u"lease renewal failed"_s), 10'000);
             QVERIFY2(m_cluster.resume(&error), qPrintable(error));
         } else {
             QVERIFY2(m_cluster.restart(&error), qPrintable(error));

@@ -26,6 +26,14 @@ int runConsole(int argc, char *argv[], const Options &options)
     app.setApplicationName(u"agentdeck"_s);
     app.setApplicationDisplayName(u"AgentDeck"_s);
     app.setApplicationVersion(QStringLiteral(AGENTDECK_VERSION));
+    // SIGTERM and Ctrl-C stop the embedded server as gracefully as a closed window (below),
+    // rather than ending the process with its runs in flight. Caught from the start: the
+    // server answers before the window is up.
+    UnixSignals signals;
+    QObject::connect(&signals, &UnixSignals::terminationRequested, &app, [&app](int signal) {
+        std::fprintf(stderr, "agentdeck: signal %d received, stopping\n", signal);
+        app.quit();
+    });
 
     std::unique_ptr<EmbeddedServer> embedded;
     QUrl url;
@@ -59,13 +67,6 @@ int runConsole(int argc, char *argv[], const Options &options)
     MainWindow window(&controller, url.toString());
     window.show();
     controller.startRefreshing(std::chrono::seconds(3));
-    // SIGTERM and Ctrl-C stop the embedded server as gracefully as a closed window (below),
-    // rather than ending the process with its runs in flight.
-    UnixSignals signals;
-    QObject::connect(&signals, &UnixSignals::terminationRequested, &app, [&app](int signal) {
-        std::fprintf(stderr, "agentdeck: signal %d received, stopping\n", signal);
-        app.quit();
-    });
     const int status = app.exec();
     if (embedded)
         embedded->stop();

@@ -89,6 +89,14 @@ private:
         return info(id).value(u"workspace"_s).toObject().value(u"working_dir"_s).toString();
     }
 
+    QString finalResponse(const QUuid &id)
+    {
+        return m_server->get(ServerConnection::conversationPath(id, u"agent_final_response"))
+            .json.toObject()
+            .value(u"response"_s)
+            .toString();
+    }
+
 private Q_SLOTS:
     void initTestCase()
     {
@@ -144,11 +152,7 @@ private Q_SLOTS:
         QCOMPARE(actions[1].value(u"tool_name"_s).toString(), u"bash"_s);
         QCOMPARE(observations[1].value(u"tool_call_id"_s).toString(), u"call_run"_s);
         QCOMPARE(outputOf(observations[1]).trimmed(), u"hi from "_s + QDir(workspace).dirName());
-        QCOMPARE(m_server->get(ServerConnection::conversationPath(id, u"agent_final_response"))
-                     .json.toObject()
-                     .value(u"response"_s)
-                     .toString(),
-                 u"The script says hi."_s);
+        QCOMPARE(finalResponse(id), u"The script says hi."_s);
 
         // What the model was sent: the tools with their schemas, then the history as messages.
         QCOMPARE(m_fake->requests.size(), 3);
@@ -476,11 +480,7 @@ private Q_SLOTS:
                  u"{\"command\": ls"_s);
         QVERIFY(outputOf(ofKind(events, u"ObservationEvent"_s).first())
                     .contains(u"not a JSON object"_s));
-        QCOMPARE(m_server->get(ServerConnection::conversationPath(id, u"agent_final_response"))
-                     .json.toObject()
-                     .value(u"response"_s)
-                     .toString(),
-                 u"in parts"_s);
+        QCOMPARE(finalResponse(id), u"in parts"_s);
     }
 
     // Streams as some providers send them: tool calls without an `index` (merged into one call
@@ -519,11 +519,7 @@ private Q_SLOTS:
         QCOMPARE(outputOf(observations[0]), u"one\n"_s);
         QCOMPARE(outputOf(observations[1]), u"two\n"_s);
         QCOMPARE(outputOf(observations[2]), u"three\n"_s);
-        QCOMPARE(m_server->get(ServerConnection::conversationPath(id, u"agent_final_response"))
-                     .json.toObject()
-                     .value(u"response"_s)
-                     .toString(),
-                 u"all there"_s);
+        QCOMPARE(finalResponse(id), u"all there"_s);
         QCOMPARE(m_fake->requests.size(), 3);
     }
 
@@ -647,11 +643,7 @@ private Q_SLOTS:
         m_fake->enqueue(FakeLlmServer::text(u"back"_s));
         QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"run")).ok());
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
-        QCOMPARE(m_server->get(ServerConnection::conversationPath(id, u"agent_final_response"))
-                     .json.toObject()
-                     .value(u"response"_s)
-                     .toString(),
-                 u"back"_s);
+        QCOMPARE(finalResponse(id), u"back"_s);
     }
 
     void maxIterationsEndsInError()

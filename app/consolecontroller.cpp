@@ -128,6 +128,21 @@ QCoro::Task<bool> ConsoleController::refresh()
     co_return true;
 }
 
+QCoro::Task<> ConsoleController::findOnServer(QString text)
+{
+    if (m_complete || text.trimmed().isEmpty())
+        co_return;
+    QPointer<ConsoleController> self(this);
+    ConversationFilter filter;
+    filter.archive = ArchiveFilter::All;
+    filter.text = text;
+    auto searching =
+        m_connection->searchConversations(filter, ConversationSort::UpdatedAtDesc, {}, 100);
+    const auto result = co_await std::move(searching);
+    if (self && result)
+        m_conversations.upsert(result->items);
+}
+
 void ConsoleController::setReachable(bool reachable, const QString &why)
 {
     // Said once per change: a refresh failing every 3 s used to replace whatever the banner

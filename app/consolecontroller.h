@@ -42,6 +42,10 @@ public:
 
     void startRefreshing(std::chrono::milliseconds interval);
     QCoro::Task<bool> refresh();
+    // Past the rows a refresh reads, the filter box's text is also searched on the server
+    // (titles, `q`), and what it finds joins the list; otherwise the oldest conversations could
+    // not be found from the console.
+    QCoro::Task<> findOnServer(QString text);
     void select(const QUuid &id);
     QCoro::Task<bool> perform(Action action, QUuid id);
     QCoro::Task<bool> sendMessage(QUuid id, QString text);

@@ -20,6 +20,7 @@
 #include <QSystemTrayIcon>
 #include <QTabWidget>
 #include <QTableView>
+#include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
 
@@ -146,9 +147,16 @@ MainWindow::MainWindow(ConsoleController *controller, const QString &serverLabel
     statusBar()->addPermanentWidget(m_progress);
     statusBar()->showMessage(tr("Connected to %1").arg(serverLabel));
 
-    connect(m_filter, &QLineEdit::textChanged, this, [this](const QString &text) {
+    // The loaded rows are filtered at once; the server is asked once typing pauses.
+    auto *serverSearch = new QTimer(this);
+    serverSearch->setSingleShot(true);
+    serverSearch->setInterval(300);
+    connect(serverSearch, &QTimer::timeout, this,
+            [this] { m_controller->findOnServer(m_filter->text()); });
+    connect(m_filter, &QLineEdit::textChanged, this, [this, serverSearch](const QString &text) {
         m_activeProxy->setText(text);
         m_archivedProxy->setText(text);
+        serverSearch->start();
     });
     connect(m_tabs, &QTabWidget::currentChanged, this, [this] {
         const auto info = currentConversation();

@@ -12,6 +12,7 @@
 #include <QFile>
 #include <QFontMetricsF>
 #include <QLabel>
+#include <QLineEdit>
 #include <QMessageBox>
 #include <QPushButton>
 #include <QQuickItem>
@@ -153,6 +154,19 @@ private Q_SLOTS:
         QCOMPARE(m_controller->conversations()->rowOf(newest), -1);
         // The rest stays, though the newest 5,000 now reach one row further back.
         QCOMPARE(m_controller->conversations()->rowCount(), 5'000);
+    }
+
+    // Past the cap, the filter box also searches the server: the oldest conversations could
+    // not be found from the console at all.
+    void theFilterFindsConversationsPastTheCap()
+    {
+        seedConversations(5'050, u"needle in the haystack"_s);
+        startConsole();
+        QCOMPARE(m_controller->conversations()->rowCount(), 5'000);
+        m_window->filterBox()->setText(u"needle"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(m_window->activeView()->model()->rowCount(), 1, 10000);
+        QCOMPARE(m_window->activeView()->model()->index(0, 0).data().toString(),
+                 u"needle in the haystack"_s);
     }
 
     // A refresh that fails says so once, in the status bar and a banner, and the banner goes
@@ -303,8 +317,9 @@ private:
         QVERIFY(QCoro::waitFor(m_controller->refresh()));
     }
 
-    // Idle conversations written straight into the catalog, before the server starts.
-    void seedConversations(int count)
+    // Idle conversations written straight into the catalog, before the server starts; the
+    // oldest is titled `oldestTitle` when one is given.
+    void seedConversations(int count, const QString &oldestTitle = {})
     {
         QString error;
         auto db = Database::openSqlite(m_dir->filePath(u"agentdeck.db"_s), &error);
@@ -313,7 +328,9 @@ private:
         Transaction transaction(*db);
         const QDateTime start = QDateTime::currentDateTimeUtc().addSecs(-count);
         for (int i = 0; i < count; ++i) {
-            ConversationInfo info{QUuid::createUuid(), u"seeded %1"_s.arg(i)};
+            ConversationInfo info{QUuid::createUuid(), i == 0 && !oldestTitle.isEmpty()
+                                                           ? oldestTitle
+                                                           : u"seeded %1"_s.arg(i)};
             info.createdAt = info.updatedAt = start.addSecs(i);
             info.agentKind = u"echo"_s;
             info.workingDir = m_dir->filePath(u"workspaces/"_s + toWireId(info.id));

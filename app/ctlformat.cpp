@@ -28,14 +28,53 @@ QString oneLine(QString text)
     return text;
 }
 
+// Terminal columns a code point takes: 2 for East Asian wide characters and emoji, 0 for
+// combining marks, 1 otherwise. (wcwidth() knows nothing beyond ASCII in the C locale, which is
+// what cron and CI run ctl in.)
+int columnsOf(char32_t c)
+{
+    if (QChar::category(c) == QChar::Mark_NonSpacing || QChar::category(c) == QChar::Mark_Enclosing)
+        return 0;
+    const bool wide = (c >= 0x1100 && c <= 0x115F) || (c >= 0x2E80 && c <= 0xA4CF) ||
+                      (c >= 0xAC00 && c <= 0xD7A3) || (c >= 0xF900 && c <= 0xFAFF) ||
+                      (c >= 0xFE30 && c <= 0xFE4F) || (c >= 0xFF00 && c <= 0xFF60) ||
+                      (c >= 0xFFE0 && c <= 0xFFE6) || (c >= 0x1F300 && c <= 0x1F64F) ||
+                      (c >= 0x1F680 && c <= 0x1F6FF) || (c >= 0x1FA70 && c <= 0x1FAFF) ||
+                      (c >= 0x1F900 && c <= 0x1F9FF) || (c >= 0x20000 && c <= 0x3FFFD);
+    return wide ? 2 : 1;
+}
+
+qsizetype columnsOf(const QString &text)
+{
+    qsizetype columns = 0;
+    for (const char32_t c : text.toUcs4())
+        columns += columnsOf(c);
+    return columns;
+}
+
+// `text` padded with spaces to `columns` terminal columns.
+QString padded(const QString &text, qsizetype columns)
+{
+    return text + QString(std::max<qsizetype>(0, columns - columnsOf(text)), u' ');
+}
+
 QString titleCell(const QString &title)
 {
     const QString line = oneLine(title);
     if (line.isEmpty())
         return u"-"_s;
-    if (line.size() <= MaxTitleLength)
+    if (columnsOf(line) <= MaxTitleLength)
         return line;
-    return line.left(MaxTitleLength - 1) + u'…';
+    // Cut between code points (a cut inside a surrogate pair printed "?"), within the columns.
+    QString cut;
+    qsizetype columns = 0;
+    for (const char32_t c : line.toUcs4()) {
+        if (columns + columnsOf(c) > MaxTitleLength - 1)
+            break;
+        columns += columnsOf(c);
+        cut += QString::fromUcs4(&c, 1);
+    }
+    return cut + u'…';
 }
 
 QString kindWord(const QString &kind)
@@ -105,7 +144,7 @@ QString alignedTable(const QStringList &header, const QList<QStringList> &rows)
     QList<qsizetype> widths(header.size(), 0);
     const auto measure = [&widths](const QStringList &row) {
         for (qsizetype i = 0; i < row.size() && i < widths.size(); ++i)
-            widths[i] = std::max(widths[i], row[i].size());
+            widths[i] = std::max(widths[i], columnsOf(row[i]));
     };
     measure(header);
     for (const QStringList &row : rows)
@@ -116,7 +155,7 @@ QString alignedTable(const QStringList &header, const QList<QStringList> &rows)
         QString line;
         for (qsizetype i = 0; i < row.size(); ++i) {
             if (i + 1 < row.size())
-                line += row[i].leftJustified(widths[i]) + u"  "_s;
+                line += padded(row[i], widths[i]) + u"  "_s;
             else
                 line += row[i];
         }

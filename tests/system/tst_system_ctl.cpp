@@ -409,6 +409,32 @@ private Q_SLOTS:
         QCOMPARE(result.jsonLines(), expected);
     }
 
+    // Columns line up by terminal width: a wide character takes two columns, so "日本語" pads
+    // like "abcdef" (it was padded like "abc"), and a title is cut between characters (an emoji
+    // cut in half printed "?").
+    void wideCharactersKeepColumnsAligned()
+    {
+        ServerProcess &server = m_fleet.add();
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QString longTitle = QString(38, u'a') + u"🚀🚀🚀"_s;
+        for (const QString &title : {u"日本語"_s, u"abcdef"_s, longTitle})
+            QVERIFY(!server.create(conversationBody(u"echo"_s, title)).isNull());
+        const CtlResult result = ctl(server, {u"list"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QStringList afterTitle;
+        for (const QString &line : result.outLines()) {
+            for (const QString &title : {u"日本語"_s, u"abcdef"_s}) {
+                const qsizetype at = line.indexOf(title);
+                if (at >= 0)
+                    afterTitle.append(line.mid(at + title.size()));
+            }
+        }
+        QCOMPARE(afterTitle.size(), 2);
+        QCOMPARE(afterTitle[0], afterTitle[1]);
+        QVERIFY2(result.out.contains(QString(38, u'a') + u'…'), qPrintable(result.out));
+        QVERIFY(!result.out.contains(QChar::ReplacementCharacter));
+    }
+
     // Titles and outputs come from agents and users: a terminal must not obey what they hold.
     // An output that moved the cursor back and recoloured the line read "exit 0: all tests
     // passed" for a command that exited 3.

@@ -68,14 +68,16 @@ QCoro::Task<bool> ConsoleController::refresh()
     QString pageId;
     bool complete = false;
     for (int page = 0; page < MaxRefreshPages; ++page) {
-        auto searching =
-            m_connection->searchConversations(all, ConversationSort::UpdatedAtDesc, pageId, 100);
+        ApiReply failure;
+        auto searching = m_connection->searchConversations(all, ConversationSort::UpdatedAtDesc,
+                                                           pageId, 100, &failure);
         const auto result = co_await std::move(searching);
         if (!self)
             co_return false;
         if (!result) {
             m_refreshing = false;
-            setReachable(false, tr("Cannot list conversations: the server did not answer."));
+            // In the server's words: a wrong key or a 503 is not "the server did not answer".
+            setReachable(false, tr("Cannot list conversations: %1").arg(failure.errorSentence()));
             co_return false;
         }
         seen.append(result->items);

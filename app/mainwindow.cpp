@@ -167,19 +167,20 @@ MainWindow::MainWindow(ConsoleController *controller, const QString &serverLabel
     connect(controller, &ConsoleController::failed, this, &MainWindow::showBanner);
     // The status bar says whether the list is current; a banner tells when it stops being, and
     // goes once it is again, unless it says something else by then.
-    connect(controller, &ConsoleController::reachabilityChanged, this,
-            [this, serverLabel](bool reachable, const QString &why) {
-                if (reachable) {
-                    statusBar()->showMessage(tr("Connected to %1").arg(serverLabel));
-                    if (m_banner->text() == m_unreachableText)
-                        m_bannerFrame->hide();
-                    return;
-                }
-                statusBar()->showMessage(
-                    tr("Cannot reach %1; the list shows what it last knew").arg(serverLabel));
-                m_unreachableText = why;
-                showBanner(why);
-            });
+    connect(
+        controller, &ConsoleController::reachabilityChanged, this,
+        [this, serverLabel](bool reachable, const QString &why) {
+            if (reachable) {
+                statusBar()->showMessage(tr("Connected to %1").arg(serverLabel));
+                if (m_banner->text() == m_unreachableText)
+                    m_bannerFrame->hide();
+                return;
+            }
+            statusBar()->showMessage(
+                tr("Cannot refresh from %1; the list shows what it last knew").arg(serverLabel));
+            m_unreachableText = why;
+            showBanner(why);
+        });
     connect(controller, &ConsoleController::actionFinished, this, [this](Action action, bool ok) {
         if (ok)
             statusBar()->showMessage(tr("%1 done").arg(ConsoleController::actionName(action)),

@@ -220,7 +220,7 @@ QCoro::Task<std::optional<ConversationInfo>> ServerConnection::conversation(QUui
 
 QCoro::Task<std::optional<ConversationPage>>
 ServerConnection::searchConversations(ConversationFilter filter, ConversationSort sort,
-                                      QString pageId, int limit)
+                                      QString pageId, int limit, ApiReply *failure)
 {
     QUrlQuery query;
     filter.writeTo(query);
@@ -230,8 +230,11 @@ ServerConnection::searchConversations(ConversationFilter filter, ConversationSor
         query.addQueryItem(u"page_id"_s, pageId);
     auto searching = get(u"/api/conversations/search"_s, query);
     const ApiReply reply = co_await std::move(searching);
-    if (!reply.ok())
+    if (!reply.ok()) {
+        if (failure)
+            *failure = reply;
         co_return std::nullopt;
+    }
     ConversationPage page;
     const QJsonObject object = reply.json.toObject();
     for (const QJsonValue &item : object.value(u"items"_s).toArray()) {

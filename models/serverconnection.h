@@ -81,10 +81,11 @@ public:
 
     QCoro::Task<ApiReply> createConversation(CreateConversationRequest request);
     QCoro::Task<std::optional<ConversationInfo>> conversation(QUuid id);
+    // Nothing when the search failed; `failure`, if given, then holds the answer (or its lack).
     QCoro::Task<std::optional<ConversationPage>>
     searchConversations(ConversationFilter filter,
                         ConversationSort sort = ConversationSort::CreatedAtDesc,
-                        QString pageId = {}, int limit = 100);
+                        QString pageId = {}, int limit = 100, ApiReply *failure = nullptr);
     QCoro::Task<ApiReply> sendMessage(QUuid id, MessageRequest message);
     QCoro::Task<ApiReply> conversationAction(QUuid id, QString action);
 

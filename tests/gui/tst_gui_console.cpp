@@ -182,7 +182,7 @@ private Q_SLOTS:
         QVERIFY(!QCoro::waitFor(m_controller->refresh()));
         QCOMPARE(reachability.size(), 1);
         QVERIFY(m_window->banner()->isVisible());
-        QVERIFY(m_window->statusBar()->currentMessage().startsWith(u"Cannot reach"_s));
+        QVERIFY(m_window->statusBar()->currentMessage().startsWith(u"Cannot refresh"_s));
         m_server = std::make_unique<EmbeddedServer>(serverConfig(port));
         QString error;
         QCOMPARE(m_server->start(&error).port(), port);
@@ -211,6 +211,19 @@ private Q_SLOTS:
         QVERIFY2(
             view->columnWidth(ConversationListModel::TitleColumn) >= 160,
             qPrintable(QString::number(view->columnWidth(ConversationListModel::TitleColumn))));
+    }
+
+    // A refresh the server refuses says why in the server's words (it said "the server did not
+    // answer" whatever happened, a wrong key included).
+    void aRefusedRefreshSaysWhy()
+    {
+        ServerConfig config = serverConfig();
+        config.apiKeys = {u"right-key"_s};
+        startConsole(config, /*refreshed=*/false);
+        m_connection->setApiKey(u"wrong-key"_s);
+        QVERIFY(!QCoro::waitFor(m_controller->refresh()));
+        QVERIFY2(m_window->banner()->text().contains(u"X-Session-API-Key"_s),
+                 qPrintable(m_window->banner()->text()));
     }
 
     // What users and agents wrote is shown as written, never as markup: a command waiting for
@@ -301,7 +314,7 @@ private:
     }
 
     void startConsole() { startConsole(serverConfig()); }
-    void startConsole(const ServerConfig &config)
+    void startConsole(const ServerConfig &config, bool refreshed = true)
     {
         m_server = std::make_unique<EmbeddedServer>(config);
         QString error;
@@ -314,7 +327,8 @@ private:
         m_window = std::make_unique<MainWindow>(m_controller.get(), url.toString());
         m_window->show();
         QVERIFY(QTest::qWaitForWindowExposed(m_window.get()));
-        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        if (refreshed)
+            QVERIFY(QCoro::waitFor(m_controller->refresh()));
     }
 
     // Idle conversations written straight into the catalog, before the server starts; the

@@ -525,6 +525,7 @@ QCoro::Task<ConversationInfo> ConversationService::archive(QUuid id)
     co_await std::move(stopping);
     if (!m_store.setArchived(id, m_clock.nowMs()))
         throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
+    m_store.announce(id, u"release"_s);
     qCInfo(lcServer) << "archived conversation" << id;
     co_return require(id);
 }
@@ -568,6 +569,7 @@ QCoro::Task<ConversationInfo> ConversationService::stopRuntime(QUuid id)
     auto stopping = stopRunAndRuntime(id);
     co_await std::move(stopping);
     m_store.setRuntimeError(id, std::nullopt);
+    m_store.announce(id, u"release"_s);
     co_return require(id);
 }
 
@@ -635,6 +637,14 @@ void ConversationService::stopRequestedElsewhere(const QUuid &id, LeaseStore::Ca
         else
             runner->requestPause();
     }
+}
+
+void ConversationService::releaseRequestedElsewhere(const QUuid &id)
+{
+    // A run started here since is this replica's own (the other one was refused while it ran).
+    if (m_runners.contains(id) || m_starting.contains(id))
+        return;
+    m_runtimes.release(id);
 }
 
 QCoro::Task<StoredEvent> ConversationService::sendMessage(QUuid id, MessageRequest message)

@@ -61,6 +61,9 @@ public:
     void forgetDeletedElsewhere(const QUuid &id);
     // Another replica was asked to pause or interrupt a run of this one.
     void stopRequestedElsewhere(const QUuid &id, LeaseStore::Cancel how);
+    // Another replica archived the conversation or stopped its runtime: a sandbox this one keeps
+    // for it stops too (it stayed up until its idle timeout).
+    void releaseRequestedElsewhere(const QUuid &id);
 
     QCoro::Task<ConversationInfo> run(QUuid id);
     ConversationInfo pause(const QUuid &id);

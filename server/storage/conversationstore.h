@@ -83,9 +83,10 @@ public:
 
     // Several replicas (PostgreSQL): this process's lease owner name. Every committed append
     // and delete is announced on ChangeChannel as "<instance> <id> <first seq> <last seq>" or
-    // "<instance> <id> deleted" (see announce()), so that other replicas can stream what this
-    // one wrote; and rows whose live lease another instance holds report their runtime as held
-    // by that replica. Empty (the default, and always on SQLite): neither.
+    // "<instance> <id> deleted" (see announce(); the service also announces pause, interrupt
+    // and release), so that other replicas can stream what this one wrote; and rows whose live
+    // lease another instance holds report their runtime as held by that replica. Empty (the
+    // default, and always on SQLite): neither.
     static inline const QString ChangeChannel = QStringLiteral("agentdeck_changes");
     void setInstance(const QString &leaseOwner) { m_instance = leaseOwner; }
     // Announces `what` about the conversation to the other replicas when the current

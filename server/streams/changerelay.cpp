@@ -76,7 +76,8 @@ void ChangeRelay::reconnect()
 
 void ChangeRelay::onAnnouncement(const QString &payload)
 {
-    // "<source> <id> <first> <last>", "<source> <id> deleted", "<source> <id> pause|interrupt"
+    // "<source> <id> <first> <last>", "<source> <id> deleted", "<source> <id> pause|interrupt",
+    // "<source> <id> release"
     const QStringList parts = payload.split(u' ');
     if (parts.size() < 3 || parts[0] == m_source)
         return;
@@ -86,6 +87,10 @@ void ChangeRelay::onAnnouncement(const QString &payload)
     if (parts[2] == u"deleted"_s) {
         m_lastSeq.remove(id);
         m_service.forgetDeletedElsewhere(id);
+        return;
+    }
+    if (parts[2] == u"release"_s) {
+        m_service.releaseRequestedElsewhere(id);
         return;
     }
     if (parts[2] == u"pause"_s || parts[2] == u"interrupt"_s) {

@@ -300,6 +300,38 @@ private Q_SLOTS:
             u"available"_s);
     }
 
+    // Archive, or stopping the runtime, on a replica that does not keep the conversation's
+    // sandbox stops it where it is (it stayed up until its idle timeout).
+    void aSandboxElsewhereStopsWithArchiveOrRuntimeStop_data()
+    {
+        QTest::addColumn<QByteArray>("method");
+        QTest::addColumn<QString>("action");
+        QTest::addRow("archive") << "POST"_ba << u"archive"_s;
+        QTest::addRow("DELETE runtime") << "DELETE"_ba << u"runtime"_s;
+    }
+    void aSandboxElsewhereStopsWithArchiveOrRuntimeStop()
+    {
+        QFETCH(QByteArray, method);
+        QFETCH(QString, action);
+        ServerProcess &a = startReplica(u"alpha"_s, u"local"_s);
+        ServerProcess &b = startReplica(u"beta"_s, u"local"_s);
+        const QUuid id = a.create(shellConversation(u"echo hi"_s, true));
+        QVERIFY(!id.isNull());
+        QVERIFY(a.waitForStatus(id, u"finished"_s));
+        QTRY_VERIFY_WITH_TIMEOUT(!processesWith(wireId(id).toLatin1()).isEmpty(), 10'000);
+
+        const Reply done = b.call(method, conversationPath(id, action));
+        QVERIFY2(done.ok(), qPrintable(done.describe()));
+        QTRY_VERIFY2_WITH_TIMEOUT(processesWith(wireId(id).toLatin1()).isEmpty(),
+                                  "the sandbox on alpha is still up", 10'000);
+        QCOMPARE(a.conversation(id)
+                     .value(u"runtime_info"_s)
+                     .toObject()
+                     .value(u"runtime_status"_s)
+                     .toString(),
+                 u"missing"_s);
+    }
+
     // SIGTERM: the owner releases its leases; another replica serves /recover at once.
     void sigtermHandsOverWithinOneSecond()
     {

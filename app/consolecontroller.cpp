@@ -30,6 +30,10 @@ QString ConsoleController::actionName(Action action)
         return tr("Run");
     case Action::Pause:
         return tr("Pause");
+    case Action::Accept:
+        return tr("Accept");
+    case Action::Reject:
+        return tr("Reject");
     case Action::Reprovision:
         return tr("Reprovision");
     case Action::Archive:
@@ -194,6 +198,11 @@ QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id)
             return m_connection->conversationAction(id, u"run"_s);
         case Action::Pause:
             return m_connection->conversationAction(id, u"pause"_s);
+        case Action::Accept:
+        case Action::Reject:
+            return m_connection->post(
+                ServerConnection::conversationPath(id, u"events/respond_to_confirmation"),
+                QJsonObject{{u"accept"_s, action == Action::Accept}});
         case Action::Reprovision:
             return m_connection->conversationAction(id, u"runtime/reprovision"_s);
         case Action::Archive:

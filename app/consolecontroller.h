@@ -22,6 +22,8 @@ public:
         Recover,
         Run,
         Pause,
+        Accept, // the action waiting for confirmation
+        Reject,
         Reprovision,
         Archive,
         Unarchive,

@@ -76,6 +76,18 @@ Availability canRun(const ConversationInfo &info)
         return no(u"The runtime expired; its workspace is gone"_s);
     if (info.executionStatus == ExecutionStatus::Running && !isStale(info))
         return no(u"Already running"_s);
+    // A run would stop at the same action again (it flipped to running and back).
+    if (info.executionStatus == ExecutionStatus::WaitingForConfirmation)
+        return no(u"Waiting for confirmation: accept or reject its action"_s);
+    return yes();
+}
+
+Availability canRespond(const ConversationInfo &info)
+{
+    if (info.executionStatus != ExecutionStatus::WaitingForConfirmation)
+        return no(u"No action is waiting for confirmation"_s);
+    if (info.isArchived())
+        return no(u"Archived: unarchive it first"_s);
     return yes();
 }
 

@@ -25,6 +25,8 @@ struct Availability
 Availability canRecover(const ConversationInfo &info);
 Availability canRun(const ConversationInfo &info);
 Availability canPause(const ConversationInfo &info);
+// Accept or reject the action a conversation waits on.
+Availability canRespond(const ConversationInfo &info);
 Availability canReprovision(const ConversationInfo &info);
 Availability canArchive(const ConversationInfo &info);
 Availability canUnarchive(const ConversationInfo &info);

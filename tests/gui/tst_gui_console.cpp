@@ -6,11 +6,13 @@
 #include "statusbadgedelegate.h"
 #include "storage/conversationstore.h"
 #include "storage/database.h"
+#include "testevents.h"
 
 #include <QApplication>
 #include <QDir>
 #include <QFile>
 #include <QFontMetricsF>
+#include <QJsonArray>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMessageBox>
@@ -138,6 +140,41 @@ private Q_SLOTS:
                                   404, 10000);
         QTRY_COMPARE_WITH_TIMEOUT(m_controller->conversations()->rowOf(id), -1, 10000);
         QCOMPARE(m_window->tabs()->tabText(0), u"Active (0)"_s);
+    }
+
+    // A conversation waiting for confirmation is answered from the console: Accept runs the
+    // action, Reject records the rejection. Run is not offered there: it flipped the status to
+    // running and straight back.
+    void aConfirmationIsAnsweredFromTheConsole_data()
+    {
+        QTest::addColumn<bool>("accept");
+        QTest::addRow("accept") << true;
+        QTest::addRow("reject") << false;
+    }
+    void aConfirmationIsAnsweredFromTheConsole()
+    {
+        QFETCH(bool, accept);
+        startConsole();
+        const QUuid id = create(u"needs a yes"_s, u"echo confirmed"_s, /*confirm=*/true);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"waiting_for_confirmation"_s, 15000);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QVERIFY(m_window->selectConversation(id));
+        QVERIFY(!m_window->actionButton(Action::Run)->isEnabled());
+        QCOMPARE(m_window->actionButton(Action::Run)->toolTip(),
+                 u"Waiting for confirmation: accept or reject its action"_s);
+        QPushButton *button = m_window->actionButton(accept ? Action::Accept : Action::Reject);
+        QVERIFY2(button->isEnabled(), qPrintable(button->toolTip()));
+        QTest::mouseClick(button, Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
+        QList<QJsonObject> events;
+        for (const QJsonValue &item :
+             call("GET"_ba, ServerConnection::conversationPath(id, u"events/search"))
+                 .json.toObject()
+                 .value(u"items"_s)
+                 .toArray())
+            events.append(item.toObject());
+        QCOMPARE(Testing::ofKind(events, u"ObservationEvent"_s).size(), accept ? 1 : 0);
+        QCOMPARE(Testing::ofKind(events, u"UserRejectObservation"_s).size(), accept ? 0 : 1);
     }
 
     // Past the 5,000 rows a refresh reads, the tabs say there are more, and a conversation
@@ -394,10 +431,11 @@ private:
             .value(u"runtime_status"_s)
             .toString();
     }
-    QUuid create(const QString &title, const QString &command = {})
+    QUuid create(const QString &title, const QString &command = {}, bool confirm = false)
     {
         CreateConversationRequest request;
         request.title = title;
+        request.alwaysConfirm = confirm;
         if (!command.isEmpty())
             request.initialMessage = MessageRequest{u"user"_s, command, true};
         const ApiReply reply = QCoro::waitFor(m_client->createConversation(request));

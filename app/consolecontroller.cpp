@@ -30,6 +30,8 @@ QString ConsoleController::actionName(Action action)
         return tr("Run");
     case Action::Pause:
         return tr("Pause");
+    case Action::Interrupt:
+        return tr("Interrupt");
     case Action::Accept:
         return tr("Accept");
     case Action::Reject:
@@ -198,6 +200,8 @@ QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id)
             return m_connection->conversationAction(id, u"run"_s);
         case Action::Pause:
             return m_connection->conversationAction(id, u"pause"_s);
+        case Action::Interrupt:
+            return m_connection->conversationAction(id, u"interrupt"_s);
         case Action::Accept:
         case Action::Reject:
             return m_connection->post(

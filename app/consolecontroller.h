@@ -22,7 +22,8 @@ public:
         Recover,
         Run,
         Pause,
-        Accept, // the action waiting for confirmation
+        Interrupt, // stops the command in flight
+        Accept,    // the action waiting for confirmation
         Reject,
         Reprovision,
         Archive,

@@ -30,9 +30,9 @@ namespace AgentDeck {
 
 namespace {
 using Action = ConsoleController::Action;
-constexpr std::array AllActions{Action::Recover, Action::Run,       Action::Pause,
-                                Action::Accept,  Action::Reject,    Action::Reprovision,
-                                Action::Archive, Action::Unarchive, Action::Delete};
+constexpr std::array AllActions{
+    Action::Recover, Action::Run,         Action::Pause,   Action::Interrupt, Action::Accept,
+    Action::Reject,  Action::Reprovision, Action::Archive, Action::Unarchive, Action::Delete};
 
 Lifecycle::Availability availability(Action action, const ConversationInfo &info)
 {
@@ -43,6 +43,8 @@ Lifecycle::Availability availability(Action action, const ConversationInfo &info
         return Lifecycle::canRun(info);
     case Action::Pause:
         return Lifecycle::canPause(info);
+    case Action::Interrupt:
+        return Lifecycle::canInterrupt(info);
     case Action::Accept:
     case Action::Reject:
         return Lifecycle::canRespond(info);

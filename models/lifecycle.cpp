@@ -82,6 +82,13 @@ Availability canRun(const ConversationInfo &info)
     return yes();
 }
 
+Availability canInterrupt(const ConversationInfo &info)
+{
+    if (info.executionStatus == ExecutionStatus::Running)
+        return yes();
+    return no(u"Not running"_s);
+}
+
 Availability canRespond(const ConversationInfo &info)
 {
     if (info.executionStatus != ExecutionStatus::WaitingForConfirmation)

@@ -25,6 +25,8 @@ struct Availability
 Availability canRecover(const ConversationInfo &info);
 Availability canRun(const ConversationInfo &info);
 Availability canPause(const ConversationInfo &info);
+// Stop the command in flight now (Pause waits for it to end).
+Availability canInterrupt(const ConversationInfo &info);
 // Accept or reject the action a conversation waits on.
 Availability canRespond(const ConversationInfo &info);
 Availability canReprovision(const ConversationInfo &info);

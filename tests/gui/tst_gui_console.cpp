@@ -142,6 +142,28 @@ private Q_SLOTS:
         QCOMPARE(m_window->tabs()->tabText(0), u"Active (0)"_s);
     }
 
+    // A command that hangs is stopped with one click: Pause waits for it to end.
+    void interruptStopsAHangingCommand()
+    {
+        startConsole();
+        const QUuid id = create(u"hangs"_s, u"sleep 600"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"running"_s, 15000);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QVERIFY(m_window->selectConversation(id));
+        QPushButton *interrupt = m_window->actionButton(Action::Interrupt);
+        QVERIFY2(interrupt->isEnabled(), qPrintable(interrupt->toolTip()));
+        QTest::mouseClick(interrupt, Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"paused"_s, 15000);
+        const QList<QJsonObject> events = eventsOf(id);
+        const QList<QJsonObject> observations = Testing::ofKind(events, u"ObservationEvent"_s);
+        QCOMPARE(observations.size(), 1);
+        QVERIFY(observations.first()
+                    .value(u"observation"_s)
+                    .toObject()
+                    .value(u"interrupted"_s)
+                    .toBool());
+    }
+
     // A conversation waiting for confirmation is answered from the console: Accept runs the
     // action, Reject records the rejection. Run is not offered there: it flipped the status to
     // running and straight back.
@@ -166,13 +188,7 @@ private Q_SLOTS:
         QVERIFY2(button->isEnabled(), qPrintable(button->toolTip()));
         QTest::mouseClick(button, Qt::LeftButton);
         QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
-        QList<QJsonObject> events;
-        for (const QJsonValue &item :
-             call("GET"_ba, ServerConnection::conversationPath(id, u"events/search"))
-                 .json.toObject()
-                 .value(u"items"_s)
-                 .toArray())
-            events.append(item.toObject());
+        const QList<QJsonObject> events = eventsOf(id);
         QCOMPARE(Testing::ofKind(events, u"ObservationEvent"_s).size(), accept ? 1 : 0);
         QCOMPARE(Testing::ofKind(events, u"UserRejectObservation"_s).size(), accept ? 0 : 1);
     }
@@ -414,6 +430,17 @@ private:
     ApiReply call(const QByteArray &method, const QString &path)
     {
         return QCoro::waitFor(m_client->request(method, path));
+    }
+    QList<QJsonObject> eventsOf(const QUuid &id)
+    {
+        QList<QJsonObject> events;
+        for (const QJsonValue &item :
+             call("GET"_ba, ServerConnection::conversationPath(id, u"events/search"))
+                 .json.toObject()
+                 .value(u"items"_s)
+                 .toArray())
+            events.append(item.toObject());
+        return events;
     }
     QJsonObject conversation(const QUuid &id)
     {

@@ -39,7 +39,6 @@ public:
     ServerConnection *connection() { return m_connection; }
     QUuid selected() const { return m_selected; }
     bool isBusy() const { return m_busy > 0; }
-    bool isReachable() const { return m_reachable; }
     // Whether the last refresh read every page (it reads the 5,000 most recently updated).
     bool isListComplete() const { return m_complete; }
 

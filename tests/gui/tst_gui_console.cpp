@@ -99,8 +99,7 @@ private Q_SLOTS:
         QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
         const qint64 before = sandboxPid(id);
         QVERIFY(before > 0);
-        QVERIFY(QCoro::waitFor(m_controller->refresh()));
-        QVERIFY(m_window->selectConversation(id));
+        QVERIFY(showAndSelect(id));
         QTest::mouseClick(m_window->actionButton(Action::Reprovision), Qt::LeftButton);
         QTRY_VERIFY_WITH_TIMEOUT(sandboxPid(id) > 0 && sandboxPid(id) != before, 10000);
         QTRY_COMPARE_WITH_TIMEOUT(badgeText(m_window->activeView(), id), u"available"_s, 10000);
@@ -111,8 +110,7 @@ private Q_SLOTS:
         startConsole();
         const QUuid id = create(u"to archive"_s, u"echo hi"_s);
         QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
-        QVERIFY(QCoro::waitFor(m_controller->refresh()));
-        QVERIFY(m_window->selectConversation(id));
+        QVERIFY(showAndSelect(id));
         QTest::mouseClick(m_window->actionButton(Action::Archive), Qt::LeftButton);
         QTRY_VERIFY_WITH_TIMEOUT(conversation(id).value(u"archived_at"_s).isString(), 10000);
         QTRY_COMPARE_WITH_TIMEOUT(m_window->tabs()->tabText(1), u"Archived (1)"_s, 10000);
@@ -124,8 +122,7 @@ private Q_SLOTS:
     {
         startConsole();
         const QUuid id = create(u"to delete"_s);
-        QVERIFY(QCoro::waitFor(m_controller->refresh()));
-        QVERIFY(m_window->selectConversation(id));
+        QVERIFY(showAndSelect(id));
         bool asked = false;
         QTimer::singleShot(0, this, [&asked] {
             auto *box = qobject_cast<QMessageBox *>(QApplication::activeModalWidget());
@@ -148,8 +145,7 @@ private Q_SLOTS:
         startConsole();
         const QUuid id = create(u"hangs"_s, u"sleep 600"_s);
         QTRY_COMPARE_WITH_TIMEOUT(status(id), u"running"_s, 15000);
-        QVERIFY(QCoro::waitFor(m_controller->refresh()));
-        QVERIFY(m_window->selectConversation(id));
+        QVERIFY(showAndSelect(id));
         QPushButton *interrupt = m_window->actionButton(Action::Interrupt);
         QVERIFY2(interrupt->isEnabled(), qPrintable(interrupt->toolTip()));
         QTest::mouseClick(interrupt, Qt::LeftButton);
@@ -179,8 +175,7 @@ private Q_SLOTS:
         startConsole();
         const QUuid id = create(u"needs a yes"_s, u"echo confirmed"_s, /*confirm=*/true);
         QTRY_COMPARE_WITH_TIMEOUT(status(id), u"waiting_for_confirmation"_s, 15000);
-        QVERIFY(QCoro::waitFor(m_controller->refresh()));
-        QVERIFY(m_window->selectConversation(id));
+        QVERIFY(showAndSelect(id));
         QVERIFY(!m_window->actionButton(Action::Run)->isEnabled());
         QCOMPARE(m_window->actionButton(Action::Run)->toolTip(),
                  u"Waiting for confirmation: accept or reject its action"_s);
@@ -288,8 +283,7 @@ private Q_SLOTS:
         const QString command = u"echo <b></b><!-- ; rm -rf ~/important --> done"_s;
         const QUuid id = create(u"<b>bold</b> title"_s, command);
         QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
-        QVERIFY(QCoro::waitFor(m_controller->refresh()));
-        QVERIFY(m_window->selectConversation(id));
+        QVERIFY(showAndSelect(id));
         // The message's text item is as wide as the whole command: the comment is shown.
         QQuickItem *message = nullptr;
         QTRY_VERIFY_WITH_TIMEOUT((message = textItem(m_window->timeline()->rootObject(), command)),
@@ -318,8 +312,7 @@ private Q_SLOTS:
         config.sandboxProgram = m_dir->filePath(u"no-such-agentdeck"_s);
         startConsole(config);
         const QUuid id = create(u"cannot run"_s);
-        QVERIFY(QCoro::waitFor(m_controller->refresh()));
-        QVERIFY(m_window->selectConversation(id));
+        QVERIFY(showAndSelect(id));
         QTest::mouseClick(m_window->actionButton(Action::Run), Qt::LeftButton);
         QTRY_VERIFY_WITH_TIMEOUT(m_window->banner()->isVisible(), 10000);
         QTRY_VERIFY2_WITH_TIMEOUT(m_window->banner()->text().startsWith(u"Run failed"_s),
@@ -333,8 +326,7 @@ private Q_SLOTS:
     {
         startConsole();
         const QUuid id = create(u"soon gone"_s);
-        QVERIFY(QCoro::waitFor(m_controller->refresh()));
-        QVERIFY(m_window->selectConversation(id));
+        QVERIFY(showAndSelect(id));
         QVERIFY(call("DELETE"_ba, ServerConnection::conversationPath(id)).ok());
         QTRY_VERIFY2_WITH_TIMEOUT(m_window->banner()->text().contains(u"no longer exists"_s),
                                   qPrintable(m_window->banner()->text()), 10000);
@@ -431,6 +423,12 @@ private:
     {
         return QCoro::waitFor(m_client->request(method, path));
     }
+    // Refreshes the list as the console's timer would, then selects the conversation.
+    bool showAndSelect(const QUuid &id)
+    {
+        return QCoro::waitFor(m_controller->refresh()) && m_window->selectConversation(id);
+    }
+
     QList<QJsonObject> eventsOf(const QUuid &id)
     {
         QList<QJsonObject> events;

@@ -88,6 +88,16 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
                                  u"Require this key in X-Session-API-Key (repeatable; also "
                                  "AGENTDECK_SESSION_API_KEYS, comma-separated)."_s,
                                  u"KEY"_s);
+    const QCommandLineOption allowOrigin(u"allow-origin"_s,
+                                         u"Let web pages at ORIGIN (e.g. https://tools.example) "
+                                         "call the API; others are refused (repeatable; * for "
+                                         "any)."_s,
+                                         u"ORIGIN"_s);
+    const QCommandLineOption allowHost(u"allow-host"_s,
+                                       u"Without a key, accept requests addressed to host NAME "
+                                       "too, beside localhost, IP addresses and this machine's "
+                                       "name (repeatable)."_s,
+                                       u"NAME"_s);
     const QCommandLineOption commandTimeout(u"command-timeout"_s,
                                             u"Stop a command after this long (e.g. 10m; default: "
                                             "no limit)."_s,
@@ -129,9 +139,9 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
                                       u"SQLite: start the write-ahead log over once it passes "
                                       "this size (default 64MiB; 64KiB to 16GiB)."_s,
                                       u"SIZE"_s);
-    parser.addOptions({help, version, headless, connect, listen, dataDir, key, commandTimeout,
-                       shutdownGrace, replicaId, database, advertiseUrl, runtime, idleTimeout,
-                       retention, leaseTtl, walLimit});
+    parser.addOptions({help, version, headless, connect, listen, dataDir, key, allowOrigin,
+                       allowHost, commandTimeout, shutdownGrace, replicaId, database, advertiseUrl,
+                       runtime, idleTimeout, retention, leaseTtl, walLimit});
     const QCommandLineOption llmBaseUrl(u"llm-base-url"_s,
                                         u"Default OpenAI-compatible endpoint of llm agents (e.g. "
                                         "http://127.0.0.1:8080/v1); the key comes from "
@@ -175,6 +185,8 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
             : QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation) +
                   u"/agentdeck"_s;
     options.server.apiKeys = parser.values(key);
+    options.server.allowedOrigins = parser.values(allowOrigin);
+    options.server.allowedHosts = parser.values(allowHost);
     const QString envKeys =
         QProcessEnvironment::systemEnvironment().value(u"AGENTDECK_SESSION_API_KEYS"_s);
     for (const QString &envKey : envKeys.split(u',', Qt::SkipEmptyParts))

@@ -204,7 +204,12 @@ bool AgentDeckServer::start(QString *error)
         *d->parts.clock,
         ServiceSettings{QDir(dataDir).filePath(u"workspaces"_s), m_config.commandTimeout,
                         leaseOwner, m_config.replicaId, shared});
-    d->auth = std::make_unique<ApiAuth>(m_config.apiKeys);
+    // The name this replica is advertised by is one clients use.
+    QStringList allowedHosts = m_config.allowedHosts;
+    if (const QString advertised = QUrl(advertisedUrl()).host(); !advertised.isEmpty())
+        allowedHosts.append(advertised);
+    d->auth = std::make_unique<ApiAuth>(m_config.apiKeys,
+                                        ApiAuth::Browsers{m_config.allowedOrigins, allowedHosts});
     const HttpLimits httpLimits{m_config.maxBodyBytes, m_config.httpRequestTimeout,
                                 m_config.httpIdleTimeout};
     d->http = std::make_unique<ApiServer>(d->router, *d->auth, d->metrics, httpLimits);

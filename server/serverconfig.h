@@ -15,6 +15,10 @@ struct ServerConfig
     quint16 port = 8000;
     QString dataDir;
     QStringList apiKeys;
+    // Web pages (origins) that may call /api and the sockets, and host names a server without a
+    // key may be addressed by, beside the local ones (see ApiAuth).
+    QStringList allowedOrigins;
+    QStringList allowedHosts;
     QString replicaId;
     // Empty: SQLite in the data dir. postgresql://...: a catalog shared by several replicas.
     QUrl databaseUrl;

@@ -102,8 +102,13 @@ bool ApiServer::handleRequest(const QHttpServerRequest &request, QTcpSocket *soc
         return true;
     };
 
-    // The key first: without it, /api answers nothing else, not even which routes exist.
+    // Who asks first: without the key, or from a web page of another site, /api answers
+    // nothing else, not even which routes exist.
     const bool isApi = copy.path.startsWith(u"/api/"_s) || copy.path == u"/api"_s;
+    if (isApi) {
+        if (auto refusal = m_auth.browserRefusal(copy.header("Host"), copy.header("Origin")))
+            return reject(*refusal);
+    }
     if (isApi && m_auth.enabled() && !m_auth.accepts(copy.header("X-Session-API-Key")))
         return reject({401, u"unauthorized"_s, u"Missing or wrong X-Session-API-Key header"_s});
     if (!match.route) {

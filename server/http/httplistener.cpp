@@ -166,16 +166,7 @@ private:
         m_metrics.httpRefused(error.status);
         m_requestDue.stop();
         m_idle.stop();
-        const HttpResponse response = HttpResponse::error(error);
-        const QByteArray reason = error.status == 400   ? "Bad Request"
-                                  : error.status == 408 ? "Request Timeout"
-                                  : error.status == 413 ? "Payload Too Large"
-                                                        : "Request Header Fields Too Large";
-        const QByteArray answer =
-            "HTTP/1.1 " + QByteArray::number(error.status) + ' ' + reason +
-            "\r\nContent-Type: " + response.contentType +
-            "\r\nContent-Length: " + QByteArray::number(response.body.size()) +
-            "\r\nConnection: close\r\n\r\n" + response.body;
+        const QByteArray answer = HttpResponse::error(error).closingAnswer();
         m_quiet.setSingleShot(true);
         m_quiet.callOnTimeout(m_socket, &QTcpSocket::disconnectFromHost);
         // After the answers to the requests before this one, which may still be in a handler;

@@ -141,6 +141,24 @@ HttpResponse HttpResponse::error(const ApiError &error)
     return response;
 }
 
+QByteArray HttpResponse::closingAnswer() const
+{
+    const QByteArray reason = status == 400   ? "Bad Request"
+                              : status == 403 ? "Forbidden"
+                              : status == 408 ? "Request Timeout"
+                              : status == 413 ? "Payload Too Large"
+                              : status == 426 ? "Upgrade Required"
+                              : status == 431 ? "Request Header Fields Too Large"
+                                              : "Error";
+    QByteArray answer = "HTTP/1.1 " + QByteArray::number(status) + ' ' + reason +
+                        "\r\nContent-Type: " + contentType +
+                        "\r\nContent-Length: " + QByteArray::number(body.size()) +
+                        "\r\nConnection: close\r\n";
+    for (const auto &[name, value] : headers)
+        answer += name + ": " + value + "\r\n";
+    return answer + "\r\n" + body;
+}
+
 QByteArray joinJsonArray(const QList<QByteArray> &items)
 {
     qsizetype size = 2 + items.size();

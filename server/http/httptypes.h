@@ -62,6 +62,10 @@ struct HttpResponse
     static HttpResponse json(const QJsonValue &value, int status = 200);
     static HttpResponse rawJson(QByteArray json, int status = 200);
     static HttpResponse error(const ApiError &error);
+
+    // The whole answer as HTTP/1.1 bytes, with `Connection: close`: for a connection answered
+    // outside the HTTP server (the listener's refusals, a refused WebSocket upgrade).
+    QByteArray closingAnswer() const;
 };
 
 // "[a,b,c]" from already serialized JSON values, without parsing them again.

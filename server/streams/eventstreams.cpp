@@ -5,6 +5,7 @@
 #include "eventstreamsession.h"
 #include "http/apiauth.h"
 #include "http/httplistener.h"
+#include "http/httptypes.h"
 #include "logging.h"
 #include "metrics.h"
 #include "storage/conversationstore.h"
@@ -159,7 +160,11 @@ void EventStreams::answerSession(quint64 serial, const QString &code, const QStr
 
 void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
 {
-    const WebSocketConnection::Handshake handshake = WebSocketConnection::parseHandshake(head);
+    WebSocketConnection::Handshake handshake = WebSocketConnection::parseHandshake(head);
+    if (handshake.refusal.isEmpty()) {
+        if (auto refused = m_context.auth.browserRefusal(handshake.host, handshake.origin))
+            handshake.refusal = HttpResponse::error(*refused).closingAnswer();
+    }
     if (!handshake.refusal.isEmpty()) {
         qCInfo(lcStreams) << "refusing a WebSocket upgrade:" << head.left(head.indexOf('\r'));
         socket->setParent(this);

@@ -1,6 +1,8 @@
 #include "websocketconnection.h"
 
+#include "apierror.h"
 #include "http/httphead.h"
+#include "http/httptypes.h"
 #include "logging.h"
 #include "websocketframing.h"
 
@@ -20,18 +22,13 @@ namespace AgentDeck {
 using namespace WebSocketFraming;
 
 namespace {
-QByteArray refusal(int status, QByteArrayView reason, QByteArrayView detail,
-                   QByteArrayView extraHeader = {})
+QByteArray refusal(int status, const QString &detail, QByteArrayView extraHeader = {},
+                   QByteArrayView extraValue = {})
 {
-    const QByteArray body =
-        "{\"detail\":\"" + detail.toByteArray() + "\",\"code\":\"invalid_upgrade\"}";
-    QByteArray answer =
-        "HTTP/1.1 " + QByteArray::number(status) + ' ' + reason.toByteArray() +
-        "\r\nContent-Type: application/json\r\nContent-Length: " + QByteArray::number(body.size()) +
-        "\r\nConnection: close\r\n";
+    HttpResponse response = HttpResponse::error({status, u"invalid_upgrade"_s, detail});
     if (!extraHeader.isEmpty())
-        answer += extraHeader.toByteArray() + "\r\n";
-    return answer + "\r\n" + body;
+        response.headers.append({extraHeader.toByteArray(), extraValue.toByteArray()});
+    return response.closingAnswer();
 }
 
 bool isValidUtf8(QByteArrayView bytes)
@@ -54,7 +51,7 @@ WebSocketConnection::Handshake WebSocketConnection::parseHandshake(const QByteAr
 {
     Handshake handshake;
     const auto bad = [&](QByteArrayView detail) {
-        handshake.refusal = refusal(400, "Bad Request", detail);
+        handshake.refusal = refusal(400, QString::fromLatin1(detail));
         return handshake;
     };
     QList<QByteArrayView> lines;
@@ -85,22 +82,26 @@ WebSocketConnection::Handshake WebSocketConnection::parseHandshake(const QByteAr
             return bad("Malformed header line");
         const QByteArrayView name = lines[i].first(colon).trimmed();
         const QByteArrayView value = lines[i].sliced(colon + 1).trimmed();
-        if (name.compare("host", Qt::CaseInsensitive) == 0)
+        if (name.compare("host", Qt::CaseInsensitive) == 0) {
             host = true;
-        else if (name.compare("upgrade", Qt::CaseInsensitive) == 0)
+            handshake.host = value.toByteArray();
+        } else if (name.compare("origin", Qt::CaseInsensitive) == 0) {
+            handshake.origin = value.toByteArray();
+        } else if (name.compare("upgrade", Qt::CaseInsensitive) == 0) {
             upgrade = upgrade || headerHasToken(value, "websocket");
-        else if (name.compare("connection", Qt::CaseInsensitive) == 0)
+        } else if (name.compare("connection", Qt::CaseInsensitive) == 0) {
             connectionUpgrade = connectionUpgrade || headerHasToken(value, "upgrade");
-        else if (name.compare("sec-websocket-key", Qt::CaseInsensitive) == 0)
+        } else if (name.compare("sec-websocket-key", Qt::CaseInsensitive) == 0) {
             key = value.toByteArray();
-        else if (name.compare("sec-websocket-version", Qt::CaseInsensitive) == 0)
+        } else if (name.compare("sec-websocket-version", Qt::CaseInsensitive) == 0) {
             version = value.toByteArray();
+        }
     }
     if (!host || !upgrade || !connectionUpgrade)
         return bad("A WebSocket upgrade needs Host, Upgrade: websocket and Connection: Upgrade");
     if (version != "13") {
-        handshake.refusal = refusal(426, "Upgrade Required", "Only WebSocket version 13 is spoken",
-                                    "Sec-WebSocket-Version: 13");
+        handshake.refusal =
+            refusal(426, u"Only WebSocket version 13 is spoken"_s, "Sec-WebSocket-Version", "13");
         return handshake;
     }
     if (QByteArray::fromBase64(key).size() != 16)

@@ -37,6 +37,8 @@ public:
         QUrl url;           // path and query of the request target
         QByteArray accept;  // Sec-WebSocket-Accept for the 101 answer
         QByteArray refusal; // a complete HTTP answer when the request is not a valid upgrade
+        QByteArray host;    // the Host and Origin headers' values, empty when absent
+        QByteArray origin;
     };
     static Handshake parseHandshake(const QByteArray &head);
 

@@ -6,6 +6,7 @@
 
 #include <QElapsedTimer>
 #include <QEventLoop>
+#include <QJsonDocument>
 #include <QRegularExpression>
 #include <QTcpSocket>
 #include <QTest>
@@ -144,7 +145,7 @@ private:
 QByteArray postHead(const QString &path, qint64 length, QByteArrayView extra = {})
 {
     return "POST " + path.toUtf8() +
-           " HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: " +
+           " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: " +
            QByteArray::number(length) + "\r\n" + extra.toByteArray() + "\r\n";
 }
 
@@ -241,7 +242,7 @@ private Q_SLOTS:
         RawHttp client;
         QVERIFY(client.connectTo(m_server->url()));
         client.send("POST " + m_events.toUtf8() +
-                    " HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n");
+                    " HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n");
         const QByteArray chunk = "100000\r\n" + QByteArray(0x100000, 'x') + "\r\n"; // 1 MiB
         for (int i = 0; i < 5; ++i) // 5 MiB, and never the last chunk
             client.send(chunk);
@@ -261,15 +262,16 @@ private Q_SLOTS:
         QTest::addColumn<int>("status");
         QTest::addColumn<QByteArray>("code");
         QTest::addRow("head without end")
-            << "GET /alive HTTP/1.1\r\nHost: test\r\nX-Big: " + QByteArray(70 * 1024, 'a') << 431
-            << QByteArray("headers_too_large");
+            << "GET /alive HTTP/1.1\r\nHost: localhost\r\nX-Big: " + QByteArray(70 * 1024, 'a')
+            << 431 << QByteArray("headers_too_large");
         QTest::addRow("unreadable length")
-            << QByteArray("POST /api/conversations HTTP/1.1\r\nHost: test\r\nContent-Length: "
+            << QByteArray("POST /api/conversations HTTP/1.1\r\nHost: localhost\r\nContent-Length: "
                           "lots\r\n\r\n")
             << 400 << QByteArray("bad_request");
         QTest::addRow("unreadable chunk size")
-            << QByteArray("POST /api/conversations HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: "
-                          "chunked\r\n\r\nzz\r\n")
+            << QByteArray(
+                   "POST /api/conversations HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: "
+                   "chunked\r\n\r\nzz\r\n")
             << 400 << QByteArray("bad_request");
     }
     void brokenOrEndlessFramingIsRefused()
@@ -369,7 +371,7 @@ private Q_SLOTS:
         RawHttp client;
         QVERIFY(client.connectTo(server->url()));
         // A whole request first: the limit is per request, not per connection.
-        client.send("GET /alive HTTP/1.1\r\nHost: test\r\n\r\n");
+        client.send("GET /alive HTTP/1.1\r\nHost: localhost\r\n\r\n");
         QCOMPARE(client.nextResponse().value_or(RawResponse()).status, 200);
         QElapsedTimer timer;
         timer.start();
@@ -423,7 +425,7 @@ private Q_SLOTS:
         QVERIFY(idle.connectTo(server.url()));
         RawHttp used;
         QVERIFY(used.connectTo(server.url()));
-        used.send("GET /alive HTTP/1.1\r\nHost: test\r\n\r\n");
+        used.send("GET /alive HTTP/1.1\r\nHost: localhost\r\n\r\n");
         QCOMPARE(used.nextResponse().value_or(RawResponse()).status, 200);
         QVERIFY(idle.waitForClose());
         QVERIFY(used.waitForClose());
@@ -465,7 +467,8 @@ private Q_SLOTS:
         QTest::ignoreMessage(QtInfoMsg, QRegularExpression(why));
 
         // Up to 2,000 requests, ~200 MB of answers; nothing is ever read here.
-        const QByteArray request = "GET /api/conversations/search HTTP/1.1\r\nHost: test\r\n\r\n";
+        const QByteArray request =
+            "GET /api/conversations/search HTTP/1.1\r\nHost: localhost\r\n\r\n";
         const QByteArray requests = request.repeated(perWrite);
         int written = 0;
         const auto closedByServer = [&] {
@@ -490,9 +493,9 @@ private Q_SLOTS:
     {
         RawHttp client;
         QVERIFY(client.connectTo(m_server->url()));
-        client.send("HEAD /alive HTTP/1.1\r\nHost: test\r\n\r\n"
-                    "HEAD /api/conversations/search HTTP/1.1\r\nHost: test\r\n\r\n"
-                    "GET /alive HTTP/1.1\r\nHost: test\r\n\r\n");
+        client.send("HEAD /alive HTTP/1.1\r\nHost: localhost\r\n\r\n"
+                    "HEAD /api/conversations/search HTTP/1.1\r\nHost: localhost\r\n\r\n"
+                    "GET /alive HTTP/1.1\r\nHost: localhost\r\n\r\n");
         for (int i = 0; i < 2; ++i) {
             const auto head = client.nextHead();
             QVERIFY2(head, client.received().constData());
@@ -512,11 +515,11 @@ private Q_SLOTS:
         HeldRun held;
         QVERIFY(held.start());
         RawHttp &client = held.client;
-        QVERIFY(held.sendBehindARun("GET /alive HTTP/1.1\r\nHost: test\r\n\r\n"
-                                    "GET /api/nowhere HTTP/1.1\r\nHost: test\r\n\r\n"
+        QVERIFY(held.sendBehindARun("GET /alive HTTP/1.1\r\nHost: localhost\r\n\r\n"
+                                    "GET /api/nowhere HTTP/1.1\r\nHost: localhost\r\n\r\n"
                                     "GET " +
                                     ServerConnection::conversationPath(held.id, {}).toUtf8() +
-                                    " HTTP/1.1\r\nHost: test\r\n\r\n"));
+                                    " HTTP/1.1\r\nHost: localhost\r\n\r\n"));
         held.control.finishProvisioning();
 
         const auto run = client.nextResponse();
@@ -559,6 +562,71 @@ private Q_SLOTS:
         QVERIFY2(refused, client.received().constData());
         QCOMPARE(refused->status, 413);
         QVERIFY(client.waitForClose());
+    }
+
+    // A browser sends what any page asks it to. A form's POST (text/plain, no preflight) to a
+    // loopback server without a key created a conversation and ran its command for whatever
+    // site the operator had open; a page whose name it made resolve to 127.0.0.1 (DNS
+    // rebinding) could read the answers too.
+    void webPagesOfOtherSitesAreRefused_data()
+    {
+        QTest::addColumn<QByteArray>("host");
+        QTest::addColumn<QByteArray>("origin"); // empty: none sent
+        QTest::addColumn<bool>("withKey");
+        QTest::addColumn<int>("status");
+        QTest::addColumn<QString>("code");
+        const auto refused = [](const char *name, QByteArray host, QByteArray origin, bool withKey,
+                                const QString &code) {
+            QTest::addRow("%s", name) << host << origin << withKey << 403 << code;
+        };
+        const auto taken = [](const char *name, QByteArray host, QByteArray origin, bool withKey) {
+            QTest::addRow("%s", name) << host << origin << withKey << 201 << QString();
+        };
+        refused("a page of another site", "127.0.0.1:8000", "https://evil.example", false,
+                u"origin_not_allowed"_s);
+        refused("an opaque origin", "localhost:8000", "null", false, u"origin_not_allowed"_s);
+        refused("a page that rebinds its name", "evil.example:8000", "http://evil.example:8000",
+                false, u"host_not_allowed"_s);
+        refused("a rebound name without an origin", "evil.example:8000", {}, false,
+                u"host_not_allowed"_s);
+        refused("a page of another site, with a key", "127.0.0.1:8000", "https://evil.example",
+                true, u"origin_not_allowed"_s);
+        taken("no browser", "127.0.0.1:8000", {}, false);
+        taken("a page of this server", "127.0.0.1:8000", "http://127.0.0.1:8000", false);
+        taken("localhost", "localhost:8000", {}, false);
+        taken("a name under .localhost", "agentdeck.localhost:8000", {}, false);
+        taken("IPv6 loopback", "[::1]:8000", {}, false);
+        taken("any name, with a key", "agentdeck.example:8000", {}, true);
+    }
+    void webPagesOfOtherSitesAreRefused()
+    {
+        QFETCH(QByteArray, host);
+        QFETCH(QByteArray, origin);
+        QFETCH(bool, withKey);
+        QFETCH(int, status);
+        QFETCH(QString, code);
+        TestServerOptions options;
+        if (withKey)
+            options.apiKeys = {u"the-key"_s};
+        TestServer server(std::move(options));
+        QVERIFY2(server.start(), qPrintable(server.errorString()));
+
+        RawHttp client;
+        QVERIFY(client.connectTo(server.url()));
+        const QByteArray body = R"({"agent":{"kind":"shell"}})";
+        client.send("POST /api/conversations HTTP/1.1\r\nHost: " + host +
+                    (origin.isEmpty() ? QByteArray() : "\r\nOrigin: " + origin) +
+                    (withKey ? "\r\nX-Session-API-Key: the-key"_ba : QByteArray()) +
+                    "\r\nContent-Type: text/plain\r\nContent-Length: " +
+                    QByteArray::number(body.size()) + "\r\n\r\n" + body);
+        const auto answer = client.nextResponse();
+        QVERIFY2(answer, client.received().constData());
+        QCOMPARE(answer->status, status);
+        const ApiReply count = server.get(u"/api/conversations/count"_s);
+        QVERIFY(count.ok());
+        QCOMPARE(count.body.trimmed(), status == 201 ? "1"_ba : "0"_ba);
+        if (!code.isEmpty())
+            QCOMPARE(QJsonDocument::fromJson(answer->body)[u"code"_s].toString(), code);
     }
 
 private:

@@ -227,6 +227,34 @@ private Q_SLOTS:
         QVERIFY(client.waitDisconnected());
     }
 
+    // A browser opens a WebSocket for any page, and the server's answer is the page's to read:
+    // a page of another site could follow every conversation of a loopback server.
+    void upgradesFromPagesOfOtherSitesAreRefused_data()
+    {
+        QTest::addColumn<QByteArray>("origin");
+        QTest::addColumn<QByteArray>("status");
+        QTest::addRow("another site") << "https://evil.example"_ba
+                                      << "HTTP/1.1 403 Forbidden"_ba;
+        QTest::addRow("an opaque origin") << "null"_ba
+                                          << "HTTP/1.1 403 Forbidden"_ba;
+        QTest::addRow("this server") << "this server"_ba
+                                     << "HTTP/1.1 101 Switching Protocols"_ba;
+    }
+    void upgradesFromPagesOfOtherSitesAreRefused()
+    {
+        QFETCH(QByteArray, origin);
+        QFETCH(QByteArray, status);
+        if (origin == "this server")
+            origin = "http://" + m_server->url().authority().toUtf8();
+        RawClient client;
+        QCOMPARE(client.open(m_server->url(), streamPath(), "Origin: " + origin + "\r\n"), status);
+        if (status.contains("403")) {
+            QVERIFY(client.waitDisconnected());
+            QVERIFY2(client.head.contains("Content-Type: application/json"),
+                     client.head.constData());
+        }
+    }
+
     // A normal request on the same port is unaffected by the upgrade detection.
     void plainHttpStillWorks() { QCOMPARE(m_server->get(u"/alive"_s).status, 200); }
 

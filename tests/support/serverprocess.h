@@ -10,6 +10,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QMap>
 #include <QNetworkAccessManager>
 #include <QNetworkReply>
 #include <QProcess>
@@ -205,7 +206,9 @@ public:
     QUrl url() const { return m_url; }
     QString urlText() const { return m_url.toString(); }
     // Sent as X-Session-API-Key on every call from now on.
-    void setKey(const QString &key) { m_key = key; }
+    void setKey(const QString &key) { setHeader("X-Session-API-Key", key.toUtf8()); }
+    // Sent on every call from now on; an empty value stops sending it.
+    void setHeader(const QByteArray &name, const QByteArray &value) { m_headers[name] = value; }
 
     Reply call(const QByteArray &method, const QString &path, const QByteArray &body = {},
                const QUrlQuery &query = {})
@@ -217,8 +220,10 @@ public:
         QNetworkRequest request(url);
         request.setAttribute(QNetworkRequest::Http2AllowedAttribute, false);
         request.setTransferTimeout(RequestTimeoutMs);
-        if (!m_key.isEmpty())
-            request.setRawHeader("X-Session-API-Key", m_key.toUtf8());
+        for (auto header = m_headers.cbegin(); header != m_headers.cend(); ++header) {
+            if (!header.value().isEmpty())
+                request.setRawHeader(header.key(), header.value());
+        }
         if (!body.isEmpty())
             request.setHeader(QNetworkRequest::ContentTypeHeader, "application/json"_ba);
         QNetworkReply *reply = m_network.sendCustomRequest(request, method, body);
@@ -307,7 +312,7 @@ private:
     std::unique_ptr<QProcess> m_process;
     QByteArray m_stderr;
     QUrl m_url;
-    QString m_key;
+    QMap<QByteArray, QByteArray> m_headers;
     QNetworkAccessManager m_network;
 };
 

@@ -129,6 +129,29 @@ private Q_SLOTS:
         QVERIFY(server.isRunning());
     }
 
+    // Web pages of other sites, and names a page could make lead here, are refused unless the
+    // operator allows them.
+    void allowsTheOriginsAndHostsItIsToldTo()
+    {
+        ServerProcess &server = m_fleet.add({}, {u"--allow-origin"_s, u"https://tools.example/"_s,
+                                                 u"--allow-host"_s, u"agentdeck.lan"_s});
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QByteArray port = QByteArray::number(server.url().port());
+        const auto status = [&](const QByteArray &host, const QByteArray &origin) {
+            server.setHeader("Host", host);
+            server.setHeader("Origin", origin);
+            const Reply reply = server.post(u"/api/conversations"_s);
+            return std::pair{reply.status, reply.object().value(u"code"_s).toString()};
+        };
+        QCOMPARE(status({}, "https://tools.example"), std::pair(201, QString()));
+        QCOMPARE(status({}, "https://evil.example"), std::pair(403, u"origin_not_allowed"_s));
+        QCOMPARE(status("agentdeck.lan:" + port, {}), std::pair(201, QString()));
+        QCOMPARE(status("evil.example:" + port, {}), std::pair(403, u"host_not_allowed"_s));
+        server.setHeader("Host", {});
+        server.setHeader("Origin", {});
+        QCOMPARE(server.get(u"/api/conversations/count"_s).json.toInteger(), 2);
+    }
+
     // 2. Refusals: non-zero exit, a clear message, and never a listening line.
     void refusesPortInUse()
     {
@@ -903,7 +926,7 @@ private Q_SLOTS:
         const qint64 before = rssMiB();
 
         const QByteArray upgrade = "GET /sockets/events/" + wireId(id).toLatin1() +
-                                   "?resend_all=true HTTP/1.1\r\nHost: test\r\n"
+                                   "?resend_all=true HTTP/1.1\r\nHost: localhost\r\n"
                                    "Upgrade: websocket\r\nConnection: Upgrade\r\n"
                                    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
                                    "Sec-WebSocket-Version: 13\r\n\r\n";

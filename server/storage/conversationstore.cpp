@@ -6,6 +6,7 @@
 #include <QJsonDocument>
 #include <QSqlRecord>
 
+#include <algorithm>
 #include <memory>
 
 using namespace Qt::StringLiterals;
@@ -131,6 +132,28 @@ QString containsCondition(const QString &column, bool postgres)
     return column + (postgres ? u" ILIKE ? ESCAPE '\\'"_s : u" LIKE ? ESCAPE '\\'"_s);
 }
 
+// Whether `text` is stored as it is inside an event's JSON, where the writer escapes quotes,
+// backslashes and control characters.
+bool storedAsIs(const QString &text)
+{
+    return std::none_of(text.cbegin(), text.cend(),
+                        [](QChar c) { return c == u'"' || c == u'\\' || c.unicode() < 0x20; });
+}
+
+// The `body` filter looks at the text of an event's fields (strings and numbers, at any depth),
+// not at their names, nor at the envelope, which has filters of its own: `body=command` finds
+// commands, not every action, and `body=Message` no longer finds every message.
+QString bodyTextCondition(bool postgres)
+{
+    return postgres ? u"EXISTS (SELECT 1 FROM jsonb_path_query(body::jsonb - ARRAY['id', 'kind', "
+                      "'source', 'timestamp', 'seq'], 'strict $.**') AS item WHERE "
+                      "jsonb_typeof(item) IN ('string', 'number') AND item #>> '{}' ILIKE ? "
+                      "ESCAPE '\\')"_s
+                    : u"EXISTS (SELECT 1 FROM json_tree(json_remove(body, '$.id', '$.kind', "
+                      "'$.source', '$.timestamp', '$.seq')) WHERE type IN ('text', 'integer', "
+                      "'real') AND value LIKE ? ESCAPE '\\')"_s;
+}
+
 Where conversationWhere(const ConversationFilter &filter, bool postgres)
 {
     Where where;
@@ -165,8 +188,14 @@ Where eventWhere(const QUuid &id, const EventFilter &filter, bool postgres)
         where.add(u"kind = ?"_s, {filter.kind});
     if (!filter.source.isEmpty())
         where.add(u"source = ?"_s, {filter.source});
-    if (!filter.bodyContains.isEmpty())
-        where.add(containsCondition(u"body"_s, postgres), {likeContains(filter.bodyContains)});
+    if (!filter.bodyContains.isEmpty()) {
+        const QString pattern = likeContains(filter.bodyContains);
+        // The stored JSON holds such text as it is: a plain LIKE passes over most events before
+        // any is taken apart.
+        if (storedAsIs(filter.bodyContains))
+            where.add(containsCondition(u"body"_s, postgres), {pattern});
+        where.add(bodyTextCondition(postgres), {pattern});
+    }
     if (filter.timestampGteMs)
         where.add(u"timestamp >= ?"_s, {*filter.timestampGteMs});
     if (filter.timestampLtMs)

@@ -19,10 +19,12 @@ private Q_SLOTS:
         QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
         m_id = m_server->create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
         QVERIFY(!m_id.isNull());
+        // The eighth says more than "note 8": text its JSON holds escaped, or beyond ASCII.
         for (int i = 1; i <= 12; ++i) {
-            const ApiReply reply =
-                m_server->post(ServerConnection::conversationPath(m_id, u"events"),
-                               TestServer::message(u"note %1"_s.arg(i)));
+            const QString text =
+                i == 8 ? u"note 8: a \"quoted\" line\nand C:\\dir, café"_s : u"note %1"_s.arg(i);
+            const ApiReply reply = m_server->post(
+                ServerConnection::conversationPath(m_id, u"events"), TestServer::message(text));
             QVERIFY(reply.ok());
             QCOMPARE(reply.json.toObject().value(u"seq"_s).toInt(), i);
             QCOMPARE(reply.json.toObject().value(u"source"_s).toString(), u"user"_s);
@@ -54,6 +56,14 @@ private Q_SLOTS:
         QTest::addRow("source user") << u"source=user"_s << 12;
         QTest::addRow("kind and source") << u"kind=MessageEvent&source=agent"_s << 12;
         QTest::addRow("body") << u"body=note%201"_s << 8; // note 1, 10, 11, 12, and their echoes
+        // The text of fields, not their names, nor the envelope (kind, source, id, timestamp).
+        QTest::addRow("body, a field's name") << u"body=llm_message"_s << 0;
+        QTest::addRow("body, the kind") << u"body=MessageEvent"_s << 0;
+        QTest::addRow("body, the source") << u"body=environment"_s << 0;
+        QTest::addRow("body, written escaped") << u"body=%22quoted%22"_s << 2; // and the echo
+        QTest::addRow("body, across a line") << u"body=line%0Aand"_s << 2;
+        QTest::addRow("body, past a backslash") << u"body=C:%5Cdir"_s << 2;
+        QTest::addRow("body, not ASCII") << u"body=caf%C3%A9"_s << 2;
         QTest::addRow("after_seq") << u"after_seq=10&source=user"_s << 2;
         QTest::addRow("state updates") << u"kind=ConversationStateUpdateEvent"_s << 2;
     }

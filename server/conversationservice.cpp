@@ -83,6 +83,16 @@ ConversationService::ConversationService(ConversationStore &store, LeaseStore &l
         }
     });
     m_renewal.start(std::max<qint64>(m_leases.ttl().count() / 3, 10));
+    // An action waiting for confirmation runs in the sandbox it was proposed in: stopping that
+    // one for being idle threw away what the commands before it left in it (its /tmp, say).
+    m_runtimes.setIdleKeeper([this](const QUuid &id) {
+        try {
+            const auto info = m_store.find(id);
+            return info && info->executionStatus == ExecutionStatus::WaitingForConfirmation;
+        } catch (const StorageError &) {
+            return true; // the next sweep asks again
+        }
+    });
 }
 
 void ConversationService::renewLeases()
@@ -146,6 +156,7 @@ void ConversationService::refuseIfHeldElsewhere(const QUuid &id)
 
 ConversationService::~ConversationService()
 {
+    m_runtimes.setIdleKeeper({});
     for (const auto &runner : std::as_const(m_runners)) {
         if (runner)
             runner->abandon();

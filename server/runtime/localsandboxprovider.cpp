@@ -388,6 +388,11 @@ std::optional<qint64> LocalSandboxProvider::sandboxPid(const QUuid &id) const
     return std::nullopt;
 }
 
+void LocalSandboxProvider::setIdleKeeper(std::function<bool(const QUuid &)> keeper)
+{
+    m_idleKeeper = std::move(keeper);
+}
+
 void LocalSandboxProvider::sweepIdle()
 {
     const qint64 cutoff = QDateTime::currentMSecsSinceEpoch() - m_settings.idleTimeout.count();
@@ -399,6 +404,8 @@ void LocalSandboxProvider::sweepIdle()
             idle.append(it.key());
     }
     for (const QUuid &id : idle) {
+        if (m_idleKeeper && m_idleKeeper(id))
+            continue;
         qCInfo(lcRuntime) << "stopping idle sandbox of" << id;
         release(id);
     }

@@ -82,6 +82,7 @@ public:
     std::optional<CommandRecord> lastCommand(const QUuid &conversationId) const override;
     QString runtimeDirectory(const QUuid &conversationId) const override;
     void detachAll() override;
+    void setIdleKeeper(std::function<bool(const QUuid &)> keeper) override;
 
     std::optional<qint64> sandboxPid(const QUuid &conversationId) const;
 
@@ -99,6 +100,7 @@ private:
     // as runtime_error `sandbox_lost` until the next start or stop.
     QHash<QUuid, QString> m_lost;
     QTimer m_sweep;
+    std::function<bool(const QUuid &)> m_idleKeeper;
 };
 
 } // namespace AgentDeck

@@ -6,6 +6,7 @@
 #include <QString>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -77,6 +78,8 @@ public:
     virtual QString runtimeDirectory(const QUuid &) const { return {}; }
     // The server is stopping: let go of runtimes without stopping them.
     virtual void detachAll() {}
+    // Asked before a runtime is stopped for being idle: true keeps it. Empty: none is kept.
+    virtual void setIdleKeeper(std::function<bool(const QUuid &)>) {}
 };
 
 } // namespace AgentDeck

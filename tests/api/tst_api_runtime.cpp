@@ -216,13 +216,7 @@ private Q_SLOTS:
         QVERIFY(server.start());
         const QUuid id = server.create(shell(u"echo first"_s));
         QVERIFY(server.waitForStatus(id, u"finished"_s));
-        const auto runtimeOf = [&] {
-            return server.get(ServerConnection::conversationPath(id, u"runtime"))
-                .json.toObject()
-                .value(u"runtime_status"_s)
-                .toString();
-        };
-        QTRY_COMPARE_WITH_TIMEOUT(runtimeOf(), u"missing"_s, 10000);
+        QTRY_COMPARE_WITH_TIMEOUT(runtimeStatusIn(server, id), u"missing"_s, 10000);
         QVERIFY(server
                     .post(ServerConnection::conversationPath(id, u"events"),
                           TestServer::message(u"echo second"_s, true))
@@ -233,6 +227,36 @@ private Q_SLOTS:
                      .value(u"response"_s)
                      .toString(),
                  u"second\n"_s);
+    }
+
+    // The action a conversation waits to have confirmed runs in the sandbox it was proposed in;
+    // the idle sweep stopped that one, and what the commands before it left there was gone.
+    void aSandboxWaitingForConfirmationIsNotIdle()
+    {
+        TestServerOptions options;
+        options.sandboxIdleTimeout = std::chrono::milliseconds(200);
+        TestServer server(std::move(options));
+        QVERIFY(server.start());
+        QJsonObject confirmed = shell(u"echo proposed"_s);
+        confirmed.insert(u"confirmation_policy"_s, QJsonObject{{u"kind"_s, u"AlwaysConfirm"_s}});
+        const QUuid waiting = server.create(confirmed);
+        QVERIFY(server.waitForStatus(waiting, u"waiting_for_confirmation"_s));
+        const auto pid = sandboxPidIn(server, waiting);
+        QVERIFY(pid);
+        // A sandbox idle since after the waiting one's last command is stopped...
+        const QUuid finished = server.create(shell(u"echo done"_s));
+        QVERIFY(server.waitForStatus(finished, u"finished"_s));
+        QTRY_COMPARE_WITH_TIMEOUT(runtimeStatusIn(server, finished), u"missing"_s, 10000);
+        // ... the waiting one is kept, and the action runs there once accepted.
+        QCOMPARE(runtimeStatusIn(server, waiting), u"available"_s);
+        QVERIFY(processAlive(*pid));
+        QVERIFY(server
+                    .post(ServerConnection::conversationPath(waiting,
+                                                             u"events/respond_to_confirmation"_s),
+                          QJsonObject{{u"accept"_s, true}})
+                    .ok());
+        QVERIFY(server.waitForStatus(waiting, u"finished"_s));
+        QCOMPARE(sandboxPidIn(server, waiting), pid);
     }
 
     // A frozen sandbox host (SIGSTOP here; a paused VM alike) answers nothing: an interrupt
@@ -297,13 +321,14 @@ private:
     {
         return m_server->post(ServerConnection::conversationPath(id, action));
     }
-    QString runtimeStatus(const QUuid &id)
+    static QString runtimeStatusIn(TestServer &server, const QUuid &id)
     {
-        return m_server->get(ServerConnection::conversationPath(id, u"runtime"))
+        return server.get(ServerConnection::conversationPath(id, u"runtime"))
             .json.toObject()
             .value(u"runtime_status"_s)
             .toString();
     }
+    QString runtimeStatus(const QUuid &id) { return runtimeStatusIn(*m_server, id); }
     QString finalResponse(const QUuid &id)
     {
         return m_server->get(ServerConnection::conversationPath(id, u"agent_final_response"))
@@ -323,14 +348,15 @@ private:
             return u"[the run did not finish: %1]"_s.arg(m_server->status(id));
         return finalResponse(id);
     }
-    std::optional<qint64> sandboxPid(const QUuid &id)
+    static std::optional<qint64> sandboxPidIn(const TestServer &server, const QUuid &id)
     {
         QFile file(
-            QDir(m_server->dataDir()).filePath(u"runtimes/"_s + toWireId(id) + u"/sandbox.pid"_s));
+            QDir(server.dataDir()).filePath(u"runtimes/"_s + toWireId(id) + u"/sandbox.pid"_s));
         if (!file.open(QIODevice::ReadOnly))
             return std::nullopt;
         return file.readAll().trimmed().toLongLong();
     }
+    std::optional<qint64> sandboxPid(const QUuid &id) { return sandboxPidIn(*m_server, id); }
     bool hasKind(const QUuid &id, const QString &kind)
     {
         const QList<QJsonObject> events = m_server->events(id);

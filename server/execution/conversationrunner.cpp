@@ -158,16 +158,19 @@ QCoro::Task<> ConversationRunner::loop()
                     for (const Event *rest : pending.sliced(1))
                         observations.append(Event::observation(
                             *rest, u"[not run: the run was interrupted]"_s, -1, true));
-                    auto writing = persist([&] {
-                        m_log.setStatus(m_id, ExecutionStatus::Paused, observations, &m_lease);
-                    });
+                    auto writing = persist(
+                        [&] {
+                            m_log.setStatus(m_id, ExecutionStatus::Paused, observations, &m_lease);
+                        },
+                        observation.id);
                     co_await std::move(writing);
                     break;
                 }
                 // What the command did is written even if the database blinks meanwhile: an
                 // action left without its observation would run again.
                 auto writing =
-                    persist([&] { m_log.append(m_id, {observation}, std::nullopt, &m_lease); });
+                    persist([&] { m_log.append(m_id, {observation}, std::nullopt, &m_lease); },
+                            observation.id);
                 co_await std::move(writing);
                 continue;
             }
@@ -237,12 +240,18 @@ QCoro::Task<> ConversationRunner::loop()
     deleteLater();
 }
 
-QCoro::Task<> ConversationRunner::persist(std::function<void()> write)
+QCoro::Task<> ConversationRunner::persist(std::function<void()> write, QUuid storedEvent)
 {
     QElapsedTimer outage;
     auto pause = std::chrono::milliseconds(50);
     for (;;) {
         try {
+            // Writing again would meet the stored event's id, and fail until the limit.
+            if (outage.isValid() && m_store.event(m_id, storedEvent)) {
+                qCInfo(lcExecution)
+                    << "run of" << m_id << "finds its write stored: the commit's answer was lost";
+                co_return;
+            }
             write();
             if (outage.isValid())
                 qCInfo(lcExecution) << "run of" << m_id << "wrote after" << outage.elapsed()

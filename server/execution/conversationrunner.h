@@ -59,7 +59,10 @@ private:
     void runLoop();
     // Runs `write`, again and again while storage fails (a database restart), until it is
     // done, the disk is full, the run is interrupted or abandoned, or StorageOutageLimit passed.
-    QCoro::Task<> persist(std::function<void()> write);
+    // `storedEvent` is the id of an event the write stores: an attempt that failed may have
+    // been committed all the same (the connection went before the COMMIT's answer came), and
+    // then the write is done.
+    QCoro::Task<> persist(std::function<void()> write, QUuid storedEvent);
 
     QUuid m_id;
     LeaseToken m_lease;

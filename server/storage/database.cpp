@@ -431,6 +431,8 @@ void Database::commit()
         m_db.rollback();
         throw StorageError("commit: " + failure->toStdString());
     }
+    if (afterCommit)
+        afterCommit();
 }
 
 void Database::rollback()

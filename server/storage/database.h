@@ -7,6 +7,7 @@
 #include <QUrl>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -91,6 +92,9 @@ public:
     void begin();
     void commit();
     void rollback();
+    // Tests: runs after each COMMIT the database took. A StorageError it throws is the commit's,
+    // as when the connection goes before the COMMIT's answer arrives.
+    std::function<void()> afterCommit;
 
     qint64 statementCount() const { return m_statements; }
     // The SQL of the statement executed last (tests check query plans with it).

@@ -144,6 +144,37 @@ private Q_SLOTS:
         }
     }
 
+    // The connection can go after the database took a COMMIT and before its answer came. The
+    // run wrote what the command did again, met the stored observation's id, retried for its
+    // storage outage limit (a minute) and ended in error.
+    void aCommitWhoseAnswerWasLostIsNotWrittenTwice()
+    {
+        startServer();
+        m_control->blocking = {u"long"_s};
+        QSignalSpy started(m_control.get(), &FakeRuntimeControl::commandStarted);
+        const QUuid id = m_server->create(shell(u"long"_s));
+        QVERIFY(started.count() == 1 || started.wait());
+        ConversationStore &store = m_server->server().store();
+        bool lost = false;
+        store.database().afterCommit = [&] {
+            const QList<Event> history = store.history(id, 0);
+            if (!lost && std::any_of(history.cbegin(), history.cend(), [](const Event &event) {
+                    return event.kind == u"ObservationEvent"_s;
+                })) {
+                lost = true;
+                throw StorageError("commit: server closed the connection unexpectedly");
+            }
+        };
+        m_control->release();
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        store.database().afterCommit = {};
+        QVERIFY(lost);
+        const QList<QJsonObject> events = m_server->events(id);
+        QCOMPARE(countKind(events, u"ObservationEvent"_s), 1);
+        QCOMPARE(countKind(events, u"AgentErrorEvent"_s), 0);
+        QCOMPARE(messageText(events.at(events.size() - 2)), u"ran: long"_s);
+    }
+
     // Messages sent while a command runs are picked up by the same run, each in turn, and each
     // answered from its own command. The shell agent took the first action after a message
     // for that message's, so these three got the first one's reply and never ran.

@@ -221,15 +221,20 @@ QCoro::Task<> ConversationRunner::loop()
         qCInfo(lcExecution) << "run of" << m_id << "ended:" << error.detail;
     } catch (const std::exception &error) {
         qCWarning(lcExecution) << "run of" << m_id << "failed:" << error.what();
-        // A full disk is the operator's to fix, and its driver text ("commit: database or disk
-        // is full Unable to fetch row") says little; anything else is told as it came.
+        // Storage failures say what to do; the driver's text ("commit: database or disk is full
+        // Unable to fetch row", PostgreSQL's over three lines) is a detail of it, on one line.
         const auto *storage = dynamic_cast<const StorageError *>(&error);
+        const QString what = QString::fromUtf8(error.what()).simplified();
         const Event failure =
-            storage && storage->diskFull()
+            !storage ? Event::agentError(u"run_failed"_s, what)
+            : storage->diskFull()
                 ? Event::agentError(u"storage_full"_s,
                                     u"The run stopped because the server's disk is full. Free "
                                     "space on the server, then run the conversation again."_s)
-                : Event::agentError(u"run_failed"_s, QString::fromUtf8(error.what()));
+                : Event::agentError(u"storage_unavailable"_s,
+                                    u"The run stopped because the server could not write to its "
+                                    "database (%1). Run the conversation again once the "
+                                    "database is back."_s.arg(what));
         try {
             m_log.setStatus(m_id, ExecutionStatus::Error, {failure}, &m_lease);
         } catch (const std::exception &) {

@@ -175,6 +175,44 @@ private Q_SLOTS:
         QCOMPARE(messageText(events.at(events.size() - 2)), u"ran: long"_s);
     }
 
+    // A write that fails outside the outage wait (or after it) ends the run with a sentence
+    // saying what to do; it carried the driver's text as it came, PostgreSQL's over three lines.
+    void aRunStoppedByStorageSaysSo()
+    {
+        startServer();
+        m_control->blocking = {u"long"_s};
+        QSignalSpy started(m_control.get(), &FakeRuntimeControl::commandStarted);
+        const QUuid id = m_server->create(shell(u"long"_s));
+        QVERIFY(started.count() == 1 || started.wait());
+        ConversationStore &store = m_server->server().store();
+        bool failed = false;
+        store.database().afterCommit = [&] {
+            const QList<Event> history = store.history(id, 0);
+            const bool replied = std::any_of(history.cbegin(), history.cend(), [](const Event &e) {
+                return e.kind == u"MessageEvent"_s && e.source == u"agent"_s;
+            });
+            if (!failed && replied) {
+                failed = true;
+                throw StorageError("commit: server closed the connection unexpectedly\n\tThis "
+                                   "probably means the server terminated abnormally\n(QPSQL: "
+                                   "Unable to commit transaction)");
+            }
+        };
+        m_control->release();
+        QVERIFY(m_server->waitForStatus(id, u"error"_s));
+        store.database().afterCommit = {};
+        const QList<QJsonObject> events = m_server->events(id);
+        QCOMPARE(countKind(events, u"AgentErrorEvent"_s), 1);
+        const QJsonObject failure = events.at(events.size() - 2);
+        QCOMPARE(failure.value(u"code"_s).toString(), u"storage_unavailable"_s);
+        const QString detail = failure.value(u"error"_s).toString();
+        QVERIFY2(detail.startsWith(u"The run stopped because the server could not write to its "
+                                   "database (commit: server closed the connection unexpectedly "
+                                   "This probably means"_s),
+                 qPrintable(detail));
+        QVERIFY(!detail.contains(u'\n'));
+    }
+
     // Messages sent while a command runs are picked up by the same run, each in turn, and each
     // answered from its own command. The shell agent took the first action after a message
     // for that message's, so these three got the first one's reply and never ran.

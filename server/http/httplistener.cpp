@@ -64,6 +64,10 @@ public:
             drop();
             return;
         }
+        if (m_closing) {
+            m_socket->skip(m_socket->bytesAvailable()); // nothing after the last request
+            return;
+        }
         // Every request makes an answer, and a client that keeps sending requests without
         // reading the answers would have them all held in memory: 20 s of pipelined searches
         // took the server to 745 MB. The HTTP server answers every request of a read at once,
@@ -76,6 +80,8 @@ public:
         HttpRequestFollower::News news;
         if (available > m_seen && !m_follower.lost())
             news = m_follower.follow(QByteArrayView(m_socket->peek(available)).sliced(m_seen));
+        if (news.closeAfter >= 0 && m_closeAt < 0)
+            m_closeAt = m_seen + news.closeAfter;
         m_seen = available;
         if (news.requestsEnded > MaxRequestsPerRead) {
             closeUnread(u"sent more than %1 requests without waiting for answers"_s.arg(
@@ -119,6 +125,22 @@ public:
         if (auto refusal = std::exchange(m_refuseAfterServer, std::nullopt)) {
             refuse(*refusal);
             return;
+        }
+        // The server reads a request at a time (and comes back for the next one).
+        const qint64 taken = m_seen - m_socket->bytesAvailable();
+        if (m_closeAt >= 0 && (m_closeAt -= taken) <= 0) {
+            // The request that asked for it has been read. Qt 6.4 kept the connection open,
+            // and a client reading to the end (an HTTP/1.0 one, say) waited for the idle
+            // timeout. The close takes its turn after the answers to that request and the
+            // ones before it.
+            m_closing = true;
+            m_closeAt = -1;
+            m_idle.stop();
+            m_requestDue.stop();
+            AnswerLine::writeInTurn(m_socket, [socket = QPointer(m_socket)] {
+                if (socket)
+                    socket->disconnectFromHost();
+            });
         }
         m_seen = m_refused ? 0 : m_socket->bytesAvailable();
     }
@@ -203,6 +225,10 @@ private:
     qint64 m_seen = 0; // bytes at the front of the socket's buffer that were followed already
     bool m_refused = false;
     bool m_answered = false; // the refusal has been written
+    // Bytes at the front of the socket's buffer up to the end of a request that asked to close
+    // the connection after its answer; -1: none.
+    qint64 m_closeAt = -1;
+    bool m_closing = false; // that request has been read: the close is on its way
     std::optional<ApiError> m_refuseAfterServer;
     QTimer m_idle{this};       // closes a connection that has had nothing to do
     QTimer m_requestDue{this}; // answers 408 to a request that does not arrive whole in time

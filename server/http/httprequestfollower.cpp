@@ -2,6 +2,8 @@
 
 #include "httphead.h"
 
+#include <utility>
+
 namespace AgentDeck {
 
 namespace {
@@ -69,6 +71,8 @@ HttpRequestFollower::News HttpRequestFollower::follow(QByteArrayView bytes)
         case State::Lost:
             break;
         }
+        if (std::exchange(m_closeEnded, false) && news.closeAfter < 0)
+            news.closeAfter = at;
     }
     if (m_expectsContinue) {
         news.expectsContinue = news.problem == Problem::None;
@@ -105,6 +109,12 @@ void HttpRequestFollower::startBody(QByteArrayView head, News &news)
     bool chunked = false;
     bool readable = true;
     bool expectsContinue = false;
+    // HTTP/1.1 keeps a connection unless told to close it; HTTP/1.0 closes it unless told to
+    // keep it (RFC 9112, 9.3).
+    const qsizetype lineEnd = head.indexOf('\r');
+    const QByteArrayView requestLine = lineEnd < 0 ? head : head.first(lineEnd);
+    const bool http10 = requestLine.trimmed().endsWith("HTTP/1.0");
+    bool close = http10;
     forEachHeader(head, [&](QByteArrayView name, QByteArrayView value) {
         if (isNamed(name, "content-length")) {
             length = value.toLongLong(&readable);
@@ -113,8 +123,12 @@ void HttpRequestFollower::startBody(QByteArrayView head, News &news)
             chunked = headerHasToken(value, "chunked");
         } else if (isNamed(name, "expect")) {
             expectsContinue = isNamed(value, "100-continue");
+        } else if (isNamed(name, "connection")) {
+            close =
+                headerHasToken(value, "close") || (http10 && !headerHasToken(value, "keep-alive"));
         }
     });
+    m_closeAfter = close;
     if (chunked) {
         m_state = State::ChunkSize;
         m_bodyBytes = 0;
@@ -149,6 +163,7 @@ void HttpRequestFollower::endRequest(News &news)
 {
     m_state = State::Head;
     m_expectsContinue = false;
+    m_closeEnded = std::exchange(m_closeAfter, false);
     ++news.requestsEnded;
 }
 

@@ -16,7 +16,9 @@ namespace AgentDeck {
 // - a request that has begun and not ended is acknowledged at once, so that a client with
 //   Nagle's algorithm on sends its last small piece without waiting for a delayed ACK;
 // - a head that does not come whole, or a body that pauses, in time is answered 408;
-// - a read that carries many whole requests (answered all at once) closes the connection.
+// - a read that carries many whole requests (answered all at once) closes the connection;
+// - a request that asks for the connection to close after its answer has it closed (Qt 6.4
+//   keeps it open, and a client reading to the end waited for the idle timeout).
 // See RequestGate in httplistener.cpp.
 class HttpRequestFollower
 {
@@ -41,6 +43,10 @@ public:
         Problem problem = Problem::None;
         // Requests whose last byte came with these bytes.
         int requestsEnded = 0;
+        // How many of these bytes run to the end of the first of them that asked for the
+        // connection to close after its answer (`Connection: close`, or HTTP/1.0 without
+        // `Connection: keep-alive`); -1: none did.
+        qsizetype closeAfter = -1;
     };
     // Takes the next bytes of the connection.
     News follow(QByteArrayView bytes);
@@ -77,6 +83,8 @@ private:
     qint64 m_bodyBytes = 0; // decoded body bytes of a chunked request so far
     qint64 m_trailerBytes = 0;
     bool m_expectsContinue = false;
+    bool m_closeAfter = false; // the request being followed asked to close after its answer
+    bool m_closeEnded = false; // ... and it has just ended
 };
 
 } // namespace AgentDeck

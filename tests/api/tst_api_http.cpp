@@ -564,6 +564,62 @@ private Q_SLOTS:
         QVERIFY(client.waitForClose());
     }
 
+    // Qt 6.4 ignores `Connection: close`: a client that reads to the end of the connection (an
+    // HTTP/1.0 one, a shell script) waited for the idle timeout, five minutes.
+    void aRequestThatAsksToCloseIsAnsweredAndClosed_data()
+    {
+        QTest::addColumn<QByteArray>("requests");
+        QTest::addColumn<int>("answers");
+        const QByteArray get = "GET /alive HTTP/1.1\r\nHost: localhost\r\n\r\n";
+        const QByteArray closing =
+            "GET /alive HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+        QTest::addRow("Connection: close") << closing << 1;
+        QTest::addRow("HTTP/1.0") << "GET /alive HTTP/1.0\r\n\r\n"_ba << 1;
+        QTest::addRow("behind another, with one after") << get + closing + get << 2;
+        QTest::addRow("with a chunked body")
+            << "POST /api/conversations HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+               "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"_ba
+            << 1;
+    }
+    void aRequestThatAsksToCloseIsAnsweredAndClosed()
+    {
+        QFETCH(QByteArray, requests);
+        QFETCH(int, answers);
+        RawHttp client;
+        QVERIFY(client.connectTo(m_server->url()));
+        client.send(requests);
+        QVERIFY2(client.waitForClose(), client.received().constData());
+        QCOMPARE(client.received().count("HTTP/1.1 "), answers);
+        QVERIFY(client.received().endsWith("}"));
+    }
+
+    void anHttp10ClientMayKeepItsConnection()
+    {
+        RawHttp client;
+        QVERIFY(client.connectTo(m_server->url()));
+        for (int i = 0; i < 2; ++i) {
+            client.send("GET /alive HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+            const auto answer = client.nextResponse();
+            QVERIFY2(answer, client.received().constData());
+            QCOMPARE(answer->status, 200);
+        }
+    }
+
+    // The close waits for an answer still in its handler.
+    void aClosingRequestStillInItsHandlerIsAnsweredFirst()
+    {
+        HeldRun held;
+        QVERIFY(held.start());
+        held.client.send(postHead(ServerConnection::conversationPath(held.id, u"run"_s), 0,
+                                  "Connection: close\r\n"));
+        QVERIFY(QTest::qWaitFor([&] { return held.control.acquisitions == 1; }, WaitMs));
+        held.control.finishProvisioning();
+        const auto run = held.client.nextResponse();
+        QVERIFY2(run, held.client.received().constData());
+        QCOMPARE(run->status, 200);
+        QVERIFY(held.client.waitForClose());
+    }
+
     // A browser sends what any page asks it to. A form's POST (text/plain, no preflight) to a
     // loopback server without a key created a conversation and ran its command for whatever
     // site the operator had open; a page whose name it made resolve to 127.0.0.1 (DNS

@@ -14,10 +14,14 @@
 #include <QTcpSocket>
 #include <QTimer>
 
+#include <fcntl.h>
+#include <limits>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <optional>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 using namespace Qt::StringLiterals;
 
@@ -240,7 +244,45 @@ HttpListener::HttpListener(const HttpLimits &limits, Metrics &metrics, QObject *
     : QTcpServer(parent)
     , m_limits(limits)
     , m_metrics(metrics)
-{}
+    , m_descriptorLimit(raiseDescriptorLimit())
+    , m_reservedDescriptors(std::min<qint64>(ReservedDescriptors, m_descriptorLimit / 8))
+{
+    m_resume.setInterval(100);
+    m_resume.callOnTimeout(this, [this] {
+        if (nearDescriptorLimit())
+            return;
+        m_resume.stop();
+        qCInfo(lcHttp) << "accepting connections again";
+        setMaxPendingConnections(m_maxPending);
+        resumeAccepting();
+    });
+}
+
+qint64 HttpListener::raiseDescriptorLimit()
+{
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0)
+        return 1024;
+    if (limit.rlim_cur < limit.rlim_max) {
+        const rlim_t before = limit.rlim_cur;
+        limit.rlim_cur = limit.rlim_max;
+        if (::setrlimit(RLIMIT_NOFILE, &limit) != 0)
+            limit.rlim_cur = before;
+    }
+    return limit.rlim_cur == RLIM_INFINITY ? std::numeric_limits<int>::max()
+                                           : qint64(limit.rlim_cur);
+}
+
+bool HttpListener::nearDescriptorLimit() const
+{
+    // The lowest free descriptor: Linux hands out the lowest, so when it is this high, all
+    // below it are taken.
+    const int lowest = ::fcntl(int(socketDescriptor()), F_DUPFD_CLOEXEC, 0);
+    if (lowest < 0)
+        return true;
+    ::close(lowest);
+    return lowest >= m_descriptorLimit - m_reservedDescriptors;
+}
 
 bool HttpListener::isWebSocketUpgrade(QByteArrayView head)
 {
@@ -254,6 +296,16 @@ bool HttpListener::isWebSocketUpgrade(QByteArrayView head)
 
 void HttpListener::incomingConnection(qintptr handle)
 {
+    if (!m_resume.isActive() && nearDescriptorLimit()) {
+        qCWarning(lcHttp).nospace() << "open files are near the limit (" << m_descriptorLimit
+                                    << "): no new connections until some close";
+        // Not pauseAccepting(): QTcpServer accepts on in a loop after it, and turns accepting
+        // back on whenever the HTTP server takes a connection. With no room for pending
+        // connections it takes none, each time it looks.
+        m_maxPending = std::max(maxPendingConnections(), 1);
+        setMaxPendingConnections(0);
+        m_resume.start();
+    }
     auto *socket = new QTcpSocket(this);
     if (!socket->setSocketDescriptor(handle)) {
         delete socket;

@@ -3,6 +3,7 @@
 #include "httptypes.h"
 
 #include <QTcpServer>
+#include <QTimer>
 
 class QTcpSocket;
 
@@ -33,6 +34,15 @@ public:
     // Whether a request head (without its final empty line) asks for a WebSocket upgrade.
     static bool isWebSocketUpgrade(QByteArrayView head);
 
+    // Descriptors kept free for what the server opens itself (database files, sandbox sockets,
+    // commands' pipes), an eighth of the limit at most: with fewer left, no connection is
+    // accepted until some close. At the limit, Qt's accept failed and was tried again at once,
+    // a core busy for as long as it lasted.
+    static constexpr int ReservedDescriptors = 32;
+    // Raises this process's soft limit of open files to its hard limit (Linux's default soft
+    // limit, 1024, is for programs that use select(); Qt polls). Returns the limit.
+    static qint64 raiseDescriptorLimit();
+
 Q_SIGNALS:
     // `head` has been read from `socket`, up to and including its empty line. A receiver takes
     // the socket over (reparents it); without a receiver it is closed.
@@ -44,9 +54,15 @@ protected:
 private:
     void inspect(QTcpSocket *socket, RequestGate *gate);
     void handToHttp(QTcpSocket *socket, RequestGate *gate);
+    // Whether fewer than the reserved descriptors are free below the limit.
+    bool nearDescriptorLimit() const;
 
     HttpLimits m_limits;
     Metrics &m_metrics;
+    qint64 m_descriptorLimit;
+    qint64 m_reservedDescriptors;
+    QTimer m_resume; // while accepting is paused at the limit: looks again
+    int m_maxPending = 30;
 };
 
 } // namespace AgentDeck

@@ -22,6 +22,7 @@
 
 #include <csignal>
 #include <memory>
+#include <sys/resource.h>
 #include <vector>
 
 namespace AgentDeck::Testing {
@@ -132,6 +133,15 @@ public:
             environment = QProcessEnvironment::systemEnvironment();
         environment.insert(name, value);
         m_process->setProcessEnvironment(environment);
+    }
+
+    // Before start(): the server's limit of open files, soft and hard.
+    void setOpenFileLimit(rlim_t limit)
+    {
+        m_process->setChildProcessModifier([limit] {
+            const rlimit both{limit, limit};
+            ::setrlimit(RLIMIT_NOFILE, &both);
+        });
     }
 
     // Starts the process and waits for its listening line; false when it exits first.

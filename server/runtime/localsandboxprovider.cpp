@@ -10,6 +10,7 @@
 #include <QDateTime>
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonDocument>
 #include <QLocalSocket>
 #include <QProcess>
@@ -23,19 +24,6 @@ namespace AgentDeck {
 namespace {
 constexpr auto StartTimeout = std::chrono::seconds(10);
 
-bool processAlive(qint64 pid)
-{
-    return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) == 0;
-}
-
-qint64 readPid(const QString &runtimeDir)
-{
-    QFile file(QDir(runtimeDir).filePath(u"sandbox.pid"_s));
-    if (!file.open(QIODevice::ReadOnly))
-        return 0;
-    return file.readAll().trimmed().toLongLong();
-}
-
 QString readSocketPath(const QString &runtimeDir)
 {
     QFile file(QDir(runtimeDir).filePath(u"sandbox.socket"_s));
@@ -45,10 +33,41 @@ QString readSocketPath(const QString &runtimeDir)
 }
 } // namespace
 
-SandboxRuntime::SandboxRuntime(const QString &socketPath, qint64 pid, QObject *parent)
+SandboxHostProcess SandboxHostProcess::of(const QString &runtimeDir)
+{
+    QFile file(QDir(runtimeDir).filePath(u"sandbox.pid"_s));
+    const qint64 pid = file.open(QIODevice::ReadOnly) ? file.readAll().trimmed().toLongLong() : 0;
+    return {pid, runtimeDir};
+}
+
+bool SandboxHostProcess::isRunning() const
+{
+    // Never 0 or below: kill() would signal a process group, the server's own included.
+    if (pid <= 0)
+        return false;
+    QFile file(u"/proc/%1/cmdline"_s.arg(pid));
+    if (!file.open(QIODevice::ReadOnly))
+        return false;
+    const QList<QByteArray> arguments = file.readAll().split('\0');
+    const qsizetype at = arguments.indexOf("--runtime-dir");
+    if (!arguments.contains("sandbox-host") || at <= 0 || at + 1 >= arguments.size())
+        return false;
+    // The same dir, under another name maybe (the data dir given through a link).
+    const QString named = QFile::decodeName(arguments[at + 1]);
+    return named == runtimeDir ||
+           QFileInfo(named).canonicalFilePath() == QFileInfo(runtimeDir).canonicalFilePath();
+}
+
+void SandboxHostProcess::kill() const
+{
+    if (isRunning())
+        ::kill(static_cast<pid_t>(pid), SIGKILL);
+}
+
+SandboxRuntime::SandboxRuntime(const QString &socketPath, SandboxHostProcess host, QObject *parent)
     : QObject(parent)
     , m_socketPath(socketPath)
-    , m_pid(pid)
+    , m_host(std::move(host))
     , m_socket(new QLocalSocket(this))
     , m_lastActivityMs(QDateTime::currentMSecsSinceEpoch())
 {
@@ -138,9 +157,9 @@ QCoro::Task<CommandResult> SandboxRuntime::execute(CommandRequest request)
             const bool overdue = request.timeout.count() > 0 &&
                                  now - startedMs > request.timeout.count() + UnresponsiveMs;
             if (unanswered || overdue) {
-                qCWarning(lcRuntime) << "sandbox host" << m_pid << "does not answer; killing it";
-                if (m_pid > 0) // never 0: that would be the server's own process group
-                    ::kill(static_cast<pid_t>(m_pid), SIGKILL);
+                qCWarning(lcRuntime)
+                    << "sandbox host" << m_host.pid << "does not answer; killing it";
+                m_host.kill();
                 m_socket->abort();
                 m_pendingRequest.clear();
                 co_return CommandResult{u"[the sandbox did not answer and was stopped]"_s, -1,
@@ -184,11 +203,7 @@ void SandboxRuntime::shutdown()
         m_socket->disconnectFromServer();
     }
     // A host that does not answer is not left behind.
-    const qint64 pid = m_pid;
-    QTimer::singleShot(2000, QCoreApplication::instance(), [pid] {
-        if (processAlive(pid))
-            ::kill(static_cast<pid_t>(pid), SIGKILL);
-    });
+    QTimer::singleShot(2000, QCoreApplication::instance(), [host = m_host] { host.kill(); });
 }
 
 LocalSandboxProvider::LocalSandboxProvider(LocalSandboxSettings settings, QObject *parent)
@@ -234,10 +249,11 @@ int LocalSandboxProvider::adoptExisting()
         const auto id = parseWireId(name);
         if (!id)
             continue;
-        const qint64 pid = readPid(root.filePath(name));
-        if (!processAlive(pid))
+        const auto host = SandboxHostProcess::of(root.filePath(name));
+        if (!host.isRunning())
             continue;
-        auto runtime = std::make_shared<SandboxRuntime>(readSocketPath(root.filePath(name)), pid);
+        const qint64 pid = host.pid;
+        auto runtime = std::make_shared<SandboxRuntime>(readSocketPath(root.filePath(name)), host);
         if (!QCoro::waitFor(runtime->connectToHost(std::chrono::seconds(2)))) {
             qCWarning(lcRuntime) << "sandbox of" << *id << "(pid" << pid << ") does not answer";
             continue;
@@ -284,7 +300,8 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
             nullptr,
             {u"provision_failed"_s, u"cannot start the sandbox host: "_s + process.errorString()}};
     }
-    auto runtime = std::make_shared<SandboxRuntime>(socketPath, pid);
+    auto runtime =
+        std::make_shared<SandboxRuntime>(socketPath, SandboxHostProcess{pid, runtimeDir});
     auto connecting = runtime->connectToHost(StartTimeout);
     const bool connected = co_await std::move(connecting);
     m_starting.remove(id);
@@ -333,10 +350,9 @@ void LocalSandboxProvider::release(const QUuid &id)
         runtime->shutdown();
         qCInfo(lcRuntime) << "stopped sandbox of" << id;
     } else {
-        // A sandbox this server never connected to (it failed to answer at adoption).
-        const qint64 pid = readPid(runtimeDirectory(id));
-        if (processAlive(pid))
-            ::kill(static_cast<pid_t>(pid), SIGKILL);
+        // A sandbox this server never connected to (it failed to answer at adoption), or one
+        // that went away (its pid may be another process's by now).
+        SandboxHostProcess::of(runtimeDirectory(id)).kill();
     }
     forget(id);
     QFile::remove(QDir(runtimeDirectory(id)).filePath(u"sandbox.pid"_s));

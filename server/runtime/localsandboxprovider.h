@@ -16,11 +16,26 @@ namespace AgentDeck {
 class Clock;
 
 // The server's end of one sandbox host: a Unix socket speaking the protocol of SandboxHost.
+// The process of a conversation's sandbox host, known by its pid and runtime dir. A host that
+// died leaves its pid file behind, and sooner or later the pid is another process's: nothing
+// is sent a signal without its command line naming the host of this runtime dir.
+struct SandboxHostProcess
+{
+    qint64 pid = 0;
+    QString runtimeDir;
+
+    // The host whose pid file is in `runtimeDir` (pid 0 when there is none).
+    static SandboxHostProcess of(const QString &runtimeDir);
+    bool isRunning() const;
+    // SIGKILL, if it is running.
+    void kill() const;
+};
+
 class SandboxRuntime final : public QObject, public Runtime
 {
     Q_OBJECT
 public:
-    SandboxRuntime(const QString &socketPath, qint64 pid, QObject *parent = nullptr);
+    SandboxRuntime(const QString &socketPath, SandboxHostProcess host, QObject *parent = nullptr);
     ~SandboxRuntime() override;
 
     QCoro::Task<bool> connectToHost(std::chrono::milliseconds timeout);
@@ -29,7 +44,7 @@ public:
     // Asks the host to exit; kills it if it does not.
     void shutdown();
 
-    qint64 pid() const { return m_pid; }
+    qint64 pid() const { return m_host.pid; }
     bool isConnected() const;
     bool isBusy() const { return !m_pendingRequest.isEmpty(); }
     qint64 lastActivityMs() const { return m_lastActivityMs; }
@@ -47,7 +62,7 @@ private:
     void onReadyRead();
 
     QString m_socketPath;
-    qint64 m_pid = 0;
+    SandboxHostProcess m_host;
     QLocalSocket *m_socket = nullptr;
     QByteArray m_buffer;
     QQueue<QJsonObject> m_inbox; // messages from the host not yet looked at

@@ -883,6 +883,54 @@ private Q_SLOTS:
                  u"first\n"_s);
     }
 
+    // 8c. A host that died leaves its pid file, and sooner or later the pid is another
+    //     process's: archiving the conversation killed that process, and so did a restart
+    //     followed by an archive.
+    void aDeadHostsPidIsNeverSignalled_data()
+    {
+        QTest::addColumn<bool>("restart");
+        QTest::addRow("archive") << false;
+        QTest::addRow("restart, then archive") << true;
+    }
+    void aDeadHostsPidIsNeverSignalled()
+    {
+        QFETCH(bool, restart);
+        const QString dataDir = m_fleet.newDataDir();
+        ServerProcess *server = &m_fleet.add(dataDir);
+        QVERIFY2(server->startReady(), qPrintable(server->stderrText()));
+        const QUuid id = server->create(shellConversation(u"echo hi"_s));
+        QVERIFY(server->waitForStatus(id, u"finished"_s));
+        const qint64 host = sandboxPid(dataDir, id);
+        QVERIFY(host > 0);
+        ::kill(static_cast<pid_t>(host), SIGKILL);
+        QTRY_COMPARE_WITH_TIMEOUT(server->conversation(id)
+                                      .value(u"runtime_info"_s)
+                                      .toObject()
+                                      .value(u"runtime_status"_s)
+                                      .toString(),
+                                  u"missing"_s, 10'000);
+        // The pid went to another process: the pid file names it now.
+        QProcess bystander;
+        bystander.start(u"sleep"_s, {u"600"_s});
+        QVERIFY(bystander.waitForStarted());
+        QFile pidFile(runtimeDir(dataDir, id) + u"/sandbox.pid"_s);
+        QVERIFY(pidFile.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        pidFile.write(QByteArray::number(bystander.processId()));
+        pidFile.close();
+        if (restart) {
+            server->kill();
+            server = &m_fleet.add(dataDir);
+            QVERIFY2(server->startReady(), qPrintable(server->stderrText()));
+            QVERIFY(!server->stderrText().contains(u"adopted sandbox"_s));
+        }
+        QVERIFY(server->post(conversationPath(id, u"archive"_s)).ok());
+        // What would kill it happens before the answer; a second is for the signal to land.
+        bystander.waitForFinished(1000); // false also when it has finished already
+        QVERIFY2(bystander.state() == QProcess::Running, "the bystander was killed");
+        bystander.kill();
+        bystander.waitForFinished();
+    }
+
     // 8b. A sandbox whose runtime dir is removed while no server watches it (its conversation
     //     deleted, the server killed during the delete) ends, with its command.
     void sandboxWithoutItsRuntimeDirEnds()

@@ -36,6 +36,7 @@ class ConversationServiceTest : public QObject
 private Q_SLOTS:
     void init()
     {
+        m_commitLost = false;
         m_control = std::make_unique<FakeRuntimeControl>();
         m_dir = std::make_unique<QTemporaryDir>();
     }
@@ -149,26 +150,11 @@ private Q_SLOTS:
     // storage outage limit (a minute) and ended in error.
     void aCommitWhoseAnswerWasLostIsNotWrittenTwice()
     {
-        startServer();
-        m_control->blocking = {u"long"_s};
-        QSignalSpy started(m_control.get(), &FakeRuntimeControl::commandStarted);
-        const QUuid id = m_server->create(shell(u"long"_s));
-        QVERIFY(started.count() == 1 || started.wait());
-        ConversationStore &store = m_server->server().store();
-        bool lost = false;
-        store.database().afterCommit = [&] {
-            const QList<Event> history = store.history(id, 0);
-            if (!lost && std::any_of(history.cbegin(), history.cend(), [](const Event &event) {
-                    return event.kind == u"ObservationEvent"_s;
-                })) {
-                lost = true;
-                throw StorageError("commit: server closed the connection unexpectedly");
-            }
-        };
-        m_control->release();
+        const QUuid id =
+            runLosingACommit([](const Event &event) { return event.kind == u"ObservationEvent"_s; },
+                             "commit: server closed the connection unexpectedly");
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
-        store.database().afterCommit = {};
-        QVERIFY(lost);
+        QVERIFY(m_commitLost);
         const QList<QJsonObject> events = m_server->events(id);
         QCOMPARE(countKind(events, u"ObservationEvent"_s), 1);
         QCOMPARE(countKind(events, u"AgentErrorEvent"_s), 0);
@@ -179,28 +165,14 @@ private Q_SLOTS:
     // saying what to do; it carried the driver's text as it came, PostgreSQL's over three lines.
     void aRunStoppedByStorageSaysSo()
     {
-        startServer();
-        m_control->blocking = {u"long"_s};
-        QSignalSpy started(m_control.get(), &FakeRuntimeControl::commandStarted);
-        const QUuid id = m_server->create(shell(u"long"_s));
-        QVERIFY(started.count() == 1 || started.wait());
-        ConversationStore &store = m_server->server().store();
-        bool failed = false;
-        store.database().afterCommit = [&] {
-            const QList<Event> history = store.history(id, 0);
-            const bool replied = std::any_of(history.cbegin(), history.cend(), [](const Event &e) {
-                return e.kind == u"MessageEvent"_s && e.source == u"agent"_s;
-            });
-            if (!failed && replied) {
-                failed = true;
-                throw StorageError("commit: server closed the connection unexpectedly\n\tThis "
-                                   "probably means the server terminated abnormally\n(QPSQL: "
-                                   "Unable to commit transaction)");
-            }
-        };
-        m_control->release();
+        const QUuid id = runLosingACommit(
+            [](const Event &event) {
+                return event.kind == u"MessageEvent"_s && event.source == u"agent"_s;
+            },
+            "commit: server closed the connection unexpectedly\n\tThis probably means the server "
+            "terminated abnormally\n(QPSQL: Unable to commit transaction)");
         QVERIFY(m_server->waitForStatus(id, u"error"_s));
-        store.database().afterCommit = {};
+        QVERIFY(m_commitLost);
         const QList<QJsonObject> events = m_server->events(id);
         QCOMPARE(countKind(events, u"AgentErrorEvent"_s), 1);
         const QJsonObject failure = events.at(events.size() - 2);
@@ -378,9 +350,36 @@ private:
         QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
     }
 
+    // Runs a shell conversation whose command ends once the database is set to fail the first
+    // COMMIT it takes that stores an event `matching`: the COMMIT is done, and then it throws
+    // `error`, as when the connection goes before the COMMIT's answer comes (m_commitLost says
+    // it did). Null when the command did not start.
+    QUuid runLosingACommit(std::function<bool(const Event &)> matching, const char *error)
+    {
+        startServer();
+        m_control->blocking = {u"long"_s};
+        QSignalSpy started(m_control.get(), &FakeRuntimeControl::commandStarted);
+        const QUuid id = m_server->create(shell(u"long"_s));
+        if (started.count() == 0 && !started.wait())
+            return {};
+        ConversationStore &store = m_server->server().store();
+        store.database().afterCommit = [this, &store, id, matching, error] {
+            if (m_commitLost)
+                return;
+            const QList<Event> history = store.history(id, 0);
+            if (std::any_of(history.cbegin(), history.cend(), matching)) {
+                m_commitLost = true;
+                throw StorageError(error);
+            }
+        };
+        m_control->release();
+        return id;
+    }
+
     std::unique_ptr<FakeRuntimeControl> m_control;
     std::unique_ptr<QTemporaryDir> m_dir;
     std::unique_ptr<TestServer> m_server;
+    bool m_commitLost = false;
 };
 
 QTEST_GUILESS_MAIN(ConversationServiceTest)

@@ -22,39 +22,65 @@ struct OpenMessage
     const Event *outcome = nullptr;
 };
 
-OpenMessage oldestOpenMessage(const QList<Event> &history)
+// Follows a run's history as it grows: an agent looks at it after every step, and reading it
+// whole each time made a backlog of N messages cost N² (8,000 took 7 s, all of it comparing
+// kinds).
+class OpenMessageTracker
 {
-    QQueue<const Event *> open;
-    OpenMessage oldest;
-    for (const Event &event : history) {
+public:
+    OpenMessage oldest(const QList<Event> &history)
+    {
+        if (history.size() < m_seen) // not the history followed so far
+            *this = {};
+        for (; m_seen < history.size(); ++m_seen)
+            take(history[m_seen], m_seen);
+        const auto at = [&history](qsizetype index) {
+            return index < 0 ? nullptr : &history[index];
+        };
+        return {m_open.isEmpty() ? nullptr : &history[m_open.head()], at(m_action), at(m_outcome)};
+    }
+
+private:
+    void take(const Event &event, qsizetype index)
+    {
         if (event.kind == EventKind::Message && event.source == EventSource::User) {
-            open.enqueue(&event);
+            m_open.enqueue(index);
         } else if (event.kind == EventKind::Message && event.source == EventSource::Agent) {
-            if (!open.isEmpty())
-                open.dequeue();
-            oldest.action = oldest.outcome = nullptr;
+            if (!m_open.isEmpty())
+                m_open.dequeue();
+            m_action = m_outcome = -1;
         } else if (event.kind == EventKind::Action) {
-            if (!open.isEmpty() && !oldest.action)
-                oldest.action = &event;
-        } else if (oldest.action && event.actionId() == toWireId(oldest.action->id) &&
-                   (event.kind == EventKind::Observation || event.kind == EventKind::UserReject)) {
-            oldest.outcome = &event;
+            if (!m_open.isEmpty() && m_action < 0) {
+                m_action = index;
+                m_actionId = toWireId(event.id);
+            }
+        } else if (m_action >= 0 &&
+                   (event.kind == EventKind::Observation || event.kind == EventKind::UserReject) &&
+                   event.actionId() == m_actionId) {
+            m_outcome = index;
         }
     }
-    oldest.message = open.isEmpty() ? nullptr : open.head();
-    return oldest;
-}
+
+    qsizetype m_seen = 0;
+    QQueue<qsizetype> m_open; // user messages not answered yet, oldest first
+    qsizetype m_action = -1;  // the action taken for the oldest of them
+    QString m_actionId;
+    qsizetype m_outcome = -1; // and how it ended
+};
 
 class EchoAgent final : public Agent
 {
 public:
     QCoro::Task<AgentStep> next(const QList<Event> &history) override
     {
-        const OpenMessage open = oldestOpenMessage(history);
+        const OpenMessage open = m_messages.oldest(history);
         if (!open.message)
             co_return AgentStep{AgentStep::Kind::Finish};
         co_return AgentStep{AgentStep::Kind::Reply, open.message->messageText()};
     }
+
+private:
+    OpenMessageTracker m_messages;
 };
 
 class ShellAgent final : public Agent
@@ -62,7 +88,7 @@ class ShellAgent final : public Agent
 public:
     QCoro::Task<AgentStep> next(const QList<Event> &history) override
     {
-        const OpenMessage open = oldestOpenMessage(history);
+        const OpenMessage open = m_messages.oldest(history);
         if (!open.message)
             co_return AgentStep{AgentStep::Kind::Finish};
         if (!open.action)
@@ -75,6 +101,8 @@ public:
     }
 
 private:
+    OpenMessageTracker m_messages;
+
     static QString replyFor(const Event &outcome)
     {
         if (outcome.kind == EventKind::UserReject)

@@ -18,7 +18,9 @@ namespace AgentDeck {
 QList<const Event *> pendingActions(const QList<Event> &history)
 {
     // Scanned from the end: the actions of one agent step are written together, so the pending
-    // ones are the unresolved actions after the last resolved one.
+    // ones are the unresolved actions after the last resolved one. None come before an agent's
+    // message (an agent writes one after its actions are done), which bounds the scan: a run
+    // looks after every step, and reading a backlog of messages whole each time cost N².
     QSet<QString> resolved;
     QList<const Event *> pending;
     for (auto it = history.crbegin(); it != history.crend(); ++it) {
@@ -28,7 +30,8 @@ QList<const Event *> pendingActions(const QList<Event> &history)
             if (resolved.contains(toWireId(it->id)))
                 break;
             pending.prepend(&*it);
-        } else if (it->kind == EventKind::Message && !pending.isEmpty()) {
+        } else if (it->kind == EventKind::Message &&
+                   (!pending.isEmpty() || it->source == EventSource::Agent)) {
             break;
         }
     }
@@ -125,7 +128,16 @@ QCoro::Task<> ConversationRunner::loop()
 
     try {
         m_log.setStatus(m_id, ExecutionStatus::Running, {}, &m_lease);
-        for (;;) {
+        for (bool first = true;; first = false) {
+            // A step need not wait for anything (the echo agent's, the shell agent's replies),
+            // and a run of such steps held the thread: a backlog of 8,000 messages answered in
+            // one go kept every request, pause included, waiting 7 s. Each step takes a turn.
+            if (!first) {
+                auto turn = QCoro::sleepFor(std::chrono::milliseconds(0));
+                co_await std::move(turn);
+                if (m_abandoned)
+                    break;
+            }
             refresh();
             if (m_pauseRequested) {
                 m_log.setStatus(m_id, ExecutionStatus::Paused, {}, &m_lease);

@@ -185,6 +185,39 @@ private Q_SLOTS:
         QVERIFY(!detail.contains(u'\n'));
     }
 
+    // Steps that wait for nothing (echo replies) held the thread for the whole run, and each
+    // read the whole history: 8,000 queued messages kept every request, a pause included,
+    // waiting 7 s. A run now takes a turn per step.
+    void aLongRunLetsRequestsInBetweenItsSteps()
+    {
+        constexpr int Backlog = 2000;
+        startServer();
+        const QUuid id =
+            m_server->create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
+        QList<Event> messages;
+        for (int i = 0; i < Backlog; ++i)
+            messages.append(Event::message(u"user"_s, u"user"_s, u"message %1"_s.arg(i)));
+        m_server->server().store().append(id, messages, std::nullopt,
+                                          QDateTime::currentMSecsSinceEpoch());
+        QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"run")).ok());
+        // Answered, and the state read, while the run goes on.
+        QCOMPARE(m_server->status(id), u"running"_s);
+        QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"pause")).ok());
+        QVERIFY(m_server->waitForStatus(id, u"paused"_s));
+        const int replies =
+            countKind(m_server->events(id, QUrlQuery(u"source=agent"_s)), u"MessageEvent"_s);
+        QVERIFY2(replies > 0 && replies < Backlog, qPrintable(QString::number(replies)));
+        // The rest are answered in order when it runs again.
+        QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"run")).ok());
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s, 60'000));
+        QStringList answers;
+        for (const QJsonObject &event : m_server->events(id, QUrlQuery(u"source=agent"_s)))
+            answers.append(messageText(event));
+        QCOMPARE(answers.size(), Backlog);
+        QCOMPARE(answers.first(), u"message 0"_s);
+        QCOMPARE(answers.last(), u"message %1"_s.arg(Backlog - 1));
+    }
+
     // Messages sent while a command runs are picked up by the same run, each in turn, and each
     // answered from its own command. The shell agent took the first action after a message
     // for that message's, so these three got the first one's reply and never ran.

@@ -320,10 +320,19 @@ ConversationInfo ConversationService::update(const QUuid &id, const Conversation
     return require(id);
 }
 
-void ConversationService::remove(const QUuid &id)
+QCoro::Task<> ConversationService::remove(QUuid id)
 {
     const ConversationInfo info = require(id);
     const QString runtimeDir = releaseLocalParts(id);
+    // One statement for a long history held the thread: 220,000 events took 5.3 s, with every
+    // other request waiting. Newest first, so that what is left reads as a shorter history.
+    QPointer<ConversationService> self(this);
+    while (m_store.removeNewestEvents(id, DeleteBatch) == DeleteBatch) {
+        auto turn = QCoro::sleepFor(std::chrono::milliseconds(0));
+        co_await std::move(turn);
+        if (!self)
+            co_return;
+    }
     m_store.remove(id);
     if (!runtimeDir.isEmpty())
         QDir(runtimeDir).removeRecursively();

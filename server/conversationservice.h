@@ -55,7 +55,9 @@ public:
                                   const QString &pageId, int limit);
     qint64 count(const ConversationFilter &filter) { return m_store.count(filter); }
     ConversationInfo update(const QUuid &id, const ConversationUpdate &update);
-    void remove(const QUuid &id);
+    // Deletes the conversation, its history (a batch of events per turn of the event loop)
+    // and its files.
+    QCoro::Task<> remove(QUuid id);
     // Another replica deleted the conversation: what this one holds of it (a run, a sandbox,
     // streams) goes too.
     void forgetDeletedElsewhere(const QUuid &id);
@@ -114,6 +116,8 @@ private:
     void askOwnerToStop(const QUuid &id, LeaseStore::Cancel how);
     void resolveLapsedRuns();
     static constexpr int LapsedRunsPerTick = 20;
+    // Events a delete removes per turn of the event loop (~12 ms of SQLite's time).
+    static constexpr int DeleteBatch = 500;
     void requireUsableRuntime(const ConversationInfo &info) const;
     bool resolveStale(const ConversationInfo &info);
     void resolveStaleUnder(const ConversationInfo &info, const LeaseToken &lease);

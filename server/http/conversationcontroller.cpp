@@ -106,10 +106,12 @@ void ConversationController::registerRoutes(Router &router, ConversationService 
         return HttpResponse::json(service.update(id, updateFrom(request.jsonObject())).toJson());
     });
 
-    router.add(Method::Delete, item, [&service](const HttpRequest &request) {
-        service.remove(request.idArg(0));
-        return HttpResponse::json(QJsonObject{{u"success"_s, true}});
-    });
+    router.addAsync(Method::Delete, item,
+                    [&service](HttpRequest request) -> QCoro::Task<HttpResponse> {
+                        auto removing = service.remove(request.idArg(0));
+                        co_await std::move(removing);
+                        co_return HttpResponse::json(QJsonObject{{u"success"_s, true}});
+                    });
 
     router.addAsync(Method::Post, item + u"/run"_s,
                     [&service](HttpRequest request) -> QCoro::Task<HttpResponse> {

@@ -466,6 +466,19 @@ bool ConversationStore::remove(const QUuid &id)
     return removed;
 }
 
+int ConversationStore::removeNewestEvents(const QUuid &id, int count)
+{
+    QSqlQuery &q = m_db.prepared(u"DELETE FROM events WHERE conversation_id = ? AND seq IN "
+                                 "(SELECT seq FROM events WHERE conversation_id = ? "
+                                 "ORDER BY seq DESC LIMIT ?)"_s);
+    const QString wireId = toWireId(id);
+    q.addBindValue(wireId);
+    q.addBindValue(wireId);
+    q.addBindValue(count);
+    m_db.exec(q);
+    return q.numRowsAffected();
+}
+
 bool ConversationStore::setArchived(const QUuid &id, std::optional<qint64> archivedAtMs)
 {
     m_cache.remove(id);

@@ -113,6 +113,9 @@ public:
     qint64 count(const ConversationFilter &filter);
     bool update(const QUuid &id, const ConversationUpdate &update, qint64 nowMs);
     bool remove(const QUuid &id);
+    // Deletes the newest `count` events of the conversation (what is left stays a gapless
+    // history); returns how many went.
+    int removeNewestEvents(const QUuid &id, int count);
     // Sets archived_at (keeping an earlier one) or clears it. False when the row is gone.
     bool setArchived(const QUuid &id, std::optional<qint64> archivedAtMs);
     void setRuntimeError(const QUuid &id, const std::optional<RuntimeError> &error);

@@ -23,14 +23,15 @@ using namespace Qt::StringLiterals;
 namespace AgentDeck {
 
 namespace {
-// Runs in the main thread, where the service lives; the answer goes back to the streams'
-// thread when there is one to give.
+// Runs in the main thread, where the service lives; the answer (an empty code when the
+// message was stored) goes back to the streams' thread.
 QCoro::Task<> storeMessage(ConversationService &service, QUuid id, MessageRequest request,
                            std::function<void(QString code, QString detail)> answer)
 {
     try {
         auto sending = service.sendMessage(id, std::move(request));
         co_await std::move(sending);
+        answer({}, {});
     } catch (const ApiError &apiError) {
         answer(apiError.code, apiError.detail);
     } catch (const std::exception &failure) {
@@ -155,7 +156,7 @@ QList<StoredEvent> EventStreams::eventsAfter(const QUuid &conversationId, qint64
 void EventStreams::answerSession(quint64 serial, const QString &code, const QString &detail)
 {
     if (EventStreamSession *session = m_sessions.value(serial))
-        session->sendError(code, detail);
+        session->messageAnswered(code, detail);
 }
 
 void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)

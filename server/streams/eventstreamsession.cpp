@@ -255,7 +255,17 @@ void EventStreamSession::onTextMessage(const QByteArray &message)
         sendError(u"invalid_parameter"_s, error);
         return;
     }
+    if (++m_messagesInFlight == MaxMessagesInFlight)
+        m_socket->pauseReading();
     m_streams.sendMessage(this, std::move(*request));
+}
+
+void EventStreamSession::messageAnswered(const QString &code, const QString &detail)
+{
+    if (m_messagesInFlight-- == MaxMessagesInFlight)
+        m_socket->resumeReading();
+    if (!code.isEmpty())
+        sendError(code, detail);
 }
 
 } // namespace AgentDeck

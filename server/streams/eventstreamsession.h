@@ -28,6 +28,10 @@ public:
     static constexpr int CloseNotFound = 4004;
     static constexpr int CloseInvalidParameter = 4022;
     static constexpr int CloseSlowConsumer = 1013;
+    // Messages of one client on their way to be stored: past them, its socket is not read
+    // until one is answered. Without a bound, 150,000 frames from one client were queued to
+    // the main thread at once, and every HTTP request waited 24 s behind them.
+    static constexpr int MaxMessagesInFlight = 16;
 
     EventStreamSession(std::unique_ptr<WebSocketConnection> socket, quint64 serial,
                        const QUuid &conversationId, std::optional<qint64> afterSeq,
@@ -39,6 +43,8 @@ public:
     QUuid conversationId() const { return m_id; }
     void closeWith(int code, const QString &reason);
     void sendError(const QString &code, const QString &detail);
+    // A message the client sent was stored (empty code), or refused with an error frame.
+    void messageAnswered(const QString &code, const QString &detail);
     void deliver(qint64 seq, const QByteArray &frame) override;
     void deliverTransient(const QByteArray &frame) override;
     void beginBurst() override;
@@ -73,6 +79,7 @@ private:
     EventStreams &m_streams;
     State m_state = State::Authenticating;
     qint64 m_lastSeq = 0;
+    int m_messagesInFlight = 0;
     QTimer m_authTimer;
 };
 

@@ -129,6 +129,8 @@ WebSocketConnection::WebSocketConnection(QTcpSocket *socket, const QByteArray &a
     m_socket->setParent(this);
     // Frames are small and must not wait for the previous one to be acknowledged (Nagle).
     m_socket->setSocketOption(QAbstractSocket::LowDelayOption, 1);
+    // What is read is parsed at once, so this bounds only what waits while reading is paused.
+    m_socket->setReadBufferSize(ReadBufferBytes);
     m_closeTimer.setSingleShot(true);
     connect(&m_closeTimer, &QTimer::timeout, this, &WebSocketConnection::abort);
     connect(m_socket, &QTcpSocket::readyRead, this, &WebSocketConnection::onReadyRead);
@@ -256,15 +258,28 @@ void WebSocketConnection::onSocketDisconnected()
     Q_EMIT disconnected();
 }
 
+void WebSocketConnection::pauseReading()
+{
+    m_readingPaused = true;
+}
+
+void WebSocketConnection::resumeReading()
+{
+    if (std::exchange(m_readingPaused, false))
+        QMetaObject::invokeMethod(this, &WebSocketConnection::onReadyRead, Qt::QueuedConnection);
+}
+
 void WebSocketConnection::onReadyRead()
 {
     if (m_closeReceived || m_disconnected) {
         m_socket->readAll(); // nothing after a close counts
         return;
     }
-    m_input.append(m_socket->readAll());
+    // Paused, the socket's buffer fills up to its read buffer size and Qt stops reading.
+    if (!m_readingPaused)
+        m_input.append(m_socket->readAll());
     QPointer<WebSocketConnection> self(this);
-    while (self && !m_closeReceived && readFrame()) {
+    while (self && !m_closeReceived && !m_readingPaused && readFrame()) {
     }
 }
 

@@ -48,6 +48,9 @@ public:
                         qint64 maxMessageBytes, QObject *parent = nullptr);
     ~WebSocketConnection() override;
 
+    // Bytes Qt reads ahead of the parser, at most: see pauseReading().
+    static constexpr qint64 ReadBufferBytes = 256 * 1024;
+
     // A complete unmasked text frame carrying `utf8`.
     static QByteArray textFrame(QByteArrayView utf8);
 
@@ -67,6 +70,10 @@ public:
     // `graceMs` when it does not (a client that stopped reading never does).
     void close(quint16 code, const QString &reason = {}, int graceMs = 5000);
     void abort();
+    // While paused no frame is read: what the client sends waits in the socket's buffers, and
+    // TCP then holds the client back.
+    void pauseReading();
+    void resumeReading();
 
 Q_SIGNALS:
     // A complete text message, valid UTF-8.
@@ -92,6 +99,7 @@ private:
     QUrl m_url;
     qint64 m_maxMessageBytes;
     QByteArray m_input;
+    bool m_readingPaused = false;
     QByteArray m_held; // frames sent while corked
     bool m_corked = false;
     QByteArray m_fragments; // a fragmented message being assembled

@@ -255,6 +255,37 @@ private Q_SLOTS:
         }
     }
 
+    // Each message frame was queued to the main thread as it was read, without a bound: one
+    // client's 150,000 frames kept every HTTP request waiting 24 s behind them. A client with
+    // MaxMessagesInFlight on their way is not read until one is stored.
+    void aClientsMessagesWaitTheirTurn()
+    {
+        constexpr int Messages = 5000;
+        RawClient client;
+        QCOMPARE(client.open(m_server->url(), streamPath()), "HTTP/1.1 101 Switching Protocols"_ba);
+        QByteArray frames;
+        for (int i = 0; i < Messages; ++i) {
+            const QByteArray payload = messageBody(u"flood %1"_s.arg(i));
+            Q_ASSERT(payload.size() < 126);
+            frames += char(0x81);
+            frames += char(0x80 | payload.size());
+            frames += QByteArray(4, '\0'); // a zero mask leaves the payload as it is
+            frames += payload;
+        }
+        client.sendRaw(frames);
+        const QString count = ServerConnection::conversationPath(m_id, u"events/count"_s);
+        QTRY_VERIFY_WITH_TIMEOUT(m_server->get(count).json.toInteger() > 0, 10'000);
+        // An HTTP request is served between the client's messages, not after all of them.
+        QVERIFY(m_server->get(u"/alive"_s).ok());
+        const qint64 storedMeanwhile = m_server->get(count).json.toInteger();
+        QVERIFY2(storedMeanwhile < Messages / 2, qPrintable(QString::number(storedMeanwhile)));
+        // All of them are stored in the end, in order.
+        QTRY_COMPARE_WITH_TIMEOUT(m_server->get(count).json.toInteger(), Messages, 60'000);
+        const QList<QJsonObject> events = m_server->events(m_id);
+        QCOMPARE(messageText(events.first()), u"flood 0"_s);
+        QCOMPARE(messageText(events.last()), u"flood %1"_s.arg(Messages - 1));
+    }
+
     // A normal request on the same port is unaffected by the upgrade detection.
     void plainHttpStillWorks() { QCOMPARE(m_server->get(u"/alive"_s).status, 200); }
 

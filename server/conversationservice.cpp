@@ -267,8 +267,17 @@ ConversationService::create(CreateConversationRequest request)
     qCInfo(lcServer) << "created conversation" << info.id << "agent" << info.agentKind;
 
     if (request.initialMessage) {
-        auto sending = sendMessage(info.id, *request.initialMessage);
-        co_await std::move(sending);
+        try {
+            auto sending = sendMessage(info.id, *request.initialMessage);
+            co_await std::move(sending);
+        } catch (ApiError &error) {
+            // The conversation is there, and a client that is only told the run failed would
+            // create it again: the answer says so, with its id.
+            error.detail = u"Conversation %1 was created; its initial message failed: %2"_s.arg(
+                toWireId(info.id), error.detail);
+            error.extra.insert(u"conversation_id"_s, toWireId(info.id));
+            throw;
+        }
     }
     co_return std::pair{require(info.id), true};
 }

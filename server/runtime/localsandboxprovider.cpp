@@ -15,7 +15,9 @@
 #include <QLocalSocket>
 #include <QProcess>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 
 using namespace Qt::StringLiterals;
 
@@ -295,10 +297,17 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     qint64 pid = 0;
     m_starting.insert(id);
     if (!process.startDetached(&pid)) {
+        // Qt names the step that failed ("Could not open input redirection for reading"), not
+        // why; out of descriptors is the likely why, and the operator's to fix.
+        const int why = errno;
         m_starting.remove(id);
         co_return RuntimeAcquisition{
             nullptr,
-            {u"provision_failed"_s, u"cannot start the sandbox host: "_s + process.errorString()}};
+            {u"provision_failed"_s,
+             why == EMFILE || why == ENFILE
+                 ? u"cannot start the sandbox host: the server has too many open files (%1)"_s.arg(
+                       QString::fromLocal8Bit(std::strerror(why)))
+                 : u"cannot start the sandbox host: "_s + process.errorString()}};
     }
     auto runtime =
         std::make_shared<SandboxRuntime>(socketPath, SandboxHostProcess{pid, runtimeDir});

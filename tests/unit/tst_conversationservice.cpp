@@ -125,6 +125,27 @@ private Q_SLOTS:
         QCOMPARE(m_control->commands, QStringList{u"echo hi"_s});
     }
 
+    // A create whose initial message could not start its run answered 502 alone, and a client
+    // that retried without an id made the conversation again. The answer names it now.
+    void aCreateWhoseRunCannotStartNamesTheConversation()
+    {
+        startServer();
+        m_control->failProvisioning = true;
+        const ApiReply failed = m_server->post(u"/api/conversations"_s, shell(u"echo hi"_s));
+        QCOMPARE(failed.status, 502);
+        QCOMPARE(failed.errorCode, u"provision_failed"_s);
+        const QString id = failed.json.toObject().value(u"conversation_id"_s).toString();
+        QVERIFY2(failed.detail.startsWith(u"Conversation %1 was created"_s.arg(id)),
+                 qPrintable(failed.detail));
+        const QUuid created = QUuid::fromString(id);
+        QVERIFY(!created.isNull());
+        QCOMPARE(m_server->status(created), u"idle"_s);
+        QCOMPARE(countKind(m_server->events(created), u"MessageEvent"_s), 1);
+        m_control->failProvisioning = false;
+        QVERIFY(m_server->post(ServerConnection::conversationPath(created, u"run")).ok());
+        QVERIFY(m_server->waitForStatus(created, u"finished"_s));
+    }
+
     void interruptRecordsTheCommandAsInterrupted()
     {
         startServer();

@@ -7,6 +7,8 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 
+#include <algorithm>
+
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
@@ -86,10 +88,28 @@ std::optional<qint64> HttpRequest::timeParam(const QString &name) const
 {
     if (!query.hasQueryItem(name))
         return std::nullopt;
-    const auto time = parseWireTime(stringParam(name));
+    QString text = stringParam(name);
+    // Times are stored in whole milliseconds, and a bound between two of them belongs after
+    // the earlier: for `t < bound` and `t >= bound` alike, a bound of .4781 is .479. Qt rounds
+    // to the nearest, which put an event at .478 on the wrong side of both.
+    bool pastTheMillisecond = false;
+    const qsizetype seconds = text.indexOf(u'T');
+    const qsizetype point = seconds < 0 ? -1 : text.indexOf(u'.', seconds);
+    if (point >= 0) {
+        qsizetype end = point + 1;
+        while (end < text.size() && text[end].isDigit())
+            ++end;
+        if (end - point - 1 > 3) {
+            const QStringView beyond = QStringView(text).sliced(point + 4, end - point - 4);
+            pastTheMillisecond = std::any_of(beyond.begin(), beyond.end(),
+                                             [](QChar digit) { return digit != u'0'; });
+            text.remove(point + 4, end - point - 4);
+        }
+    }
+    const auto time = parseWireTime(text);
     if (!time)
         throw ApiError::invalidParameter(u"%1 must be an ISO 8601 time"_s.arg(name));
-    return time->toMSecsSinceEpoch();
+    return time->toMSecsSinceEpoch() + (pastTheMillisecond ? 1 : 0);
 }
 
 std::optional<bool> HttpRequest::boolParam(const QString &name) const

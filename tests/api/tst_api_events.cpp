@@ -92,6 +92,37 @@ private Q_SLOTS:
         QCOMPARE(early + late, all);
     }
 
+    // Times are stored in whole milliseconds. A bound a fraction of one after an event (Python's
+    // isoformat() writes microseconds) was rounded to the nearest: .4781 to .478, which put an
+    // event at .478 before `timestamp__gte` and not before `timestamp__lt`.
+    void subMillisecondBoundsFallBetweenMilliseconds_data()
+    {
+        QTest::addColumn<QString>("fraction"); // digits after the event's milliseconds
+        QTest::addColumn<bool>("afterTheEvent");
+        QTest::addRow("0.1 ms after") << u"1"_s << true;
+        QTest::addRow("0.4 ms after") << u"4"_s << true;
+        QTest::addRow("0.9 ms after") << u"9"_s << true;
+        QTest::addRow("1 us after") << u"001"_s << true;
+        QTest::addRow("at it, with zeros") << u"000"_s << false;
+    }
+    void subMillisecondBoundsFallBetweenMilliseconds()
+    {
+        QFETCH(QString, fraction);
+        QFETCH(bool, afterTheEvent);
+        const qint64 event = parseWireTime(m_midpoint)->toMSecsSinceEpoch();
+        QString bound = m_midpoint;
+        bound.insert(bound.indexOf(u'Z'), fraction);
+        const QString same = toWireTime(afterTheEvent ? event + 1 : event);
+        const auto count = [this](const QString &filter, const QString &time) {
+            QUrlQuery query;
+            query.addQueryItem(filter, time);
+            return m_server->get(ServerConnection::conversationPath(m_id, u"events/count"), query)
+                .json.toInteger();
+        };
+        for (const QString &filter : {u"timestamp__lt"_s, u"timestamp__gte"_s})
+            QCOMPARE(count(filter, bound), count(filter, same));
+    }
+
     void descendingPagesCoverEverything()
     {
         QUrlQuery query;

@@ -191,7 +191,8 @@ bool AgentDeckServer::start(QString *error)
     const QString leaseOwner =
         m_config.replicaId + u'/' + QUuid::createUuid().toString(QUuid::Id128).left(8);
     // Other replicas write the same rows: a cache of rows would serve what they overwrote.
-    d->store = std::make_unique<ConversationStore>(*d->database, shared ? 0 : 10'000);
+    d->store = std::make_unique<ConversationStore>(
+        *d->database, shared ? 0 : ConversationStore::DefaultCacheBytes);
     if (shared)
         d->store->setInstance(leaseOwner);
     d->leases = std::make_unique<LeaseStore>(*d->database, m_config.leaseTtl);

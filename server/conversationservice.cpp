@@ -421,7 +421,7 @@ void ConversationService::resolveStaleUnder(const ConversationInfo &info, const 
     if (info.executionStatus != ExecutionStatus::Running)
         return;
     QList<Event> events;
-    const QList<Event> history = m_store.history(info.id, 0);
+    const QList<Event> history = m_store.historySinceAgentMessage(info.id);
     if (const Event *action = pendingAction(history)) {
         // The observation tells what the runtime saw of the command: what it printed, and how it
         // ended if it ended while no server watched. One still running in an adopted sandbox is
@@ -704,7 +704,7 @@ QCoro::Task<ConversationInfo> ConversationService::respondToConfirmation(QUuid i
                                  u"Conversation is not waiting for a confirmation (it is %1)"_s.arg(
                                      toString(info.executionStatus)));
     requireUsableRuntime(info);
-    const QList<Event> history = m_store.history(id, 0);
+    const QList<Event> history = m_store.historySinceAgentMessage(id);
     const Event *action = pendingAction(history);
     if (!action)
         throw ApiError::conflict(u"not_waiting_for_confirmation"_s,

@@ -50,6 +50,8 @@ public:
 
     // How long a run waits for storage to come back before a write fails it.
     static constexpr std::chrono::seconds StorageOutageLimit{60};
+    // Events of the history read per turn of the event loop when a run starts (~25 ms).
+    static constexpr qsizetype HistoryPage = 2000;
 
 Q_SIGNALS:
     void stopped(const QUuid &conversationId);

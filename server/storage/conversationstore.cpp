@@ -228,10 +228,32 @@ std::pair<qint64, QString> decodeCursor(const QString &pageId)
 
 } // namespace
 
-ConversationStore::ConversationStore(Database &db, int cachedRows)
+ConversationStore::ConversationStore(Database &db, qsizetype cacheBytes)
     : m_db(db)
-    , m_cache(cachedRows)
+    , m_cache(cacheBytes)
 {}
+
+qsizetype ConversationStore::cachedBytes(const ConversationInfo &info)
+{
+    // The strings twice (UTF-16 in the row, UTF-8 in its JSON), tags and agent settings being
+    // most of a large row; a fixed part for the rest.
+    qsizetype text = info.title.size() + info.workingDir.size();
+    for (auto tag = info.tags.cbegin(); tag != info.tags.cend(); ++tag)
+        text += tag.key().size() + tag.value().size();
+    for (auto setting = info.agentConfig.constBegin(); setting != info.agentConfig.constEnd();
+         ++setting) {
+        // An object (the llm settings) counts as a few strings.
+        const QJsonValue value = setting.value();
+        text += setting.key().size() + (value.isString() ? value.toString().size() : 64);
+    }
+    return 1024 + 6 * text;
+}
+
+void ConversationStore::cache(const QUuid &id, std::unique_ptr<CachedRow> row)
+{
+    const qsizetype bytes = cachedBytes(row->info);
+    m_cache.insert(id, row.release(), bytes);
+}
 
 void ConversationStore::insert(const ConversationInfo &info)
 {
@@ -294,7 +316,7 @@ std::optional<ConversationInfo> ConversationStore::find(const QUuid &id)
         info = conversationFromRow(q, m_instance);
     q.finish();
     if (info && m_cache.maxCost() > 0)
-        m_cache.insert(id, new CachedRow{*info, {}, {}});
+        cache(id, std::make_unique<CachedRow>(CachedRow{*info, {}, {}}));
     return info;
 }
 
@@ -651,7 +673,7 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
         if (status)
             info.executionStatus = *status;
         cached->json.clear();
-        m_cache.insert(id, cached.release());
+        cache(id, std::move(cached));
     }
     return stored;
 }
@@ -676,19 +698,36 @@ QList<StoredEvent> ConversationStore::eventsAfter(const QUuid &id, qint64 afterS
     return events;
 }
 
-QList<Event> ConversationStore::history(const QUuid &id, qint64 afterSeq)
+QList<Event> ConversationStore::history(const QUuid &id, qint64 afterSeq, qsizetype limit)
 {
+    constexpr int Page = 1000;
     QList<Event> events;
-    for (;;) {
-        const QList<StoredEvent> page = eventsAfter(id, afterSeq, 1000);
+    for (qsizetype read = 0; limit < 0 || read < limit;) {
+        const int wanted = limit < 0 ? Page : int(std::min<qsizetype>(Page, limit - read));
+        const QList<StoredEvent> page = eventsAfter(id, afterSeq, wanted);
         for (const StoredEvent &stored : page) {
             if (auto event = Event::fromJson(QJsonDocument::fromJson(stored.json).object()))
                 events.append(std::move(*event));
             afterSeq = stored.seq;
         }
-        if (page.size() < 1000)
-            return events;
+        read += page.size();
+        if (page.size() < wanted)
+            break;
     }
+    return events;
+}
+
+QList<Event> ConversationStore::historySinceAgentMessage(const QUuid &id)
+{
+    // Backwards along the primary key from the newest event, to the first agent message.
+    QSqlQuery &q = m_db.prepared(
+        u"SELECT seq FROM events WHERE conversation_id = ? AND kind = 'MessageEvent' AND "
+        "source = 'agent' ORDER BY seq DESC LIMIT 1"_s);
+    q.addBindValue(toWireId(id));
+    m_db.exec(q);
+    const qint64 since = q.next() ? q.value(0).toLongLong() : 0;
+    q.finish();
+    return history(id, since);
 }
 
 EventPageResult ConversationStore::searchEvents(const QUuid &id, const EventFilter &filter,

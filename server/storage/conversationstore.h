@@ -76,9 +76,12 @@ struct ConversationUpdate
 class ConversationStore
 {
 public:
-    // `cachedRows` bounds the cache of single-row reads (GET by id). The store must be the only
-    // writer of its rows in this process; 0 turns the cache off (several replicas).
-    explicit ConversationStore(Database &db, int cachedRows = 10'000);
+    // `cacheBytes` bounds the cache of single-row reads (GET by id), by what its rows hold
+    // (cachedBytes()): a count of rows allowed 600 MB with the largest titles and tags. The
+    // store must be the only writer of its rows in this process; 0 turns the cache off
+    // (several replicas).
+    static constexpr qsizetype DefaultCacheBytes = 64 * 1024 * 1024;
+    explicit ConversationStore(Database &db, qsizetype cacheBytes = DefaultCacheBytes);
     Database &database() { return m_db; }
 
     // Several replicas (PostgreSQL): this process's lease owner name. Every committed append
@@ -143,7 +146,12 @@ public:
     // that brings the total to it.
     QList<StoredEvent> eventsAfter(const QUuid &id, qint64 afterSeq, int limit,
                                    qsizetype maxBytes = -1);
-    QList<Event> history(const QUuid &id, qint64 afterSeq);
+    // The events after `afterSeq`, parsed; at most `limit` of them (-1: all).
+    QList<Event> history(const QUuid &id, qint64 afterSeq, qsizetype limit = -1);
+    // The events after the last message of the agent: where the actions it has not seen the
+    // end of are (an agent writes its message after its actions are done). A read of the
+    // newest events, whatever the length of the history.
+    QList<Event> historySinceAgentMessage(const QUuid &id);
     // At most `limit` events, and fewer when they would add up to more than MaxEventPageBytes
     // (a page always holds one): a hundred command outputs of 1 MiB would otherwise make one
     // answer of 100 MiB.
@@ -163,6 +171,9 @@ private:
         QByteArray json; // the row's JSON with `jsonRuntime`; empty until asked for
         RuntimeInfo jsonRuntime;
     };
+    // What a cached row of `info` comes to, its wire JSON included, roughly.
+    static qsizetype cachedBytes(const ConversationInfo &info);
+    void cache(const QUuid &id, std::unique_ptr<CachedRow> row);
 
     QString columns() const;
 

@@ -239,6 +239,37 @@ private Q_SLOTS:
         QCOMPARE(answers.last(), u"message %1"_s.arg(Backlog - 1));
     }
 
+    // A run reads the whole history when it starts, and read it in one go: 220,000 events held
+    // every other request for 2.6 s. It now reads a page per turn of the event loop.
+    void aRunReadingALongHistoryLetsRequestsInBetween()
+    {
+        startServer();
+        const QUuid id =
+            m_server->create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
+        QList<Event> answered;
+        for (int i = 0; i < 10'000; ++i) {
+            answered.append(Event::message(u"user"_s, u"user"_s, u"question %1"_s.arg(i)));
+            answered.append(Event::message(u"agent"_s, u"assistant"_s, u"question %1"_s.arg(i)));
+        }
+        m_server->server().store().append(id, answered, std::nullopt,
+                                          QDateTime::currentMSecsSinceEpoch());
+        const auto replies = [&] {
+            return m_server
+                ->get(ServerConnection::conversationPath(id, u"events/count"),
+                      QUrlQuery(u"source=agent"_s))
+                .json.toInteger();
+        };
+        QCOMPARE(replies(), 10'000);
+        QVERIFY(m_server
+                    ->post(ServerConnection::conversationPath(id, u"events"),
+                           TestServer::message(u"one more"_s, true))
+                    .ok());
+        // Served while the run reads what came before.
+        QCOMPARE(replies(), 10'000);
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(replies(), 10'001);
+    }
+
     // One statement deleted a long history, with every other request waiting: 220,000 events
     // took 5.3 s. The history now goes a batch per turn.
     void deletingALongHistoryLetsRequestsInBetween()

@@ -260,6 +260,30 @@ private Q_SLOTS:
         QVERIFY(!m_store->findJson(info.id, runtimeOf));
     }
 
+    // The cache of rows read by id was bounded by a count, 10,000 rows, whatever they held:
+    // with the largest titles and tags the server reached 660 MB. It is bounded by bytes.
+    void theRowCacheIsBoundedByWhatItsRowsHold()
+    {
+        m_store = std::make_unique<ConversationStore>(*m_db, 1024 * 1024);
+        QList<QUuid> ids;
+        for (int i = 0; i < 50; ++i) {
+            ConversationInfo info = conversation(u"large"_s, 1000 + i);
+            for (int tag = 0; tag < 50; ++tag)
+                info.tags.insert(u"tag-%1"_s.arg(tag), QString(256, u'v'));
+            m_store->insert(info);
+            ids.append(info.id);
+        }
+        const auto statementsToFind = [this](const QUuid &id) {
+            const qint64 before = m_db->statementCount();
+            [[maybe_unused]] const auto info = m_store->find(id);
+            return m_db->statementCount() - before;
+        };
+        for (const QUuid &id : std::as_const(ids))
+            QCOMPARE(statementsToFind(id), 1);
+        QCOMPARE(statementsToFind(ids.last()), 0);  // cached
+        QCOMPARE(statementsToFind(ids.first()), 1); // no room left for it
+    }
+
     void appendToMissingConversationIsNotFoundAndWritesNothing()
     {
         try {

@@ -18,6 +18,10 @@
 #include <QThread>
 #include <QUrlQuery>
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
@@ -55,6 +59,12 @@ EventStreams::EventStreams(Context context, std::unique_ptr<Database> database)
     // Read-only, and the rows change under it: no cache.
     , m_store(std::make_unique<ConversationStore>(*m_database, 0))
 {
+    // At most twice a second, after the session's memory is freed (deleteLater).
+    m_trim.setSingleShot(true);
+    m_trim.setInterval(500);
+#ifdef __GLIBC__
+    m_trim.callOnTimeout(this, [] { malloc_trim(0); });
+#endif
     // Emitted in the main thread: queued to this one.
     connect(&m_context.service, &ConversationService::deleted, this, [this](const QUuid &id) {
         const auto sessions = m_sessions;
@@ -210,6 +220,8 @@ void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
         if (m_sessions.remove(done->serial())) {
             m_context.metrics.webSocketClosed();
             done->deleteLater();
+            if (!m_trim.isActive())
+                m_trim.start();
         }
     });
     session->start();

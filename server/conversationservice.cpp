@@ -18,6 +18,7 @@
 #include <QFileInfo>
 #include <QJsonDocument>
 #include <QPointer>
+#include <QScopeGuard>
 
 using namespace Qt::StringLiterals;
 
@@ -192,7 +193,7 @@ void ConversationService::checkWorkingDir(const QString &path) const
 
 ConversationInfo ConversationService::require(const QUuid &id)
 {
-    auto info = m_store.find(id);
+    auto info = m_deleting.contains(id) ? std::nullopt : m_store.find(id);
     if (!info)
         throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
     QList<ConversationInfo> one{*info};
@@ -289,8 +290,11 @@ ConversationInfo ConversationService::get(const QUuid &id)
 
 QByteArray ConversationService::getJson(const QUuid &id)
 {
-    auto json = m_store.findJson(
-        id, [this](const ConversationInfo &info) { return m_runtimes.runtimeOf(info); });
+    auto json = m_deleting.contains(id)
+                    ? std::nullopt
+                    : m_store.findJson(id, [this](const ConversationInfo &info) {
+                          return m_runtimes.runtimeOf(info);
+                      });
     if (!json)
         throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
     return *std::move(json);
@@ -334,8 +338,14 @@ QCoro::Task<> ConversationService::remove(QUuid id)
     const ConversationInfo info = require(id);
     const QString runtimeDir = releaseLocalParts(id);
     // One statement for a long history held the thread: 220,000 events took 5.3 s, with every
-    // other request waiting. Newest first, so that what is left reads as a shorter history.
+    // other request waiting. Newest first, so that what is left reads as a shorter history;
+    // meanwhile the conversation is gone to every request (nothing starts a run in it).
     QPointer<ConversationService> self(this);
+    m_deleting.insert(id);
+    auto deleting = qScopeGuard([self, id] {
+        if (self)
+            self->m_deleting.remove(id);
+    });
     while (m_store.removeNewestEvents(id, DeleteBatch) == DeleteBatch) {
         auto turn = QCoro::sleepFor(std::chrono::milliseconds(0));
         co_await std::move(turn);

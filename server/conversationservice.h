@@ -143,6 +143,7 @@ private:
     // Per-conversation secrets (llm API keys): in memory only, never stored or returned.
     QHash<QUuid, QString> m_secrets;
     QSet<QUuid> m_starting;
+    QSet<QUuid> m_deleting;  // their history is being deleted, a batch per turn
     bool m_stopping = false; // shutdown() has begun: no run starts any more
     QTimer m_renewal;
 };

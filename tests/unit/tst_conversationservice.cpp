@@ -289,6 +289,13 @@ private Q_SLOTS:
                        [&deleted](const ApiReply &reply) { deleted = reply.ok(); });
         QVERIFY(m_server->get(u"/alive"_s).ok());
         QVERIFY2(!deleted, "the delete held every request until it was done");
+        // Gone to every request meanwhile: nothing can start a run in it.
+        QCOMPARE(m_server->get(ServerConnection::conversationPath(id)).status, 404);
+        QCOMPARE(m_server
+                     ->post(ServerConnection::conversationPath(id, u"events"),
+                            TestServer::message(u"too late"_s, true))
+                     .status,
+                 404);
         QTRY_VERIFY_WITH_TIMEOUT(deleted, 10'000);
         QCOMPARE(m_server->get(ServerConnection::conversationPath(id)).status, 404);
         QVERIFY(m_server->server().store().history(id, 0).isEmpty());

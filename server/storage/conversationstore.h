@@ -80,7 +80,7 @@ public:
     // (cachedBytes()): a count of rows allowed 600 MB with the largest titles and tags. The
     // store must be the only writer of its rows in this process; 0 turns the cache off
     // (several replicas).
-    static constexpr qsizetype DefaultCacheBytes = 64 * 1024 * 1024;
+    static constexpr qsizetype DefaultCacheBytes = 16 * 1024 * 1024;
     explicit ConversationStore(Database &db, qsizetype cacheBytes = DefaultCacheBytes);
     Database &database() { return m_db; }
 

@@ -251,7 +251,8 @@ void PackagingTest::confIsPrivateConffile()
     const QString text = QString::fromUtf8(file.readAll());
     for (const QString &key : {u"AGENTDECK_LISTEN="_s, u"AGENTDECK_SESSION_API_KEYS="_s,
                                u"AGENTDECK_RUNTIME_RETENTION="_s, u"AGENTDECK_DATABASE_URL="_s,
-                               u"AGENTDECK_ADVERTISE_URL="_s})
+                               u"AGENTDECK_ADVERTISE_URL="_s, u"AGENTDECK_ALLOW_ORIGINS="_s,
+                               u"AGENTDECK_ALLOW_HOSTS="_s})
         QVERIFY2(text.contains(key), qPrintable(key));
 }
 
@@ -383,6 +384,7 @@ void PackagingTest::packagedDaemonNotifiesSystemd()
     environment.insert(u"AGENTDECK_EXECUTABLE"_s, rootPath(u"/usr/bin/agentdeck"_s));
     environment.insert(u"AGENTDECK_REPLICA_ID"_s, u"packaged"_s);
     environment.insert(u"AGENTDECK_EXTRA_OPTIONS"_s, u"--runtime  local --lease-ttl 30s"_s);
+    environment.insert(u"AGENTDECK_ALLOW_HOSTS"_s, u"agentdeck.lan,deck.lan"_s);
 
     QProcess daemon;
     daemon.setProcessEnvironment(environment);
@@ -415,6 +417,13 @@ void PackagingTest::packagedDaemonNotifiesSystemd()
     QTRY_VERIFY_WITH_TIMEOUT(info->isFinished(), DaemonTimeoutMs);
     const QJsonObject server = QJsonDocument::fromJson(info->readAll()).object();
     QCOMPARE(server.value(u"replica_id"_s).toString(), u"packaged"_s);
+    for (const auto &[host, status] : {std::pair{"deck.lan"_ba, 200}, {"evil.example"_ba, 403}}) {
+        QNetworkRequest request(QUrl(match.captured(1) + u"/api/conversations/count"_s));
+        request.setRawHeader("Host", host);
+        std::unique_ptr<QNetworkReply> count(network.get(request));
+        QTRY_VERIFY_WITH_TIMEOUT(count->isFinished(), DaemonTimeoutMs);
+        QCOMPARE(count->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt(), status);
+    }
 
     QVERIFY(!notify.received("STOPPING=1"));
     ::kill(pid_t(daemon.processId()), SIGTERM);

@@ -7,6 +7,7 @@
 #include "httptypes.h"
 #include "logging.h"
 #include "metrics.h"
+#include "openfiles.h"
 
 #include <QDeadlineTimer>
 #include <QMetaMethod>
@@ -15,11 +16,9 @@
 #include <QTimer>
 
 #include <fcntl.h>
-#include <limits>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <optional>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -244,7 +243,7 @@ HttpListener::HttpListener(const HttpLimits &limits, Metrics &metrics, QObject *
     : QTcpServer(parent)
     , m_limits(limits)
     , m_metrics(metrics)
-    , m_descriptorLimit(raiseDescriptorLimit())
+    , m_descriptorLimit(OpenFiles::raiseLimit())
     , m_reservedDescriptors(std::min<qint64>(ReservedDescriptors, m_descriptorLimit / 8))
 {
     m_resume.setInterval(100);
@@ -256,21 +255,6 @@ HttpListener::HttpListener(const HttpLimits &limits, Metrics &metrics, QObject *
         setMaxPendingConnections(m_maxPending);
         resumeAccepting();
     });
-}
-
-qint64 HttpListener::raiseDescriptorLimit()
-{
-    rlimit limit{};
-    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0)
-        return 1024;
-    if (limit.rlim_cur < limit.rlim_max) {
-        const rlim_t before = limit.rlim_cur;
-        limit.rlim_cur = limit.rlim_max;
-        if (::setrlimit(RLIMIT_NOFILE, &limit) != 0)
-            limit.rlim_cur = before;
-    }
-    return limit.rlim_cur == RLIM_INFINITY ? std::numeric_limits<int>::max()
-                                           : qint64(limit.rlim_cur);
 }
 
 bool HttpListener::nearDescriptorLimit() const

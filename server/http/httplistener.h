@@ -39,9 +39,6 @@ public:
     // accepted until some close. At the limit, Qt's accept failed and was tried again at once,
     // a core busy for as long as it lasted.
     static constexpr int ReservedDescriptors = 32;
-    // Raises this process's soft limit of open files to its hard limit (Linux's default soft
-    // limit, 1024, is for programs that use select(); Qt polls). Returns the limit.
-    static qint64 raiseDescriptorLimit();
 
 Q_SIGNALS:
     // `head` has been read from `socket`, up to and including its empty line. A receiver takes

@@ -1,6 +1,7 @@
 #include "localsandboxprovider.h"
 
 #include "logging.h"
+#include "openfiles.h"
 #include "sandboxhost.h"
 #include "signalwait.h"
 
@@ -289,7 +290,8 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     process.setArguments({u"sandbox-host"_s, u"--runtime-dir"_s, runtimeDir, u"--socket"_s,
                           socketPath, u"--workspace"_s, conversation.workingDir, u"--home"_s,
                           QDir(runtimeDir).filePath(u"home"_s), u"--idle-timeout-ms"_s,
-                          QString::number(m_settings.idleTimeout.count())});
+                          QString::number(m_settings.idleTimeout.count()), u"--open-files"_s,
+                          QString::number(OpenFiles::startingLimit())});
     process.setWorkingDirectory(runtimeDir);
     process.setStandardInputFile(QProcess::nullDevice());
     process.setStandardOutputFile(QDir(runtimeDir).filePath(u"sandbox.log"_s), QIODevice::Append);

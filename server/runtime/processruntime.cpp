@@ -2,6 +2,7 @@
 
 #include "commandoutput.h"
 #include "logging.h"
+#include "openfiles.h"
 
 #include <QCoroProcess>
 #include <QCoroSignal>
@@ -35,9 +36,11 @@ QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
     // A process group of its own, so that an interrupt, a timeout and the command's end stop
     // its children too; and bash dies with the server (its children may not, should the server
     // be killed mid-command: use the local runtime for that).
-    process->setChildProcessModifier([] {
+    // It also gets the limit of open files the server was started with, not the server's own.
+    process->setChildProcessModifier([openFiles = OpenFiles::startingLimit()] {
         ::setsid();
         ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        OpenFiles::setLimit(openFiles);
     });
     QObject::connect(process.get(), &QProcess::readyRead, process.get(),
                      [&output, source = process.get()] { output.add(source->readAll()); });

@@ -2,6 +2,7 @@
 
 #include "commandoutput.h"
 #include "logging.h"
+#include "openfiles.h"
 
 #include <QCommandLineParser>
 #include <QCoreApplication>
@@ -379,7 +380,9 @@ int runSandboxHost(int argc, char *argv[])
     const QCommandLineOption home(u"home"_s, u"Sandbox home dir."_s, u"DIR"_s);
     const QCommandLineOption idle(u"idle-timeout-ms"_s, u"Exit when idle and unwatched."_s,
                                   u"MS"_s);
-    parser.addOptions({runtimeDir, socket, workspace, home, idle});
+    const QCommandLineOption openFiles(
+        u"open-files"_s, u"Soft limit of open files, for the commands too."_s, u"N"_s);
+    parser.addOptions({runtimeDir, socket, workspace, home, idle, openFiles});
     parser.process(app.arguments().mid(1));
     if (!parser.isSet(runtimeDir) || !parser.isSet(socket) || !parser.isSet(workspace)) {
         std::fputs("agentdeck sandbox-host: --runtime-dir, --socket and --workspace are required "
@@ -393,6 +396,9 @@ int runSandboxHost(int argc, char *argv[])
                                      : parser.value(home)};
     if (parser.isSet(idle))
         options.idleTimeoutMs = parser.value(idle).toInt();
+    // The server raised its own limit; the commands get the one it was started with.
+    if (parser.isSet(openFiles))
+        OpenFiles::setLimit(parser.value(openFiles).toLongLong());
     SandboxHost host(options);
     QObject::connect(&host, &SandboxHost::finished, &app, &QCoreApplication::quit,
                      Qt::QueuedConnection);

@@ -135,12 +135,12 @@ public:
         m_process->setProcessEnvironment(environment);
     }
 
-    // Before start(): the server's limit of open files, soft and hard.
-    void setOpenFileLimit(rlim_t limit)
+    // Before start(): the server's limit of open files, soft and hard (the same unless given).
+    void setOpenFileLimit(rlim_t soft, rlim_t hard = 0)
     {
-        m_process->setChildProcessModifier([limit] {
-            const rlimit both{limit, limit};
-            ::setrlimit(RLIMIT_NOFILE, &both);
+        m_process->setChildProcessModifier([soft, hard] {
+            const rlimit limit{soft, hard ? hard : soft};
+            ::setrlimit(RLIMIT_NOFILE, &limit);
         });
     }
 

@@ -189,6 +189,36 @@ private Q_SLOTS:
         QVERIFY(server.isRunning());
     }
 
+    // The server raises its soft limit of open files to the hard one. What it starts gets the
+    //  one it was started with: some programs close every descriptor up to the limit, and a
+    //  million takes them a while.
+    void commandsGetTheOpenFileLimitTheServerWasStartedWith_data()
+    {
+        QTest::addColumn<QString>("runtime");
+        QTest::addRow("sandbox") << u"local"_s;
+        QTest::addRow("in the server") << u"process"_s;
+    }
+    void commandsGetTheOpenFileLimitTheServerWasStartedWith()
+    {
+        QFETCH(QString, runtime);
+        ServerProcess &server = m_fleet.add({}, {u"--runtime"_s, runtime});
+        server.setOpenFileLimit(256, 4096);
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        QFile limits(u"/proc/%1/limits"_s.arg(server.pid()));
+        QVERIFY(limits.open(QIODevice::ReadOnly));
+        const QRegularExpression openFiles(u"Max open files\\s+(\\d+)\\s+(\\d+)"_s);
+        const auto match = openFiles.match(QString::fromLatin1(limits.readAll()));
+        QVERIFY(match.hasMatch());
+        QCOMPARE(match.captured(1), u"4096"_s);
+        const QUuid id = server.create(shellConversation(u"ulimit -Sn"_s));
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        QCOMPARE(server.get(conversationPath(id, u"agent_final_response"_s))
+                     .object()
+                     .value(u"response"_s)
+                     .toString(),
+                 u"256\n"_s);
+    }
+
     // 2. Refusals: non-zero exit, a clear message, and never a listening line.
     void refusesPortInUse()
     {

@@ -69,6 +69,25 @@ qint64 sandboxPid(const QString &dataDir, const QUuid &id)
     return file.open(QIODevice::ReadOnly) ? file.readAll().trimmed().toLongLong() : 0;
 }
 
+// The conversation's runtime status as the server reports it.
+QString runtimeStatus(ServerProcess &server, const QUuid &id)
+{
+    return server.conversation(id)
+        .value(u"runtime_info"_s)
+        .toObject()
+        .value(u"runtime_status"_s)
+        .toString();
+}
+
+// The agent's last reply in the conversation.
+QString finalResponse(ServerProcess &server, const QUuid &id)
+{
+    return server.get(conversationPath(id, u"agent_final_response"_s))
+        .object()
+        .value(u"response"_s)
+        .toString();
+}
+
 // A size line of /proc/PID/status ("VmRSS", "VmHWM") in MiB, -1 when the process is gone.
 qint64 memoryMiB(qint64 pid, QByteArrayView field)
 {
@@ -212,11 +231,7 @@ private Q_SLOTS:
         QCOMPARE(match.captured(1), u"4096"_s);
         const QUuid id = server.create(shellConversation(u"ulimit -Sn"_s));
         QVERIFY(server.waitForStatus(id, u"finished"_s));
-        QCOMPARE(server.get(conversationPath(id, u"agent_final_response"_s))
-                     .object()
-                     .value(u"response"_s)
-                     .toString(),
-                 u"256\n"_s);
+        QCOMPARE(finalResponse(server, id), u"256\n"_s);
     }
 
     // 2. Refusals: non-zero exit, a clear message, and never a listening line.
@@ -836,12 +851,7 @@ private Q_SLOTS:
         const QUuid id = first.create(shellConversation(u"echo ran >> counter; cat counter"_s));
         QVERIFY(!id.isNull());
         QVERIFY(first.waitForStatus(id, u"finished"_s));
-        QCOMPARE(first.conversation(id)
-                     .value(u"runtime_info"_s)
-                     .toObject()
-                     .value(u"runtime_status"_s)
-                     .toString(),
-                 u"available"_s);
+        QCOMPARE(runtimeStatus(first, id), u"available"_s);
         const qint64 host = sandboxPid(dataDir, id);
         QVERIFY(host > 0);
 
@@ -873,12 +883,7 @@ private Q_SLOTS:
                     .ok());
         QVERIFY(second.waitForStatus(id, u"finished"_s));
         QCOMPARE(sandboxPid(dataDir, id), host);
-        QCOMPARE(second.get(conversationPath(id, u"agent_final_response"_s))
-                     .object()
-                     .value(u"response"_s)
-                     .toString()
-                     .trimmed(),
-                 u"2"_s);
+        QCOMPARE(finalResponse(second, id).trimmed(), u"2"_s);
     }
 
     // 8. A dead sandbox is reported missing and resumable; the next run provisions a fresh one.
@@ -892,12 +897,7 @@ private Q_SLOTS:
         const qint64 host = sandboxPid(dataDir, id);
         QVERIFY(host > 0);
         ::kill(static_cast<pid_t>(host), SIGKILL);
-        QTRY_COMPARE_WITH_TIMEOUT(server.conversation(id)
-                                      .value(u"runtime_info"_s)
-                                      .toObject()
-                                      .value(u"runtime_status"_s)
-                                      .toString(),
-                                  u"missing"_s, 10'000);
+        QTRY_COMPARE_WITH_TIMEOUT(runtimeStatus(server, id), u"missing"_s, 10'000);
         QVERIFY(server.conversation(id)
                     .value(u"runtime_info"_s)
                     .toObject()
@@ -906,11 +906,7 @@ private Q_SLOTS:
         QVERIFY(
             server.post(conversationPath(id, u"events"_s), userMessage(u"cat file"_s, true)).ok());
         QVERIFY(server.waitForStatus(id, u"finished"_s));
-        QCOMPARE(server.get(conversationPath(id, u"agent_final_response"_s))
-                     .object()
-                     .value(u"response"_s)
-                     .toString(),
-                 u"first\n"_s);
+        QCOMPARE(finalResponse(server, id), u"first\n"_s);
     }
 
     // 8c. A host that died leaves its pid file, and sooner or later the pid is another
@@ -933,12 +929,7 @@ private Q_SLOTS:
         const qint64 host = sandboxPid(dataDir, id);
         QVERIFY(host > 0);
         ::kill(static_cast<pid_t>(host), SIGKILL);
-        QTRY_COMPARE_WITH_TIMEOUT(server->conversation(id)
-                                      .value(u"runtime_info"_s)
-                                      .toObject()
-                                      .value(u"runtime_status"_s)
-                                      .toString(),
-                                  u"missing"_s, 10'000);
+        QTRY_COMPARE_WITH_TIMEOUT(runtimeStatus(*server, id), u"missing"_s, 10'000);
         // The pid went to another process: the pid file names it now.
         QProcess bystander;
         bystander.start(u"sleep"_s, {u"600"_s});
@@ -1012,11 +1003,7 @@ private Q_SLOTS:
             QVERIFY2(run.ok(), qPrintable(run.describe()));
             QVERIFY(server.waitForStatus(id, u"finished"_s));
         }
-        QVERIFY(server.get(conversationPath(id, u"agent_final_response"_s))
-                    .object()
-                    .value(u"response"_s)
-                    .toString()
-                    .contains(QString::fromLatin1(marker)));
+        QVERIFY(finalResponse(server, id).contains(QString::fromLatin1(marker)));
         // Nothing runs now, so /run is not a conflict.
         const Reply again = server.post(conversationPath(id, u"run"_s));
         QVERIFY2(again.ok(), qPrintable(again.describe()));
@@ -1146,22 +1133,13 @@ private Q_SLOTS:
         ServerProcess &second = m_fleet.add(dataDir);
         QVERIFY2(second.startReady(), qPrintable(second.stderrText()));
         QCOMPARE(second.status(id), u"waiting_for_confirmation"_s);
-        QCOMPARE(second.conversation(id)
-                     .value(u"runtime_info"_s)
-                     .toObject()
-                     .value(u"runtime_status"_s)
-                     .toString(),
-                 u"available"_s);
+        QCOMPARE(runtimeStatus(second, id), u"available"_s);
         const Reply accepted =
             second.post(conversationPath(id, u"events/respond_to_confirmation"_s),
                         QJsonObject{{u"accept"_s, true}});
         QVERIFY2(accepted.ok(), qPrintable(accepted.describe()));
         QVERIFY(second.waitForStatus(id, u"finished"_s));
-        QCOMPARE(second.get(conversationPath(id, u"agent_final_response"_s))
-                     .object()
-                     .value(u"response"_s)
-                     .toString(),
-                 u"approved\n"_s);
+        QCOMPARE(finalResponse(second, id), u"approved\n"_s);
     }
 
 private:

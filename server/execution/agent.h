@@ -46,7 +46,16 @@ struct AgentStep
 class Agent
 {
 public:
+    // How much of the history next() is given.
+    enum class HistoryScope
+    {
+        Whole,       // every event: a model's context
+        OpenMessages // the events after ConversationStore::answeredThrough: an agent that
+                     // answers each user message in turn and remembers nothing older
+    };
+
     virtual ~Agent() = default;
+    virtual HistoryScope historyScope() const { return HistoryScope::Whole; }
     virtual QCoro::Task<AgentStep> next(const QList<Event> &history) = 0;
     // Cancels the decision in flight (a model request): next() then returns Kind::Cancelled.
     virtual void cancel() {}

@@ -71,6 +71,7 @@ private:
 class EchoAgent final : public Agent
 {
 public:
+    HistoryScope historyScope() const override { return HistoryScope::OpenMessages; }
     QCoro::Task<AgentStep> next(const QList<Event> &history) override
     {
         const OpenMessage open = m_messages.oldest(history);
@@ -86,6 +87,7 @@ private:
 class ShellAgent final : public Agent
 {
 public:
+    HistoryScope historyScope() const override { return HistoryScope::OpenMessages; }
     QCoro::Task<AgentStep> next(const QList<Event> &history) override
     {
         const OpenMessage open = m_messages.oldest(history);

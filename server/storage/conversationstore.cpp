@@ -606,9 +606,10 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
     // insert. SQLite has one writer at a time anyway.
     QSqlQuery &current = m_db.prepared(
         m_db.isPostgres()
-            ? u"SELECT event_count, lease_owner, lease_epoch FROM conversations WHERE id = ? "
-              "FOR UPDATE"_s
-            : u"SELECT event_count, lease_owner, lease_epoch FROM conversations WHERE id = ?"_s);
+            ? u"SELECT event_count, lease_owner, lease_epoch, open_messages, answered_through "
+              "FROM conversations WHERE id = ? FOR UPDATE"_s
+            : u"SELECT event_count, lease_owner, lease_epoch, open_messages, answered_through "
+              "FROM conversations WHERE id = ?"_s);
     current.addBindValue(wireId);
     m_db.exec(current);
     if (!current.next()) {
@@ -618,6 +619,8 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
     qint64 seq = current.value(0).toLongLong();
     const QString leaseOwner = current.value(1).toString();
     const qint64 leaseEpoch = current.value(2).toLongLong();
+    qint64 openMessages = current.value(3).toLongLong();
+    qint64 answeredThrough = current.value(4).toLongLong();
     current.finish();
     if (fence && (leaseOwner != fence->owner || leaseEpoch != fence->epoch))
         throw LeaseLostError("conversation " + wireId.toStdString() + " is owned by " +
@@ -643,20 +646,32 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
         insert.addBindValue(fence ? fence->epoch : leaseEpoch);
         m_db.exec(insert);
         stored.append({event.seq, json});
+        // As the shell and echo agents take them: each agent message answers the oldest open
+        // user message.
+        if (event.kind == EventKind::Message && event.source == EventSource::User) {
+            ++openMessages;
+        } else if (event.kind == EventKind::Message && event.source == EventSource::Agent) {
+            openMessages = std::max<qint64>(openMessages - 1, 0);
+            if (openMessages == 0)
+                answeredThrough = event.seq;
+        }
     }
 
     // The status only when it changes: SQLite rewrites an index entry whenever its column is
     // assigned, even to the same value, and most appends leave the status alone.
     QSqlQuery &row = m_db.prepared(
         status ? u"UPDATE conversations SET event_count = ?, updated_at = ?, "
-                 "last_event_at = CASE WHEN ? THEN ? ELSE last_event_at END, "
-                 "execution_status = ? WHERE id = ?"_s
+                 "last_event_at = CASE WHEN ? THEN ? ELSE last_event_at END, open_messages = ?, "
+                 "answered_through = ?, execution_status = ? WHERE id = ?"_s
                : u"UPDATE conversations SET event_count = ?, updated_at = ?, "
-                 "last_event_at = CASE WHEN ? THEN ? ELSE last_event_at END WHERE id = ?"_s);
+                 "last_event_at = CASE WHEN ? THEN ? ELSE last_event_at END, open_messages = ?, "
+                 "answered_through = ? WHERE id = ?"_s);
     row.addBindValue(seq);
     row.addBindValue(nowMs);
     row.addBindValue(!events.isEmpty());
     row.addBindValue(nowMs);
+    row.addBindValue(openMessages);
+    row.addBindValue(answeredThrough);
     if (status)
         row.addBindValue(toString(*status));
     row.addBindValue(wireId);
@@ -715,6 +730,16 @@ QList<Event> ConversationStore::history(const QUuid &id, qint64 afterSeq, qsizet
             break;
     }
     return events;
+}
+
+qint64 ConversationStore::answeredThrough(const QUuid &id)
+{
+    QSqlQuery &q = m_db.prepared(u"SELECT answered_through FROM conversations WHERE id = ?"_s);
+    q.addBindValue(toWireId(id));
+    m_db.exec(q);
+    const qint64 seq = q.next() ? q.value(0).toLongLong() : 0;
+    q.finish();
+    return seq;
 }
 
 QList<Event> ConversationStore::historySinceAgentMessage(const QUuid &id)

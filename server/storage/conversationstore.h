@@ -148,6 +148,10 @@ public:
                                    qsizetype maxBytes = -1);
     // The events after `afterSeq`, parsed; at most `limit` of them (-1: all).
     QList<Event> history(const QUuid &id, qint64 afterSeq, qsizetype limit = -1);
+    // The seq up to which every user message has its agent's answer (each agent message answers
+    // the oldest open one): an agent that only answers messages need not read further back. 0
+    // when one was always open, and for an unknown conversation.
+    qint64 answeredThrough(const QUuid &id);
     // The events after the last message of the agent: where the actions it has not seen the
     // end of are (an agent writes its message after its actions are done). A read of the
     // newest events, whatever the length of the history.

@@ -1,5 +1,6 @@
 // The conversation service with injected fakes: a clock, a scripted runtime provider.
 #include "conversationservice.h"
+#include "execution/agent.h"
 #include "fakes.h"
 #include "storage/conversationstore.h"
 #include "storage/database.h"
@@ -27,6 +28,49 @@ QJsonObject shell(const QString &command, bool run = true)
     return {{u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}}},
             {u"initial_message"_s, TestServer::message(command, run)}};
 }
+// The built-in agents, given the history in the scope a test asks for; records where the
+// first history a run gave its agent began.
+class RecordingAgentFactory final : public AgentFactory
+{
+public:
+    explicit RecordingAgentFactory(Agent::HistoryScope scope)
+        : m_scope(scope)
+    {}
+    bool knows(const QString &kind) const override { return m_builtin.knows(kind); }
+    QStringList kinds() const override { return m_builtin.kinds(); }
+    std::unique_ptr<Agent> create(const QString &kind) const override
+    {
+        return std::make_unique<Recording>(m_builtin.create(kind), m_scope, &firstSeqRead);
+    }
+
+    mutable qint64 firstSeqRead = -1; // 0: the history was empty
+
+private:
+    class Recording final : public Agent
+    {
+    public:
+        Recording(std::unique_ptr<Agent> agent, HistoryScope scope, qint64 *firstSeqRead)
+            : m_agent(std::move(agent))
+            , m_scope(scope)
+            , m_firstSeqRead(firstSeqRead)
+        {}
+        HistoryScope historyScope() const override { return m_scope; }
+        QCoro::Task<AgentStep> next(const QList<Event> &history) override
+        {
+            if (*m_firstSeqRead < 0)
+                *m_firstSeqRead = history.isEmpty() ? 0 : history.first().seq;
+            return m_agent->next(history);
+        }
+
+    private:
+        std::unique_ptr<Agent> m_agent;
+        HistoryScope m_scope;
+        qint64 *m_firstSeqRead;
+    };
+
+    BuiltinAgentFactory m_builtin;
+    Agent::HistoryScope m_scope;
+};
 } // namespace
 
 class ConversationServiceTest : public QObject
@@ -239,19 +283,18 @@ private Q_SLOTS:
         QCOMPARE(answers.last(), u"message %1"_s.arg(Backlog - 1));
     }
 
-    // A run reads the whole history when it starts, and read it in one go: 220,000 events held
-    // every other request for 2.6 s. It now reads a page per turn of the event loop.
+    // A run that reads the whole history read it in one go: 220,000 events held every other
+    // request for 2.6 s. It now reads a page per turn of the event loop. (Messages of the
+    // environment answer nothing, so even the echo agent reads all of them.)
     void aRunReadingALongHistoryLetsRequestsInBetween()
     {
         startServer();
         const QUuid id =
             m_server->create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
-        QList<Event> answered;
-        for (int i = 0; i < 10'000; ++i) {
-            answered.append(Event::message(u"user"_s, u"user"_s, u"question %1"_s.arg(i)));
-            answered.append(Event::message(u"agent"_s, u"assistant"_s, u"question %1"_s.arg(i)));
-        }
-        m_server->server().store().append(id, answered, std::nullopt,
+        QList<Event> notes;
+        for (int i = 0; i < 20'000; ++i)
+            notes.append(Event::message(u"environment"_s, u"system"_s, u"note %1"_s.arg(i)));
+        m_server->server().store().append(id, notes, std::nullopt,
                                           QDateTime::currentMSecsSinceEpoch());
         const auto replies = [&] {
             return m_server
@@ -259,15 +302,77 @@ private Q_SLOTS:
                       QUrlQuery(u"source=agent"_s))
                 .json.toInteger();
         };
-        QCOMPARE(replies(), 10'000);
         QVERIFY(m_server
                     ->post(ServerConnection::conversationPath(id, u"events"),
                            TestServer::message(u"one more"_s, true))
                     .ok());
         // Served while the run reads what came before.
-        QCOMPARE(replies(), 10'000);
+        QCOMPARE(replies(), 0);
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
-        QCOMPARE(replies(), 10'001);
+        QCOMPARE(replies(), 1);
+    }
+
+    // An agent that answers each user message in turn is given the history from the last point
+    // where every message had its answer: a run on 100,000 answered events parsed all of them
+    // first (~1 s, ~150 MB). Each agent message answers the oldest open one, so a message can
+    // still be open before the last agent message.
+    void aRunOfAnAgentThatAnswersMessagesReadsOnlyWhatIsOpen_data()
+    {
+        QTest::addColumn<bool>("answersMessages");
+        QTest::addColumn<QStringList>("history"); // "u:text" from the user, "a:text" the agent
+        QTest::addColumn<qint64>("firstSeqRead");
+        QTest::addColumn<QString>("reply");
+        const QStringList answered{u"u:a"_s, u"a:a"_s, u"u:b"_s, u"a:b"_s};
+        QTest::addRow("all answered") << true << answered << 5ll << u"new"_s;
+        QTest::addRow("all answered, whole history") << false << answered << 1ll << u"new"_s;
+        QTest::addRow("one open before the last answer")
+            << true << QStringList{u"u:a"_s, u"u:b"_s, u"a:a"_s} << 1ll << u"b"_s;
+        QTest::addRow("open after an answered stretch")
+            << true << QStringList{u"u:a"_s, u"a:a"_s, u"u:b"_s, u"u:c"_s, u"a:b"_s} << 3ll
+            << u"c"_s;
+        QTest::addRow("an answer with nothing open")
+            << true << QStringList{u"u:a"_s, u"a:a"_s, u"a:unasked"_s, u"u:b"_s, u"a:b"_s} << 6ll
+            << u"new"_s;
+    }
+    void aRunOfAnAgentThatAnswersMessagesReadsOnlyWhatIsOpen()
+    {
+        QFETCH(bool, answersMessages);
+        QFETCH(QStringList, history);
+        QFETCH(qint64, firstSeqRead);
+        QFETCH(QString, reply);
+        auto agents = std::make_unique<RecordingAgentFactory>(
+            answersMessages ? Agent::HistoryScope::OpenMessages : Agent::HistoryScope::Whole);
+        const RecordingAgentFactory &recording = *agents;
+        TestServerOptions options = optionsWithFakes();
+        options.parts.agents = std::move(agents);
+        m_server = std::make_unique<TestServer>(std::move(options));
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+        const QUuid id =
+            m_server->create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
+        QList<Event> events;
+        for (const QString &line : std::as_const(history))
+            events.append(line.startsWith(u"u:")
+                              ? Event::message(u"user"_s, u"user"_s, line.mid(2))
+                              : Event::message(u"agent"_s, u"assistant"_s, line.mid(2)));
+        // In two appends: the second starts from what the first left in the row.
+        const qsizetype half = events.size() / 2;
+        ConversationStore &store = m_server->server().store();
+        store.append(id, events.first(half), std::nullopt, 1);
+        store.append(id, events.sliced(half), std::nullopt, 2);
+
+        QVERIFY(m_server
+                    ->post(ServerConnection::conversationPath(id, u"events"),
+                           TestServer::message(u"new"_s, reply == u"new"_s))
+                    .ok());
+        if (reply != u"new"_s)
+            QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"run")).ok());
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(recording.firstSeqRead, firstSeqRead);
+        const QList<QJsonObject> answers = m_server->events(id, QUrlQuery(u"source=agent"_s));
+        const auto seeded =
+            std::count_if(history.cbegin(), history.cend(),
+                          [](const QString &line) { return line.startsWith(u"a:"); });
+        QCOMPARE(messageText(answers.value(seeded)), reply);
     }
 
     // One statement deleted a long history, with every other request waiting: 220,000 events

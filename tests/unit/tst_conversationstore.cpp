@@ -1,8 +1,11 @@
 // The SQL catalog: keyset paging, filters, seq assignment, and one statement per page.
 #include "apierror.h"
+#include "postgrescluster.h"
 #include "storage/conversationstore.h"
 #include "storage/database.h"
 
+#include <QFile>
+#include <QRandomGenerator>
 #include <QSqlError>
 #include <QSqlQuery>
 #include <QTemporaryDir>
@@ -308,7 +311,95 @@ private Q_SLOTS:
         QVERIFY(!m_store->remove(info.id));
     }
 
+    // Where a run of the shell or echo agent starts reading: kept by every append, and filled in
+    // by migration 007 for histories stored before it, as a walk over the same messages here
+    // finds it.
+    void answeredThroughFollowsTheMessages_data()
+    {
+        QTest::addColumn<bool>("postgres");
+        QTest::addRow("sqlite") << false;
+        QTest::addRow("postgresql") << true;
+    }
+    void answeredThroughFollowsTheMessages()
+    {
+        QFETCH(bool, postgres);
+        Testing::PostgresCluster cluster;
+        std::unique_ptr<Database> postgresDb;
+        if (postgres) {
+            QString error;
+            QVERIFY2(cluster.start(&error), qPrintable(error));
+            const QUrl url = cluster.createDatabase(u"walks"_s, &error);
+            QVERIFY2(url.isValid(), qPrintable(error));
+            postgresDb = Database::openPostgres(url, &error);
+            QVERIFY2(postgresDb, qPrintable(error));
+        }
+        Database &db = postgres ? *postgresDb : *m_db;
+        ConversationStore store(db);
+
+        QRandomGenerator random(7);
+        QHash<QUuid, MessageWalk> walks;
+        const auto appendRandomEvents = [&](const QUuid &id, MessageWalk &walk) {
+            QList<Event> batch;
+            for (int i = random.bounded(30); i > 0; --i) {
+                ++walk.seq;
+                switch (random.bounded(4)) {
+                case 0:
+                    batch.append(Event::message(u"user"_s, u"user"_s, u"q"_s));
+                    ++walk.open;
+                    break;
+                case 1:
+                    batch.append(Event::message(u"agent"_s, u"assistant"_s, u"a"_s));
+                    walk.open = std::max<qint64>(walk.open - 1, 0);
+                    if (walk.open == 0)
+                        walk.answeredThrough = walk.seq;
+                    break;
+                case 2:
+                    batch.append(Event::message(u"environment"_s, u"system"_s, u"note"_s));
+                    break;
+                default:
+                    batch.append(Event::action(u"bash"_s, u"true"_s));
+                    break;
+                }
+                if (random.bounded(3) == 0)
+                    store.append(id, std::exchange(batch, {}), std::nullopt, walk.seq);
+            }
+            store.append(id, batch, std::nullopt, walk.seq);
+        };
+        const auto compareAll = [&] {
+            for (auto it = walks.cbegin(); it != walks.cend(); ++it)
+                QCOMPARE(store.answeredThrough(it.key()), it->answeredThrough);
+        };
+        for (int i = 0; i < 200; ++i) {
+            const ConversationInfo info = conversation(u"c%1"_s.arg(i), i);
+            store.insert(info);
+            appendRandomEvents(info.id, walks[info.id]);
+        }
+        compareAll();
+
+        // As the migration finds histories stored before it, and appends after it.
+        QFile migration(u":/agentdeck/migrations/%1/007_open_messages.sql"_s.arg(
+            postgres ? u"postgresql"_s : u"sqlite"_s));
+        QVERIFY(migration.open(QIODevice::ReadOnly));
+        const QString fill = QString::fromUtf8(migration.readAll()).section(u"UPDATE "_s, 1);
+        QVERIFY(!fill.isEmpty());
+        QSqlQuery query(db.connection());
+        QVERIFY2(query.exec(u"UPDATE conversations SET open_messages = 0, answered_through = 0"_s),
+                 qPrintable(query.lastError().text()));
+        QVERIFY2(query.exec(u"UPDATE "_s + fill), qPrintable(query.lastError().text()));
+        compareAll();
+        for (auto it = walks.begin(); it != walks.end(); ++it)
+            appendRandomEvents(it.key(), *it);
+        compareAll();
+    }
+
 private:
+    struct MessageWalk
+    {
+        qint64 seq = 0;
+        qint64 open = 0; // user messages without an answer
+        qint64 answeredThrough = 0;
+    };
+
     std::unique_ptr<QTemporaryDir> m_dir;
     std::unique_ptr<Database> m_db;
     std::unique_ptr<ConversationStore> m_store;

@@ -34,6 +34,14 @@ QString readSocketPath(const QString &runtimeDir)
         return {};
     return QString::fromUtf8(file.readAll().trimmed());
 }
+
+// A host that goes away by SIGKILL leaves its socket behind, and each host has a socket of its
+// own name; with a deep data dir it is in /tmp, where nothing else would remove it.
+void removeSocketOf(const QString &runtimeDir)
+{
+    if (const QString socket = readSocketPath(runtimeDir); !socket.isEmpty())
+        QFile::remove(socket);
+}
 } // namespace
 
 SandboxHostProcess SandboxHostProcess::of(const QString &runtimeDir)
@@ -282,6 +290,8 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
         co_return RuntimeAcquisition{
             nullptr,
             {u"provision_failed"_s, u"cannot create the runtime or workspace directory"_s}};
+    if (!SandboxHostProcess::of(runtimeDir).isRunning())
+        removeSocketOf(runtimeDir);
     QFile::remove(QDir(runtimeDir).filePath(u"sandbox.pid"_s));
     const QString socketPath = newSocketPath(id);
 
@@ -366,6 +376,7 @@ void LocalSandboxProvider::release(const QUuid &id)
         SandboxHostProcess::of(runtimeDirectory(id)).kill();
     }
     forget(id);
+    removeSocketOf(runtimeDirectory(id));
     QFile::remove(QDir(runtimeDirectory(id)).filePath(u"sandbox.pid"_s));
 }
 

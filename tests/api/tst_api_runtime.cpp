@@ -9,6 +9,7 @@
 #include <QElapsedTimer>
 #include <QFile>
 #include <QJsonArray>
+#include <QTemporaryDir>
 #include <QTest>
 
 #include <algorithm>
@@ -297,6 +298,47 @@ private Q_SLOTS:
         QVERIFY(runtimeError().isNull());
     }
 
+    // A host killed from outside left its socket behind for good, and each host's socket has a
+    // name of its own: with a deep data dir they gathered in the temporary dir.
+    void socketsOfHostsThatWentAwayAreRemoved_data()
+    {
+        QTest::addColumn<bool>("deepDataDir");
+        QTest::addRow("in the runtime dir") << false;
+        QTest::addRow("in the temporary dir") << true;
+    }
+    void socketsOfHostsThatWentAwayAreRemoved()
+    {
+        QFETCH(bool, deepDataDir);
+        QTemporaryDir root;
+        if (deepDataDir) {
+            TestServerOptions options;
+            options.dataDir = root.filePath(QString(60, u'd'));
+            m_server = std::make_unique<TestServer>(std::move(options));
+            QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+        }
+        const auto killHost = [this](const QUuid &id) {
+            const auto pid = sandboxPid(id);
+            return pid && ::kill(pid_t(*pid), SIGKILL) == 0 &&
+                   QTest::qWaitFor([&] { return !processAlive(*pid); }, 5000);
+        };
+        const QUuid id = m_server->create(shell(u"echo hi"_s));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        const QString first = socketOf(id);
+        QVERIFY(QFile::exists(first));
+        QCOMPARE(first.startsWith(QDir::tempPath() + u"/agentdeck-"_s), deepDataDir);
+
+        QVERIFY(killHost(id));
+        QCOMPARE(answerTo(id, u"echo again"_s), u"again\n"_s);
+        const QString second = socketOf(id);
+        QVERIFY(second != first);
+        QVERIFY(QFile::exists(second));
+        QVERIFY(!QFile::exists(first));
+
+        QVERIFY(killHost(id));
+        QVERIFY(m_server->call("DELETE"_ba, ServerConnection::conversationPath(id)).ok());
+        QVERIFY(!QFile::exists(second));
+    }
+
     void aSearchPageCostsTheSameStatementsAt10And1000()
     {
         const auto statementsOfAPage = [this] {
@@ -357,6 +399,14 @@ private:
         return file.readAll().trimmed().toLongLong();
     }
     std::optional<qint64> sandboxPid(const QUuid &id) { return sandboxPidIn(*m_server, id); }
+    // Where the sandbox host of `id` listens, as it wrote it.
+    QString socketOf(const QUuid &id)
+    {
+        QFile file(QDir(m_server->dataDir())
+                       .filePath(u"runtimes/"_s + toWireId(id) + u"/sandbox.socket"_s));
+        return file.open(QIODevice::ReadOnly) ? QString::fromUtf8(file.readAll().trimmed())
+                                              : QString();
+    }
     bool hasKind(const QUuid &id, const QString &kind)
     {
         const QList<QJsonObject> events = m_server->events(id);

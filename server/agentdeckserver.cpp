@@ -21,6 +21,7 @@
 #include "streams/eventstreams.h"
 
 #include <QCoreApplication>
+#include <QDateTime>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QHostInfo>
@@ -39,14 +40,23 @@ namespace AgentDeck {
 
 namespace {
 // Runs after startup, in batches (see ConversationService::removeOrphanedDirs).
-QCoro::Task<> removeOrphanedDirs(QPointer<ConversationService> service, QStringList roots)
+QCoro::Task<> removeOrphanedDirs(QPointer<ConversationService> service, QStringList roots,
+                                 qint64 catalogCreatedMs)
 {
     try {
-        auto removing = service->removeOrphanedDirs(std::move(roots));
-        const int removed = co_await std::move(removing);
-        if (removed > 0)
-            qCInfo(lcServer) << "removed" << removed
+        auto removing = service->removeOrphanedDirs(roots, catalogCreatedMs);
+        const OrphanSweep sweep = co_await std::move(removing);
+        if (sweep.removed > 0)
+            qCInfo(lcServer) << "removed" << sweep.removed
                              << "directories of conversations that no longer exist";
+        if (sweep.kept > 0)
+            qCWarning(lcServer).noquote()
+                << u"kept %1 directories in %2 of conversations the catalog does not know, made "
+                   "before it (%3): it was emptied or replaced. Restore the catalog they belong "
+                   "to, or move them away if they are not needed."_s.arg(sweep.kept)
+                       .arg(roots.join(u" and "_s),
+                            QDateTime::fromMSecsSinceEpoch(catalogCreatedMs, Qt::UTC)
+                                .toString(Qt::ISODateWithMs));
     } catch (const std::exception &error) {
         qCWarning(lcServer) << "cannot look for directories of deleted conversations:"
                             << error.what();
@@ -309,8 +319,14 @@ void AgentDeckServer::recover()
     d->http->setReady(true);
     Q_EMIT ready();
     const QDir dataDir(m_config.dataDir);
-    removeOrphanedDirs(d->service.get(),
-                       {dataDir.filePath(u"workspaces"_s), dataDir.filePath(u"runtimes"_s)});
+    try {
+        removeOrphanedDirs(d->service.get(),
+                           {dataDir.filePath(u"workspaces"_s), dataDir.filePath(u"runtimes"_s)},
+                           d->database->createdAtMs());
+    } catch (const StorageError &error) {
+        qCWarning(lcServer) << "cannot look for directories of deleted conversations:"
+                            << error.what();
+    }
 }
 
 QCoro::Task<> AgentDeckServer::stop()

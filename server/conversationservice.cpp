@@ -26,6 +26,15 @@ namespace AgentDeck {
 
 namespace {
 
+// When a directory was made: its birth time where the file system keeps one, else the last
+// change of its entries.
+qint64 bornAtMs(const QString &path)
+{
+    const QFileInfo info(path);
+    const QDateTime born = info.birthTime();
+    return (born.isValid() ? born : info.lastModified()).toMSecsSinceEpoch();
+}
+
 // Why a conversation cannot be claimed: its owner renews (409, ask it or retry), or it stopped
 // renewing and the lease has not lapsed yet (503 until it has). Both name the owner.
 ApiError ownershipError(const LeaseHolder &holder, std::chrono::milliseconds livenessWindow)
@@ -363,11 +372,12 @@ QCoro::Task<> ConversationService::remove(QUuid id)
     Q_EMIT deleted(id);
 }
 
-QCoro::Task<int> ConversationService::removeOrphanedDirs(QStringList roots)
+QCoro::Task<OrphanSweep> ConversationService::removeOrphanedDirs(QStringList roots,
+                                                                 qint64 catalogCreatedMs)
 {
     constexpr qsizetype Batch = 500;
     QPointer<ConversationService> self(this);
-    int removed = 0;
+    OrphanSweep sweep;
     for (const QString &root : std::as_const(roots)) {
         QDirIterator entries(root, QDir::Dirs | QDir::NoDotAndDotDot);
         while (entries.hasNext()) {
@@ -381,17 +391,24 @@ QCoro::Task<int> ConversationService::removeOrphanedDirs(QStringList roots)
             for (const QUuid &id : std::as_const(batch)) {
                 if (existing.contains(id))
                     continue;
+                const QString path = QDir(root).filePath(toWireId(id));
+                // Made before the catalog, it is not this catalog's to remove: the catalog was
+                // lost, emptied or replaced, and the files may be all that is left.
+                if (bornAtMs(path) <= catalogCreatedMs) {
+                    ++sweep.kept;
+                    continue;
+                }
                 m_runtimes.release(id);
-                if (QDir(QDir(root).filePath(toWireId(id))).removeRecursively())
-                    ++removed;
+                if (QDir(path).removeRecursively())
+                    ++sweep.removed;
             }
             auto turn = QCoro::sleepFor(std::chrono::milliseconds(0));
             co_await std::move(turn);
             if (!self || m_stopping)
-                co_return removed;
+                co_return sweep;
         }
     }
-    co_return removed;
+    co_return sweep;
 }
 
 QString ConversationService::releaseLocalParts(const QUuid &id)

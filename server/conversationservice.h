@@ -35,6 +35,14 @@ struct ServiceSettings
 
 // The conversations use case: everything the API can do to a conversation, independent of HTTP.
 // Handlers and WebSocket sessions call it; it throws ApiError for what the caller got wrong.
+// What ConversationService::removeOrphanedDirs did with the directories of conversations the
+// catalog does not know.
+struct OrphanSweep
+{
+    int removed = 0;
+    int kept = 0; // made before the catalog
+};
+
 class ConversationService : public QObject
 {
     Q_OBJECT
@@ -91,10 +99,11 @@ public:
     int recoverStale();
     // Removes the directories under `roots` (DATA/workspaces, DATA/runtimes) named by a
     // conversation that no longer exists, stopping a sandbox adopted for one: a delete that
-    // crashed between the row and its files, or one done by another replica, leaves them. Runs
-    // after startup in batches, one per turn of the event loop (a catalog of 100,000 took 0.85 s
-    // in one piece). Returns how many were removed.
-    QCoro::Task<int> removeOrphanedDirs(QStringList roots);
+    // crashed between the row and its files, or one done by another replica, leaves them. Those
+    // made before the catalog (`catalogCreatedMs`) are kept: an emptied or replaced catalog
+    // knows none of its conversations. Runs after startup in batches, one per turn of the event
+    // loop (a catalog of 100,000 took 0.85 s in one piece).
+    QCoro::Task<OrphanSweep> removeOrphanedDirs(QStringList roots, qint64 catalogCreatedMs);
     // Beats this replica's heartbeat and renews the leases of every live run, in one batch, and
     // acts on what it finds.
     void renewLeases();

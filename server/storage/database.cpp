@@ -216,11 +216,31 @@ bool Database::migrate(QString *error)
     return migrated;
 }
 
+qint64 Database::createdAtMs()
+{
+    QSqlQuery &q = prepared(
+        isPostgres() ? u"SELECT CAST(EXTRACT(EPOCH FROM CAST(applied_at AS timestamptz)) * 1000 "
+                       "AS BIGINT) FROM schema_migrations WHERE version = 1"_s
+                     : u"SELECT CAST(ROUND((julianday(applied_at) - 2440587.5) * 86400000) AS "
+                       "INTEGER) FROM schema_migrations WHERE version = 1"_s);
+    exec(q);
+    const qint64 created = q.next() ? q.value(0).toLongLong() : 0;
+    q.finish();
+    return created;
+}
+
 bool Database::applyMigrations(QString *error)
 {
     QSqlQuery query(m_db);
-    if (!query.exec(u"CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
-                    "name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"_s)) {
+    // applied_at to the millisecond (SQLite's CURRENT_TIMESTAMP has seconds; catalogs made
+    // before keep those): it is the catalog's age, which the startup sweep goes by.
+    if (!query.exec(isPostgres()
+                        ? u"CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY "
+                          "KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT "
+                          "CURRENT_TIMESTAMP)"_s
+                        : u"CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY "
+                          "KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT "
+                          "(strftime('%Y-%m-%d %H:%M:%f', 'now')))"_s)) {
         *error = u"cannot create schema_migrations: "_s + query.lastError().text();
         return false;
     }

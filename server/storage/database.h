@@ -92,6 +92,9 @@ public:
     void begin();
     void commit();
     void rollback();
+    // When this catalog was made (its first migration), in ms since the epoch; throws
+    // StorageError when it cannot be read.
+    qint64 createdAtMs();
     // Tests: runs after each COMMIT the database took. A StorageError it throws is the commit's,
     // as when the connection goes before the COMMIT's answer arrives.
     std::function<void()> afterCommit;

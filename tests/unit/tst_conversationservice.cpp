@@ -534,6 +534,35 @@ private Q_SLOTS:
         QVERIFY(data.exists(u"workspaces/notes"_s)); // not a conversation's
     }
 
+    // A catalog lost, emptied or replaced knows none of the conversations: the sweep took every
+    // workspace in the data dir for a deleted conversation's, users' files and all.
+    void startupKeepsDirectoriesMadeBeforeTheCatalog()
+    {
+        startServer();
+        const QUuid old = m_server->create(shell(u"echo hi"_s, false));
+        QVERIFY(!old.isNull());
+        m_server->stop();
+        QDir data(m_dir->path());
+        const QString oldWorkspace = u"workspaces/"_s + toWireId(old);
+        QFile file(data.filePath(oldWorkspace + u"/precious.txt"_s));
+        QVERIFY(file.open(QIODevice::WriteOnly) && file.write("kept") == 4);
+        file.close();
+        for (const QString &name : data.entryList({u"agentdeck.db*"_s}, QDir::Files))
+            QVERIFY(data.remove(name));
+
+        startServer();
+        QVERIFY(!m_server->server().store().find(old));
+        const QString fresh = u"workspaces/"_s + toWireId(QUuid::createUuid());
+        QVERIFY(data.mkpath(fresh));
+        auto sweeping = m_server->server().service().removeOrphanedDirs(
+            {data.filePath(u"workspaces"_s), data.filePath(u"runtimes"_s)},
+            m_server->server().database().createdAtMs());
+        const OrphanSweep sweep = QCoro::waitFor(std::move(sweeping));
+        QVERIFY(data.exists(oldWorkspace + u"/precious.txt"_s));
+        QVERIFY(!data.exists(fresh)); // made since: a deleted conversation's
+        QVERIFY(sweep.kept >= 1);
+    }
+
     void seqsStayGaplessWhenWritersInterleave()
     {
         startServer();

@@ -314,25 +314,14 @@ private Q_SLOTS:
     // Where a run of the shell or echo agent starts reading: kept by every append, and filled in
     // by migration 007 for histories stored before it, as a walk over the same messages here
     // finds it.
-    void answeredThroughFollowsTheMessages_data()
-    {
-        QTest::addColumn<bool>("postgres");
-        QTest::addRow("sqlite") << false;
-        QTest::addRow("postgresql") << true;
-    }
+    void answeredThroughFollowsTheMessages_data() { backends(); }
     void answeredThroughFollowsTheMessages()
     {
         QFETCH(bool, postgres);
         Testing::PostgresCluster cluster;
         std::unique_ptr<Database> postgresDb;
-        if (postgres) {
-            QString error;
-            QVERIFY2(cluster.start(&error), qPrintable(error));
-            const QUrl url = cluster.createDatabase(u"walks"_s, &error);
-            QVERIFY2(url.isValid(), qPrintable(error));
-            postgresDb = Database::openPostgres(url, &error);
-            QVERIFY2(postgresDb, qPrintable(error));
-        }
+        if (postgres)
+            QVERIFY(openPostgres(cluster, postgresDb));
         Database &db = postgres ? *postgresDb : *m_db;
         ConversationStore store(db);
 
@@ -392,7 +381,47 @@ private Q_SLOTS:
         compareAll();
     }
 
+    // The startup sweep keeps what is older than the catalog.
+    void theCatalogKnowsWhenItWasMade_data() { backends(); }
+    void theCatalogKnowsWhenItWasMade()
+    {
+        QFETCH(bool, postgres);
+        Testing::PostgresCluster cluster;
+        std::unique_ptr<Database> postgresDb;
+        const qint64 before = QDateTime::currentMSecsSinceEpoch();
+        if (postgres) {
+            QVERIFY(openPostgres(cluster, postgresDb));
+        } else {
+            cleanup();
+            init();
+        }
+        const qint64 after = QDateTime::currentMSecsSinceEpoch();
+        const qint64 made = (postgres ? *postgresDb : *m_db).createdAtMs();
+        QVERIFY2(made >= before && made <= after,
+                 qPrintable(u"%1 not in %2..%3"_s.arg(made).arg(before).arg(after)));
+    }
+
 private:
+    static void backends()
+    {
+        QTest::addColumn<bool>("postgres");
+        QTest::addRow("sqlite") << false;
+        QTest::addRow("postgresql") << true;
+    }
+    // A fresh catalog in a throwaway cluster; false (the test failed) when it cannot be made.
+    static bool openPostgres(Testing::PostgresCluster &cluster, std::unique_ptr<Database> &db)
+    {
+        QString error;
+        QUrl url;
+        if (cluster.start(&error))
+            url = cluster.createDatabase(u"catalog"_s, &error);
+        if (url.isValid())
+            db = Database::openPostgres(url, &error);
+        if (!db)
+            QTest::qFail(qPrintable(u"no PostgreSQL catalog: "_s + error), __FILE__, __LINE__);
+        return bool(db);
+    }
+
     struct MessageWalk
     {
         qint64 seq = 0;

@@ -446,6 +446,15 @@ void Database::commit()
         m_db.rollback();
         throw StorageError("commit: an inner part of the transaction failed");
     }
+    if (beforeCommit) {
+        try {
+            beforeCommit();
+        } catch (const StorageError &) {
+            noteFailure();
+            m_db.rollback();
+            throw;
+        }
+    }
     if (const auto failure = control(u"COMMIT"_s, &QSqlDatabase::commit)) {
         noteFailure();
         m_db.rollback();

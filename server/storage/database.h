@@ -98,6 +98,9 @@ public:
     // Tests: runs after each COMMIT the database took. A StorageError it throws is the commit's,
     // as when the connection goes before the COMMIT's answer arrives.
     std::function<void()> afterCommit;
+    // Tests: runs before each COMMIT. A StorageError it throws fails the commit, and the
+    // transaction is rolled back, as when the disk is full.
+    std::function<void()> beforeCommit;
 
     qint64 statementCount() const { return m_statements; }
     // The SQL of the statement executed last (tests check query plans with it).

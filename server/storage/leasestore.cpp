@@ -17,6 +17,10 @@ LeaseStore::LeaseStore(Database &db, std::chrono::milliseconds ttl)
 
 std::optional<LeaseToken> LeaseStore::claim(const QUuid &id, const QString &owner)
 {
+    // In a transaction of its own: SQLite hands over a RETURNING row before it commits, and the
+    // failure of an autocommit (a full disk) went unseen; the server then wrote under a lease
+    // the row never had, and every write was fenced off.
+    Transaction transaction(m_db);
     QSqlQuery &q =
         m_db.prepared(u"UPDATE conversations SET lease_owner = ?, lease_epoch = lease_epoch + 1, "
                       "lease_expires_at = agentdeck_now_ms() + ?, cancel_requested = 0 "
@@ -31,6 +35,7 @@ std::optional<LeaseToken> LeaseStore::claim(const QUuid &id, const QString &owne
     if (q.next())
         token = LeaseToken{owner, q.value(0).toLongLong()};
     q.finish();
+    transaction.commit();
     return token;
 }
 

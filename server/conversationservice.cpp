@@ -93,6 +93,8 @@ ConversationService::ConversationService(ConversationStore &store, LeaseStore &l
         }
     });
     m_renewal.start(std::max<qint64>(m_leases.ttl().count() / 3, 10));
+    m_endRetry.setInterval(UnwrittenEndRetry);
+    connect(&m_endRetry, &QTimer::timeout, this, &ConversationService::writeUnwrittenEnds);
     // An action waiting for confirmation runs in the sandbox it was proposed in: stopping that
     // one for being idle threw away what the commands before it left in it (its /tmp, say).
     m_runtimes.setIdleKeeper([this](const QUuid &id) {
@@ -122,6 +124,36 @@ void ConversationService::renewLeases()
     }
     if (m_settings.sharedCatalog)
         resolveLapsedRuns();
+}
+
+void ConversationService::writeUnwrittenEnds()
+{
+    for (auto it = m_unwrittenEnds.begin(); it != m_unwrittenEnds.end();) {
+        const QUuid id = it.key();
+        const UnwrittenEnd end = *it;
+        try {
+            m_log.setStatus(id, ExecutionStatus::Error, unstoredOf(m_store, id, end.events),
+                            &end.lease);
+        } catch (const StorageError &) {
+            ++it; // not yet
+            continue;
+        } catch (const std::exception &error) {
+            // A later run, a recovery or a delete settled it meanwhile.
+            qCInfo(lcExecution) << "the end of the run of" << id
+                                << "is not needed:" << error.what();
+            it = m_unwrittenEnds.erase(it);
+            continue;
+        }
+        it = m_unwrittenEnds.erase(it);
+        qCInfo(lcExecution) << "wrote the end of the run of" << id << "now that storage is back";
+        try {
+            m_leases.release(id, end.lease);
+        } catch (const std::exception &error) {
+            qCWarning(lcExecution) << "cannot release the lease of" << id << ":" << error.what();
+        }
+    }
+    if (m_unwrittenEnds.isEmpty())
+        m_endRetry.stop();
 }
 
 void ConversationService::resolveLapsedRuns()
@@ -529,6 +561,13 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info, QUuid confirm
     connect(runner, &ConversationRunner::stopped, this, [this, runner](const QUuid &id) {
         if (m_runners.value(id) == runner)
             m_runners.remove(id);
+        if (const QList<Event> &end = runner->unwrittenEnd(); !end.isEmpty()) {
+            // Kept with its lease, which fences it off from a later run.
+            m_unwrittenEnds.insert(id, {runner->lease(), end});
+            m_endRetry.start();
+            Q_EMIT runnerStopped(id);
+            return;
+        }
         try {
             m_leases.release(id, runner->lease());
         } catch (const std::exception &error) {

@@ -125,6 +125,9 @@ private:
     void askOwnerToStop(const QUuid &id, LeaseStore::Cancel how);
     void resolveLapsedRuns();
     static constexpr int LapsedRunsPerTick = 20;
+    // Writes the ends of runs storage refused; those it still refuses wait for the next try.
+    void writeUnwrittenEnds();
+    static constexpr std::chrono::seconds UnwrittenEndRetry{1};
     // Events a delete removes per turn of the event loop (~12 ms of SQLite's time).
     static constexpr int DeleteBatch = 500;
     void requireUsableRuntime(const ConversationInfo &info) const;
@@ -155,6 +158,14 @@ private:
     QSet<QUuid> m_deleting;  // their history is being deleted, a batch per turn
     bool m_stopping = false; // shutdown() has begun: no run starts any more
     QTimer m_renewal;
+    // Runs whose end storage refused (a full disk), written when it takes writes again.
+    struct UnwrittenEnd
+    {
+        LeaseToken lease;
+        QList<Event> events;
+    };
+    QHash<QUuid, UnwrittenEnd> m_unwrittenEnds;
+    QTimer m_endRetry;
 };
 
 } // namespace AgentDeck

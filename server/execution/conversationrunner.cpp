@@ -38,6 +38,12 @@ QList<const Event *> pendingActions(const QList<Event> &history)
     return pending;
 }
 
+QList<Event> unstoredOf(ConversationStore &store, const QUuid &id, QList<Event> events)
+{
+    events.removeIf([&](const Event &event) { return store.event(id, event.id).has_value(); });
+    return events;
+}
+
 const Event *pendingAction(const QList<Event> &history)
 {
     const QList<const Event *> pending = pendingActions(history);
@@ -181,20 +187,24 @@ QCoro::Task<> ConversationRunner::loop()
                     for (const Event *rest : pending.sliced(1))
                         observations.append(Event::observation(
                             *rest, u"[not run: the run was interrupted]"_s, -1, true));
+                    m_unstored = observations;
                     auto writing = persist(
                         [&] {
                             m_log.setStatus(m_id, ExecutionStatus::Paused, observations, &m_lease);
                         },
                         observation.id);
                     co_await std::move(writing);
+                    m_unstored.clear();
                     break;
                 }
                 // What the command did is written even if the database blinks meanwhile: an
                 // action left without its observation would run again.
+                m_unstored = {observation};
                 auto writing =
                     persist([&] { m_log.append(m_id, {observation}, std::nullopt, &m_lease); },
                             observation.id);
                 co_await std::move(writing);
+                m_unstored.clear();
                 continue;
             }
             auto decision = m_agent->next(history);
@@ -258,10 +268,14 @@ QCoro::Task<> ConversationRunner::loop()
                                     u"The run stopped because the server could not write to its "
                                     "database (%1). Run the conversation again once the "
                                     "database is back."_s.arg(what));
+        // What the command did goes with it: left out, its action would run again.
+        QList<Event> end = m_unstored;
+        end.append(failure);
         try {
-            m_log.setStatus(m_id, ExecutionStatus::Error, {failure}, &m_lease);
+            m_log.setStatus(m_id, ExecutionStatus::Error, unstoredOf(m_store, m_id, end), &m_lease);
         } catch (const std::exception &) {
-            // Storage is gone as well; the next start resolves the stale status.
+            // Storage refuses this too (a full disk): the service writes it once it is back.
+            m_unwrittenEnd = end;
         }
     }
     Q_EMIT stopped(m_id);

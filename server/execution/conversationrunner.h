@@ -47,6 +47,10 @@ public:
     // The conversation is being deleted: stop without writing anything more.
     void abandon();
     bool isCommandInFlight() const { return m_commandInFlight; }
+    // The events that end the run in `error` (what its last command did, if storage refused
+    // that, and why the run stopped), when storage refused them: the row still says `running`,
+    // under this run's lease. Empty when the run ended as it should.
+    const QList<Event> &unwrittenEnd() const { return m_unwrittenEnd; }
 
     // How long a run waits for storage to come back before a write fails it.
     static constexpr std::chrono::seconds StorageOutageLimit{60};
@@ -78,11 +82,16 @@ private:
     bool m_interrupted = false;
     bool m_abandoned = false;
     bool m_commandInFlight = false;
+    QList<Event> m_unstored; // what the command in hand did, until it is stored
+    QList<Event> m_unwrittenEnd;
 };
 
 // The actions of the history's last agent step that have neither an observation nor a
 // rejection, earliest first; pendingAction() is the first of them (the next to run).
 QList<const Event *> pendingActions(const QList<Event> &history);
 const Event *pendingAction(const QList<Event> &history);
+// `events` without those the conversation's history holds already (a write whose commit
+// answer was lost may have been done).
+QList<Event> unstoredOf(ConversationStore &store, const QUuid &id, QList<Event> events);
 
 } // namespace AgentDeck

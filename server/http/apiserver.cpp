@@ -7,6 +7,7 @@
 #include "metrics.h"
 #include "signalwait.h"
 #include "storage/database.h"
+#include "storage/leasestore.h"
 
 #include <QDeadlineTimer>
 #include <QHttpServerResponder>
@@ -50,6 +51,13 @@ template<typename Call> HttpResponse guarded(Call &&call)
                                         30});
         return HttpResponse::error(
             {503, u"storage_unavailable"_s, u"Storage is unavailable; retry shortly"_s, 1});
+    } catch (const LeaseLostError &error) {
+        // Another owner took the conversation while the request ran; nothing was written.
+        qCWarning(lcHttp) << "lease lost during a request:" << error.what();
+        ApiError conflict = ApiError::conflict(
+            u"lease_lost"_s, u"Conversation was taken over while the request ran; retry"_s);
+        conflict.retryAfterSeconds = 1;
+        return HttpResponse::error(conflict);
     } catch (const std::exception &error) {
         qCCritical(lcHttp) << "unexpected failure:" << error.what();
         return HttpResponse::error({500, u"internal_error"_s, u"Internal server error"_s});

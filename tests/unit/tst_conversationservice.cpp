@@ -563,6 +563,42 @@ private Q_SLOTS:
         QVERIFY(sweep.kept >= 1);
     }
 
+    // A run stopped by a full disk cannot write its end either: the conversation stayed
+    // `running`, with nothing running it and nothing said of why, until someone touched it.
+    void theEndOfARunStorageRefusedIsWrittenWhenStorageIsBack()
+    {
+        startServer();
+        m_control->blocking = {u"long"_s};
+        QSignalSpy started(m_control.get(), &FakeRuntimeControl::commandStarted);
+        const QUuid id = m_server->create(shell(u"long"_s));
+        QVERIFY(started.count() > 0 || started.wait());
+        Database &db = m_server->server().store().database();
+        db.beforeCommit = [] { throw StorageError("commit: database or disk is full"); };
+        QSignalSpy stopped(&m_server->server().service(), &ConversationService::runnerStopped);
+        m_control->release();
+        QVERIFY(stopped.wait());
+        QCOMPARE(m_server->status(id), u"running"_s); // what storage still says
+
+        db.beforeCommit = {};
+        QVERIFY(m_server->waitForStatus(id, u"error"_s));
+        const QList<QJsonObject> events = m_server->events(id);
+        QCOMPARE(events.last().value(u"kind"_s).toString(), u"ConversationStateUpdateEvent"_s);
+        const auto failure = std::find_if(events.crbegin(), events.crend(), [](const auto &event) {
+            return event.value(u"kind"_s) == u"AgentErrorEvent"_s;
+        });
+        QVERIFY(failure != events.crend());
+        QCOMPARE(failure->value(u"code"_s).toString(), u"storage_full"_s);
+        // What the command did is written with it, so it is not run again.
+        QCOMPARE(countKind(events, u"ObservationEvent"_s), 1);
+        // Its lease was given back: a run can start at once.
+        QVERIFY(m_server
+                    ->post(ServerConnection::conversationPath(id, u"events"),
+                           TestServer::message(u"echo again"_s, true))
+                    .ok());
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(m_control->commands, (QStringList{u"long"_s, u"echo again"_s}));
+    }
+
     void seqsStayGaplessWhenWritersInterleave()
     {
         startServer();

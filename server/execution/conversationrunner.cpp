@@ -15,6 +15,11 @@ using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
 
+namespace {
+// The output of an action the run did not get to because it was interrupted.
+const QString NotRunOutput = u"[not run: the run was interrupted]"_s;
+} // namespace
+
 QList<const Event *> pendingActions(const QList<Event> &history)
 {
     // Scanned from the end: the actions of one agent step are written together, so the pending
@@ -157,7 +162,14 @@ QCoro::Task<> ConversationRunner::loop()
             }
             refresh();
             if (m_pauseRequested) {
-                m_log.setStatus(m_id, ExecutionStatus::Paused, {}, &m_lease);
+                // An interrupt between an action's write and its command's start calls the step
+                // off as one during the command does: otherwise the next run ran it.
+                QList<Event> calledOff;
+                if (m_interrupted) {
+                    for (const Event *action : pendingActions(history))
+                        calledOff.append(Event::observation(*action, NotRunOutput, -1, true));
+                }
+                m_log.setStatus(m_id, ExecutionStatus::Paused, calledOff, &m_lease);
                 break;
             }
             if (const QList<const Event *> pending = pendingActions(history); !pending.isEmpty()) {
@@ -185,8 +197,7 @@ QCoro::Task<> ConversationRunner::loop()
                     // `rm -rf a` must not see `rm -rf b` run when the conversation resumes.
                     QList<Event> observations{observation};
                     for (const Event *rest : pending.sliced(1))
-                        observations.append(Event::observation(
-                            *rest, u"[not run: the run was interrupted]"_s, -1, true));
+                        observations.append(Event::observation(*rest, NotRunOutput, -1, true));
                     m_unstored = observations;
                     auto writing = persist(
                         [&] {

@@ -599,6 +599,41 @@ private Q_SLOTS:
         QCOMPARE(m_control->commands, (QStringList{u"long"_s, u"echo again"_s}));
     }
 
+    // An interrupt that came after the agent's action was stored and before its command started
+    // left the action without an observation: the run paused, and the next run ran the command
+    // the operator had interrupted.
+    void anInterruptBeforeTheCommandStartsCallsItOff()
+    {
+        startServer();
+        const QUuid id = m_server->create(shell(u"rm -rf precious"_s, false));
+        ConversationStore &store = m_server->server().store();
+        ConversationService &service = m_server->server().service();
+        auto interrupted = std::make_shared<bool>(false);
+        store.database().afterCommit = [&store, &service, id, interrupted] {
+            if (*interrupted)
+                return;
+            const QList<Event> history = store.history(id, 0);
+            if (!history.isEmpty() && history.last().kind == EventKind::Action) {
+                *interrupted = true;
+                service.interrupt(id);
+            }
+        };
+        QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"run")).ok());
+        QVERIFY(m_server->waitForStatus(id, u"paused"_s));
+        store.database().afterCommit = {};
+        QVERIFY(*interrupted);
+        const QList<QJsonObject> events = m_server->events(id);
+        QCOMPARE(countKind(events, u"ObservationEvent"_s), 1);
+        for (const QJsonObject &event : events) {
+            if (event.value(u"kind"_s) == u"ObservationEvent"_s)
+                QVERIFY(event.value(u"observation"_s).toObject().value(u"interrupted"_s).toBool());
+        }
+        // Nothing of the interrupted step runs when the conversation resumes.
+        QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"run")).ok());
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QVERIFY(m_control->commands.isEmpty());
+    }
+
     void seqsStayGaplessWhenWritersInterleave()
     {
         startServer();

@@ -582,11 +582,15 @@ QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(Conver
 {
     auto acquiring = m_runtimes.acquire(info);
     RuntimeAcquisition acquisition = co_await std::move(acquiring);
-    // The conversation may have been deleted while the sandbox started.
-    if (!m_store.find(info.id)) {
+    // The conversation may have been deleted or archived while the sandbox started: an archive
+    // then found no runtime to stop, and this one stayed up.
+    const auto now = m_store.find(info.id);
+    if (!now || now->isArchived()) {
         if (acquisition.runtime)
             m_runtimes.release(info.id);
-        throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(info.id)));
+        if (!now)
+            throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(info.id)));
+        requireUsableRuntime(*now);
     }
     if (!acquisition.runtime) {
         m_store.setRuntimeError(info.id, acquisition.error);

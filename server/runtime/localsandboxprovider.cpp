@@ -281,6 +281,12 @@ int LocalSandboxProvider::adoptExisting()
 QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo conversation)
 {
     const QUuid id = conversation.id;
+    // One start at a time per conversation: a resume and a reprovision sent together started
+    // two hosts on one workspace, and the one not tracked stayed until its idle timeout.
+    while (m_starting.contains(id)) {
+        auto waiting = signalOrTimeout(this, &LocalSandboxProvider::startEnded, StartTimeout);
+        co_await std::move(waiting);
+    }
     if (auto live = m_owned.value(id); live && live->isConnected())
         co_return RuntimeAcquisition{live, {}};
     forget(id);
@@ -313,6 +319,7 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
         // why; out of descriptors is the likely why, and the operator's to fix.
         const int why = errno;
         m_starting.remove(id);
+        Q_EMIT startEnded(id);
         co_return RuntimeAcquisition{
             nullptr,
             {u"provision_failed"_s,
@@ -328,6 +335,7 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     m_starting.remove(id);
     if (!connected) {
         runtime->shutdown();
+        Q_EMIT startEnded(id);
         co_return RuntimeAcquisition{
             nullptr,
             {u"provision_failed"_s, u"the sandbox host did not come up; see "_s +
@@ -338,6 +346,7 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     m_live.insert(id, runtime.get());
     m_lost.remove(id);
     qCInfo(lcRuntime) << "started sandbox of" << id << "pid" << pid;
+    Q_EMIT startEnded(id);
     co_return RuntimeAcquisition{runtime, {}};
 }
 

@@ -101,6 +101,10 @@ public:
 
     std::optional<qint64> sandboxPid(const QUuid &conversationId) const;
 
+Q_SIGNALS:
+    // A host's start for the conversation ended, up or not.
+    void startEnded(const QUuid &conversationId);
+
 private:
     QString newSocketPath(const QUuid &id) const;
     void sweepIdle();

@@ -339,6 +339,31 @@ private Q_SLOTS:
         QVERIFY(!QFile::exists(second));
     }
 
+    // Two runtime requests at once each started a host on the workspace: the one the server did
+    // not keep stayed until its idle timeout, out of reach of a stop or an archive. And an
+    // archive while a host came up left the archived conversation with it.
+    void runtimeRequestsAtOnceLeaveOneHostAtMost_data()
+    {
+        QTest::addColumn<QString>("first");
+        QTest::addColumn<QString>("second");
+        QTest::addRow("resume and reprovision") << u"runtime/resume"_s << u"runtime/reprovision"_s;
+        QTest::addRow("two reprovisions") << u"runtime/reprovision"_s << u"runtime/reprovision"_s;
+        QTest::addRow("reprovision and archive") << u"runtime/reprovision"_s << u"archive"_s;
+    }
+    void runtimeRequestsAtOnceLeaveOneHostAtMost()
+    {
+        QFETCH(QString, first);
+        QFETCH(QString, second);
+        const QUuid id = m_server->create();
+        auto one = m_server->client().post(ServerConnection::conversationPath(id, first));
+        auto other = m_server->client().post(ServerConnection::conversationPath(id, second));
+        QCoro::waitFor(std::move(one));
+        QCoro::waitFor(std::move(other));
+        const bool archived = second == u"archive"_s;
+        QVERIFY(QTest::qWaitFor([&] { return hostsOf(id) == (archived ? 0 : 1); }, 5000));
+        QCOMPARE(runtimeStatus(id), archived ? u"missing"_s : u"available"_s);
+    }
+
     void aSearchPageCostsTheSameStatementsAt10And1000()
     {
         const auto statementsOfAPage = [this] {
@@ -399,6 +424,23 @@ private:
         return file.readAll().trimmed().toLongLong();
     }
     std::optional<qint64> sandboxPid(const QUuid &id) { return sandboxPidIn(*m_server, id); }
+    // How many sandbox hosts run for `id`, whether the server knows them or not.
+    int hostsOf(const QUuid &id) const
+    {
+        const QByteArray runtimeDir =
+            QDir(m_server->dataDir()).filePath(u"runtimes/"_s + toWireId(id)).toUtf8();
+        int hosts = 0;
+        for (const QString &pid : QDir(u"/proc"_s).entryList(QDir::Dirs)) {
+            QFile cmdline(u"/proc/%1/cmdline"_s.arg(pid));
+            if (!pid.front().isDigit() || !cmdline.open(QIODevice::ReadOnly))
+                continue;
+            const QList<QByteArray> arguments = cmdline.readAll().split('\0');
+            if (arguments.contains("sandbox-host") && arguments.contains(runtimeDir) &&
+                processAlive(pid.toLongLong()))
+                ++hosts;
+        }
+        return hosts;
+    }
     // Where the sandbox host of `id` listens, as it wrote it.
     QString socketOf(const QUuid &id)
     {

@@ -24,6 +24,7 @@
 #include <QDateTime>
 #include <QDir>
 #include <QElapsedTimer>
+#include <QFileInfo>
 #include <QHostInfo>
 #include <QLockFile>
 #include <QStorageInfo>
@@ -61,6 +62,22 @@ QCoro::Task<> removeOrphanedDirs(QPointer<ConversationService> service, QStringL
         qCWarning(lcServer) << "cannot look for directories of deleted conversations:"
                             << error.what();
     }
+}
+// A lock file that names no owner is stale: a crash or a power cut between its creation and
+// its write leaves it empty, and QLockFile, with no stale time, would keep it for good. One
+// younger than a second may be another server's, being written this moment.
+bool takeOverOwnerlessLock(QLockFile &lock, const QString &path)
+{
+    qint64 pid = 0;
+    QString host, app;
+    if (lock.error() != QLockFile::LockFailedError ||
+        (lock.getLockInfo(&pid, &host, &app) && pid > 0))
+        return false;
+    const QFileInfo file(path);
+    if (!file.exists() || file.lastModified().msecsTo(QDateTime::currentDateTimeUtc()) < 1000)
+        return false;
+    qCWarning(lcServer) << "taking over" << path << "which names no owner";
+    return lock.removeStaleLockFile() && lock.tryLock(0);
 }
 } // namespace
 
@@ -154,9 +171,10 @@ bool AgentDeckServer::start(QString *error)
     }
     // One server per data dir for its whole life. With stale time 0 a lock left by a killed
     // process is recognised by its dead PID, never by its age.
-    d->lock = std::make_unique<QLockFile>(QDir(dataDir).filePath(u"agentdeck.lock"_s));
+    const QString lockPath = QDir(dataDir).filePath(u"agentdeck.lock"_s);
+    d->lock = std::make_unique<QLockFile>(lockPath);
     d->lock->setStaleLockTime(0);
-    if (!d->lock->tryLock(0)) {
+    if (!d->lock->tryLock(0) && !takeOverOwnerlessLock(*d->lock, lockPath)) {
         qint64 pid = 0;
         QString host, app;
         d->lock->getLockInfo(&pid, &host, &app);

@@ -288,6 +288,29 @@ private Q_SLOTS:
         QVERIFY(!first.create(QJsonObject{{u"title"_s, u"second"_s}}).isNull());
     }
 
+    // A lock file that names no owner (a crash or a power cut right after its creation leaves
+    // it empty) kept every start out, saying the dir was in use by pid 0.
+    void takesOverALockThatNamesNoOwner_data()
+    {
+        QTest::addColumn<QByteArray>("content");
+        QTest::addRow("empty") << QByteArray();
+        QTest::addRow("garbage") << QByteArray("\x93\x01not a lock\xff");
+    }
+    void takesOverALockThatNamesNoOwner()
+    {
+        QFETCH(QByteArray, content);
+        const QString dir = m_fleet.newDataDir();
+        QFile lock(dir + u"/agentdeck.lock"_s);
+        QVERIFY(lock.open(QIODevice::WriteOnly) && lock.write(content) == content.size());
+        QVERIFY(lock.flush()); // before the time is set, or the write sets it again
+        QVERIFY(lock.setFileTime(QDateTime::currentDateTimeUtc().addSecs(-60),
+                                 QFileDevice::FileModificationTime));
+        lock.close();
+        ServerProcess &server = m_fleet.add(dir);
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        QVERIFY(!server.create(QJsonObject{{u"title"_s, u"after"_s}}).isNull());
+    }
+
     // 3. A signal stops the server gracefully: a running command is interrupted after the grace
     // period, the conversation is paused with its history, and the exit code is 0.
     void signalStopsGracefully_data()

@@ -294,8 +294,17 @@ ConversationService::create(CreateConversationRequest request)
     info.workspaceOwnedByServer = request.workingDir.isEmpty();
     info.workingDir = info.workspaceOwnedByServer ? workspaceFor(info.id) : request.workingDir;
     info.alwaysConfirm = request.alwaysConfirm;
-    if (!QDir().mkpath(info.workingDir))
-        throw ApiError::invalidParameter(u"Cannot create the workspace %1"_s.arg(info.workingDir));
+    if (!QDir().mkpath(info.workingDir)) {
+        // The caller's directory is the caller's to fix; the server's own is the server's.
+        if (!info.workspaceOwnedByServer)
+            throw ApiError::invalidParameter(
+                u"Cannot create the workspace %1"_s.arg(info.workingDir));
+        qCWarning(lcServer) << "cannot create the workspace" << info.workingDir;
+        throw ApiError{503, u"workspace_unavailable"_s,
+                       u"The server cannot create the conversation's workspace %1; its data dir "
+                       "is not writable or is full"_s.arg(info.workingDir),
+                       30};
+    }
     try {
         m_store.insert(info);
     } catch (...) {

@@ -634,6 +634,33 @@ private Q_SLOTS:
         QVERIFY(m_control->commands.isEmpty());
     }
 
+    // The server's own workspaces dir being unusable was answered 422 invalid_parameter, as if
+    // the client had sent something wrong; a load balancer would not retry it elsewhere.
+    void aWorkspaceTheServerCannotMakeIsNotTheCallersFault()
+    {
+        startServer();
+        const QDir data(m_dir->path());
+        QVERIFY(QDir(data.filePath(u"workspaces"_s)).removeRecursively());
+        QFile blocker(data.filePath(u"workspaces"_s));
+        QVERIFY(blocker.open(QIODevice::WriteOnly));
+        blocker.close();
+        const ApiReply ours = m_server->post(u"/api/conversations"_s, QJsonObject{});
+        QCOMPARE(ours.status, 503);
+        QCOMPARE(ours.errorCode, u"workspace_unavailable"_s);
+        // The caller's own directory is the caller's to fix.
+        QTemporaryDir elsewhere;
+        QFile file(elsewhere.filePath(u"a-file"_s));
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.close();
+        const QString underAFile = file.fileName() + u"/w"_s;
+        const ApiReply theirs = m_server->post(
+            u"/api/conversations"_s,
+            QJsonObject{{u"workspace"_s, QJsonObject{{u"working_dir"_s, underAFile}}}});
+        QCOMPARE(theirs.status, 422);
+        QVERIFY2(theirs.detail.startsWith(u"Cannot create the workspace"_s),
+                 qPrintable(theirs.detail));
+    }
+
     void seqsStayGaplessWhenWritersInterleave()
     {
         startServer();

@@ -275,6 +275,10 @@ QCoro::Task<> ConversationRunner::loop()
                 ? Event::agentError(u"storage_full"_s,
                                     u"The run stopped because the server's disk is full. Free "
                                     "space on the server, then run the conversation again."_s)
+            : storage->corrupt()
+                ? Event::agentError(u"storage_corrupt"_s,
+                                    u"The run stopped because the server's database is damaged "
+                                    "(%1). Its operator must restore it from a backup."_s.arg(what))
                 : Event::agentError(u"storage_unavailable"_s,
                                     u"The run stopped because the server could not write to its "
                                     "database (%1). Run the conversation again once the "
@@ -313,7 +317,7 @@ QCoro::Task<> ConversationRunner::persist(std::function<void()> write, QUuid sto
         } catch (const StorageError &error) {
             // A full disk waits for the operator, not for a retry; an interrupt or a delete
             // ends the wait (the server is stopping, or nothing is left to write to).
-            if (error.diskFull() || m_interrupted || m_abandoned ||
+            if (error.diskFull() || error.corrupt() || m_interrupted || m_abandoned ||
                 (outage.isValid() &&
                  std::chrono::milliseconds(outage.elapsed()) > StorageOutageLimit))
                 throw;

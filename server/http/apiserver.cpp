@@ -34,15 +34,27 @@ HttpRequest copyRequest(const QHttpServerRequest &request)
     return copy;
 }
 
+} // namespace
+
 // Runs a handler, turning what it throws into an answer. Unexpected failures are logged and
-// answered without internals; storage failures are 503 (the request may be retried).
-template<typename Call> HttpResponse guarded(Call &&call)
+// answered without internals; storage failures are 503 (the request may be retried, except on a
+// damaged database, which also makes the server not ready).
+template<typename Call> HttpResponse ApiServer::guarded(Call &&call)
 {
     try {
         return call();
     } catch (const ApiError &error) {
         return HttpResponse::error(error);
     } catch (const StorageError &error) {
+        if (error.corrupt()) {
+            if (!std::exchange(m_storageCorrupt, true))
+                qCCritical(lcHttp)
+                    << "the database is damaged; restore it from a backup:" << error.what();
+            return HttpResponse::error(
+                {503, u"storage_corrupt"_s,
+                 u"The server's database is damaged; its operator must restore it from a "
+                 "backup"_s});
+        }
         qCWarning(lcHttp) << "storage failure:" << error.what();
         if (error.diskFull())
             return HttpResponse::error({503, u"storage_full"_s,
@@ -63,7 +75,6 @@ template<typename Call> HttpResponse guarded(Call &&call)
         return HttpResponse::error({500, u"internal_error"_s, u"Internal server error"_s});
     }
 }
-} // namespace
 
 // What a request needs to be answered, taken when it arrives.
 struct ApiServer::Answer

@@ -29,6 +29,8 @@ public:
               QObject *parent = nullptr);
     void setReady(bool ready) { m_ready = ready; }
     bool isReady() const { return m_ready; }
+    // A request met a damaged database: /ready says so.
+    bool storageCorrupt() const { return m_storageCorrupt; }
     // Waits until no request is in an asynchronous handler, or for `timeout`; false if one still
     // is. A stopping server lets them finish, so that their clients get answers.
     QCoro::Task<bool> drain(std::chrono::milliseconds timeout);
@@ -51,11 +53,14 @@ private:
     // write() of this answer, for the AnswerLine to call in turn.
     std::function<void()> writing(Answer answer, HttpResponse response);
 
+    template<typename Call> HttpResponse guarded(Call &&call);
+
     const Router &m_router;
     const ApiAuth &m_auth;
     Metrics &m_metrics;
     HttpLimits m_limits;
     bool m_ready = false;
+    bool m_storageCorrupt = false;
     int m_handling = 0; // requests in asynchronous handlers
 };
 

@@ -33,6 +33,15 @@ public:
         return text.find("database or disk is full") != std::string_view::npos ||
                text.find("No space left on device") != std::string_view::npos;
     }
+    // Whether the database's files are damaged (SQLite's SQLITE_CORRUPT and SQLITE_NOTADB,
+    // PostgreSQL's "invalid page"): no retry mends it; a backup does.
+    bool corrupt() const
+    {
+        const std::string_view text(what());
+        return text.find("database disk image is malformed") != std::string_view::npos ||
+               text.find("file is not a database") != std::string_view::npos ||
+               text.find("invalid page in block") != std::string_view::npos;
+    }
 };
 
 // One Qt Sql connection with its migrations, a cache of prepared statements for the hot paths

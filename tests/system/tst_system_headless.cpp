@@ -311,6 +311,37 @@ private Q_SLOTS:
         QVERIFY(!server.create(QJsonObject{{u"title"_s, u"after"_s}}).isNull());
     }
 
+    // A damaged catalog was answered 503 "retry shortly" for good while /ready said ready, and a
+    // run retried its writes for a minute.
+    void aDamagedCatalogIsSaidToBeDamaged()
+    {
+        const QString dir = m_fleet.newDataDir();
+        ServerProcess &before = m_fleet.add(dir);
+        QVERIFY2(before.startReady(), qPrintable(before.stderrText()));
+        for (int i = 0; i < 60; ++i)
+            QVERIFY(
+                !before
+                     .create({{u"title"_s, u"conversation %1 %2"_s.arg(i).arg(QString(200, u'x'))}})
+                     .isNull());
+        before.sendSignal(SIGTERM);
+        QVERIFY(before.waitForExit(10'000));
+        QFile db(dir + u"/agentdeck.db"_s);
+        QVERIFY(db.size() > 3 * 4096);
+        QVERIFY(db.open(QIODevice::ReadWrite) && db.seek(2 * 4096));
+        QVERIFY(db.write(QByteArray(4096, '\x5a')) == 4096);
+        db.close();
+
+        ServerProcess &after = m_fleet.add(dir);
+        QVERIFY2(after.startReady(), qPrintable(after.stderrText()));
+        const auto search = after.get(u"/api/conversations/search"_s);
+        QCOMPARE(search.status, 503);
+        QCOMPARE(search.object().value(u"code"_s).toString(), u"storage_corrupt"_s);
+        const auto ready = after.get(u"/ready"_s);
+        QCOMPARE(ready.status, 503);
+        QCOMPARE(ready.object().value(u"status"_s).toString(), u"storage_corrupt"_s);
+        QVERIFY(after.stderrText().contains(u"the database is damaged"_s));
+    }
+
     // 3. A signal stops the server gracefully: a running command is interrupted after the grace
     // period, the conversation is paused with its history, and the exit code is 0.
     void signalStopsGracefully_data()

@@ -2,6 +2,7 @@
 // at hand (ctest passes it), and with a scripted provider where a failure must be provoked.
 #include "fakes.h"
 #include "runtime/localsandboxprovider.h"
+#include "serverprocess.h"
 #include "storage/database.h"
 #include "testserver.h"
 
@@ -429,17 +430,8 @@ private:
     {
         const QByteArray runtimeDir =
             QDir(m_server->dataDir()).filePath(u"runtimes/"_s + toWireId(id)).toUtf8();
-        int hosts = 0;
-        for (const QString &pid : QDir(u"/proc"_s).entryList(QDir::Dirs)) {
-            QFile cmdline(u"/proc/%1/cmdline"_s.arg(pid));
-            if (!pid.front().isDigit() || !cmdline.open(QIODevice::ReadOnly))
-                continue;
-            const QList<QByteArray> arguments = cmdline.readAll().split('\0');
-            if (arguments.contains("sandbox-host") && arguments.contains(runtimeDir) &&
-                processAlive(pid.toLongLong()))
-                ++hosts;
-        }
-        return hosts;
+        const QList<pid_t> hosts = processesWith("--runtime-dir\0"_ba + runtimeDir + '\0');
+        return int(std::count_if(hosts.cbegin(), hosts.cend(), processAlive));
     }
     // Where the sandbox host of `id` listens, as it wrote it.
     QString socketOf(const QUuid &id)

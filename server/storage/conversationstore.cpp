@@ -312,7 +312,7 @@ std::optional<ConversationInfo> ConversationStore::find(const QUuid &id)
     q.addBindValue(toWireId(id));
     m_db.exec(q);
     std::optional<ConversationInfo> info;
-    if (q.next())
+    if (m_db.next(q))
         info = conversationFromRow(q, m_instance);
     q.finish();
     if (info && m_cache.maxCost() > 0)
@@ -356,7 +356,7 @@ QList<std::optional<ConversationInfo>> ConversationStore::findMany(const QList<Q
     for (const QUuid &id : ids)
         q.addBindValue(toWireId(id));
     m_db.exec(q);
-    while (q.next()) {
+    while (m_db.next(q)) {
         ConversationInfo info = conversationFromRow(q, m_instance);
         for (qsizetype i = 0; i < ids.size(); ++i) {
             if (ids[i] == info.id)
@@ -377,7 +377,7 @@ QSet<QUuid> ConversationStore::existingIds(const QList<QUuid> &ids)
     for (const QUuid &id : ids)
         q.addBindValue(toWireId(id));
     m_db.exec(q);
-    while (q.next())
+    while (m_db.next(q))
         existing.insert(QUuid(q.value(0).toString()));
     return existing;
 }
@@ -412,7 +412,7 @@ ConversationPageResult ConversationStore::search(const ConversationFilter &filte
     m_db.exec(q);
 
     ConversationPageResult page;
-    while (q.next()) {
+    while (m_db.next(q)) {
         ConversationInfo info = conversationFromRow(q, m_instance);
         if (page.items.size() == limit) {
             const QDateTime &key = byUpdated ? info.updatedAt : info.createdAt;
@@ -430,7 +430,7 @@ qint64 ConversationStore::count(const ConversationFilter &filter)
     QSqlQuery q = m_db.prepare(u"SELECT COUNT(*) FROM conversations"_s + where.sql());
     where.bindTo(q);
     m_db.exec(q);
-    return q.next() ? q.value(0).toLongLong() : 0;
+    return m_db.next(q) ? q.value(0).toLongLong() : 0;
 }
 
 QString ConversationStore::columns() const
@@ -537,7 +537,7 @@ QList<ExpiryCandidate> ConversationStore::expiryCandidates(qint64 inactiveBefore
     q.addBindValue(inactiveBeforeMs);
     m_db.exec(q);
     QList<ExpiryCandidate> candidates;
-    while (q.next())
+    while (m_db.next(q))
         candidates.append(
             {QUuid::fromString(q.value(0).toString()), q.value(1).toString(), q.value(2).toBool()});
     q.finish();
@@ -574,7 +574,7 @@ QList<QUuid> ConversationStore::idsWithStatus(ExecutionStatus status)
     q.addBindValue(toString(status));
     m_db.exec(q);
     QList<QUuid> ids;
-    while (q.next())
+    while (m_db.next(q))
         ids.append(QUuid::fromString(q.value(0).toString()));
     q.finish();
     return ids;
@@ -586,7 +586,7 @@ QList<QPair<QString, qint64>> ConversationStore::countByStatus()
         u"SELECT execution_status, COUNT(*) FROM conversations GROUP BY execution_status"_s);
     m_db.exec(q);
     QList<QPair<QString, qint64>> counts;
-    while (q.next())
+    while (m_db.next(q))
         counts.append({q.value(0).toString(), q.value(1).toLongLong()});
     q.finish();
     return counts;
@@ -612,7 +612,7 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
               "FROM conversations WHERE id = ?"_s);
     current.addBindValue(wireId);
     m_db.exec(current);
-    if (!current.next()) {
+    if (!m_db.next(current)) {
         current.finish();
         throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(wireId));
     }
@@ -704,7 +704,7 @@ QList<StoredEvent> ConversationStore::eventsAfter(const QUuid &id, qint64 afterS
     m_db.exec(q);
     QList<StoredEvent> events;
     qsizetype bytes = 0;
-    while (q.next()) {
+    while (m_db.next(q)) {
         events.append({q.value(0).toLongLong(), q.value(1).toString().toUtf8()});
         if (maxBytes >= 0 && (bytes += events.last().json.size()) >= maxBytes)
             break;
@@ -737,7 +737,7 @@ qint64 ConversationStore::answeredThrough(const QUuid &id)
     QSqlQuery &q = m_db.prepared(u"SELECT answered_through FROM conversations WHERE id = ?"_s);
     q.addBindValue(toWireId(id));
     m_db.exec(q);
-    const qint64 seq = q.next() ? q.value(0).toLongLong() : 0;
+    const qint64 seq = m_db.next(q) ? q.value(0).toLongLong() : 0;
     q.finish();
     return seq;
 }
@@ -750,7 +750,7 @@ QList<Event> ConversationStore::historySinceAgentMessage(const QUuid &id)
         "source = 'agent' ORDER BY seq DESC LIMIT 1"_s);
     q.addBindValue(toWireId(id));
     m_db.exec(q);
-    const qint64 since = q.next() ? q.value(0).toLongLong() : 0;
+    const qint64 since = m_db.next(q) ? q.value(0).toLongLong() : 0;
     q.finish();
     return history(id, since);
 }
@@ -774,7 +774,7 @@ EventPageResult ConversationStore::searchEvents(const QUuid &id, const EventFilt
     m_db.exec(q);
     EventPageResult page;
     qsizetype bytes = 0;
-    while (q.next()) {
+    while (m_db.next(q)) {
         const qint64 seq = q.value(0).toLongLong();
         if (page.items.size() == limit) {
             page.nextPageId = QString::number(seq);
@@ -797,7 +797,7 @@ qint64 ConversationStore::countEvents(const QUuid &id, const EventFilter &filter
     QSqlQuery q = m_db.prepare(u"SELECT COUNT(*) FROM events"_s + where.sql());
     where.bindTo(q);
     m_db.exec(q);
-    return q.next() ? q.value(0).toLongLong() : 0;
+    return m_db.next(q) ? q.value(0).toLongLong() : 0;
 }
 
 std::optional<StoredEvent> ConversationStore::event(const QUuid &id, const QUuid &eventId)
@@ -808,7 +808,7 @@ std::optional<StoredEvent> ConversationStore::event(const QUuid &id, const QUuid
     q.addBindValue(toWireId(eventId));
     m_db.exec(q);
     std::optional<StoredEvent> stored;
-    if (q.next())
+    if (m_db.next(q))
         stored = StoredEvent{q.value(0).toLongLong(), q.value(1).toString().toUtf8()};
     q.finish();
     return stored;
@@ -829,7 +829,7 @@ QList<std::optional<StoredEvent>> ConversationStore::events(const QUuid &id,
         q.addBindValue(toWireId(eventId));
     m_db.exec(q);
     qsizetype bytes = 0;
-    while (q.next()) {
+    while (m_db.next(q)) {
         const QUuid eventId = QUuid::fromString(q.value(0).toString());
         const StoredEvent stored{q.value(1).toLongLong(), q.value(2).toString().toUtf8()};
         if ((bytes += stored.json.size()) > MaxEventPageBytes)

@@ -224,7 +224,7 @@ qint64 Database::createdAtMs()
                      : u"SELECT CAST(ROUND((julianday(applied_at) - 2440587.5) * 86400000) AS "
                        "INTEGER) FROM schema_migrations WHERE version = 1"_s);
     exec(q);
-    const qint64 created = q.next() ? q.value(0).toLongLong() : 0;
+    const qint64 created = next(q) ? q.value(0).toLongLong() : 0;
     q.finish();
     return created;
 }
@@ -388,6 +388,17 @@ void Database::exec(QSqlQuery &query)
         noteFailure();
     }
     throwOnError(query, "query");
+}
+
+bool Database::next(QSqlQuery &query)
+{
+    if (query.next())
+        return true;
+    if (query.lastError().isValid()) {
+        noteFailure();
+        throwOnError(query, "fetch");
+    }
+    return false;
 }
 
 void Database::begin()

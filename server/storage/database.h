@@ -97,6 +97,9 @@ public:
     QSqlQuery prepare(const QString &sql);
     // Executes and counts; throws StorageError on failure.
     void exec(QSqlQuery &query);
+    // The next row of an executed query: false at the end, StorageError when fetching it failed
+    // (a damaged page, a lost connection), which QSqlQuery::next() reports as the end.
+    bool next(QSqlQuery &query);
 
     void begin();
     void commit();

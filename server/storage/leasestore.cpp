@@ -32,7 +32,7 @@ std::optional<LeaseToken> LeaseStore::claim(const QUuid &id, const QString &owne
     q.addBindValue(owner);
     m_db.exec(q);
     std::optional<LeaseToken> token;
-    if (q.next())
+    if (m_db.next(q))
         token = LeaseToken{owner, q.value(0).toLongLong()};
     q.finish();
     transaction.commit();
@@ -49,7 +49,7 @@ std::optional<LeaseHolder> LeaseStore::holder(const QUuid &id)
     q.addBindValue(toWireId(id));
     m_db.exec(q);
     std::optional<LeaseHolder> holder;
-    if (q.next()) {
+    if (m_db.next(q)) {
         holder =
             LeaseHolder{q.value(0).toString(), q.value(1).toLongLong(), q.value(2).toLongLong()};
         holder->replicaId = q.value(3).toString();
@@ -93,7 +93,7 @@ QHash<QUuid, LeaseState> LeaseStore::renew(const QString &owner, const QHash<QUu
     m_db.exec(read);
     for (auto it = held.cbegin(); it != held.cend(); ++it)
         states.insert(it.key(), LeaseState::Deleted);
-    while (read.next()) {
+    while (m_db.next(read)) {
         const QUuid id = QUuid::fromString(read.value(0).toString());
         const bool ours =
             read.value(1).toString() == owner && read.value(2).toLongLong() == held.value(id);
@@ -162,7 +162,7 @@ QList<QUuid> LeaseStore::lapsedRuns(int limit)
     q.addBindValue(limit);
     m_db.exec(q);
     QList<QUuid> ids;
-    while (q.next())
+    while (m_db.next(q))
         ids.append(QUuid::fromString(q.value(0).toString()));
     q.finish();
     return ids;

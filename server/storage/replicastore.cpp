@@ -74,7 +74,7 @@ QList<ReplicaRecord> ReplicaStore::list()
         "FROM replicas r ORDER BY r.id"_s);
     m_db.exec(q);
     QList<ReplicaRecord> replicas;
-    while (q.next()) {
+    while (m_db.next(q)) {
         ReplicaRecord replica;
         replica.id = q.value(0).toString();
         replica.instance = q.value(1).toString();

@@ -240,6 +240,23 @@ private Q_SLOTS:
                      median / 1000)));
     }
 
+    // QSqlQuery::next() reports a row it could not fetch as the end of the rows: a damaged page
+    // made a read return fewer rows, or "does not exist", instead of failing.
+    void aRowThatCannotBeFetchedFailsTheRead()
+    {
+        QString error;
+        auto db = Database::openSqlite(m_dir->filePath(u"catalog.db"_s), &error);
+        QVERIFY2(db, qPrintable(error));
+        // The third row fails when it is computed, as a row on a damaged page does when read.
+        QSqlQuery query = db->prepare(u"WITH rows (n) AS (VALUES (1), (2), (3), (4)) SELECT CASE "
+                                      "WHEN n = 3 THEN abs(-9223372036854775807 - 1) ELSE n END "
+                                      "FROM rows"_s);
+        db->exec(query);
+        QVERIFY(db->next(query));
+        QVERIFY(db->next(query));
+        QVERIFY_THROWS_EXCEPTION(StorageError, db->next(query));
+    }
+
     // A second connection, for another thread, reads what the first one committed.
     void anotherConnectionSeesCommittedWrites()
     {

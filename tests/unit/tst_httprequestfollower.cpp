@@ -101,6 +101,23 @@ private Q_SLOTS:
             false, Problem::HeadTooLarge);
         row("unreadable length", "POST / HTTP/1.1\r\nContent-Length: lots\r\n\r\n", false,
             Problem::Malformed);
+        // Framing Qt's parser would read otherwise: it took the first of two lengths, and any
+        // coding ending in "chunked", and buffered a body of any size before the limit.
+        row("two lengths that differ",
+            "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 999999999\r\n\r\nx", false,
+            Problem::Malformed);
+        row("the same length twice",
+            "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx" + get, false);
+        row("a coding that is not chunked",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: xchunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", false,
+            Problem::Malformed);
+        row("codings before chunked",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", false,
+            Problem::Malformed);
+        row("a length and chunked",
+            "POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n"
+            "\r\n",
+            false, Problem::Malformed);
         row("unreadable chunk size", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
             false, Problem::Malformed);
         row("chunk size line without end",

@@ -230,13 +230,12 @@ void EventStreamSession::onTextMessage(const QByteArray &message)
 {
     QJsonParseError parseError;
     const QJsonDocument document = QJsonDocument::fromJson(message, &parseError);
-    if (parseError.error != QJsonParseError::NoError || !document.isObject()) {
-        sendError(u"malformed_json"_s, u"A frame must be one JSON object"_s);
-        return;
-    }
+    const bool isObject = parseError.error == QJsonParseError::NoError && document.isObject();
     const QJsonObject frame = document.object();
     if (m_state == State::Authenticating) {
-        if (frame.value(u"type"_s) != u"auth"_s ||
+        // Anything but the auth frame ends it: answered with error frames instead, a client
+        // without the key could keep the server writing for it.
+        if (!isObject || frame.value(u"type"_s) != u"auth"_s ||
             !m_streams.auth().accepts(frame.value(u"session_api_key"_s).toString().toUtf8())) {
             closeWith(CloseUnauthorized, u"unauthorized"_s);
             return;
@@ -247,6 +246,10 @@ void EventStreamSession::onTextMessage(const QByteArray &message)
     }
     if (m_state == State::Closed)
         return;
+    if (!isObject) {
+        sendError(u"malformed_json"_s, u"A frame must be one JSON object"_s);
+        return;
+    }
     if (frame.value(u"type"_s) == u"auth"_s)
         return; // a repeated auth frame is harmless
     QString error;

@@ -135,6 +135,13 @@ WebSocketConnection::WebSocketConnection(QTcpSocket *socket, const QByteArray &a
     connect(&m_closeTimer, &QTimer::timeout, this, &WebSocketConnection::abort);
     connect(m_socket, &QTcpSocket::readyRead, this, &WebSocketConnection::onReadyRead);
     connect(m_socket, &QTcpSocket::bytesWritten, this, &WebSocketConnection::bytesWritten);
+    connect(m_socket, &QTcpSocket::bytesWritten, this, [this] {
+        if (m_backlogged && bytesToWrite() <= MaxUnsentWhileReading) {
+            m_backlogged = false;
+            QMetaObject::invokeMethod(this, &WebSocketConnection::onReadyRead,
+                                      Qt::QueuedConnection);
+        }
+    });
     connect(m_socket, &QTcpSocket::disconnected, this, &WebSocketConnection::onSocketDisconnected);
     m_socket->write("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                     "Connection: Upgrade\r\nSec-WebSocket-Accept: " +
@@ -276,10 +283,14 @@ void WebSocketConnection::onReadyRead()
         return;
     }
     // Paused, the socket's buffer fills up to its read buffer size and Qt stops reading.
-    if (!m_readingPaused)
+    const auto reading = [this] {
+        m_backlogged = bytesToWrite() > MaxUnsentWhileReading;
+        return !m_readingPaused && !m_backlogged;
+    };
+    if (reading())
         m_input.append(m_socket->readAll());
     QPointer<WebSocketConnection> self(this);
-    while (self && !m_closeReceived && !m_readingPaused && readFrame()) {
+    while (self && !m_closeReceived && reading() && readFrame()) {
     }
 }
 

@@ -50,6 +50,10 @@ public:
 
     // Bytes Qt reads ahead of the parser, at most: see pauseReading().
     static constexpr qint64 ReadBufferBytes = 256 * 1024;
+    // Past this many unsent bytes no frame of the client's is read: each may be answered (a
+    // pong, an error frame), and a client that sent without reading the answers had the server
+    // queue them without end (775 MiB in 5 s of pings).
+    static constexpr qint64 MaxUnsentWhileReading = 1024 * 1024;
 
     // A complete unmasked text frame carrying `utf8`.
     static QByteArray textFrame(QByteArrayView utf8);
@@ -100,7 +104,8 @@ private:
     qint64 m_maxMessageBytes;
     QByteArray m_input;
     bool m_readingPaused = false;
-    QByteArray m_held; // frames sent while corked
+    bool m_backlogged = false; // reading waits for the unsent bytes to go below the bound
+    QByteArray m_held;         // frames sent while corked
     bool m_corked = false;
     QByteArray m_fragments; // a fragmented message being assembled
     std::optional<quint8> m_fragmentOpcode;

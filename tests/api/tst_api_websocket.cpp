@@ -502,6 +502,8 @@ private Q_SLOTS:
         QTest::addRow("no auth frame") << QString() << true << CloseUnauthorized;
         QTest::addRow("message frame instead of auth")
             << compact(TestServer::message(u"sneaky"_s)) << true << CloseUnauthorized;
+        // It got an error frame and could send more, each answered, without the key.
+        QTest::addRow("not JSON instead of auth") << u"x"_s << true << CloseUnauthorized;
         QTest::addRow("correct key, unknown conversation")
             << auth(u"key-one"_s) << false << CloseNotFound;
         QTest::addRow("wrong key, unknown conversation")
@@ -538,6 +540,7 @@ private Q_SLOTS:
             QVERIFY2(client.waitClosed(5'000), "the server did not close the stream");
             QCOMPARE(client.closeCode, expectedClose);
             QVERIFY(client.events.isEmpty());
+            QVERIFY(client.errors.isEmpty()); // nothing is answered before the key
             if (firstFrame.isEmpty())
                 QVERIFY2(sinceConnected.elapsed() >= 150,
                          qPrintable(u"closed after %1 ms"_s.arg(sinceConnected.elapsed())));

@@ -156,6 +156,49 @@ private Q_SLOTS:
         QCOMPARE(m_connection->bytesToWrite(), 0);
     }
 
+    // Every ping is answered: a client that sent pings without reading the pongs had the server
+    // queue them without end (775 MiB in 5 s). Past a bound of unsent bytes its frames are not
+    // read, until it reads.
+    void aClientThatDoesNotReadIsNotReadEither()
+    {
+        constexpr int Pings = 100'000; // 12.7 MB of pongs
+        QByteArray ping = "\x89\xfd"_ba + "mask" + QByteArray(125, 'p');
+        QByteArray pings;
+        for (int i = 0; i < Pings; ++i)
+            pings += ping;
+        // Loopback lets the kernel take megabytes for a client that does not read.
+        const int receiveBuffer = 64 * 1024;
+        QCOMPARE(::setsockopt(int(m_client->socketDescriptor()), SOL_SOCKET, SO_RCVBUF,
+                              &receiveBuffer, sizeof receiveBuffer),
+                 0);
+        m_client->write(pings);
+        qint64 most = 0;
+        const auto backlogBeyondTheBound = [&] {
+            most = std::max(most, m_connection->bytesToWrite());
+            return most > WebSocketConnection::MaxUnsentWhileReading + 127;
+        };
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                backlogBeyondTheBound();
+                return most >= WebSocketConnection::MaxUnsentWhileReading;
+            },
+            10'000));
+        QVERIFY2(!QTest::qWaitFor(backlogBeyondTheBound, 1000),
+                 QByteArray::number(most).constData());
+
+        // Once it reads, it is read again: every ping gets its pong.
+        QByteArray bytes;
+        qsizetype pongs = 0;
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                bytes += m_client->readAll();
+                pongs = bytes.count("\x8a\x7d"_ba);
+                return pongs >= Pings;
+            },
+            20'000));
+        QCOMPARE(pongs, Pings);
+    }
+
 private:
     QTcpServer m_server;
     std::unique_ptr<QTcpSocket> m_client;

@@ -71,7 +71,13 @@ std::optional<ConversationFilter> ConversationFilter::fromQuery(const QUrlQuery 
     *error = searchTextProblem(u"q"_s, filter.text);
     if (!error->isEmpty())
         return std::nullopt;
-    for (const QString &tag : query.allQueryItemValues(u"tag"_s, QUrl::FullyDecoded)) {
+    const QStringList tags = query.allQueryItemValues(u"tag"_s, QUrl::FullyDecoded);
+    // No conversation has more tags, and a thousand made a statement SQLite refused (503).
+    if (tags.size() > ConversationLabels::MaxTags) {
+        *error = u"tag is given at most %1 times"_s.arg(ConversationLabels::MaxTags);
+        return std::nullopt;
+    }
+    for (const QString &tag : tags) {
         const qsizetype colon = tag.indexOf(u':');
         TagFilter tagFilter;
         tagFilter.key = colon < 0 ? tag : tag.left(colon);

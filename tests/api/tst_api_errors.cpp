@@ -75,6 +75,9 @@ private Q_SLOTS:
         QTest::addRow("after_seq with a space")
             << "GET"_ba << item + u"/events/search?after_seq=1%20"_s << ""_ba << 422
             << u"invalid_parameter"_s;
+        QTest::addRow("more tag filters than tags")
+            << "GET"_ba << u"/api/conversations/count?"_s + u"tag=t&"_s.repeated(51) << ""_ba << 422
+            << u"invalid_parameter"_s;
         QTest::addRow("bad sort") << "GET"_ba << u"/api/conversations/search?sort_order=NAME"_s
                                   << ""_ba << 422 << u"invalid_parameter"_s;
         QTest::addRow("bad page id") << "GET"_ba << u"/api/conversations/search?page_id=%%%"_s

@@ -1,6 +1,66 @@
 #include "httphead.h"
 
+#include <algorithm>
+
 namespace AgentDeck {
+
+namespace {
+
+bool isTokenChar(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           QByteArrayView("!#$%&'*+-.^_`|~").contains(c);
+}
+
+bool isToken(QByteArrayView text)
+{
+    return !text.isEmpty() && std::all_of(text.begin(), text.end(), isTokenChar);
+}
+
+bool isDigit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+} // namespace
+
+RequestLineFault checkRequestLine(QByteArrayView line)
+{
+    const qsizetype firstSpace = line.indexOf(' ');
+    const qsizetype lastSpace = line.lastIndexOf(' ');
+    if (firstSpace <= 0 || lastSpace <= firstSpace + 1)
+        return RequestLineFault::Malformed;
+    const QByteArrayView target = line.sliced(firstSpace + 1, lastSpace - firstSpace - 1);
+    const bool targetIsVisible = std::all_of(target.begin(), target.end(), [](char c) {
+        return static_cast<unsigned char>(c) > ' ' && c != 0x7f;
+    });
+    const QByteArrayView version = line.sliced(lastSpace + 1);
+    if (!isToken(line.first(firstSpace)) || !targetIsVisible || version.size() != 8 ||
+        !version.startsWith("HTTP/") || !isDigit(version[5]) || version[6] != '.' ||
+        !isDigit(version[7]))
+        return RequestLineFault::Malformed;
+    return version[5] == '1' ? RequestLineFault::None : RequestLineFault::Version;
+}
+
+bool headerLinesAreWellFormed(QByteArrayView head)
+{
+    int hosts = 0;
+    qsizetype lineStart = head.indexOf("\r\n");
+    while (lineStart >= 0 && lineStart + 2 < head.size()) {
+        lineStart += 2;
+        qsizetype lineEnd = head.indexOf("\r\n", lineStart);
+        if (lineEnd < 0)
+            lineEnd = head.size();
+        const QByteArrayView line = head.sliced(lineStart, lineEnd - lineStart);
+        const qsizetype colon = line.indexOf(':');
+        if (colon < 0 || !isToken(line.first(colon)))
+            return false; // a line without a name, or folded onto the one before
+        if (line.first(colon).compare("host", Qt::CaseInsensitive) == 0 && ++hosts > 1)
+            return false;
+        lineStart = lineEnd;
+    }
+    return true;
+}
 
 bool headerHasToken(QByteArrayView value, QByteArrayView token)
 {

@@ -10,6 +10,21 @@ namespace AgentDeck {
 // Whether a comma-separated header value holds `token`, compared case-insensitively.
 bool headerHasToken(QByteArrayView value, QByteArrayView token);
 
+// What is wrong with a request line (RFC 9112, 3): `method SP request-target SP HTTP-version`,
+// the method a token, the target without spaces or control characters.
+enum class RequestLineFault
+{
+    None,
+    Malformed,
+    Version // a well-formed version other than HTTP/1.x
+};
+RequestLineFault checkRequestLine(QByteArrayView line);
+
+// Whether the header lines of `head` (after its request line, lines ending in CRLF) are each
+// `name: value` with a token for a name and no folding, and `Host` comes at most once (RFC
+// 9112, 3.2 and 5).
+bool headerLinesAreWellFormed(QByteArrayView head);
+
 // Calls `visit` with the name and the value (both trimmed) of each header line of `head`; the
 // request line and lines without a colon are skipped.
 void forEachHeader(QByteArrayView head,

@@ -157,6 +157,9 @@ private:
             << "closing a connection that " << why << " (" << m_socket->bytesToWrite()
             << " bytes of answers unsent)";
         m_metrics.httpConnectionClosed("not_reading");
+        // Nobody reads the socket after this, the HTTP server's slot that comes next included
+        // (it warned that the device was not open, once per request left).
+        disconnect(m_socket, &QTcpSocket::readyRead, nullptr, nullptr);
         m_socket->abort();
     }
 
@@ -170,6 +173,13 @@ private:
                         .arg(HttpRequestFollower::MaxHeadBytes)};
         case Problem::BodyTooLarge:
             return ApiError::payloadTooLarge(m_limits.maxBodyBytes);
+        case Problem::MalformedHead:
+            return ApiError::badRequest(QStringLiteral(
+                "The request line or a header line is malformed (lines end in CRLF; a request "
+                "line is `METHOD target HTTP/1.1`; one Host header at most)"));
+        case Problem::VersionNotSupported:
+            return {505, QStringLiteral("http_version_not_supported"),
+                    QStringLiteral("Only HTTP/1.0 and HTTP/1.1 are spoken here")};
         case Problem::Malformed:
         case Problem::None:
             break;

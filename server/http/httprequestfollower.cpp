@@ -40,6 +40,7 @@ HttpRequestFollower::News HttpRequestFollower::follow(QByteArrayView bytes)
     qsizetype at = 0;
     while (at < bytes.size() && m_state != State::Lost) {
         const QByteArrayView rest = bytes.sliced(at);
+        const int ended = news.requestsEnded;
         switch (m_state) {
         case State::Head:
             at += inHead(rest, news);
@@ -71,9 +72,12 @@ HttpRequestFollower::News HttpRequestFollower::follow(QByteArrayView bytes)
         case State::Lost:
             break;
         }
+        if (news.requestsEnded > ended)
+            m_requestStart = m_followed + at;
         if (std::exchange(m_closeEnded, false) && news.closeAfter < 0)
             news.closeAfter = at;
     }
+    m_followed += bytes.size();
     if (m_expectsContinue) {
         news.expectsContinue = news.problem == Problem::None;
         m_expectsContinue = false;
@@ -92,13 +96,45 @@ qsizetype HttpRequestFollower::inHead(QByteArrayView bytes, News &news)
     }
     const qsizetype before = m_pending.size();
     m_pending.append(bytes.first(std::min(bytes.size(), MaxHeadBytes + 1 - before)));
+    const qsizetype taken = skipped + (m_pending.size() - before); // unless the head ends here
+    // The bytes after the head's end (a body, the next request) are not the head's.
     const qsizetype end = m_pending.indexOf("\r\n\r\n", std::max<qsizetype>(0, before - 3));
+    const qsizetype headBytes = end < 0 ? m_pending.size() : end + 4;
+    // Lines end in CRLF. Qt's parser takes a bare LF for a line end too, and such a head would
+    // never end here: it is refused (RFC 9112, 2.2 allows either), as is a bare CR.
+    for (qsizetype i = std::max<qsizetype>(before, 1); i < headBytes; ++i) {
+        if ((m_pending[i] == '\n') != (m_pending[i - 1] == '\r')) {
+            fail(news, Problem::MalformedHead);
+            return taken;
+        }
+    }
+    if (!m_requestLineChecked) {
+        const qsizetype lineEnd = m_pending.indexOf("\r\n", std::max<qsizetype>(0, before - 1));
+        if (lineEnd >= 0 && lineEnd < headBytes) {
+            m_requestLineChecked = true;
+            switch (checkRequestLine(QByteArrayView(m_pending).first(lineEnd))) {
+            case RequestLineFault::None:
+                break;
+            case RequestLineFault::Malformed:
+                fail(news, Problem::MalformedHead);
+                return taken;
+            case RequestLineFault::Version:
+                fail(news, Problem::VersionNotSupported);
+                return taken;
+            }
+        }
+    }
     if (end < 0) {
         if (m_pending.size() > MaxHeadBytes)
             fail(news, Problem::HeadTooLarge);
-        return skipped + (m_pending.size() - before);
+        return taken;
     }
     const QByteArray head = std::exchange(m_pending, {});
+    m_requestLineChecked = false;
+    if (!headerLinesAreWellFormed(QByteArrayView(head).first(end))) {
+        fail(news, Problem::MalformedHead);
+        return skipped + (end + 4 - before);
+    }
     startBody(QByteArrayView(head).first(end), news);
     return skipped + (end + 4 - before);
 }
@@ -181,6 +217,7 @@ void HttpRequestFollower::endRequest(News &news)
 void HttpRequestFollower::fail(News &news, Problem problem)
 {
     news.problem = problem;
+    m_requestLineChecked = false;
     m_state = State::Lost;
     m_pending.clear();
 }

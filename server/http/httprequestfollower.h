@@ -32,9 +32,11 @@ public:
     enum class Problem
     {
         None,
-        HeadTooLarge, // or the trailers of a chunked body
-        BodyTooLarge, // by its Content-Length or by the chunks seen so far
-        Malformed     // a Content-Length or chunk size that is not a number, a runaway line
+        HeadTooLarge,       // or the trailers of a chunked body
+        BodyTooLarge,       // by its Content-Length or by the chunks seen so far
+        Malformed,          // a Content-Length or chunk size that is not a number, a runaway line
+        MalformedHead,      // a request line or header line HTTP/1.1 does not allow, a bare LF
+        VersionNotSupported // a request line of an HTTP version other than 1.x
     };
     struct News
     {
@@ -56,6 +58,11 @@ public:
     bool inHead() const { return m_state == State::Head && !m_pending.isEmpty(); }
     // A problem was reported: nothing more is followed.
     bool lost() const { return m_state == State::Lost; }
+    // Bytes taken so far, counted from the connection's first.
+    qint64 followed() const { return m_followed; }
+    // Where the request being followed (or the one with the problem) began, counted as
+    // followed() is: the end of the request before it.
+    qint64 requestStart() const { return m_requestStart; }
 
 private:
     enum class State
@@ -78,6 +85,9 @@ private:
 
     qint64 m_maxBodyBytes;
     State m_state = State::Head;
+    qint64 m_followed = 0;
+    qint64 m_requestStart = 0;
+    bool m_requestLineChecked = false;
     QByteArray m_pending;   // the head, or a chunk-size or trailer line, so far
     qint64 m_remaining = 0; // bytes of the body (or chunk, or chunk end) still to come
     qint64 m_bodyBytes = 0; // decoded body bytes of a chunked request so far

@@ -169,6 +169,7 @@ QByteArray HttpResponse::closingAnswer() const
                               : status == 413 ? "Payload Too Large"
                               : status == 426 ? "Upgrade Required"
                               : status == 431 ? "Request Header Fields Too Large"
+                              : status == 505 ? "HTTP Version Not Supported"
                                               : "Error";
     QByteArray answer = "HTTP/1.1 " + QByteArray::number(status) + ' ' + reason +
                         "\r\nContent-Type: " + contentType +

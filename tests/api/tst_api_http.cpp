@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <optional>
@@ -273,6 +274,24 @@ private Q_SLOTS:
                    "POST /api/conversations HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: "
                    "chunked\r\n\r\nzz\r\n")
             << 400 << QByteArray("bad_request");
+        // Qt's HTTP server closed these without an answer, and waited for the end of a head
+        // written with bare LFs until the request timeout (60 s).
+        QTest::addRow("no version") << QByteArray("GET /alive\r\nHost: localhost\r\n\r\n") << 400
+                                    << QByteArray("bad_request");
+        QTest::addRow("no target") << QByteArray("GET  HTTP/1.1\r\nHost: localhost\r\n\r\n") << 400
+                                   << QByteArray("bad_request");
+        QTest::addRow("tabs") << QByteArray("GET\t/alive\tHTTP/1.1\r\nHost: localhost\r\n\r\n")
+                              << 400 << QByteArray("bad_request");
+        QTest::addRow("bare LFs") << QByteArray("GET /alive HTTP/1.1\nHost: localhost\n\n") << 400
+                                  << QByteArray("bad_request");
+        QTest::addRow("a folded header")
+            << QByteArray("GET /alive HTTP/1.1\r\nHost: localhost\r\nX: a\r\n b\r\n\r\n") << 400
+            << QByteArray("bad_request");
+        QTest::addRow("two Host headers")
+            << QByteArray("GET /alive HTTP/1.1\r\nHost: localhost\r\nHost: evil.example\r\n\r\n")
+            << 400 << QByteArray("bad_request");
+        QTest::addRow("HTTP/2.0") << QByteArray("GET /alive HTTP/2.0\r\nHost: localhost\r\n\r\n")
+                                  << 505 << QByteArray("http_version_not_supported");
     }
     void brokenOrEndlessFramingIsRefused()
     {
@@ -447,7 +466,7 @@ private Q_SLOTS:
         QTest::addColumn<int>("perWrite");
         QTest::addColumn<QString>("why");
         QTest::addRow("all at once") << 2000 << u"more than 64 requests"_s;
-        QTest::addRow("32 at a time") << 32 << u"does not read its answers"_s;
+        QTest::addRow("16 at a time") << 16 << u"does not read its answers"_s;
     }
     void aClientThatDoesNotReadItsAnswersIsDisconnected()
     {
@@ -471,10 +490,16 @@ private Q_SLOTS:
             "GET /api/conversations/search HTTP/1.1\r\nHost: localhost\r\n\r\n";
         const QByteArray requests = request.repeated(perWrite);
         int written = 0;
+        QByteArray unsent; // of the last batch: a request cut in two would be a malformed one
         const auto closedByServer = [&] {
-            if (written < 2000 && ::send(fd, requests.constData(), std::size_t(requests.size()),
-                                         MSG_NOSIGNAL) == requests.size())
+            if (unsent.isEmpty() && written < 2000) {
+                unsent = requests;
                 written += perWrite;
+            }
+            if (const auto sent =
+                    ::send(fd, unsent.constData(), std::size_t(unsent.size()), MSG_NOSIGNAL);
+                sent > 0)
+                unsent.remove(0, sent);
             tcp_info info{};
             socklen_t size = sizeof info;
             ::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &size);

@@ -126,6 +126,34 @@ private Q_SLOTS:
         row("head too large",
             "GET / HTTP/1.1\r\nX: " + QByteArray(HttpRequestFollower::MaxHeadBytes, 'h'), false,
             Problem::HeadTooLarge);
+        // Heads Qt's parser drops the connection for, with no answer; or, with bare LFs, takes
+        // while the follower waited for a CRLF CRLF that never came.
+        row("a body with bare LFs", post("{\n  \"a\": 1\r\n}\n") + get, false);
+        row("a lowercase method", "get /alive HTTP/1.1\r\nHost: h\r\n\r\n", false);
+        row("no version", "GET /alive\r\nHost: h\r\n\r\n", false, Problem::MalformedHead);
+        row("no version, nothing after", "GET /alive\r\n", false, Problem::MalformedHead);
+        row("no target", "GET  HTTP/1.1\r\nHost: h\r\n\r\n", false, Problem::MalformedHead);
+        row("tabs", "GET\t/alive\tHTTP/1.1\r\nHost: h\r\n\r\n", false, Problem::MalformedHead);
+        row("a space in the target", "GET /a b HTTP/1.1\r\n\r\n", false, Problem::MalformedHead);
+        row("a version that is not HTTP", "GET /alive FTP/1.1\r\n\r\n", false,
+            Problem::MalformedHead);
+        row("HTTP/2.0", "GET /alive HTTP/2.0\r\nHost: h\r\n\r\n", false,
+            Problem::VersionNotSupported);
+        row("bare LFs", "GET /alive HTTP/1.1\nHost: h\n\n", false, Problem::MalformedHead);
+        row("a bare LF after the request line", "GET /alive HTTP/1.1\r\nHost: h\n\r\n", false,
+            Problem::MalformedHead);
+        row("a bare CR", "GET /alive HTTP/1.1\r\nHost: h\rX: y\r\n\r\n", false,
+            Problem::MalformedHead);
+        row("a folded header", "GET /alive HTTP/1.1\r\nX: a\r\n b\r\n\r\n", false,
+            Problem::MalformedHead);
+        row("a header without a colon", "GET /alive HTTP/1.1\r\nHost h\r\n\r\n", false,
+            Problem::MalformedHead);
+        row("a space before the colon", "GET /alive HTTP/1.1\r\nHost : h\r\n\r\n", false,
+            Problem::MalformedHead);
+        row("two Host headers", "GET /alive HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n", false,
+            Problem::MalformedHead);
+        row("a malformed head after good ones", get + get + "GET /alive\r\n\r\n", false,
+            Problem::MalformedHead);
     }
     void followsStreams()
     {
@@ -173,6 +201,27 @@ private Q_SLOTS:
         QCOMPARE(follower.follow(get.sliced(4)).requestsEnded, 1);
         QCOMPARE(follower.follow(post("abc").chopped(1)).requestsEnded, 0);
         QCOMPARE(follower.follow("c").requestsEnded, 1);
+    }
+
+    // The listener holds a refusal, or `100 Continue`, until the HTTP server has read the
+    // requests before the one it concerns.
+    void whereEachRequestStartsIsKnown()
+    {
+        HttpRequestFollower follower(Limit);
+        const QByteArray get = "GET / HTTP/1.1\r\n\r\n";
+        const QByteArray expecting = post("abc", "Expect: 100-continue\r\n");
+        News news = follower.follow(QByteArray(get + get + expecting.chopped(3)));
+        QVERIFY(news.expectsContinue);
+        QCOMPARE(follower.requestStart(), 2 * get.size());
+        QCOMPARE(follower.followed(), 2 * get.size() + expecting.size() - 3);
+        news = follower.follow(
+            QByteArray("abc\r\n" + get.first(3))); // a stray CRLF belongs to the next one
+        QCOMPARE(news.requestsEnded, 1);
+        QCOMPARE(follower.requestStart(), 2 * get.size() + expecting.size());
+        news = follower.follow(QByteArray(get.sliced(3) + "GET /x\r\n\r\n"));
+        QCOMPARE(news.problem, Problem::MalformedHead);
+        QCOMPARE(follower.requestStart(), 3 * get.size() + expecting.size() + 2);
+        QCOMPARE(follower.followed(), 3 * get.size() + expecting.size() + 2 + 10);
     }
 
     void nothingIsReportedOnceLost()

@@ -15,10 +15,11 @@
 #include <QTcpSocket>
 #include <QTimer>
 
+#include <deque>
 #include <fcntl.h>
+#include <functional>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <optional>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -80,30 +81,47 @@ public:
             return;
         }
         const qint64 available = m_socket->bytesAvailable();
+        const qint64 arrivedBefore = m_arrived;
+        m_arrived += available - m_seen;
         HttpRequestFollower::News news;
         if (available > m_seen && !m_follower.lost())
             news = m_follower.follow(QByteArrayView(m_socket->peek(available)).sliced(m_seen));
-        if (news.closeAfter >= 0 && m_closeAt < 0)
-            m_closeAt = m_seen + news.closeAfter;
         m_seen = available;
         if (news.requestsEnded > MaxRequestsPerRead) {
             closeUnread(u"sent more than %1 requests without waiting for answers"_s.arg(
                 MaxRequestsPerRead));
             return;
         }
+        if (news.closeAfter >= 0 && !m_closeDue) {
+            // Qt 6.4 kept the connection open, and a client reading to the end (an HTTP/1.0
+            // one, say) waited for the idle timeout. The close takes its turn after the answers
+            // to that request and the ones before it.
+            m_closeDue = true;
+            onceServerHasRead(arrivedBefore + news.closeAfter, [this] {
+                m_closing = true;
+                m_idle.stop();
+                m_requestDue.stop();
+                AnswerLine::writeInTurn(m_socket, [socket = QPointer(m_socket)] {
+                    if (socket)
+                        socket->disconnectFromHost();
+                });
+            });
+        }
+        // What concerns the request being followed waits until the HTTP server has read the
+        // ones before it, and then takes its turn after their answers: a refusal, and
+        // `100 Continue`.
         if (news.problem != HttpRequestFollower::Problem::None) {
-            // Requests that came whole before this one are the HTTP server's to answer: it reads
-            // them (and what follows) first, and the refusal comes after its slot.
-            if (news.requestsEnded > 0)
-                m_refuseAfterServer = refusalFor(news.problem);
-            else
-                refuse(refusalFor(news.problem));
+            onceServerHasRead(m_follower.requestStart(),
+                              [this, refusal = refusalFor(news.problem)] { refuse(refusal); });
+            runDue();
             return;
         }
         if (news.expectsContinue) {
-            AnswerLine::writeInTurn(m_socket, [socket = QPointer(m_socket)] {
-                if (socket)
-                    socket->write("HTTP/1.1 100 Continue\r\n\r\n");
+            onceServerHasRead(m_follower.requestStart(), [this] {
+                AnswerLine::writeInTurn(m_socket, [socket = QPointer(m_socket)] {
+                    if (socket)
+                        socket->write("HTTP/1.1 100 Continue\r\n\r\n");
+                });
             });
         }
         if (m_follower.inRequest()) {
@@ -121,31 +139,23 @@ public:
             m_requestDue.stop();
         }
         m_idle.start(m_limits.idleTimeout);
+        runDue();
     }
 
     void afterServer()
     {
-        if (auto refusal = std::exchange(m_refuseAfterServer, std::nullopt)) {
-            refuse(*refusal);
+        // The server reads a request at a time (and comes back for the next one).
+        runDue();
+        if (m_refused) {
+            m_seen = 0;
             return;
         }
-        // The server reads a request at a time (and comes back for the next one).
-        const qint64 taken = m_seen - m_socket->bytesAvailable();
-        if (m_closeAt >= 0 && (m_closeAt -= taken) <= 0) {
-            // The request that asked for it has been read. Qt 6.4 kept the connection open,
-            // and a client reading to the end (an HTTP/1.0 one, say) waited for the idle
-            // timeout. The close takes its turn after the answers to that request and the
-            // ones before it.
-            m_closing = true;
-            m_closeAt = -1;
-            m_idle.stop();
-            m_requestDue.stop();
-            AnswerLine::writeInTurn(m_socket, [socket = QPointer(m_socket)] {
-                if (socket)
-                    socket->disconnectFromHost();
-            });
-        }
-        m_seen = m_refused ? 0 : m_socket->bytesAvailable();
+        m_seen = m_socket->bytesAvailable();
+        // What the server answered goes out now: a client that sent its request and then shut
+        // down its side (`nc -N`) has Qt read that end next, and Qt then closes the socket
+        // with whatever is still unsent.
+        if (m_socket->bytesToWrite() > 0)
+            m_socket->flush();
     }
 
 private:
@@ -217,6 +227,23 @@ private:
         drop();
     }
 
+    // Runs `action` once the HTTP server has read every byte of the connection before
+    // `position` (counted from its first byte); actions run in the order they were given.
+    void onceServerHasRead(qint64 position, std::function<void()> action)
+    {
+        m_due.push_back({position, std::move(action)});
+    }
+
+    void runDue()
+    {
+        const qint64 read = m_arrived - m_socket->bytesAvailable();
+        while (!m_refused && !m_due.empty() && m_due.front().first <= read) {
+            const std::function<void()> action = std::move(m_due.front().second);
+            m_due.pop_front();
+            action();
+        }
+    }
+
     void drop()
     {
         m_socket->skip(m_socket->bytesAvailable()); // the HTTP server must not get any of it
@@ -235,14 +262,13 @@ private:
     HttpLimits m_limits;
     Metrics &m_metrics;
     HttpRequestFollower m_follower;
-    qint64 m_seen = 0; // bytes at the front of the socket's buffer that were followed already
+    qint64 m_seen = 0;    // bytes at the front of the socket's buffer that were followed already
+    qint64 m_arrived = 0; // bytes that came on the connection (the end of the socket's buffer)
     bool m_refused = false;
     bool m_answered = false; // the refusal has been written
-    // Bytes at the front of the socket's buffer up to the end of a request that asked to close
-    // the connection after its answer; -1: none.
-    qint64 m_closeAt = -1;
-    bool m_closing = false; // that request has been read: the close is on its way
-    std::optional<ApiError> m_refuseAfterServer;
+    bool m_closeDue = false; // a request asked to close the connection after its answer
+    bool m_closing = false;  // that request has been read: the close is on its way
+    std::deque<std::pair<qint64, std::function<void()>>> m_due; // see onceServerHasRead()
     QTimer m_idle{this};       // closes a connection that has had nothing to do
     QTimer m_requestDue{this}; // answers 408 to a request that does not arrive whole in time
     QTimer m_quiet{this};      // while refused: ends the connection once the client is quiet

@@ -310,6 +310,85 @@ private Q_SLOTS:
         QVERIFY(m_server->get(u"/alive"_s).ok());
     }
 
+    // Qt's server reads one request at a time; the refusal of a later one threw away the
+    // whole requests before it that the server had not read yet.
+    void requestsBeforeARefusedOneAreAnswered_data()
+    {
+        QTest::addColumn<QByteArray>("refused");
+        QTest::addColumn<int>("status");
+        QTest::addRow("body over the limit")
+            << postHead(u"/api/conversations"_s, qint64(1) << 30) << 413;
+        QTest::addRow("malformed request line")
+            << QByteArray("GET /alive\r\nHost: localhost\r\n\r\n") << 400;
+    }
+    void requestsBeforeARefusedOneAreAnswered()
+    {
+        QFETCH(QByteArray, refused);
+        QFETCH(int, status);
+        RawHttp client;
+        QVERIFY(client.connectTo(m_server->url()));
+        client.send(QByteArray("GET /alive HTTP/1.1\r\nHost: localhost\r\n\r\n").repeated(5) +
+                    refused);
+        for (int i = 0; i < 5; ++i) {
+            const auto response = client.nextResponse();
+            QVERIFY2(response, client.received().constData());
+            QCOMPARE(response->status, 200);
+        }
+        const auto refusal = client.nextResponse();
+        QVERIFY2(refusal, client.received().constData());
+        QCOMPARE(refusal->status, status);
+        QVERIFY(client.waitForClose());
+    }
+
+    // The interim answer was written before the answers to the requests ahead of it, and a
+    // client took it for the answer to the first of them.
+    void continueComesAfterTheAnswersBeforeIt()
+    {
+        RawHttp client;
+        QVERIFY(client.connectTo(m_server->url()));
+        const QByteArray body = messageBody(100);
+        client.send("GET /alive HTTP/1.1\r\nHost: localhost\r\n\r\n" +
+                    postHead(m_events, body.size(), "Expect: 100-continue\r\n"));
+        const auto first = client.nextResponse();
+        QVERIFY2(first, client.received().constData());
+        QCOMPARE(first->status, 200);
+        QCOMPARE(client.nextResponse().value_or(RawResponse()).status, 100);
+        client.send(body);
+        const auto sent = client.nextResponse();
+        QVERIFY2(sent, client.received().constData());
+        QVERIFY2(sent->body.contains("\"seq\":1"), sent->body.constData());
+    }
+
+    // `printf 'GET ...' | nc -N`: the client shuts down its side after the request. Qt reads
+    // that end next and closes the socket with the unsent answer in it: no answer at all.
+    void aClientThatShutsDownItsSideGetsTheAnswer()
+    {
+        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        QVERIFY(fd >= 0);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_port = htons(quint16(m_server->url().port()));
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        QCOMPARE(::connect(fd, reinterpret_cast<const sockaddr *>(&address), sizeof address), 0);
+        const QByteArray request = "GET /alive HTTP/1.1\r\nHost: localhost\r\n\r\n";
+        QCOMPARE(::send(fd, request.constData(), std::size_t(request.size()), MSG_NOSIGNAL),
+                 request.size());
+        ::shutdown(fd, SHUT_WR);
+        ::fcntl(fd, F_SETFL, O_NONBLOCK);
+        QByteArray received;
+        const bool ended = QTest::qWaitFor([&] {
+            char buffer[4096];
+            const auto got = ::recv(fd, buffer, sizeof buffer, 0);
+            if (got > 0)
+                received.append(buffer, got);
+            return got == 0 || (got < 0 && errno != EAGAIN);
+        });
+        ::close(fd);
+        QVERIFY(ended);
+        QVERIFY2(received.startsWith("HTTP/1.1 200"), received.constData());
+        QVERIFY2(received.endsWith(R"({"status":"ok"})"), received.constData());
+    }
+
     void expectContinueIsAnswered()
     {
         RawHttp client;

@@ -1,4 +1,5 @@
 // Bad input never crashes the server and never gets a 500; keys protect /api, not health.
+#include "storage/conversationstore.h"
 #include "storage/database.h"
 #include "testevents.h"
 #include "testserver.h"
@@ -245,6 +246,63 @@ private Q_SLOTS:
         QCOMPARE(errors.size(), 1);
         QCOMPARE(errors.first().value(u"code"_s).toString(), u"storage_full"_s);
         QVERIFY(errors.first().value(u"error"_s).toString().contains(u"disk is full"_s));
+    }
+
+    // A damaged database is the operator's to restore: no "retry shortly", and the server
+    // stops saying it is ready. Clients were told to retry for good.
+    void aDamagedDatabaseIsNamedAndTheServerIsNotReady()
+    {
+        TestServer server;
+        QVERIFY2(server.start(), qPrintable(server.errorString()));
+        QCOMPARE(server.get(u"/ready"_s).status, 200);
+        const QUuid id = server.create();
+        QVERIFY(!id.isNull());
+        Database &db = server.server().database();
+        db.beforeCommit = [] { throw StorageError("commit: database disk image is malformed"); };
+        const ApiReply refused = server.post(ServerConnection::conversationPath(id, u"events"_s),
+                                             TestServer::message(u"hello"_s));
+        db.beforeCommit = {};
+        QCOMPARE(refused.status, 503);
+        QCOMPARE(refused.errorCode, u"storage_corrupt"_s);
+        QVERIFY(refused.retryAfter.isEmpty());
+        QVERIFY(refused.detail.contains(u"backup"_s));
+        const ApiReply ready = server.get(u"/ready"_s);
+        QCOMPARE(ready.status, 503);
+        QCOMPARE(ready.json.toObject().value(u"status"_s).toString(), u"storage_corrupt"_s);
+        QCOMPARE(server.get(u"/alive"_s).status, 200); // the process itself is well
+    }
+
+    // Another owner took the conversation between this server's claim and its first write
+    // under it (here: the resolution of a stale run as a new one starts). Nothing is written,
+    // and the client is told to retry; it was a 500.
+    void aLeaseLostWhileARequestRunsIs409()
+    {
+        TestServer server;
+        QVERIFY2(server.start(), qPrintable(server.errorString()));
+        const QUuid id =
+            server.create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
+        QVERIFY(!id.isNull());
+        ConversationStore &store = server.server().store();
+        store.append(id, {}, ExecutionStatus::Running, 0); // a run no server is executing
+        const qsizetype eventsBefore = server.events(id).size();
+        Database &db = store.database();
+        bool stolen = false;
+        db.afterCommit = [&] {
+            if (std::exchange(stolen, true))
+                return;
+            QSqlQuery steal = db.prepare(u"UPDATE conversations SET lease_owner = 'elsewhere', "
+                                         "lease_epoch = lease_epoch + 1 WHERE id = ?"_s);
+            steal.addBindValue(toWireId(id));
+            db.exec(steal);
+        };
+        const ApiReply refused = server.post(ServerConnection::conversationPath(id, u"run"_s));
+        db.afterCommit = {};
+        QVERIFY(stolen);
+        QCOMPARE(refused.status, 409);
+        QCOMPARE(refused.errorCode, u"lease_lost"_s);
+        QCOMPARE(refused.retryAfter, "1"_ba);
+        QCOMPARE(server.events(id).size(), eventsBefore);
+        QCOMPARE(server.status(id), u"running"_s);
     }
 
     void wrongMethodNamesTheAllowedOnes()

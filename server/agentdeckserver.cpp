@@ -195,7 +195,14 @@ bool AgentDeckServer::start(QString *error)
 
     const bool shared = !m_config.databaseUrl.isEmpty();
     QString dbError;
-    d->database = shared ? Database::openPostgres(m_config.databaseUrl, &dbError)
+    // A session idle in a transaction past a quarter of the lease TTL (a second at least) is
+    // ended, so that the row locks of a frozen replica go before the other replicas' renewals
+    // miss their second tick.
+    const PostgresTimeouts timeouts{
+        std::chrono::milliseconds(500),
+        std::max<std::chrono::milliseconds>(m_config.leaseTtl / 4, std::chrono::seconds(1))};
+    d->database = shared ? Database::openPostgres(m_config.databaseUrl, &dbError,
+                                                  Database::Migrations::Run, timeouts)
                          : Database::openSqlite(QDir(dataDir).filePath(u"agentdeck.db"_s), &dbError,
                                                 d->parts.clock.get());
     if (!d->database) {

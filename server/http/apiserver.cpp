@@ -55,6 +55,14 @@ template<typename Call> HttpResponse ApiServer::guarded(Call &&call)
                  u"The server's database is damaged; its operator must restore it from a "
                  "backup"_s});
         }
+        if (error.lockTimeout()) {
+            qCWarning(lcHttp) << "a row lock is held elsewhere:" << error.what();
+            return HttpResponse::error(
+                {503, u"conversation_locked"_s,
+                 u"Another replica holds this conversation in a transaction and does not "
+                 "finish it (it may be frozen); retry shortly"_s,
+                 1});
+        }
         qCWarning(lcHttp) << "storage failure:" << error.what();
         if (error.diskFull())
             return HttpResponse::error({503, u"storage_full"_s,

@@ -168,7 +168,7 @@ QString Database::checkPostgresUrl(const QUrl &url)
 }
 
 std::unique_ptr<Database> Database::openPostgres(const QUrl &url, QString *error,
-                                                 Migrations migrations)
+                                                 Migrations migrations, PostgresTimeouts timeouts)
 {
     if (const QString problem = checkPostgresUrl(url); !problem.isEmpty()) {
         *error = u"invalid database URL: "_s + problem;
@@ -185,9 +185,13 @@ std::unique_ptr<Database> Database::openPostgres(const QUrl &url, QString *error
     db.setDatabaseName(url.path().mid(1));
     db.setUserName(url.userName());
     db.setPassword(url.password().isEmpty() ? qEnvironmentVariable("PGPASSWORD") : url.password());
-    // Notices ("relation already exists, skipping") would go to stderr unasked.
-    db.setConnectOptions(u"connect_timeout=10;application_name=agentdeck;"
-                         "options='-c client_min_messages=warning'"_s);
+    // Notices ("relation already exists, skipping") would go to stderr unasked. The timeouts
+    // hold for every session of this connection, the ones after a reconnect too.
+    db.setConnectOptions(
+        u"connect_timeout=10;application_name=agentdeck;"
+        "options='-c client_min_messages=warning -c lock_timeout=%1 "
+        "-c idle_in_transaction_session_timeout=%2'"_s.arg(timeouts.lockWait.count())
+            .arg(timeouts.idleInTransaction.count()));
     // Never echo the password back: the URL is printed without it.
     const QString shown = url.toString(QUrl::RemovePassword);
     if (!database->m_db.open()) {

@@ -33,6 +33,12 @@ public:
         return text.find("database or disk is full") != std::string_view::npos ||
                text.find("No space left on device") != std::string_view::npos;
     }
+    // Whether a statement gave up waiting for a row lock (PostgreSQL's lock_timeout): another
+    // replica holds the row in a transaction that does not end.
+    bool lockTimeout() const
+    {
+        return std::string_view(what()).find("lock timeout") != std::string_view::npos;
+    }
     // Whether the database's files are damaged (SQLite's SQLITE_CORRUPT and SQLITE_NOTADB,
     // PostgreSQL's "invalid page"): no retry mends it; a backup does.
     bool corrupt() const
@@ -46,6 +52,16 @@ public:
 
 // One Qt Sql connection with its migrations, a cache of prepared statements for the hot paths
 // and a counter of executed statements (tests assert query budgets with it).
+// How long a PostgreSQL session waits for a row lock, and how long the server lets a session sit
+// in a transaction without a statement before it ends that session. A replica frozen inside a
+// transaction (SIGSTOP, a paused VM) held its row locks, and every other replica that touched
+// the row waited without end, its whole event loop with it, `/alive` included.
+struct PostgresTimeouts
+{
+    std::chrono::milliseconds lockWait{500};
+    std::chrono::milliseconds idleInTransaction{10'000};
+};
+
 class Database
 {
 public:
@@ -67,7 +83,8 @@ public:
         Skip // a second connection of a process that migrated already
     };
     static std::unique_ptr<Database> openPostgres(const QUrl &url, QString *error,
-                                                  Migrations migrations = Migrations::Run);
+                                                  Migrations migrations = Migrations::Run,
+                                                  PostgresTimeouts timeouts = {});
     // Checks a --database value without connecting; empty when it is usable.
     static QString checkPostgresUrl(const QUrl &url);
     // SQLite: checkpoints the log every `interval` from a thread of its own instead of in the

@@ -3,11 +3,13 @@
 // answers, cancellation across replicas, reads and live events written by any replica.
 #include "postgrescluster.h"
 #include "serverprocess.h"
+#include "storage/database.h"
 #include "testevents.h"
 
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <QSignalSpy>
+#include <QSqlQuery>
 #include <QTemporaryDir>
 #include <QWebSocket>
 
@@ -506,6 +508,37 @@ private Q_SLOTS:
                      "WHERE e1.conversation_id = '%1'"_s.arg(wireId(id))),
                  u"0"_s);
         QCOMPARE(b.post(conversationPath(id, u"interrupt"_s)).status, 200);
+    }
+
+    // A replica frozen inside a transaction held the conversation's row lock, and the other
+    // replicas' requests for it, their sweeps of lapsed runs, and then everything else waited
+    // for it, `/alive` too. Here the test's own session takes the lock and sends nothing more.
+    void aRowLockHeldElsewhereIsAnswered503AndHoldsUpNothingElse()
+    {
+        ServerProcess &b = startReplica(u"beta"_s);
+        const QUuid id = b.create(shellConversation(u"true"_s, false));
+        QVERIFY(!id.isNull());
+        QString error;
+        const std::unique_ptr<AgentDeck::Database> holder = AgentDeck::Database::openPostgres(
+            m_databaseUrl, &error, AgentDeck::Database::Migrations::Skip,
+            AgentDeck::PostgresTimeouts{std::chrono::milliseconds(500),
+                                        std::chrono::milliseconds(0)});
+        QVERIFY2(holder, qPrintable(error));
+        holder->begin();
+        QSqlQuery lock = holder->prepare(u"SELECT id FROM conversations WHERE id = ? FOR UPDATE"_s);
+        lock.addBindValue(wireId(id));
+        holder->exec(lock);
+        lock.finish();
+
+        const Reply locked =
+            b.post(conversationPath(id, u"events"_s), userMessage(u"echo again"_s, false));
+        QCOMPARE(locked.status, 503);
+        QCOMPARE(locked.object().value(u"code"_s).toString(), u"conversation_locked"_s);
+        QCOMPARE(b.get(u"/alive"_s).status, 200);
+        QVERIFY(b.get(conversationPath(id, {})).ok()); // reads take no lock
+        holder->rollback();
+        QVERIFY(
+            b.post(conversationPath(id, u"events"_s), userMessage(u"echo again"_s, false)).ok());
     }
 
     // Two replicas asked to run the same conversation at the same moment: one runs it, the

@@ -401,6 +401,58 @@ private Q_SLOTS:
                  qPrintable(u"%1 not in %2..%3"_s.arg(made).arg(before).arg(after)));
     }
 
+    // A replica frozen inside a transaction (SIGSTOP, a paused VM) held its row locks, and
+    // every other replica that touched the row waited without end, its event loop with it. A
+    // session now gives up on a row lock after its lock wait, and the server ends a session
+    // that sits in a transaction past its limit, which frees the lock.
+    void aRowLockOfAFrozenSessionIsNotWaitedForWithoutEnd()
+    {
+        Testing::PostgresCluster cluster;
+        QString error;
+        QVERIFY2(cluster.start(&error), qPrintable(error));
+        const QUrl url = cluster.createDatabase(u"locks"_s, &error);
+        QVERIFY2(url.isValid(), qPrintable(error));
+        const PostgresTimeouts timeouts{std::chrono::milliseconds(200),
+                                        std::chrono::milliseconds(1'000)};
+        auto frozen = Database::openPostgres(url, &error, Database::Migrations::Run, timeouts);
+        QVERIFY2(frozen, qPrintable(error));
+        auto other = Database::openPostgres(url, &error, Database::Migrations::Skip, timeouts);
+        QVERIFY2(other, qPrintable(error));
+
+        frozen->begin();
+        QSqlQuery lock = frozen->prepare(
+            u"SELECT version FROM schema_migrations WHERE version = 1 FOR UPDATE"_s);
+        frozen->exec(lock);
+        lock.finish();
+        // ... and the frozen session sends nothing more.
+        const auto touch = [&] {
+            QSqlQuery update =
+                other->prepare(u"UPDATE schema_migrations SET name = name WHERE version = 1"_s);
+            other->exec(update);
+        };
+        bool gaveUp = false;
+        try {
+            touch();
+        } catch (const StorageError &failure) {
+            gaveUp = failure.lockTimeout();
+            QVERIFY2(gaveUp, failure.what());
+        }
+        QVERIFY(gaveUp);
+        // The server ends the frozen session once it has been idle in its transaction past the
+        // limit; then the row is free.
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                try {
+                    touch();
+                    return true;
+                } catch (const StorageError &) {
+                    return false;
+                }
+            },
+            10'000));
+        QVERIFY_THROWS_EXCEPTION(StorageError, frozen->commit());
+    }
+
 private:
     static void backends()
     {

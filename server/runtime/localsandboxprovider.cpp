@@ -274,6 +274,13 @@ int LocalSandboxProvider::adoptExisting()
         m_live.insert(*id, runtime.get());
         ++adopted;
         qCInfo(lcRuntime) << "adopted sandbox of" << *id << "pid" << pid;
+        // No run survives a restart: a command still going belongs to a run that is resolved
+        // as interrupted, here or, with replicas, by the one that found it lapsed while this
+        // server was down. Left going, it ran on next to the new runs on the same workspace.
+        if (const auto record = readLastCommand(root.filePath(name)); record && !record->finished) {
+            qCInfo(lcRuntime) << "stopping the command left running in the sandbox of" << *id;
+            runtime->interrupt();
+        }
     }
     return adopted;
 }

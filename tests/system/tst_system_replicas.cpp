@@ -8,6 +8,7 @@
 
 #include <QElapsedTimer>
 #include <QFileInfo>
+#include <QRandomGenerator>
 #include <QSignalSpy>
 #include <QSqlQuery>
 #include <QTemporaryDir>
@@ -71,12 +72,13 @@ class SystemReplicasTest : public QObject
 private:
     // A replica of the current test's database; `runtime` local starts sandbox hosts.
     ServerProcess &startReplica(const QString &name, const QString &runtime = u"process"_s,
-                                bool waitReady = true, int leaseTtlMs = LeaseTtlMs)
+                                bool waitReady = true, int leaseTtlMs = LeaseTtlMs,
+                                const QString &dataDir = {})
     {
         ServerProcess &replica =
-            m_fleet.add({}, {u"--database"_s, m_databaseUrl.toString(), u"--replica-id"_s, name,
-                             u"--lease-ttl"_s, u"%1ms"_s.arg(leaseTtlMs), u"--shutdown-grace"_s,
-                             u"0"_s, u"--runtime"_s, runtime});
+            m_fleet.add(dataDir, {u"--database"_s, m_databaseUrl.toString(), u"--replica-id"_s,
+                                  name, u"--lease-ttl"_s, u"%1ms"_s.arg(leaseTtlMs),
+                                  u"--shutdown-grace"_s, u"0"_s, u"--runtime"_s, runtime});
         if (waitReady) {
             if (!replica.startReady())
                 qWarning().noquote() << name << "did not start:" << replica.stderrText();
@@ -451,6 +453,36 @@ private Q_SLOTS:
         QCOMPARE(
             sql(u"SELECT lease_owner IS NULL FROM conversations WHERE id = '%1'"_s.arg(wireId(id))),
             u"t"_s);
+    }
+
+    // A replica died with a command running in its sandbox, and another resolved the run as
+    // interrupted. The sandbox outlived its server, and the command ran on; the replica,
+    // restarted, adopted the sandbox and left it going, next to the other replica's new runs on
+    // the same workspace.
+    void aRestartedReplicaStopsACommandOfARunResolvedElsewhere()
+    {
+        const QString alphaDir = m_fleet.newDataDir();
+        ServerProcess &a = startReplica(u"alpha"_s, u"local"_s, true, LeaseTtlMs, alphaDir);
+        ServerProcess &b = startReplica(u"beta"_s);
+        const QByteArray marker =
+            "orphaned-" + QByteArray::number(QRandomGenerator::global()->generate());
+        const QUuid id =
+            a.create(shellConversation(u"sleep 300; echo "_s + QString::fromLatin1(marker), true));
+        QVERIFY(!id.isNull());
+        QVERIFY(QTest::qWaitFor([&] { return !processesWith(marker).isEmpty(); }, 15'000));
+        a.kill();
+        QVERIFY(QTest::qWaitFor([&] { return b.status(id) == u"paused"_s; }, 3 * LeaseTtlMs));
+        QVERIFY2(!processesWith(marker).isEmpty(), "the sandbox went with its server");
+        const qsizetype eventsBefore = b.events(id).size();
+
+        // The same replica again, on the same data dir.
+        ServerProcess &again = startReplica(u"alpha"_s, u"local"_s, true, LeaseTtlMs, alphaDir);
+        const bool stopped =
+            QTest::qWaitFor([&] { return processesWith(marker).isEmpty(); }, 10'000);
+        killProcessesWith(marker);
+        QVERIFY2(stopped, qPrintable(again.stderrText().right(2000)));
+        QCOMPARE(b.events(id).size(), eventsBefore); // nothing written about it again
+        QCOMPARE(b.status(id), u"paused"_s);
     }
 
     // Frozen past its TTL, adopted elsewhere, resumed: the zombie writes nothing more, and does

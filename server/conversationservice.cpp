@@ -479,15 +479,20 @@ bool ConversationService::resolveStale(const ConversationInfo &info)
     const auto lease = m_leases.claim(info.id, m_settings.leaseOwner);
     if (!lease)
         return false;
-    resolveStaleUnder(info, *lease);
+    const bool resolved = resolveStaleUnder(info.id, *lease);
     m_leases.release(info.id, *lease);
-    return true;
+    return resolved;
 }
 
-void ConversationService::resolveStaleUnder(const ConversationInfo &info, const LeaseToken &lease)
+bool ConversationService::resolveStaleUnder(const QUuid &id, const LeaseToken &lease)
 {
-    if (info.executionStatus != ExecutionStatus::Running)
-        return;
+    // The row as it is under the lease: a status read before the claim may be of a run that
+    // ended and let go of its lease since. Another replica's pause then wrote a false
+    // "the server stopped" into a run that had finished, and paused it.
+    const auto current = m_store.find(id);
+    if (!current || current->executionStatus != ExecutionStatus::Running)
+        return false;
+    const ConversationInfo &info = *current;
     QList<Event> events;
     const QList<Event> history = m_store.historySinceAgentMessage(info.id);
     if (const Event *action = pendingAction(history)) {
@@ -509,6 +514,7 @@ void ConversationService::resolveStaleUnder(const ConversationInfo &info, const 
                           "Run the conversation again to continue."_s));
     m_log.setStatus(info.id, ExecutionStatus::Paused, events, &lease);
     qCDebug(lcExecution) << "resolved stale running conversation" << info.id;
+    return true;
 }
 
 int ConversationService::recoverStale()
@@ -530,7 +536,8 @@ int ConversationService::recoverStale()
     return recovered;
 }
 
-QCoro::Task<> ConversationService::startRun(ConversationInfo info, QUuid confirmedActionId)
+QCoro::Task<> ConversationService::startRun(ConversationInfo info,
+                                            std::optional<ConfirmationAnswer> answer)
 {
     requireUsableRuntime(info);
     if (m_runners.contains(info.id) || m_starting.contains(info.id))
@@ -540,8 +547,14 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info, QUuid confirm
     // Registered as live only once everything below succeeded; a failure leaves no lease held.
     m_starting.insert(info.id);
     std::shared_ptr<Runtime> runtime;
+    QUuid confirmedActionId;
     try {
-        resolveStaleUnder(info, lease);
+        resolveStaleUnder(info.id, lease);
+        if (answer) {
+            answerUnder(info.id, *answer, lease);
+            if (answer->accept)
+                confirmedActionId = answer->actionId;
+        }
         auto bringingUp = bringUpRuntime(info);
         runtime = co_await std::move(bringingUp);
     } catch (...) {
@@ -686,7 +699,7 @@ QCoro::Task<ConversationInfo> ConversationService::recover(QUuid id)
     const ConversationInfo info = require(id);
     requireUsableRuntime(info);
     if (!m_runners.contains(id) && !m_starting.contains(id)) {
-        auto starting = startRun(info, {});
+        auto starting = startRun(info);
         co_await std::move(starting);
     }
     co_return require(id);
@@ -694,7 +707,7 @@ QCoro::Task<ConversationInfo> ConversationService::recover(QUuid id)
 
 QCoro::Task<ConversationInfo> ConversationService::run(QUuid id)
 {
-    auto starting = startRun(require(id), {});
+    auto starting = startRun(require(id));
     co_await std::move(starting);
     co_return require(id);
 }
@@ -768,7 +781,7 @@ QCoro::Task<StoredEvent> ConversationService::sendMessage(QUuid id, MessageReque
         m_log.append(id, {Event::message(EventSource::User, message.role, message.text)});
     // A live run picks the message up at its next step; otherwise start one.
     if (message.run && !m_runners.contains(id) && !m_starting.contains(id)) {
-        auto starting = startRun(require(id), {});
+        auto starting = startRun(require(id));
         co_await std::move(starting);
     }
     co_return stored.first();
@@ -788,13 +801,31 @@ QCoro::Task<ConversationInfo> ConversationService::respondToConfirmation(QUuid i
     if (!action)
         throw ApiError::conflict(u"not_waiting_for_confirmation"_s,
                                  u"Conversation has no action waiting for a confirmation"_s);
-    const QUuid actionId = action->id;
     refuseIfHeldElsewhere(id);
-    if (!accept)
-        m_log.append(id, {Event::userReject(*action, reason)});
-    auto starting = startRun(require(id), accept ? actionId : QUuid());
+    // The answer is written once the run is claimed: a rejection written before the claim
+    // stayed when another replica's answer won it (and was answered 409), and that replica's
+    // accept then found its action rejected.
+    auto starting = startRun(require(id), ConfirmationAnswer{action->id, accept, reason});
     co_await std::move(starting);
     co_return require(id);
+}
+
+void ConversationService::answerUnder(const QUuid &id, const ConfirmationAnswer &answer,
+                                      const LeaseToken &lease)
+{
+    // Under the lease the row is what it is: an answer that came through another replica
+    // first has moved it on.
+    const auto current = m_store.find(id);
+    const QList<Event> history = m_store.historySinceAgentMessage(id);
+    const Event *action =
+        current && current->executionStatus == ExecutionStatus::WaitingForConfirmation
+            ? pendingAction(history)
+            : nullptr;
+    if (!action || action->id != answer.actionId)
+        throw ApiError::conflict(u"not_waiting_for_confirmation"_s,
+                                 u"The action was answered meanwhile"_s);
+    if (!answer.accept)
+        m_log.append(id, {Event::userReject(*action, answer.reason)}, std::nullopt, &lease);
 }
 
 QString ConversationService::finalResponse(const QUuid &id)

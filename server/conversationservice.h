@@ -132,12 +132,23 @@ private:
     static constexpr int DeleteBatch = 500;
     void requireUsableRuntime(const ConversationInfo &info) const;
     bool resolveStale(const ConversationInfo &info);
-    void resolveStaleUnder(const ConversationInfo &info, const LeaseToken &lease);
+    // Whether the conversation was `running` under `lease` and is resolved now.
+    bool resolveStaleUnder(const QUuid &id, const LeaseToken &lease);
     LeaseToken claimOrThrow(const QUuid &id);
     // A request that needs the conversation's run or runtime, refused before it changes
     // anything while another owner's lease is live (409 or 503, as the claim would answer).
     void refuseIfHeldElsewhere(const QUuid &id);
-    QCoro::Task<> startRun(ConversationInfo info, QUuid confirmedActionId);
+    // An operator's answer to the action waiting for confirmation, given with the run it
+    // starts.
+    struct ConfirmationAnswer
+    {
+        QUuid actionId;
+        bool accept = true;
+        QString reason;
+    };
+    QCoro::Task<> startRun(ConversationInfo info, std::optional<ConfirmationAnswer> answer = {});
+    // Writes `answer` under `lease`; 409 when the action is no longer the one waiting.
+    void answerUnder(const QUuid &id, const ConfirmationAnswer &answer, const LeaseToken &lease);
     QCoro::Task<std::shared_ptr<Runtime>> bringUpRuntime(ConversationInfo info);
     QCoro::Task<> stopRunAndRuntime(QUuid id);
     QString workspaceFor(const QUuid &id) const;

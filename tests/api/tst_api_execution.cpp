@@ -1,4 +1,6 @@
 // Execution over real HTTP with the built-in agents and the in-server process runtime.
+#include "storage/conversationstore.h"
+#include "storage/database.h"
 #include "testevents.h"
 #include "testserver.h"
 
@@ -216,6 +218,53 @@ private Q_SLOTS:
         const QList<QJsonObject> observations = ofKind(m_server->events(id), u"ObservationEvent"_s);
         QCOMPARE(observations.size(), 1);
         QCOMPARE(observationOf(observations[0]).value(u"output"_s).toString(), u"approved\n"_s);
+    }
+
+    // With replicas, a rejection was written before its run was claimed: when the claim went
+    // to an answer sent through another replica (409 here), the rejection stayed, and that
+    // replica's accept found its action rejected. Here the claim fails: nothing may stay.
+    void anAnswerWhoseRunIsNotClaimedWritesNothing()
+    {
+        const QUuid id = m_server->create(shell(u"rm -rf important"_s, true, true));
+        QVERIFY(m_server->waitForStatus(id, u"waiting_for_confirmation"_s));
+        const qsizetype before = m_server->events(id).size();
+        Database &db = m_server->server().database();
+        db.beforeCommit = [&db] {
+            if (db.lastStatement().contains(u"lease_epoch = lease_epoch + 1"_s))
+                throw StorageError("commit: the claim failed");
+        };
+        const ApiReply rejected = m_server->post(
+            ServerConnection::conversationPath(id, u"events/respond_to_confirmation"),
+            QJsonObject{{u"accept"_s, false}, {u"reason"_s, u"no"_s}});
+        db.beforeCommit = {};
+        QCOMPARE(rejected.status, 503);
+        QCOMPARE(m_server->events(id).size(), before);
+        QCOMPARE(m_server->status(id), u"waiting_for_confirmation"_s);
+    }
+
+    // A pause through another replica read the conversation `running`, then claimed it once
+    // the owner's run had ended and let go of it: it wrote "the server stopped" into a run that
+    // had finished, and paused it. The resolution goes by the row under its lease; here the run
+    // ends right after the claim, the widest the window can be.
+    void aStaleRunIsJudgedUnderItsLease()
+    {
+        const QUuid id = m_server->create(shell(u"true"_s, false));
+        ConversationStore &store = m_server->server().store();
+        store.append(id, {}, ExecutionStatus::Running, QDateTime::currentMSecsSinceEpoch());
+        Database &db = store.database();
+        bool ended = false;
+        db.afterCommit = [&] {
+            if (ended || !db.lastStatement().contains(u"lease_epoch = lease_epoch + 1"_s))
+                return;
+            ended = true;
+            store.append(id, {}, ExecutionStatus::Finished, QDateTime::currentMSecsSinceEpoch());
+        };
+        const ApiReply paused = m_server->post(ServerConnection::conversationPath(id, u"pause"));
+        db.afterCommit = {};
+        QVERIFY(ended);
+        QVERIFY2(paused.ok(), qPrintable(paused.detail));
+        QCOMPARE(m_server->status(id), u"finished"_s);
+        QCOMPARE(ofKind(m_server->events(id), u"AgentErrorEvent"_s).size(), 0);
     }
 
     void alwaysConfirmRejectRecordsTheRejection()

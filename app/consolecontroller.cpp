@@ -192,6 +192,8 @@ QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id)
 {
     QPointer<ConsoleController> self(this);
     setBusy(true);
+    m_acting.insert(id, action);
+    Q_EMIT actingChanged(id);
     QCoro::Task<ApiReply> call = [&]() {
         switch (action) {
         case Action::Recover:
@@ -222,15 +224,17 @@ QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id)
     if (!self)
         co_return false;
     setBusy(false);
+    m_acting.remove(id, action);
+    Q_EMIT actingChanged(id);
     if (!reply.ok()) {
         Q_EMIT failed(tr("%1 failed: %2").arg(actionName(action), reply.errorSentence()));
         Q_EMIT actionFinished(action, false);
         co_return false;
     }
     if (action == Action::Delete) {
+        m_conversations.remove(id); // the window lets go of the row, and so of the selection
         if (m_selected == id)
             select({});
-        m_conversations.remove(id);
     } else if (auto info = ConversationInfo::fromJson(reply.json.toObject())) {
         m_conversations.upsert({*info});
     }

@@ -4,6 +4,7 @@
 #include "eventlistmodel.h"
 #include "serverconnection.h"
 
+#include <QMultiHash>
 #include <QObject>
 #include <QPointer>
 #include <QTimer>
@@ -39,6 +40,8 @@ public:
     ServerConnection *connection() { return m_connection; }
     QUuid selected() const { return m_selected; }
     bool isBusy() const { return m_busy > 0; }
+    // Whether an action on `id` waits for the server's answer.
+    bool isActingOn(const QUuid &id) const { return m_acting.contains(id); }
     // Whether the last refresh read every page (it reads the 5,000 most recently updated).
     bool isListComplete() const { return m_complete; }
 
@@ -62,6 +65,8 @@ Q_SIGNALS:
     void reachabilityChanged(bool reachable, const QString &why);
     void refreshed();
     void actionFinished(AgentDeck::ConsoleController::Action action, bool ok);
+    // An action on `id` began or got its answer (see isActingOn()).
+    void actingChanged(const QUuid &id);
 
 private:
     void setBusy(bool busy);
@@ -77,6 +82,7 @@ private:
     bool m_reachable = true;
     bool m_complete = true; // the last refresh read every page
     int m_busy = 0;
+    QMultiHash<QUuid, Action> m_acting; // actions waiting for the server's answer
 };
 
 } // namespace AgentDeck

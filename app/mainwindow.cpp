@@ -169,6 +169,7 @@ MainWindow::MainWindow(ConsoleController *controller, const QString &serverLabel
         updateActions();
     });
     connect(controller, &ConsoleController::busyChanged, m_progress, &QWidget::setVisible);
+    connect(controller, &ConsoleController::actingChanged, this, &MainWindow::updateActions);
     connect(controller, &ConsoleController::failed, this, &MainWindow::showBanner);
     // The status bar says whether the list is current; a banner tells when it stops being, and
     // goes once it is again, unless it says something else by then.
@@ -215,6 +216,11 @@ MainWindow::MainWindow(ConsoleController *controller, const QString &serverLabel
 QTableView *MainWindow::makeView(ConversationFilterProxy *proxy)
 {
     proxy->setSourceModel(m_controller->conversations());
+    // Connected before the view's selection model, which moves the current row as rows go:
+    // the handler below must know that this is why it moved.
+    connect(proxy, &QAbstractItemModel::rowsAboutToBeRemoved, this,
+            [this] { m_rowsLeaving = true; });
+    connect(proxy, &QAbstractItemModel::rowsRemoved, this, [this] { m_rowsLeaving = false; });
     auto *view = new QTableView(this);
     view->setModel(proxy);
     view->setSelectionBehavior(QAbstractItemView::SelectRows);
@@ -247,10 +253,35 @@ QTableView *MainWindow::makeView(ConversationFilterProxy *proxy)
         if (view != currentView())
             return;
         const auto info = currentConversation();
+        const QUuid selected = m_controller->selected();
+        // When the selected conversation leaves the list (archived, deleted, filtered out), Qt
+        // makes its neighbour current while the row is still there: a double-click on Archive
+        // archived the neighbour too, and interrupted its run. Once the removal is over,
+        // nothing is selected instead.
+        if (m_rowsLeaving && info && !selected.isNull() && info->id != selected) {
+            QMetaObject::invokeMethod(
+                this,
+                [this, view, selected] {
+                    if (view == currentView() && m_controller->selected() == selected &&
+                        !shows(view, selected))
+                        view->selectionModel()->clear(); // and back here, with no current row
+                },
+                Qt::QueuedConnection);
+            return;
+        }
         m_controller->select(info ? info->id : QUuid());
         updateActions();
     });
     return view;
+}
+
+bool MainWindow::shows(QTableView *view, const QUuid &id) const
+{
+    const int sourceRow = m_controller->conversations()->rowOf(id);
+    if (sourceRow < 0)
+        return false;
+    const auto *proxy = static_cast<ConversationFilterProxy *>(view->model());
+    return proxy->mapFromSource(m_controller->conversations()->index(sourceRow, 0)).isValid();
 }
 
 QTableView *MainWindow::currentView() const
@@ -288,10 +319,14 @@ bool MainWindow::selectConversation(const QUuid &id)
 void MainWindow::updateActions()
 {
     const auto info = currentConversation();
+    // One action at a time on a conversation: a second click before the first's answer gave
+    // "Accept done" and "Accept failed" together.
+    const bool acting = info && m_controller->isActingOn(info->id);
     for (auto it = m_buttons.cbegin(); it != m_buttons.cend(); ++it) {
         const Lifecycle::Availability state =
-            info ? availability(it.key(), *info)
-                 : Lifecycle::Availability{false, tr("Select a conversation first")};
+            !info    ? Lifecycle::Availability{false, tr("Select a conversation first")}
+            : acting ? Lifecycle::Availability{false, tr("Waiting for the server to answer")}
+                     : availability(it.key(), *info);
         it.value()->setEnabled(state.enabled);
         it.value()->setToolTip(state.enabled ? QString() : state.reason);
     }

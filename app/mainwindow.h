@@ -44,6 +44,8 @@ public:
 private:
     QTableView *makeView(ConversationFilterProxy *proxy);
     QTableView *currentView() const;
+    // Whether `view` has a row for conversation `id` (its filter and tab let it through).
+    bool shows(QTableView *view, const QUuid &id) const;
     std::optional<ConversationInfo> currentConversation() const;
     void updateActions();
     void updateTabTitles();
@@ -67,6 +69,7 @@ private:
     QLineEdit *m_message;
     QSystemTrayIcon *m_tray = nullptr;
     QHash<ConsoleController::Action, QPushButton *> m_buttons;
+    bool m_rowsLeaving = false; // a view's rows are being removed
 };
 
 } // namespace AgentDeck

@@ -118,6 +118,32 @@ private Q_SLOTS:
         QCOMPARE(runtimeOf(id), u"missing"_s); // archive stopped the runtime
     }
 
+    // A double-click on Archive archived the selected conversation, and then its neighbour,
+    // which Qt made current once the first had left the list; the neighbour's run was
+    // interrupted with it.
+    void aDoubleClickActsOnTheSelectedConversationOnly()
+    {
+        startConsole();
+        const QUuid neighbour = create(u"neighbour"_s, u"sleep 30"_s);
+        const QUuid target = create(u"target"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(status(neighbour), u"running"_s, 15000);
+        QVERIFY(showAndSelect(target));
+        QPushButton *archive = m_window->actionButton(Action::Archive);
+        QTest::mouseClick(archive, Qt::LeftButton);
+        QVERIFY(!archive->isEnabled()); // until the server answers the first click
+        QTest::mouseClick(archive, Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(m_window->tabs()->tabText(1), u"Archived (1)"_s, 10000);
+        // The neighbour is not selected in its place: a click meant for the first does nothing.
+        QVERIFY(!m_window->activeView()->selectionModel()->currentIndex().isValid());
+        QVERIFY(m_controller->selected().isNull());
+        QVERIFY(!archive->isEnabled());
+        QTest::mouseClick(archive, Qt::LeftButton);
+        QVERIFY(conversation(target).value(u"archived_at"_s).isString());
+        QVERIFY(conversation(neighbour).value(u"archived_at"_s).isNull());
+        QCOMPARE(status(neighbour), u"running"_s);
+        QVERIFY(call("POST"_ba, ServerConnection::conversationPath(neighbour, u"interrupt")).ok());
+    }
+
     void deleteAsksThenRemoves()
     {
         startConsole();

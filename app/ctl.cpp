@@ -76,16 +76,9 @@ void writeErr(const QString &text)
     writeTo(stderr, u"agentdeck ctl: "_s + text + u'\n');
 }
 
-QString jsonText(const QJsonValue &value, QJsonDocument::JsonFormat format)
-{
-    if (value.isArray())
-        return QString::fromUtf8(QJsonDocument(value.toArray()).toJson(format));
-    return QString::fromUtf8(QJsonDocument(value.toObject()).toJson(format));
-}
-
 void printJson(const QJsonValue &value)
 {
-    writeOut(jsonText(value, QJsonDocument::Indented));
+    writeOut(CtlFormat::jsonText(value, QJsonDocument::Indented));
 }
 
 int exitCodeFor(const ApiReply &reply)
@@ -521,7 +514,7 @@ private:
     void printEvent(const QJsonObject &object)
     {
         if (m_invocation.json) {
-            writeOut(jsonText(object, QJsonDocument::Compact) + u'\n');
+            writeOut(CtlFormat::jsonText(object, QJsonDocument::Compact) + u'\n');
             return;
         }
         if (const auto event = Event::fromJson(object))

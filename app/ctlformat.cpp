@@ -113,19 +113,60 @@ QString jsonText(const QJsonValue &value)
 
 } // namespace
 
+namespace {
+
+// C1 controls (C0 ones are escaped by JSON already), and the bidirectional formatting
+// characters, which reorder what follows them: "deploy \u202eevil\u202c" reads otherwise.
+bool isHiddenControl(char16_t code)
+{
+    return (code >= 0x7f && code < 0xa0) || code == 0x061c || code == 0x200e || code == 0x200f ||
+           (code >= 0x202a && code <= 0x202e) || (code >= 0x2066 && code <= 0x2069);
+}
+
+QString hex(char16_t code, int digits)
+{
+    return QString::number(code, 16).rightJustified(digits, u'0');
+}
+
+} // namespace
+
 QString terminalSafe(const QString &text)
 {
     const auto isControl = [](QChar c) {
         const char16_t code = c.unicode();
-        return (code < 0x20 && code != u'\n' && code != u'\t') || (code >= 0x7f && code < 0xa0);
+        return (code < 0x20 && code != u'\n' && code != u'\t') || isHiddenControl(code);
     };
     if (std::none_of(text.cbegin(), text.cend(), isControl))
         return text;
     QString safe;
     safe.reserve(text.size() + 16);
     for (const QChar c : text) {
-        if (isControl(c))
-            safe += u"\\x"_s + QString::number(c.unicode(), 16).rightJustified(2, u'0');
+        if (!isControl(c))
+            safe += c;
+        else if (c.unicode() < 0x100)
+            safe += u"\\x"_s + hex(c.unicode(), 2);
+        else
+            safe += u"\\u"_s + hex(c.unicode(), 4);
+    }
+    return safe;
+}
+
+QString jsonText(const QJsonValue &value, QJsonDocument::JsonFormat format)
+{
+    const QString text =
+        QString::fromUtf8(value.isArray() ? QJsonDocument(value.toArray()).toJson(format)
+                                          : QJsonDocument(value.toObject()).toJson(format));
+    // Qt leaves these as they are; terminalSafe() then made them \xNN, which is no JSON, and
+    // `ctl list --json | jq` failed for the whole catalog on one title holding U+007F. Outside
+    // strings JSON is ASCII, so each one is in a string, where \uNNNN is what it means.
+    if (std::none_of(text.cbegin(), text.cend(),
+                     [](QChar c) { return isHiddenControl(c.unicode()); }))
+        return text;
+    QString safe;
+    safe.reserve(text.size() + 16);
+    for (const QChar c : text) {
+        if (isHiddenControl(c.unicode()))
+            safe += u"\\u"_s + hex(c.unicode(), 4);
         else
             safe += c;
     }

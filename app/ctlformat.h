@@ -2,6 +2,8 @@
 
 #include "wiretypes.h"
 
+#include <QJsonDocument>
+#include <QJsonValue>
 #include <QList>
 #include <QStringList>
 
@@ -35,5 +37,9 @@ QString shortTime(const QDateTime &time);
 // carriage return that overwrites the line) shown as \xNN instead; newlines and tabs stay.
 // Everything ctl prints goes through it: titles and outputs come from agents and users.
 QString terminalSafe(const QString &text);
+
+// `value` as JSON text that terminalSafe() leaves alone: the characters it would show as \xNN
+// are \uNNNN escapes, as JSON allows in strings.
+QString jsonText(const QJsonValue &value, QJsonDocument::JsonFormat format);
 
 } // namespace AgentDeck::CtlFormat

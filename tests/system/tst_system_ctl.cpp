@@ -464,6 +464,40 @@ private Q_SLOTS:
         }
     }
 
+    // `--json` is for scripts: a title holding U+007F was printed as `\x7f`, which is no JSON,
+    // and `ctl list --json` failed to parse for the whole catalog. Bidirectional overrides,
+    // which make a title read otherwise, are escaped in tables and JSON alike.
+    void jsonStaysJsonWhateverTheTitlesHold()
+    {
+        ServerProcess &server = m_fleet.add();
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QString title = u"build \u007f box \u0085 deploy \u202elive\u202c today"_s;
+        const QUuid id = server.create(conversationBody(u"shell"_s, title, u"printf 'a\\177b'"_s));
+        QVERIFY(!id.isNull());
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        for (const QStringList &arguments : {QStringList{u"list"_s, u"--json"_s},
+                                             QStringList{u"show"_s, wireId(id), u"--json"_s}}) {
+            const CtlResult result = ctl(server, arguments);
+            QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+            QJsonParseError error;
+            const QJsonDocument document = QJsonDocument::fromJson(result.out.toUtf8(), &error);
+            QVERIFY2(error.error == QJsonParseError::NoError,
+                     qPrintable(error.errorString() + u": "_s + result.out));
+            QVERIFY2(result.out.contains(u"\\u007f"_s) && result.out.contains(u"\\u202e"_s),
+                     qPrintable(result.out));
+        }
+        const CtlResult events = ctl(server, {u"events"_s, wireId(id), u"--json"_s});
+        QVERIFY2(events.exitCode == ExitOk, qPrintable(events.describe()));
+        for (const QString &line : events.outLines()) {
+            QJsonParseError error;
+            QJsonDocument::fromJson(line.toUtf8(), &error);
+            QVERIFY2(error.error == QJsonParseError::NoError, qPrintable(line));
+        }
+        const CtlResult table = ctl(server, {u"list"_s});
+        QVERIFY2(!table.out.contains(QChar(0x202e)) && table.out.contains(u"\\u202elive"_s),
+                 qPrintable(table.out));
+    }
+
     // archive, unarchive, recover, reprovision: each answers the conversation as it now is, and
     // an archived conversation refuses runtime actions with the server's sentence and exit 4.
     void runtimeAndArchiveActions()

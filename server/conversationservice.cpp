@@ -305,14 +305,23 @@ ConversationService::create(CreateConversationRequest request)
                        "is not writable or is full"_s.arg(info.workingDir),
                        30};
     }
+    // The same id may have been created at the same moment through another replica: its row
+    // is there now, and the answer is that conversation (it was 503 storage_unavailable).
+    std::optional<ConversationInfo> createdElsewhere;
     try {
         m_store.insert(info);
-    } catch (...) {
-        // A create that failed (a full disk) leaves no workspace behind.
-        if (info.workspaceOwnedByServer)
+    } catch (const StorageError &) {
+        createdElsewhere = request.id ? m_store.find(*request.id) : std::nullopt;
+        // A create that failed (a full disk) leaves no workspace behind, nor does one that lost
+        // a race, unless the winner's workspace is the same directory.
+        if (info.workspaceOwnedByServer &&
+            (!createdElsewhere || createdElsewhere->workingDir != info.workingDir))
             QDir(info.workingDir).removeRecursively();
-        throw;
+        if (!createdElsewhere)
+            throw;
     }
+    if (createdElsewhere)
+        co_return std::pair{require(info.id), false};
     if (!secret.isEmpty())
         m_secrets.insert(info.id, secret);
     qCInfo(lcServer) << "created conversation" << info.id << "agent" << info.agentKind;

@@ -313,7 +313,11 @@ public:
             const ApiReply reply = co_await std::move(searching);
             if (!reply.ok())
                 co_return fail(reply);
+            // A login page, or another web server on that port, is not an empty catalog: a
+            // monitoring script asking for conversations in error was told there were none.
             const QJsonObject page = reply.json.toObject();
+            if (!page.value(u"items"_s).isArray())
+                co_return unexpectedAnswer(reply, u"a page of conversations"_s);
             for (const QJsonValue &item : page.value(u"items"_s).toArray())
                 items.append(item);
             pageId = page.value(u"next_page_id"_s).toString();
@@ -333,10 +337,12 @@ public:
                 conversations.append(std::move(*info));
         }
         if (conversations.isEmpty()) {
-            const ArchiveFilter archive = m_invocation.filter.archive;
-            writeOut(archive == ArchiveFilter::Archived ? u"No archived conversations.\n"_s
-                     : archive == ArchiveFilter::Active ? u"No active conversations.\n"_s
-                                                        : u"No conversations.\n"_s);
+            const ConversationFilter &filter = m_invocation.filter;
+            const bool narrowed = filter.status || !filter.text.isEmpty() || !filter.tags.isEmpty();
+            writeOut(narrowed                                    ? u"No conversations match.\n"_s
+                     : filter.archive == ArchiveFilter::Archived ? u"No archived conversations.\n"_s
+                     : filter.archive == ArchiveFilter::Active   ? u"No active conversations.\n"_s
+                                                                 : u"No conversations.\n"_s);
             co_return CtlExit::Ok;
         }
         writeOut(CtlFormat::conversationTable(conversations));
@@ -538,10 +544,12 @@ private:
         return CtlExit::Ok;
     }
 
-    static int unexpectedAnswer(const ApiReply &reply)
+    static int unexpectedAnswer(const ApiReply &reply,
+                                const QString &expected = u"a conversation"_s)
     {
-        writeErr(u"the server answered something that is not a conversation: "_s +
-                 QString::fromUtf8(reply.body.left(200)));
+        writeErr(
+            u"the server answered something that is not %1 (is it AgentDeck?): "_s.arg(expected) +
+            QString::fromUtf8(reply.body.left(200)));
         return CtlExit::Failed;
     }
 

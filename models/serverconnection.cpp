@@ -237,6 +237,17 @@ ServerConnection::searchConversations(ConversationFilter filter, ConversationSor
     }
     ConversationPage page;
     const QJsonObject object = reply.json.toObject();
+    if (!object.value(u"items"_s).isArray()) {
+        // A login page, or another web server on that port, is not an empty catalog.
+        if (failure) {
+            *failure = reply;
+            failure->status = ApiReply::UnexpectedAnswer;
+            failure->errorCode = u"unexpected_answer"_s;
+            failure->detail = u"The server answered something that is not a page of "
+                              "conversations; is it an AgentDeck server?"_s;
+        }
+        co_return std::nullopt;
+    }
     for (const QJsonValue &item : object.value(u"items"_s).toArray()) {
         if (auto info = ConversationInfo::fromJson(item.toObject()))
             page.items.append(std::move(*info));

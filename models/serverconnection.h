@@ -30,6 +30,9 @@ struct ApiReply
     QByteArray retryAfter;
 
     bool ok() const { return status >= 200 && status < 300; }
+    // The status a reply is given when its 2xx answer is not what the API answers (502, as a
+    // gateway would call it): a login page or another web server where AgentDeck was expected.
+    static constexpr int UnexpectedAnswer = 502;
     bool unreachable() const { return status == 0; }
     // The one place that turns a server answer into a sentence for a person.
     QString errorSentence() const;

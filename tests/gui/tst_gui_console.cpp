@@ -2,6 +2,7 @@
 // clicking the real buttons under the offscreen platform.
 #include "consolecontroller.h"
 #include "embeddedserver.h"
+#include "fakes.h"
 #include "mainwindow.h"
 #include "statusbadgedelegate.h"
 #include "storage/conversationstore.h"
@@ -264,6 +265,22 @@ private Q_SLOTS:
         QCOMPARE(reachability.size(), 2);
         QVERIFY(!m_window->banner()->isVisible());
         QVERIFY(m_window->statusBar()->currentMessage().startsWith(u"Connected to"_s));
+    }
+
+    // Pointed at a web server that is not AgentDeck (a login page), the console showed an
+    // empty list and "Connected".
+    void somethingThatIsNotAgentDeckIsNamed()
+    {
+        Testing::NotAgentDeckServer web;
+        QVERIFY(web.isListening());
+        ServerConnection connection(web.url());
+        ConsoleController controller(&connection);
+        QSignalSpy reachability(&controller, &ConsoleController::reachabilityChanged);
+        QVERIFY(!QCoro::waitFor(controller.refresh()));
+        QCOMPARE(reachability.size(), 1);
+        QCOMPARE(reachability.first().at(0).toBool(), false);
+        QVERIFY2(reachability.first().at(1).toString().contains(u"AgentDeck server"_s),
+                 qPrintable(reachability.first().at(1).toString()));
     }
 
     // At the default size the badges show their words whole and the titles keep room: sized to

@@ -2,6 +2,8 @@
 
 #include "signalwait.h"
 
+#include <QTcpSocket>
+
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck::Testing {
@@ -74,5 +76,30 @@ void FakeRuntimeProvider::release(const QUuid &)
 }
 
 void FakeRuntimeProvider::describe(QList<ConversationInfo> &) const {}
+
+NotAgentDeckServer::NotAgentDeckServer()
+{
+    listen(QHostAddress::LocalHost);
+    connect(this, &QTcpServer::newConnection, this, [this] {
+        while (QTcpSocket *socket = nextPendingConnection()) {
+            connect(socket, &QTcpSocket::disconnected, socket, &QObject::deleteLater);
+            connect(socket, &QTcpSocket::readyRead, socket, [socket] {
+                if (!socket->peek(socket->bytesAvailable()).contains("\r\n\r\n"))
+                    return; // the head is not all here yet
+                socket->readAll();
+                const QByteArray page = "<html><body>Please log in</body></html>";
+                socket->write("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: " +
+                              QByteArray::number(page.size()) + "\r\nConnection: close\r\n\r\n" +
+                              page);
+                socket->disconnectFromHost();
+            });
+        }
+    });
+}
+
+QUrl NotAgentDeckServer::url() const
+{
+    return QUrl(QStringLiteral("http://127.0.0.1:%1").arg(serverPort()));
+}
 
 } // namespace AgentDeck::Testing

@@ -6,6 +6,8 @@
 #include <QHash>
 #include <QObject>
 #include <QStringList>
+#include <QTcpServer>
+#include <QUrl>
 
 namespace AgentDeck::Testing {
 
@@ -74,6 +76,15 @@ public:
 
 private:
     FakeRuntimeControl &m_control;
+};
+
+// A web server that is not AgentDeck, on a free loopback port: every request gets the same
+// 200 HTML page, as a login page, or another service on the port one meant, would answer.
+class NotAgentDeckServer final : public QTcpServer
+{
+public:
+    NotAgentDeckServer();
+    QUrl url() const;
 };
 
 } // namespace AgentDeck::Testing

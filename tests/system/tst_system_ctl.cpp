@@ -15,6 +15,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include "fakes.h"
 #include "serverprocess.h"
 #include <QUrlQuery>
 #include <QUuid>
@@ -461,6 +462,24 @@ private Q_SLOTS:
                 QVERIFY2(
                     result.out.contains(u"exit 3: boom\\x1b[2K\\x1b[1Gexit 0: all tests passed"_s),
                     qPrintable(result.out));
+        }
+    }
+
+    // A login page, or another web server on that port, answered the search with 200: ctl
+    // said "No active conversations." and exited 0, and a script asking for the conversations
+    // in error was told there were none.
+    void somethingThatIsNotAgentDeckIsNamed()
+    {
+        NotAgentDeckServer web;
+        QVERIFY(web.isListening());
+        for (const QStringList &arguments :
+             {QStringList{u"list"_s},
+              QStringList{u"list"_s, u"--status"_s, u"error"_s, u"--json"_s}}) {
+            const CtlResult result =
+                ctl(QStringList{u"--server"_s, web.url().toString()} + arguments);
+            QVERIFY2(result.exitCode == ExitFailed, qPrintable(result.describe()));
+            QVERIFY2(result.err.contains(u"is it AgentDeck?"_s), qPrintable(result.describe()));
+            QVERIFY2(result.out.isEmpty(), qPrintable(result.describe()));
         }
     }
 

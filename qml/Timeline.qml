@@ -23,12 +23,29 @@ Rectangle {
 
     ListView {
         id: list
+        objectName: "events"
         anchors.fill: parent
         anchors.margins: 8
         spacing: 6
         clip: true
         model: timelineModel
-        onCountChanged: positionViewAtEnd()
+        // It follows the newest event until the user scrolls up, and again once they scroll
+        // back to the end. The end is placed once the new rows are laid out, and again as the
+        // items' real heights replace the view's guesses: placed at once, new events stayed
+        // below the view, and a long history opened in its middle.
+        property bool following: true
+        function follow() {
+            if (following)
+                Qt.callLater(positionViewAtEnd)
+        }
+        onCountChanged: {
+            if (count === 0)
+                following = true
+            follow()
+        }
+        onContentHeightChanged: follow()
+        onHeightChanged: follow()
+        onMovementEnded: following = atYEnd
 
         delegate: Rectangle {
             width: ListView.view.width

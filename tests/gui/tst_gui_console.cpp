@@ -320,6 +320,36 @@ private Q_SLOTS:
     // What users and agents wrote is shown as written, never as markup: a command waiting for
     // confirmation whose "; rm -rf" sat in an HTML comment read as a harmless `ls`, and a title
     // with tags made the delete question name something else.
+    // A live timeline shows what happened last: new events stayed below the view, and a long
+    // history opened in its middle (ListView placed the end by estimated heights, before the
+    // new rows were laid out).
+    void theTimelineFollowsTheNewestEvent()
+    {
+        startConsole();
+        const QUuid id = create(u"long history"_s);
+        const auto send = [this, id](const QString &text) {
+            return QCoro::waitFor(m_client->sendMessage(id, MessageRequest{u"user"_s, text, false}))
+                .ok();
+        };
+        // Items of many heights: the view's guesses are wrong for those it has not laid out.
+        const auto lines = [](int count) {
+            QStringList text;
+            for (int line = 0; line < count; ++line)
+                text.append(u"line %1"_s.arg(line));
+            return text.join(u'\n');
+        };
+        for (int i = 0; i < 60; ++i)
+            QVERIFY(send(lines(1 + (i * 7) % 12)));
+        QVERIFY(showAndSelect(id));
+        auto *events = m_window->timeline()->rootObject()->findChild<QQuickItem *>(u"events"_s);
+        QVERIFY(events);
+        QTRY_COMPARE_WITH_TIMEOUT(events->property("count").toInt(), 60, 10000);
+        QTRY_VERIFY_WITH_TIMEOUT(events->property("atYEnd").toBool(), 5000);
+        QVERIFY(send(lines(12)));
+        QTRY_COMPARE_WITH_TIMEOUT(events->property("count").toInt(), 61, 10000);
+        QTRY_VERIFY_WITH_TIMEOUT(events->property("atYEnd").toBool(), 5000);
+    }
+
     void markupIsShownAsWritten()
     {
         startConsole();

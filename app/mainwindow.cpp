@@ -133,8 +133,14 @@ MainWindow::MainWindow(ConsoleController *controller, const QString &serverLabel
         const auto info = currentConversation();
         if (!info || m_message->text().isEmpty())
             return;
-        m_controller->sendMessage(info->id, m_message->text());
-        m_message->clear();
+        // The text stays until the server took it: cleared at once, it was lost when sending
+        // failed. Text typed meanwhile stays too.
+        const QString text = m_message->text();
+        m_controller->sendMessage(info->id, text)
+            .then([field = QPointer(m_message), text](bool sent) {
+                if (sent && field && field->text() == text)
+                    field->clear();
+            });
     });
     detailLayout->addWidget(m_message);
     splitter->addWidget(detail);

@@ -37,6 +37,7 @@ public:
     QTableView *archivedView() const { return m_archivedView; }
     QLabel *banner() const { return m_banner; }
     QLineEdit *filterBox() const { return m_filter; }
+    QLineEdit *messageBox() const { return m_message; }
     QQuickWidget *timeline() const { return m_timeline; }
     // Selects a conversation in whichever tab shows it.
     bool selectConversation(const QUuid &id);

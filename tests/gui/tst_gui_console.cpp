@@ -350,6 +350,26 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(events->property("atYEnd").toBool(), 5000);
     }
 
+    // The message box was cleared as the message left: when sending failed, what the operator
+    // typed was gone.
+    void aMessageStaysUntilTheServerTookIt()
+    {
+        startConsole();
+        const QUuid id = create(u"talks"_s);
+        QVERIFY(showAndSelect(id));
+        QVERIFY(call("POST"_ba, ServerConnection::conversationPath(id, u"archive")).ok());
+        QLineEdit *box = m_window->messageBox();
+        QTest::keyClicks(box, u"echo kept"_s);
+        QTest::keyClick(box, Qt::Key_Return);
+        QTRY_VERIFY_WITH_TIMEOUT(m_window->banner()->isVisible(), 10000);
+        QCOMPARE(box->text(), u"echo kept"_s);
+
+        QVERIFY(call("POST"_ba, ServerConnection::conversationPath(id, u"unarchive")).ok());
+        QTest::keyClick(box, Qt::Key_Return);
+        QTRY_VERIFY_WITH_TIMEOUT(box->text().isEmpty(), 10000);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
+    }
+
     void markupIsShownAsWritten()
     {
         startConsole();

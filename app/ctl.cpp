@@ -57,7 +57,8 @@ Options:
   -h, --help             this text
 
 Exit codes: 0 done, 1 other error or declined, 2 usage, 3 not found (404), 4 conflict (409),
-5 expired (410), 6 server unreachable, 7 unauthorized (401).
+5 expired (410), 6 server unreachable or silent past --timeout (a request it got may still
+take effect), 7 unauthorized (401).
 )"_s;
 
 void writeTo(FILE *stream, const QString &text)
@@ -339,10 +340,10 @@ public:
         if (conversations.isEmpty()) {
             const ConversationFilter &filter = m_invocation.filter;
             const bool narrowed = filter.status || !filter.text.isEmpty() || !filter.tags.isEmpty();
-            writeOut(narrowed                                    ? u"No conversations match.\n"_s
-                     : filter.archive == ArchiveFilter::Archived ? u"No archived conversations.\n"_s
-                     : filter.archive == ArchiveFilter::Active   ? u"No active conversations.\n"_s
-                                                                 : u"No conversations.\n"_s);
+            const QString which = filter.archive == ArchiveFilter::Archived ? u"archived "_s
+                                  : filter.archive == ArchiveFilter::Active ? u"active "_s
+                                                                            : QString();
+            writeOut(u"No %1conversations%2.\n"_s.arg(which, narrowed ? u" match"_s : QString()));
             co_return CtlExit::Ok;
         }
         writeOut(CtlFormat::conversationTable(conversations));

@@ -8,6 +8,8 @@
 #include <QTimer>
 #include <QWebSocket>
 
+#include <limits>
+
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
@@ -29,6 +31,9 @@ QString ApiReply::errorSentence() const
 {
     if (ok())
         return {};
+    if (timedOut)
+        return u"The server did not answer in time (%1); the request may still take effect once "
+               "it does."_s.arg(detail);
     if (unreachable())
         return detail.isEmpty() ? u"The server cannot be reached."_s
                                 : u"The server cannot be reached: "_s + detail;
@@ -141,7 +146,9 @@ QCoro::Task<ApiReply> ServerConnection::request(QByteArray method, QString path,
         url.setQuery(query);
     QNetworkRequest networkRequest(url);
     networkRequest.setAttribute(QNetworkRequest::Http2AllowedAttribute, false);
-    networkRequest.setTransferTimeout(int(m_silenceTimeout.count()));
+    // Qt takes an int: past ~24.8 days it overflowed, and the timeout was off.
+    networkRequest.setTransferTimeout(
+        int(std::min<qint64>(m_silenceTimeout.count(), std::numeric_limits<int>::max())));
     if (!m_apiKey.isEmpty())
         networkRequest.setRawHeader("X-Session-API-Key", m_apiKey.toUtf8());
     if (!body.isEmpty())
@@ -153,11 +160,14 @@ QCoro::Task<ApiReply> ServerConnection::request(QByteArray method, QString path,
 
     ApiReply result;
     result.status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
-    result.body = reply->readAll();
+    if (reply->isOpen()) // a reply cut by the timeout is closed, and reading it warned
+        result.body = reply->readAll();
     result.retryAfter = reply->rawHeader("Retry-After");
     if (result.status == 0) {
-        // Qt reports its transfer timeout as a cancellation.
-        result.detail = reply->error() == QNetworkReply::OperationCanceledError
+        // Qt reports its transfer timeout as a cancellation. The request may have arrived: a
+        // frozen server that wakes up carries it out.
+        result.timedOut = reply->error() == QNetworkReply::OperationCanceledError;
+        result.detail = result.timedOut
                             ? u"it did not answer within %1 ms"_s.arg(m_silenceTimeout.count())
                             : reply->errorString();
         co_return result;

@@ -28,6 +28,8 @@ struct ApiReply
     QString errorCode;
     QString detail;
     QByteArray retryAfter;
+    // No answer came in time (status 0): whether the request arrived is not known.
+    bool timedOut = false;
 
     bool ok() const { return status >= 200 && status < 300; }
     // The status a reply is given when its 2xx answer is not what the API answers (502, as a

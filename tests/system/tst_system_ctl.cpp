@@ -275,7 +275,7 @@ private Q_SLOTS:
 
         result = ctl(server, {u"list"_s, u"--archived"_s, u"--status"_s, u"running"_s});
         QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
-        QCOMPARE(result.out, u"No archived conversations.\n"_s);
+        QCOMPARE(result.out, u"No archived conversations match.\n"_s);
 
         // --json: the API's items, the same objects the search route answers.
         result = ctl(server, {u"list"_s, u"--all"_s, u"--json"_s});
@@ -791,14 +791,27 @@ private Q_SLOTS:
 
         server.sendSignal(SIGSTOP);
         const CtlResult listed = ctl(server, {u"list"_s, u"--timeout"_s, u"1s"_s});
+        // An action sent to the frozen server is done when it thaws: "cannot be reached" was
+        // not true, and Qt's warning about reading the cut reply came with it.
+        const CtlResult archived = ctl(server, {u"archive"_s, wireId(id), u"--timeout"_s, u"1s"_s});
         QVERIFY2(
             QTest::qWaitFor([&] { return follower.result().err.contains(u"connection lost"_s); },
                             FollowTimeoutMs),
             qPrintable(follower.result().describe()));
         server.sendSignal(SIGCONT);
         QVERIFY2(listed.exitCode == ExitUnreachable, qPrintable(listed.describe()));
-        QVERIFY2(listed.err.contains(u"did not answer within 1000 ms"_s),
-                 qPrintable(listed.describe()));
+        QVERIFY2(
+            listed.err.contains(u"did not answer in time (it did not answer within 1000 ms)"_s),
+            qPrintable(listed.describe()));
+        QVERIFY2(archived.exitCode == ExitUnreachable, qPrintable(archived.describe()));
+        QVERIFY2(archived.err.contains(u"may still take effect"_s) &&
+                     !archived.err.contains(u"QIODevice"_s),
+                 qPrintable(archived.describe()));
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                return server.get(conversationPath(id)).object().value(u"archived_at"_s).isString();
+            },
+            10'000));
         QVERIFY2(QTest::qWaitFor([&] { return follower.result().err.contains(u"reconnected"_s); },
                                  FollowTimeoutMs),
                  qPrintable(follower.result().describe()));

@@ -592,6 +592,12 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info,
     connect(runner, &ConversationRunner::stopped, this, [this, runner](const QUuid &id) {
         if (m_runners.value(id) == runner)
             m_runners.remove(id);
+        // A run that lost its lease leaves its sandbox to nobody: the new owner runs in one of
+        // its own. It stayed up until its idle timeout, reported `available`, and a release
+        // sent by the replica that archived the conversation meanwhile found this run still
+        // registered and was ignored.
+        if (runner->isAbandoned() && !m_runners.contains(id) && !m_starting.contains(id))
+            m_runtimes.release(id);
         if (const QList<Event> &end = runner->unwrittenEnd(); !end.isEmpty()) {
             // Kept with its lease, which fences it off from a later run.
             m_unwrittenEnds.insert(id, {runner->lease(), end});
@@ -648,9 +654,12 @@ QCoro::Task<> ConversationService::stopRunAndRuntime(QUuid id)
 
 QCoro::Task<ConversationInfo> ConversationService::archive(QUuid id)
 {
-    require(id);
+    const ConversationInfo info = require(id);
     // Only the owner can stop its run and sandbox: archiving here left them going.
     refuseIfHeldElsewhere(id);
+    // A run whose owner went quiet past its lease is taken over and resolved first: archived
+    // without, it went on when its frozen owner woke, which found its lease still its own.
+    resolveStale(info);
     auto stopping = stopRunAndRuntime(id);
     co_await std::move(stopping);
     if (!m_store.setArchived(id, m_clock.nowMs()))

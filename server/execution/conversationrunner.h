@@ -47,6 +47,8 @@ public:
     // The conversation is being deleted: stop without writing anything more.
     void abandon();
     bool isCommandInFlight() const { return m_commandInFlight; }
+    // The run lost its lease, or its conversation was deleted: it stopped without writing.
+    bool isAbandoned() const { return m_abandoned; }
     // The events that end the run in `error` (what its last command did, if storage refused
     // that, and why the run stopped), when storage refused them: the row still says `running`,
     // under this run's lease. Empty when the run ended as it should.

@@ -485,6 +485,40 @@ private Q_SLOTS:
         QCOMPARE(b.status(id), u"paused"_s);
     }
 
+    // The owner was frozen, another replica archived the conversation once the lease had
+    // lapsed, and the owner woke: its run stopped, fenced off, but its sandbox stayed up,
+    // `available`, until its idle timeout. The archive's release reached it while the fenced
+    // run was still registered, and was ignored.
+    void aRunThatLostItsLeaseLetsItsSandboxGo()
+    {
+        ServerProcess &a = startReplica(u"alpha"_s, u"local"_s);
+        ServerProcess &b = startReplica(u"beta"_s);
+        const QUuid id = startLongRun(a);
+        QVERIFY(!id.isNull());
+        const QByteArray hostMarker = "sandbox-host";
+        const auto hostsOf = [&] {
+            QList<pid_t> hosts;
+            for (const pid_t pid : processesWith(wireId(id).toLatin1())) {
+                QFile cmdline(u"/proc/%1/cmdline"_s.arg(pid));
+                if (cmdline.open(QIODevice::ReadOnly) && cmdline.readAll().contains(hostMarker))
+                    hosts.append(pid);
+            }
+            return hosts;
+        };
+        QVERIFY(!hostsOf().isEmpty());
+        a.sendSignal(SIGSTOP);
+        QVERIFY(QTest::qWaitFor(
+            [&] { return b.post(conversationPath(id, u"archive"_s)).status == 200; },
+            3 * LeaseTtlMs));
+        // Archived means stopped: the run is resolved, not left to go on when its owner wakes.
+        QCOMPARE(b.status(id), u"paused"_s);
+        a.sendSignal(SIGCONT);
+        const bool gone = QTest::qWaitFor([&] { return hostsOf().isEmpty(); }, 3 * LeaseTtlMs);
+        for (const pid_t pid : hostsOf())
+            ::kill(pid, SIGKILL);
+        QVERIFY2(gone, qPrintable(a.stderrText().right(2000)));
+    }
+
     // Frozen past its TTL, adopted elsewhere, resumed: the zombie writes nothing more, and does
     // not release or overwrite the new owner's state.
     void sigstoppedOwnerIsFencedOff()

@@ -89,7 +89,6 @@ MainWindow::MainWindow(ConsoleController *controller, const QString &serverLabel
     bannerLayout->addWidget(m_banner, 1);
     bannerLayout->addWidget(dismiss);
     m_bannerFrame->hide();
-    layout->addWidget(m_bannerFrame);
 
     // Actions.
     auto *actions = new QHBoxLayout;
@@ -149,6 +148,10 @@ MainWindow::MainWindow(ConsoleController *controller, const QString &serverLabel
     // The list first: its badge columns are wide, and its titles are what an operator scans.
     splitter->setSizes({800, 480});
     layout->addWidget(splitter, 1);
+    // Below the list, so that its coming and going moves no button or row: it comes when the
+    // server is lost, which is when an operator is clicking, and at the top it pushed
+    // everything down under the pointer.
+    layout->addWidget(m_bannerFrame);
     setCentralWidget(central);
 
     m_progress = new QProgressBar(this);

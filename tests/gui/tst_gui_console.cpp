@@ -306,6 +306,27 @@ private Q_SLOTS:
 
     // A refresh the server refuses says why in the server's words (it said "the server did not
     // answer" whatever happened, a wrong key included).
+    // The banner comes when the server is lost, when an operator is clicking: at the top it
+    // pushed the buttons and rows down by its height, and a click meant for the third row
+    // selected the first.
+    void theBannerMovesNothingUnderThePointer()
+    {
+        startConsole();
+        const QUuid id = create(u"stays put"_s);
+        QVERIFY(showAndSelect(id));
+        const auto where = [this] {
+            return QList<QPoint>{
+                m_window->actionButton(Action::Archive)->mapTo(m_window.get(), QPoint()),
+                m_window->activeView()->viewport()->mapTo(m_window.get(), QPoint()),
+                m_window->timeline()->mapTo(m_window.get(), QPoint())};
+        };
+        const QList<QPoint> before = where();
+        m_server->stop();
+        QVERIFY(!QCoro::waitFor(m_controller->refresh()));
+        QTRY_VERIFY(m_window->banner()->isVisible());
+        QCOMPARE(where(), before);
+    }
+
     void aRefusedRefreshSaysWhy()
     {
         ServerConfig config = serverConfig();

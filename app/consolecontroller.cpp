@@ -170,15 +170,20 @@ void ConsoleController::select(const QUuid &id)
     if (m_stream)
         m_stream->deleteLater();
     m_timeline.clear();
+    m_timeline.setFollowing(!id.isNull());
+    m_timeline.setLive(false);
     if (id.isNull())
         return;
     m_stream = m_connection->openEventStream(id, 0, this);
+    connect(m_stream, &EventStream::connected, this, [this] { m_timeline.setLive(true); });
+    connect(m_stream, &EventStream::disconnected, this, [this] { m_timeline.setLive(false); });
     connect(m_stream, &EventStream::eventReceived, this, [this, id](const Event &event) {
         m_timeline.append(event);
         m_conversations.applyEvent(id, event);
     });
     connect(
         m_stream, &EventStream::closedByServer, this, [this, id](int code, const QString &reason) {
+            m_timeline.setLive(false);
             // Gone: its row goes too, rather than staying with every action enabled.
             if (code == 4004)
                 m_conversations.remove(id);

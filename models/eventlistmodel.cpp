@@ -1,5 +1,7 @@
 #include "eventlistmodel.h"
 
+#include <utility>
+
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
@@ -101,6 +103,18 @@ void EventListModel::clear()
     m_events.clear();
     endResetModel();
     Q_EMIT countChanged();
+}
+
+void EventListModel::setFollowing(bool following)
+{
+    if (std::exchange(m_following, following) != following)
+        Q_EMIT followingChanged();
+}
+
+void EventListModel::setLive(bool live)
+{
+    if (std::exchange(m_live, live) != live)
+        Q_EMIT liveChanged();
 }
 
 } // namespace AgentDeck

@@ -11,6 +11,10 @@ class EventListModel : public QAbstractListModel
 {
     Q_OBJECT
     Q_PROPERTY(int count READ count NOTIFY countChanged)
+    // Whether a conversation is followed, and whether its event stream is connected now: the
+    // timeline says "no events yet" or "connecting" rather than "select a conversation".
+    Q_PROPERTY(bool following READ isFollowing NOTIFY followingChanged)
+    Q_PROPERTY(bool live READ isLive NOTIFY liveChanged)
 public:
     enum Role
     {
@@ -35,15 +39,23 @@ public:
     // Appends an event after the last one; older or repeated seqs are ignored.
     void append(const Event &event);
     void clear();
+    bool isFollowing() const { return m_following; }
+    void setFollowing(bool following);
+    bool isLive() const { return m_live; }
+    void setLive(bool live);
 
     // The text a timeline shows for an event.
     static QString textOf(const Event &event);
 
 Q_SIGNALS:
     void countChanged();
+    void followingChanged();
+    void liveChanged();
 
 private:
     QList<Event> m_events;
+    bool m_following = false;
+    bool m_live = false;
 };
 
 } // namespace AgentDeck

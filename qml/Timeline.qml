@@ -17,8 +17,32 @@ Rectangle {
     Text {
         anchors.centerIn: parent
         visible: list.count === 0
-        text: "Select a conversation to follow its events"
+        text: !timelineModel.following ? "Select a conversation to follow its events"
+              : timelineModel.live ? "No events yet"
+              : "Connecting to the conversation's events…"
         color: "#757575"
+    }
+
+    // The stream dropped (the server is frozen, restarting or gone): what shows may be behind.
+    Rectangle {
+        objectName: "reconnecting"
+        visible: timelineModel.following && !timelineModel.live && list.count > 0
+        z: 1
+        anchors.top: parent.top
+        anchors.horizontalCenter: parent.horizontalCenter
+        anchors.topMargin: 4
+        width: note.implicitWidth + 16
+        height: note.implicitHeight + 8
+        radius: 4
+        color: "#fff3e0"
+        border.color: "#ef6c00"
+        Text {
+            id: note
+            anchors.centerIn: parent
+            text: "Reconnecting: newer events may be missing"
+            color: "#e65100"
+            font.pixelSize: 11
+        }
     }
 
     ListView {

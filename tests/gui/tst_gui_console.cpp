@@ -391,6 +391,27 @@ private Q_SLOTS:
         QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
     }
 
+    // The timeline said "Select a conversation" with one selected that had no events yet, or
+    // whose stream was down (a frozen server): it read as if nothing were selected.
+    void theTimelineSaysWhatItWaitsFor()
+    {
+        startConsole();
+        QQuickItem *root = m_window->timeline()->rootObject();
+        QVERIFY(textItem(root, u"Select a conversation to follow its events"_s));
+        QVERIFY(showAndSelect(create(u"quiet"_s)));
+        QTRY_VERIFY_WITH_TIMEOUT(textItem(root, u"No events yet"_s), 10000);
+
+        const QUuid talky = create(u"talky"_s, u"echo hi"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(status(talky), u"finished"_s, 15000);
+        QVERIFY(showAndSelect(talky));
+        auto *reconnecting = root->findChild<QQuickItem *>(u"reconnecting"_s);
+        QVERIFY(reconnecting);
+        QTRY_VERIFY_WITH_TIMEOUT(m_controller->timeline()->isLive(), 10000);
+        QVERIFY(!reconnecting->isVisible());
+        m_server->stop();
+        QTRY_VERIFY_WITH_TIMEOUT(reconnecting->isVisible(), 10000);
+    }
+
     void markupIsShownAsWritten()
     {
         startConsole();

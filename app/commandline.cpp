@@ -157,7 +157,10 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         return std::nullopt;
     }
     if (parser.isSet(help)) {
-        *message = parser.helpText();
+        // Made before any QCoreApplication exists, Qt's help named the program
+        // "<executable_name>".
+        *message = parser.helpText().replace(u"<executable_name>"_s, u"agentdeck"_s) +
+                   u"\nThe command-line client: agentdeck ctl --help\n"_s;
         return std::nullopt;
     }
     if (parser.isSet(version)) {

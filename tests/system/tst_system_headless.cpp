@@ -270,6 +270,20 @@ private Q_SLOTS:
         verifyRefuses(server, {u"--wal-limit takes a size"_s});
     }
 
+    // The help is made before any QCoreApplication exists, and Qt named the program
+    // "<executable_name>"; it did not say where ctl's commands are either.
+    void helpNamesTheProgramAndCtl()
+    {
+        QProcess process;
+        process.start(m_fleet.binary(), {u"--help"_s});
+        QVERIFY(process.waitForFinished(10'000));
+        QCOMPARE(process.exitCode(), 0);
+        const QString help =
+            QString::fromUtf8(process.readAllStandardOutput() + process.readAllStandardError());
+        QVERIFY2(help.startsWith(u"Usage: agentdeck [options]"_s), qPrintable(help));
+        QVERIFY2(help.contains(u"agentdeck ctl --help"_s), qPrintable(help));
+    }
+
     void refusesDataDirInUse()
     {
         const QString dir = m_fleet.newDataDir();

@@ -119,8 +119,7 @@ namespace {
 // characters, which reorder what follows them: "deploy \u202eevil\u202c" reads otherwise.
 bool isHiddenControl(char16_t code)
 {
-    return (code >= 0x7f && code < 0xa0) || code == 0x061c || code == 0x200e || code == 0x200f ||
-           (code >= 0x202a && code <= 0x202e) || (code >= 0x2066 && code <= 0x2069);
+    return (code >= 0x7f && code < 0xa0) || isBidiControl(code);
 }
 
 QString hex(char16_t code, int digits)

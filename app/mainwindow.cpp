@@ -361,7 +361,7 @@ void MainWindow::trigger(Action action)
         QMessageBox question(
             QMessageBox::Question, tr("Delete conversation"),
             tr("Delete “%1” permanently? Its history and server-owned workspace are removed.")
-                .arg(info->title),
+                .arg(withBidiControlsShown(info->title)),
             QMessageBox::Yes | QMessageBox::No, this);
         question.setTextFormat(Qt::PlainText);
         question.setDefaultButton(QMessageBox::No);
@@ -401,8 +401,8 @@ void MainWindow::notifyAttention(const ConversationInfo &info)
     QString why = Lifecycle::executionLabel(info.executionStatus);
     if (info.runtime.error)
         why = info.runtime.error->message;
-    m_tray->showMessage(tr("Needs attention: %1").arg(info.title), why, QSystemTrayIcon::Warning,
-                        8000);
+    m_tray->showMessage(tr("Needs attention: %1").arg(withBidiControlsShown(info.title)), why,
+                        QSystemTrayIcon::Warning, 8000);
 }
 
 } // namespace AgentDeck

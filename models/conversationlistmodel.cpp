@@ -31,7 +31,7 @@ QVariant ConversationListModel::data(const QModelIndex &index, int role) const
     case Qt::DisplayRole:
         switch (index.column()) {
         case TitleColumn:
-            return info.title;
+            return withBidiControlsShown(info.title);
         case ExecutionColumn:
             return Lifecycle::executionLabel(info.executionStatus);
         case RuntimeColumn:

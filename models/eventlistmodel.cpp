@@ -17,6 +17,11 @@ int EventListModel::rowCount(const QModelIndex &parent) const
 
 QString EventListModel::textOf(const Event &event)
 {
+    return withBidiControlsShown(storedTextOf(event));
+}
+
+QString EventListModel::storedTextOf(const Event &event)
+{
     if (event.kind == EventKind::Message)
         return event.messageText();
     if (event.kind == EventKind::Action) {

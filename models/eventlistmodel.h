@@ -44,7 +44,8 @@ public:
     bool isLive() const { return m_live; }
     void setLive(bool live);
 
-    // The text a timeline shows for an event.
+    // The text a timeline shows for an event (bidirectional formatting characters shown, not
+    // obeyed).
     static QString textOf(const Event &event);
 
 Q_SIGNALS:
@@ -53,6 +54,8 @@ Q_SIGNALS:
     void liveChanged();
 
 private:
+    static QString storedTextOf(const Event &event);
+
     QList<Event> m_events;
     bool m_following = false;
     bool m_live = false;

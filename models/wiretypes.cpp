@@ -594,4 +594,26 @@ std::optional<MessageRequest> MessageRequest::fromJson(const QJsonObject &object
     return request;
 }
 
+bool isBidiControl(char16_t code)
+{
+    return code == 0x061c || code == 0x200e || code == 0x200f ||
+           (code >= 0x202a && code <= 0x202e) || (code >= 0x2066 && code <= 0x2069);
+}
+
+QString withBidiControlsShown(const QString &text)
+{
+    if (std::none_of(text.cbegin(), text.cend(),
+                     [](QChar c) { return isBidiControl(c.unicode()); }))
+        return text;
+    QString shown;
+    shown.reserve(text.size() + 16);
+    for (const QChar c : text) {
+        if (isBidiControl(c.unicode()))
+            shown += u"\\u"_s + QString::number(c.unicode(), 16).rightJustified(4, u'0');
+        else
+            shown += c;
+    }
+    return shown;
+}
+
 } // namespace AgentDeck

@@ -187,4 +187,12 @@ struct MessageRequest
     static std::optional<MessageRequest> fromJson(const QJsonObject &object, QString *error);
 };
 
+// Whether `code` is a bidirectional formatting character (U+061C, U+200E, U+200F,
+// U+202A-U+202E, U+2066-U+2069): it reorders the text after it, and a title written
+// "deploy <RLO>evil<PDF> today" reads "deploy live today".
+bool isBidiControl(char16_t code);
+// `text` with its bidirectional formatting characters shown as \uNNNN rather than obeyed: what
+// users and agents wrote, as the console and ctl show it.
+QString withBidiControlsShown(const QString &text);
+
 } // namespace AgentDeck

@@ -412,6 +412,23 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(reconnecting->isVisible(), 10000);
     }
 
+    // A title or message with a right-to-left override read otherwise than written: "deploy
+    // <RLO>live<PDF> today" showed as "deploy evil today".
+    void bidirectionalOverridesAreShownNotObeyed()
+    {
+        startConsole();
+        const QString title = u"deploy \u202elive\u202c today"_s;
+        const QUuid id = create(title);
+        QVERIFY(QCoro::waitFor(m_client->sendMessage(id, MessageRequest{u"user"_s, title, false}))
+                    .ok());
+        QVERIFY(showAndSelect(id));
+        ConversationListModel *list = m_controller->conversations();
+        const QString shown =
+            list->index(list->rowOf(id), ConversationListModel::TitleColumn).data().toString();
+        QCOMPARE(shown, u"deploy \\u202elive\\u202c today"_s);
+        QTRY_VERIFY_WITH_TIMEOUT(textItem(m_window->timeline()->rootObject(), shown), 10000);
+    }
+
     void markupIsShownAsWritten()
     {
         startConsole();

@@ -289,6 +289,17 @@ bool AgentDeckServer::start(QString *error)
     d->port = tcp->serverPort();
 
     try {
+        // A second server with the same id took the first one's leases at once and stopped its
+        // runs: ids are one per server, and a restart is the only one that may reuse one.
+        if (shared) {
+            const QString duplicate = d->replicas->liveServerWithId(
+                m_config.replicaId, advertisedUrl(),
+                m_config.leaseTtl / 3 + std::chrono::milliseconds(250));
+            if (!duplicate.isEmpty()) {
+                *error = duplicate;
+                return false;
+            }
+        }
         d->replicas->registerReplica(m_config.replicaId, leaseOwner, advertisedUrl());
     } catch (const std::exception &failure) {
         *error = u"cannot register replica %1: %2"_s.arg(m_config.replicaId,

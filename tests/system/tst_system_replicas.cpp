@@ -601,6 +601,30 @@ private Q_SLOTS:
         }
     }
 
+    // A second server started with a live replica's id (a copied configuration) took its
+    // leases at once and interrupted its runs, and pushed it out of /api/replicas. It is
+    // refused; a restart of a replica that died still adopts its leases.
+    void aSecondServerWithALiveReplicasIdIsRefused()
+    {
+        ServerProcess &a = startReplica(u"alpha"_s);
+        const QUuid id = startLongRun(a);
+        QVERIFY(!id.isNull());
+        ServerProcess &twin = startReplica(u"alpha"_s, u"process"_s, false);
+        QVERIFY(twin.waitForExit(15'000));
+        QVERIFY2(twin.stderrText().contains(u"replica id alpha is in use by a server that is "
+                                            "running"_s),
+                 qPrintable(twin.stderrText()));
+        QCOMPARE(a.status(id), u"running"_s);
+        const QString owner =
+            sql(u"SELECT lease_owner FROM conversations WHERE id = '%1'"_s.arg(wireId(id)));
+        QVERIFY(owner.startsWith(u"alpha/"_s));
+
+        a.kill();
+        ServerProcess &again = startReplica(u"alpha"_s);
+        QVERIFY2(again.get(u"/ready"_s).status == 200, qPrintable(again.stderrText()));
+        QVERIFY(again.waitForStatus(id, u"paused"_s, 10'000));
+    }
+
     // A replica frozen inside a transaction held the conversation's row lock, and the other
     // replicas' requests for it, their sweeps of lapsed runs, and then everything else waited
     // for it, `/alive` too. Here the test's own session takes the lock and sends nothing more.

@@ -158,18 +158,7 @@ QString jsonText(const QJsonValue &value, QJsonDocument::JsonFormat format)
     // Qt leaves these as they are; terminalSafe() then made them \xNN, which is no JSON, and
     // `ctl list --json | jq` failed for the whole catalog on one title holding U+007F. Outside
     // strings JSON is ASCII, so each one is in a string, where \uNNNN is what it means.
-    if (std::none_of(text.cbegin(), text.cend(),
-                     [](QChar c) { return isHiddenControl(c.unicode()); }))
-        return text;
-    QString safe;
-    safe.reserve(text.size() + 16);
-    for (const QChar c : text) {
-        if (isHiddenControl(c.unicode()))
-            safe += u"\\u"_s + hex(c.unicode(), 4);
-        else
-            safe += c;
-    }
-    return safe;
+    return withCharactersEscaped(text, isHiddenControl);
 }
 
 QString shortTime(const QDateTime &time)

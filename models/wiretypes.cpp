@@ -600,20 +600,25 @@ bool isBidiControl(char16_t code)
            (code >= 0x202a && code <= 0x202e) || (code >= 0x2066 && code <= 0x2069);
 }
 
-QString withBidiControlsShown(const QString &text)
+QString withCharactersEscaped(const QString &text, bool (*matches)(char16_t))
 {
     if (std::none_of(text.cbegin(), text.cend(),
-                     [](QChar c) { return isBidiControl(c.unicode()); }))
+                     [matches](QChar c) { return matches(c.unicode()); }))
         return text;
-    QString shown;
-    shown.reserve(text.size() + 16);
+    QString escaped;
+    escaped.reserve(text.size() + 16);
     for (const QChar c : text) {
-        if (isBidiControl(c.unicode()))
-            shown += u"\\u"_s + QString::number(c.unicode(), 16).rightJustified(4, u'0');
+        if (matches(c.unicode()))
+            escaped += u"\\u"_s + QString::number(c.unicode(), 16).rightJustified(4, u'0');
         else
-            shown += c;
+            escaped += c;
     }
-    return shown;
+    return escaped;
+}
+
+QString withBidiControlsShown(const QString &text)
+{
+    return withCharactersEscaped(text, isBidiControl);
 }
 
 } // namespace AgentDeck

@@ -191,6 +191,8 @@ struct MessageRequest
 // U+202A-U+202E, U+2066-U+2069): it reorders the text after it, and a title written
 // "deploy <RLO>evil<PDF> today" reads "deploy live today".
 bool isBidiControl(char16_t code);
+// `text` with the characters `matches` picks written as \uNNNN.
+QString withCharactersEscaped(const QString &text, bool (*matches)(char16_t));
 // `text` with its bidirectional formatting characters shown as \uNNNN rather than obeyed: what
 // users and agents wrote, as the console and ctl show it.
 QString withBidiControlsShown(const QString &text);

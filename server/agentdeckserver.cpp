@@ -21,7 +21,10 @@
 #include "streams/eventstreams.h"
 
 #include <QCoreApplication>
+#include <QCoroTask>
+#include <QCoroTimer>
 #include <QDateTime>
+#include <QDeadlineTimer>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFileInfo>
@@ -292,11 +295,8 @@ bool AgentDeckServer::start(QString *error)
         // A second server with the same id took the first one's leases at once and stopped its
         // runs: ids are one per server, and a restart is the only one that may reuse one.
         if (shared) {
-            const QString duplicate = d->replicas->liveServerWithId(
-                m_config.replicaId, advertisedUrl(),
-                m_config.leaseTtl / 3 + std::chrono::milliseconds(250));
-            if (!duplicate.isEmpty()) {
-                *error = duplicate;
+            if (const QString running = runningServerWithOurId(); !running.isEmpty()) {
+                *error = running;
                 return false;
             }
         }
@@ -316,6 +316,30 @@ bool AgentDeckServer::start(QString *error)
     }
     QTimer::singleShot(0, this, &AgentDeckServer::recover);
     return true;
+}
+
+QString AgentDeckServer::runningServerWithOurId()
+{
+    // This process listens on its advertised address now: an earlier instance there has gone.
+    // Elsewhere, a running server beats again within a renewal interval; one that just crashed
+    // does not. The wait keeps the event loop going (a console embeds this server).
+    const auto first = d->replicas->recentBeatOf(m_config.replicaId);
+    if (!first || (first->advertiseUrl == advertisedUrl() && !first->advertiseUrl.isEmpty()))
+        return {};
+    const QDeadlineTimer deadline(m_config.leaseTtl / 3 + std::chrono::milliseconds(250));
+    while (!deadline.hasExpired()) {
+        QCoro::waitFor(QCoro::sleepFor(std::chrono::milliseconds(50)));
+        const auto later = d->replicas->recentBeatOf(m_config.replicaId);
+        if (!later)
+            return {}; // stopped, or silent past the liveness window
+        if (later->atMs != first->atMs)
+            return u"replica id %1 is in use by a server that is running (instance %2, %3): give "
+                   "this one another --replica-id"_s.arg(m_config.replicaId, later->instance,
+                                                         later->advertiseUrl.isEmpty()
+                                                             ? u"no advertised URL"_s
+                                                             : later->advertiseUrl);
+    }
+    return {};
 }
 
 void AgentDeckServer::recover()

@@ -62,6 +62,9 @@ Q_SIGNALS:
 
 private:
     void recover();
+    // The replica that is running with this server's --replica-id, named in a sentence; empty
+    // when none is (see ReplicaStore::recentBeatOf).
+    QString runningServerWithOurId();
     // Runs `work` in the streams' thread and waits for it (at once when that thread is not
     // running).
     void inStreamsThread(const std::function<void()> &work);

@@ -2,9 +2,6 @@
 
 #include "database.h"
 
-#include <QDeadlineTimer>
-#include <QThread>
-
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
@@ -47,43 +44,18 @@ void ReplicaStore::registerReplica(const QString &id, const QString &instance,
     transaction.commit();
 }
 
-QString ReplicaStore::liveServerWithId(const QString &id, const QString &advertiseUrl,
-                                       std::chrono::milliseconds watch)
+std::optional<ReplicaStore::Beat> ReplicaStore::recentBeatOf(const QString &id)
 {
-    const auto lastBeat = [this, &id](QString *instance, QString *url) -> std::optional<qint64> {
-        QSqlQuery &q = m_db.prepared(
-            u"SELECT instance, advertise_url, heartbeat_at, agentdeck_now_ms() - heartbeat_at "
-            "FROM replicas WHERE id = ? AND stopped_at IS NULL"_s);
-        q.addBindValue(id);
-        m_db.exec(q);
-        std::optional<qint64> beat;
-        if (m_db.next(q) && q.value(3).toLongLong() <= m_window.count()) {
-            *instance = q.value(0).toString();
-            *url = q.value(1).toString();
-            beat = q.value(2).toLongLong();
-        }
-        q.finish();
-        return beat;
-    };
-    QString instance;
-    QString url;
-    const std::optional<qint64> first = lastBeat(&instance, &url);
-    if (!first || (!advertiseUrl.isEmpty() && url == advertiseUrl))
-        return {};
-    const QDeadlineTimer deadline(watch);
-    while (!deadline.hasExpired()) {
-        QThread::msleep(50);
-        QString laterInstance;
-        QString laterUrl;
-        const std::optional<qint64> later = lastBeat(&laterInstance, &laterUrl);
-        if (!later)
-            return {}; // stopped, or silent past the window
-        if (*later != *first)
-            return u"replica id %1 is in use by a server that is running (instance %2, %3): "
-                   "give this one another --replica-id"_s.arg(
-                       id, laterInstance, laterUrl.isEmpty() ? u"no advertised URL"_s : laterUrl);
-    }
-    return {};
+    QSqlQuery &q = m_db.prepared(
+        u"SELECT instance, advertise_url, heartbeat_at, agentdeck_now_ms() - heartbeat_at "
+        "FROM replicas WHERE id = ? AND stopped_at IS NULL"_s);
+    q.addBindValue(id);
+    m_db.exec(q);
+    std::optional<Beat> beat;
+    if (m_db.next(q) && q.value(3).toLongLong() <= m_window.count())
+        beat = Beat{q.value(0).toString(), q.value(1).toString(), q.value(2).toLongLong()};
+    q.finish();
+    return beat;
 }
 
 void ReplicaStore::heartbeat(const QString &id, const QString &instance)

@@ -35,13 +35,15 @@ public:
     std::chrono::milliseconds livenessWindow() const { return m_window; }
     // Records this process as the replica `id` (a restart replaces the earlier instance).
     void registerReplica(const QString &id, const QString &instance, const QString &advertiseUrl);
-    // The live server that already is replica `id`, named in a sentence; empty when there is
-    // none. A registered instance counts as live when it has beaten within the liveness window,
-    // is not stopped, is advertised elsewhere than `advertiseUrl` (which this process listens on
-    // now, so an earlier instance there has gone), and beats again within `watch` (one renewal
-    // interval and a little): a server that just crashed has a fresh heartbeat too.
-    QString liveServerWithId(const QString &id, const QString &advertiseUrl,
-                             std::chrono::milliseconds watch);
+    // The last heartbeat of the instance registered as replica `id`, if it beat within the
+    // liveness window and is not stopped: a server that is running, or one that just crashed.
+    struct Beat
+    {
+        QString instance;
+        QString advertiseUrl;
+        qint64 atMs = 0; // by the database's clock
+    };
+    std::optional<Beat> recentBeatOf(const QString &id);
     void heartbeat(const QString &id, const QString &instance);
     void markStopped(const QString &id, const QString &instance);
     QList<ReplicaRecord> list();

@@ -17,18 +17,20 @@ std::optional<std::chrono::milliseconds> parseDuration(const QString &text)
     const auto match = pattern.match(text.trimmed());
     if (!match.hasMatch())
         return std::nullopt;
-    const qint64 value = match.captured(1).toLongLong();
     const QString unit = match.captured(2);
-    using namespace std::chrono;
-    if (unit == u"ms"_s)
-        return milliseconds(value);
-    if (unit == u"m"_s)
-        return duration_cast<milliseconds>(minutes(value));
-    if (unit == u"h"_s)
-        return duration_cast<milliseconds>(hours(value));
-    if (unit == u"d"_s)
-        return duration_cast<milliseconds>(hours(24 * value));
-    return duration_cast<milliseconds>(seconds(value));
+    const qint64 unitMs = unit == u"ms"_s  ? 1
+                          : unit == u"m"_s ? 60'000
+                          : unit == u"h"_s ? 3'600'000
+                          : unit == u"d"_s ? 86'400'000
+                                           : 1'000;
+    // A hundred years at most: larger values overflowed into negative durations, which turned
+    // a timeout off.
+    constexpr qint64 MaxMs = qint64(100) * 365 * 86'400'000;
+    bool readable = false;
+    const qint64 value = match.captured(1).toLongLong(&readable);
+    if (!readable || value > MaxMs / unitMs)
+        return std::nullopt;
+    return std::chrono::milliseconds(value * unitMs);
 }
 
 std::optional<qint64> parseSize(const QString &text)

@@ -817,6 +817,9 @@ private Q_SLOTS:
                  qPrintable(follower.result().describe()));
         QVERIFY(follower.isRunning());
         QCOMPARE(ctl(server, {u"list"_s, u"--timeout"_s, u"0"_s}).exitCode, ExitUsage);
+        // Past a hundred years: it overflowed into a negative duration, and no timeout at all.
+        QCOMPARE(ctl(server, {u"list"_s, u"--timeout"_s, u"106751991167301d"_s}).exitCode,
+                 ExitUsage);
     }
 
     void followSurvivesServerRestart()

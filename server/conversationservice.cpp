@@ -833,15 +833,17 @@ void ConversationService::answerUnder(const QUuid &id, const ConfirmationAnswer 
 {
     // Under the lease the row is what it is: an answer that came through another replica
     // first has moved it on.
+    const auto answeredMeanwhile = [] {
+        return ApiError::conflict(u"not_waiting_for_confirmation"_s,
+                                  u"The action was answered meanwhile"_s);
+    };
     const auto current = m_store.find(id);
+    if (!current || current->executionStatus != ExecutionStatus::WaitingForConfirmation)
+        throw answeredMeanwhile();
     const QList<Event> history = m_store.historySinceAgentMessage(id);
-    const Event *action =
-        current && current->executionStatus == ExecutionStatus::WaitingForConfirmation
-            ? pendingAction(history)
-            : nullptr;
+    const Event *action = pendingAction(history);
     if (!action || action->id != answer.actionId)
-        throw ApiError::conflict(u"not_waiting_for_confirmation"_s,
-                                 u"The action was answered meanwhile"_s);
+        throw answeredMeanwhile();
     if (!answer.accept)
         m_log.append(id, {Event::userReject(*action, answer.reason)}, std::nullopt, &lease);
 }

@@ -37,6 +37,13 @@ Commands:
   events ID [--follow] [--json]
                         its history; --follow keeps printing live events (over the WebSocket,
                         resuming after its last seq when the connection drops) until interrupted
+  run ID                start or continue its run (answers the open messages)
+  pause ID              stop the run after the current step (the step finishes first)
+  interrupt ID          stop the command in flight now
+  accept ID             carry out the action waiting for confirmation and go on running
+  reject ID [--reason TEXT]
+                        refuse the action waiting for confirmation; the agent is told (with
+                        TEXT as the reason) and goes on without it
   archive ID            stop its runtime, then archive it (history and workspace stay)
   unarchive ID          make it active again (starts nothing)
   recover ID            resolve stale state, bring the runtime up, continue the interrupted run
@@ -111,6 +118,11 @@ enum class Command
     List,
     Show,
     Events,
+    Run,
+    Pause,
+    Interrupt,
+    Accept,
+    Reject,
     Archive,
     Unarchive,
     Recover,
@@ -135,6 +147,11 @@ const QList<CommandSpec> &commandSpecs()
         {"list"_L1, Command::List, false, false, {u"archived"_s, u"all"_s, u"status"_s, u"json"_s}},
         {"show"_L1, Command::Show, true, false, {u"json"_s}},
         {"events"_L1, Command::Events, true, false, {u"follow"_s, u"json"_s}},
+        {"run"_L1, Command::Run, true, false, {u"json"_s}},
+        {"pause"_L1, Command::Pause, true, false, {u"json"_s}},
+        {"interrupt"_L1, Command::Interrupt, true, false, {u"json"_s}},
+        {"accept"_L1, Command::Accept, true, false, {u"json"_s}},
+        {"reject"_L1, Command::Reject, true, false, {u"reason"_s, u"json"_s}},
         {"archive"_L1, Command::Archive, true, false, {u"json"_s}},
         {"unarchive"_L1, Command::Unarchive, true, false, {u"json"_s}},
         {"recover"_L1, Command::Recover, true, false, {u"json"_s}},
@@ -154,6 +171,7 @@ struct Invocation
     std::chrono::milliseconds timeout = ServerConnection::DefaultSilenceTimeout;
     QUuid id;
     QString text;
+    QString reason; // reject's
     ConversationFilter filter;
     bool json = false;
     bool follow = false;
@@ -183,7 +201,8 @@ std::optional<Invocation> parseInvocation(const QStringList &arguments, QString 
     const QCommandLineOption help(QStringList{u"h"_s, u"help"_s});
     const QCommandLineOption status(u"status"_s, {}, u"S"_s);
     const QCommandLineOption timeout(u"timeout"_s, {}, u"DURATION"_s);
-    parser.addOptions({server, key, help, status, timeout});
+    const QCommandLineOption reason(u"reason"_s, {}, u"TEXT"_s);
+    parser.addOptions({server, key, help, status, timeout, reason});
     for (const QString &flag :
          {u"json"_s, u"follow"_s, u"yes"_s, u"run"_s, u"archived"_s, u"all"_s})
         parser.addOption(QCommandLineOption(flag));
@@ -279,6 +298,7 @@ std::optional<Invocation> parseInvocation(const QStringList &arguments, QString 
             return std::nullopt;
         }
     }
+    invocation.reason = parser.value(reason);
     invocation.json = parser.isSet(u"json"_s);
     invocation.follow = parser.isSet(u"follow"_s);
     invocation.yes = parser.isSet(u"yes"_s);
@@ -456,12 +476,33 @@ public:
                                : CtlExit::Failed;
     }
 
-    // Runtime and archive actions answer with the conversation as it now is.
+    // Run, runtime and archive actions answer with the conversation as it now is. `done` says
+    // what happened, with %1 for the conversation's id.
     QCoro::Task<int> action(QString suffix, QString done)
     {
-        auto acting = m_connection.conversationAction(m_invocation.id, suffix);
+        auto reporting =
+            reportAction(m_connection.conversationAction(m_invocation.id, suffix), done);
+        co_return co_await std::move(reporting);
+    }
+
+    QCoro::Task<int> respondToConfirmation(bool accept)
+    {
+        QJsonObject answer{{u"accept"_s, accept}};
+        if (!m_invocation.reason.isEmpty())
+            answer.insert(u"reason"_s, m_invocation.reason);
+        auto reporting =
+            reportAction(m_connection.post(ServerConnection::conversationPath(
+                                               m_invocation.id, u"events/respond_to_confirmation"),
+                                           answer),
+                         accept ? u"Accepted the pending action of %1."_s
+                                : u"Rejected the pending action of %1."_s);
+        co_return co_await std::move(reporting);
+    }
+
+    QCoro::Task<int> reportAction(QCoro::Task<ApiReply> acting, QString done)
+    {
         const ApiReply reply = co_await std::move(acting);
-        const QString headline = u"%1 %2.\n"_s.arg(done, toWireId(m_invocation.id));
+        const QString headline = done.arg(toWireId(m_invocation.id)) + u'\n';
         const auto format = [&headline](const ConversationInfo &info) {
             return headline + CtlFormat::conversationTable({info});
         };
@@ -600,14 +641,26 @@ int run(const Invocation &invocation)
         return QCoro::waitFor(ctl.show());
     case Command::Events:
         return QCoro::waitFor(invocation.follow ? ctl.follow() : ctl.events());
+    case Command::Run:
+        return QCoro::waitFor(ctl.action(u"run"_s, u"Asked %1 to run."_s));
+    case Command::Pause:
+        return QCoro::waitFor(
+            ctl.action(u"pause"_s, u"Asked %1 to pause after its current step."_s));
+    case Command::Interrupt:
+        return QCoro::waitFor(
+            ctl.action(u"interrupt"_s, u"Asked %1 to stop its command in flight."_s));
+    case Command::Accept:
+        return QCoro::waitFor(ctl.respondToConfirmation(true));
+    case Command::Reject:
+        return QCoro::waitFor(ctl.respondToConfirmation(false));
     case Command::Archive:
-        return QCoro::waitFor(ctl.action(u"archive"_s, u"Archived"_s));
+        return QCoro::waitFor(ctl.action(u"archive"_s, u"Archived %1."_s));
     case Command::Unarchive:
-        return QCoro::waitFor(ctl.action(u"unarchive"_s, u"Unarchived"_s));
+        return QCoro::waitFor(ctl.action(u"unarchive"_s, u"Unarchived %1."_s));
     case Command::Recover:
-        return QCoro::waitFor(ctl.action(u"recover"_s, u"Recovered"_s));
+        return QCoro::waitFor(ctl.action(u"recover"_s, u"Recovered %1."_s));
     case Command::Reprovision:
-        return QCoro::waitFor(ctl.action(u"runtime/reprovision"_s, u"Reprovisioned"_s));
+        return QCoro::waitFor(ctl.action(u"runtime/reprovision"_s, u"Reprovisioned %1."_s));
     case Command::Delete:
         return runDelete(ctl, invocation);
     case Command::Send:

@@ -54,6 +54,35 @@ QJsonObject conversationBody(const QString &agent, const QString &title,
     return body;
 }
 
+// The conversation's messages, oldest first, as "source:text".
+QStringList messages(ServerProcess &server, const QUuid &id)
+{
+    QStringList texts;
+    for (const QJsonObject &event : server.events(id)) {
+        if (event.value(u"kind"_s).toString() == u"MessageEvent"_s)
+            texts.append(event.value(u"source"_s).toString() + u':' +
+                         event.value(u"llm_message"_s)
+                             .toObject()
+                             .value(u"content"_s)
+                             .toArray()
+                             .at(0)
+                             .toObject()
+                             .value(u"text"_s)
+                             .toString());
+    }
+    return texts;
+}
+
+QStringList agentReplies(ServerProcess &server, const QUuid &id)
+{
+    QStringList replies;
+    for (const QString &message : messages(server, id)) {
+        if (message.startsWith(u"agent:"_s))
+            replies.append(message.mid(6));
+    }
+    return replies;
+}
+
 // A port that was free a moment ago, for a server that must come back on the same one.
 quint16 freePort()
 {
@@ -196,6 +225,8 @@ private Q_SLOTS:
         QTest::addRow("extra argument")
             << QStringList{u"archive"_s, id, u"again"_s} << u"unexpected argument"_s;
         QTest::addRow("send without text") << QStringList{u"send"_s, id} << u"needs the text"_s;
+        QTest::addRow("reason for accept") << QStringList{u"accept"_s, id, u"--reason"_s, u"why"_s}
+                                           << u"accept does not take --reason"_s;
         QTest::addRow("bad server")
             << QStringList{u"--server"_s, u"ftp://example.org"_s, u"list"_s} << u"--server"_s;
     }
@@ -571,6 +602,68 @@ private Q_SLOTS:
             u"available"_s);
     }
 
+    // run, pause, interrupt, accept and reject: the console's run controls, for a server
+    // without a display.
+    void runControls()
+    {
+        ServerProcess &server = m_fleet.add();
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        QJsonObject body = conversationBody(u"shell"_s, u"confirm me"_s, u"echo first"_s);
+        body.insert(u"confirmation_policy"_s, QJsonObject{{u"kind"_s, u"AlwaysConfirm"_s}});
+        const QUuid id = server.create(body);
+        QVERIFY(!id.isNull());
+        QVERIFY(server.waitForStatus(id, u"waiting_for_confirmation"_s));
+
+        CtlResult result = ctl(server, {u"reject"_s, wireId(id), u"--reason"_s, u"not today"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY2(result.out.startsWith(u"Rejected the pending action of %1.\n"_s.arg(wireId(id))),
+                 qPrintable(result.out));
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        QCOMPARE(agentReplies(server, id), QStringList{u"Command rejected: not today"_s});
+
+        // Nothing is waiting any more: the server's refusal, exit 4.
+        result = ctl(server, {u"accept"_s, wireId(id)});
+        QVERIFY2(result.exitCode == ExitConflict, qPrintable(result.describe()));
+        QVERIFY2(result.err.contains(u"not waiting for a confirmation"_s), qPrintable(result.err));
+
+        result = ctl(server, {u"send"_s, wireId(id), u"echo second"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QCOMPARE(server.status(id), u"finished"_s);
+        result = ctl(server, {u"run"_s, wireId(id), u"--json"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QCOMPARE(result.json().value(u"id"_s).toString(), wireId(id));
+        QVERIFY(server.waitForStatus(id, u"waiting_for_confirmation"_s));
+        result = ctl(server, {u"accept"_s, wireId(id)});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY2(result.out.startsWith(u"Accepted the pending action of %1.\n"_s.arg(wireId(id))),
+                 qPrintable(result.out));
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        QCOMPARE(agentReplies(server, id),
+                 (QStringList{u"Command rejected: not today"_s, u"second\n"_s}));
+
+        // A pause waits for the step; an interrupt stops the command in it.
+        const QUuid sleeper =
+            server.create(conversationBody(u"shell"_s, u"sleeper"_s, u"sleep 60"_s));
+        QVERIFY(!sleeper.isNull());
+        QVERIFY(server.waitForStatus(sleeper, u"running"_s));
+        result = ctl(server, {u"pause"_s, wireId(sleeper)});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY2(result.out.startsWith(
+                     u"Asked %1 to pause after its current step.\n"_s.arg(wireId(sleeper))),
+                 qPrintable(result.out));
+        result = ctl(server, {u"interrupt"_s, wireId(sleeper)});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY2(result.out.startsWith(
+                     u"Asked %1 to stop its command in flight.\n"_s.arg(wireId(sleeper))),
+                 qPrintable(result.out));
+        QVERIFY(server.waitForStatus(sleeper, u"paused"_s));
+        bool interrupted = false;
+        for (const QJsonObject &event : server.events(sleeper))
+            interrupted = interrupted ||
+                          event.value(u"observation"_s).toObject().value(u"interrupted"_s).toBool();
+        QVERIFY(interrupted);
+    }
+
     // send: a message without --run waits; with --run the echo agent answers every open one.
     void sendMessages()
     {
@@ -590,21 +683,9 @@ private Q_SLOTS:
         QCOMPARE(result.json().value(u"seq"_s).toInteger(), 2);
         QCOMPARE(result.json().value(u"kind"_s).toString(), u"MessageEvent"_s);
         QVERIFY(server.waitForStatus(id, u"finished"_s));
-        QStringList texts;
-        for (const QJsonObject &event : server.events(id)) {
-            if (event.value(u"kind"_s).toString() == u"MessageEvent"_s)
-                texts.append(event.value(u"source"_s).toString() + u':' +
-                             event.value(u"llm_message"_s)
-                                 .toObject()
-                                 .value(u"content"_s)
-                                 .toArray()
-                                 .at(0)
-                                 .toObject()
-                                 .value(u"text"_s)
-                                 .toString());
-        }
-        QCOMPARE(texts, (QStringList{u"user:just listen"_s, u"user:-now answer"_s,
-                                     u"agent:just listen"_s, u"agent:-now answer"_s}));
+        QCOMPARE(messages(server, id),
+                 (QStringList{u"user:just listen"_s, u"user:-now answer"_s, u"agent:just listen"_s,
+                              u"agent:-now answer"_s}));
     }
 
     // delete: refuses without --yes when nobody can be asked; asks on a terminal.

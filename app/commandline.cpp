@@ -1,5 +1,6 @@
 #include "commandline.h"
 
+#include "serverconnection.h"
 #include "storage/database.h"
 
 #include <QCommandLineParser>
@@ -178,7 +179,15 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     options.mode = parser.isSet(headless)  ? Mode::Headless
                    : parser.isSet(connect) ? Mode::Connect
                                            : Mode::Console;
-    options.connectUrl = parser.value(connect);
+    if (parser.isSet(connect)) {
+        const auto url = ServerConnection::baseUrlFrom(parser.value(connect));
+        if (!url) {
+            *error = u"--connect takes HOST:PORT or an http:// or https:// URL, e.g. "
+                     "http://127.0.0.1:8000"_s;
+            return std::nullopt;
+        }
+        options.connectUrl = *url;
+    }
     options.listenGiven = parser.isSet(listen);
     if (parser.isSet(listen) && !parseListen(parser.value(listen), options.server)) {
         *error = u"--listen takes HOST:PORT, e.g. 127.0.0.1:8000"_s;

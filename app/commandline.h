@@ -3,6 +3,7 @@
 #include "serverconfig.h"
 
 #include <QStringList>
+#include <QUrl>
 
 #include <optional>
 
@@ -19,7 +20,7 @@ struct Options
 {
     Mode mode = Mode::Console;
     ServerConfig server;
-    QString connectUrl;
+    QUrl connectUrl; // the server of Mode::Connect
     bool listenGiven = false;
 };
 

@@ -179,17 +179,6 @@ struct Invocation
     bool run = false;
 };
 
-std::optional<QUrl> parseServer(QString text)
-{
-    if (!text.contains(u"://"_s))
-        text.prepend(u"http://"_s);
-    const QUrl url(text, QUrl::StrictMode);
-    if (!url.isValid() || url.host().isEmpty() ||
-        (url.scheme() != u"http"_s && url.scheme() != u"https"_s))
-        return std::nullopt;
-    return url;
-}
-
 // Parses the arguments after "ctl". Returns nullopt with a sentence in *error, or with an empty
 // *error when the user asked for help.
 std::optional<Invocation> parseInvocation(const QStringList &arguments, QString *error)
@@ -238,7 +227,8 @@ std::optional<Invocation> parseInvocation(const QStringList &arguments, QString 
 
     Invocation invocation;
     invocation.command = spec->command;
-    const auto url = parseServer(parser.isSet(server) ? parser.value(server) : DefaultServer);
+    const auto url =
+        ServerConnection::baseUrlFrom(parser.isSet(server) ? parser.value(server) : DefaultServer);
     if (!url) {
         *error = u"--server takes an http:// or https:// URL, e.g. "_s + DefaultServer;
         return std::nullopt;

@@ -129,6 +129,27 @@ ServerConnection::ServerConnection(const QUrl &baseUrl, QObject *parent)
     , m_baseUrl(baseUrl)
 {}
 
+std::optional<QUrl> ServerConnection::baseUrlFrom(QString text)
+{
+    if (!text.contains(u"://"_s))
+        text.prepend(u"http://"_s);
+    const QUrl url(text, QUrl::StrictMode);
+    if (!url.isValid() || url.host().isEmpty() || url.hasQuery() || url.hasFragment() ||
+        (url.scheme() != u"http"_s && url.scheme() != u"https"_s))
+        return std::nullopt;
+    return url;
+}
+
+QUrl ServerConnection::urlFor(const QString &path) const
+{
+    QUrl url = m_baseUrl;
+    QString prefix = m_baseUrl.path();
+    while (prefix.endsWith(u'/'))
+        prefix.chop(1);
+    url.setPath(prefix + path);
+    return url;
+}
+
 QString ServerConnection::conversationPath(const QUuid &id, QStringView suffix)
 {
     QString path = u"/api/conversations/"_s + toWireId(id);
@@ -140,8 +161,7 @@ QString ServerConnection::conversationPath(const QUuid &id, QStringView suffix)
 QCoro::Task<ApiReply> ServerConnection::request(QByteArray method, QString path, QUrlQuery query,
                                                 QByteArray body)
 {
-    QUrl url = m_baseUrl;
-    url.setPath(path);
+    QUrl url = urlFor(path);
     if (!query.isEmpty())
         url.setQuery(query);
     QNetworkRequest networkRequest(url);
@@ -278,9 +298,8 @@ QCoro::Task<ApiReply> ServerConnection::conversationAction(QUuid id, QString act
 
 EventStream *ServerConnection::openEventStream(const QUuid &id, qint64 afterSeq, QObject *parent)
 {
-    QUrl url = m_baseUrl;
+    QUrl url = urlFor(u"/sockets/events/"_s + toWireId(id));
     url.setScheme(m_baseUrl.scheme() == u"https"_s ? u"wss"_s : u"ws"_s);
-    url.setPath(u"/sockets/events/"_s + toWireId(id));
     return new EventStream(url, m_apiKey, afterSeq, m_silenceTimeout, parent);
 }
 

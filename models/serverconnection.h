@@ -73,6 +73,10 @@ class ServerConnection : public QObject
 public:
     explicit ServerConnection(const QUrl &baseUrl, QObject *parent = nullptr);
 
+    // The server as an operator names it: "host:port", or an http:// or https:// URL whose path
+    // (a reverse proxy's prefix) goes before every API path. Nothing for anything else.
+    static std::optional<QUrl> baseUrlFrom(QString text);
+
     QUrl baseUrl() const { return m_baseUrl; }
     QString apiKey() const { return m_apiKey; }
     void setApiKey(const QString &key) { m_apiKey = key; }
@@ -106,6 +110,9 @@ public:
     void setSilenceTimeout(std::chrono::milliseconds timeout) { m_silenceTimeout = timeout; }
 
 private:
+    // `path` (from the root of the API) under the base URL's own path.
+    QUrl urlFor(const QString &path) const;
+
     QUrl m_baseUrl;
     QString m_apiKey;
     std::chrono::milliseconds m_silenceTimeout = DefaultSilenceTimeout;

@@ -83,10 +83,11 @@ NotAgentDeckServer::NotAgentDeckServer()
     connect(this, &QTcpServer::newConnection, this, [this] {
         while (QTcpSocket *socket = nextPendingConnection()) {
             connect(socket, &QTcpSocket::disconnected, socket, &QObject::deleteLater);
-            connect(socket, &QTcpSocket::readyRead, socket, [socket] {
+            connect(socket, &QTcpSocket::readyRead, socket, [this, socket] {
                 if (!socket->peek(socket->bytesAvailable()).contains("\r\n\r\n"))
                     return; // the head is not all here yet
-                socket->readAll();
+                const QByteArray head = socket->readAll();
+                m_requestLines.append(head.left(head.indexOf("\r\n")));
                 const QByteArray page = "<html><body>Please log in</body></html>";
                 socket->write("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: " +
                               QByteArray::number(page.size()) + "\r\nConnection: close\r\n\r\n" +

@@ -85,6 +85,11 @@ class NotAgentDeckServer final : public QTcpServer
 public:
     NotAgentDeckServer();
     QUrl url() const;
+    // "GET /path?query HTTP/1.1" of each request, in the order they came.
+    QList<QByteArray> requestLines() const { return m_requestLines; }
+
+private:
+    QList<QByteArray> m_requestLines;
 };
 
 } // namespace AgentDeck::Testing

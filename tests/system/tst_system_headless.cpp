@@ -284,6 +284,22 @@ private Q_SLOTS:
         QVERIFY2(help.contains(u"agentdeck ctl --help"_s), qPrintable(help));
     }
 
+    // The console's --connect reads a server address as ctl's --server does; an ftp:// URL
+    // opened a window that said "Protocol "ftp" is unknown".
+    void connectTakesOnlyWebAddresses()
+    {
+        for (const QString &address :
+             {u"ftp://127.0.0.1:8000"_s, u"http://127.0.0.1:8000/?x=1"_s}) {
+            QProcess process;
+            process.start(m_fleet.binary(), {u"--connect"_s, address});
+            QVERIFY(process.waitForFinished(10'000));
+            QCOMPARE(process.exitCode(), 2);
+            const QString error = QString::fromUtf8(process.readAllStandardError());
+            QVERIFY2(error.contains(u"--connect takes HOST:PORT or an http:// or https:// URL"_s),
+                     qPrintable(error));
+        }
+    }
+
     void refusesDataDirInUse()
     {
         const QString dir = m_fleet.newDataDir();

@@ -67,6 +67,7 @@ QCoro::Task<bool> ConsoleController::refresh()
     if (m_refreshing)
         co_return false;
     m_refreshing = true;
+    const bool settles = std::exchange(m_unsettled, false);
     QPointer<ConsoleController> self(this);
     ConversationFilter all;
     all.archive = ArchiveFilter::All;
@@ -82,6 +83,7 @@ QCoro::Task<bool> ConsoleController::refresh()
             co_return false;
         if (!result) {
             m_refreshing = false;
+            m_unsettled = m_unsettled || settles;
             // In the server's words: a wrong key or a 503 is not "the server did not answer".
             setReachable(false, tr("Cannot list conversations: %1").arg(failure.errorSentence()));
             co_return false;
@@ -133,6 +135,8 @@ QCoro::Task<bool> ConsoleController::refresh()
     setReachable(true, {});
     m_refreshing = false;
     Q_EMIT refreshed();
+    if (settles)
+        Q_EMIT outcomeSettled();
     co_return true;
 }
 
@@ -231,6 +235,14 @@ QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id)
     setBusy(false);
     m_acting.remove(id, action);
     Q_EMIT actingChanged(id);
+    if (reply.timedOut) {
+        m_unsettled = true;
+        Q_EMIT outcomeUnknown(
+            tr("%1 got no answer: %2").arg(actionName(action), reply.errorSentence()));
+        Q_EMIT actionFinished(action, false);
+        refresh();
+        co_return false;
+    }
     if (!reply.ok()) {
         Q_EMIT failed(tr("%1 failed: %2").arg(actionName(action), reply.errorSentence()));
         Q_EMIT actionFinished(action, false);

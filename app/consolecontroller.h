@@ -61,6 +61,10 @@ Q_SIGNALS:
     void busyChanged(bool busy);
     // A failure in the server's words, for the non-modal banner.
     void failed(const QString &sentence);
+    // An action got no answer in time: it may or may not have taken effect. A refresh is asked
+    // for; outcomeSettled() follows once one that began afterwards has read the list.
+    void outcomeUnknown(const QString &sentence);
+    void outcomeSettled();
     // The list could (not) be refreshed; `why` says what failed. Emitted on changes only.
     void reachabilityChanged(bool reachable, const QString &why);
     void refreshed();
@@ -79,6 +83,7 @@ private:
     QPointer<EventStream> m_stream;
     QTimer m_refreshTimer;
     bool m_refreshing = false;
+    bool m_unsettled = false; // an action's outcome awaits a refresh that begins after it
     bool m_reachable = true;
     bool m_complete = true; // the last refresh read every page
     int m_busy = 0;

@@ -180,6 +180,16 @@ MainWindow::MainWindow(ConsoleController *controller, const QString &serverLabel
     connect(controller, &ConsoleController::busyChanged, m_progress, &QWidget::setVisible);
     connect(controller, &ConsoleController::actingChanged, this, &MainWindow::updateActions);
     connect(controller, &ConsoleController::failed, this, &MainWindow::showBanner);
+    // "Archive got no answer" stays until a later refresh shows what the server has, and goes
+    // then: the row says whether the action took effect.
+    connect(controller, &ConsoleController::outcomeUnknown, this, [this](const QString &sentence) {
+        m_unsettledText = sentence;
+        showBanner(sentence);
+    });
+    connect(controller, &ConsoleController::outcomeSettled, this, [this] {
+        if (m_banner->text() == m_unsettledText)
+            m_bannerFrame->hide();
+    });
     // The status bar says whether the list is current; a banner tells when it stops being, and
     // goes once it is again, unless it says something else by then.
     connect(
@@ -197,9 +207,13 @@ MainWindow::MainWindow(ConsoleController *controller, const QString &serverLabel
             showBanner(why);
         });
     connect(controller, &ConsoleController::actionFinished, this, [this](Action action, bool ok) {
-        if (ok)
-            statusBar()->showMessage(tr("%1 done").arg(ConsoleController::actionName(action)),
-                                     4000);
+        if (!ok)
+            return;
+        // A pause lets the step finish, and an interrupt is carried out after the answer.
+        const bool requested = action == Action::Pause || action == Action::Interrupt;
+        statusBar()->showMessage((requested ? tr("%1 requested") : tr("%1 done"))
+                                     .arg(ConsoleController::actionName(action)),
+                                 4000);
     });
     for (ConversationFilterProxy *proxy : {m_activeProxy, m_archivedProxy}) {
         connect(proxy, &QAbstractItemModel::rowsInserted, this, &MainWindow::updateTabTitles);

@@ -65,6 +65,7 @@ private:
     QLabel *m_banner;
     QWidget *m_bannerFrame;
     QString m_unreachableText; // the banner of the last failed refresh
+    QString m_unsettledText;   // the banner of an action that got no answer
     QProgressBar *m_progress;
     QQuickWidget *m_timeline;
     QLineEdit *m_message;

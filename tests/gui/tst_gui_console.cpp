@@ -4,6 +4,7 @@
 #include "embeddedserver.h"
 #include "fakes.h"
 #include "mainwindow.h"
+#include "serverprocess.h"
 #include "statusbadgedelegate.h"
 #include "storage/conversationstore.h"
 #include "storage/database.h"
@@ -176,6 +177,9 @@ private Q_SLOTS:
         QPushButton *interrupt = m_window->actionButton(Action::Interrupt);
         QVERIFY2(interrupt->isEnabled(), qPrintable(interrupt->toolTip()));
         QTest::mouseClick(interrupt, Qt::LeftButton);
+        // Carried out after the answer: requested, not done.
+        QTRY_COMPARE_WITH_TIMEOUT(m_window->statusBar()->currentMessage(), u"Interrupt requested"_s,
+                                  10000);
         QTRY_COMPARE_WITH_TIMEOUT(status(id), u"paused"_s, 15000);
         const QList<QJsonObject> events = eventsOf(id);
         const QList<QJsonObject> observations = Testing::ofKind(events, u"ObservationEvent"_s);
@@ -265,6 +269,44 @@ private Q_SLOTS:
         QCOMPARE(reachability.size(), 2);
         QVERIFY(!m_window->banner()->isVisible());
         QVERIFY(m_window->statusBar()->currentMessage().startsWith(u"Connected to"_s));
+    }
+
+    // An action sent to a frozen server gets no answer, but the server carries it out once it
+    // wakes. The banner said "Archive failed" and stayed after the list showed it archived.
+    void anActionWithoutAnswerIsSettledByALaterRefresh()
+    {
+        Testing::ServerFleet fleet;
+        QString problem;
+        QVERIFY2(fleet.findBinary(&problem), qPrintable(problem));
+        Testing::ServerProcess &server = fleet.add();
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QUuid id = server.create(QJsonObject{{u"title"_s, u"frozen"_s}});
+        QVERIFY(!id.isNull());
+        openConsole(server.url());
+        m_connection->setSilenceTimeout(std::chrono::milliseconds(500));
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QVERIFY(showAndSelect(id));
+
+        // The refresh fails first, then the action: the banner ends with the action's words.
+        server.sendSignal(SIGSTOP);
+        QVERIFY(!QCoro::waitFor(m_controller->refresh()));
+        QVERIFY(m_window->banner()->text().startsWith(u"Cannot list conversations"_s));
+        QTest::mouseClick(m_window->actionButton(Action::Archive), Qt::LeftButton);
+        QTRY_VERIFY2_WITH_TIMEOUT(m_window->banner()->text().startsWith(u"Archive got no answer"_s),
+                                  qPrintable(m_window->banner()->text()), 10000);
+        QVERIFY2(m_window->banner()->text().contains(u"may still take effect"_s),
+                 qPrintable(m_window->banner()->text()));
+        QCOMPARE(m_window->tabs()->tabText(1), u"Archived (0)"_s);
+
+        QSignalSpy settled(m_controller.get(), &ConsoleController::outcomeSettled);
+        server.sendSignal(SIGCONT);
+        QTRY_VERIFY_WITH_TIMEOUT(server.conversation(id).value(u"archived_at"_s).isString(), 10000);
+        // The refresh the action asked for may still be waiting for its answer.
+        QTRY_VERIFY_WITH_TIMEOUT(QCoro::waitFor(m_controller->refresh()), 10000);
+        QTRY_COMPARE_WITH_TIMEOUT(settled.size(), 1, 10000);
+        QCOMPARE(m_window->tabs()->tabText(1), u"Archived (1)"_s);
+        QVERIFY2(!m_window->banner()->isVisible(), qPrintable(m_window->banner()->text()));
+        fleet.cleanUp();
     }
 
     // Pointed at a web server that is not AgentDeck (a login page), the console showed an
@@ -518,14 +560,20 @@ private:
         const QUrl url = m_server->start(&error);
         m_url = url;
         QVERIFY2(!url.isEmpty(), qPrintable(error));
+        openConsole(url);
+        if (refreshed)
+            QVERIFY(QCoro::waitFor(m_controller->refresh()));
+    }
+
+    // The window, watching the server at `url`; not refreshed yet.
+    void openConsole(const QUrl &url)
+    {
         m_client = std::make_unique<ServerConnection>(url);
         m_connection = std::make_unique<ServerConnection>(url);
         m_controller = std::make_unique<ConsoleController>(m_connection.get());
         m_window = std::make_unique<MainWindow>(m_controller.get(), url.toString());
         m_window->show();
         QVERIFY(QTest::qWaitForWindowExposed(m_window.get()));
-        if (refreshed)
-            QVERIFY(QCoro::waitFor(m_controller->refresh()));
     }
 
     // Idle conversations written straight into the catalog, before the server starts; the

@@ -353,7 +353,11 @@ void MainWindow::updateActions()
         it.value()->setEnabled(state.enabled);
         it.value()->setToolTip(state.enabled ? QString() : state.reason);
     }
-    m_message->setEnabled(info.has_value() && !info->isArchived());
+    const Lifecycle::Availability sending =
+        info ? Lifecycle::canSendMessage(*info)
+             : Lifecycle::Availability{false, tr("Select a conversation first")};
+    m_message->setEnabled(sending.enabled);
+    m_message->setToolTip(sending.reason);
 }
 
 void MainWindow::updateTabTitles()

@@ -117,6 +117,15 @@ Availability canReprovision(const ConversationInfo &info)
     return yes();
 }
 
+Availability canSendMessage(const ConversationInfo &info)
+{
+    if (info.isArchived())
+        return no(u"Archived: unarchive it first"_s);
+    if (isExpired(info))
+        return no(u"The runtime expired; its workspace is gone"_s);
+    return yes();
+}
+
 Availability canArchive(const ConversationInfo &info)
 {
     return info.isArchived() ? no(u"Already archived"_s) : yes();

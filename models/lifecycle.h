@@ -31,6 +31,8 @@ Availability canInterrupt(const ConversationInfo &info);
 Availability canRespond(const ConversationInfo &info);
 Availability canReprovision(const ConversationInfo &info);
 Availability canArchive(const ConversationInfo &info);
+// Send a message (the server refuses one to an archived or expired conversation).
+Availability canSendMessage(const ConversationInfo &info);
 Availability canUnarchive(const ConversationInfo &info);
 
 // The words of a badge, shared by the console and the CLI.

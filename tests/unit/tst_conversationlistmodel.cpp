@@ -178,6 +178,9 @@ private Q_SLOTS:
         QVERIFY(Lifecycle::isExpired(info));
         QVERIFY(!Lifecycle::canRecover(info).enabled);
         QVERIFY(!Lifecycle::canRun(info).enabled);
+        // The server answers a message with 410; the console's box was left open for it.
+        QVERIFY(!Lifecycle::canSendMessage(info).enabled);
+        QVERIFY(Lifecycle::canSendMessage(info).reason.contains(u"expired"_s));
         QCOMPARE(Lifecycle::runtimeLabel(info), u"expired"_s);
     }
 

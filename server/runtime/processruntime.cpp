@@ -44,7 +44,8 @@ QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
     });
     QObject::connect(process.get(), &QProcess::readyRead, process.get(),
                      [&output, source = process.get()] { output.add(source->readAll()); });
-    process->start(u"bash"_s, {u"-c"_s, request.command});
+    // "--": a command that starts with a dash is a command, not bash's options.
+    process->start(u"bash"_s, {u"-c"_s, u"--"_s, request.command});
 
     CommandResult result;
     auto starting = qCoro(process.get()).waitForStarted();

@@ -246,9 +246,10 @@ void SandboxHost::startCommand(const QJsonObject &message)
                                       u"--die-with-parent"_s,
                                       u"bash"_s,
                                       u"-c"_s,
+                                      u"--"_s,
                                       m_command});
     } else {
-        m_process->start(u"bash"_s, {u"-c"_s, m_command});
+        m_process->start(u"bash"_s, {u"-c"_s, u"--"_s, m_command});
     }
     if (timeoutMs > 0)
         m_commandTimeout.start(timeoutMs);

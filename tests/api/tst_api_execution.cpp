@@ -112,6 +112,19 @@ private Q_SLOTS:
         QVERIFY(response.contains(u"[exit code 3]"_s));
     }
 
+    // A command that starts with a dash is a command: bash took it for its own options
+    // ("bash: -c: option requires an argument").
+    void aLeadingDashIsPartOfTheCommand()
+    {
+        const QUuid id = m_server->create(shell(u"-n"_s));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        const QList<QJsonObject> observations = ofKind(m_server->events(id), u"ObservationEvent"_s);
+        QCOMPARE(observations.size(), 1);
+        QCOMPARE(observationOf(observations[0]).value(u"exit_code"_s).toInt(), 127);
+        const QString output = observationOf(observations[0]).value(u"output"_s).toString();
+        QVERIFY2(output.contains(u"-n: command not found"_s), qPrintable(output));
+    }
+
     void commandsDoNotSeeTheServersSecrets()
     {
         qputenv("AGENTDECK_SESSION_API_KEYS", "secret-key");

@@ -16,7 +16,7 @@ StatusBadgeDelegate::StatusBadgeDelegate(Kind kind, QObject *parent)
 {}
 
 StatusBadgeDelegate::Badge StatusBadgeDelegate::runtimeBadge(const QString &status,
-                                                             const QString &label)
+                                                             const QString &label, bool attention)
 {
     if (label == u"expired"_s)
         return {QColor(0x75, 0x75, 0x75), u"⌛"_s};
@@ -25,7 +25,7 @@ StatusBadgeDelegate::Badge StatusBadgeDelegate::runtimeBadge(const QString &stat
     if (status == u"starting"_s)
         return {QColor(0x15, 0x65, 0xc0), u"◔"_s};
     if (status == u"missing"_s)
-        return {QColor(0xef, 0x6c, 0x00), u"○"_s};
+        return {attention ? QColor(0xef, 0x6c, 0x00) : QColor(0x75, 0x75, 0x75), u"○"_s};
     if (status == u"ownership_lost"_s)
         return {QColor(0x6a, 0x1b, 0x9a), u"⇄"_s};
     return {QColor(0xc6, 0x28, 0x28), u"✖"_s};
@@ -62,7 +62,8 @@ void StatusBadgeDelegate::paint(QPainter *painter, const QStyleOptionViewItem &o
     const Badge badge =
         m_kind == Kind::Runtime
             ? runtimeBadge(index.data(ConversationListModel::RuntimeStatusRole).toString(),
-                           index.data(ConversationListModel::RuntimeLabelRole).toString())
+                           index.data(ConversationListModel::RuntimeLabelRole).toString(),
+                           index.data(ConversationListModel::NeedsAttentionRole).toBool())
             : executionBadge(index.data(ConversationListModel::ExecutionStatusRole).toString(),
                              index.data(ConversationListModel::StaleRole).toBool());
     // The glyph gets a square of its own: it may come from a fallback font whose width the

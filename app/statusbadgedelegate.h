@@ -26,7 +26,9 @@ public:
         QColor colour;
         QString glyph;
     };
-    static Badge runtimeBadge(const QString &runtimeStatus, const QString &label);
+    // `attention`: Lifecycle::needsAttention. A missing runtime is a problem only then: an idle
+    // conversation has none until it runs, and 2,000 orange rows hid the ones that mattered.
+    static Badge runtimeBadge(const QString &runtimeStatus, const QString &label, bool attention);
     static Badge executionBadge(const QString &executionStatus, bool stale);
     // The width of a badge showing `text`.
     static int widthFor(const QFontMetrics &metrics, const QString &text);

@@ -3,6 +3,7 @@
 #include "consolecontroller.h"
 #include "embeddedserver.h"
 #include "fakes.h"
+#include "lifecycle.h"
 #include "mainwindow.h"
 #include "serverprocess.h"
 #include "statusbadgedelegate.h"
@@ -323,6 +324,25 @@ private Q_SLOTS:
         QCOMPARE(reachability.first().at(0).toBool(), false);
         QVERIFY2(reachability.first().at(1).toString().contains(u"AgentDeck server"_s),
                  qPrintable(reachability.first().at(1).toString()));
+    }
+
+    // A runtime that is not there is grey for a conversation that does not need it, and
+    // orange for one that lost it.
+    void aMissingRuntimeIsAProblemOnlyWhenItIsOne()
+    {
+        const auto missing = [](bool attention) {
+            return StatusBadgeDelegate::runtimeBadge(u"missing"_s, u"missing (resumable)"_s,
+                                                     attention)
+                .colour;
+        };
+        QCOMPARE(missing(false), QColor(0x75, 0x75, 0x75));
+        QCOMPARE(missing(true), QColor(0xef, 0x6c, 0x00));
+        ConversationInfo idle{QUuid::createUuid(), u"idle"_s};
+        idle.runtime = {RuntimeStatus::Missing, true, std::nullopt};
+        QVERIFY(!Lifecycle::needsAttention(idle));
+        ConversationInfo lost = idle;
+        lost.runtime.error = RuntimeError{u"sandbox_lost"_s, u"the sandbox host exited"_s};
+        QVERIFY(Lifecycle::needsAttention(lost));
     }
 
     // At the default size the badges show their words whole and the titles keep room: sized to

@@ -119,6 +119,19 @@ MainWindow::MainWindow(ConsoleController *controller, const QString &serverLabel
     auto *detail = new QWidget(splitter);
     auto *detailLayout = new QVBoxLayout(detail);
     detailLayout->setContentsMargins(0, 0, 0, 0);
+    // What the buttons act on: with thousands of rows the selected one scrolls out of view.
+    m_heading = new QLabel(detail);
+    m_heading->setTextFormat(Qt::PlainText);
+    m_heading->setWordWrap(true);
+    QFont headingFont = m_heading->font();
+    headingFont.setBold(true);
+    m_heading->setFont(headingFont);
+    m_headingId = new QLabel(detail);
+    m_headingId->setTextFormat(Qt::PlainText);
+    m_headingId->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_headingId->setStyleSheet(u"color: #616161"_s);
+    detailLayout->addWidget(m_heading);
+    detailLayout->addWidget(m_headingId);
     m_timeline = new QQuickWidget(detail);
     m_timeline->setResizeMode(QQuickWidget::SizeRootObjectToView);
     m_timeline->rootContext()->setContextProperty(u"timelineModel"_s, controller->timeline());
@@ -356,6 +369,11 @@ void MainWindow::updateActions()
     const Lifecycle::Availability sending =
         info ? Lifecycle::canSendMessage(*info)
              : Lifecycle::Availability{false, tr("Select a conversation first")};
+    m_heading->setText(!info                   ? tr("No conversation selected")
+                       : info->title.isEmpty() ? tr("Untitled")
+                                               : withBidiControlsShown(info->title));
+    m_headingId->setText(info ? toWireId(info->id) : QString());
+    m_headingId->setVisible(info.has_value());
     m_message->setEnabled(sending.enabled);
     m_message->setToolTip(sending.reason);
 }

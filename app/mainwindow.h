@@ -38,6 +38,9 @@ public:
     QLabel *banner() const { return m_banner; }
     QLineEdit *filterBox() const { return m_filter; }
     QLineEdit *messageBox() const { return m_message; }
+    // The title and id of the selected conversation, above the timeline.
+    QLabel *heading() const { return m_heading; }
+    QLabel *headingId() const { return m_headingId; }
     QQuickWidget *timeline() const { return m_timeline; }
     // Selects a conversation in whichever tab shows it.
     bool selectConversation(const QUuid &id);
@@ -68,6 +71,8 @@ private:
     QString m_unsettledText;   // the banner of an action that got no answer
     QProgressBar *m_progress;
     QQuickWidget *m_timeline;
+    QLabel *m_heading;
+    QLabel *m_headingId;
     QLineEdit *m_message;
     QSystemTrayIcon *m_tray = nullptr;
     QHash<ConsoleController::Action, QPushButton *> m_buttons;

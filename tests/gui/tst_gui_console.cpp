@@ -131,6 +131,9 @@ private Q_SLOTS:
         const QUuid target = create(u"target"_s);
         QTRY_COMPARE_WITH_TIMEOUT(status(neighbour), u"running"_s, 15000);
         QVERIFY(showAndSelect(target));
+        // The pane names what the buttons act on.
+        QCOMPARE(m_window->heading()->text(), u"target"_s);
+        QCOMPARE(m_window->headingId()->text(), toWireId(target));
         QPushButton *archive = m_window->actionButton(Action::Archive);
         QTest::mouseClick(archive, Qt::LeftButton);
         QVERIFY(!archive->isEnabled()); // until the server answers the first click
@@ -139,6 +142,8 @@ private Q_SLOTS:
         // The neighbour is not selected in its place: a click meant for the first does nothing.
         QVERIFY(!m_window->activeView()->selectionModel()->currentIndex().isValid());
         QVERIFY(m_controller->selected().isNull());
+        QCOMPARE(m_window->heading()->text(), u"No conversation selected"_s);
+        QVERIFY(!m_window->headingId()->isVisible());
         QVERIFY(!archive->isEnabled());
         QTest::mouseClick(archive, Qt::LeftButton);
         QVERIFY(conversation(target).value(u"archived_at"_s).isString());

@@ -15,6 +15,7 @@
 #include "runtime/retentionreaper.h"
 #include "storage/conversationstore.h"
 #include "storage/database.h"
+#include "storage/integritycheck.h"
 #include "storage/replicastore.h"
 #include "streams/changerelay.h"
 #include "streams/eventhub.h"
@@ -109,6 +110,7 @@ struct AgentDeckServer::Private
     std::unique_ptr<ApiServer> http;
     std::unique_ptr<EventStreams> streams;
     std::unique_ptr<RetentionReaper> reaper;
+    std::unique_ptr<IntegrityCheck> integrity; // SQLite: read once after startup
     LocalSandboxProvider *sandboxes = nullptr; // when the runtime provider is the local one
     ServerIdentity identity;
     quint16 port = 0;
@@ -378,6 +380,7 @@ void AgentDeckServer::recover()
     }
     d->http->setReady(true);
     Q_EMIT ready();
+    checkIntegrity();
     const QDir dataDir(m_config.dataDir);
     try {
         removeOrphanedDirs(d->service.get(),
@@ -389,6 +392,30 @@ void AgentDeckServer::recover()
     }
 }
 
+void AgentDeckServer::checkIntegrity()
+{
+    const QString path = d->database->sqlitePath();
+    if (path.isEmpty())
+        return; // PostgreSQL checks its own pages
+    d->integrity = std::make_unique<IntegrityCheck>(path);
+    connect(d->integrity.get(), &IntegrityCheck::finished, this,
+            [this, path](bool checked, const QString &problem, qint64 elapsedMs) {
+                if (!checked) {
+                    qCWarning(lcServer) << "the integrity check of" << path << "did not run";
+                } else if (problem.isEmpty()) {
+                    qCInfo(lcServer) << "checked the catalog's integrity in" << elapsedMs << "ms";
+                } else {
+                    // Requests still read what is intact; /ready turns 503 so that an
+                    // orchestrator or an operator looks.
+                    d->http->markStorageCorrupt();
+                    qCCritical(lcServer).noquote()
+                        << u"the database is damaged; restore %1 from a backup. PRAGMA "
+                           "quick_check found: %2"_s.arg(path, problem);
+                }
+            });
+    d->integrity->start();
+}
+
 QCoro::Task<> AgentDeckServer::stop()
 {
     if (d->stopped || !d->service)
@@ -397,6 +424,7 @@ QCoro::Task<> AgentDeckServer::stop()
     qCInfo(lcServer) << "stopping: pausing" << d->service->liveCount() << "runs";
     d->http->setReady(false);
     d->reaper.reset();
+    d->integrity.reset();
     // Requests already in a handler finish first, within the grace: their clients get answers
     // (rather than a closed connection, not knowing whether a message was stored), and the runs
     // they start are paused below with the others.

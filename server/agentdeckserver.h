@@ -62,6 +62,8 @@ Q_SIGNALS:
 
 private:
     void recover();
+    // SQLite: PRAGMA quick_check in the background; damage makes /ready 503.
+    void checkIntegrity();
     // The replica that is running with this server's --replica-id, named in a sentence; empty
     // when none is (see ReplicaStore::recentBeatOf).
     QString runningServerWithOurId();

@@ -29,8 +29,9 @@ public:
               QObject *parent = nullptr);
     void setReady(bool ready) { m_ready = ready; }
     bool isReady() const { return m_ready; }
-    // A request met a damaged database: /ready says so.
+    // A request, or the check at startup, met a damaged database: /ready says so.
     bool storageCorrupt() const { return m_storageCorrupt; }
+    void markStorageCorrupt() { m_storageCorrupt = true; }
     // Waits until no request is in an asynchronous handler, or for `timeout`; false if one still
     // is. A stopping server lets them finish, so that their clients get answers.
     QCoro::Task<bool> drain(std::chrono::milliseconds timeout);

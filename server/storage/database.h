@@ -135,6 +135,8 @@ public:
     // The SQL of the statement executed last (tests check query plans with it).
     QString lastStatement() const { return m_lastStatement; }
     QSqlDatabase &connection() { return m_db; }
+    // The SQLite file; empty on PostgreSQL.
+    QString sqlitePath() const { return m_sqlitePath; }
     void close();
 
 private:

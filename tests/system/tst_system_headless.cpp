@@ -362,7 +362,10 @@ private Q_SLOTS:
         db.close();
 
         ServerProcess &after = m_fleet.add(dir);
-        QVERIFY2(after.startReady(), qPrintable(after.stderrText()));
+        QVERIFY2(after.start(), qPrintable(after.stderrText()));
+        // Ready, or found damaged by the check after startup already.
+        QTRY_VERIFY_WITH_TIMEOUT(
+            after.get(u"/ready"_s).object().value(u"status"_s).toString() != u"starting"_s, 10000);
         const auto search = after.get(u"/api/conversations/search"_s);
         QCOMPARE(search.status, 503);
         QCOMPARE(search.object().value(u"code"_s).toString(), u"storage_corrupt"_s);
@@ -370,6 +373,47 @@ private Q_SLOTS:
         QCOMPARE(ready.status, 503);
         QCOMPARE(ready.object().value(u"status"_s).toString(), u"storage_corrupt"_s);
         QVERIFY(after.stderrText().contains(u"the database is damaged"_s));
+    }
+
+    // A damaged page that no request had read went unnoticed: /ready said ready until a request
+    // happened to touch it, maybe days later. The catalog is checked once after startup.
+    void aDamagedPageIsFoundAtStartup()
+    {
+        const QString dir = m_fleet.newDataDir();
+        ServerProcess &before = m_fleet.add(dir);
+        QVERIFY2(before.startReady(), qPrintable(before.stderrText()));
+        const QUuid id = before.create(QJsonObject{{u"title"_s, u"long history"_s}});
+        QVERIFY(!id.isNull());
+        for (int i = 0; i < 200; ++i)
+            QCOMPARE(
+                before
+                    .post(conversationPath(id, u"events"_s),
+                          userMessage(u"message %1 %2"_s.arg(i).arg(QString(2000, u'x')), false))
+                    .status,
+                200);
+        QTRY_VERIFY_WITH_TIMEOUT(before.stderrText().contains(u"checked the catalog's integrity"_s),
+                                 10000);
+        before.sendSignal(SIGTERM);
+        QVERIFY(before.waitForExit(10'000));
+        // A page near the end of the file: the history's, which starting up does not read.
+        QFile db(dir + u"/agentdeck.db"_s);
+        const qint64 pages = db.size() / 4096;
+        QVERIFY(pages > 100);
+        QVERIFY(db.open(QIODevice::ReadWrite) && db.seek((pages - 3) * 4096));
+        QVERIFY(db.write(QByteArray(4096, '\x5a')) == 4096);
+        db.close();
+
+        ServerProcess &after = m_fleet.add(dir);
+        QVERIFY2(after.start(), qPrintable(after.stderrText()));
+        QTRY_COMPARE_WITH_TIMEOUT(after.get(u"/ready"_s).object().value(u"status"_s).toString(),
+                                  u"storage_corrupt"_s, 20000);
+        QCOMPARE(after.get(u"/ready"_s).status, 503);
+        QVERIFY2(after.stderrText().contains(u"the database is damaged"_s),
+                 qPrintable(after.stderrText()));
+        QVERIFY2(after.stderrText().contains(u"PRAGMA quick_check found"_s),
+                 qPrintable(after.stderrText()));
+        // What is intact is still served.
+        QCOMPARE(after.get(u"/api/conversations/search"_s).status, 200);
     }
 
     // 3. A signal stops the server gracefully: a running command is interrupted after the grace

@@ -1,0 +1,44 @@
+#pragma once
+
+#include <QObject>
+#include <QString>
+
+#include <mutex>
+#include <thread>
+
+struct sqlite3;
+
+namespace AgentDeck {
+
+// Reads a whole SQLite catalog once (PRAGMA quick_check), in a thread of its own on a
+// connection of its own, at the lowest priority: a damaged page is found when the server
+// starts, not by whichever request first touches it, which could be days later.
+class IntegrityCheck : public QObject
+{
+    Q_OBJECT
+public:
+    explicit IntegrityCheck(QString path, QObject *parent = nullptr);
+    ~IntegrityCheck() override; // interrupts a check still running
+
+    IntegrityCheck(const IntegrityCheck &) = delete;
+    IntegrityCheck &operator=(const IntegrityCheck &) = delete;
+
+    void start();
+
+Q_SIGNALS:
+    // Once, in the thread that owns this object. `problem` is empty when the catalog is
+    // sound, else what SQLite found (its first lines); `checked` is false when the check could
+    // not run at all (the file could not be opened, or it was interrupted).
+    void finished(bool checked, const QString &problem, qint64 elapsedMs);
+
+private:
+    void run();
+
+    QString m_path;
+    std::mutex m_mutex;
+    sqlite3 *m_db = nullptr; // while the check runs; guarded by m_mutex
+    bool m_stopping = false;
+    std::thread m_thread;
+};
+
+} // namespace AgentDeck

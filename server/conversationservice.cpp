@@ -250,9 +250,9 @@ void ConversationService::requireUsableRuntime(const ConversationInfo &info) con
             u"Conversation is archived; unarchive it before using its runtime"_s);
     if (info.runtime.error && info.runtime.error->code == u"runtime_expired"_s)
         throw ApiError{410, u"runtime_expired"_s,
-                       u"The runtime of this conversation expired and its workspace was deleted; "
-                       "its history is still readable, but unarchiving cannot restore the "
-                       "workspace"_s};
+                       u"The runtime of this conversation expired and its workspace was deleted: "
+                       "nothing can run in it again. Its history is still readable; continue in "
+                       "a new conversation"_s};
 }
 
 QCoro::Task<std::pair<ConversationInfo, bool>>

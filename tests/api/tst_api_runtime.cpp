@@ -535,7 +535,9 @@ private Q_SLOTS:
             const ApiReply reply = server.post(ServerConnection::conversationPath(id, action));
             QCOMPARE(reply.status, 410);
             QCOMPARE(reply.errorCode, u"runtime_expired"_s);
-            QVERIFY(reply.detail.contains(u"unarchiving cannot restore the workspace"_s));
+            QVERIFY(reply.detail.contains(u"nothing can run in it again"_s));
+            // Not archived: unarchiving is not the way out, and the sentence does not say so.
+            QVERIFY(!reply.detail.contains(u"unarchiv"_s));
         }
         QVERIFY(server.post(ServerConnection::conversationPath(id, u"archive")).ok());
         QVERIFY(server.post(ServerConnection::conversationPath(id, u"unarchive")).ok());

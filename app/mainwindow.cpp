@@ -392,20 +392,34 @@ void MainWindow::trigger(Action action)
     const auto info = currentConversation();
     if (!info)
         return;
-    if (action == Action::Delete) {
-        // Plain text: a title with markup could make the question name another conversation.
-        QMessageBox question(
-            QMessageBox::Question, tr("Delete conversation"),
-            tr("Delete “%1” permanently? Its history and server-owned workspace are removed.")
-                .arg(withBidiControlsShown(info->title)),
-            QMessageBox::Yes | QMessageBox::No, this);
-        question.setTextFormat(Qt::PlainText);
-        question.setDefaultButton(QMessageBox::No);
-        if (question.exec() != QMessageBox::Yes)
-            return;
-    }
+    // The question names the conversation whole: a long title was cut at its end, where two
+    // conversations differ most often, so it is shortened in the middle, and the id follows.
+    const QString named =
+        tr("“%1” (%2)")
+            .arg(fontMetrics().elidedText(withBidiControlsShown(info->title), Qt::ElideMiddle, 480),
+                 toWireId(info->id));
+    if (action == Action::Delete &&
+        !confirmed(tr("Delete conversation"),
+                   tr("Delete %1 permanently? Its history and server-owned workspace are removed.")
+                       .arg(named)))
+        return;
+    if (action == Action::Archive && info->executionStatus == ExecutionStatus::Running &&
+        !Lifecycle::isStale(*info) &&
+        !confirmed(tr("Archive conversation"),
+                   tr("Archive %1? It is running: the command in flight is stopped.").arg(named)))
+        return;
     m_bannerFrame->hide();
     m_controller->perform(action, info->id);
+}
+
+bool MainWindow::confirmed(const QString &title, const QString &question)
+{
+    // Plain text: a title with markup could make the question name another conversation.
+    QMessageBox box(QMessageBox::Question, title, question, QMessageBox::Yes | QMessageBox::No,
+                    this);
+    box.setTextFormat(Qt::PlainText);
+    box.setDefaultButton(QMessageBox::No);
+    return box.exec() == QMessageBox::Yes;
 }
 
 void MainWindow::showContextMenu(const QPoint &position)

@@ -54,6 +54,8 @@ private:
     void updateActions();
     void updateTabTitles();
     void trigger(ConsoleController::Action action);
+    // Asks `question` (Yes or No, No by default); whether the answer was Yes.
+    bool confirmed(const QString &title, const QString &question);
     void showContextMenu(const QPoint &position);
     void showBanner(const QString &text);
     void notifyAttention(const ConversationInfo &info);

@@ -152,6 +152,36 @@ private Q_SLOTS:
         QVERIFY(call("POST"_ba, ServerConnection::conversationPath(neighbour, u"interrupt")).ok());
     }
 
+    // Archive stops the command in flight: for a running conversation it asks first. The
+    // question names the conversation by a long title's both ends and its id.
+    void archivingARunningConversationAsksFirst()
+    {
+        startConsole();
+        const QString title = u"start "_s + QString(200, u'm') + u" end"_s;
+        const QUuid id = create(title, u"sleep 600"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"running"_s, 15000);
+        QVERIFY(showAndSelect(id));
+        for (const auto answer : {QMessageBox::No, QMessageBox::Yes}) {
+            QString question;
+            QTimer::singleShot(0, this, [&question, answer] {
+                if (auto *box = qobject_cast<QMessageBox *>(QApplication::activeModalWidget())) {
+                    question = box->text();
+                    QTest::mouseClick(box->button(answer), Qt::LeftButton);
+                }
+            });
+            QTest::mouseClick(m_window->actionButton(Action::Archive), Qt::LeftButton);
+            QVERIFY2(question.startsWith(u"Archive “start "_s), qPrintable(question));
+            QVERIFY2(question.contains(u" end” ("_s + toWireId(id) + u')'), qPrintable(question));
+            QVERIFY2(question.contains(u"the command in flight is stopped"_s),
+                     qPrintable(question));
+            if (answer == QMessageBox::No) {
+                QVERIFY(!m_controller->isActingOn(id));
+                QCOMPARE(status(id), u"running"_s);
+            }
+        }
+        QTRY_VERIFY_WITH_TIMEOUT(conversation(id).value(u"archived_at"_s).isString(), 10000);
+    }
+
     void deleteAsksThenRemoves()
     {
         startConsole();

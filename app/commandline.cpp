@@ -205,6 +205,11 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         QProcessEnvironment::systemEnvironment().value(u"AGENTDECK_SESSION_API_KEYS"_s);
     for (const QString &envKey : envKeys.split(u',', Qt::SkipEmptyParts))
         options.server.apiKeys.append(envKey.trimmed());
+    // Watching another server, the console is a client like ctl, and reads the client's
+    // variable first.
+    const QString clientKey = qEnvironmentVariable("AGENTDECK_SESSION_API_KEY");
+    if (options.mode == Mode::Connect && !parser.isSet(key) && !clientKey.isEmpty())
+        options.server.apiKeys.prepend(clientKey);
     for (const auto &[option, target] :
          {std::pair{&commandTimeout, &options.server.commandTimeout},
           std::pair{&shutdownGrace, &options.server.shutdownGrace},

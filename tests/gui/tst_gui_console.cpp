@@ -1,5 +1,6 @@
 // The console against a real embedded server (its own thread, real sandboxes), driven by
 // clicking the real buttons under the offscreen platform.
+#include "commandline.h"
 #include "consolecontroller.h"
 #include "embeddedserver.h"
 #include "fakes.h"
@@ -180,6 +181,25 @@ private Q_SLOTS:
             }
         }
         QTRY_VERIFY_WITH_TIMEOUT(conversation(id).value(u"archived_at"_s).isString(), 10000);
+    }
+
+    // Watching another server, the console reads the client's key variable, as ctl does.
+    void connectReadsTheClientsKeyVariable()
+    {
+        qputenv("AGENTDECK_SESSION_API_KEY", "client-key");
+        QString error, message;
+        const auto watching = parseOptions({u"--connect"_s, u"127.0.0.1:8000"_s}, &error, &message);
+        const auto given =
+            parseOptions({u"--connect"_s, u"127.0.0.1:8000"_s, u"--session-api-key"_s, u"given"_s},
+                         &error, &message);
+        const auto serving = parseOptions({u"--headless"_s}, &error, &message);
+        qunsetenv("AGENTDECK_SESSION_API_KEY");
+        QVERIFY2(watching && given && serving, qPrintable(error));
+        QCOMPARE(watching->connectUrl, QUrl(u"http://127.0.0.1:8000"_s));
+        QCOMPARE(watching->server.apiKeys.value(0), u"client-key"_s);
+        QCOMPARE(given->server.apiKeys.value(0), u"given"_s);
+        // A server's own keys come from its own variable only.
+        QVERIFY(!serving->server.apiKeys.contains(u"client-key"_s));
     }
 
     void deleteAsksThenRemoves()

@@ -163,6 +163,9 @@ void ConsoleController::setReachable(bool reachable, const QString &why)
     if (reachable == m_reachable)
         return;
     m_reachable = reachable;
+    // The list is back; the timeline follows now rather than after its stream's backoff.
+    if (reachable && m_stream)
+        m_stream->reconnectNow();
     Q_EMIT reachabilityChanged(reachable, why);
 }
 

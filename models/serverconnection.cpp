@@ -354,6 +354,15 @@ void EventStream::close()
         m_socket->close();
 }
 
+void EventStream::reconnectNow()
+{
+    if (m_closing || !m_reconnectTimer->isActive())
+        return;
+    m_reconnectTimer->stop();
+    m_backoffMs = 250;
+    connectSocket();
+}
+
 void EventStream::sendMessage(const MessageRequest &message)
 {
     if (isConnected())

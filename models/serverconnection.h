@@ -132,6 +132,9 @@ public:
     qint64 lastSeq() const { return m_lastSeq; }
     bool isConnected() const;
     void close();
+    // The server is known to answer again: a stream waiting to reconnect does so now rather
+    // than after its backoff (up to 10 s), with the backoff started over.
+    void reconnectNow();
     // Sends a message frame (same body as POST /events).
     void sendMessage(const MessageRequest &message);
 

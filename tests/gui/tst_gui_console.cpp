@@ -310,6 +310,12 @@ private Q_SLOTS:
     void anUnreachableServerIsShownUntilItIsBack()
     {
         startConsole();
+        const QUuid id = create(u"watched"_s);
+        QVERIFY(showAndSelect(id));
+        QTRY_VERIFY_WITH_TIMEOUT(m_controller->timeline()->isLive(), 10000);
+        auto *stream = m_controller->findChild<EventStream *>();
+        QVERIFY(stream);
+        QSignalSpy drops(stream, &EventStream::disconnected);
         QSignalSpy reachability(m_controller.get(), &ConsoleController::reachabilityChanged);
         const int port = m_url.port();
         m_server->stop();
@@ -318,6 +324,8 @@ private Q_SLOTS:
         QCOMPARE(reachability.size(), 1);
         QVERIFY(m_window->banner()->isVisible());
         QVERIFY(m_window->statusBar()->currentMessage().startsWith(u"Cannot refresh"_s));
+        // The stream's backoff has grown to 4 s (0.25, 0.5, 1 and 2 s before).
+        QTRY_VERIFY_WITH_TIMEOUT(drops.size() >= 5, 15000);
         m_server = std::make_unique<EmbeddedServer>(serverConfig(port));
         QString error;
         QCOMPARE(m_server->start(&error).port(), port);
@@ -325,6 +333,8 @@ private Q_SLOTS:
         QCOMPARE(reachability.size(), 2);
         QVERIFY(!m_window->banner()->isVisible());
         QVERIFY(m_window->statusBar()->currentMessage().startsWith(u"Connected to"_s));
+        // The timeline follows the list back at once, not after the backoff (it lagged ~10 s).
+        QTRY_VERIFY_WITH_TIMEOUT(m_controller->timeline()->isLive(), 2000);
     }
 
     // An action sent to a frozen server gets no answer, but the server carries it out once it

@@ -262,6 +262,26 @@ QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id)
     co_return true;
 }
 
+QCoro::Task<std::optional<QUuid>> ConsoleController::create(CreateConversationRequest request)
+{
+    QPointer<ConsoleController> self(this);
+    setBusy(true);
+    auto creating = m_connection->createConversation(std::move(request));
+    const ApiReply reply = co_await std::move(creating);
+    if (!self)
+        co_return std::nullopt;
+    setBusy(false);
+    const auto info = reply.ok() ? ConversationInfo::fromJson(reply.json.toObject()) : std::nullopt;
+    if (!info) {
+        Q_EMIT failed(tr("Creating the conversation failed: %1")
+                          .arg(reply.ok() ? tr("the server's answer is not a conversation")
+                                          : reply.errorSentence()));
+        co_return std::nullopt;
+    }
+    m_conversations.upsert({*info});
+    co_return info->id;
+}
+
 QCoro::Task<bool> ConsoleController::sendMessage(QUuid id, QString text)
 {
     QPointer<ConsoleController> self(this);

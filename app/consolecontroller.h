@@ -54,6 +54,9 @@ public:
     void select(const QUuid &id);
     QCoro::Task<bool> perform(Action action, QUuid id);
     QCoro::Task<bool> sendMessage(QUuid id, QString text);
+    // Creates a conversation; its id once the server made it and the list holds it, nothing
+    // when the server refused (failed() says why).
+    QCoro::Task<std::optional<QUuid>> create(CreateConversationRequest request);
 
     static QString actionName(Action action);
 

@@ -1,6 +1,7 @@
 #include "mainwindow.h"
 
 #include "lifecycle.h"
+#include "newconversationdialog.h"
 #include "statusbadgedelegate.h"
 
 #include <QAction>
@@ -92,6 +93,12 @@ MainWindow::MainWindow(ConsoleController *controller, const QString &serverLabel
 
     // Actions.
     auto *actions = new QHBoxLayout;
+    m_newButton = new QPushButton(tr("New…"), central);
+    m_newButton->setObjectName(u"newButton"_s);
+    m_newButton->setToolTip(tr("Create a conversation"));
+    connect(m_newButton, &QPushButton::clicked, this, &MainWindow::createConversation);
+    actions->addWidget(m_newButton);
+    actions->addSpacing(12);
     for (Action action : AllActions) {
         auto *button = new QPushButton(ConsoleController::actionName(action), central);
         button->setObjectName(ConsoleController::actionName(action).toLower() + u"Button"_s);
@@ -410,6 +417,18 @@ void MainWindow::trigger(Action action)
         return;
     m_bannerFrame->hide();
     m_controller->perform(action, info->id);
+}
+
+void MainWindow::createConversation()
+{
+    NewConversationDialog dialog(this);
+    if (dialog.exec() != QDialog::Accepted)
+        return;
+    m_bannerFrame->hide();
+    m_controller->create(dialog.request()).then([window = QPointer(this)](std::optional<QUuid> id) {
+        if (window && id)
+            window->selectConversation(*id);
+    });
 }
 
 bool MainWindow::confirmed(const QString &title, const QString &question)

@@ -32,6 +32,7 @@ public:
     {
         return m_buttons.value(action);
     }
+    QPushButton *newButton() const { return m_newButton; }
     QTabWidget *tabs() const { return m_tabs; }
     QTableView *activeView() const { return m_activeView; }
     QTableView *archivedView() const { return m_archivedView; }
@@ -54,6 +55,8 @@ private:
     void updateActions();
     void updateTabTitles();
     void trigger(ConsoleController::Action action);
+    // Asks for a new conversation's settings, creates it and selects it.
+    void createConversation();
     // Asks `question` (Yes or No, No by default); whether the answer was Yes.
     bool confirmed(const QString &title, const QString &question);
     void showContextMenu(const QPoint &position);
@@ -63,6 +66,7 @@ private:
     ConsoleController *m_controller;
     ConversationFilterProxy *m_activeProxy;
     ConversationFilterProxy *m_archivedProxy;
+    QPushButton *m_newButton;
     QTabWidget *m_tabs;
     QTableView *m_activeView;
     QTableView *m_archivedView;

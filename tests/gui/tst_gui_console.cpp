@@ -6,6 +6,7 @@
 #include "fakes.h"
 #include "lifecycle.h"
 #include "mainwindow.h"
+#include "newconversationdialog.h"
 #include "serverprocess.h"
 #include "statusbadgedelegate.h"
 #include "storage/conversationstore.h"
@@ -13,6 +14,9 @@
 #include "testevents.h"
 
 #include <QApplication>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDialogButtonBox>
 #include <QDir>
 #include <QFile>
 #include <QFontMetricsF>
@@ -200,6 +204,51 @@ private Q_SLOTS:
         QCOMPARE(given->server.apiKeys.value(0), u"given"_s);
         // A server's own keys come from its own variable only.
         QVERIFY(!serving->server.apiKeys.contains(u"client-key"_s));
+    }
+
+    // An empty console was a dead end: it could not make a conversation. New… asks for one,
+    // creates it, selects it, and runs its first message.
+    void aConversationIsCreatedFromTheConsole()
+    {
+        startConsole();
+        QCOMPARE(m_window->tabs()->tabText(0), u"Active (0)"_s);
+        bool filled = false;
+        QTimer::singleShot(0, this, [&filled] {
+            auto *dialog = qobject_cast<NewConversationDialog *>(QApplication::activeModalWidget());
+            if (!dialog)
+                return;
+            QTest::keyClicks(dialog->titleField(), u"made here"_s);
+            dialog->agentField()->setCurrentIndex(dialog->agentField()->findData(u"shell"_s));
+            QTest::keyClicks(dialog->messageField(), u"echo from the console"_s);
+            filled = true;
+            QTest::mouseClick(dialog->buttons()->button(QDialogButtonBox::Ok), Qt::LeftButton);
+        });
+        QTest::mouseClick(m_window->newButton(), Qt::LeftButton);
+        QVERIFY(filled);
+        QTRY_COMPARE_WITH_TIMEOUT(m_window->heading()->text(), u"made here"_s, 10000);
+        const QUuid id = m_controller->selected();
+        QVERIFY(!id.isNull());
+        QCOMPARE(m_window->tabs()->tabText(0), u"Active (1)"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
+        QCOMPARE(conversation(id).value(u"agent"_s).toObject().value(u"kind"_s).toString(),
+                 u"shell"_s);
+        QTRY_VERIFY_WITH_TIMEOUT(
+            textItem(m_window->timeline()->rootObject(), u"from the console\n"_s) != nullptr,
+            10000);
+
+        // A refusal is the server's sentence, and nothing is added.
+        QTimer::singleShot(0, this, [] {
+            auto *dialog = qobject_cast<NewConversationDialog *>(QApplication::activeModalWidget());
+            if (!dialog)
+                return;
+            QTest::keyClicks(dialog->titleField(), QString(300, u't'));
+            QTest::mouseClick(dialog->buttons()->button(QDialogButtonBox::Ok), Qt::LeftButton);
+        });
+        QTest::mouseClick(m_window->newButton(), Qt::LeftButton);
+        QTRY_VERIFY2_WITH_TIMEOUT(
+            m_window->banner()->text().startsWith(u"Creating the conversation failed: "_s),
+            qPrintable(m_window->banner()->text()), 10000);
+        QCOMPARE(m_window->tabs()->tabText(0), u"Active (1)"_s);
     }
 
     void deleteAsksThenRemoves()

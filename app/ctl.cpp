@@ -34,6 +34,9 @@ Commands:
                         S is idle, running, paused, waiting_for_confirmation, finished, error
                         or stuck)
   show ID [--json]      one conversation
+  create [TEXT] [--title T] [--agent shell|echo|llm] [--confirm] [--json]
+                        a new conversation (shell by default); TEXT, if given, is its first
+                        message and runs at once; --confirm asks before each command
   events ID [--follow] [--json]
                         its history; --follow keeps printing live events (over the WebSocket,
                         resuming after its last seq when the connection drops) until interrupted
@@ -117,6 +120,7 @@ enum class Command
 {
     List,
     Show,
+    Create,
     Events,
     Run,
     Pause,
@@ -146,6 +150,11 @@ const QList<CommandSpec> &commandSpecs()
     static const QList<CommandSpec> specs{
         {"list"_L1, Command::List, false, false, {u"archived"_s, u"all"_s, u"status"_s, u"json"_s}},
         {"show"_L1, Command::Show, true, false, {u"json"_s}},
+        {"create"_L1,
+         Command::Create,
+         false,
+         true,
+         {u"title"_s, u"agent"_s, u"confirm"_s, u"json"_s}},
         {"events"_L1, Command::Events, true, false, {u"follow"_s, u"json"_s}},
         {"run"_L1, Command::Run, true, false, {u"json"_s}},
         {"pause"_L1, Command::Pause, true, false, {u"json"_s}},
@@ -172,6 +181,9 @@ struct Invocation
     QUuid id;
     QString text;
     QString reason; // reject's
+    QString title;  // create's
+    QString agent = u"shell"_s;
+    bool confirm = false;
     ConversationFilter filter;
     bool json = false;
     bool follow = false;
@@ -191,9 +203,11 @@ std::optional<Invocation> parseInvocation(const QStringList &arguments, QString 
     const QCommandLineOption status(u"status"_s, {}, u"S"_s);
     const QCommandLineOption timeout(u"timeout"_s, {}, u"DURATION"_s);
     const QCommandLineOption reason(u"reason"_s, {}, u"TEXT"_s);
-    parser.addOptions({server, key, help, status, timeout, reason});
+    const QCommandLineOption title(u"title"_s, {}, u"T"_s);
+    const QCommandLineOption agent(u"agent"_s, {}, u"KIND"_s);
+    parser.addOptions({server, key, help, status, timeout, reason, title, agent});
     for (const QString &flag :
-         {u"json"_s, u"follow"_s, u"yes"_s, u"run"_s, u"archived"_s, u"all"_s})
+         {u"json"_s, u"follow"_s, u"yes"_s, u"run"_s, u"archived"_s, u"all"_s, u"confirm"_s})
         parser.addOption(QCommandLineOption(flag));
 
     if (!parser.parse(QStringList{u"agentdeck ctl"_s} + arguments)) {
@@ -263,7 +277,7 @@ std::optional<Invocation> parseInvocation(const QStringList &arguments, QString 
         // Words after the ID form the text, so that `send ID echo hello` works unquoted.
         invocation.text = positional.join(u' ');
         positional.clear();
-        if (invocation.text.isEmpty()) {
+        if (invocation.text.isEmpty() && spec->command != Command::Create) {
             *error = u"%1 needs the text of the message"_s.arg(name);
             return std::nullopt;
         }
@@ -289,6 +303,10 @@ std::optional<Invocation> parseInvocation(const QStringList &arguments, QString 
         }
     }
     invocation.reason = parser.value(reason);
+    invocation.title = parser.value(title);
+    if (parser.isSet(agent))
+        invocation.agent = parser.value(agent);
+    invocation.confirm = parser.isSet(u"confirm"_s);
     invocation.json = parser.isSet(u"json"_s);
     invocation.follow = parser.isSet(u"follow"_s);
     invocation.yes = parser.isSet(u"yes"_s);
@@ -493,8 +511,26 @@ public:
     {
         const ApiReply reply = co_await std::move(acting);
         const QString headline = done.arg(toWireId(m_invocation.id)) + u'\n';
-        const auto format = [&headline](const ConversationInfo &info) {
+        // -> QString: a QStringBuilder returned would refer to the table, gone by then.
+        const auto format = [&headline](const ConversationInfo &info) -> QString {
             return headline + CtlFormat::conversationTable({info});
+        };
+        co_return printConversation(reply, format);
+    }
+
+    QCoro::Task<int> create()
+    {
+        CreateConversationRequest request;
+        request.title = m_invocation.title;
+        request.agentKind = m_invocation.agent;
+        request.alwaysConfirm = m_invocation.confirm;
+        if (!m_invocation.text.isEmpty())
+            request.initialMessage = MessageRequest{u"user"_s, m_invocation.text, true};
+        auto creating = m_connection.createConversation(std::move(request));
+        const ApiReply reply = co_await std::move(creating);
+        const auto format = [](const ConversationInfo &created) -> QString {
+            return u"Created %1.\n"_s.arg(toWireId(created.id)) +
+                   CtlFormat::conversationTable({created});
         };
         co_return printConversation(reply, format);
     }
@@ -629,6 +665,8 @@ int run(const Invocation &invocation)
         return QCoro::waitFor(ctl.list());
     case Command::Show:
         return QCoro::waitFor(ctl.show());
+    case Command::Create:
+        return QCoro::waitFor(ctl.create());
     case Command::Events:
         return QCoro::waitFor(invocation.follow ? ctl.follow() : ctl.events());
     case Command::Run:

@@ -602,6 +602,35 @@ private Q_SLOTS:
             u"available"_s);
     }
 
+    // create: a conversation from the command line, its first message run at once.
+    void createConversations()
+    {
+        ServerProcess &server = m_fleet.add();
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        CtlResult result =
+            ctl(server, {u"create"_s, u"--title"_s, u"made by ctl"_s, u"echo"_s, u"hello"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        const QRegularExpressionMatch created =
+            QRegularExpression(u"^Created ([0-9a-f-]{36})\\.\n"_s).match(result.out);
+        QVERIFY2(created.hasMatch(), qPrintable(result.out));
+        const QUuid id(created.captured(1));
+        QVERIFY(result.out.contains(u"made by ctl"_s));
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        QCOMPARE(agentReplies(server, id), QStringList{u"hello\n"_s});
+
+        result = ctl(server, {u"create"_s, u"--agent"_s, u"echo"_s, u"--confirm"_s, u"--json"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QCOMPARE(result.json().value(u"agent"_s).toObject().value(u"kind"_s).toString(), u"echo"_s);
+        QCOMPARE(
+            result.json().value(u"confirmation_policy"_s).toObject().value(u"kind"_s).toString(),
+            u"AlwaysConfirm"_s);
+        QCOMPARE(result.json().value(u"execution_status"_s).toString(), u"idle"_s);
+
+        result = ctl(server, {u"create"_s, u"--agent"_s, u"nope"_s});
+        QCOMPARE(result.exitCode, ExitFailed);
+        QVERIFY2(result.err.contains(u"Unknown agent kind"_s), qPrintable(result.err));
+    }
+
     // run, pause, interrupt, accept and reject: the console's run controls, for a server
     // without a display.
     void runControls()

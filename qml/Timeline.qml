@@ -72,8 +72,12 @@ Rectangle {
         onMovementEnded: following = atYEnd
 
         delegate: Rectangle {
+            id: item
             width: ListView.view.width
             height: column.implicitHeight + 12
+            // A long output shows its first lines; the rest, where the errors and the
+            // "[output truncated]" marker are, is one click away.
+            property bool expanded: false
             radius: 4
             color: "white"
             border.color: root.colourFor(kind, source)
@@ -95,18 +99,38 @@ Rectangle {
                     color: root.colourFor(kind, source)
                 }
                 Text {
+                    id: body
                     width: parent.width
                     text: model.text
                     // Exactly as stored: as rich text, "ls <!-- ; rm -rf ~ --> /tmp" waiting
                     // for confirmation read "ls /tmp".
                     textFormat: Text.PlainText
                     wrapMode: Text.Wrap
-                    maximumLineCount: 12
+                    maximumLineCount: item.expanded ? 100000 : 12
                     elide: Text.ElideRight
                     font.family: kind === "ActionEvent" || kind === "ObservationEvent"
                                  ? "monospace" : font.family
                     font.pixelSize: 12
                     color: "#212121"
+                }
+                Text {
+                    objectName: "expander"
+                    visible: item.expanded || body.truncated
+                    text: item.expanded ? "Show less" : "Show all"
+                    font.pixelSize: 11
+                    font.underline: true
+                    color: "#1565c0"
+                    MouseArea {
+                        anchors.fill: parent
+                        cursorShape: Qt.PointingHandCursor
+                        onClicked: {
+                            item.expanded = !item.expanded
+                            // Reading an output is not scrolling away from the newest event,
+                            // but an expanded one must stay in view.
+                            if (item.expanded)
+                                list.following = false
+                        }
+                    }
                 }
             }
         }

@@ -605,6 +605,42 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(textItem(m_window->timeline()->rootObject(), shown), 10000);
     }
 
+    // Each event shows its first 12 lines: the rest of a long output, where the errors are,
+    // could not be seen at all. "Show all" opens it, "Show less" closes it again.
+    void aLongOutputIsShownWholeOnAClick()
+    {
+        startConsole();
+        const QUuid id = create(u"long output"_s, u"seq 1 30"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
+        QVERIFY(showAndSelect(id));
+        QString output;
+        for (int i = 1; i <= 30; ++i)
+            output += QString::number(i) + u'\n';
+        QQuickItem *body = nullptr;
+        QTRY_VERIFY_WITH_TIMEOUT((body = textItem(m_window->timeline()->rootObject(), output)),
+                                 10000);
+        QTRY_VERIFY(body->property("truncated").toBool());
+        QCOMPARE(body->property("lineCount").toInt(), 12);
+        QQuickItem *expander = nullptr;
+        for (QQuickItem *sibling : body->parentItem()->childItems()) {
+            if (sibling->objectName() == u"expander"_s)
+                expander = sibling;
+        }
+        QVERIFY(expander && expander->isVisible());
+        QCOMPARE(expander->property("text").toString(), u"Show all"_s);
+        const auto click = [this](QQuickItem *target) {
+            const QPointF centre =
+                target->mapToScene(QPointF(target->width() / 2, target->height() / 2));
+            QTest::mouseClick(m_window->timeline(), Qt::LeftButton, {}, centre.toPoint());
+        };
+        click(expander);
+        QTRY_VERIFY(!body->property("truncated").toBool());
+        QVERIFY(body->property("lineCount").toInt() >= 30);
+        QCOMPARE(expander->property("text").toString(), u"Show less"_s);
+        click(expander);
+        QTRY_VERIFY(body->property("truncated").toBool());
+    }
+
     void markupIsShownAsWritten()
     {
         startConsole();

@@ -17,6 +17,7 @@
 
 #include "fakes.h"
 #include "serverprocess.h"
+#include "testevents.h"
 #include <QUrlQuery>
 #include <QUuid>
 
@@ -58,18 +59,8 @@ QJsonObject conversationBody(const QString &agent, const QString &title,
 QStringList messages(ServerProcess &server, const QUuid &id)
 {
     QStringList texts;
-    for (const QJsonObject &event : server.events(id)) {
-        if (event.value(u"kind"_s).toString() == u"MessageEvent"_s)
-            texts.append(event.value(u"source"_s).toString() + u':' +
-                         event.value(u"llm_message"_s)
-                             .toObject()
-                             .value(u"content"_s)
-                             .toArray()
-                             .at(0)
-                             .toObject()
-                             .value(u"text"_s)
-                             .toString());
-    }
+    for (const QJsonObject &event : ofKind(server.events(id), u"MessageEvent"_s))
+        texts.append(event.value(u"source"_s).toString() + u':' + messageText(event));
     return texts;
 }
 

@@ -466,16 +466,7 @@ private Q_SLOTS:
         QVERIFY2(seqsAreGapless(events, &problem), qPrintable(problem));
         const QList<QJsonObject> messages = ofKind(events, u"MessageEvent"_s);
         QVERIFY(!messages.isEmpty());
-        QCOMPARE(messages.first()
-                     .value(u"llm_message"_s)
-                     .toObject()
-                     .value(u"content"_s)
-                     .toArray()
-                     .at(0)
-                     .toObject()
-                     .value(u"text"_s)
-                     .toString(),
-                 command);
+        QCOMPARE(messageText(messages.first()), command);
         const QList<QJsonObject> actions = ofKind(events, u"ActionEvent"_s);
         QCOMPARE(actions.size(), 1);
         QCOMPARE(actions.first().value(u"action"_s).toObject().value(u"command"_s).toString(),

@@ -425,7 +425,7 @@ QCoro::Task<> ConversationService::remove(QUuid id)
 QCoro::Task<OrphanSweep> ConversationService::removeOrphanedDirs(QStringList roots,
                                                                  qint64 catalogCreatedMs)
 {
-    constexpr qsizetype Batch = 500;
+    constexpr qsizetype Batch = 100;
     QPointer<ConversationService> self(this);
     OrphanSweep sweep;
     for (const QString &root : std::as_const(roots)) {
@@ -452,7 +452,10 @@ QCoro::Task<OrphanSweep> ConversationService::removeOrphanedDirs(QStringList roo
                 if (QDir(path).removeRecursively())
                     ++sweep.removed;
             }
-            auto turn = QCoro::sleepFor(std::chrono::milliseconds(0));
+            // A pause, not only a turn of the loop: a request takes several turns, and with the
+            // next batch in each of them, search pages took 10-13 ms instead of 2-3 while a
+            // sweep of 100,000 directories ran (now ~4 ms; the sweep takes ~3 s).
+            auto turn = QCoro::sleepFor(std::chrono::milliseconds(2));
             co_await std::move(turn);
             if (!self || m_stopping)
                 co_return sweep;

@@ -397,7 +397,8 @@ void AgentDeckServer::checkIntegrity()
     const QString path = d->database->sqlitePath();
     if (path.isEmpty())
         return; // PostgreSQL checks its own pages
-    d->integrity = std::make_unique<IntegrityCheck>(path);
+    d->integrity = std::make_unique<IntegrityCheck>(
+        path, [database = d->database.get()](bool hold) { database->holdLogRestarts(hold); });
     connect(d->integrity.get(), &IntegrityCheck::finished, this,
             [this, path](bool checked, const QString &problem, qint64 elapsedMs) {
                 if (!checked) {

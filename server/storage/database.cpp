@@ -117,6 +117,12 @@ void Database::checkpointInBackground(std::chrono::milliseconds interval, int ma
     m_checkpointer = std::make_unique<WalCheckpointer>(m_sqlitePath, interval, maxLogFrames);
 }
 
+void Database::holdLogRestarts(bool hold)
+{
+    if (m_checkpointer)
+        m_checkpointer->holdRestarts(hold);
+}
+
 std::unique_ptr<Database> Database::openAnother(QString *error) const
 {
     if (isPostgres())

@@ -95,6 +95,8 @@ public:
     // 64 MiB of log with 4 KiB pages: under 3 s of appending 1,000 events a second (an append
     // writes six or seven pages).
     static constexpr int DefaultMaxLogFrames = 16384;
+    // See WalCheckpointer::holdRestarts; from any thread while the database is open.
+    void holdLogRestarts(bool hold);
     static constexpr int PageSize = 4096; // SQLite's default, which the catalog keeps
     // A second connection to the same database, for the thread that calls this (a Qt Sql
     // connection belongs to the thread that opened it). No migrations: this one ran them.

@@ -16,9 +16,11 @@ namespace {
 constexpr int ReportedLines = 5;
 } // namespace
 
-IntegrityCheck::IntegrityCheck(QString path, QObject *parent)
+IntegrityCheck::IntegrityCheck(QString path, std::function<void(bool)> holdLogRestarts,
+                               QObject *parent)
     : QObject(parent)
     , m_path(std::move(path))
+    , m_holdLogRestarts(std::move(holdLogRestarts))
 {}
 
 IntegrityCheck::~IntegrityCheck()
@@ -54,6 +56,8 @@ void IntegrityCheck::run()
             const std::lock_guard lock(m_mutex);
             m_db = m_stopping ? nullptr : db;
         }
+        if (m_holdLogRestarts)
+            m_holdLogRestarts(true);
         sqlite3_stmt *statement = nullptr;
         if (m_db &&
             sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &statement, nullptr) == SQLITE_OK) {
@@ -73,6 +77,8 @@ void IntegrityCheck::run()
             }
         }
         sqlite3_finalize(statement);
+        if (m_holdLogRestarts)
+            m_holdLogRestarts(false);
         {
             const std::lock_guard lock(m_mutex);
             m_db = nullptr;

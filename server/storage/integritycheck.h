@@ -3,6 +3,7 @@
 #include <QObject>
 #include <QString>
 
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -17,7 +18,10 @@ class IntegrityCheck : public QObject
 {
     Q_OBJECT
 public:
-    explicit IntegrityCheck(QString path, QObject *parent = nullptr);
+    // `holdLogRestarts(true)` before the check's read and (false) after it, from the check's
+    // thread: its snapshot lasts the whole check (see WalCheckpointer::holdRestarts).
+    explicit IntegrityCheck(QString path, std::function<void(bool)> holdLogRestarts = {},
+                            QObject *parent = nullptr);
     ~IntegrityCheck() override; // interrupts a check still running
 
     IntegrityCheck(const IntegrityCheck &) = delete;
@@ -35,6 +39,7 @@ private:
     void run();
 
     QString m_path;
+    std::function<void(bool)> m_holdLogRestarts;
     std::mutex m_mutex;
     sqlite3 *m_db = nullptr; // while the check runs; guarded by m_mutex
     bool m_stopping = false;

@@ -85,7 +85,7 @@ void WalCheckpointer::run()
         // RESTART waits for the writer, so the log cannot grow without end; once is enough
         // until a commit has started the log over.
         if (checkpoint(db, SQLITE_CHECKPOINT_PASSIVE, &logFrames) == SQLITE_OK &&
-            logFrames > m_maxLogFrames && logFrames != restartedAt) {
+            logFrames > m_maxLogFrames && logFrames != restartedAt && m_restartsHeld.load() == 0) {
             startLogOver(db, database, logFrames);
             restartedAt = logFrames;
         }

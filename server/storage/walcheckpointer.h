@@ -2,6 +2,7 @@
 
 #include <QString>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -28,6 +29,12 @@ public:
     WalCheckpointer(const WalCheckpointer &) = delete;
     WalCheckpointer &operator=(const WalCheckpointer &) = delete;
 
+    // While held (by any thread; holds count), the log is not started over. A RESTART waits
+    // for every reader to leave the log and blocks new writers meanwhile: behind a read
+    // lasting seconds (the integrity check of a large catalog), commits waited up to the busy
+    // limit. PASSIVE checkpoints go on; the log may outgrow its bound until the hold ends.
+    void holdRestarts(bool hold) { m_restartsHeld.fetch_add(hold ? 1 : -1); }
+
 private:
     void run();
     // Past the bound: syncs the database file, catches the checkpoint up with the writer,
@@ -40,6 +47,7 @@ private:
     std::mutex m_mutex;
     std::condition_variable m_wake;
     bool m_stopping = false;
+    std::atomic<int> m_restartsHeld{0};
     std::thread m_thread;
 };
 

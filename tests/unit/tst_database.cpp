@@ -5,10 +5,12 @@
 #include "storage/sqlitebusywait.h"
 
 #include <QDeadlineTimer>
+#include <QElapsedTimer>
 #include <QFileInfo>
 #include <QLoggingCategory>
 #include <QMutex>
 #include <QRegularExpression>
+#include <QSqlQuery>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QThread>
@@ -154,6 +156,66 @@ private Q_SLOTS:
             "[\\d.]+ ms; RESTART in [\\d.]+ ms$"_s);
         for (const QString &restart : std::as_const(g_restarts))
             QVERIFY2(report.match(restart).hasMatch(), qPrintable(restart));
+    }
+
+    // A read that lasts (the integrity check after startup) holds the log's restarts: a
+    // RESTART waits for every reader to leave the log and blocks writers meanwhile, so commits
+    // behind a long read waited up to the busy limit (5 s).
+    void writesGoOnBehindALongReadThatHoldsRestarts()
+    {
+        {
+            const QMutexLocker lock(&g_restartsMutex);
+            g_restarts.clear();
+        }
+        const QString path = m_dir->filePath(u"catalog.db"_s);
+        QString error;
+        auto db = Database::openSqlite(path, &error);
+        QVERIFY2(db, qPrintable(error));
+        constexpr int MaxLogFrames = 16;
+        db->checkpointInBackground(std::chrono::milliseconds(1), MaxLogFrames);
+        ConversationStore store(*db);
+        const ConversationInfo info = conversation();
+        store.insert(info);
+
+        auto reader = db->openAnother(&error);
+        QVERIFY2(reader, qPrintable(error));
+        QSqlQuery snapshot(reader->connection());
+        QVERIFY(snapshot.exec(u"BEGIN"_s));
+        QVERIFY(snapshot.exec(u"SELECT count(*) FROM conversations"_s) && snapshot.next());
+        db->holdLogRestarts(true);
+        const QString text(3000, u'z');
+        qint64 slowestMs = 0;
+        for (int i = 0; i < 60; ++i) {
+            QElapsedTimer append;
+            append.start();
+            store.append(info.id, {Event::message(u"user"_s, u"user"_s, text)}, std::nullopt, i);
+            slowestMs = std::max(slowestMs, append.elapsed());
+            QThread::yieldCurrentThread();
+        }
+        QVERIFY2(slowestMs < 1000, qPrintable(u"an append took %1 ms"_s.arg(slowestMs)));
+        QVERIFY(fileSize(path + u"-wal"_s) > MaxLogFrames * Database::PageSize);
+        {
+            const QMutexLocker lock(&g_restartsMutex);
+            QVERIFY2(g_restarts.isEmpty(), qPrintable(g_restarts.join(u'\n')));
+        }
+
+        // Released, and the reader gone: the log starts over again.
+        snapshot.finish();
+        QVERIFY(snapshot.exec(u"COMMIT"_s));
+        db->holdLogRestarts(false);
+        QElapsedTimer clock;
+        clock.start();
+        int appended = 60;
+        const auto restarted = [] {
+            const QMutexLocker lock(&g_restartsMutex);
+            return !g_restarts.isEmpty();
+        };
+        while (!restarted() && clock.elapsed() < 10'000) {
+            store.append(info.id, {Event::message(u"user"_s, u"user"_s, text)}, std::nullopt,
+                         appended++);
+            QThread::msleep(1);
+        }
+        QVERIFY(restarted());
     }
 
     // Waiting for a lock: pauses of at most 1 ms, adding up to the limit before giving up.

@@ -129,7 +129,6 @@ MainWindow::MainWindow(ConsoleController *controller, const QString &serverLabel
     // What the buttons act on: with thousands of rows the selected one scrolls out of view.
     m_heading = new QLabel(detail);
     m_heading->setTextFormat(Qt::PlainText);
-    m_heading->setWordWrap(true);
     QFont headingFont = m_heading->font();
     headingFont.setBold(true);
     m_heading->setFont(headingFont);
@@ -376,9 +375,13 @@ void MainWindow::updateActions()
     const Lifecycle::Availability sending =
         info ? Lifecycle::canSendMessage(*info)
              : Lifecycle::Availability{false, tr("Select a conversation first")};
-    m_heading->setText(!info                   ? tr("No conversation selected")
-                       : info->title.isEmpty() ? tr("Untitled")
-                                               : withBidiControlsShown(info->title));
+    // Shortened in the middle to the pane's narrowest width: a long title without spaces
+    // cannot wrap, and it widened the pane. Whole in the tooltip.
+    const QString title = !info                   ? tr("No conversation selected")
+                          : info->title.isEmpty() ? tr("Untitled")
+                                                  : withBidiControlsShown(info->title);
+    m_heading->setText(m_heading->fontMetrics().elidedText(title, Qt::ElideMiddle, 360));
+    m_heading->setToolTip(title);
     m_headingId->setText(info ? toWireId(info->id) : QString());
     m_headingId->setVisible(info.has_value());
     m_message->setEnabled(sending.enabled);

@@ -166,6 +166,13 @@ private Q_SLOTS:
         const QUuid id = create(title, u"sleep 600"_s);
         QTRY_COMPARE_WITH_TIMEOUT(status(id), u"running"_s, 15000);
         QVERIFY(showAndSelect(id));
+        // The heading keeps both ends too, and fits the pane; the whole title is its tooltip.
+        QVERIFY2(m_window->heading()->text().startsWith(u"start mmm"_s) &&
+                     m_window->heading()->text().endsWith(u"mmm end"_s) &&
+                     m_window->heading()->text().size() < title.size(),
+                 qPrintable(m_window->heading()->text()));
+        QVERIFY(m_window->heading()->sizeHint().width() <= 380);
+        QCOMPARE(m_window->heading()->toolTip(), title);
         for (const auto answer : {QMessageBox::No, QMessageBox::Yes}) {
             QString question;
             QTimer::singleShot(0, this, [&question, answer] {

@@ -59,7 +59,10 @@ bool headerLinesAreWellFormed(QByteArrayView head)
             return false;
         lineStart = lineEnd;
     }
-    return true;
+    // An HTTP/1.1 request names its host (RFC 9112, 3.2); HTTP/1.0 may not.
+    const qsizetype requestLineEnd = head.indexOf("\r\n");
+    const QByteArrayView requestLine = requestLineEnd < 0 ? head : head.first(requestLineEnd);
+    return hosts == 1 || !requestLine.endsWith("HTTP/1.1");
 }
 
 bool headerHasToken(QByteArrayView value, QByteArrayView token)

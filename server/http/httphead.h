@@ -21,8 +21,8 @@ enum class RequestLineFault
 RequestLineFault checkRequestLine(QByteArrayView line);
 
 // Whether the header lines of `head` (after its request line, lines ending in CRLF) are each
-// `name: value` with a token for a name and no folding, and `Host` comes at most once (RFC
-// 9112, 3.2 and 5).
+// `name: value` with a token for a name and no folding, and `Host` comes once in HTTP/1.1, at
+// most once in HTTP/1.0 (RFC 9112, 3.2 and 5).
 bool headerLinesAreWellFormed(QByteArrayView head);
 
 // Calls `visit` with the name and the value (both trimmed) of each header line of `head`; the

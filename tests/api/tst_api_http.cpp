@@ -292,6 +292,10 @@ private Q_SLOTS:
             << 400 << QByteArray("bad_request");
         QTest::addRow("HTTP/2.0") << QByteArray("GET /alive HTTP/2.0\r\nHost: localhost\r\n\r\n")
                                   << 505 << QByteArray("http_version_not_supported");
+        // RFC 9112, 3.2: it was answered as if it had one.
+        QTest::addRow("HTTP/1.1 without Host")
+            << QByteArray("GET /api/conversations/count HTTP/1.1\r\nAccept: */*\r\n\r\n") << 400
+            << QByteArray("bad_request");
     }
     void brokenOrEndlessFramingIsRefused()
     {

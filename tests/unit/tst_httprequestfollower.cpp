@@ -94,38 +94,44 @@ private Q_SLOTS:
         row("chunked over the limit", chunked({QByteArray(Limit, 'a'), "b"}, false), false,
             Problem::BodyTooLarge);
         row("chunk extension",
-            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n0\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: "
+            "chunked\r\n\r\n3;x=y\r\nabc\r\n0\r\n\r\n",
             false);
         row("trailers without end",
             chunked({"abc"}, false) + "0\r\n" + QByteArray("X-T: tttttttttt\r\n").repeated(4000),
             false, Problem::HeadTooLarge);
-        row("unreadable length", "POST / HTTP/1.1\r\nContent-Length: lots\r\n\r\n", false,
-            Problem::Malformed);
+        row("unreadable length", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: lots\r\n\r\n",
+            false, Problem::Malformed);
         // Framing Qt's parser would read otherwise: it took the first of two lengths, and any
         // coding ending in "chunked", and buffered a body of any size before the limit.
         row("two lengths that differ",
-            "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 999999999\r\n\r\nx", false,
-            Problem::Malformed);
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 999999999\r\n\r\nx",
+            false, Problem::Malformed);
         row("the same length twice",
-            "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx" + get, false);
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx" + get,
+            false);
         row("a coding that is not chunked",
-            "POST / HTTP/1.1\r\nTransfer-Encoding: xchunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", false,
-            Problem::Malformed);
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: "
+            "xchunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+            false, Problem::Malformed);
         row("codings before chunked",
-            "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", false,
-            Problem::Malformed);
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+            false, Problem::Malformed);
         row("a length and chunked",
-            "POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n"
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: "
+            "chunked\r\n\r\n0\r\n"
             "\r\n",
             false, Problem::Malformed);
-        row("unreadable chunk size", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-            false, Problem::Malformed);
+        row("unreadable chunk size",
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", false,
+            Problem::Malformed);
         row("chunk size line without end",
-            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1;" + QByteArray(5000, 'e'),
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1;" +
+                QByteArray(5000, 'e'),
             false, Problem::Malformed);
         row("head too large",
-            "GET / HTTP/1.1\r\nX: " + QByteArray(HttpRequestFollower::MaxHeadBytes, 'h'), false,
-            Problem::HeadTooLarge);
+            "GET / HTTP/1.1\r\nHost: h\r\nX: " + QByteArray(HttpRequestFollower::MaxHeadBytes, 'h'),
+            false, Problem::HeadTooLarge);
         // Heads Qt's parser drops the connection for, with no answer; or, with bare LFs, takes
         // while the follower waited for a CRLF CRLF that never came.
         row("a body with bare LFs", post("{\n  \"a\": 1\r\n}\n") + get, false);
@@ -144,8 +150,12 @@ private Q_SLOTS:
             Problem::MalformedHead);
         row("a bare CR", "GET /alive HTTP/1.1\r\nHost: h\rX: y\r\n\r\n", false,
             Problem::MalformedHead);
-        row("a folded header", "GET /alive HTTP/1.1\r\nX: a\r\n b\r\n\r\n", false,
+        row("a folded header", "GET /alive HTTP/1.1\r\nHost: h\r\nX: a\r\n b\r\n\r\n", false,
             Problem::MalformedHead);
+        // RFC 9112, 3.2: an HTTP/1.1 request without Host is answered 400; HTTP/1.0 had none.
+        row("HTTP/1.1 without Host", "GET /alive HTTP/1.1\r\nX: y\r\n\r\n", false,
+            Problem::MalformedHead);
+        row("HTTP/1.0 without Host", "GET /alive HTTP/1.0\r\n\r\n", false);
         row("a header without a colon", "GET /alive HTTP/1.1\r\nHost h\r\n\r\n", false,
             Problem::MalformedHead);
         row("a space before the colon", "GET /alive HTTP/1.1\r\nHost : h\r\n\r\n", false,
@@ -185,8 +195,8 @@ private Q_SLOTS:
         QVERIFY(!follower.follow("345").expectsContinue);
         QVERIFY(!follower.inRequest());
         // A chunked body too.
-        const QByteArray head =
-            "POST / HTTP/1.1\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n";
+        const QByteArray head = "POST / HTTP/1.1\r\nHost: h\r\nExpect: "
+                                "100-continue\r\nTransfer-Encoding: chunked\r\n\r\n";
         QVERIFY(follower.follow(head).expectsContinue);
         QVERIFY(!follower.follow("1\r\na\r\n0\r\n\r\n").expectsContinue);
         QVERIFY(!follower.inRequest());
@@ -195,7 +205,7 @@ private Q_SLOTS:
     void endedRequestsAreCounted()
     {
         HttpRequestFollower follower(Limit);
-        const QByteArray get = "GET / HTTP/1.1\r\n\r\n";
+        const QByteArray get = "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
         const QByteArray three = get + post("ab") + chunked({"c"}) + get.first(4);
         QCOMPARE(follower.follow(three).requestsEnded, 3);
         QCOMPARE(follower.follow(get.sliced(4)).requestsEnded, 1);
@@ -208,7 +218,7 @@ private Q_SLOTS:
     void whereEachRequestStartsIsKnown()
     {
         HttpRequestFollower follower(Limit);
-        const QByteArray get = "GET / HTTP/1.1\r\n\r\n";
+        const QByteArray get = "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
         const QByteArray expecting = post("abc", "Expect: 100-continue\r\n");
         News news = follower.follow(QByteArray(get + get + expecting.chopped(3)));
         QVERIFY(news.expectsContinue);

@@ -107,9 +107,11 @@ private:
 
     static QString replyFor(const Event &outcome)
     {
-        if (outcome.kind == EventKind::UserReject)
-            return u"Command rejected: "_s +
-                   outcome.fields.value(u"rejection_reason"_s).toString(u"no reason given"_s);
+        if (outcome.kind == EventKind::UserReject) {
+            // A reject without a reason (the console's button) stores an empty one.
+            const QString reason = outcome.fields.value(u"rejection_reason"_s).toString().trimmed();
+            return u"Command rejected: "_s + (reason.isEmpty() ? u"no reason given"_s : reason);
+        }
         const QJsonObject observation = outcome.fields.value(u"observation"_s).toObject();
         QString reply = observation.value(u"output"_s).toString();
         if (observation.value(u"interrupted"_s).toBool())

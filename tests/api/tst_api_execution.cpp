@@ -302,6 +302,24 @@ private Q_SLOTS:
                     .contains(u"too risky"_s));
     }
 
+    // The console's Reject gives no reason: the reply read "Command rejected: " and stopped.
+    void aRejectionWithoutAReasonSaysSo()
+    {
+        const QUuid id = m_server->create(shell(u"rm -rf important"_s, true, true));
+        QVERIFY(m_server->waitForStatus(id, u"waiting_for_confirmation"_s));
+        QVERIFY(
+            m_server
+                ->post(ServerConnection::conversationPath(id, u"events/respond_to_confirmation"),
+                       QJsonObject{{u"accept"_s, false}})
+                .ok());
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(m_server->get(ServerConnection::conversationPath(id, u"agent_final_response"))
+                     .json.toObject()
+                     .value(u"response"_s)
+                     .toString(),
+                 u"Command rejected: no reason given"_s);
+    }
+
     void confirmationResponseWhenNotWaitingIsConflict()
     {
         const QUuid id = m_server->create();

@@ -280,44 +280,40 @@ private Q_SLOTS:
         QCOMPARE(ofKind(m_server->events(id), u"AgentErrorEvent"_s).size(), 0);
     }
 
+    // A rejection is recorded with its reason, and the agent's reply gives it. The console's
+    // Reject gives none: the reply read "Command rejected: " and stopped.
+    void alwaysConfirmRejectRecordsTheRejection_data()
+    {
+        QTest::addColumn<QString>("reason"); // empty: none given
+        QTest::addColumn<QString>("reply");
+        QTest::addRow("with a reason") << u"too risky"_s << u"Command rejected: too risky"_s;
+        QTest::addRow("without one") << QString() << u"Command rejected: no reason given"_s;
+    }
     void alwaysConfirmRejectRecordsTheRejection()
     {
+        QFETCH(QString, reason);
+        QFETCH(QString, reply);
         const QUuid id = m_server->create(shell(u"rm -rf important"_s, true, true));
         QVERIFY(m_server->waitForStatus(id, u"waiting_for_confirmation"_s));
+        QJsonObject answer{{u"accept"_s, false}};
+        if (!reason.isEmpty())
+            answer.insert(u"reason"_s, reason);
         QVERIFY(
             m_server
                 ->post(ServerConnection::conversationPath(id, u"events/respond_to_confirmation"),
-                       QJsonObject{{u"accept"_s, false}, {u"reason"_s, u"too risky"_s}})
+                       answer)
                 .ok());
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
         const QList<QJsonObject> events = m_server->events(id);
         QCOMPARE(ofKind(events, u"ObservationEvent"_s).size(), 0);
         const QList<QJsonObject> rejections = ofKind(events, u"UserRejectObservation"_s);
         QCOMPARE(rejections.size(), 1);
-        QCOMPARE(rejections[0].value(u"rejection_reason"_s).toString(), u"too risky"_s);
-        QVERIFY(m_server->get(ServerConnection::conversationPath(id, u"agent_final_response"))
-                    .json.toObject()
-                    .value(u"response"_s)
-                    .toString()
-                    .contains(u"too risky"_s));
-    }
-
-    // The console's Reject gives no reason: the reply read "Command rejected: " and stopped.
-    void aRejectionWithoutAReasonSaysSo()
-    {
-        const QUuid id = m_server->create(shell(u"rm -rf important"_s, true, true));
-        QVERIFY(m_server->waitForStatus(id, u"waiting_for_confirmation"_s));
-        QVERIFY(
-            m_server
-                ->post(ServerConnection::conversationPath(id, u"events/respond_to_confirmation"),
-                       QJsonObject{{u"accept"_s, false}})
-                .ok());
-        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(rejections[0].value(u"rejection_reason"_s).toString(), reason);
         QCOMPARE(m_server->get(ServerConnection::conversationPath(id, u"agent_final_response"))
                      .json.toObject()
                      .value(u"response"_s)
                      .toString(),
-                 u"Command rejected: no reason given"_s);
+                 reply);
     }
 
     void confirmationResponseWhenNotWaitingIsConflict()

@@ -101,16 +101,9 @@ private Q_SLOTS:
     // restart syncs the database file and catches up before its RESTART takes the lock.
     void writesWaitWhileTheLogStartsOver()
     {
-        {
-            const QMutexLocker lock(&g_restartsMutex);
-            g_restarts.clear();
-        }
         const QString path = m_dir->filePath(u"catalog.db"_s);
-        QString error;
-        auto db = Database::openSqlite(path, &error);
-        QVERIFY2(db, qPrintable(error));
-        constexpr int MaxLogFrames = 16;
-        db->checkpointInBackground(std::chrono::milliseconds(1), MaxLogFrames);
+        auto db = openWithSmallLog(path);
+        QVERIFY(db);
         ConversationStore store(*db);
         const ConversationInfo info = conversation();
         store.insert(info);
@@ -163,20 +156,14 @@ private Q_SLOTS:
     // behind a long read waited up to the busy limit (5 s).
     void writesGoOnBehindALongReadThatHoldsRestarts()
     {
-        {
-            const QMutexLocker lock(&g_restartsMutex);
-            g_restarts.clear();
-        }
         const QString path = m_dir->filePath(u"catalog.db"_s);
-        QString error;
-        auto db = Database::openSqlite(path, &error);
-        QVERIFY2(db, qPrintable(error));
-        constexpr int MaxLogFrames = 16;
-        db->checkpointInBackground(std::chrono::milliseconds(1), MaxLogFrames);
+        auto db = openWithSmallLog(path);
+        QVERIFY(db);
         ConversationStore store(*db);
         const ConversationInfo info = conversation();
         store.insert(info);
 
+        QString error;
         auto reader = db->openAnother(&error);
         QVERIFY2(reader, qPrintable(error));
         QSqlQuery snapshot(reader->connection());
@@ -193,7 +180,7 @@ private Q_SLOTS:
             QThread::yieldCurrentThread();
         }
         QVERIFY2(slowestMs < 1000, qPrintable(u"an append took %1 ms"_s.arg(slowestMs)));
-        QVERIFY(fileSize(path + u"-wal"_s) > MaxLogFrames * Database::PageSize);
+        QVERIFY(fileSize(path + u"-wal"_s) > SmallLogFrames * Database::PageSize);
         {
             const QMutexLocker lock(&g_restartsMutex);
             QVERIFY2(g_restarts.isEmpty(), qPrintable(g_restarts.join(u'\n')));
@@ -213,7 +200,7 @@ private Q_SLOTS:
         while (!restarted() && clock.elapsed() < 10'000) {
             store.append(info.id, {Event::message(u"user"_s, u"user"_s, text)}, std::nullopt,
                          appended++);
-            QThread::msleep(1);
+            QThread::yieldCurrentThread();
         }
         QVERIFY(restarted());
     }
@@ -348,6 +335,26 @@ private Q_SLOTS:
     }
 
 private:
+    static constexpr int SmallLogFrames = 16;
+
+    // An SQLite catalog at `path` whose log starts over past SmallLogFrames frames, checkpointed
+    // every millisecond; the restarts reported so far are forgotten. Null when it cannot open.
+    static std::unique_ptr<Database> openWithSmallLog(const QString &path)
+    {
+        {
+            const QMutexLocker lock(&g_restartsMutex);
+            g_restarts.clear();
+        }
+        QString error;
+        auto db = Database::openSqlite(path, &error);
+        if (!db) {
+            qWarning() << "cannot open" << path << ":" << error;
+            return nullptr;
+        }
+        db->checkpointInBackground(std::chrono::milliseconds(1), SmallLogFrames);
+        return db;
+    }
+
     std::unique_ptr<QTemporaryDir> m_dir;
 };
 

@@ -180,9 +180,9 @@ struct Invocation
     std::chrono::milliseconds timeout = ServerConnection::DefaultSilenceTimeout;
     QUuid id;
     QString text;
-    QString reason; // reject's
-    QString title;  // create's
-    QString agent = u"shell"_s;
+    QString reason;               // reject's
+    QString title;                // create's
+    std::optional<QString> agent; // the request's default (shell) unless given
     bool confirm = false;
     ConversationFilter filter;
     bool json = false;
@@ -522,7 +522,8 @@ public:
     {
         CreateConversationRequest request;
         request.title = m_invocation.title;
-        request.agentKind = m_invocation.agent;
+        if (m_invocation.agent)
+            request.agentKind = *m_invocation.agent;
         request.alwaysConfirm = m_invocation.confirm;
         if (!m_invocation.text.isEmpty())
             request.initialMessage = MessageRequest{u"user"_s, m_invocation.text, true};

@@ -404,19 +404,20 @@ void MainWindow::trigger(Action action)
         return;
     // The question names the conversation whole: a long title was cut at its end, where two
     // conversations differ most often, so it is shortened in the middle, and the id follows.
-    const QString named =
-        tr("“%1” (%2)")
+    const auto named = [&info, this] {
+        return tr("“%1” (%2)")
             .arg(fontMetrics().elidedText(withBidiControlsShown(info->title), Qt::ElideMiddle, 480),
                  toWireId(info->id));
+    };
     if (action == Action::Delete &&
         !confirmed(tr("Delete conversation"),
                    tr("Delete %1 permanently? Its history and server-owned workspace are removed.")
-                       .arg(named)))
+                       .arg(named())))
         return;
     if (action == Action::Archive && info->executionStatus == ExecutionStatus::Running &&
         !Lifecycle::isStale(*info) &&
         !confirmed(tr("Archive conversation"),
-                   tr("Archive %1? It is running: the command in flight is stopped.").arg(named)))
+                   tr("Archive %1? It is running: the command in flight is stopped.").arg(named())))
         return;
     m_bannerFrame->hide();
     m_controller->perform(action, info->id);

@@ -218,12 +218,19 @@ bool AgentDeckServer::start(QString *error)
                                         int(m_config.walLimitBytes / Database::PageSize));
     if (!d->parts.runtimes) {
         if (m_config.runtime == ServerConfig::RuntimeKind::Process) {
+            if (shared)
+                qCWarning(lcServer) << "--runtime process: the commands of this replica run on "
+                                       "if it freezes past its lease; --runtime local stops them";
             d->parts.runtimes = std::make_unique<ProcessRuntimeProvider>();
         } else {
+            // Two renewals missed: the command stops a third of the TTL before the lease lapses.
+            const std::chrono::milliseconds ownerSilenceLimit =
+                shared ? m_config.leaseTtl * 2 / 3 : std::chrono::milliseconds(0);
             auto sandboxes = std::make_unique<LocalSandboxProvider>(LocalSandboxSettings{
                 m_config.sandboxProgram.isEmpty() ? QCoreApplication::applicationFilePath()
                                                   : m_config.sandboxProgram,
-                QDir(dataDir).filePath(u"runtimes"_s), m_config.sandboxIdleTimeout});
+                QDir(dataDir).filePath(u"runtimes"_s), m_config.sandboxIdleTimeout,
+                ownerSilenceLimit});
             d->sandboxes = sandboxes.get();
             d->parts.runtimes = std::move(sandboxes);
         }

@@ -110,8 +110,10 @@ void ConversationRunner::onLeaseState(LeaseState state)
 {
     switch (state) {
     case LeaseState::Held:
+        m_runtime->ownerAlive();
         break;
     case LeaseState::CancelRequested:
+        m_runtime->ownerAlive();
         requestPause();
         break;
     case LeaseState::InterruptRequested:

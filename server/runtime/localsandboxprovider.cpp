@@ -75,10 +75,12 @@ void SandboxHostProcess::kill() const
         ::kill(static_cast<pid_t>(pid), SIGKILL);
 }
 
-SandboxRuntime::SandboxRuntime(const QString &socketPath, SandboxHostProcess host, QObject *parent)
+SandboxRuntime::SandboxRuntime(const QString &socketPath, SandboxHostProcess host,
+                               std::chrono::milliseconds ownerSilenceLimit, QObject *parent)
     : QObject(parent)
     , m_socketPath(socketPath)
     , m_host(std::move(host))
+    , m_ownerSilenceLimit(ownerSilenceLimit)
     , m_socket(new QLocalSocket(this))
     , m_lastActivityMs(QDateTime::currentMSecsSinceEpoch())
 {
@@ -154,7 +156,8 @@ QCoro::Task<CommandResult> SandboxRuntime::execute(CommandRequest request)
           {u"request_id"_s, requestId},
           {u"command"_s, request.command},
           {u"timeout_ms"_s, qint64(request.timeout.count())},
-          {u"action_id"_s, request.actionId.isNull() ? QString() : toWireId(request.actionId)}});
+          {u"action_id"_s, request.actionId.isNull() ? QString() : toWireId(request.actionId)},
+          {u"owner_silence_ms"_s, qint64(m_ownerSilenceLimit.count())}});
     for (;;) {
         if (!self)
             co_return wentAway;
@@ -204,6 +207,12 @@ void SandboxRuntime::interrupt()
     send({{u"op"_s, u"interrupt"_s}});
     if (!m_pendingRequest.isEmpty() && !m_interruptSentMs)
         m_interruptSentMs = QDateTime::currentMSecsSinceEpoch();
+}
+
+void SandboxRuntime::ownerAlive()
+{
+    if (!m_pendingRequest.isEmpty() && isConnected())
+        send({{u"op"_s, u"owner_alive"_s}});
 }
 
 void SandboxRuntime::shutdown()
@@ -264,7 +273,8 @@ int LocalSandboxProvider::adoptExisting()
         if (!host.isRunning())
             continue;
         const qint64 pid = host.pid;
-        auto runtime = std::make_shared<SandboxRuntime>(readSocketPath(root.filePath(name)), host);
+        auto runtime = std::make_shared<SandboxRuntime>(readSocketPath(root.filePath(name)), host,
+                                                        m_settings.ownerSilenceLimit);
         if (!QCoro::waitFor(runtime->connectToHost(std::chrono::seconds(2)))) {
             qCWarning(lcRuntime) << "sandbox of" << *id << "(pid" << pid << ") does not answer";
             continue;
@@ -335,8 +345,8 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
                        QString::fromLocal8Bit(std::strerror(why)))
                  : u"cannot start the sandbox host: "_s + process.errorString()}};
     }
-    auto runtime =
-        std::make_shared<SandboxRuntime>(socketPath, SandboxHostProcess{pid, runtimeDir});
+    auto runtime = std::make_shared<SandboxRuntime>(socketPath, SandboxHostProcess{pid, runtimeDir},
+                                                    m_settings.ownerSilenceLimit);
     auto connecting = runtime->connectToHost(StartTimeout);
     const bool connected = co_await std::move(connecting);
     m_starting.remove(id);

@@ -35,12 +35,15 @@ class SandboxRuntime final : public QObject, public Runtime
 {
     Q_OBJECT
 public:
-    SandboxRuntime(const QString &socketPath, SandboxHostProcess host, QObject *parent = nullptr);
+    // `ownerSilenceLimit`: see LocalSandboxSettings (0: none).
+    SandboxRuntime(const QString &socketPath, SandboxHostProcess host,
+                   std::chrono::milliseconds ownerSilenceLimit, QObject *parent = nullptr);
     ~SandboxRuntime() override;
 
     QCoro::Task<bool> connectToHost(std::chrono::milliseconds timeout);
     QCoro::Task<CommandResult> execute(CommandRequest request) override;
     void interrupt() override;
+    void ownerAlive() override;
     // Asks the host to exit; kills it if it does not.
     void shutdown();
 
@@ -63,6 +66,7 @@ private:
 
     QString m_socketPath;
     SandboxHostProcess m_host;
+    std::chrono::milliseconds m_ownerSilenceLimit;
     QLocalSocket *m_socket = nullptr;
     QByteArray m_buffer;
     QQueue<QJsonObject> m_inbox; // messages from the host not yet looked at
@@ -76,6 +80,13 @@ struct LocalSandboxSettings
     QString program;      // the agentdeck binary, started as `agentdeck sandbox-host`
     QString runtimesRoot; // DATA/runtimes: one dir per conversation
     std::chrono::milliseconds idleTimeout{30 * 60 * 1000};
+    // With replicas, a sandbox stops its command when its server has not said for this long
+    // that it still holds the conversation's lease (Runtime::ownerAlive): a server frozen past
+    // its lease (SIGSTOP, a paused VM) cannot stop the command itself, and the replica that
+    // takes the conversation over starts a sandbox of its own. Shorter than the lease, so that
+    // the command is gone before the lease can lapse. 0: commands run on (one server alone:
+    // nobody takes over, and a server that comes back stops what it left, adoptExisting()).
+    std::chrono::milliseconds ownerSilenceLimit{0};
 };
 
 // One sandbox host process per conversation, adopted across server restarts.

@@ -45,6 +45,9 @@ public:
     virtual QCoro::Task<CommandResult> execute(CommandRequest request) = 0;
     // Stops the command in flight, if any; its execute() then returns with interrupted = true.
     virtual void interrupt() = 0;
+    // The server renewed its lease on the conversation. A runtime that stops the commands of an
+    // owner gone silent (LocalSandboxSettings::ownerSilenceLimit) hears it here.
+    virtual void ownerAlive() {}
 };
 
 struct RuntimeAcquisition

@@ -65,6 +65,13 @@ SandboxHost::SandboxHost(SandboxHostOptions options, QObject *parent)
         m_timedOut = true;
         interruptCommand();
     });
+    m_ownerSilence.setSingleShot(true);
+    connect(&m_ownerSilence, &QTimer::timeout, this, [this] {
+        qCWarning(lcRuntime) << "no word from the server for" << m_ownerSilence.interval()
+                             << "ms; stopping its command";
+        m_ownerSilent = true;
+        interruptCommand();
+    });
 }
 
 SandboxHost::~SandboxHost()
@@ -170,6 +177,9 @@ void SandboxHost::handle(const QJsonObject &message)
         startCommand(message);
     } else if (op == u"interrupt"_s) {
         interruptCommand();
+    } else if (op == u"owner_alive"_s) {
+        if (m_ownerSilence.isActive())
+            m_ownerSilence.start();
     } else if (op == u"status"_s) {
         send({{u"type"_s, u"status"_s},
               {u"busy"_s, m_process != nullptr},
@@ -195,8 +205,10 @@ void SandboxHost::startCommand(const QJsonObject &message)
     m_command = message.value(u"command"_s).toString();
     m_actionId = message.value(u"action_id"_s).toString();
     const int timeoutMs = message.value(u"timeout_ms"_s).toInt();
+    const int ownerSilenceMs = message.value(u"owner_silence_ms"_s).toInt();
     m_interrupted = false;
     m_timedOut = false;
+    m_ownerSilent = false;
     m_output = {};
     // The output first, then the state naming the action: a record never pairs an action with
     // an earlier command's output.
@@ -253,6 +265,8 @@ void SandboxHost::startCommand(const QJsonObject &message)
     }
     if (timeoutMs > 0)
         m_commandTimeout.start(timeoutMs);
+    if (ownerSilenceMs > 0)
+        m_ownerSilence.start(ownerSilenceMs);
 }
 
 void SandboxHost::onOutput()
@@ -268,8 +282,12 @@ void SandboxHost::onCommandFinished()
     if (!m_process)
         return;
     m_commandTimeout.stop();
+    m_ownerSilence.stop();
     onOutput();
     QString output = m_output.result(m_timedOut);
+    if (m_ownerSilent)
+        output += u"\n[stopped: the server running this conversation did not renew its lease "
+                  "for %1 ms]\n"_s.arg(m_ownerSilence.interval());
     int exitCode = m_process->exitStatus() == QProcess::NormalExit ? m_process->exitCode() : -1;
     if (m_process->error() == QProcess::FailedToStart) {
         output = m_process->errorString();

@@ -27,12 +27,17 @@ struct SandboxHostOptions
 // The per-conversation sandbox process (`agentdeck sandbox-host`). It runs in a session of its
 // own, so it outlives a killed server, and answers one client at a time over a Unix socket with
 // newline-delimited JSON:
-//   -> {"op": "exec", "request_id": S, "command": S, "timeout_ms": N, "action_id": S}
+//   -> {"op": "exec", "request_id": S, "command": S, "timeout_ms": N, "action_id": S,
+//       "owner_silence_ms": N}
 //   <- {"type": "result", "request_id": S, "output": S, "exit_code": N, "interrupted": B}
 //   -> {"op": "interrupt"}            stops the command in flight (its result follows)
+//   -> {"op": "owner_alive"}          the server still holds the conversation's lease
 //   -> {"op": "status"}               <- {"type": "status", "busy": B, "request_id": S, ...}
 //   -> {"op": "shutdown"}             <- {"type": "bye"}, then the process exits
 // A newer client replaces an older one: that is how a restarted server adopts the sandbox.
+// With `owner_silence_ms`, the command is stopped when no `owner_alive` came for that long: with
+// replicas, a server frozen past its lease must not leave its command running next to the one
+// the replica that took the conversation over starts (see LocalSandboxSettings).
 // The command in flight writes what it prints (as much as a result carries) to the runtime dir
 // as it comes, and how it ended once it has: see readLastCommand(). A host whose runtime dir is
 // removed (its conversation deleted while no server watched it) ends itself and its command.
@@ -76,9 +81,11 @@ private:
     QJsonObject m_queued;
     bool m_interrupted = false;
     bool m_timedOut = false;
+    bool m_ownerSilent = false;
     bool m_isolated = false;
     QTimer m_idle;
     QTimer m_commandTimeout;
+    QTimer m_ownerSilence;
     QTimer m_orphanCheck;
 };
 

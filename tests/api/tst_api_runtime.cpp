@@ -12,6 +12,7 @@
 #include <QJsonArray>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTimer>
 
 #include <algorithm>
 #include <csignal>
@@ -297,6 +298,48 @@ private Q_SLOTS:
         // The next run brings up a new sandbox.
         QCOMPARE(answerTo(id, u"echo again"_s), u"again\n"_s);
         QVERIFY(runtimeError().isNull());
+    }
+
+    // With replicas, a server frozen past its lease cannot stop its command, and the replica
+    // that takes the conversation over starts a sandbox of its own on the workspace: the old
+    // command ran on next to the new ones. A sandbox now stops the command of a server that
+    // went silent, and lets it run for as long as the server says it still holds the lease.
+    void aSandboxStopsTheCommandOfASilentOwner_data()
+    {
+        QTest::addColumn<bool>("ownerRenews");
+        QTest::addRow("silent owner") << false;
+        QTest::addRow("owner renewing") << true;
+    }
+    void aSandboxStopsTheCommandOfASilentOwner()
+    {
+        QFETCH(bool, ownerRenews);
+        QTemporaryDir root;
+        LocalSandboxProvider sandboxes({qEnvironmentVariable("AGENTDECK_BINARY"),
+                                        root.filePath(u"runtimes"_s), std::chrono::minutes(5),
+                                        std::chrono::milliseconds(400)});
+        ConversationInfo conversation;
+        conversation.id = QUuid::createUuid();
+        conversation.workingDir = root.filePath(u"workspace"_s);
+        const RuntimeAcquisition acquired = QCoro::waitFor(sandboxes.acquire(conversation));
+        QVERIFY2(acquired.runtime, qPrintable(acquired.error.message));
+        QTimer renewal;
+        connect(&renewal, &QTimer::timeout, this, [&] { acquired.runtime->ownerAlive(); });
+        if (ownerRenews)
+            renewal.start(100);
+        QElapsedTimer timer;
+        timer.start();
+        const CommandResult result = QCoro::waitFor(acquired.runtime->execute(
+            CommandRequest{u"sleep 2; echo done"_s, conversation.workingDir}));
+        sandboxes.release(conversation.id);
+        QCOMPARE(result.interrupted, !ownerRenews);
+        if (ownerRenews) {
+            QCOMPARE(result.exitCode, 0);
+            QCOMPARE(result.output, u"done\n"_s);
+        } else {
+            QVERIFY2(result.output.contains(u"did not renew its lease for 400 ms"_s),
+                     qPrintable(result.output));
+            QVERIFY2(timer.elapsed() < 2000, "the command ran to its end");
+        }
     }
 
     // A host killed from outside left its socket behind for good, and each host's socket has a

@@ -60,6 +60,31 @@ Lifecycle::Availability availability(Action action, const ConversationInfo &info
     }
     return {};
 }
+
+// Holds a list's order while the pointer is over its rows (ConversationFilterProxy::holdOrder).
+class OrderHoldUnderPointer : public QObject
+{
+public:
+    OrderHoldUnderPointer(QWidget *viewport, ConversationFilterProxy *proxy)
+        : QObject(viewport)
+        , m_proxy(proxy)
+    {
+        viewport->installEventFilter(this);
+    }
+
+protected:
+    bool eventFilter(QObject *watched, QEvent *event) override
+    {
+        if (event->type() == QEvent::Enter)
+            m_proxy->holdOrder(true);
+        else if (event->type() == QEvent::Leave || event->type() == QEvent::Hide)
+            m_proxy->holdOrder(false);
+        return QObject::eventFilter(watched, event);
+    }
+
+private:
+    ConversationFilterProxy *m_proxy;
+};
 } // namespace
 
 MainWindow::MainWindow(ConsoleController *controller, const QString &serverLabel, QWidget *parent)
@@ -269,6 +294,7 @@ QTableView *MainWindow::makeView(ConversationFilterProxy *proxy)
     view->setSelectionMode(QAbstractItemView::SingleSelection);
     view->setSortingEnabled(true);
     view->sortByColumn(ConversationListModel::UpdatedColumn, Qt::DescendingOrder);
+    new OrderHoldUnderPointer(view->viewport(), proxy);
     // Badge columns as wide as their longest words, the rest to the title: sized to the rows,
     // they did not grow for rows added later, and left the title some 30 px.
     for (const auto &[column, kind] : {std::pair{int(ConversationListModel::ExecutionColumn),

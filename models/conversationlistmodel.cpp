@@ -236,12 +236,48 @@ bool ConversationFilterProxy::filterAcceptsRow(int sourceRow, const QModelIndex 
     return m_filter.matches(source->at(sourceRow));
 }
 
+void ConversationFilterProxy::holdOrder(bool hold)
+{
+    if (m_held == hold)
+        return;
+    m_held = hold;
+    m_heldKeys.clear();
+    m_heldColumn = sortColumn();
+    if (hold) {
+        const auto *source = static_cast<const ConversationListModel *>(sourceModel());
+        for (int row = 0; source && row < source->rowCount(); ++row)
+            m_heldKeys.insert(source->at(row).id, sortKey(source->index(row, m_heldColumn)));
+    } else {
+        invalidate();
+    }
+}
+
+QVariant ConversationFilterProxy::sortKey(const QModelIndex &index) const
+{
+    if (index.column() == ConversationListModel::UpdatedColumn)
+        return index.data(ConversationListModel::UpdatedAtRole);
+    return index.data();
+}
+
 bool ConversationFilterProxy::lessThan(const QModelIndex &left, const QModelIndex &right) const
 {
+    QVariant leftKey;
+    QVariant rightKey;
+    if (m_held && left.column() == m_heldColumn) {
+        const auto *source = static_cast<const ConversationListModel *>(sourceModel());
+        leftKey = m_heldKeys.value(source->at(left.row()).id);
+        rightKey = m_heldKeys.value(source->at(right.row()).id);
+        // A row new since the hold began goes last, whichever the order.
+        if (leftKey.isValid() != rightKey.isValid())
+            return leftKey.isValid() == (sortOrder() == Qt::AscendingOrder);
+    }
+    if (!leftKey.isValid() || !rightKey.isValid()) {
+        leftKey = sortKey(left);
+        rightKey = sortKey(right);
+    }
     if (left.column() == ConversationListModel::UpdatedColumn)
-        return left.data(ConversationListModel::UpdatedAtRole).toDateTime() <
-               right.data(ConversationListModel::UpdatedAtRole).toDateTime();
-    return QString::localeAwareCompare(left.data().toString(), right.data().toString()) < 0;
+        return leftKey.toDateTime() < rightKey.toDateTime();
+    return QString::localeAwareCompare(leftKey.toString(), rightKey.toString()) < 0;
 }
 
 } // namespace AgentDeck

@@ -86,12 +86,24 @@ public:
     void setText(const QString &text);
     const ConversationFilter &filter() const { return m_filter; }
 
+    // While held, rows keep their order: each sorts by its key as it was when the hold began,
+    // and rows new since go last. The list refreshes every few seconds and rows sorted by
+    // their update time moved under the pointer, so that a click meant for one conversation
+    // selected another. Filtering stays live. Letting go sorts by the current keys again.
+    void holdOrder(bool hold);
+    bool isOrderHeld() const { return m_held; }
+
 protected:
     bool filterAcceptsRow(int sourceRow, const QModelIndex &sourceParent) const override;
     bool lessThan(const QModelIndex &left, const QModelIndex &right) const override;
 
 private:
+    QVariant sortKey(const QModelIndex &index) const;
+
     ConversationFilter m_filter;
+    bool m_held = false;
+    QHash<QUuid, QVariant> m_heldKeys; // of the sort column, when the hold began
+    int m_heldColumn = -1;
 };
 
 } // namespace AgentDeck

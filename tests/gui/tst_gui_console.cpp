@@ -510,6 +510,36 @@ private Q_SLOTS:
         QCOMPARE(where(), before);
     }
 
+    // The list is sorted by update time and refreshed every 3 s: a conversation that changed
+    // jumped to the top under the pointer, and the click meant for the row there selected it.
+    // While the pointer is over the rows they stay put; they sort again once it leaves.
+    void rowsStayPutUnderThePointer()
+    {
+        startConsole();
+        const QUuid older = create(u"older"_s);
+        const QUuid newer = create(u"newer"_s);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QTableView *view = m_window->activeView();
+        const auto topRow = [view] {
+            return view->model()->index(0, ConversationListModel::TitleColumn).data().toString();
+        };
+        QCOMPARE(topRow(), u"newer"_s);
+
+        QEvent enter(QEvent::Enter);
+        QCoreApplication::sendEvent(view->viewport(), &enter);
+        QVERIFY(
+            QCoro::waitFor(m_client->sendMessage(older, MessageRequest{u"user"_s, u"hi"_s, false}))
+                .ok());
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QVERIFY(conversation(older).value(u"updated_at"_s).toString() >
+                conversation(newer).value(u"updated_at"_s).toString());
+        QCOMPARE(topRow(), u"newer"_s);
+
+        QEvent leave(QEvent::Leave);
+        QCoreApplication::sendEvent(view->viewport(), &leave);
+        QCOMPARE(topRow(), u"older"_s);
+    }
+
     void aRefusedRefreshSaysWhy()
     {
         ServerConfig config = serverConfig();

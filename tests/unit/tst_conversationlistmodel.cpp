@@ -70,6 +70,54 @@ private Q_SLOTS:
         QCOMPARE(archived.rowCount(), 2);
     }
 
+    // The list refreshes every 3 s, and rows sorted by their update time moved under the
+    // pointer: a click meant for one conversation selected another. While the order is held,
+    // rows stay where they are, new ones go last, and filtering stays live.
+    void aHeldOrderKeepsRowsWhereTheyAre_data()
+    {
+        QTest::addColumn<Qt::SortOrder>("order");
+        QTest::addRow("newest first") << Qt::DescendingOrder;
+        QTest::addRow("oldest first") << Qt::AscendingOrder;
+    }
+    void aHeldOrderKeepsRowsWhereTheyAre()
+    {
+        QFETCH(Qt::SortOrder, order);
+        ConversationListModel model;
+        ConversationFilterProxy proxy(ArchiveFilter::Active);
+        proxy.setSourceModel(&model);
+        proxy.sort(ConversationListModel::UpdatedColumn, order);
+        const auto at = [](ConversationInfo info, qint64 ms) {
+            info.updatedAt = QDateTime::fromMSecsSinceEpoch(ms, Qt::UTC);
+            return info;
+        };
+        const auto titles = [&] {
+            QStringList shown;
+            for (int row = 0; row < proxy.rowCount(); ++row)
+                shown.append(
+                    proxy.index(row, ConversationListModel::TitleColumn).data().toString());
+            return order == Qt::DescendingOrder ? shown
+                                                : QStringList(shown.crbegin(), shown.crend());
+        };
+        ConversationInfo a = at(conversation(u"a"_s), 1000);
+        ConversationInfo b = at(conversation(u"b"_s), 2000);
+        ConversationInfo c = at(conversation(u"c"_s), 3000);
+        model.upsert({a, b, c});
+        QCOMPARE(titles(), (QStringList{u"c"_s, u"b"_s, u"a"_s}));
+
+        proxy.holdOrder(true);
+        model.upsert({at(a, 10'000)});
+        QCOMPARE(titles(), (QStringList{u"c"_s, u"b"_s, u"a"_s}));
+        c.archivedAt = QDateTime::fromMSecsSinceEpoch(4000, Qt::UTC);
+        model.upsert({c, at(conversation(u"new"_s), 20'000)});
+        const QStringList held = order == Qt::DescendingOrder
+                                     ? QStringList{u"b"_s, u"a"_s, u"new"_s}
+                                     : QStringList{u"new"_s, u"b"_s, u"a"_s};
+        QCOMPARE(titles(), held);
+
+        proxy.holdOrder(false);
+        QCOMPARE(titles(), (QStringList{u"new"_s, u"a"_s, u"b"_s}));
+    }
+
     void liveEventsChangeOneRowAndNeverReset()
     {
         ConversationListModel model;

@@ -10,7 +10,8 @@ namespace AgentDeck {
 
 namespace {
 constexpr int MaxRefreshPages = 50;
-// Rows missing from a pass that are looked up by id per refresh (the batch route takes 100).
+// Rows missing from a pass and found still there, per refresh (the batch route takes 100 ids);
+// rows found gone do not count.
 constexpr int MaxConfirmedPerRefresh = 200;
 } // namespace
 
@@ -100,16 +101,20 @@ QCoro::Task<bool> ConsoleController::refresh()
     // conversation updated meanwhile moves to a page already read (rows vanished for a refresh
     // while conversations were busy), and past MaxRefreshPages the oldest are not read at all.
     // Missing rows are looked up by id: gone ones leave, the others are brought up to date.
+    // Only those still there count towards the bound of a refresh: a server replaced by
+    // another at the same address (a new data dir) left its thousands of rows in the list,
+    // taken down 200 a refresh, for minutes.
     QSet<QUuid> present;
     for (const ConversationInfo &info : std::as_const(seen))
         present.insert(info.id);
     QList<QUuid> missing;
-    for (int row = 0; row < m_conversations.rowCount() && missing.size() < MaxConfirmedPerRefresh;
-         ++row) {
+    for (int row = 0; row < m_conversations.rowCount(); ++row) {
         if (!present.contains(m_conversations.at(row).id))
             missing.append(m_conversations.at(row).id);
     }
-    for (qsizetype first = 0; first < missing.size(); first += 100) {
+    int stillThere = 0;
+    for (qsizetype first = 0; first < missing.size() && stillThere < MaxConfirmedPerRefresh;
+         first += 100) {
         const QList<QUuid> batch = missing.mid(first, 100);
         QStringList ids;
         for (const QUuid &id : batch)
@@ -123,13 +128,16 @@ QCoro::Task<bool> ConsoleController::refresh()
         if (!reply.ok() || answers.size() != batch.size())
             break; // asked again at the next refresh
         QList<ConversationInfo> current;
+        QSet<QUuid> gone;
         for (qsizetype i = 0; i < batch.size(); ++i) {
             if (answers[i].isNull())
-                m_conversations.remove(batch[i]);
+                gone.insert(batch[i]);
             else if (const auto info = ConversationInfo::fromJson(answers[i].toObject()))
                 current.append(*info);
         }
+        m_conversations.remove(gone);
         m_conversations.upsert(current);
+        stillThere += int(current.size());
     }
     m_complete = complete;
     setReachable(true, {});

@@ -172,15 +172,27 @@ void ConversationListModel::reset(const QList<ConversationInfo> &conversations)
 
 void ConversationListModel::remove(const QUuid &id)
 {
-    const int row = m_rows.value(id, -1);
-    if (row < 0)
-        return;
-    beginRemoveRows({}, row, row);
-    m_items.removeAt(row);
-    m_rows.remove(id);
-    for (int i = row; i < m_items.size(); ++i)
-        m_rows[m_items[i].id] = i;
-    endRemoveRows();
+    remove(QSet<QUuid>{id});
+}
+
+void ConversationListModel::remove(const QSet<QUuid> &ids)
+{
+    // From the last row up, so that the rows still to look at keep their numbers.
+    for (int last = int(m_items.size()) - 1; last >= 0; --last) {
+        if (!ids.contains(m_items[last].id))
+            continue;
+        int first = last;
+        while (first > 0 && ids.contains(m_items[first - 1].id))
+            --first;
+        beginRemoveRows({}, first, last);
+        for (int row = first; row <= last; ++row)
+            m_rows.remove(m_items[row].id);
+        m_items.remove(first, last - first + 1);
+        for (int row = first; row < m_items.size(); ++row)
+            m_rows[m_items[row].id] = row;
+        endRemoveRows();
+        last = first;
+    }
 }
 
 bool ConversationListModel::applyEvent(const QUuid &conversationId, const Event &event)

@@ -5,6 +5,7 @@
 
 #include <QAbstractTableModel>
 #include <QHash>
+#include <QSet>
 #include <QSortFilterProxyModel>
 
 namespace AgentDeck {
@@ -58,6 +59,8 @@ public:
     // Replaces the whole set with a fresh listing (a first load, or a full refresh).
     void reset(const QList<ConversationInfo> &conversations);
     void remove(const QUuid &id);
+    // One removal per run of adjacent rows.
+    void remove(const QSet<QUuid> &ids);
     // Applies one live event to its conversation's row; returns false if the row is unknown.
     bool applyEvent(const QUuid &conversationId, const Event &event);
 

@@ -347,6 +347,25 @@ private Q_SLOTS:
         QCOMPARE(m_controller->conversations()->rowCount(), 5'000);
     }
 
+    // A server replaced by another at the same address (a new data dir) left its rows in the
+    // list, taken down 200 a refresh: 5,000 rows took 25 refreshes, over a minute.
+    void aReplacedServersRowsLeaveAtTheNextRefresh()
+    {
+        seedConversations(1'000);
+        startConsole();
+        QCOMPARE(m_controller->conversations()->rowCount(), 1'000);
+        const int port = m_url.port();
+        m_server->stop();
+        m_dir = std::make_unique<QTemporaryDir>();
+        m_server = std::make_unique<EmbeddedServer>(serverConfig(port));
+        QString error;
+        QCOMPARE(m_server->start(&error).port(), port);
+        const QUuid id = create(u"on the new server"_s);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QCOMPARE(m_controller->conversations()->rowCount(), 1);
+        QCOMPARE(m_controller->conversations()->at(0).id, id);
+    }
+
     // Past the cap, the filter box also searches the server: the oldest conversations could
     // not be found from the console at all.
     void theFilterFindsConversationsPastTheCap()

@@ -70,6 +70,26 @@ private Q_SLOTS:
         QCOMPARE(archived.rowCount(), 2);
     }
 
+    // Rows that leave together go in one removal per run of adjacent rows, and every row left
+    // is found by its id.
+    void manyRowsLeaveInRuns()
+    {
+        ConversationListModel model;
+        QAbstractItemModelTester tester(&model);
+        const QList<ConversationInfo> rows = many(6);
+        model.upsert(rows);
+        QSignalSpy removals(&model, &QAbstractItemModel::rowsRemoved);
+        model.remove(QSet<QUuid>{rows[0].id, rows[1].id, rows[3].id, rows[5].id, QUuid()});
+        QCOMPARE(removals.size(), 3);
+        QCOMPARE(model.rowCount(), 2);
+        for (const ConversationInfo &info : rows) {
+            const int row = model.rowOf(info.id);
+            QCOMPARE(row >= 0, info.id == rows[2].id || info.id == rows[4].id);
+            if (row >= 0)
+                QCOMPARE(model.at(row).id, info.id);
+        }
+    }
+
     // The list refreshes every 3 s, and rows sorted by their update time moved under the
     // pointer: a click meant for one conversation selected another. While the order is held,
     // rows stay where they are, new ones go last, and filtering stays live.

@@ -19,7 +19,7 @@ StatusBadgeDelegate::Badge StatusBadgeDelegate::runtimeBadge(const QString &stat
                                                              const QString &label, bool attention)
 {
     if (label == u"expired"_s)
-        return {QColor(0x75, 0x75, 0x75), u"⌛"_s};
+        return {QColor(0x75, 0x75, 0x75), u"⊘"_s};
     if (status == u"available"_s)
         return {QColor(0x2e, 0x7d, 0x32), u"●"_s};
     if (status == u"starting"_s)
@@ -38,7 +38,7 @@ StatusBadgeDelegate::Badge StatusBadgeDelegate::executionBadge(const QString &st
     if (status == u"running"_s)
         return {QColor(0x15, 0x65, 0xc0), u"▶"_s};
     if (status == u"paused"_s)
-        return {QColor(0xef, 0x6c, 0x00), u"⏸"_s};
+        return {QColor(0xef, 0x6c, 0x00), u"‖"_s};
     if (status == u"waiting_for_confirmation"_s)
         return {QColor(0x6a, 0x1b, 0x9a), u"?"_s};
     if (status == u"finished"_s)

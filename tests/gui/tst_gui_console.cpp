@@ -485,6 +485,26 @@ private Q_SLOTS:
         QVERIFY(Lifecycle::needsAttention(lost));
     }
 
+    // Every badge's glyph is in a font Debian installs with the desktop (DejaVu): "⏸" and "⌛"
+    // are in none of them, and paused and expired badges showed an empty box.
+    void badgeGlyphsAreInTheInstalledFonts()
+    {
+        using Delegate = StatusBadgeDelegate;
+        QList<Delegate::Badge> badges{Delegate::executionBadge({}, true)};
+        for (const QString &status : {u"idle"_s, u"running"_s, u"paused"_s,
+                                      u"waiting_for_confirmation"_s, u"finished"_s, u"error"_s})
+            badges.append(Delegate::executionBadge(status, false));
+        for (const QString &status :
+             {u"available"_s, u"starting"_s, u"missing"_s, u"ownership_lost"_s, u"error"_s})
+            badges.append(Delegate::runtimeBadge(status, status, true));
+        badges.append(Delegate::runtimeBadge(u"missing"_s, u"expired"_s, false));
+        const QFontMetrics metrics(QApplication::font());
+        for (const Delegate::Badge &badge : std::as_const(badges)) {
+            for (const char32_t glyph : badge.glyph.toUcs4())
+                QVERIFY2(metrics.inFontUcs4(glyph), qPrintable(badge.glyph));
+        }
+    }
+
     // At the default size the badges show their words whole and the titles keep room: sized to
     // their rows, the badge columns did not grow for a row added later ("wa…"), and once wide
     // they left the title some 30 px.

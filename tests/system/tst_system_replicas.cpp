@@ -115,6 +115,28 @@ private:
         return id;
     }
 
+    // Starts a long command on `owner` whose processes carry a marker of their own in their
+    // command line, and waits until it runs there.
+    QUuid startMarkedCommand(ServerProcess &owner, QByteArray *marker)
+    {
+        *marker = "marked-" + QByteArray::number(QRandomGenerator::global()->generate());
+        const QUuid id = owner.create(
+            shellConversation(u"sleep 300; echo "_s + QString::fromLatin1(*marker), true));
+        if (id.isNull() ||
+            !QTest::qWaitFor([&] { return !processesWith(*marker).isEmpty(); }, 15'000))
+            return {};
+        return id;
+    }
+
+    // Whether the processes carrying `marker` end within `timeoutMs`; those left are killed.
+    static bool endWithin(const QByteArray &marker, int timeoutMs)
+    {
+        const bool ended =
+            QTest::qWaitFor([&] { return processesWith(marker).isEmpty(); }, timeoutMs);
+        killProcessesWith(marker);
+        return ended;
+    }
+
     // Opens the event stream of `id` on `replica`, collecting the seqs of its frames.
     bool openStream(QWebSocket &socket, ServerProcess &replica, const QUuid &id,
                     const QString &query, QList<qint64> *seqs)
@@ -466,19 +488,13 @@ private Q_SLOTS:
         const QString alphaDir = m_fleet.newDataDir();
         ServerProcess &a = startReplica(u"alpha"_s, u"local"_s, true, LeaseTtlMs, alphaDir);
         ServerProcess &b = startReplica(u"beta"_s);
-        const QByteArray marker =
-            "orphaned-" + QByteArray::number(QRandomGenerator::global()->generate());
-        const QUuid id =
-            a.create(shellConversation(u"sleep 300; echo "_s + QString::fromLatin1(marker), true));
+        QByteArray marker;
+        const QUuid id = startMarkedCommand(a, &marker);
         QVERIFY(!id.isNull());
-        QVERIFY(QTest::qWaitFor([&] { return !processesWith(marker).isEmpty(); }, 15'000));
         a.kill();
         QVERIFY(QTest::qWaitFor([&] { return b.status(id) == u"paused"_s; }, 3 * LeaseTtlMs));
         // Gone before the lease lapsed; a renewal interval more for a loaded machine.
-        const bool stopped =
-            QTest::qWaitFor([&] { return processesWith(marker).isEmpty(); }, RenewalMs);
-        killProcessesWith(marker);
-        QVERIFY2(stopped, "the command outlived its server's lease");
+        QVERIFY2(endWithin(marker, RenewalMs), "the command outlived its server's lease");
         const qsizetype eventsBefore = b.events(id).size();
 
         // The same replica again, on the same data dir: it adopts the sandbox.
@@ -516,19 +532,14 @@ private Q_SLOTS:
     {
         ServerProcess &a = startReplica(u"alpha"_s, u"local"_s);
         ServerProcess &b = startReplica(u"beta"_s);
-        const QByteArray marker =
-            "frozen-" + QByteArray::number(QRandomGenerator::global()->generate());
-        const QUuid id =
-            a.create(shellConversation(u"sleep 300; echo "_s + QString::fromLatin1(marker), true));
+        QByteArray marker;
+        const QUuid id = startMarkedCommand(a, &marker);
         QVERIFY(!id.isNull());
-        QVERIFY(QTest::qWaitFor([&] { return !processesWith(marker).isEmpty(); }, 15'000));
         a.sendSignal(SIGSTOP);
         QVERIFY(QTest::qWaitFor(
             [&] { return b.post(conversationPath(id, u"recover"_s)).status == 200; },
             3 * LeaseTtlMs));
-        const bool stopped =
-            QTest::qWaitFor([&] { return processesWith(marker).isEmpty(); }, RenewalMs);
-        killProcessesWith(marker);
+        const bool stopped = endWithin(marker, RenewalMs);
         a.sendSignal(SIGCONT);
         QVERIFY2(stopped, "the frozen owner's command ran on after its lease");
         QVERIFY(b.waitForStatus(id, u"finished"_s, 15'000));

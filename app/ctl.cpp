@@ -493,6 +493,15 @@ public:
         co_return co_await std::move(reporting);
     }
 
+    // Pause and interrupt act on a run: with none going, the answer says so rather than that
+    // something was asked of it.
+    QCoro::Task<int> runAction(QString suffix, QString done, QString noRun)
+    {
+        auto reporting = reportAction(m_connection.conversationAction(m_invocation.id, suffix),
+                                      done, std::move(noRun));
+        co_return co_await std::move(reporting);
+    }
+
     QCoro::Task<int> respondToConfirmation(bool accept)
     {
         QJsonObject answer{{u"accept"_s, accept}};
@@ -507,13 +516,18 @@ public:
         co_return co_await std::move(reporting);
     }
 
-    QCoro::Task<int> reportAction(QCoro::Task<ApiReply> acting, QString done)
+    // `noRun`, if given, is said instead of `done` when the answer shows no run going.
+    QCoro::Task<int> reportAction(QCoro::Task<ApiReply> acting, QString done, QString noRun = {})
     {
         const ApiReply reply = co_await std::move(acting);
-        const QString headline = done.arg(toWireId(m_invocation.id)) + u'\n';
+        const QString id = toWireId(m_invocation.id);
         // -> QString: a QStringBuilder returned would refer to the table, gone by then.
-        const auto format = [&headline](const ConversationInfo &info) -> QString {
-            return headline + CtlFormat::conversationTable({info});
+        const auto format = [&](const ConversationInfo &info) -> QString {
+            const bool running = info.executionStatus == ExecutionStatus::Running;
+            const QString headline = noRun.isEmpty() || running
+                                         ? done.arg(id)
+                                         : noRun.arg(id, toString(info.executionStatus));
+            return headline + u'\n' + CtlFormat::conversationTable({info});
         };
         co_return printConversation(reply, format);
     }
@@ -673,11 +687,13 @@ int run(const Invocation &invocation)
     case Command::Run:
         return QCoro::waitFor(ctl.action(u"run"_s, u"Asked %1 to run."_s));
     case Command::Pause:
-        return QCoro::waitFor(
-            ctl.action(u"pause"_s, u"Asked %1 to pause after its current step."_s));
+        return QCoro::waitFor(ctl.runAction(u"pause"_s,
+                                            u"Asked %1 to pause after its current step."_s,
+                                            u"%1 is %2: no run to pause."_s));
     case Command::Interrupt:
-        return QCoro::waitFor(
-            ctl.action(u"interrupt"_s, u"Asked %1 to stop its command in flight."_s));
+        return QCoro::waitFor(ctl.runAction(u"interrupt"_s,
+                                            u"Asked %1 to stop its command in flight."_s,
+                                            u"%1 is %2: no command to interrupt."_s));
     case Command::Accept:
         return QCoro::waitFor(ctl.respondToConfirmation(true));
     case Command::Reject:

@@ -682,6 +682,17 @@ private Q_SLOTS:
             interrupted = interrupted ||
                           event.value(u"observation"_s).toObject().value(u"interrupted"_s).toBool();
         QVERIFY(interrupted);
+
+        // With no run going there is nothing to ask: it said "Asked ... to pause" all the same.
+        result = ctl(server, {u"pause"_s, wireId(sleeper)});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY2(result.out.startsWith(u"%1 is paused: no run to pause.\n"_s.arg(wireId(sleeper))),
+                 qPrintable(result.out));
+        result = ctl(server, {u"interrupt"_s, wireId(id)});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY2(
+            result.out.startsWith(u"%1 is finished: no command to interrupt.\n"_s.arg(wireId(id))),
+            qPrintable(result.out));
     }
 
     // send: a message without --run waits; with --run the echo agent answers every open one.

@@ -20,6 +20,7 @@
 #include "streams/changerelay.h"
 #include "streams/eventhub.h"
 #include "streams/eventstreams.h"
+#include "trash.h"
 
 #include <QCoreApplication>
 #include <QCoroTask>
@@ -67,6 +68,11 @@ QCoro::Task<> removeOrphanedDirs(QPointer<ConversationService> service, QStringL
                             << error.what();
     }
 }
+RemoveTree discardInto(Trash &trash)
+{
+    return [&trash](const QString &path) { return trash.discard(path); };
+}
+
 // A lock file that names no owner is stale: a crash or a power cut between its creation and
 // its write leaves it empty, and QLockFile, with no stale time, would keep it for good. One
 // younger than a second may be another server's, being written this moment.
@@ -92,6 +98,8 @@ ServerParts::~ServerParts() = default;
 
 struct AgentDeckServer::Private
 {
+    // First, so that it goes last: the services discard trees into it until they go.
+    Trash trash;
     ServerParts parts;
     std::unique_ptr<QLockFile> lock;
     std::unique_ptr<Database> database;
@@ -251,7 +259,7 @@ bool AgentDeckServer::start(QString *error)
         *d->store, *d->leases, *d->replicas, *d->log, *d->parts.runtimes, *d->parts.agents,
         *d->parts.clock,
         ServiceSettings{QDir(dataDir).filePath(u"workspaces"_s), m_config.commandTimeout,
-                        leaseOwner, m_config.replicaId, shared});
+                        leaseOwner, m_config.replicaId, shared, discardInto(d->trash)});
     // The name this replica is advertised by is one clients use.
     QStringList allowedHosts = m_config.allowedHosts;
     if (const QString advertised = QUrl(advertisedUrl()).host(); !advertised.isEmpty())
@@ -371,8 +379,9 @@ void AgentDeckServer::recover()
         qCCritical(lcServer) << "recovery failed:" << error.what();
     }
     if (m_config.runtimeRetention.count() > 0) {
-        d->reaper = std::make_unique<RetentionReaper>(*d->store, *d->parts.runtimes,
-                                                      *d->parts.clock, m_config.runtimeRetention);
+        d->reaper =
+            std::make_unique<RetentionReaper>(*d->store, *d->parts.runtimes, *d->parts.clock,
+                                              m_config.runtimeRetention, discardInto(d->trash));
         try {
             d->reaper->runPass();
         } catch (const std::exception &error) {
@@ -389,10 +398,10 @@ void AgentDeckServer::recover()
     Q_EMIT ready();
     checkIntegrity();
     const QDir dataDir(m_config.dataDir);
+    const QStringList treeRoots{dataDir.filePath(u"workspaces"_s), dataDir.filePath(u"runtimes"_s)};
+    d->trash.emptyLeftovers(treeRoots);
     try {
-        removeOrphanedDirs(d->service.get(),
-                           {dataDir.filePath(u"workspaces"_s), dataDir.filePath(u"runtimes"_s)},
-                           d->database->createdAtMs());
+        removeOrphanedDirs(d->service.get(), treeRoots, d->database->createdAtMs());
     } catch (const StorageError &error) {
         qCWarning(lcServer) << "cannot look for directories of deleted conversations:"
                             << error.what();

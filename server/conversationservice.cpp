@@ -413,11 +413,11 @@ QCoro::Task<> ConversationService::remove(QUuid id)
     }
     m_store.remove(id);
     if (!runtimeDir.isEmpty())
-        QDir(runtimeDir).removeRecursively();
+        m_settings.removeTree(runtimeDir);
     // The row is the source of truth and is gone; the files follow. A crash in between leaves a
     // directory nothing refers to, never a conversation without its workspace.
     if (info.workspaceOwnedByServer && !info.workingDir.isEmpty())
-        QDir(info.workingDir).removeRecursively();
+        m_settings.removeTree(info.workingDir);
     qCInfo(lcServer) << "deleted conversation" << id;
     Q_EMIT deleted(id);
 }
@@ -449,7 +449,7 @@ QCoro::Task<OrphanSweep> ConversationService::removeOrphanedDirs(QStringList roo
                     continue;
                 }
                 m_runtimes.release(id);
-                if (QDir(path).removeRecursively())
+                if (m_settings.removeTree(path))
                     ++sweep.removed;
             }
             // A pause, not only a turn of the loop: a request takes several turns, and with the
@@ -477,7 +477,7 @@ void ConversationService::forgetDeletedElsewhere(const QUuid &id)
 {
     const QString runtimeDir = releaseLocalParts(id);
     if (!runtimeDir.isEmpty())
-        QDir(runtimeDir).removeRecursively();
+        m_settings.removeTree(runtimeDir);
     qCInfo(lcServer) << "conversation" << id << "was deleted by another replica";
     Q_EMIT deleted(id);
 }

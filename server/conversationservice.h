@@ -2,6 +2,7 @@
 
 #include "serverconnection.h"
 #include "storage/conversationstore.h"
+#include "trash.h"
 
 #include <QHash>
 #include <QObject>
@@ -31,6 +32,9 @@ struct ServiceSettings
     // Several replicas share the catalog (PostgreSQL): leases of other owners are never
     // adopted at startup, only once they lapse.
     bool sharedCatalog = false;
+    // How the workspaces and runtime dirs of deleted conversations go (Trash::discard in the
+    // server).
+    RemoveTree removeTree = removeTreeNow;
 };
 
 // The conversations use case: everything the API can do to a conversation, independent of HTTP.

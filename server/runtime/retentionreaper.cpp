@@ -5,8 +5,6 @@
 #include "runtime.h"
 #include "storage/conversationstore.h"
 
-#include <QDir>
-
 namespace AgentDeck {
 
 RetentionReaper::RetentionReaper(ConversationStore &store, RuntimeProvider &runtimes,
@@ -19,12 +17,6 @@ RetentionReaper::RetentionReaper(ConversationStore &store, RuntimeProvider &runt
     , m_retention(retention)
     , m_removeTree(std::move(removeTree))
 {
-    if (!m_removeTree) {
-        m_removeTree = [](const QString &path) {
-            QDir dir(path);
-            return !dir.exists() || dir.removeRecursively();
-        };
-    }
     connect(&m_timer, &QTimer::timeout, this, [this] {
         try {
             runPass();

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "trash.h"
+
 #include <QObject>
 #include <QTimer>
 
@@ -20,10 +22,8 @@ class RetentionReaper : public QObject
 {
     Q_OBJECT
 public:
-    using RemoveTree = std::function<bool(const QString &path)>;
-
     RetentionReaper(ConversationStore &store, RuntimeProvider &runtimes, const Clock &clock,
-                    std::chrono::milliseconds retention, RemoveTree removeTree = {},
+                    std::chrono::milliseconds retention, RemoveTree removeTree = removeTreeNow,
                     QObject *parent = nullptr);
 
     // One pass; returns how many runtimes it freed completely.

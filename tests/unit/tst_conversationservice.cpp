@@ -6,6 +6,7 @@
 #include "storage/database.h"
 #include "testevents.h"
 #include "testserver.h"
+#include "trash.h"
 
 #include <QJsonArray>
 #include <QSignalSpy>
@@ -510,7 +511,8 @@ private Q_SLOTS:
     }
 
     // A delete removes the row, then the files: a crash in between, or a delete by another
-    // replica, left directories nothing refers to, for good.
+    // replica, left directories nothing refers to, for good. So did a crash while the trash
+    // was deleting a tree.
     void startupRemovesDirectoriesOfConversationsThatAreGone()
     {
         startServer();
@@ -519,15 +521,20 @@ private Q_SLOTS:
         m_server->stop();
         const QDir data(m_dir->path());
         const QString gone = toWireId(QUuid::createUuid());
+        const QString trashed = u"/"_s + Trash::DirName + u"/half-deleted/src"_s;
         const QStringList made{u"workspaces/"_s + gone + u"/src"_s,
-                               u"runtimes/"_s + gone + u"/home"_s, u"workspaces/notes"_s};
+                               u"runtimes/"_s + gone + u"/home"_s, u"workspaces/notes"_s,
+                               u"workspaces"_s + trashed, u"runtimes"_s + trashed};
         for (const QString &path : made)
             QVERIFY(data.mkpath(path));
 
         startServer();
         QVERIFY(QTest::qWaitFor(
             [&] {
-                return !data.exists(u"workspaces/"_s + gone) && !data.exists(u"runtimes/"_s + gone);
+                return !data.exists(u"workspaces/"_s + gone) &&
+                       !data.exists(u"runtimes/"_s + gone) &&
+                       !data.exists(u"workspaces"_s + trashed) &&
+                       !data.exists(u"runtimes"_s + trashed);
             },
             5000));
         QVERIFY(data.exists(u"workspaces/"_s + toWireId(kept)));

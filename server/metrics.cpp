@@ -3,6 +3,7 @@
 #include <QStringList>
 
 #include <algorithm>
+#include <tuple>
 
 using namespace Qt::StringLiterals;
 
@@ -20,51 +21,54 @@ QByteArray labelValue(const QString &value)
 void Metrics::recordRequest(const QString &route, const QByteArray &method, int status,
                             double seconds)
 {
-    const QString series = route + u'\n' + QString::fromLatin1(method);
-    ++m_requests[series + u'\n' + QString::number(status)];
-    Latency &latency = m_latency[series];
-    ++latency.count;
-    latency.sum += seconds;
+    Stats &stats = m_series[Series{route, method}];
+    ++stats.requestsByStatus[status];
+    ++stats.count;
+    stats.sum += seconds;
     for (std::size_t i = 0; i < Buckets.size(); ++i) {
         if (seconds <= Buckets[i])
-            ++latency.buckets[i];
+            ++stats.buckets[i];
     }
 }
 
 QByteArray Metrics::render(const QList<QPair<QString, qint64>> &conversationsByStatus,
                            qint64 eventsPublished, qint64 liveRuns) const
 {
+    QList<Series> series = m_series.keys();
+    std::sort(series.begin(), series.end(), [](const Series &a, const Series &b) {
+        return std::tie(a.route, a.method) < std::tie(b.route, b.method);
+    });
+    const auto labelsOf = [](const Series &one) -> QByteArray {
+        return "route=\"" + labelValue(one.route) + "\",method=\"" +
+               labelValue(QString::fromLatin1(one.method)) + '"';
+    };
+
     QByteArray out;
     out += "# HELP agentdeck_http_requests_total HTTP requests by route, method and status.\n"
            "# TYPE agentdeck_http_requests_total counter\n";
-    QStringList requestKeys = m_requests.keys();
-    std::sort(requestKeys.begin(), requestKeys.end());
-    for (const QString &key : requestKeys) {
-        const QStringList parts = key.split(u'\n');
-        out += "agentdeck_http_requests_total{route=\"" + labelValue(parts[0]) + "\",method=\"" +
-               labelValue(parts[1]) + "\",status=\"" + labelValue(parts[2]) + "\"} " +
-               QByteArray::number(m_requests.value(key)) + '\n';
+    for (const Series &one : std::as_const(series)) {
+        const QByteArray labels = labelsOf(one);
+        const Stats &stats = *m_series.constFind(one);
+        for (auto it = stats.requestsByStatus.cbegin(); it != stats.requestsByStatus.cend(); ++it)
+            out += "agentdeck_http_requests_total{" + labels + ",status=\"" +
+                   QByteArray::number(it.key()) + "\"} " + QByteArray::number(it.value()) + '\n';
     }
 
     out += "# HELP agentdeck_http_request_duration_seconds HTTP request latency by route.\n"
            "# TYPE agentdeck_http_request_duration_seconds histogram\n";
-    QStringList latencyKeys = m_latency.keys();
-    std::sort(latencyKeys.begin(), latencyKeys.end());
-    for (const QString &key : latencyKeys) {
-        const QStringList parts = key.split(u'\n');
-        const QByteArray labels =
-            "route=\"" + labelValue(parts[0]) + "\",method=\"" + labelValue(parts[1]) + '"';
-        const Latency &latency = m_latency[key];
+    for (const Series &one : std::as_const(series)) {
+        const QByteArray labels = labelsOf(one);
+        const Stats &stats = *m_series.constFind(one);
         for (std::size_t i = 0; i < Buckets.size(); ++i)
             out += "agentdeck_http_request_duration_seconds_bucket{" + labels + ",le=\"" +
-                   QByteArray::number(Buckets[i]) + "\"} " +
-                   QByteArray::number(latency.buckets[i]) + '\n';
+                   QByteArray::number(Buckets[i]) + "\"} " + QByteArray::number(stats.buckets[i]) +
+                   '\n';
         out += "agentdeck_http_request_duration_seconds_bucket{" + labels + ",le=\"+Inf\"} " +
-               QByteArray::number(latency.count) + '\n';
+               QByteArray::number(stats.count) + '\n';
         out += "agentdeck_http_request_duration_seconds_sum{" + labels + "} " +
-               QByteArray::number(latency.sum, 'g', 9) + '\n';
+               QByteArray::number(stats.sum, 'g', 9) + '\n';
         out += "agentdeck_http_request_duration_seconds_count{" + labels + "} " +
-               QByteArray::number(latency.count) + '\n';
+               QByteArray::number(stats.count) + '\n';
     }
 
     out += "# HELP agentdeck_conversations Conversations in the catalog by execution status.\n"

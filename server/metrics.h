@@ -3,6 +3,7 @@
 #include <QByteArray>
 #include <QHash>
 #include <QList>
+#include <QMap>
 #include <QString>
 
 #include <array>
@@ -33,14 +34,26 @@ public:
 private:
     static constexpr std::array<double, 11> Buckets{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                                     0.05,   0.1,   0.25,   0.5,   1.0};
-    struct Latency
+    // Keyed by route and method as they are: every request counts, and building a string key
+    // for each took more than the route's handler of a GET by id.
+    struct Series
     {
+        QString route;
+        QByteArray method;
+        friend bool operator==(const Series &, const Series &) = default;
+        friend size_t qHash(const Series &series, size_t seed = 0)
+        {
+            return qHashMulti(seed, series.route, series.method);
+        }
+    };
+    struct Stats
+    {
+        QMap<int, qint64> requestsByStatus;
         std::array<qint64, Buckets.size()> buckets{};
         qint64 count = 0;
         double sum = 0;
     };
-    QHash<QString, qint64> m_requests; // "route\nmethod\nstatus"
-    QHash<QString, Latency> m_latency; // "route\nmethod"
+    QHash<Series, Stats> m_series;
     QHash<int, qint64> m_httpRefused;
     QHash<QByteArray, qint64> m_httpClosed;
     std::atomic<qint64> m_webSocketsOpen = 0;

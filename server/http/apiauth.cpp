@@ -68,13 +68,12 @@ std::optional<ApiError> ApiAuth::browserRefusal(QByteArrayView host, QByteArrayV
 {
     // Without a key, the name a request was addressed by must be one no web page can make
     // resolve here.
-    const QString name = hostName(host);
-    if (!enabled() && !name.isEmpty() && !allowsHost(name)) {
-        return ApiError{
-            403, u"host_not_allowed"_s,
-            u"Requests for host \"%1\" are refused by a server without a session API "
-            "key (a web page could have made its name lead here); use localhost or an "
-            "IP address, start the server with --allow-host %1, or with a key"_s.arg(name)};
+    if (!enabled() && !allowsHostHeader(host)) {
+        return ApiError{403, u"host_not_allowed"_s,
+                        u"Requests for host \"%1\" are refused by a server without a session API "
+                        "key (a web page could have made its name lead here); use localhost or an "
+                        "IP address, start the server with --allow-host %1, or with a key"_s.arg(
+                            hostName(host))};
     }
     if (origin.isEmpty())
         return std::nullopt; // not sent by a web page
@@ -86,6 +85,22 @@ std::optional<ApiError> ApiAuth::browserRefusal(QByteArrayView host, QByteArrayV
     return ApiError{403, u"origin_not_allowed"_s,
                     u"Requests from web pages at %1 are refused; start the server with "
                     "--allow-origin %1 to allow them"_s.arg(page)};
+}
+
+bool ApiAuth::allowsHostHeader(QByteArrayView host) const
+{
+    // Bounded: a client that sends a new value each time only makes it start over.
+    constexpr qsizetype MaxRemembered = 64;
+    const std::lock_guard lock(m_hostsMutex);
+    if (const auto known = m_hostVerdicts.constFind(host.toByteArray());
+        known != m_hostVerdicts.cend())
+        return *known;
+    const QString name = hostName(host);
+    const bool allowed = name.isEmpty() || allowsHost(name);
+    if (m_hostVerdicts.size() >= MaxRemembered)
+        m_hostVerdicts.clear();
+    m_hostVerdicts.insert(host.toByteArray(), allowed);
+    return allowed;
 }
 
 bool ApiAuth::allowsHost(const QString &name) const

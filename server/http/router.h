@@ -22,6 +22,7 @@ public:
         Method method;
         QString pattern;
         QStringList segments;
+        QList<bool> placeholders; // per segment
         int literals = 0;
         SyncHandler sync;
         AsyncHandler async;

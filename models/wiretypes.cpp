@@ -386,6 +386,33 @@ QJsonObject Event::toJson() const
     return object;
 }
 
+QByteArray Event::toJsonBytes() const
+{
+    static const std::array common{u"id"_s, u"kind"_s, u"seq"_s, u"source"_s, u"timestamp"_s};
+    if (std::any_of(common.cbegin(), common.cend(),
+                    [this](const QString &key) { return fields.contains(key); }))
+        return QJsonDocument(toJson()).toJson(QJsonDocument::Compact); // toJson() overrides them
+    QByteArray out;
+    out.reserve(160);
+    out += "{\"id\":";
+    appendJsonString(out, toWireId(id));
+    out += ",\"kind\":";
+    appendJsonString(out, kind);
+    out += ",\"seq\":" + QByteArray::number(seq) + ",\"source\":";
+    appendJsonString(out, source);
+    out += ",\"timestamp\":";
+    appendJsonString(out, toWireTime(timestamp));
+    if (fields.isEmpty()) {
+        out += '}';
+    } else {
+        // The members of `fields`, after its opening brace.
+        const QByteArray rest = QJsonDocument(fields).toJson(QJsonDocument::Compact);
+        out += ',';
+        out += QByteArrayView(rest).sliced(1);
+    }
+    return out;
+}
+
 std::optional<Event> Event::fromJson(const QJsonObject &object)
 {
     const auto id = parseWireId(object.value(u"id"_s).toString());

@@ -641,7 +641,7 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
         insert.addBindValue(event.kind);
         insert.addBindValue(event.source);
         insert.addBindValue(nowMs);
-        const QByteArray json = QJsonDocument(event.toJson()).toJson(QJsonDocument::Compact);
+        const QByteArray json = event.toJsonBytes();
         insert.addBindValue(QString::fromUtf8(json));
         insert.addBindValue(fence ? fence->epoch : leaseEpoch);
         m_db.exec(insert);

@@ -10,6 +10,8 @@
 using namespace Qt::StringLiterals;
 using namespace AgentDeck;
 
+Q_DECLARE_METATYPE(AgentDeck::Event)
+
 class WireTypesTest : public QObject
 {
     Q_OBJECT
@@ -90,6 +92,36 @@ private Q_SLOTS:
         info.runtime = {};
         info.tags.clear();
         QCOMPARE(QJsonDocument::fromJson(info.toJsonBytes()).object(), info.toJson());
+    }
+
+    void eventBytesWriterMatchesTheJsonObject_data()
+    {
+        QTest::addColumn<Event>("event");
+        const QString awkward = u"quotes \" backslash \\ newline \n tab \t bell \u0007 ✔"_s;
+        Event message = Event::message(u"user"_s, u"user"_s, awkward);
+        message.seq = 7;
+        message.timestamp = QDateTime::fromMSecsSinceEpoch(1'700'000'000'001, Qt::UTC);
+        QTest::addRow("message") << message;
+        Event action = Event::action(u"bash"_s, u"echo \"$HOME\""_s, awkward);
+        action.seq = 8;
+        action.timestamp = message.timestamp;
+        QTest::addRow("action") << action;
+        QTest::addRow("observation") << Event::observation(action, awkward.repeated(50), 3, true);
+        Event bare = message;
+        bare.fields = {};
+        QTest::addRow("no fields") << bare;
+        // toJson() lets the common members win over fields of the same name.
+        Event clashing = message;
+        clashing.fields.insert(u"seq"_s, u"not a number"_s);
+        QTest::addRow("a field named like a common member") << clashing;
+    }
+    void eventBytesWriterMatchesTheJsonObject()
+    {
+        QFETCH(Event, event);
+        QJsonParseError error;
+        const QJsonDocument parsed = QJsonDocument::fromJson(event.toJsonBytes(), &error);
+        QCOMPARE(error.error, QJsonParseError::NoError);
+        QCOMPARE(parsed.object(), event.toJson());
     }
 
     void conversationWithoutArchivedAtIsRejected()

@@ -35,6 +35,9 @@ namespace fs = std::filesystem;
 bool deleteTree(const fs::path &root, const std::atomic_bool &stop)
 {
     std::error_code error;
+    // A link in the trash goes as a link: iterating it would empty what it points to.
+    if (fs::is_symlink(fs::symlink_status(root, error)))
+        return fs::remove(root, error);
     std::vector<fs::path> directories{root};
     fs::permissions(root, fs::perms::owner_all, fs::perm_options::add, error);
     for (fs::recursive_directory_iterator entry(root, error), end; !error && entry != end;
@@ -62,6 +65,9 @@ bool deleteTreeAt(const QString &path, const std::atomic_bool &stop)
 
 bool removeTreeNow(const QString &path)
 {
+    // QDir::removeRecursively() empties what a link points to, and then removes that too.
+    if (QFileInfo(path).isSymLink())
+        return QFile::remove(path);
     QDir dir(path);
     return !dir.exists() || dir.removeRecursively();
 }

@@ -62,6 +62,13 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(trash.pending() == 0 && isEmptyDir(trashDir), 30'000);
         QVERIFY(QFileInfo::exists(outside + u"/d0/f2"_s));
         QVERIFY(trash.discard(workspace)); // nothing there: nothing to do
+
+        // A workspace that is itself a link (a command replaced it) goes as a link.
+        QVERIFY(QFile::link(outside, workspace));
+        QVERIFY(trash.discard(workspace));
+        QVERIFY(!QFileInfo(workspace).isSymLink());
+        QTRY_VERIFY_WITH_TIMEOUT(trash.pending() == 0 && isEmptyDir(trashDir), 30'000);
+        QVERIFY(QFileInfo::exists(outside + u"/d0/f2"_s));
     }
 
     // The point of it: what holds up the caller is a rename. The deletion runs in the trash's
@@ -95,6 +102,19 @@ private Q_SLOTS:
         QVERIFY2(deleted.first().startsWith(root.filePath(u"workspaces/"_s + Trash::DirName)),
                  qPrintable(deleted.first()));
         QVERIFY(!QFileInfo::exists(deleted.first()));
+    }
+
+    // Where the trash cannot be used, a link is removed as a link there too.
+    void aLinkIsRemovedAsALink()
+    {
+        QTemporaryDir root;
+        const QString outside = root.filePath(u"outside"_s);
+        QVERIFY(makeTree(outside, 3));
+        const QString link = root.filePath(u"workspace"_s);
+        QVERIFY(QFile::link(outside, link));
+        QVERIFY(removeTreeNow(link));
+        QVERIFY(!QFileInfo(link).isSymLink());
+        QVERIFY(QFileInfo::exists(outside + u"/d0/f2"_s));
     }
 
     void leftoversGoAtTheNextStart()

@@ -381,6 +381,9 @@ private Q_SLOTS:
         QVERIFY(killHost(id));
         QVERIFY(m_server->call("DELETE"_ba, ServerConnection::conversationPath(id)).ok());
         QVERIFY(!QFile::exists(second));
+        // Stopped before its data dir goes: its trash was still deleting in there, and the
+        // temporary dir was left behind.
+        m_server.reset();
     }
 
     // Two runtime requests at once each started a host on the workspace: the one the server did

@@ -604,47 +604,47 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
     // On PostgreSQL the row is locked until the commit: writers from several replicas take
     // their seqs one after another, and an adoption cannot slip between the fence check and the
     // insert. SQLite has one writer at a time anyway.
-    QSqlQuery &current = m_db.prepared(
+    Database::Statement &current = m_db.statement(
         m_db.isPostgres()
             ? u"SELECT event_count, lease_owner, lease_epoch, open_messages, answered_through "
               "FROM conversations WHERE id = ? FOR UPDATE"_s
             : u"SELECT event_count, lease_owner, lease_epoch, open_messages, answered_through "
               "FROM conversations WHERE id = ?"_s);
-    current.addBindValue(wireId);
-    m_db.exec(current);
-    if (!m_db.next(current)) {
+    current.bind(0, wireId);
+    current.exec();
+    if (!current.next()) {
         current.finish();
         throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(wireId));
     }
-    qint64 seq = current.value(0).toLongLong();
-    const QString leaseOwner = current.value(1).toString();
-    const qint64 leaseEpoch = current.value(2).toLongLong();
-    qint64 openMessages = current.value(3).toLongLong();
-    qint64 answeredThrough = current.value(4).toLongLong();
+    qint64 seq = current.int64(0);
+    const QString leaseOwner = current.text(1);
+    const qint64 leaseEpoch = current.int64(2);
+    qint64 openMessages = current.int64(3);
+    qint64 answeredThrough = current.int64(4);
     current.finish();
     if (fence && (leaseOwner != fence->owner || leaseEpoch != fence->epoch))
         throw LeaseLostError("conversation " + wireId.toStdString() + " is owned by " +
                              leaseOwner.toStdString() + " at epoch " + std::to_string(leaseEpoch));
 
-    QSqlQuery &insert =
-        m_db.prepared(u"INSERT INTO events (conversation_id, seq, id, kind, source, timestamp, "
-                      "body, epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"_s);
+    Database::Statement &insert =
+        m_db.statement(u"INSERT INTO events (conversation_id, seq, id, kind, source, timestamp, "
+                       "body, epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"_s);
     const QDateTime now = fromMs(nowMs);
     QList<StoredEvent> stored;
     stored.reserve(events.size());
     for (Event &event : events) {
         event.seq = ++seq;
         event.timestamp = now;
-        insert.addBindValue(wireId);
-        insert.addBindValue(event.seq);
-        insert.addBindValue(toWireId(event.id));
-        insert.addBindValue(event.kind);
-        insert.addBindValue(event.source);
-        insert.addBindValue(nowMs);
+        insert.bind(0, wireId);
+        insert.bind(1, event.seq);
+        insert.bind(2, toWireId(event.id));
+        insert.bind(3, event.kind);
+        insert.bind(4, event.source);
+        insert.bind(5, nowMs);
         const QByteArray json = event.toJsonBytes();
-        insert.addBindValue(QString::fromUtf8(json));
-        insert.addBindValue(fence ? fence->epoch : leaseEpoch);
-        m_db.exec(insert);
+        insert.bindUtf8(6, json);
+        insert.bind(7, fence ? fence->epoch : leaseEpoch);
+        insert.exec();
         stored.append({event.seq, json});
         // As the shell and echo agents take them: each agent message answers the oldest open
         // user message.
@@ -659,23 +659,24 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
 
     // The status only when it changes: SQLite rewrites an index entry whenever its column is
     // assigned, even to the same value, and most appends leave the status alone.
-    QSqlQuery &row = m_db.prepared(
+    Database::Statement &row = m_db.statement(
         status ? u"UPDATE conversations SET event_count = ?, updated_at = ?, "
                  "last_event_at = CASE WHEN ? THEN ? ELSE last_event_at END, open_messages = ?, "
                  "answered_through = ?, execution_status = ? WHERE id = ?"_s
                : u"UPDATE conversations SET event_count = ?, updated_at = ?, "
                  "last_event_at = CASE WHEN ? THEN ? ELSE last_event_at END, open_messages = ?, "
                  "answered_through = ? WHERE id = ?"_s);
-    row.addBindValue(seq);
-    row.addBindValue(nowMs);
-    row.addBindValue(!events.isEmpty());
-    row.addBindValue(nowMs);
-    row.addBindValue(openMessages);
-    row.addBindValue(answeredThrough);
+    int column = 0;
+    row.bind(column++, seq);
+    row.bind(column++, nowMs);
+    row.bind(column++, !events.isEmpty());
+    row.bind(column++, nowMs);
+    row.bind(column++, openMessages);
+    row.bind(column++, answeredThrough);
     if (status)
-        row.addBindValue(toString(*status));
-    row.addBindValue(wireId);
-    m_db.exec(row);
+        row.bind(column++, toString(*status));
+    row.bind(column, wireId);
+    row.exec();
     if (!stored.isEmpty() && announces())
         announce(id, u"%1 %2"_s.arg(stored.first().seq).arg(stored.last().seq));
     transaction.commit();

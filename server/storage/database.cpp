@@ -86,6 +86,7 @@ void Database::close()
         return;
     m_prepared.clear();
     m_retired.clear();
+    m_statementsBySql.clear(); // finalised while their connection is open
     m_db.close();
     m_db = QSqlDatabase();
     QSqlDatabase::removeDatabase(m_connectionName);
@@ -338,6 +339,173 @@ void Database::noteFailure()
         m_suspect = true;
 }
 
+Database::Statement &Database::statement(const QString &sql)
+{
+    if (const auto it = m_statementsBySql.find(sql); it != m_statementsBySql.end())
+        return *it->second;
+    sqlite3_stmt *prepared = nullptr;
+    if (!isPostgres()) {
+        sqlite3 *connection = sqliteHandle(m_db);
+        const QByteArray utf8 = sql.toUtf8();
+        if (sqlite3_prepare_v3(connection, utf8.constData(), int(utf8.size()),
+                               SQLITE_PREPARE_PERSISTENT, &prepared, nullptr) != SQLITE_OK)
+            throw StorageError(std::string("prepare: ") + sqlite3_errmsg(connection));
+    }
+    std::unique_ptr<Statement> made(new Statement(*this, sql, prepared));
+    return *m_statementsBySql.emplace(sql, std::move(made)).first->second;
+}
+
+Database::Statement::Statement(Database &db, QString sql, sqlite3_stmt *prepared)
+    : m_db(db)
+    , m_sql(std::move(sql))
+    , m_sqlite(prepared)
+{}
+
+Database::Statement::~Statement()
+{
+    sqlite3_finalize(m_sqlite);
+}
+
+void Database::Statement::bind(int index, qint64 value)
+{
+    if (!m_sqlite)
+        bindLater(index, value);
+    else if (sqlite3_bind_int64(m_sqlite, index + 1, value) != SQLITE_OK)
+        throwSqliteError("bind");
+}
+
+void Database::Statement::bind(int index, bool value)
+{
+    if (!m_sqlite)
+        bindLater(index, value);
+    else
+        bind(index, qint64(value));
+}
+
+void Database::Statement::bind(int index, const QString &text)
+{
+    if (!m_sqlite)
+        bindLater(index, text);
+    else if (sqlite3_bind_text16(m_sqlite, index + 1, text.utf16(), int(text.size() * 2),
+                                 SQLITE_TRANSIENT) != SQLITE_OK)
+        throwSqliteError("bind");
+}
+
+void Database::Statement::bindUtf8(int index, QByteArrayView text)
+{
+    if (!m_sqlite)
+        bindLater(index, QString::fromUtf8(text));
+    else if (sqlite3_bind_text(m_sqlite, index + 1, text.data(), int(text.size()),
+                               SQLITE_TRANSIENT) != SQLITE_OK)
+        throwSqliteError("bind");
+}
+
+void Database::Statement::bindLater(int index, QVariant value)
+{
+    if (m_values.size() <= index)
+        m_values.resize(index + 1);
+    m_values[index] = std::move(value);
+}
+
+void Database::Statement::exec()
+{
+    if (!m_sqlite) {
+        QSqlQuery &query = m_db.prepared(m_sql);
+        for (qsizetype i = 0; i < m_values.size(); ++i)
+            query.bindValue(int(i), m_values[i]);
+        m_db.exec(query); // counts it
+        return;
+    }
+    ++m_db.m_statements;
+    m_db.m_lastStatement = m_sql;
+    if (const auto failure = step())
+        throw StorageError("query: " + failure->toStdString());
+}
+
+std::optional<QString> Database::Statement::step()
+{
+    if (m_cursor != Cursor::Idle)
+        sqlite3_reset(m_sqlite); // a read its caller left unfinished
+    m_cursor = Cursor::Idle;
+    switch (sqlite3_step(m_sqlite)) {
+    case SQLITE_ROW:
+        m_cursor = Cursor::RowPending;
+        return std::nullopt;
+    case SQLITE_DONE:
+        sqlite3_reset(m_sqlite);
+        return std::nullopt;
+    default: {
+        QString failure = QString::fromUtf8(sqlite3_errmsg(sqlite3_db_handle(m_sqlite)));
+        sqlite3_reset(m_sqlite);
+        return failure;
+    }
+    }
+}
+
+bool Database::Statement::next()
+{
+    if (!m_sqlite)
+        return m_db.next(postgresQuery());
+    switch (m_cursor) {
+    case Cursor::Idle:
+        return false;
+    case Cursor::RowPending:
+        m_cursor = Cursor::OnRow;
+        return true;
+    case Cursor::OnRow:
+        break;
+    }
+    switch (sqlite3_step(m_sqlite)) {
+    case SQLITE_ROW:
+        return true;
+    case SQLITE_DONE:
+        finish();
+        return false;
+    default:
+        throwSqliteError("fetch");
+    }
+}
+
+qint64 Database::Statement::int64(int column) const
+{
+    if (!m_sqlite)
+        return postgresQuery().value(column).toLongLong();
+    return sqlite3_column_int64(m_sqlite, column);
+}
+
+QString Database::Statement::text(int column) const
+{
+    if (!m_sqlite)
+        return postgresQuery().value(column).toString();
+    // The text first, then its size (the order SQLite's documentation asks for).
+    const auto *utf8 = reinterpret_cast<const char *>(sqlite3_column_text(m_sqlite, column));
+    return QString::fromUtf8(utf8, sqlite3_column_bytes(m_sqlite, column));
+}
+
+void Database::Statement::finish()
+{
+    if (!m_sqlite) {
+        postgresQuery().finish();
+        return;
+    }
+    if (std::exchange(m_cursor, Cursor::Idle) != Cursor::Idle)
+        sqlite3_reset(m_sqlite);
+}
+
+QSqlQuery &Database::Statement::postgresQuery() const
+{
+    // Looked up each time: the cache moves its queries as it grows, and a reconnect renews them.
+    return m_db.prepared(m_sql);
+}
+
+void Database::Statement::throwSqliteError(const char *what)
+{
+    const std::string failure = sqlite3_errmsg(sqlite3_db_handle(m_sqlite));
+    sqlite3_reset(m_sqlite);
+    m_cursor = Cursor::Idle;
+    throw StorageError(what + (": " + failure));
+}
+
 QSqlQuery &Database::prepared(const QString &sql)
 {
     reconnectIfLost();
@@ -451,11 +619,9 @@ std::optional<QString> Database::control(const QString &sqliteStatement,
     }
     // Prepared once like every statement: QSqlDatabase::transaction() and commit() would parse
     // theirs for every transaction.
-    QSqlQuery &query = prepared(sqliteStatement);
-    std::optional<QString> failure;
-    if (!query.exec())
-        failure = query.lastError().text();
-    query.finish();
+    Statement &control = statement(sqliteStatement);
+    std::optional<QString> failure = control.step();
+    control.finish();
     return failure;
 }
 

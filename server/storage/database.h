@@ -12,6 +12,9 @@
 #include <optional>
 #include <stdexcept>
 #include <string_view>
+#include <unordered_map>
+
+struct sqlite3_stmt;
 
 namespace AgentDeck {
 
@@ -110,6 +113,10 @@ public:
     Dialect dialect() const { return m_dialect; }
     bool isPostgres() const { return m_dialect == Dialect::Postgres; }
 
+    class Statement;
+    // The hottest statements (an append): `sql` prepared once, bound by position with no
+    // QVariant on SQLite. See Statement.
+    Statement &statement(const QString &sql);
     // A prepared statement for `sql`, reused across calls. Bind, then call exec().
     QSqlQuery &prepared(const QString &sql);
     // Prepares a one-off statement (dynamic SQL such as search filters).
@@ -170,6 +177,7 @@ private:
     const Clock *m_clock = nullptr;
     std::unique_ptr<WalCheckpointer> m_checkpointer;
     QHash<QString, QSqlQuery> m_prepared;
+    std::unordered_map<QString, std::unique_ptr<Statement>> m_statementsBySql;
     // The statements of the session before the last reconnect: kept, not destroyed, as a caller
     // may hold one (a read retried on the new session is prepared again in its place).
     QHash<QString, QSqlQuery> m_retired;
@@ -179,6 +187,56 @@ private:
     int m_transactionStatements = 0; // of the outermost transaction, run so far
     bool m_suspect = false;
     bool m_rollbackOnly = false;
+};
+
+// A statement prepared once and bound by position (from 0), for the paths where Qt Sql cost
+// more than the database: on SQLite it runs through the sqlite3 API on the connection Qt opened,
+// since QSqlQuery names every placeholder it binds and converts each value through QVariant (an
+// append spent more instructions there than in SQLite). On PostgreSQL it is the connection's
+// prepared QSqlQuery, with Database::exec()'s reconnect rules. Counted as exec() counts.
+class Database::Statement
+{
+public:
+    ~Statement();
+    Statement(const Statement &) = delete;
+    Statement &operator=(const Statement &) = delete;
+
+    void bind(int index, qint64 value);
+    void bind(int index, bool value);
+    void bind(int index, const QString &text);
+    void bindUtf8(int index, QByteArrayView text);
+    // Runs the statement with the values bound; throws StorageError on failure.
+    void exec();
+    // The next row of the result: false at the end; throws StorageError when it failed.
+    bool next();
+    qint64 int64(int column) const;
+    QString text(int column) const;
+    // Ends a read: SQLite keeps a statement's snapshot until it is reset.
+    void finish();
+
+private:
+    friend class Database;
+    Statement(Database &db, QString sql, sqlite3_stmt *prepared);
+    // SQLite: runs the statement to its first row, uncounted; the error text when it failed.
+    std::optional<QString> step();
+    [[noreturn]] void throwSqliteError(const char *what);
+    void bindLater(int index, QVariant value);
+    QSqlQuery &postgresQuery() const;
+
+    Database &m_db;
+    const QString m_sql;
+    sqlite3_stmt *m_sqlite = nullptr; // null on PostgreSQL
+    // PostgreSQL: the values, bound to the prepared query when it runs.
+    QVariantList m_values;
+    // SQLite: where the statement stands. RowPending: exec() stepped to the first row, which
+    // next() gives first.
+    enum class Cursor
+    {
+        Idle,
+        RowPending,
+        OnRow
+    };
+    Cursor m_cursor = Cursor::Idle;
 };
 
 // Commits on commit(); rolls back when left without it (an exception or an early return).

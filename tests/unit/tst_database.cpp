@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 
 using namespace Qt::StringLiterals;
 using namespace AgentDeck;
@@ -304,6 +305,103 @@ private Q_SLOTS:
         QVERIFY(db->next(query));
         QVERIFY(db->next(query));
         QVERIFY_THROWS_EXCEPTION(StorageError, db->next(query));
+    }
+
+    // Database::Statement runs on SQLite through the sqlite3 API: each kind of value comes back
+    // as it was bound, text outside ASCII and a missing value included.
+    void statementsKeepWhatIsBound()
+    {
+        QString error;
+        auto db = Database::openSqlite(m_dir->filePath(u"catalog.db"_s), &error);
+        QVERIFY2(db, qPrintable(error));
+        QSqlQuery create = db->prepare(u"CREATE TABLE t (n INTEGER, s TEXT, u TEXT, b INTEGER)"_s);
+        db->exec(create);
+        const QString text = u"gr\u00fc\u00df \U0001F44B \"quoted\"\n"_s;
+        Database::Statement &insert = db->statement(u"INSERT INTO t VALUES (?, ?, ?, ?)"_s);
+        const qint64 before = db->statementCount();
+        insert.bind(0, std::numeric_limits<qint64>::min());
+        insert.bind(1, text);
+        insert.bindUtf8(2, text.toUtf8());
+        insert.bind(3, true);
+        insert.exec();
+        insert.bind(0, qint64(7));
+        insert.bind(1, QString());
+        insert.bindUtf8(2, QByteArrayView());
+        insert.bind(3, false);
+        insert.exec();
+        QCOMPARE(db->statementCount() - before, 2);
+
+        Database::Statement &select = db->statement(u"SELECT n, s, u, b FROM t ORDER BY n"_s);
+        select.exec();
+        QVERIFY(select.next());
+        QCOMPARE(select.int64(0), std::numeric_limits<qint64>::min());
+        QCOMPARE(select.text(1), text);
+        QCOMPARE(select.text(2), text);
+        QCOMPARE(select.int64(3), 1);
+        QVERIFY(select.next());
+        QCOMPARE(select.int64(0), 7);
+        QVERIFY(select.text(1).isEmpty());
+        QCOMPARE(select.int64(3), 0);
+        QVERIFY(!select.next());
+        QCOMPARE(db->lastStatement(), u"SELECT n, s, u, b FROM t ORDER BY n"_s);
+    }
+
+    // A read left unfinished is not resumed by the next exec(), and does not keep another
+    // connection's commits out of view.
+    void anUnfinishedReadStartsOverAtTheNextExec()
+    {
+        QString error;
+        auto db = Database::openSqlite(m_dir->filePath(u"catalog.db"_s), &error);
+        QVERIFY2(db, qPrintable(error));
+        QSqlQuery create = db->prepare(u"CREATE TABLE t (n INTEGER)"_s);
+        db->exec(create);
+        QSqlQuery fill = db->prepare(u"INSERT INTO t VALUES (1), (2)"_s);
+        db->exec(fill);
+        Database::Statement &select = db->statement(u"SELECT n FROM t ORDER BY n"_s);
+        select.exec();
+        QVERIFY(select.next());
+        QCOMPARE(select.int64(0), 1);
+
+        auto other = db->openAnother(&error);
+        QVERIFY2(other, qPrintable(error));
+        QSqlQuery add = other->prepare(u"INSERT INTO t VALUES (0)"_s);
+        other->exec(add);
+
+        select.exec();
+        QVERIFY(select.next());
+        QCOMPARE(select.int64(0), 0);
+        select.finish();
+    }
+
+    // A statement that fails throws StorageError with SQLite's reason, and the same statement
+    // runs again afterwards; a row that fails while fetched fails the read.
+    void aFailedStatementThrowsAndRunsAgain()
+    {
+        QString error;
+        auto db = Database::openSqlite(m_dir->filePath(u"catalog.db"_s), &error);
+        QVERIFY2(db, qPrintable(error));
+        QSqlQuery create = db->prepare(u"CREATE TABLE t (n INTEGER UNIQUE)"_s);
+        db->exec(create);
+        Database::Statement &insert = db->statement(u"INSERT INTO t VALUES (?)"_s);
+        insert.bind(0, qint64(1));
+        insert.exec();
+        try {
+            insert.exec();
+            QFAIL("a second row with the same value was inserted");
+        } catch (const StorageError &failure) {
+            QVERIFY2(QByteArray(failure.what()).contains("UNIQUE constraint failed"),
+                     failure.what());
+        }
+        insert.bind(0, qint64(2));
+        insert.exec();
+
+        Database::Statement &select =
+            db->statement(u"SELECT CASE WHEN n = 2 THEN abs(-9223372036854775807 - 1) ELSE n END "
+                          "FROM t ORDER BY n"_s);
+        select.exec();
+        QVERIFY(select.next());
+        QVERIFY_THROWS_EXCEPTION(StorageError, select.next());
+        QVERIFY_THROWS_EXCEPTION(StorageError, db->statement(u"SELECT * FROM nowhere"_s));
     }
 
     // A second connection, for another thread, reads what the first one committed.

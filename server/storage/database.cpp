@@ -386,9 +386,8 @@ void Database::Statement::bind(int index, const QString &text)
 {
     if (!m_sqlite)
         bindLater(index, text);
-    else if (sqlite3_bind_text16(m_sqlite, index + 1, text.utf16(), int(text.size() * 2),
-                                 SQLITE_TRANSIENT) != SQLITE_OK)
-        throwSqliteError("bind");
+    else // SQLite would convert UTF-16 itself, a byte at a time
+        bindUtf8(index, text.toUtf8());
 }
 
 void Database::Statement::bindUtf8(int index, QByteArrayView text)

@@ -97,31 +97,38 @@ qsizetype HttpRequestFollower::inHead(QByteArrayView bytes, News &news)
     const qsizetype before = m_pending.size();
     m_pending.append(bytes.first(std::min(bytes.size(), MaxHeadBytes + 1 - before)));
     const qsizetype taken = skipped + (m_pending.size() - before); // unless the head ends here
-    // The bytes after the head's end (a body, the next request) are not the head's.
-    const qsizetype end = m_pending.indexOf("\r\n\r\n", std::max<qsizetype>(0, before - 3));
-    const qsizetype headBytes = end < 0 ? m_pending.size() : end + 4;
-    // Lines end in CRLF. Qt's parser takes a bare LF for a line end too, and such a head would
-    // never end here: it is refused (RFC 9112, 2.2 allows either), as is a bare CR.
-    for (qsizetype i = std::max<qsizetype>(before, 1); i < headBytes; ++i) {
-        if ((m_pending[i] == '\n') != (m_pending[i - 1] == '\r')) {
+    // One pass over the new bytes. Lines end in CRLF: Qt's parser takes a bare LF for a line
+    // end too, and such a head would never end here, so it is refused (RFC 9112, 2.2 allows
+    // either), as is a bare CR. The head ends at its first empty line; the bytes after it (a
+    // body, the next request) are not the head's.
+    const char *pending = std::as_const(m_pending).constData();
+    qsizetype end = -1;
+    qsizetype requestLineEnd = -1;
+    for (qsizetype i = std::max<qsizetype>(before, 1); i < m_pending.size(); ++i) {
+        if ((pending[i] == '\n') != (pending[i - 1] == '\r')) {
             fail(news, Problem::MalformedHead);
             return taken;
         }
+        if (pending[i] != '\n')
+            continue;
+        if (requestLineEnd < 0)
+            requestLineEnd = i - 1;
+        if (i >= 3 && pending[i - 2] == '\n') { // CRLF CRLF, as each LF follows a CR
+            end = i - 3;
+            break;
+        }
     }
-    if (!m_requestLineChecked) {
-        const qsizetype lineEnd = m_pending.indexOf("\r\n", std::max<qsizetype>(0, before - 1));
-        if (lineEnd >= 0 && lineEnd < headBytes) {
-            m_requestLineChecked = true;
-            switch (checkRequestLine(QByteArrayView(m_pending).first(lineEnd))) {
-            case RequestLineFault::None:
-                break;
-            case RequestLineFault::Malformed:
-                fail(news, Problem::MalformedHead);
-                return taken;
-            case RequestLineFault::Version:
-                fail(news, Problem::VersionNotSupported);
-                return taken;
-            }
+    if (!m_requestLineChecked && requestLineEnd >= 0) {
+        m_requestLineChecked = true;
+        switch (checkRequestLine(QByteArrayView(m_pending).first(requestLineEnd))) {
+        case RequestLineFault::None:
+            break;
+        case RequestLineFault::Malformed:
+            fail(news, Problem::MalformedHead);
+            return taken;
+        case RequestLineFault::Version:
+            fail(news, Problem::VersionNotSupported);
+            return taken;
         }
     }
     if (end < 0) {

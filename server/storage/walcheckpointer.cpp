@@ -111,10 +111,15 @@ void WalCheckpointer::startLogOver(sqlite3 *db, QFile &database, int &logFrames)
     const qint64 syncedNs = clock.nsecsElapsed();
     int passes = 0;
     while (passes < MaxCatchUpPasses) {
-        const int before = logFrames;
         ++passes;
-        if (checkpoint(db, SQLITE_CHECKPOINT_PASSIVE, &logFrames) != SQLITE_OK ||
-            logFrames - before <= SmallRemainder)
+        // A pass that fails (busy while a commit starts the log over) reports -1 frames: the
+        // count before it stands.
+        int frames = 0;
+        if (checkpoint(db, SQLITE_CHECKPOINT_PASSIVE, &frames) != SQLITE_OK)
+            break;
+        const bool caughtUp = frames - logFrames <= SmallRemainder;
+        logFrames = frames;
+        if (caughtUp)
             break;
     }
     const qint64 caughtUpNs = clock.nsecsElapsed();

@@ -390,12 +390,19 @@ void Database::Statement::bind(int index, const QString &text)
         bindUtf8(index, text.toUtf8());
 }
 
-void Database::Statement::bindUtf8(int index, QByteArrayView text)
+void Database::Statement::bindUtf8(int index, QByteArray text)
 {
-    if (!m_sqlite)
+    if (!m_sqlite) {
         bindLater(index, QString::fromUtf8(text));
-    else if (sqlite3_bind_text(m_sqlite, index + 1, text.data(), int(text.size()),
-                               SQLITE_TRANSIENT) != SQLITE_OK)
+        return;
+    }
+    if (m_texts.size() <= index)
+        m_texts.resize(index + 1);
+    m_texts[index] = std::move(text);
+    const QByteArray &kept = m_texts[index];
+    // A null QByteArray would bind NULL; an empty text stays text.
+    if (sqlite3_bind_text(m_sqlite, index + 1, kept.isNull() ? "" : kept.constData(),
+                          int(kept.size()), SQLITE_STATIC) != SQLITE_OK)
         throwSqliteError("bind");
 }
 

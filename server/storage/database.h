@@ -204,7 +204,8 @@ public:
     void bind(int index, qint64 value);
     void bind(int index, bool value);
     void bind(int index, const QString &text);
-    void bindUtf8(int index, QByteArrayView text);
+    // Text already in UTF-8, kept (shared, not copied) until the next bind of `index`.
+    void bindUtf8(int index, QByteArray text);
     // Runs the statement with the values bound; throws StorageError on failure.
     void exec();
     // The next row of the result: false at the end; throws StorageError when it failed.
@@ -228,6 +229,8 @@ private:
     sqlite3_stmt *m_sqlite = nullptr; // null on PostgreSQL
     // PostgreSQL: the values, bound to the prepared query when it runs.
     QVariantList m_values;
+    // SQLite: the text bound to each placeholder, which SQLite reads without copying.
+    QList<QByteArray> m_texts;
     // SQLite: where the statement stands. RowPending: exec() stepped to the first row, which
     // next() gives first.
     enum class Cursor

@@ -326,7 +326,7 @@ private Q_SLOTS:
         insert.exec();
         insert.bind(0, qint64(7));
         insert.bind(1, QString());
-        insert.bindUtf8(2, QByteArrayView());
+        insert.bindUtf8(2, QByteArray());
         insert.bind(3, false);
         insert.exec();
         QCOMPARE(db->statementCount() - before, 2);

@@ -1,10 +1,11 @@
 #include "wiretypes.h"
 
 #include <QJsonArray>
-#include <QJsonDocument>
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 
 using namespace Qt::StringLiterals;
@@ -52,6 +53,54 @@ std::optional<Enum> valueOf(const std::array<std::pair<Enum, QLatin1StringView>,
     return std::nullopt;
 }
 
+// A time as the wire writes it, "YYYY-MM-DDTHH:MM:SS.mmmZ" in UTC. Formatted by hand: it runs
+// for every time field of every answer and every event, and QDateTime's formatting costs
+// microseconds a call.
+class WireTime
+{
+public:
+    explicit WireTime(qint64 msecsSinceEpoch)
+    {
+        using namespace std::chrono;
+        const sys_time<milliseconds> time{milliseconds(msecsSinceEpoch)};
+        const sys_days day = floor<days>(time);
+        const year_month_day date{day};
+        const int year = int(date.year());
+        if (year < 0 || year > 9999) { // as QDateTime has it
+            const QDateTime far = QDateTime::fromMSecsSinceEpoch(msecsSinceEpoch, Qt::UTC);
+            const QDate farDate = far.date();
+            const QTime farClock = far.time();
+            m_length =
+                std::snprintf(m_text, sizeof m_text, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+                              farDate.year(), farDate.month(), farDate.day(), farClock.hour(),
+                              farClock.minute(), farClock.second(), farClock.msec());
+            return;
+        }
+        const hh_mm_ss clock{time - day};
+        char *at = m_text;
+        const auto put = [&at](int value, int digits, char after) {
+            for (int i = digits - 1; i >= 0; --i, value /= 10)
+                at[i] = char('0' + value % 10);
+            at += digits;
+            if (after)
+                *at++ = after;
+        };
+        put(year, 4, '-');
+        put(int(unsigned(date.month())), 2, '-');
+        put(int(unsigned(date.day())), 2, 'T');
+        put(int(clock.hours().count()), 2, ':');
+        put(int(clock.minutes().count()), 2, ':');
+        put(int(clock.seconds().count()), 2, '.');
+        put(int(clock.subseconds().count()), 3, 'Z');
+        m_length = int(at - m_text);
+    }
+    QLatin1StringView view() const { return QLatin1StringView(m_text, m_length); }
+
+private:
+    char m_text[40];
+    int m_length = 0;
+};
+
 QJsonValue optionalTime(const std::optional<QDateTime> &time)
 {
     return time ? QJsonValue(toWireTime(*time)) : QJsonValue(QJsonValue::Null);
@@ -91,16 +140,8 @@ QString toWireTime(const QDateTime &time)
 
 QString toWireTime(qint64 msecsSinceEpoch)
 {
-    // Formatted by hand: it runs for every time field of every answer, and QDateTime's pattern
-    // formatting costs microseconds a call.
-    const QDateTime time = QDateTime::fromMSecsSinceEpoch(msecsSinceEpoch, Qt::UTC);
-    const QDate date = time.date();
-    const QTime clock = time.time();
-    char buffer[32];
-    const int length = std::snprintf(buffer, sizeof buffer, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
-                                     date.year(), date.month(), date.day(), clock.hour(),
-                                     clock.minute(), clock.second(), clock.msec());
-    return QString::fromLatin1(buffer, length);
+    WireTime text(msecsSinceEpoch);
+    return QString::fromLatin1(text.view());
 }
 
 std::optional<QDateTime> parseWireTime(const QString &text)
@@ -207,11 +248,19 @@ QJsonObject ConversationInfo::toJson() const
 }
 
 namespace {
-void appendJsonString(QByteArray &out, const QString &text)
+// Writes `utf8` as a JSON string: quotes, backslashes and control characters escaped, the rest
+// as it is, copied a run at a time.
+void appendJsonUtf8(QByteArray &out, QByteArrayView utf8)
 {
     out += '"';
-    const QByteArray utf8 = text.toUtf8();
-    for (const char c : utf8) {
+    const char *data = utf8.data();
+    qsizetype runStart = 0;
+    for (qsizetype i = 0; i < utf8.size(); ++i) {
+        const auto c = static_cast<unsigned char>(data[i]);
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        out.append(data + runStart, i - runStart);
+        runStart = i + 1;
         switch (c) {
         case '"':
             out += "\\\"";
@@ -234,23 +283,96 @@ void appendJsonString(QByteArray &out, const QString &text)
         case '\f':
             out += "\\f";
             break;
-        default:
-            if (static_cast<unsigned char>(c) < 0x20) {
-                char escaped[8];
-                std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
-                out += escaped;
-            } else {
-                out += c;
-            }
+        default: {
+            char escaped[8];
+            out.append(escaped, std::snprintf(escaped, sizeof escaped, "\\u%04x", c));
+        }
         }
     }
+    out.append(data + runStart, utf8.size() - runStart);
     out += '"';
+}
+
+void appendJsonString(QByteArray &out, const QString &text)
+{
+    appendJsonUtf8(out, text.toUtf8());
+}
+
+void appendWireTime(QByteArray &out, qint64 msecsSinceEpoch)
+{
+    const WireTime text(msecsSinceEpoch);
+    out += '"';
+    out += text.view();
+    out += '"';
+}
+
+void appendWireTime(QByteArray &out, const QDateTime &time)
+{
+    appendWireTime(out, time.toMSecsSinceEpoch());
+}
+
+void appendJsonValue(QByteArray &out, const QJsonValue &value);
+
+// The members of `object` in its (sorted) order, without the braces.
+void appendJsonMembers(QByteArray &out, const QJsonObject &object)
+{
+    for (auto it = object.constBegin(); it != object.constEnd(); ++it) {
+        if (it != object.constBegin())
+            out += ',';
+        appendJsonString(out, it.key());
+        out += ':';
+        appendJsonValue(out, it.value());
+    }
+}
+
+// Compact JSON, as QJsonDocument::toJson(Compact) writes it but without building a document:
+// an integer as an integer, other numbers in their shortest form, non-finite ones as null.
+void appendJsonValue(QByteArray &out, const QJsonValue &value)
+{
+    switch (value.type()) {
+    case QJsonValue::Null:
+    case QJsonValue::Undefined:
+        out += "null";
+        break;
+    case QJsonValue::Bool:
+        out += value.toBool() ? "true" : "false";
+        break;
+    case QJsonValue::Double: {
+        const double number = value.toDouble();
+        if (const qint64 integer = value.toInteger(); double(integer) == number)
+            out += QByteArray::number(integer); // exact, also past 2^53
+        else if (std::isfinite(number))
+            out += QByteArray::number(number, 'g', QLocale::FloatingPointShortest);
+        else
+            out += "null";
+        break;
+    }
+    case QJsonValue::String:
+        appendJsonString(out, value.toString());
+        break;
+    case QJsonValue::Array: {
+        out += '[';
+        const QJsonArray array = value.toArray();
+        for (qsizetype i = 0; i < array.size(); ++i) {
+            if (i > 0)
+                out += ',';
+            appendJsonValue(out, array.at(i));
+        }
+        out += ']';
+        break;
+    }
+    case QJsonValue::Object:
+        out += '{';
+        appendJsonMembers(out, value.toObject());
+        out += '}';
+        break;
+    }
 }
 
 void appendOptionalTime(QByteArray &out, const std::optional<QDateTime> &time)
 {
     if (time)
-        appendJsonString(out, toWireTime(*time));
+        appendWireTime(out, *time);
     else
         out += "null";
 }
@@ -266,14 +388,14 @@ QByteArray ConversationInfo::toJsonBytes() const
         appendJsonString(out, agentKind);
         out += '}';
     } else {
-        out += QJsonDocument(agentJson()).toJson(QJsonDocument::Compact);
+        appendJsonValue(out, agentJson());
     }
     out += ",\"archived_at\":";
     appendOptionalTime(out, archivedAt);
     out += ",\"confirmation_policy\":{\"kind\":";
     out += alwaysConfirm ? "\"AlwaysConfirm\"" : "\"NeverConfirm\"";
     out += "},\"created_at\":";
-    appendJsonString(out, toWireTime(createdAt));
+    appendWireTime(out, createdAt);
     out += ",\"execution_status\":";
     appendJsonString(out, toString(executionStatus));
     out += ",\"id\":";
@@ -315,7 +437,7 @@ QByteArray ConversationInfo::toJsonBytes() const
     out += "},\"title\":";
     appendJsonString(out, title);
     out += ",\"updated_at\":";
-    appendJsonString(out, toWireTime(updatedAt));
+    appendWireTime(out, updatedAt);
     out += ",\"workspace\":{\"owned_by_server\":";
     out += workspaceOwnedByServer ? "true" : "false";
     out += ",\"working_dir\":";
@@ -390,8 +512,11 @@ QByteArray Event::toJsonBytes() const
 {
     static const std::array common{u"id"_s, u"kind"_s, u"seq"_s, u"source"_s, u"timestamp"_s};
     if (std::any_of(common.cbegin(), common.cend(),
-                    [this](const QString &key) { return fields.contains(key); }))
-        return QJsonDocument(toJson()).toJson(QJsonDocument::Compact); // toJson() overrides them
+                    [this](const QString &key) { return fields.contains(key); })) {
+        QByteArray out; // toJson() overrides them
+        appendJsonValue(out, toJson());
+        return out;
+    }
     QByteArray out;
     out.reserve(160);
     out += "{\"id\":";
@@ -401,14 +526,13 @@ QByteArray Event::toJsonBytes() const
     out += ",\"seq\":" + QByteArray::number(seq) + ",\"source\":";
     appendJsonString(out, source);
     out += ",\"timestamp\":";
-    appendJsonString(out, toWireTime(timestamp));
+    appendWireTime(out, timestamp);
     if (fields.isEmpty()) {
         out += '}';
     } else {
-        // The members of `fields`, after its opening brace.
-        const QByteArray rest = QJsonDocument(fields).toJson(QJsonDocument::Compact);
         out += ',';
-        out += QByteArrayView(rest).sliced(1);
+        appendJsonMembers(out, fields);
+        out += '}';
     }
     return out;
 }

@@ -7,6 +7,8 @@
 #include <QJsonDocument>
 #include <QTest>
 
+#include <limits>
+
 using namespace Qt::StringLiterals;
 using namespace AgentDeck;
 
@@ -24,6 +26,35 @@ private Q_SLOTS:
         QCOMPARE(parseWireTime(u"2023-11-14T22:13:20.123Z"_s), std::optional(time));
         QCOMPARE(parseWireTime(u"2023-11-14T23:13:20.123+01:00"_s), std::optional(time));
         QVERIFY(!parseWireTime(u"yesterday"_s));
+    }
+
+    // Written by hand: the same text as QDateTime's ISO form, across days, leap years, before
+    // 1970 and at the ends of the years QDateTime formats with four digits.
+    void timesAreWrittenAsQDateTimeWritesThem_data()
+    {
+        QTest::addColumn<qint64>("ms");
+        QTest::addRow("epoch") << qint64(0);
+        QTest::addRow("a millisecond before") << qint64(-1);
+        QTest::addRow("1900") << qint64(-2'208'988'800'000);
+        QTest::addRow("leap day 2000") << qint64(951'782'400'999);
+        QTest::addRow("leap day 2024, late") << qint64(1'709'251'199'999);
+        QTest::addRow("year 1") << qint64(-62'135'596'800'000);
+        QTest::addRow("last of 9999") << qint64(253'402'300'799'999);
+        QTest::addRow("year 10000") << qint64(253'402'300'800'000);
+        QTest::addRow("before year 0") << qint64(-62'198'755'200'001);
+    }
+    void timesAreWrittenAsQDateTimeWritesThem()
+    {
+        QFETCH(qint64, ms);
+        const QDateTime time = QDateTime::fromMSecsSinceEpoch(ms, Qt::UTC);
+        const QDate date = time.date();
+        const QTime clock = time.time();
+        const QString expected = QString::asprintf(
+            "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", date.year(), date.month(), date.day(),
+            clock.hour(), clock.minute(), clock.second(), clock.msec());
+        QCOMPARE(toWireTime(ms), expected);
+        if (date.year() >= 1 && date.year() <= 9999)
+            QCOMPARE(toWireTime(ms), time.toString(Qt::ISODateWithMs));
     }
 
     void idsParseDashedAnd32Hex_data()
@@ -110,6 +141,17 @@ private Q_SLOTS:
         Event bare = message;
         bare.fields = {};
         QTest::addRow("no fields") << bare;
+        // Every kind of JSON value, numbers past 2^53 and fractions included.
+        Event kinds = message;
+        kinds.fields = QJsonObject{
+            {u"integers"_s,
+             QJsonArray{0, -1, qint64(9'007'199'254'740'993), std::numeric_limits<qint64>::max(),
+                        std::numeric_limits<qint64>::min()}},
+            {u"doubles"_s, QJsonArray{0.5, -1e-7, 1e300, 3.0, 9.3e18}},
+            {u"others"_s,
+             QJsonArray{true, false, QJsonValue(), awkward, QJsonArray{}, QJsonObject{}}},
+            {awkward, QJsonObject{{u"nested"_s, QJsonObject{{u"deeper"_s, QJsonArray{1}}}}}}};
+        QTest::addRow("every kind of value") << kinds;
         // toJson() lets the common members win over fields of the same name.
         Event clashing = message;
         clashing.fields.insert(u"seq"_s, u"not a number"_s);

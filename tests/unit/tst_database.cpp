@@ -311,11 +311,8 @@ private Q_SLOTS:
     // as it was bound, text outside ASCII and a missing value included.
     void statementsKeepWhatIsBound()
     {
-        QString error;
-        auto db = Database::openSqlite(m_dir->filePath(u"catalog.db"_s), &error);
-        QVERIFY2(db, qPrintable(error));
-        QSqlQuery create = db->prepare(u"CREATE TABLE t (n INTEGER, s TEXT, u TEXT, b INTEGER)"_s);
-        db->exec(create);
+        auto db = openWithTable(u"CREATE TABLE t (n INTEGER, s TEXT, u TEXT, b INTEGER)"_s);
+        QVERIFY(db);
         const QString text = u"gr\u00fc\u00df \U0001F44B \"quoted\"\n"_s;
         Database::Statement &insert = db->statement(u"INSERT INTO t VALUES (?, ?, ?, ?)"_s);
         const qint64 before = db->statementCount();
@@ -350,11 +347,8 @@ private Q_SLOTS:
     // connection's commits out of view.
     void anUnfinishedReadStartsOverAtTheNextExec()
     {
-        QString error;
-        auto db = Database::openSqlite(m_dir->filePath(u"catalog.db"_s), &error);
-        QVERIFY2(db, qPrintable(error));
-        QSqlQuery create = db->prepare(u"CREATE TABLE t (n INTEGER)"_s);
-        db->exec(create);
+        auto db = openWithTable(u"CREATE TABLE t (n INTEGER)"_s);
+        QVERIFY(db);
         QSqlQuery fill = db->prepare(u"INSERT INTO t VALUES (1), (2)"_s);
         db->exec(fill);
         Database::Statement &select = db->statement(u"SELECT n FROM t ORDER BY n"_s);
@@ -362,6 +356,7 @@ private Q_SLOTS:
         QVERIFY(select.next());
         QCOMPARE(select.int64(0), 1);
 
+        QString error;
         auto other = db->openAnother(&error);
         QVERIFY2(other, qPrintable(error));
         QSqlQuery add = other->prepare(u"INSERT INTO t VALUES (0)"_s);
@@ -377,11 +372,8 @@ private Q_SLOTS:
     // runs again afterwards; a row that fails while fetched fails the read.
     void aFailedStatementThrowsAndRunsAgain()
     {
-        QString error;
-        auto db = Database::openSqlite(m_dir->filePath(u"catalog.db"_s), &error);
-        QVERIFY2(db, qPrintable(error));
-        QSqlQuery create = db->prepare(u"CREATE TABLE t (n INTEGER UNIQUE)"_s);
-        db->exec(create);
+        auto db = openWithTable(u"CREATE TABLE t (n INTEGER UNIQUE)"_s);
+        QVERIFY(db);
         Database::Statement &insert = db->statement(u"INSERT INTO t VALUES (?)"_s);
         insert.bind(0, qint64(1));
         insert.exec();
@@ -434,6 +426,21 @@ private Q_SLOTS:
 
 private:
     static constexpr int SmallLogFrames = 16;
+
+    // A catalog in the test's dir with one more table, made by `createTable`; null when it
+    // cannot open.
+    std::unique_ptr<Database> openWithTable(const QString &createTable)
+    {
+        QString error;
+        auto db = Database::openSqlite(m_dir->filePath(u"catalog.db"_s), &error);
+        if (!db) {
+            qWarning() << "cannot open the catalog:" << error;
+            return nullptr;
+        }
+        QSqlQuery create = db->prepare(createTable);
+        db->exec(create);
+        return db;
+    }
 
     // An SQLite catalog at `path` whose log starts over past SmallLogFrames frames, checkpointed
     // every millisecond; the restarts reported so far are forgotten. Null when it cannot open.

@@ -527,13 +527,11 @@ QByteArray Event::toJsonBytes() const
     appendJsonString(out, source);
     out += ",\"timestamp\":";
     appendWireTime(out, timestamp);
-    if (fields.isEmpty()) {
-        out += '}';
-    } else {
+    if (!fields.isEmpty()) {
         out += ',';
         appendJsonMembers(out, fields);
-        out += '}';
     }
+    out += '}';
     return out;
 }
 

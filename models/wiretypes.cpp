@@ -248,54 +248,87 @@ QJsonObject ConversationInfo::toJson() const
 }
 
 namespace {
-// Writes `utf8` as a JSON string: quotes, backslashes and control characters escaped, the rest
-// as it is, copied a run at a time.
-void appendJsonUtf8(QByteArray &out, QByteArrayView utf8)
+// The letter after the backslash of a character JSON escapes in short; 0 when it has none.
+char shortEscape(char16_t unit)
 {
-    out += '"';
-    const char *data = utf8.data();
-    qsizetype runStart = 0;
-    for (qsizetype i = 0; i < utf8.size(); ++i) {
-        const auto c = static_cast<unsigned char>(data[i]);
-        if (c >= 0x20 && c != '"' && c != '\\')
-            continue;
-        out.append(data + runStart, i - runStart);
-        runStart = i + 1;
-        switch (c) {
-        case '"':
-            out += "\\\"";
-            break;
-        case '\\':
-            out += "\\\\";
-            break;
-        case '\n':
-            out += "\\n";
-            break;
-        case '\r':
-            out += "\\r";
-            break;
-        case '\t':
-            out += "\\t";
-            break;
-        case '\b':
-            out += "\\b";
-            break;
-        case '\f':
-            out += "\\f";
-            break;
-        default: {
-            char escaped[8];
-            out.append(escaped, std::snprintf(escaped, sizeof escaped, "\\u%04x", c));
-        }
-        }
+    switch (unit) {
+    case '"':
+    case '\\':
+        return char(unit);
+    case '\n':
+        return 'n';
+    case '\r':
+        return 'r';
+    case '\t':
+        return 't';
+    case '\b':
+        return 'b';
+    case '\f':
+        return 'f';
+    default:
+        return 0;
     }
-    out.append(data + runStart, utf8.size() - runStart);
-    out += '"';
 }
 
-void appendJsonString(QByteArray &out, const QString &text)
+// Writes `text` as a JSON string, as QJsonDocument does: UTF-8, with quotes, backslashes and
+// control characters escaped, and a surrogate without its pair written as a \u escape (UTF-8
+// has no form for it; QString::toUtf8() would turn it into '?').
+void appendJsonString(QByteArray &out, QStringView text)
 {
-    appendJsonUtf8(out, text.toUtf8());
+    // Room for the text as UTF-8 (at most three bytes a unit) and the quotes; an escape needs
+    // up to six, and more room is made when the rest might not fit.
+    qsizetype used = out.size();
+    out.resize(used + text.size() * 3 + 2);
+    char *at = out.data() + used;
+    const auto ensure = [&](qsizetype unitsLeft) {
+        used = at - out.constData();
+        if (out.size() - used >= unitsLeft * 3 + 8)
+            return;
+        out.resize(used + unitsLeft * 6 + 8);
+        at = out.data() + used;
+    };
+    static constexpr char Hex[] = "0123456789abcdef";
+    const auto escapeUnit = [&at](char16_t unit) {
+        *at++ = '\\';
+        *at++ = 'u';
+        for (int shift = 12; shift >= 0; shift -= 4)
+            *at++ = Hex[(unit >> shift) & 0xf];
+    };
+    *at++ = '"';
+    const char16_t *units = text.utf16();
+    for (qsizetype i = 0; i < text.size(); ++i) {
+        const char16_t unit = units[i];
+        if (unit >= 0x20 && unit < 0x80 && unit != '"' && unit != '\\') {
+            *at++ = char(unit);
+        } else if (unit < 0x80) {
+            ensure(text.size() - i);
+            if (const char letter = shortEscape(unit)) {
+                *at++ = '\\';
+                *at++ = letter;
+            } else {
+                escapeUnit(unit);
+            }
+        } else if (unit < 0x800) {
+            *at++ = char(0xc0 | (unit >> 6));
+            *at++ = char(0x80 | (unit & 0x3f));
+        } else if (!QChar::isSurrogate(unit)) {
+            *at++ = char(0xe0 | (unit >> 12));
+            *at++ = char(0x80 | ((unit >> 6) & 0x3f));
+            *at++ = char(0x80 | (unit & 0x3f));
+        } else if (QChar::isHighSurrogate(unit) && i + 1 < text.size() &&
+                   QChar::isLowSurrogate(units[i + 1])) {
+            const char32_t point = QChar::surrogateToUcs4(unit, units[++i]);
+            *at++ = char(0xf0 | (point >> 18));
+            *at++ = char(0x80 | ((point >> 12) & 0x3f));
+            *at++ = char(0x80 | ((point >> 6) & 0x3f));
+            *at++ = char(0x80 | (point & 0x3f));
+        } else {
+            ensure(text.size() - i);
+            escapeUnit(unit);
+        }
+    }
+    *at++ = '"';
+    out.resize(at - out.constData());
 }
 
 void appendWireTime(QByteArray &out, qint64 msecsSinceEpoch)

@@ -106,7 +106,9 @@ private Q_SLOTS:
     {
         ConversationInfo info;
         info.id = QUuid::createUuid();
-        info.title = u"quotes \" backslash \\ newline \n tab \t bell \u0007 ünïcode ✔"_s;
+        // A surrogate without its pair included: it was written as '?'.
+        info.title = u"quotes \" backslash \\ newline \n tab \t bell \u0007 ünïcode ✔ "_s +
+                     QChar(char16_t(0xd800));
         info.tags = {{u"k\"ey"_s, u"v\nal"_s}, {u"a"_s, u""_s}};
         info.createdAt = info.updatedAt =
             QDateTime::fromMSecsSinceEpoch(1'700'000'000'001, Qt::UTC);
@@ -152,6 +154,17 @@ private Q_SLOTS:
              QJsonArray{true, false, QJsonValue(), awkward, QJsonArray{}, QJsonObject{}}},
             {awkward, QJsonObject{{u"nested"_s, QJsonObject{{u"deeper"_s, QJsonArray{1}}}}}}};
         QTest::addRow("every kind of value") << kinds;
+        // A surrogate without its pair has no UTF-8 form: QJsonDocument writes it as a \u
+        // escape, and so must the writer (not as '?'). Escapes that take more room than the
+        // text they stand for, many of them.
+        const QChar high(char16_t(0xd800)), low(char16_t(0xdc00)), lastHigh(char16_t(0xd83d));
+        const QString unpairedText = u"lone "_s + high + u" high, "_s + low +
+                                     u" low, paired \U0001F44B, reversed "_s + low + high +
+                                     u", last "_s + lastHigh;
+        const QString escapes = QString(5000, QChar(u'\x01')) + QString(3000, u'"') + u"\u00e9"_s;
+        Event unpaired = message;
+        unpaired.fields = QJsonObject{{u"text"_s, unpairedText}, {u"controls"_s, escapes}};
+        QTest::addRow("unpaired surrogates and many escapes") << unpaired;
         // toJson() lets the common members win over fields of the same name.
         Event clashing = message;
         clashing.fields.insert(u"seq"_s, u"not a number"_s);

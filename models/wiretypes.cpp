@@ -693,6 +693,14 @@ qsizetype codePoints(QStringView text)
            std::count_if(text.begin(), text.end(), [](QChar c) { return c.isLowSurrogate(); });
 }
 
+// Labels end up as SQLite text (the title as a column; tags when a filter reads them through
+// json_each), which has no form for a surrogate without its pair: SQLite joined a lone high
+// surrogate to the character after it ("t \ud800 x" came back as "t \U00010020x").
+bool isValidUnicode(QStringView text)
+{
+    return text.isValidUtf16();
+}
+
 } // namespace
 
 std::optional<ConversationLabels> ConversationLabels::fromJson(const QJsonObject &object,
@@ -709,6 +717,8 @@ std::optional<ConversationLabels> ConversationLabels::fromJson(const QJsonObject
             return fail(u"title must be a string"_s);
         if (codePoints(title.toString()) > MaxTitleLength)
             return fail(u"title must be at most %1 characters"_s.arg(MaxTitleLength));
+        if (!isValidUnicode(title.toString()))
+            return fail(u"title is not valid Unicode: it has a surrogate without its pair"_s);
         labels.title = title.toString();
     }
     if (const QJsonValue tags = object.value(u"tags"_s); !tags.isUndefined() && !tags.isNull()) {
@@ -730,6 +740,8 @@ std::optional<ConversationLabels> ConversationLabels::fromJson(const QJsonObject
             if (codePoints(it.value().toString()) > MaxTagValueLength)
                 return fail(u"tag \"%1\" must be at most %2 characters"_s.arg(it.key()).arg(
                     MaxTagValueLength));
+            if (!isValidUnicode(it.key()) || !isValidUnicode(it.value().toString()))
+                return fail(u"a tag is not valid Unicode: it has a surrogate without its pair"_s);
             map.insert(it.key(), it.value().toString());
         }
         labels.tags = std::move(map);

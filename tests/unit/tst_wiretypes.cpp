@@ -312,6 +312,16 @@ private Q_SLOTS:
             << QJsonObject{{u"tags"_s,
                             tags(1, u"n"_s, QString(Labels::MaxTagValueLength + 1, u'v'))}}
             << u"\"n\""_s;
+        // Stored as SQLite text, a lone surrogate was joined to the character after it.
+        const QString unpaired = u"a "_s + QChar(char16_t(0xd800)) + u" b"_s;
+        QTest::addRow("title with an unpaired surrogate")
+            << QJsonObject{{u"title"_s, unpaired}} << u"Unicode"_s;
+        QTest::addRow("tag name with an unpaired surrogate")
+            << QJsonObject{{u"tags"_s, tags(1, unpaired, u"v"_s)}} << u"Unicode"_s;
+        QTest::addRow("tag value with an unpaired surrogate")
+            << QJsonObject{{u"tags"_s, tags(1, u"n"_s, QChar(char16_t(0xdc00)))}} << u"Unicode"_s;
+        QTest::addRow("paired surrogates")
+            << QJsonObject{{u"title"_s, emoji}, {u"tags"_s, tags(1, emoji, emoji)}} << QString();
     }
     void labelsAreBounded()
     {

@@ -217,6 +217,11 @@ void ConversationService::checkWorkingDir(const QString &path) const
 {
     if (QDir::isRelativePath(path))
         throw ApiError::invalidParameter(u"workspace.working_dir must be an absolute path"_s);
+    // Neither has a file name form: a NUL ends it, and a lone surrogate became a '?' in the dir
+    // made while the path stored (SQLite text) had it joined to the character after it.
+    if (path.contains(QChar(0)) || !path.isValidUtf16())
+        throw ApiError::invalidParameter(
+            u"workspace.working_dir cannot hold a NUL or a surrogate without its pair"_s);
     const auto canonical = [](const QString &dir) {
         const QString resolved = QFileInfo(dir).canonicalFilePath();
         return resolved.isEmpty() ? QDir::cleanPath(dir) : resolved;

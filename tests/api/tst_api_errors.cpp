@@ -58,6 +58,13 @@ private Q_SLOTS:
             return "{\"workspace\": {\"working_dir\": \"" + dir.toUtf8() + "\"}}";
         };
         const QString dataDir = m_server->dataDir();
+        // No file name can hold them; a lone surrogate made one dir and stored another path.
+        QTest::addRow("working dir with a NUL")
+            << "POST"_ba << u"/api/conversations"_s << workingDir(u"/tmp/a\\u0000b"_s) << 422
+            << u"invalid_parameter"_s;
+        QTest::addRow("working dir with a lone surrogate")
+            << "POST"_ba << u"/api/conversations"_s << workingDir(u"/tmp/c\\ud800d"_s) << 422
+            << u"invalid_parameter"_s;
         QTest::addRow("root as working dir") << "POST"_ba << u"/api/conversations"_s
                                              << workingDir(u"/"_s) << 422 << u"invalid_parameter"_s;
         QTest::addRow("data dir as working dir")

@@ -12,6 +12,7 @@
 #include <QDeadlineTimer>
 #include <QHttpServerResponder>
 #include <QTcpSocket>
+#include <QUrlQuery>
 
 #include <functional>
 #include <memory>
@@ -28,7 +29,12 @@ HttpRequest copyRequest(const QHttpServerRequest &request)
     HttpRequest copy;
     copy.method = request.method();
     copy.path = request.url().path();
-    copy.query = request.query();
+    // Query strings are form-encoded, as HTML forms, `curl --data-urlencode`, Python's urlencode
+    // and URLSearchParams write them: '+' stands for a space, a plus is %2B. QUrlQuery takes '+'
+    // as itself, and `q=fix+login` searched for "fix+login".
+    QString query = request.url().query(QUrl::FullyEncoded);
+    query.replace(u'+', u"%20"_s);
+    copy.query = QUrlQuery(query);
     copy.body = request.body();
     copy.headers = request.headers();
     return copy;

@@ -89,6 +89,12 @@ std::optional<qint64> HttpRequest::timeParam(const QString &name) const
     if (!query.hasQueryItem(name))
         return std::nullopt;
     QString text = stringParam(name);
+    // A '+' of the zone offset sent as it is reads as a space (see copyRequest): a time has no
+    // other space past its 'T'.
+    if (const qsizetype clock = text.indexOf(u'T'); clock >= 0) {
+        if (const qsizetype space = text.indexOf(u' ', clock); space >= 0)
+            text[space] = u'+';
+    }
     // Times are stored in whole milliseconds, and a bound between two of them belongs after
     // the earlier: for `t < bound` and `t >= bound` alike, a bound of .4781 is .479. Qt rounds
     // to the nearest, which put an event at .478 on the wrong side of both.

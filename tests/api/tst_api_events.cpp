@@ -21,8 +21,8 @@ private Q_SLOTS:
         QVERIFY(!m_id.isNull());
         // The eighth says more than "note 8": text its JSON holds escaped, or beyond ASCII.
         for (int i = 1; i <= 12; ++i) {
-            const QString text =
-                i == 8 ? u"note 8: a \"quoted\" line\nand C:\\dir, café"_s : u"note %1"_s.arg(i);
+            const QString text = i == 8 ? u"note 8: a \"quoted\" line\nand C:\\dir, café, c++"_s
+                                        : u"note %1"_s.arg(i);
             const ApiReply reply = m_server->post(
                 ServerConnection::conversationPath(m_id, u"events"), TestServer::message(text));
             QVERIFY(reply.ok());
@@ -64,6 +64,11 @@ private Q_SLOTS:
         QTest::addRow("body, across a line") << u"body=line%0Aand"_s << 2;
         QTest::addRow("body, past a backslash") << u"body=C:%5Cdir"_s << 2;
         QTest::addRow("body, not ASCII") << u"body=caf%C3%A9"_s << 2;
+        // Form-encoded, as curl --data-urlencode, Python and browsers write queries: '+' is a
+        // space, a plus %2B.
+        QTest::addRow("body, a space written as +") << u"body=note+1"_s << 8;
+        QTest::addRow("body, a plus percent-encoded") << u"body=c%2B%2B"_s << 2;
+        QTest::addRow("body, pluses that are spaces") << u"body=c++"_s << 0;
         QTest::addRow("after_seq") << u"after_seq=10&source=user"_s << 2;
         QTest::addRow("state updates") << u"kind=ConversationStateUpdateEvent"_s << 2;
     }
@@ -90,6 +95,12 @@ private Q_SLOTS:
         QVERIFY(early >= 1);
         QVERIFY(late >= 1);
         QCOMPARE(early + late, all);
+        // The same bound with a zone offset whose '+' was sent as it is, which a form-encoded
+        // query reads as a space.
+        QUrlQuery offset;
+        offset.addQueryItem(u"timestamp__gte"_s, QString(m_midpoint).replace(u"Z"_s, u"+00:00"_s));
+        QVERIFY(offset.toString(QUrl::FullyEncoded).contains(u"+00:00"_s));
+        QCOMPARE(m_server->events(m_id, offset).size(), late);
     }
 
     // Times are stored in whole milliseconds. A bound a fraction of one after an event (Python's

@@ -67,6 +67,18 @@ ApiError ownershipError(const LeaseHolder &holder, std::chrono::milliseconds liv
     return error;
 }
 
+// The runtime of a run whose agent runs no commands: nothing is brought up for it. A command
+// it is asked for all the same (an action left in the history) is not run.
+class NoRuntime final : public Runtime
+{
+public:
+    QCoro::Task<CommandResult> execute(CommandRequest) override
+    {
+        co_return CommandResult{u"This conversation's agent runs no commands"_s, -1, false};
+    }
+    void interrupt() override {}
+};
+
 } // namespace
 
 ConversationService::ConversationService(ConversationStore &store, LeaseStore &leases,
@@ -563,17 +575,32 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info,
     const LeaseToken lease = claimOrThrow(info.id);
     // Registered as live only once everything below succeeded; a failure leaves no lease held.
     m_starting.insert(info.id);
+    const QUuid conversationId = info.id;
+    AgentContext context{conversationId, info.agentConfig, m_secrets.value(conversationId),
+                         [this, conversationId](const QJsonObject &frame) {
+                             m_log.publishTransient(conversationId, frame);
+                         }};
+    std::unique_ptr<Agent> agent = m_agents.createFor(info.agentKind, context);
     std::shared_ptr<Runtime> runtime;
     QUuid confirmedActionId;
     try {
+        // A kind this server does not have: a catalog shared with a newer replica.
+        if (!agent)
+            throw ApiError::conflict(
+                u"unknown_agent"_s,
+                u"This server has no agent of kind \"%1\" to run it"_s.arg(info.agentKind));
         resolveStaleUnder(info.id, lease);
         if (answer) {
             answerUnder(info.id, *answer, lease);
             if (answer->accept)
                 confirmedActionId = answer->actionId;
         }
-        auto bringingUp = bringUpRuntime(info);
-        runtime = co_await std::move(bringingUp);
+        if (agent->runsCommands()) {
+            auto bringingUp = bringUpRuntime(info);
+            runtime = co_await std::move(bringingUp);
+        } else {
+            runtime = std::make_shared<NoRuntime>();
+        }
     } catch (...) {
         m_starting.remove(info.id);
         m_leases.release(info.id, lease);
@@ -587,14 +614,8 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info,
                        u"The server is stopping; the run was not started"_s, 1};
     }
 
-    const QUuid conversationId = info.id;
-    AgentContext context{conversationId, info.agentConfig, m_secrets.value(conversationId),
-                         [this, conversationId](const QJsonObject &frame) {
-                             m_log.publishTransient(conversationId, frame);
-                         }};
     auto *runner = new ConversationRunner(
-        info.id, lease, m_log, m_store, m_agents.createFor(info.agentKind, context),
-        std::move(runtime),
+        info.id, lease, m_log, m_store, std::move(agent), std::move(runtime),
         RunSettings{info.workingDir, info.alwaysConfirm, m_settings.commandTimeout}, this);
     m_runners.insert(info.id, runner);
     connect(runner, &ConversationRunner::stopped, this, [this, runner](const QUuid &id) {

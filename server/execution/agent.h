@@ -56,6 +56,9 @@ public:
 
     virtual ~Agent() = default;
     virtual HistoryScope historyScope() const { return HistoryScope::Whole; }
+    // Whether its steps may run commands. A run of an agent that runs none (echo) brings no
+    // runtime up: a load test of thousands of echo conversations started a sandbox host each.
+    virtual bool runsCommands() const { return true; }
     virtual QCoro::Task<AgentStep> next(const QList<Event> &history) = 0;
     // Cancels the decision in flight (a model request): next() then returns Kind::Cancelled.
     virtual void cancel() {}

@@ -72,6 +72,7 @@ class EchoAgent final : public Agent
 {
 public:
     HistoryScope historyScope() const override { return HistoryScope::OpenMessages; }
+    bool runsCommands() const override { return false; }
     QCoro::Task<AgentStep> next(const QList<Event> &history) override
     {
         const OpenMessage open = m_messages.oldest(history);

@@ -63,6 +63,22 @@ private Q_SLOTS:
         QCOMPARE(m_server->status(id), u"idle"_s);
     }
 
+    // The echo agent runs no commands: its runs start no sandbox host, a shell run does.
+    void aRunOfTheEchoAgentStartsNoSandbox()
+    {
+        const QUuid echoed = m_server->create(
+            QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}},
+                        {u"initial_message"_s, TestServer::message(u"ping"_s, true)}});
+        const QUuid shelled = m_server->create(shell(u"true"_s));
+        QVERIFY(m_server->waitForStatus(echoed, u"finished"_s));
+        QVERIFY(m_server->waitForStatus(shelled, u"finished"_s));
+        QCOMPARE(finalResponse(echoed), u"ping"_s);
+        QCOMPARE(runtimeStatus(echoed), u"missing"_s);
+        QVERIFY(!sandboxPid(echoed));
+        QCOMPARE(runtimeStatus(shelled), u"available"_s);
+        QVERIFY(sandboxPid(shelled));
+    }
+
     void reprovisionReplacesTheSandboxOnTheSameWorkspace()
     {
         const QUuid id = m_server->create(shell(u"echo kept > file"_s));

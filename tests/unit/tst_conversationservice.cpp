@@ -191,6 +191,56 @@ private Q_SLOTS:
         QVERIFY(m_server->waitForStatus(created, u"finished"_s));
     }
 
+    // The echo agent runs no commands, and a load test of thousands of echo conversations
+    // started a sandbox host for each: its runs bring no runtime up, and so cannot fail to.
+    void aRunOfTheEchoAgentBringsNoRuntimeUp()
+    {
+        startServer();
+        m_control->failProvisioning = true;
+        const QUuid id = m_server->create(
+            QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}},
+                        {u"initial_message"_s, TestServer::message(u"hello"_s, true)}});
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QVERIFY(m_server
+                    ->post(ServerConnection::conversationPath(id, u"events"),
+                           TestServer::message(u"again"_s, true))
+                    .ok());
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QStringList replies;
+        for (const QJsonObject &event : m_server->events(id, QUrlQuery(u"source=agent"_s)))
+            replies.append(messageText(event));
+        QCOMPARE(replies, (QStringList{u"hello"_s, u"again"_s}));
+        QCOMPARE(m_control->acquisitions, 0);
+        QVERIFY(m_control->commands.isEmpty());
+        // Asked for explicitly, it still comes up.
+        m_control->failProvisioning = false;
+        QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"runtime/resume")).ok());
+        QCOMPARE(m_control->acquisitions, 1);
+    }
+
+    // A catalog shared with a newer replica may hold an agent this server does not have: a
+    // run of it is refused, and nothing is left held.
+    void aRunOfAnAgentThisServerDoesNotHaveIsRefused()
+    {
+        startServer();
+        ConversationInfo info;
+        info.id = QUuid::createUuid();
+        info.agentKind = u"from-the-future"_s;
+        info.title = u"newer"_s;
+        info.workingDir = QDir::tempPath();
+        info.workspaceOwnedByServer = false;
+        info.createdAt = info.updatedAt = QDateTime::currentDateTimeUtc();
+        m_server->server().store().insert(info);
+        const ApiReply refused =
+            m_server->post(ServerConnection::conversationPath(info.id, u"run"));
+        QCOMPARE(refused.status, 409);
+        QCOMPARE(refused.errorCode, u"unknown_agent"_s);
+        QVERIFY2(refused.detail.contains(u"from-the-future"_s), qPrintable(refused.detail));
+        QVERIFY(!m_server->server().service().isLive(info.id));
+        QCOMPARE(m_control->acquisitions, 0);
+        QCOMPARE(m_server->status(info.id), u"idle"_s);
+    }
+
     void interruptRecordsTheCommandAsInterrupted()
     {
         startServer();

@@ -276,6 +276,13 @@ QCoro::Task<std::pair<ConversationInfo, bool>>
 ConversationService::create(CreateConversationRequest request)
 {
     if (request.id) {
+        // A long history is deleted a batch at a time; until its row goes, the id is taken.
+        if (m_deleting.contains(*request.id))
+            throw ApiError{
+                409, u"conversation_being_deleted"_s,
+                u"Conversation %1 is being deleted; create it again once that is done"_s.arg(
+                    toWireId(*request.id)),
+                1};
         if (auto existing = m_store.find(*request.id)) {
             // Creating it again is how a secret kept in memory only is sent again.
             QString secret;
@@ -485,6 +492,10 @@ QString ConversationService::releaseLocalParts(const QUuid &id)
 {
     if (auto runner = m_runners.take(id))
         runner->abandon();
+    // A run starting, or an end waiting for storage, is of the conversation being deleted: a
+    // conversation created again with the same id is not to be run, or ended, by them.
+    m_starting.remove(id);
+    m_unwrittenEnds.remove(id);
     m_secrets.remove(id);
     m_runtimes.release(id);
     return m_runtimes.runtimeDirectory(id);
@@ -574,7 +585,8 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info,
                                  u"Conversation is already running"_s);
     const LeaseToken lease = claimOrThrow(info.id);
     // Registered as live only once everything below succeeded; a failure leaves no lease held.
-    m_starting.insert(info.id);
+    const quint64 start = ++m_startCount;
+    m_starting.insert(info.id, start);
     const QUuid conversationId = info.id;
     AgentContext context{conversationId, info.agentConfig, m_secrets.value(conversationId),
                          [this, conversationId](const QJsonObject &frame) {
@@ -602,9 +614,20 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info,
             runtime = std::make_shared<NoRuntime>();
         }
     } catch (...) {
-        m_starting.remove(info.id);
-        m_leases.release(info.id, lease);
+        if (m_starting.value(info.id) == start) {
+            m_starting.remove(info.id);
+            m_leases.release(info.id, lease);
+        }
         throw;
+    }
+    if (m_starting.value(info.id) != start) {
+        // Deleted while its runtime came up, and maybe created again since, with a start of
+        // its own: the lease was taken on a row that is gone, and the runtime is the new
+        // conversation's if it has a run.
+        if (!m_starting.contains(info.id) && !m_runners.contains(info.id))
+            m_runtimes.release(info.id);
+        throw ApiError::notFound(
+            u"Conversation %1 was deleted while its run started"_s.arg(toWireId(info.id)));
     }
     m_starting.remove(info.id);
     // A start that outlasted the server's grace must not begin a run the stop has not seen.

@@ -169,7 +169,10 @@ private:
     QHash<QUuid, QPointer<ConversationRunner>> m_runners;
     // Per-conversation secrets (llm API keys): in memory only, never stored or returned.
     QHash<QUuid, QString> m_secrets;
-    QSet<QUuid> m_starting;
+    // Runs being started (their runtime coming up), each with its start's number: a delete
+    // meanwhile takes it out, and the start then finds itself called off.
+    QHash<QUuid, quint64> m_starting;
+    quint64 m_startCount = 0;
     QSet<QUuid> m_deleting;  // their history is being deleted, a batch per turn
     bool m_stopping = false; // shutdown() has begun: no run starts any more
     QTimer m_renewal;

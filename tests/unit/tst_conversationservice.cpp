@@ -218,6 +218,39 @@ private Q_SLOTS:
         QCOMPARE(m_control->acquisitions, 1);
     }
 
+    // A conversation deleted while its run started, and created again with the same id: the
+    // new one's message was stored and never run (the old start kept the id "starting", and
+    // then lost its lease to the new row), and the create answered 201 `idle`.
+    void aConversationCreatedAgainWhileItsOldRunStartedRunsItsOwnMessage()
+    {
+        startServer();
+        m_control->holdProvisioning = true;
+        const QUuid id = m_server->create(shell(u"echo first"_s, false));
+        auto oldRun = m_server->client().request(
+            "POST"_ba, ServerConnection::conversationPath(id, u"run"_s), {}, {});
+        QVERIFY(QTest::qWaitFor([&] { return m_control->acquisitions == 1; }, 10'000));
+        QVERIFY(m_server->call("DELETE"_ba, ServerConnection::conversationPath(id)).ok());
+        QJsonObject again = shell(u"echo second"_s);
+        again.insert(u"conversation_id"_s, toWireId(id));
+        auto creating = m_server->client().post(u"/api/conversations"_s, again);
+        QVERIFY(QTest::qWaitFor([&] { return m_control->acquisitions == 2; }, 10'000));
+        m_control->finishProvisioning();
+
+        const ApiReply old = QCoro::waitFor(std::move(oldRun));
+        QCOMPARE(old.status, 404);
+        const ApiReply created = QCoro::waitFor(std::move(creating));
+        QCOMPARE(created.status, 201);
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(m_control->commands, QStringList{u"echo second"_s});
+        QStringList replies;
+        for (const QJsonObject &event :
+             m_server->events(id, QUrlQuery(u"source=agent&kind=MessageEvent"_s)))
+            replies.append(messageText(event));
+        QCOMPARE(replies, QStringList{u"ran: echo second"_s});
+        // Released by the delete only: the old start leaves the new run's runtime alone.
+        QCOMPARE(m_control->releases, 1);
+    }
+
     // A catalog shared with a newer replica may hold an agent this server does not have: a
     // run of it is refused, and nothing is left held.
     void aRunOfAnAgentThisServerDoesNotHaveIsRefused()
@@ -443,6 +476,12 @@ private Q_SLOTS:
             m_server->client().request("DELETE"_ba, ServerConnection::conversationPath(id));
         QCoro::connect(std::move(deleting), this,
                        [&deleted](const ApiReply &reply) { deleted = reply.ok(); });
+        // Its id is still taken: a create of it again is told to wait (it answered 404).
+        const QJsonObject again{{u"conversation_id"_s, toWireId(id)},
+                                {u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}};
+        const ApiReply early = m_server->post(u"/api/conversations"_s, again);
+        QCOMPARE(early.status, 409);
+        QCOMPARE(early.errorCode, u"conversation_being_deleted"_s);
         QVERIFY(m_server->get(u"/alive"_s).ok());
         QVERIFY2(!deleted, "the delete held every request until it was done");
         // Gone to every request meanwhile: nothing can start a run in it.
@@ -455,6 +494,7 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(deleted, 10'000);
         QCOMPARE(m_server->get(ServerConnection::conversationPath(id)).status, 404);
         QVERIFY(m_server->server().store().history(id, 0).isEmpty());
+        QCOMPARE(m_server->post(u"/api/conversations"_s, again).status, 201);
     }
 
     // Messages sent while a command runs are picked up by the same run, each in turn, and each

@@ -210,21 +210,35 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     const QString clientKey = qEnvironmentVariable("AGENTDECK_SESSION_API_KEY");
     if (options.mode == Mode::Connect && !parser.isSet(key) && !clientKey.isEmpty())
         options.server.apiKeys.prepend(clientKey);
-    for (const auto &[option, target] :
-         {std::pair{&commandTimeout, &options.server.commandTimeout},
-          std::pair{&shutdownGrace, &options.server.shutdownGrace},
-          std::pair{&idleTimeout, &options.server.sandboxIdleTimeout},
-          std::pair{&retention, &options.server.runtimeRetention},
-          std::pair{&leaseTtl, &options.server.leaseTtl}}) {
+    // What a timer waits for is at most MaxTimerDuration: Qt's timers take an int of
+    // milliseconds, and a command timeout of 30d stopped nothing. The retention is compared with
+    // timestamps and may be longer; a model request is given a day at most.
+    using std::chrono::milliseconds;
+    constexpr milliseconds NoLimit = milliseconds::max();
+    for (const auto &[option, target, limit, limitText] :
+         {std::tuple{&commandTimeout, &options.server.commandTimeout, MaxTimerDuration, "24d"},
+          std::tuple{&shutdownGrace, &options.server.shutdownGrace, MaxTimerDuration, "24d"},
+          std::tuple{&idleTimeout, &options.server.sandboxIdleTimeout, MaxTimerDuration, "24d"},
+          std::tuple{&retention, &options.server.runtimeRetention, NoLimit, ""},
+          std::tuple{&leaseTtl, &options.server.leaseTtl, MaxTimerDuration, "24d"},
+          std::tuple{&llmTimeout, &options.server.llmTimeout, MaxLlmTimeout, "1d"}}) {
         if (!parser.isSet(*option))
             continue;
+        const QString name = option->names().constFirst();
         const auto duration = parseDuration(parser.value(*option));
         if (!duration) {
-            *error = u"--%1 takes a duration such as 90s, 15m, 12h or 7d"_s.arg(
-                option->names().constFirst());
+            *error = u"--%1 takes a duration such as 90s, 15m, 12h or 7d"_s.arg(name);
+            return std::nullopt;
+        }
+        if (*duration > limit) {
+            *error = u"--%1 is at most %2"_s.arg(name, QLatin1StringView(limitText));
             return std::nullopt;
         }
         *target = *duration;
+    }
+    if (parser.isSet(llmTimeout) && options.server.llmTimeout.count() <= 0) {
+        *error = u"--llm-timeout must be longer than 0"_s;
+        return std::nullopt;
     }
     if (parser.isSet(walLimit)) {
         constexpr qint64 Min = qint64(64) << 10, Max = qint64(16) << 30;
@@ -264,14 +278,6 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     options.server.llmModel = parser.value(llmModel);
     options.server.llmApiKey =
         QProcessEnvironment::systemEnvironment().value(u"AGENTDECK_LLM_API_KEY"_s);
-    if (parser.isSet(llmTimeout)) {
-        const auto duration = parseDuration(parser.value(llmTimeout));
-        if (!duration || duration->count() <= 0) {
-            *error = u"--llm-timeout takes a duration such as 90s or 5m"_s;
-            return std::nullopt;
-        }
-        options.server.llmTimeout = *duration;
-    }
     if (parser.isSet(runtime)) {
         if (parser.value(runtime) == u"local"_s) {
             options.server.runtime = ServerConfig::RuntimeKind::Local;

@@ -9,6 +9,12 @@
 
 namespace AgentDeck {
 
+// The longest a timer waits: Qt's timers count milliseconds in an int (24.8 days), and a longer
+// interval overflowed into a timeout that never fired, or fired at once.
+constexpr std::chrono::milliseconds MaxTimerDuration = std::chrono::days(24);
+// The longest one model request may take (--llm-timeout, agent.llm.timeout).
+constexpr std::chrono::milliseconds MaxLlmTimeout = std::chrono::days(1);
+
 struct ServerConfig
 {
     QHostAddress address = QHostAddress::LocalHost;

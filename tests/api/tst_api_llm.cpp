@@ -772,6 +772,16 @@ private Q_SLOTS:
                                                   {u"base_url"_s, u"http://x/v1"_s},
                                                   {u"api_key"_s, 12}}}}
             << u"api_key"_s;
+        // Past a day the timer's interval overflowed: 2147484 s was no timeout at all, 4294968 s
+        // one of 0.7 s; 1e-9 s was none.
+        for (const double timeout : {0.0, 1e-9, 86400.5, 2147484.0, 4294968.0, 1e16}) {
+            QTest::addRow("timeout %g", timeout)
+                << QJsonObject{{u"kind"_s, u"llm"_s},
+                               {u"llm"_s, QJsonObject{{u"model"_s, u"m"_s},
+                                                      {u"base_url"_s, u"http://x/v1"_s},
+                                                      {u"timeout"_s, timeout}}}}
+                << u"agent.llm.timeout must be a number of seconds from 0.001 to 86400"_s;
+        }
     }
     void badAgentSettingsAreRefused()
     {

@@ -270,6 +270,28 @@ private Q_SLOTS:
         verifyRefuses(server, {u"--wal-limit takes a size"_s});
     }
 
+    // Qt's timers count milliseconds in an int: a --command-timeout of 30d stopped nothing.
+    void refusesDurationsPastWhatATimerHolds_data()
+    {
+        QTest::addColumn<QStringList>("arguments");
+        QTest::addColumn<QString>("words");
+        QTest::addRow("command timeout") << QStringList{u"--command-timeout"_s, u"25d"_s}
+                                         << u"--command-timeout is at most 24d"_s;
+        QTest::addRow("idle timeout") << QStringList{u"--sandbox-idle-timeout"_s, u"30d"_s}
+                                      << u"--sandbox-idle-timeout is at most 24d"_s;
+        QTest::addRow("llm timeout")
+            << QStringList{u"--llm-timeout"_s, u"25h"_s} << u"--llm-timeout is at most 1d"_s;
+        QTest::addRow("no llm timeout")
+            << QStringList{u"--llm-timeout"_s, u"0s"_s} << u"--llm-timeout must be longer than 0"_s;
+    }
+    void refusesDurationsPastWhatATimerHolds()
+    {
+        QFETCH(QStringList, arguments);
+        QFETCH(QString, words);
+        ServerProcess &server = m_fleet.add({}, arguments);
+        verifyRefuses(server, {words});
+    }
+
     // The help is made before any QCoreApplication exists, and Qt named the program
     // "<executable_name>"; it did not say where ctl's commands are either.
     void helpNamesTheProgramAndCtl()

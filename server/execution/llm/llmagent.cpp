@@ -1,6 +1,7 @@
 #include "llmagent.h"
 
 #include "execution/tools.h"
+#include "serverconfig.h"
 
 #include <QJsonDocument>
 
@@ -61,7 +62,10 @@ std::optional<double> number(const QJsonObject &object, const QString &key)
 
 std::chrono::milliseconds seconds(double value)
 {
-    return std::chrono::milliseconds(qint64(value * 1000));
+    // Kept within a timer's range: a conversation stored before the limits were checked may
+    // hold any number.
+    const double limit = std::chrono::duration<double>(MaxTimerDuration).count();
+    return std::chrono::milliseconds(qint64(std::clamp(value, 0.0, limit) * 1000));
 }
 
 QUrl endpointFor(const QString &baseUrl)
@@ -112,8 +116,11 @@ QString LlmSettings::validate(QJsonObject &config, const LlmDefaults &defaults, 
     if (const QJsonValue stream = llm.value(u"stream"_s);
         !stream.isUndefined() && !stream.isNull() && !stream.isBool())
         return u"agent.llm.stream must be a boolean"_s;
-    if (const auto timeout = number(llm, u"timeout"_s); timeout && *timeout <= 0)
-        return u"agent.llm.timeout must be a positive number of seconds"_s;
+    // Below a millisecond it was no time at all; past a day, the timer's interval overflowed.
+    if (const auto timeout = number(llm, u"timeout"_s);
+        timeout &&
+        !(*timeout >= 0.001 && *timeout <= std::chrono::duration<double>(MaxLlmTimeout).count()))
+        return u"agent.llm.timeout must be a number of seconds from 0.001 to 86400"_s;
     if (const auto retries = number(llm, u"max_retries"_s);
         retries && (*retries < 0 || *retries > 20 || *retries != int(*retries)))
         return u"agent.llm.max_retries must be an integer from 0 to 20"_s;

@@ -220,6 +220,9 @@ private:
             if (!gate)
                 return;
             gate->m_socket->write(answer);
+            // Out now, not at the next write notification: a client that shut down its side
+            // after the request has Qt read that end first, and close the socket unsent.
+            gate->m_socket->flush();
             gate->m_answered = true;
             gate->m_lingerEnd.setRemainingTime(LingerMaxMs);
             gate->drop();

@@ -30,6 +30,9 @@ EventStreamSession::EventStreamSession(std::unique_ptr<WebSocketConnection> sock
             [this] { closeWith(CloseUnauthorized, u"no auth frame in time"_s); });
     connect(m_socket.get(), &WebSocketConnection::textMessageReceived, this,
             [this](const QByteArray &message) { onTextMessage(message); });
+    // Not one JSON object either: answered as such a text frame is (it went unanswered).
+    connect(m_socket.get(), &WebSocketConnection::binaryMessageReceived, this,
+            [this] { onTextMessage({}); });
     connect(m_socket.get(), &WebSocketConnection::disconnected, this, [this] {
         if (m_state != State::Closed) {
             m_state = State::Closed;

@@ -409,8 +409,12 @@ bool WebSocketConnection::readFrame()
 
 void WebSocketConnection::onMessage(quint8 opcode, QByteArray payload)
 {
-    if (opcode != Text || m_closeSent)
-        return; // binary messages mean nothing here
+    if (m_closeSent)
+        return;
+    if (opcode != Text) {
+        Q_EMIT binaryMessageReceived();
+        return;
+    }
     if (!isValidUtf8(payload)) {
         fail(CloseInvalidPayload, u"text frame is not UTF-8"_s);
         return;

@@ -82,6 +82,8 @@ public:
 Q_SIGNALS:
     // A complete text message, valid UTF-8.
     void textMessageReceived(const QByteArray &utf8);
+    // A complete binary message, which this protocol has no use for.
+    void binaryMessageReceived();
     void bytesWritten(qint64 bytes);
     // The TCP connection is gone; emitted once.
     void disconnected();

@@ -137,6 +137,7 @@ public:
     }
     bool isConnected() const { return m_socket.state() == QAbstractSocket::ConnectedState; }
     void sendText(const QString &text) { m_socket.sendTextMessage(text); }
+    void sendBinary(const QByteArray &data) { m_socket.sendBinaryMessage(data); }
     void sendJson(const QJsonObject &object) { sendText(compact(object)); }
     QList<qint64> seqs() const
     {
@@ -667,6 +668,8 @@ private Q_SLOTS:
     {
         QTest::addColumn<QString>("frame");
         QTest::addColumn<QString>("expectedCode");
+        // A message frame's JSON in a binary frame, which went unanswered.
+        QTest::addRow("binary frame") << u"binary"_s << u"malformed_json"_s;
         QTest::addRow("not JSON") << u"this is not json {"_s << u"malformed_json"_s;
         QTest::addRow("JSON array") << u"[1, 2, 3]"_s << u"malformed_json"_s;
         QTest::addRow("role not allowed")
@@ -691,7 +694,10 @@ private Q_SLOTS:
         client.sendJson(TestServer::message(u"first"_s));
         QVERIFY2(client.waitForEvents(1), qPrintable(client.describeClose()));
 
-        client.sendText(frame);
+        if (frame == u"binary"_s)
+            client.sendBinary(QJsonDocument(TestServer::message(u"in binary"_s)).toJson());
+        else
+            client.sendText(frame);
         QVERIFY2(client.waitForErrors(1), qPrintable(client.describeClose()));
         const QJsonObject error = client.errors.first();
         QCOMPARE(error.value(u"code"_s).toString(), expectedCode);

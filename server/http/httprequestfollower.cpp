@@ -2,6 +2,7 @@
 
 #include "httphead.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace AgentDeck {
@@ -14,6 +15,21 @@ constexpr qsizetype MaxLineBytes = 4096;
 bool isNamed(QByteArrayView name, QByteArrayView wanted)
 {
     return name.compare(wanted, Qt::CaseInsensitive) == 0;
+}
+
+// A number of digits only (RFC 9112: Content-Length is 1*DIGIT, a chunk size 1*HEXDIG), or -1.
+// toLongLong() takes a sign and, in base 16, "0x", which a proxy in front may read otherwise.
+qint64 parseDigits(QByteArrayView text, int base)
+{
+    const auto isDigit = [base](char c) {
+        return (c >= '0' && c <= '9') ||
+               (base == 16 && ((c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')));
+    };
+    if (text.isEmpty() || !std::all_of(text.begin(), text.end(), isDigit))
+        return -1;
+    bool ok = false;
+    const qint64 value = text.toLongLong(&ok, base);
+    return ok ? value : -1;
 }
 
 } // namespace
@@ -165,9 +181,8 @@ void HttpRequestFollower::startBody(QByteArrayView head, News &news)
         // Qt takes the first of two lengths and any coding ending in "chunked", and then
         // buffered a body of any size before the limit was checked.
         if (isNamed(name, "content-length")) {
-            bool ok = false;
-            const qint64 parsed = value.trimmed().toLongLong(&ok);
-            readable = readable && ok && parsed >= 0 && (!hasLength || parsed == length);
+            const qint64 parsed = parseDigits(value.trimmed(), 10);
+            readable = readable && parsed >= 0 && (!hasLength || parsed == length);
             length = parsed;
             hasLength = true;
         } else if (isNamed(name, "transfer-encoding")) {
@@ -242,9 +257,8 @@ void HttpRequestFollower::endLine(News &news)
     qsizetype end = line.indexOf(';'); // chunk extensions
     if (end < 0)
         end = line.size();
-    bool readable = false;
-    const qint64 size = QByteArrayView(line).first(end).trimmed().toLongLong(&readable, 16);
-    if (!readable || size < 0) {
+    const qint64 size = parseDigits(QByteArrayView(line).first(end).trimmed(), 16);
+    if (size < 0) {
         fail(news, Problem::Malformed);
         return;
     }

@@ -125,6 +125,18 @@ private Q_SLOTS:
         row("unreadable chunk size",
             "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", false,
             Problem::Malformed);
+        // Digits only: toLongLong() took a sign, and "0x" in a chunk size.
+        row("a length with a sign", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: +1\r\n\r\nx",
+            false, Problem::Malformed);
+        row("a length with a space inside",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1 0\r\n\r\nx", false,
+            Problem::Malformed);
+        row("a chunk size with 0x",
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0x3\r\nabc\r\n", false,
+            Problem::Malformed);
+        row("a chunk size with a sign",
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n+3\r\nabc\r\n", false,
+            Problem::Malformed);
         row("chunk size line without end",
             "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1;" +
                 QByteArray(5000, 'e'),

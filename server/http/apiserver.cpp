@@ -29,6 +29,13 @@ HttpRequest copyRequest(const QHttpServerRequest &request)
     HttpRequest copy;
     copy.method = request.method();
     copy.path = request.url().path();
+    // An encoded slash is part of its segment, not a separator: `ID%2Fevents` named the events
+    // of ID. It stays encoded in the decoded path, so that the segment matches nothing.
+    if (QString encoded = request.url().path(QUrl::FullyEncoded);
+        encoded.contains(u"%2F"_s, Qt::CaseInsensitive)) {
+        encoded.replace(u"%2F"_s, u"%252F"_s, Qt::CaseInsensitive);
+        copy.path = QUrl::fromPercentEncoding(encoded.toUtf8());
+    }
     // Query strings are form-encoded, as HTML forms, `curl --data-urlencode`, Python's urlencode
     // and URLSearchParams write them: '+' stands for a space, a plus is %2B. QUrlQuery takes '+'
     // as itself, and `q=fix+login` searched for "fix+login".

@@ -222,6 +222,29 @@ private Q_SLOTS:
     }
     void cleanup() { m_server.reset(); }
 
+    // An encoded slash is part of its path segment: `ID%2Fevents` was served the events of ID.
+    void anEncodedSlashDoesNotSeparateSegments_data()
+    {
+        QTest::addColumn<QByteArray>("path");
+        QTest::addColumn<int>("status");
+        QTest::addRow("in an id") << "/api/conversations/ID%2Fevents"_ba << 422;
+        QTest::addRow("in lower case") << "/api/conversations/ID%2fevents"_ba << 422;
+        QTest::addRow("in a route") << "/api/conversations%2Fsearch"_ba << 404;
+        QTest::addRow("the control") << "/api/conversations/ID/events"_ba << 200;
+    }
+    void anEncodedSlashDoesNotSeparateSegments()
+    {
+        QFETCH(QByteArray, path);
+        QFETCH(int, status);
+        RawHttp client;
+        QVERIFY(client.connectTo(m_server->url()));
+        client.send("GET " + path.replace("ID", toWireId(m_id).toLatin1()) +
+                    " HTTP/1.1\r\nHost: localhost\r\n\r\n");
+        const auto response = client.nextResponse();
+        QVERIFY2(response, client.received().constData());
+        QCOMPARE(response->status, status);
+    }
+
     // Qt's HTTP server would wait for the whole body, holding it in memory, before the 413.
     void aBodyOverTheLimitIsRefusedBeforeItIsSent()
     {

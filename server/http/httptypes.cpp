@@ -171,6 +171,7 @@ QByteArray HttpResponse::closingAnswer() const
 {
     const QByteArray reason = status == 400   ? "Bad Request"
                               : status == 403 ? "Forbidden"
+                              : status == 404 ? "Not Found"
                               : status == 408 ? "Request Timeout"
                               : status == 413 ? "Payload Too Large"
                               : status == 426 ? "Upgrade Required"

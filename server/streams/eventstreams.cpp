@@ -172,6 +172,14 @@ void EventStreams::answerSession(quint64 serial, const QString &code, const QStr
 void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
 {
     WebSocketConnection::Handshake handshake = WebSocketConnection::parseHandshake(head);
+    const QStringList segments = handshake.url.path().split(u'/', Qt::SkipEmptyParts);
+    // Only a stream's path upgrades; another was switched, then closed with 4004.
+    const bool streamPath =
+        segments.size() == 3 && segments[0] == u"sockets"_s && segments[1] == u"events"_s;
+    if (handshake.refusal.isEmpty() && !streamPath)
+        handshake.refusal =
+            HttpResponse::error(ApiError::notFound(u"No stream at %1"_s.arg(handshake.url.path())))
+                .closingAnswer();
     if (handshake.refusal.isEmpty()) {
         if (auto refused = m_context.auth.browserRefusal(handshake.host, handshake.origin))
             handshake.refusal = HttpResponse::error(*refused).closingAnswer();
@@ -187,11 +195,7 @@ void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
     auto connection = std::make_unique<WebSocketConnection>(socket, handshake.accept, handshake.url,
                                                             m_context.settings.maxMessageBytes);
     const QUrl &url = handshake.url;
-    const QStringList segments = url.path().split(u'/', Qt::SkipEmptyParts);
-    const auto id =
-        segments.size() == 3 && segments[0] == u"sockets"_s && segments[1] == u"events"_s
-            ? parseWireId(segments[2])
-            : std::nullopt;
+    const auto id = parseWireId(segments[2]);
     const QUrlQuery query(url);
     std::optional<qint64> afterSeq;
     bool validQuery = true;

@@ -227,6 +227,23 @@ private Q_SLOTS:
         QVERIFY(client.waitDisconnected());
     }
 
+    // Only a stream's path upgrades: any other was switched, and then closed with 4004.
+    void upgradesOfOtherPathsAreNotFound_data()
+    {
+        QTest::addColumn<QByteArray>("path");
+        QTest::addRow("unknown") << "/nope"_ba;
+        QTest::addRow("a health route") << "/alive"_ba;
+        QTest::addRow("an api route") << "/api/conversations/search"_ba;
+        QTest::addRow("below a stream") << "/sockets/events/x/y"_ba;
+    }
+    void upgradesOfOtherPathsAreNotFound()
+    {
+        QFETCH(QByteArray, path);
+        RawClient client;
+        QCOMPARE(client.open(m_server->url(), path), "HTTP/1.1 404 Not Found"_ba);
+        QVERIFY(client.waitDisconnected());
+    }
+
     // A browser opens a WebSocket for any page, and the server's answer is the page's to read:
     // a page of another site could follow every conversation of a loopback server.
     void upgradesFromPagesOfOtherSitesAreRefused_data()

@@ -81,7 +81,7 @@ CreateConversationRequest::fromJson(const QJsonObject &object, QString *error)
         !id.isUndefined() && !id.isNull()) {
         request.id = parseWireId(id.toString());
         if (!request.id)
-            return fail(u"conversation_id must be a UUID"_s);
+            return fail(u"conversation_id must be a UUID other than the nil one"_s);
     }
     QString labelError;
     const auto labels = ConversationLabels::fromJson(object, &labelError);

@@ -47,7 +47,8 @@ QUuid HttpRequest::idArg(qsizetype index) const
     const auto id = parseWireId(args.value(index));
     if (!id)
         throw ApiError::invalidParameter(
-            u"\"%1\" is not a valid id (a UUID, dashed or 32 hex digits)"_s.arg(args.value(index)));
+            u"\"%1\" is not a valid id (a UUID other than the nil one, dashed or 32 hex digits)"_s
+                .arg(args.value(index)));
     return *id;
 }
 
@@ -59,7 +60,8 @@ QList<QUuid> HttpRequest::idsParam(const QString &name) const
             const auto id = parseWireId(part.trimmed());
             if (!id)
                 throw ApiError::invalidParameter(
-                    u"\"%1\" in %2 is not a valid id"_s.arg(part, name));
+                    u"\"%1\" in %2 is not a valid id (a UUID other than the nil one)"_s.arg(part,
+                                                                                            name));
             ids.append(*id);
         }
     }

@@ -6,6 +6,7 @@
 
 #include <QFileInfo>
 #include <QJsonArray>
+#include <QJsonDocument>
 #include <QNetworkReply>
 #include <QSqlQuery>
 #include <QTest>
@@ -168,6 +169,34 @@ private Q_SLOTS:
         QVERIFY2(!reply.detail.isEmpty(), "errors carry a sentence");
         // The server is still there and well.
         QVERIFY(m_server->get(u"/alive"_s).ok());
+    }
+
+    // The nil UUID is well formed, and was refused as "not a valid id (a UUID, ...)": it is no
+    // conversation's id, and the answer now says why.
+    void theNilUuidIsRefusedForWhatItIs_data()
+    {
+        QTest::addColumn<QByteArray>("method");
+        QTest::addColumn<QString>("path");
+        QTest::addColumn<QByteArray>("body");
+        const QString nil = u"00000000-0000-0000-0000-000000000000"_s;
+        QTest::addRow("in a path") << "GET"_ba << u"/api/conversations/"_s + nil << QByteArray();
+        QTest::addRow("in a batch")
+            << "GET"_ba << u"/api/conversations?ids="_s + nil << QByteArray();
+        QTest::addRow("created with it")
+            << "POST"_ba << u"/api/conversations"_s
+            << QJsonDocument(QJsonObject{{u"conversation_id"_s, nil}}).toJson();
+    }
+    void theNilUuidIsRefusedForWhatItIs()
+    {
+        QFETCH(QByteArray, method);
+        QFETCH(QString, path);
+        QFETCH(QByteArray, body);
+        const qsizetype question = path.indexOf(u'?');
+        const QUrlQuery query(question < 0 ? QString() : path.mid(question + 1));
+        const ApiReply reply = QCoro::waitFor(m_server->client().request(
+            method, question < 0 ? path : path.left(question), query, body));
+        QCOMPARE(reply.status, 422);
+        QVERIFY2(reply.detail.contains(u"other than the nil one"_s), qPrintable(reply.detail));
     }
 
     // The longest search text, made of characters that escaping doubles or that take more than

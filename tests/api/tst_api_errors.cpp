@@ -160,10 +160,7 @@ private Q_SLOTS:
         QFETCH(QByteArray, body);
         QFETCH(int, status);
         QFETCH(QString, code);
-        const qsizetype question = path.indexOf(u'?');
-        const QUrlQuery query(question < 0 ? QString() : path.mid(question + 1));
-        const ApiReply reply = QCoro::waitFor(m_server->client().request(
-            method, question < 0 ? path : path.left(question), query, body));
+        const ApiReply reply = send(method, path, body);
         QCOMPARE(reply.status, status);
         QCOMPARE(reply.errorCode, code);
         QVERIFY2(!reply.detail.isEmpty(), "errors carry a sentence");
@@ -191,10 +188,7 @@ private Q_SLOTS:
         QFETCH(QByteArray, method);
         QFETCH(QString, path);
         QFETCH(QByteArray, body);
-        const qsizetype question = path.indexOf(u'?');
-        const QUrlQuery query(question < 0 ? QString() : path.mid(question + 1));
-        const ApiReply reply = QCoro::waitFor(m_server->client().request(
-            method, question < 0 ? path : path.left(question), query, body));
+        const ApiReply reply = send(method, path, body);
         QCOMPARE(reply.status, 422);
         QVERIFY2(reply.detail.contains(u"other than the nil one"_s), qPrintable(reply.detail));
     }
@@ -389,6 +383,15 @@ private Q_SLOTS:
     }
 
 private:
+    // `target` is a path with its query, if any.
+    ApiReply send(const QByteArray &method, const QString &target, const QByteArray &body)
+    {
+        const qsizetype question = target.indexOf(u'?');
+        const QUrlQuery query(question < 0 ? QString() : target.mid(question + 1));
+        return QCoro::waitFor(m_server->client().request(
+            method, question < 0 ? target : target.left(question), query, body));
+    }
+
     std::unique_ptr<TestServer> m_server;
     QString m_id;
 };

@@ -436,12 +436,9 @@ QCoro::Task<> ConversationService::remove(QUuid id)
             co_return;
     }
     m_store.remove(id);
-    if (!runtimeDir.isEmpty())
-        m_settings.removeTree(runtimeDir);
     // The row is the source of truth and is gone; the files follow. A crash in between leaves a
     // directory nothing refers to, never a conversation without its workspace.
-    if (info.workspaceOwnedByServer && !info.workingDir.isEmpty())
-        m_settings.removeTree(info.workingDir);
+    removeFilesOf(info, runtimeDir);
     qCInfo(lcServer) << "deleted conversation" << id;
     Q_EMIT deleted(id);
 }
@@ -499,6 +496,14 @@ QString ConversationService::releaseLocalParts(const QUuid &id)
     m_secrets.remove(id);
     m_runtimes.release(id);
     return m_runtimes.runtimeDirectory(id);
+}
+
+void ConversationService::removeFilesOf(const ConversationInfo &info, const QString &runtimeDir)
+{
+    if (!runtimeDir.isEmpty())
+        m_settings.removeTree(runtimeDir);
+    if (info.workspaceOwnedByServer && !info.workingDir.isEmpty())
+        m_settings.removeTree(info.workingDir);
 }
 
 void ConversationService::forgetDeletedElsewhere(const QUuid &id)
@@ -677,8 +682,11 @@ QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(Conver
     if (!now || now->isArchived()) {
         if (acquisition.runtime)
             m_runtimes.release(info.id);
-        if (!now)
+        if (!now) {
+            // The delete removed the files before the sandbox made them again.
+            removeFilesOf(info, m_runtimes.runtimeDirectory(info.id));
             throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(info.id)));
+        }
         requireUsableRuntime(*now);
     }
     if (!acquisition.runtime) {

@@ -126,6 +126,9 @@ private:
     ConversationInfo require(const QUuid &id);
     // Stops this process's run and sandbox of the conversation; returns its runtime dir.
     QString releaseLocalParts(const QUuid &id);
+    // Removes the files of a conversation whose row is gone: its runtime's, and its workspace
+    // when the server made it.
+    void removeFilesOf(const ConversationInfo &info, const QString &runtimeDir);
     void askOwnerToStop(const QUuid &id, LeaseStore::Cancel how);
     void resolveLapsedRuns();
     static constexpr int LapsedRunsPerTick = 20;

@@ -358,6 +358,24 @@ private Q_SLOTS:
         }
     }
 
+    // A delete while a run's sandbox came up: the sandbox made its files again after the delete
+    // had removed them, and they stayed for good.
+    void aDeleteWhileTheSandboxStartsLeavesNoFiles()
+    {
+        const QUuid id = m_server->create(shell(u"echo hi"_s, false));
+        const QDir data(m_server->dataDir());
+        const QString runtimeDir = data.filePath(u"runtimes/"_s + toWireId(id));
+        const QString workspace = data.filePath(u"workspaces/"_s + toWireId(id));
+        auto running = m_server->client().request(
+            "POST"_ba, ServerConnection::conversationPath(id, u"run"_s), {}, {});
+        QVERIFY(QTest::qWaitFor([&] { return QFileInfo::exists(runtimeDir); }, 10'000));
+        QVERIFY(m_server->call("DELETE"_ba, ServerConnection::conversationPath(id)).ok());
+        const ApiReply run = QCoro::waitFor(std::move(running));
+        QCOMPARE(run.status, 404);
+        QVERIFY(!QFileInfo::exists(runtimeDir));
+        QVERIFY(!QFileInfo::exists(workspace));
+    }
+
     // A host killed from outside left its socket behind for good, and each host's socket has a
     // name of its own: with a deep data dir they gathered in the temporary dir.
     void socketsOfHostsThatWentAwayAreRemoved_data()

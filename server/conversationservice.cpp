@@ -679,14 +679,21 @@ QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(Conver
     // The conversation may have been deleted or archived while the sandbox started: an archive
     // then found no runtime to stop, and this one stayed up.
     const auto now = m_store.find(info.id);
-    if (!now || now->isArchived()) {
+    // Deleted meanwhile, and maybe created again since (a row made at another time): then the
+    // runtime is the new conversation's if it has a start or a run of its own, and so are the
+    // files. Its row was given this start's provisioning error.
+    if (!now || now->createdAt != info.createdAt) {
+        if (acquisition.runtime && !m_starting.contains(info.id) && !m_runners.contains(info.id))
+            m_runtimes.release(info.id);
+        // The delete removed the files before the sandbox made them again.
+        if (!now)
+            removeFilesOf(info, m_runtimes.runtimeDirectory(info.id));
+        throw ApiError::notFound(
+            u"Conversation %1 was deleted while its runtime started"_s.arg(toWireId(info.id)));
+    }
+    if (now->isArchived()) {
         if (acquisition.runtime)
             m_runtimes.release(info.id);
-        if (!now) {
-            // The delete removed the files before the sandbox made them again.
-            removeFilesOf(info, m_runtimes.runtimeDirectory(info.id));
-            throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(info.id)));
-        }
         requireUsableRuntime(*now);
     }
     if (!acquisition.runtime) {

@@ -105,7 +105,7 @@ bool SandboxRuntime::isConnected() const
 QCoro::Task<bool> SandboxRuntime::connectToHost(std::chrono::milliseconds timeout)
 {
     const qint64 deadline = QDateTime::currentMSecsSinceEpoch() + timeout.count();
-    while (QDateTime::currentMSecsSinceEpoch() < deadline) {
+    while (!m_connectCancelled && QDateTime::currentMSecsSinceEpoch() < deadline) {
         m_socket->connectToServer(m_socketPath);
         if (m_socket->waitForConnected(0) || m_socket->state() == QLocalSocket::ConnectedState)
             co_return true;
@@ -114,7 +114,7 @@ QCoro::Task<bool> SandboxRuntime::connectToHost(std::chrono::milliseconds timeou
                 signalOrTimeout(m_socket, &QLocalSocket::connected, std::chrono::seconds(1));
             co_await std::move(connecting);
             if (isConnected())
-                co_return true;
+                co_return !m_connectCancelled;
         }
         m_socket->abort();
         auto pause = QCoro::sleepFor(std::chrono::milliseconds(25));
@@ -330,7 +330,7 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     process.setStandardOutputFile(QDir(runtimeDir).filePath(u"sandbox.log"_s), QIODevice::Append);
     process.setStandardErrorFile(QDir(runtimeDir).filePath(u"sandbox.log"_s), QIODevice::Append);
     qint64 pid = 0;
-    m_starting.insert(id);
+    m_starting.insert(id, nullptr);
     if (!process.startDetached(&pid)) {
         // Qt names the step that failed ("Could not open input redirection for reading"), not
         // why; out of descriptors is the likely why, and the operator's to fix.
@@ -347,16 +347,31 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     }
     auto runtime = std::make_shared<SandboxRuntime>(socketPath, SandboxHostProcess{pid, runtimeDir},
                                                     m_settings.ownerSilenceLimit);
+    m_starting.insert(id, runtime.get());
     auto connecting = runtime->connectToHost(StartTimeout);
     const bool connected = co_await std::move(connecting);
     m_starting.remove(id);
     if (!connected) {
+        if (runtime->isConnectCancelled()) {
+            // Still starting, the host made its files again after the release had removed them
+            // (a delete): it is killed now, and waited for.
+            const SandboxHostProcess host{pid, runtimeDir};
+            host.kill();
+            for (int wait = 0; wait < 100 && host.isRunning(); ++wait) {
+                auto pause = QCoro::sleepFor(std::chrono::milliseconds(10));
+                co_await std::move(pause);
+            }
+        }
         runtime->shutdown();
         Q_EMIT startEnded(id);
+        // Released meanwhile (a delete), it was killed: waiting out StartTimeout for it held a
+        // start of the conversation created again with the same id for 10 s.
         co_return RuntimeAcquisition{
             nullptr,
-            {u"provision_failed"_s, u"the sandbox host did not come up; see "_s +
-                                        QDir(runtimeDir).filePath(u"sandbox.log"_s)}};
+            {u"provision_failed"_s, runtime->isConnectCancelled()
+                                        ? u"the sandbox was stopped while it started"_s
+                                        : u"the sandbox host did not come up; see "_s +
+                                              QDir(runtimeDir).filePath(u"sandbox.log"_s)}};
     }
     watch(id, runtime.get());
     m_owned.insert(id, runtime);
@@ -392,6 +407,8 @@ void LocalSandboxProvider::forget(const QUuid &id)
 void LocalSandboxProvider::release(const QUuid &id)
 {
     m_lost.remove(id);
+    if (SandboxRuntime *starting = m_starting.value(id))
+        starting->cancelConnect();
     if (auto runtime = m_owned.value(id)) {
         runtime->disconnect(this);
         runtime->shutdown();

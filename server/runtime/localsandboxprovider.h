@@ -41,6 +41,9 @@ public:
     ~SandboxRuntime() override;
 
     QCoro::Task<bool> connectToHost(std::chrono::milliseconds timeout);
+    // Ends connectToHost() soon, unconnected: the sandbox was released while it started.
+    void cancelConnect() { m_connectCancelled = true; }
+    bool isConnectCancelled() const { return m_connectCancelled; }
     QCoro::Task<CommandResult> execute(CommandRequest request) override;
     void interrupt() override;
     void ownerAlive() override;
@@ -73,6 +76,7 @@ private:
     QString m_pendingRequest;
     qint64 m_lastActivityMs = 0;
     qint64 m_interruptSentMs = 0; // while a command runs: when it was asked to stop
+    bool m_connectCancelled = false;
 };
 
 struct LocalSandboxSettings
@@ -125,7 +129,8 @@ private:
     LocalSandboxSettings m_settings;
     QHash<QUuid, QPointer<SandboxRuntime>> m_live;
     QHash<QUuid, std::shared_ptr<SandboxRuntime>> m_owned;
-    QSet<QUuid> m_starting;
+    // Sandboxes being started, with their host once it is started (to connect to).
+    QHash<QUuid, QPointer<SandboxRuntime>> m_starting;
     // Sandboxes that went away on their own (killed, crashed, stopped for not answering), shown
     // as runtime_error `sandbox_lost` until the next start or stop.
     QHash<QUuid, QString> m_lost;

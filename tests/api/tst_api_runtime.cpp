@@ -376,6 +376,36 @@ private Q_SLOTS:
         QVERIFY(!QFileInfo::exists(workspace));
     }
 
+    // Created again with the same id while the deleted one's sandbox still started: the new
+    // conversation's start waited 10 s for that sandbox to fail, and was then given its error
+    // (runtime `error`, provision_failed) though its own sandbox ran.
+    void aConversationCreatedAgainWhileTheOldSandboxStartsIsNotHeldByIt()
+    {
+        const QUuid id = m_server->create(shell(u"echo first"_s, false));
+        const QString runtimeDir =
+            QDir(m_server->dataDir()).filePath(u"runtimes/"_s + toWireId(id));
+        auto oldRun = m_server->client().request(
+            "POST"_ba, ServerConnection::conversationPath(id, u"run"_s), {}, {});
+        // Its host is up (its pid file is written before it listens), not yet connected to.
+        QVERIFY(QTest::qWaitFor([&] { return QFileInfo::exists(runtimeDir + u"/sandbox.pid"_s); },
+                                10'000));
+        QVERIFY(m_server->call("DELETE"_ba, ServerConnection::conversationPath(id)).ok());
+        QJsonObject again = shell(u"echo second"_s);
+        again.insert(u"conversation_id"_s, toWireId(id));
+        QElapsedTimer clock;
+        clock.start();
+        const ApiReply created = m_server->post(u"/api/conversations"_s, again);
+        QCOMPARE(created.status, 201);
+        QVERIFY2(clock.elapsed() < 5000, qPrintable(u"%1 ms"_s.arg(clock.elapsed())));
+        // 404, or 200 when that host came up before the delete.
+        const int oldStatus = QCoro::waitFor(std::move(oldRun)).status;
+        QVERIFY2(oldStatus == 404 || oldStatus == 200, qPrintable(QString::number(oldStatus)));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(finalResponse(id), u"second\n"_s);
+        QCOMPARE(runtimeStatus(id), u"available"_s);
+        QVERIFY(sandboxPid(id));
+    }
+
     // A host killed from outside left its socket behind for good, and each host's socket has a
     // name of its own: with a deep data dir they gathered in the temporary dir.
     void socketsOfHostsThatWentAwayAreRemoved_data()

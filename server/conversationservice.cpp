@@ -679,9 +679,9 @@ QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(Conver
     // The conversation may have been deleted or archived while the sandbox started: an archive
     // then found no runtime to stop, and this one stayed up.
     const auto now = m_store.find(info.id);
-    // Deleted meanwhile, and maybe created again since (a row made at another time): then the
-    // runtime is the new conversation's if it has a start or a run of its own, and so are the
-    // files. Its row was given this start's provisioning error.
+    // Deleted meanwhile, and maybe created again since (a row made at another time): the
+    // runtime is then the new conversation's if it has a start or a run of its own, and so are
+    // the files; an error of this start is not the new row's either.
     if (!now || now->createdAt != info.createdAt) {
         if (acquisition.runtime && !m_starting.contains(info.id) && !m_runners.contains(info.id))
             m_runtimes.release(info.id);
@@ -696,6 +696,10 @@ QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(Conver
             m_runtimes.release(info.id);
         requireUsableRuntime(*now);
     }
+    if (acquisition.cancelled)
+        throw ApiError::conflict(u"runtime_start_cancelled"_s,
+                                 u"The runtime was stopped while it started, by a request made "
+                                 "meanwhile (a reprovision, an archive)"_s);
     if (!acquisition.runtime) {
         m_store.setRuntimeError(info.id, acquisition.error);
         throw ApiError{502, acquisition.error.code,

@@ -364,14 +364,17 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
         }
         runtime->shutdown();
         Q_EMIT startEnded(id);
-        // Released meanwhile (a delete), it was killed: waiting out StartTimeout for it held a
-        // start of the conversation created again with the same id for 10 s.
+        // Released meanwhile (a delete, a reprovision), it was killed: waiting out StartTimeout
+        // for it held a start of the conversation created again with the same id for 10 s.
+        if (runtime->isConnectCancelled())
+            co_return RuntimeAcquisition{
+                nullptr,
+                {u"start_cancelled"_s, u"the sandbox was stopped while it started"_s},
+                true};
         co_return RuntimeAcquisition{
             nullptr,
-            {u"provision_failed"_s, runtime->isConnectCancelled()
-                                        ? u"the sandbox was stopped while it started"_s
-                                        : u"the sandbox host did not come up; see "_s +
-                                              QDir(runtimeDir).filePath(u"sandbox.log"_s)}};
+            {u"provision_failed"_s, u"the sandbox host did not come up; see "_s +
+                                        QDir(runtimeDir).filePath(u"sandbox.log"_s)}};
     }
     watch(id, runtime.get());
     m_owned.insert(id, runtime);

@@ -54,6 +54,9 @@ struct RuntimeAcquisition
 {
     std::shared_ptr<Runtime> runtime;
     RuntimeError error; // set when runtime is null
+    // The start was called off by a release (a delete, an archive, a reprovision): no fault of
+    // the runtime's, and nothing to record.
+    bool cancelled = false;
 };
 
 // Turns a conversation into a runtime, and reports the status of runtimes in batch.

@@ -352,9 +352,12 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     const bool connected = co_await std::move(connecting);
     m_starting.remove(id);
     if (!connected) {
-        if (runtime->isConnectCancelled()) {
-            // Still starting, the host made its files again after the release had removed them
-            // (a delete): it is killed now, and waited for.
+        // Released meanwhile (a delete, an archive, a reprovision). The start waited out
+        // StartTimeout for the host the release had killed, and held a start of a conversation
+        // created again with the same id as long; still starting, the host also made its files
+        // again after a delete had removed them. It is killed now, and waited for.
+        const bool cancelled = runtime->isConnectCancelled();
+        if (cancelled) {
             const SandboxHostProcess host{pid, runtimeDir};
             host.kill();
             for (int wait = 0; wait < 100 && host.isRunning(); ++wait) {
@@ -364,9 +367,7 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
         }
         runtime->shutdown();
         Q_EMIT startEnded(id);
-        // Released meanwhile (a delete, a reprovision), it was killed: waiting out StartTimeout
-        // for it held a start of the conversation created again with the same id for 10 s.
-        if (runtime->isConnectCancelled())
+        if (cancelled)
             co_return RuntimeAcquisition{
                 nullptr,
                 {u"start_cancelled"_s, u"the sandbox was stopped while it started"_s},

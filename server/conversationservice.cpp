@@ -707,6 +707,14 @@ QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(Conver
     }
     if (info.runtime.error)
         m_store.setRuntimeError(info.id, std::nullopt);
+    // The conversation is run here from now on: a replica that ran it before stops the sandbox
+    // it kept, which stayed up beside this one, `available`, until its idle timeout. Not worth
+    // failing the start for: unannounced, that sandbox stops at its idle timeout as before.
+    try {
+        m_store.announce(info.id, u"release"_s);
+    } catch (const std::exception &error) {
+        qCWarning(lcRuntime) << "cannot announce that" << info.id << "runs here:" << error.what();
+    }
     co_return acquisition.runtime;
 }
 

@@ -214,6 +214,11 @@ public:
     }
 
     QUrl url() const { return m_url; }
+    QString dataDir() const
+    {
+        const QStringList arguments = m_process->arguments();
+        return arguments.value(arguments.indexOf(u"--data-dir"_s) + 1);
+    }
     QString urlText() const { return m_url.toString(); }
     // Sent as X-Session-API-Key on every call from now on.
     void setKey(const QString &key) { setHeader("X-Session-API-Key", key.toUtf8()); }

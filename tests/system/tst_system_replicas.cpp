@@ -358,6 +358,47 @@ private Q_SLOTS:
                  u"missing"_s);
     }
 
+    // A run finished on alpha, and the conversation is taken up through beta: beta runs it in
+    // a sandbox of its own, and alpha's stops. Both stayed up, `available`, until alpha's idle
+    // timeout.
+    void aSandboxStopsWhenAnotherReplicaTakesTheConversationUp_data()
+    {
+        QTest::addColumn<QString>("action");
+        QTest::addColumn<QJsonObject>("body");
+        QTest::addRow("message with run") << u"events"_s << userMessage(u"echo again"_s, true);
+        QTest::addRow("resume") << u"runtime/resume"_s << QJsonObject{};
+        QTest::addRow("reprovision") << u"runtime/reprovision"_s << QJsonObject{};
+    }
+    void aSandboxStopsWhenAnotherReplicaTakesTheConversationUp()
+    {
+        QFETCH(QString, action);
+        QFETCH(QJsonObject, body);
+        ServerProcess &a = startReplica(u"alpha"_s, u"local"_s);
+        ServerProcess &b = startReplica(u"beta"_s, u"local"_s);
+        const QUuid id = a.create(shellConversation(u"echo hi"_s, true));
+        QVERIFY(!id.isNull());
+        QVERIFY(a.waitForStatus(id, u"finished"_s));
+        // Each replica's host names the conversation's runtime dir in that replica's data dir.
+        const auto hostOn = [&](const ServerProcess &replica) {
+            return QDir(replica.dataDir()).filePath(u"runtimes/"_s + wireId(id)).toLocal8Bit();
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(!processesWith(hostOn(a)).isEmpty(), 10'000);
+
+        const Reply taken = b.post(conversationPath(id, action), body);
+        QVERIFY2(taken.ok(), qPrintable(taken.describe()));
+        QTRY_VERIFY_WITH_TIMEOUT(!processesWith(hostOn(b)).isEmpty(), 10'000);
+        QTRY_VERIFY2_WITH_TIMEOUT(processesWith(hostOn(a)).isEmpty(),
+                                  "the sandbox on alpha is still up", 10'000);
+        QVERIFY(b.waitForStatus(id, u"finished"_s));
+        QCOMPARE(b.conversation(id)
+                     .value(u"runtime_info"_s)
+                     .toObject()
+                     .value(u"runtime_status"_s)
+                     .toString(),
+                 u"available"_s);
+        QVERIFY(!processesWith(hostOn(b)).isEmpty());
+    }
+
     // SIGTERM: the owner releases its leases; another replica serves /recover at once.
     void sigtermHandsOverWithinOneSecond()
     {

@@ -116,6 +116,11 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     const QCommandLineOption idleTimeout(u"sandbox-idle-timeout"_s,
                                          u"Stop a sandbox idle for this long (default 30m)."_s,
                                          u"DURATION"_s);
+    const QCommandLineOption maxSandboxes(u"max-sandboxes"_s,
+                                          u"Keep at most N sandboxes at once; at the limit the "
+                                          "one idle the longest is stopped (default 256; 0: no "
+                                          "limit)."_s,
+                                          u"N"_s);
     const QCommandLineOption retention(u"runtime-retention"_s,
                                        u"Expire runtimes inactive for longer than this, deleting "
                                        "server-owned workspaces (e.g. 7d; default: off)."_s,
@@ -142,9 +147,10 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
                                       u"SQLite: start the write-ahead log over once it passes "
                                       "this size (default 64MiB; 64KiB to 16GiB)."_s,
                                       u"SIZE"_s);
-    parser.addOptions({help, version, headless, connect, listen, dataDir, key, allowOrigin,
-                       allowHost, commandTimeout, shutdownGrace, replicaId, database, advertiseUrl,
-                       runtime, idleTimeout, retention, leaseTtl, walLimit});
+    parser.addOptions({help,          version,      headless,    connect,      listen,
+                       dataDir,       key,          allowOrigin, allowHost,    commandTimeout,
+                       shutdownGrace, replicaId,    database,    advertiseUrl, runtime,
+                       idleTimeout,   maxSandboxes, retention,   leaseTtl,     walLimit});
     const QCommandLineOption llmBaseUrl(u"llm-base-url"_s,
                                         u"Default OpenAI-compatible endpoint of llm agents (e.g. "
                                         "http://127.0.0.1:8080/v1); the key comes from "
@@ -248,6 +254,15 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
             return std::nullopt;
         }
         options.server.walLimitBytes = *size;
+    }
+    if (parser.isSet(maxSandboxes)) {
+        bool ok = false;
+        const int count = parser.value(maxSandboxes).toInt(&ok);
+        if (!ok || count < 0 || count > MaxSandboxes) {
+            *error = u"--max-sandboxes takes a number from 0 (no limit) to %1"_s.arg(MaxSandboxes);
+            return std::nullopt;
+        }
+        options.server.maxSandboxes = count;
     }
     options.server.replicaId = parser.value(replicaId);
     if (options.server.replicaId.contains(u'/') || options.server.replicaId.contains(u' ')) {

@@ -238,7 +238,7 @@ bool AgentDeckServer::start(QString *error)
                 m_config.sandboxProgram.isEmpty() ? QCoreApplication::applicationFilePath()
                                                   : m_config.sandboxProgram,
                 QDir(dataDir).filePath(u"runtimes"_s), m_config.sandboxIdleTimeout,
-                ownerSilenceLimit});
+                ownerSilenceLimit, m_config.maxSandboxes});
             d->sandboxes = sandboxes.get();
             d->parts.runtimes = std::move(sandboxes);
         }

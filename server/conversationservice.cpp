@@ -696,6 +696,11 @@ QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(Conver
             m_runtimes.release(info.id);
         requireUsableRuntime(*now);
     }
+    if (acquisition.atLimit)
+        throw ApiError{503, acquisition.error.code,
+                       u"Cannot start the runtime: "_s + acquisition.error.message +
+                           u"; try again when one of them ends"_s,
+                       5};
     if (acquisition.cancelled)
         throw ApiError::conflict(u"runtime_start_cancelled"_s,
                                  u"The runtime was stopped while it started, by a request made "

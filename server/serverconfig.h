@@ -12,6 +12,8 @@ namespace AgentDeck {
 // The longest a timer waits: Qt's timers count milliseconds in an int (24.8 days), and a longer
 // interval overflowed into a timeout that never fired, or fired at once.
 constexpr std::chrono::milliseconds MaxTimerDuration = std::chrono::days(24);
+// The most --max-sandboxes takes: far past what a machine runs, short of an int's overflow.
+constexpr int MaxSandboxes = 1'000'000;
 // The longest one model request may take (--llm-timeout, agent.llm.timeout).
 constexpr std::chrono::milliseconds MaxLlmTimeout = std::chrono::days(1);
 
@@ -52,6 +54,8 @@ struct ServerConfig
     // The binary started as `agentdeck sandbox-host`; empty: this executable.
     QString sandboxProgram;
     std::chrono::milliseconds sandboxIdleTimeout{30 * 60 * 1000};
+    // `--runtime local`: sandbox hosts at once (see LocalSandboxSettings::maxSandboxes).
+    int maxSandboxes = 256;
     // Off (0) by default.
     std::chrono::milliseconds runtimeRetention{0};
     std::chrono::milliseconds retentionInterval{0}; // 0: derived from the retention

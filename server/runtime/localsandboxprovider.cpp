@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <limits>
 
 using namespace Qt::StringLiterals;
 
@@ -307,6 +308,14 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     if (auto live = m_owned.value(id); live && live->isConnected())
         co_return RuntimeAcquisition{live, {}};
     forget(id);
+    // Nothing is awaited from here until the start is registered: two starts cannot both take
+    // the last place.
+    if (!makeRoom())
+        co_return RuntimeAcquisition{
+            .error = {u"sandbox_limit_reached"_s,
+                      u"every sandbox this server may keep (--max-sandboxes %1) is in use by "
+                      "a run"_s.arg(m_settings.maxSandboxes)},
+            .atLimit = true};
 
     const QString runtimeDir = runtimeDirectory(id);
     if (!QDir().mkpath(runtimeDir) || !QDir().mkpath(conversation.workingDir))
@@ -483,17 +492,44 @@ void LocalSandboxProvider::sweepIdle()
     const qint64 cutoff = QDateTime::currentMSecsSinceEpoch() - m_settings.idleTimeout.count();
     QList<QUuid> idle;
     for (auto it = m_owned.cbegin(); it != m_owned.cend(); ++it) {
-        // use_count 1: no run holds the runtime, only this registry.
-        if (it.value().use_count() == 1 && !it.value()->isBusy() &&
-            it.value()->lastActivityMs() < cutoff)
+        if (it.value()->lastActivityMs() < cutoff && isIdle(it.key(), it.value()))
             idle.append(it.key());
     }
     for (const QUuid &id : idle) {
-        if (m_idleKeeper && m_idleKeeper(id))
-            continue;
         qCInfo(lcRuntime) << "stopping idle sandbox of" << id;
         release(id);
     }
+}
+
+bool LocalSandboxProvider::isIdle(const QUuid &id,
+                                  const std::shared_ptr<SandboxRuntime> &runtime) const
+{
+    // use_count 1: no run holds the runtime, only this registry (`runtime` is its entry).
+    return runtime.use_count() == 1 && !runtime->isBusy() && !(m_idleKeeper && m_idleKeeper(id));
+}
+
+bool LocalSandboxProvider::makeRoom()
+{
+    const int limit = m_settings.maxSandboxes;
+    if (limit <= 0 || m_owned.size() + m_starting.size() < limit)
+        return true;
+    QUuid oldest;
+    qint64 oldestActivityMs = std::numeric_limits<qint64>::max();
+    for (auto it = m_owned.cbegin(); it != m_owned.cend(); ++it) {
+        if (it.value()->lastActivityMs() < oldestActivityMs && isIdle(it.key(), it.value())) {
+            oldest = it.key();
+            oldestActivityMs = it.value()->lastActivityMs();
+        }
+    }
+    if (oldest.isNull()) {
+        qCWarning(lcRuntime) << "a start is refused: each of the" << limit
+                             << "sandboxes (--max-sandboxes) is in use by a run";
+        return false;
+    }
+    qCInfo(lcRuntime) << "stopping the sandbox of" << oldest
+                      << "idle the longest, to make room: --max-sandboxes" << limit << "reached";
+    release(oldest);
+    return true;
 }
 
 } // namespace AgentDeck

@@ -91,6 +91,10 @@ struct LocalSandboxSettings
     // the command is gone before the lease can lapse. 0: commands run on (one server alone:
     // nobody takes over, and a server that comes back stops what it left, adoptExisting()).
     std::chrono::milliseconds ownerSilenceLimit{0};
+    // At most this many hosts at once (0: no limit): each is a process and a few MB, and shell
+    // conversations keep theirs for the idle timeout, so without a bound a busy server ran out
+    // of process ids or descriptors. At the limit the one idle the longest makes room.
+    int maxSandboxes = 0;
 };
 
 // One sandbox host process per conversation, adopted across server restarts.
@@ -123,6 +127,10 @@ Q_SIGNALS:
 private:
     QString newSocketPath(const QUuid &id) const;
     void sweepIdle();
+    // No run holds it, it runs nothing, and its conversation does not wait for a confirmation.
+    bool isIdle(const QUuid &id, const std::shared_ptr<SandboxRuntime> &runtime) const;
+    // Below the limit, or brought below it by stopping the sandbox idle the longest.
+    bool makeRoom();
     void watch(const QUuid &id, SandboxRuntime *runtime);
     void forget(const QUuid &id);
 

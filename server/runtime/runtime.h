@@ -57,6 +57,9 @@ struct RuntimeAcquisition
     // The start was called off by a release (a delete, an archive, a reprovision): no fault of
     // the runtime's, and nothing to record.
     bool cancelled = false;
+    // Every sandbox the server may keep is held by a run (the limit): a fault of nobody's, for a
+    // client to try again later.
+    bool atLimit = false;
 };
 
 // Turns a conversation into a runtime, and reports the status of runtimes in batch.

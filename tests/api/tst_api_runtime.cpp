@@ -278,6 +278,79 @@ private Q_SLOTS:
         QCOMPARE(sandboxPidIn(server, waiting), pid);
     }
 
+    // Each sandbox is a process and a few MB, and a shell conversation kept its own for the idle
+    // timeout: without a bound, a busy server ran out of process ids or descriptors. At the
+    // limit, the sandbox idle the longest makes room.
+    void atTheSandboxLimitTheOneIdleTheLongestMakesRoom()
+    {
+        if (!m_server->usesSandboxes())
+            QSKIP("needs the real binary for sandbox hosts");
+        TestServerOptions options;
+        options.maxSandboxes = 2;
+        TestServer server(std::move(options));
+        QVERIFY(server.start());
+        const QUuid first = server.create(shell(u"echo first"_s));
+        QVERIFY(server.waitForStatus(first, u"finished"_s));
+        const QUuid second = server.create(shell(u"echo second"_s));
+        QVERIFY(server.waitForStatus(second, u"finished"_s));
+        // The first is used again: the second is now the one idle the longest.
+        QVERIFY(server
+                    .post(ServerConnection::conversationPath(first, u"events"),
+                          TestServer::message(u"echo again"_s, true))
+                    .ok());
+        QVERIFY(server.waitForStatus(first, u"finished"_s));
+        const auto secondPid = sandboxPidIn(server, second);
+        QVERIFY(secondPid);
+
+        const QUuid third = server.create(shell(u"echo third"_s));
+        QVERIFY(server.waitForStatus(third, u"finished"_s));
+        QCOMPARE(runtimeStatusIn(server, second), u"missing"_s);
+        QCOMPARE(runtimeStatusIn(server, first), u"available"_s);
+        QCOMPARE(runtimeStatusIn(server, third), u"available"_s);
+        QTRY_VERIFY_WITH_TIMEOUT(!processAlive(*secondPid), 5000);
+        // It comes back on demand, in the place of the one idle the longest then.
+        QVERIFY(server
+                    .post(ServerConnection::conversationPath(second, u"events"),
+                          TestServer::message(u"echo back"_s, true))
+                    .ok());
+        QVERIFY(server.waitForStatus(second, u"finished"_s));
+        QCOMPARE(runtimeStatusIn(server, first), u"missing"_s);
+        QCOMPARE(runtimeStatusIn(server, second), u"available"_s);
+    }
+
+    // With every sandbox held by a run, a start is refused with 503 and Retry-After, and
+    // nothing is recorded against the conversation: a sandbox is free once a run ends.
+    void atTheSandboxLimitWithEverySandboxInUseAStartIsRefused()
+    {
+        if (!m_server->usesSandboxes())
+            QSKIP("needs the real binary for sandbox hosts");
+        TestServerOptions options;
+        options.maxSandboxes = 1;
+        TestServer server(std::move(options));
+        QVERIFY(server.start());
+        const QUuid busy = server.create(shell(u"echo started; sleep 60"_s));
+        QVERIFY(!busy.isNull());
+        QTRY_VERIFY_WITH_TIMEOUT(hasKindIn(server, busy, u"ActionEvent"_s), 10000);
+        const QUuid waiting = server.create(shell(u"echo waited"_s, false));
+        QVERIFY(!waiting.isNull());
+
+        const ApiReply refused = server.post(ServerConnection::conversationPath(waiting, u"run"));
+        QCOMPARE(refused.status, 503);
+        QCOMPARE(refused.errorCode, u"sandbox_limit_reached"_s);
+        QCOMPARE(refused.retryAfter, "5"_ba);
+        QCOMPARE(server.status(busy), u"running"_s);
+        const QJsonObject runtime =
+            server.get(ServerConnection::conversationPath(waiting, u"runtime")).json.toObject();
+        QCOMPARE(runtime.value(u"runtime_status"_s).toString(), u"missing"_s);
+        QVERIFY(runtime.value(u"runtime_error"_s).isNull());
+
+        QVERIFY(server.post(ServerConnection::conversationPath(busy, u"interrupt")).ok());
+        QVERIFY(server.waitForStatus(busy, u"paused"_s));
+        QVERIFY(server.post(ServerConnection::conversationPath(waiting, u"run")).ok());
+        QVERIFY(server.waitForStatus(waiting, u"finished"_s));
+        QCOMPARE(runtimeStatusIn(server, busy), u"missing"_s);
+    }
+
     // A frozen sandbox host (SIGSTOP here; a paused VM alike) answers nothing: an interrupt
     // left the run `running` and an archive waiting for it, for as long as the host was frozen.
     void aFrozenSandboxIsStoppedWhenItDoesNotAnswerAnInterrupt()
@@ -551,9 +624,10 @@ private:
         return file.open(QIODevice::ReadOnly) ? QString::fromUtf8(file.readAll().trimmed())
                                               : QString();
     }
-    bool hasKind(const QUuid &id, const QString &kind)
+    bool hasKind(const QUuid &id, const QString &kind) { return hasKindIn(*m_server, id, kind); }
+    static bool hasKindIn(TestServer &server, const QUuid &id, const QString &kind)
     {
-        const QList<QJsonObject> events = m_server->events(id);
+        const QList<QJsonObject> events = server.events(id);
         return std::any_of(events.cbegin(), events.cend(), [&](const QJsonObject &event) {
             return event.value(u"kind"_s) == kind;
         });

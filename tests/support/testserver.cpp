@@ -73,6 +73,7 @@ bool TestServer::start()
     config.runtimeRetention = m_options.runtimeRetention;
     config.retentionInterval = m_options.retentionInterval;
     config.sandboxIdleTimeout = m_options.sandboxIdleTimeout;
+    config.maxSandboxes = m_options.maxSandboxes;
     config.httpRequestTimeout = m_options.httpRequestTimeout;
     config.httpIdleTimeout = m_options.httpIdleTimeout;
     config.llmBaseUrl = m_options.llmBaseUrl;

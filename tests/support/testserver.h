@@ -20,6 +20,7 @@ struct TestServerOptions
     std::chrono::milliseconds retentionInterval{0};
     bool inProcessRuntime = false; // force the in-server process runtime
     std::chrono::milliseconds sandboxIdleTimeout{30 * 60 * 1000};
+    int maxSandboxes = 256;
     std::chrono::milliseconds httpRequestTimeout{60'000};
     std::chrono::milliseconds httpIdleTimeout{300'000};
     ServerParts parts;

@@ -270,6 +270,20 @@ private Q_SLOTS:
         verifyRefuses(server, {u"--wal-limit takes a size"_s});
     }
 
+    void refusesBadMaxSandboxes_data()
+    {
+        QTest::addColumn<QString>("count");
+        QTest::addRow("negative") << u"-1"_s;
+        QTest::addRow("not a number") << u"lots"_s;
+        QTest::addRow("past the most") << u"1000001"_s;
+    }
+    void refusesBadMaxSandboxes()
+    {
+        QFETCH(QString, count);
+        ServerProcess &server = m_fleet.add({}, {u"--max-sandboxes"_s, count});
+        verifyRefuses(server, {u"--max-sandboxes takes a number from 0 (no limit) to 1000000"_s});
+    }
+
     // Qt's timers count milliseconds in an int: a --command-timeout of 30d stopped nothing.
     void refusesDurationsPastWhatATimerHolds_data()
     {

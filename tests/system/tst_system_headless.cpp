@@ -256,32 +256,28 @@ private Q_SLOTS:
         QVERIFY2(QFileInfo(path).isFile(), "the file must be left as it was");
     }
 
-    void refusesBadWalLimit_data()
+    void refusesBadSizesAndCounts_data()
     {
-        QTest::addColumn<QString>("size");
-        QTest::addRow("below 64KiB") << u"63KiB"_s;
-        QTest::addRow("above 16GiB") << u"17GiB"_s;
-        QTest::addRow("not a size") << u"lots"_s;
+        QTest::addColumn<QString>("option");
+        QTest::addColumn<QString>("value");
+        QTest::addColumn<QString>("words");
+        const QString walLimit = u"--wal-limit takes a size"_s;
+        QTest::addRow("wal limit below 64KiB") << u"--wal-limit"_s << u"63KiB"_s << walLimit;
+        QTest::addRow("wal limit above 16GiB") << u"--wal-limit"_s << u"17GiB"_s << walLimit;
+        QTest::addRow("wal limit not a size") << u"--wal-limit"_s << u"lots"_s << walLimit;
+        const QString sandboxes = u"--max-sandboxes takes a number from 0 (no limit) to 1000000"_s;
+        QTest::addRow("negative sandboxes") << u"--max-sandboxes"_s << u"-1"_s << sandboxes;
+        QTest::addRow("sandboxes not a number") << u"--max-sandboxes"_s << u"lots"_s << sandboxes;
+        QTest::addRow("sandboxes past the most")
+            << u"--max-sandboxes"_s << u"1000001"_s << sandboxes;
     }
-    void refusesBadWalLimit()
+    void refusesBadSizesAndCounts()
     {
-        QFETCH(QString, size);
-        ServerProcess &server = m_fleet.add({}, {u"--wal-limit"_s, size});
-        verifyRefuses(server, {u"--wal-limit takes a size"_s});
-    }
-
-    void refusesBadMaxSandboxes_data()
-    {
-        QTest::addColumn<QString>("count");
-        QTest::addRow("negative") << u"-1"_s;
-        QTest::addRow("not a number") << u"lots"_s;
-        QTest::addRow("past the most") << u"1000001"_s;
-    }
-    void refusesBadMaxSandboxes()
-    {
-        QFETCH(QString, count);
-        ServerProcess &server = m_fleet.add({}, {u"--max-sandboxes"_s, count});
-        verifyRefuses(server, {u"--max-sandboxes takes a number from 0 (no limit) to 1000000"_s});
+        QFETCH(QString, option);
+        QFETCH(QString, value);
+        QFETCH(QString, words);
+        ServerProcess &server = m_fleet.add({}, {option, value});
+        verifyRefuses(server, {words});
     }
 
     // Qt's timers count milliseconds in an int: a --command-timeout of 30d stopped nothing.

@@ -115,6 +115,24 @@ private:
         return id;
     }
 
+    // What the command line of `replica`'s sandbox host for `id` carries: the runtime dir in
+    // that replica's data dir.
+    static QByteArray sandboxOn(const ServerProcess &replica, const QUuid &id)
+    {
+        return QDir(replica.dataDir()).filePath(u"runtimes/"_s + wireId(id)).toLocal8Bit();
+    }
+
+    // Runs `echo hi` on `owner` to its end, and waits until its sandbox host is up there.
+    QUuid finishedRunWithItsSandbox(ServerProcess &owner)
+    {
+        const QUuid id = owner.create(shellConversation(u"echo hi"_s, true));
+        if (id.isNull() || !owner.waitForStatus(id, u"finished"_s) ||
+            !QTest::qWaitFor([&] { return !processesWith(sandboxOn(owner, id)).isEmpty(); },
+                             10'000))
+            return {};
+        return id;
+    }
+
     // Starts a long command on `owner` whose processes carry a marker of their own in their
     // command line, and waits until it runs there.
     QUuid startMarkedCommand(ServerProcess &owner, QByteArray *marker)
@@ -326,77 +344,54 @@ private Q_SLOTS:
             u"available"_s);
     }
 
-    // Archive, or stopping the runtime, on a replica that does not keep the conversation's
-    // sandbox stops it where it is (it stayed up until its idle timeout).
-    void aSandboxElsewhereStopsWithArchiveOrRuntimeStop_data()
+    // A run finished on alpha, and beta is asked to do something with the conversation. An
+    // archive, or stopping the runtime, stops alpha's sandbox (it stayed up until its idle
+    // timeout). Taking the conversation up there (a run, a resume, a reprovision) runs it in a
+    // sandbox of beta's, and stops alpha's too: both stayed up, `available`, until alpha's idle
+    // timeout.
+    void aSandboxStopsWhenAnotherReplicaStopsItOrTakesTheConversationUp_data()
     {
         QTest::addColumn<QByteArray>("method");
         QTest::addColumn<QString>("action");
-        QTest::addRow("archive") << "POST"_ba << u"archive"_s;
-        QTest::addRow("DELETE runtime") << "DELETE"_ba << u"runtime"_s;
+        QTest::addColumn<QJsonObject>("body");
+        QTest::addColumn<bool>("takenUp");
+        QTest::addRow("archive") << "POST"_ba << u"archive"_s << QJsonObject{} << false;
+        QTest::addRow("DELETE runtime") << "DELETE"_ba << u"runtime"_s << QJsonObject{} << false;
+        QTest::addRow("message with run")
+            << "POST"_ba << u"events"_s << userMessage(u"echo again"_s, true) << true;
+        QTest::addRow("resume") << "POST"_ba << u"runtime/resume"_s << QJsonObject{} << true;
+        QTest::addRow("reprovision")
+            << "POST"_ba << u"runtime/reprovision"_s << QJsonObject{} << true;
     }
-    void aSandboxElsewhereStopsWithArchiveOrRuntimeStop()
+    void aSandboxStopsWhenAnotherReplicaStopsItOrTakesTheConversationUp()
     {
         QFETCH(QByteArray, method);
         QFETCH(QString, action);
-        ServerProcess &a = startReplica(u"alpha"_s, u"local"_s);
-        ServerProcess &b = startReplica(u"beta"_s, u"local"_s);
-        const QUuid id = a.create(shellConversation(u"echo hi"_s, true));
-        QVERIFY(!id.isNull());
-        QVERIFY(a.waitForStatus(id, u"finished"_s));
-        QTRY_VERIFY_WITH_TIMEOUT(!processesWith(wireId(id).toLatin1()).isEmpty(), 10'000);
-
-        const Reply done = b.call(method, conversationPath(id, action));
-        QVERIFY2(done.ok(), qPrintable(done.describe()));
-        QTRY_VERIFY2_WITH_TIMEOUT(processesWith(wireId(id).toLatin1()).isEmpty(),
-                                  "the sandbox on alpha is still up", 10'000);
-        QCOMPARE(a.conversation(id)
-                     .value(u"runtime_info"_s)
-                     .toObject()
-                     .value(u"runtime_status"_s)
-                     .toString(),
-                 u"missing"_s);
-    }
-
-    // A run finished on alpha, and the conversation is taken up through beta: beta runs it in
-    // a sandbox of its own, and alpha's stops. Both stayed up, `available`, until alpha's idle
-    // timeout.
-    void aSandboxStopsWhenAnotherReplicaTakesTheConversationUp_data()
-    {
-        QTest::addColumn<QString>("action");
-        QTest::addColumn<QJsonObject>("body");
-        QTest::addRow("message with run") << u"events"_s << userMessage(u"echo again"_s, true);
-        QTest::addRow("resume") << u"runtime/resume"_s << QJsonObject{};
-        QTest::addRow("reprovision") << u"runtime/reprovision"_s << QJsonObject{};
-    }
-    void aSandboxStopsWhenAnotherReplicaTakesTheConversationUp()
-    {
-        QFETCH(QString, action);
         QFETCH(QJsonObject, body);
+        QFETCH(bool, takenUp);
         ServerProcess &a = startReplica(u"alpha"_s, u"local"_s);
         ServerProcess &b = startReplica(u"beta"_s, u"local"_s);
-        const QUuid id = a.create(shellConversation(u"echo hi"_s, true));
+        const QUuid id = finishedRunWithItsSandbox(a);
         QVERIFY(!id.isNull());
-        QVERIFY(a.waitForStatus(id, u"finished"_s));
-        // Each replica's host names the conversation's runtime dir in that replica's data dir.
-        const auto hostOn = [&](const ServerProcess &replica) {
-            return QDir(replica.dataDir()).filePath(u"runtimes/"_s + wireId(id)).toLocal8Bit();
-        };
-        QTRY_VERIFY_WITH_TIMEOUT(!processesWith(hostOn(a)).isEmpty(), 10'000);
 
-        const Reply taken = b.post(conversationPath(id, action), body);
-        QVERIFY2(taken.ok(), qPrintable(taken.describe()));
-        QTRY_VERIFY_WITH_TIMEOUT(!processesWith(hostOn(b)).isEmpty(), 10'000);
-        QTRY_VERIFY2_WITH_TIMEOUT(processesWith(hostOn(a)).isEmpty(),
+        const Reply done = b.call(method, conversationPath(id, action),
+                                  body.isEmpty() ? QByteArray() : QJsonDocument(body).toJson());
+        QVERIFY2(done.ok(), qPrintable(done.describe()));
+        QTRY_VERIFY2_WITH_TIMEOUT(processesWith(sandboxOn(a, id)).isEmpty(),
                                   "the sandbox on alpha is still up", 10'000);
-        QVERIFY(b.waitForStatus(id, u"finished"_s));
-        QCOMPARE(b.conversation(id)
-                     .value(u"runtime_info"_s)
-                     .toObject()
-                     .value(u"runtime_status"_s)
-                     .toString(),
-                 u"available"_s);
-        QVERIFY(!processesWith(hostOn(b)).isEmpty());
+        const auto runtimeStatusOn = [&](ServerProcess &replica) {
+            return replica.conversation(id)
+                .value(u"runtime_info"_s)
+                .toObject()
+                .value(u"runtime_status"_s)
+                .toString();
+        };
+        if (takenUp) {
+            QVERIFY(b.waitForStatus(id, u"finished"_s));
+            QCOMPARE(runtimeStatusOn(b), u"available"_s);
+            QVERIFY(!processesWith(sandboxOn(b, id)).isEmpty());
+        }
+        QCOMPARE(runtimeStatusOn(a), u"missing"_s);
     }
 
     // SIGTERM: the owner releases its leases; another replica serves /recover at once.

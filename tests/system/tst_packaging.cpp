@@ -385,6 +385,7 @@ void PackagingTest::packagedDaemonNotifiesSystemd()
     environment.insert(u"AGENTDECK_REPLICA_ID"_s, u"packaged"_s);
     environment.insert(u"AGENTDECK_EXTRA_OPTIONS"_s, u"--runtime  local --lease-ttl 30s"_s);
     environment.insert(u"AGENTDECK_ALLOW_HOSTS"_s, u"agentdeck.lan,deck.lan"_s);
+    environment.insert(u"AGENTDECK_MAX_SANDBOXES"_s, u"3"_s);
 
     QProcess daemon;
     daemon.setProcessEnvironment(environment);
@@ -417,6 +418,10 @@ void PackagingTest::packagedDaemonNotifiesSystemd()
     QTRY_VERIFY_WITH_TIMEOUT(info->isFinished(), DaemonTimeoutMs);
     const QJsonObject server = QJsonDocument::fromJson(info->readAll()).object();
     QCOMPARE(server.value(u"replica_id"_s).toString(), u"packaged"_s);
+    QFile commandLine(u"/proc/%1/cmdline"_s.arg(daemon.processId()));
+    QVERIFY(commandLine.open(QIODevice::ReadOnly));
+    const QList<QByteArray> arguments = commandLine.readAll().split('\0');
+    QCOMPARE(arguments.value(arguments.indexOf("--max-sandboxes"_ba) + 1), "3"_ba);
     for (const auto &[host, status] : {std::pair{"deck.lan"_ba, 200}, {"evil.example"_ba, 403}}) {
         QNetworkRequest request(QUrl(match.captured(1) + u"/api/conversations/count"_s));
         request.setRawHeader("Host", host);

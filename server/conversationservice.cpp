@@ -883,8 +883,19 @@ QCoro::Task<StoredEvent> ConversationService::sendMessage(QUuid id, MessageReque
         m_log.append(id, {Event::message(EventSource::User, message.role, message.text)});
     // A live run picks the message up at its next step; otherwise start one.
     if (message.run && !m_runners.contains(id) && !m_starting.contains(id)) {
-        auto starting = startRun(require(id));
-        co_await std::move(starting);
+        try {
+            auto starting = startRun(require(id));
+            co_await std::move(starting);
+        } catch (ApiError &error) {
+            // The message is stored, and a client told only that the run failed sent it again
+            // once the Retry-After had passed: twice in the history. The answer says so.
+            const qint64 seq = stored.first().seq;
+            error.detail = u"The message was stored (seq %1), but its run did not start: %2; "
+                           "run the conversation to run it, rather than sending it again"_s.arg(
+                               QString::number(seq), error.detail);
+            error.extra.insert(u"seq"_s, seq);
+            throw;
+        }
     }
     co_return stored.first();
 }

@@ -439,7 +439,12 @@ QCoro::Task<> AgentDeckServer::stop()
         co_return;
     d->stopped = true;
     qCInfo(lcServer) << "stopping: pausing" << d->service->liveCount() << "runs";
-    d->http->setReady(false);
+    d->http->setStopping();
+    // New connections are refused from now on: one accepted during the stop was reset when the
+    // process exited, its client not knowing whether its request had been taken. Connections
+    // already open get 503 `shutting_down` for what they send meanwhile.
+    for (QTcpServer *tcp : d->http->servers())
+        tcp->close();
     d->reaper.reset();
     d->integrity.reset();
     // Requests already in a handler finish first, within the grace: their clients get answers
@@ -467,8 +472,6 @@ QCoro::Task<> AgentDeckServer::stop()
         if (d->streams)
             d->streams->closeAll();
     });
-    for (QTcpServer *tcp : d->http->servers())
-        tcp->close();
     d->relay.reset();
     d->database->close();
     d->lock->unlock();

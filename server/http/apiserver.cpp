@@ -165,6 +165,11 @@ bool ApiServer::handleRequest(const QHttpServerRequest &request, QTcpSocket *soc
     // HttpRequestFollower); this is the backstop should a framing slip past it.
     if (copy.body.size() > m_limits.maxBodyBytes)
         return reject(ApiError::payloadTooLarge(m_limits.maxBodyBytes));
+    if (isApi && m_stopping)
+        return reject({503, u"shutting_down"_s,
+                       u"The server is stopping; send the request again once it has started "
+                       "again, or to another replica"_s,
+                       1});
     if (isApi && !m_ready)
         return reject({503, u"not_ready"_s, u"The server is starting; retry shortly"_s, 1});
 

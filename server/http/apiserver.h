@@ -29,6 +29,14 @@ public:
               QObject *parent = nullptr);
     void setReady(bool ready) { m_ready = ready; }
     bool isReady() const { return m_ready; }
+    // A graceful stop began: API requests are answered 503 `shutting_down` (they were told the
+    // server was starting), and /ready says `stopping`.
+    void setStopping()
+    {
+        m_ready = false;
+        m_stopping = true;
+    }
+    bool isStopping() const { return m_stopping; }
     // A request, or the check at startup, met a damaged database: /ready says so.
     bool storageCorrupt() const { return m_storageCorrupt; }
     void markStorageCorrupt() { m_storageCorrupt = true; }
@@ -61,6 +69,7 @@ private:
     Metrics &m_metrics;
     HttpLimits m_limits;
     bool m_ready = false;
+    bool m_stopping = false;
     bool m_storageCorrupt = false;
     int m_handling = 0; // requests in asynchronous handlers
 };

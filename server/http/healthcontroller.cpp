@@ -24,7 +24,9 @@ void HealthController::registerRoutes(Router &router, const ApiServer &server,
     });
     router.add(Method::Get, u"/ready"_s, [&server](const HttpRequest &) {
         if (!server.isReady())
-            return HttpResponse::json(QJsonObject{{u"status"_s, u"starting"_s}}, 503);
+            return HttpResponse::json(
+                QJsonObject{{u"status"_s, server.isStopping() ? u"stopping"_s : u"starting"_s}},
+                503);
         if (server.storageCorrupt())
             return HttpResponse::json(QJsonObject{{u"status"_s, u"storage_corrupt"_s}}, 503);
         return HttpResponse::json(QJsonObject{{u"status"_s, u"ready"_s}});

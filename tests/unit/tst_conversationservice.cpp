@@ -10,6 +10,7 @@
 
 #include <QJsonArray>
 #include <QSignalSpy>
+#include <QTcpSocket>
 #include <QTest>
 
 using namespace Qt::StringLiterals;
@@ -585,7 +586,26 @@ private Q_SLOTS:
         auto running = m_server->client().request(
             "POST"_ba, ServerConnection::conversationPath(id, u"run"_s), {}, {});
         QVERIFY(QTest::qWaitFor([&] { return m_control->acquisitions == 1; }, 10'000));
+        // A connection the server has taken, and answered once.
+        QTcpSocket open;
+        QVERIFY(exchange(open, "GET /alive").startsWith("HTTP/1.1 200"));
         auto stopping = m_server->server().stop();
+
+        // While the stop waits for that request, what an open connection sends is answered
+        // 503 `shutting_down` (it said the server was starting), and /ready says so too.
+        const QByteArray refused = exchange(open, "GET /api/conversations/count");
+        QVERIFY2(refused.startsWith("HTTP/1.1 503") && refused.contains("\"shutting_down\""),
+                 refused.constData());
+        const QByteArray ready = exchange(open, "GET /ready");
+        QVERIFY2(ready.startsWith("HTTP/1.1 503") && ready.contains("\"stopping\""),
+                 ready.constData());
+        // A new connection is refused: one accepted now was reset when the process exited.
+        QTcpSocket late;
+        late.connectToHost(QHostAddress::LocalHost, quint16(m_server->url().port()));
+        QVERIFY(QTest::qWaitFor([&] { return late.state() == QAbstractSocket::UnconnectedState; },
+                                5000));
+        QCOMPARE(late.error(), QAbstractSocket::ConnectionRefusedError);
+
         m_control->finishProvisioning();
         const ApiReply reply = QCoro::waitFor(std::move(running));
         QCOMPARE(reply.status, 200);
@@ -598,6 +618,36 @@ private Q_SLOTS:
         const auto info = ConversationStore(*db).find(id);
         QVERIFY(info);
         QCOMPARE(toString(info->executionStatus), u"paused"_s);
+    }
+
+    // Sends `requestLine` on `socket` (connecting it first to the test server) and returns the
+    // whole answer, head and body, once it has come; the server runs in this thread.
+    QByteArray exchange(QTcpSocket &socket, const QByteArray &requestLine)
+    {
+        if (socket.state() != QAbstractSocket::ConnectedState) {
+            socket.connectToHost(QHostAddress::LocalHost, quint16(m_server->url().port()));
+            if (!QTest::qWaitFor([&] { return socket.state() == QAbstractSocket::ConnectedState; },
+                                 5000))
+                return "[not connected] " + socket.errorString().toUtf8();
+        }
+        socket.write(requestLine + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+        QByteArray answer;
+        const auto whole = [&] {
+            answer += socket.readAll();
+            const qsizetype headEnd = answer.indexOf("\r\n\r\n");
+            if (headEnd < 0)
+                return false;
+            const qsizetype at = answer.toLower().indexOf("content-length:");
+            const qsizetype length = at < 0
+                                         ? 0
+                                         : answer.mid(at + 15, answer.indexOf("\r\n", at) - at - 15)
+                                               .trimmed()
+                                               .toLongLong();
+            return answer.size() >= headEnd + 4 + length;
+        };
+        if (!QTest::qWaitFor(whole, 5000))
+            return "[no whole answer] " + answer;
+        return answer;
     }
 
     // A delete removes the row, then the files: a crash in between, or a delete by another

@@ -26,7 +26,6 @@ using namespace Qt::StringLiterals;
 namespace AgentDeck {
 
 namespace {
-constexpr auto StartTimeout = std::chrono::seconds(10);
 
 QString readSocketPath(const QString &runtimeDir)
 {
@@ -106,7 +105,9 @@ bool SandboxRuntime::isConnected() const
 QCoro::Task<bool> SandboxRuntime::connectToHost(std::chrono::milliseconds timeout)
 {
     const qint64 deadline = QDateTime::currentMSecsSinceEpoch() + timeout.count();
-    while (!m_connectCancelled && QDateTime::currentMSecsSinceEpoch() < deadline) {
+    // The deadline is looked at after a try, never before one: a server frozen (SIGSTOP, a
+    // paused VM) past it woke to find the host up, and gave up on it without a look.
+    while (!m_connectCancelled) {
         m_socket->connectToServer(m_socketPath);
         if (m_socket->waitForConnected(0) || m_socket->state() == QLocalSocket::ConnectedState)
             co_return true;
@@ -118,6 +119,8 @@ QCoro::Task<bool> SandboxRuntime::connectToHost(std::chrono::milliseconds timeou
                 co_return !m_connectCancelled;
         }
         m_socket->abort();
+        if (QDateTime::currentMSecsSinceEpoch() >= deadline)
+            break;
         auto pause = QCoro::sleepFor(std::chrono::milliseconds(25));
         co_await std::move(pause);
     }
@@ -302,7 +305,8 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     // One start at a time per conversation: a resume and a reprovision sent together started
     // two hosts on one workspace, and the one not tracked stayed until its idle timeout.
     while (m_starting.contains(id)) {
-        auto waiting = signalOrTimeout(this, &LocalSandboxProvider::startEnded, StartTimeout);
+        auto waiting =
+            signalOrTimeout(this, &LocalSandboxProvider::startEnded, m_settings.startTimeout);
         co_await std::move(waiting);
     }
     if (auto live = m_owned.value(id); live && live->isConnected())
@@ -357,22 +361,22 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     auto runtime = std::make_shared<SandboxRuntime>(socketPath, SandboxHostProcess{pid, runtimeDir},
                                                     m_settings.ownerSilenceLimit);
     m_starting.insert(id, runtime.get());
-    auto connecting = runtime->connectToHost(StartTimeout);
+    auto connecting = runtime->connectToHost(m_settings.startTimeout);
     const bool connected = co_await std::move(connecting);
     m_starting.remove(id);
     if (!connected) {
-        // Released meanwhile (a delete, an archive, a reprovision). The start waited out
-        // StartTimeout for the host the release had killed, and held a start of a conversation
-        // created again with the same id as long; still starting, the host also made its files
-        // again after a delete had removed them. It is killed now, and waited for.
+        // Released meanwhile (a delete, an archive, a reprovision), or not up in time. A
+        // released start waited out the start timeout for the host the release had killed, and held
+        // a start of a conversation created again with the same id as long; still starting,
+        // the host also made its files again after a delete had removed them. A host late to
+        // come up stayed, unknown to the server, beside the one the next start brought up. It
+        // is killed now, and waited for.
         const bool cancelled = runtime->isConnectCancelled();
-        if (cancelled) {
-            const SandboxHostProcess host{pid, runtimeDir};
-            host.kill();
-            for (int wait = 0; wait < 100 && host.isRunning(); ++wait) {
-                auto pause = QCoro::sleepFor(std::chrono::milliseconds(10));
-                co_await std::move(pause);
-            }
+        const SandboxHostProcess host{pid, runtimeDir};
+        host.kill();
+        for (int wait = 0; wait < 100 && host.isRunning(); ++wait) {
+            auto pause = QCoro::sleepFor(std::chrono::milliseconds(10));
+            co_await std::move(pause);
         }
         runtime->shutdown();
         Q_EMIT startEnded(id);

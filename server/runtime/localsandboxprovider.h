@@ -95,6 +95,8 @@ struct LocalSandboxSettings
     // conversations keep theirs for the idle timeout, so without a bound a busy server ran out
     // of process ids or descriptors. At the limit the one idle the longest makes room.
     int maxSandboxes = 0;
+    // How long a host may take to come up and answer.
+    std::chrono::milliseconds startTimeout{10'000};
 };
 
 // One sandbox host process per conversation, adopted across server restarts.

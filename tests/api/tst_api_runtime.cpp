@@ -12,7 +12,9 @@
 #include <QJsonArray>
 #include <QTemporaryDir>
 #include <QTest>
+
 #include <QTimer>
+#include <thread>
 
 #include <algorithm>
 #include <csignal>
@@ -440,6 +442,43 @@ private Q_SLOTS:
                      qPrintable(result.output));
             QVERIFY2(timer.elapsed() < 2000, "the command ran to its end");
         }
+    }
+
+    // A server frozen (SIGSTOP, a paused VM) while a sandbox started woke past the start's
+    // timeout with the host up: it gave up on the host without a look (502 provision_failed),
+    // and the host stayed, unknown, beside the one the next start brought up.
+    void aStartFrozenPastItsTimeoutTakesTheHostThatCameUp()
+    {
+        QTemporaryDir root;
+        LocalSandboxSettings settings{qEnvironmentVariable("AGENTDECK_BINARY"),
+                                      root.filePath(u"runtimes"_s), std::chrono::minutes(5),
+                                      std::chrono::milliseconds(0)};
+        settings.startTimeout = std::chrono::milliseconds(300);
+        LocalSandboxProvider sandboxes(settings);
+        ConversationInfo conversation;
+        conversation.id = QUuid::createUuid();
+        conversation.workingDir = root.filePath(u"workspace"_s);
+        QElapsedTimer frozen;
+        frozen.start();
+        auto acquiring = sandboxes.acquire(conversation); // runs until it first waits
+        // Frozen: this thread runs no event loop until the host listens and the timeout passed.
+        const QString runtimeDir = sandboxes.runtimeDirectory(conversation.id);
+        const auto listening = [&] {
+            QFile named(QDir(runtimeDir).filePath(u"sandbox.socket"_s));
+            return named.open(QIODevice::ReadOnly) &&
+                   QFileInfo::exists(QString::fromUtf8(named.readAll().trimmed()));
+        };
+        while (!listening() && frozen.elapsed() < 10'000)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        QVERIFY(listening());
+        std::this_thread::sleep_for(std::max<std::chrono::milliseconds>(
+            std::chrono::milliseconds(400 - frozen.elapsed()), std::chrono::milliseconds(0)));
+
+        const RuntimeAcquisition acquired = QCoro::waitFor(std::move(acquiring));
+        QVERIFY2(acquired.runtime, qPrintable(acquired.error.message));
+        const QList<pid_t> hosts = processesWith("--runtime-dir\0"_ba + runtimeDir.toUtf8() + '\0');
+        QCOMPARE(std::count_if(hosts.cbegin(), hosts.cend(), processAlive), 1);
+        sandboxes.release(conversation.id);
     }
 
     // A delete while a run's sandbox came up: the sandbox made its files again after the delete

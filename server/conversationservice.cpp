@@ -26,6 +26,16 @@ namespace AgentDeck {
 
 namespace {
 
+// Every runtime the server may keep is taken (by a run, or for a confirmation): a client tries
+// again later.
+ApiError runtimeLimitReached(const RuntimeError &error)
+{
+    return {503, error.code,
+            u"Cannot start the runtime: "_s + error.message +
+                u"; try again when a run ends, or once a confirmation is answered"_s,
+            5};
+}
+
 // When a directory was made: its birth time where the file system keeps one, else the last
 // change of its entries.
 qint64 bornAtMs(const QString &path)
@@ -697,10 +707,7 @@ QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(Conver
         requireUsableRuntime(*now);
     }
     if (acquisition.atLimit)
-        throw ApiError{503, acquisition.error.code,
-                       u"Cannot start the runtime: "_s + acquisition.error.message +
-                           u"; try again when one of them ends"_s,
-                       5};
+        throw runtimeLimitReached(acquisition.error);
     if (acquisition.cancelled)
         throw ApiError::conflict(u"runtime_start_cancelled"_s,
                                  u"The runtime was stopped while it started, by a request made "
@@ -873,16 +880,26 @@ void ConversationService::releaseRequestedElsewhere(const QUuid &id)
 QCoro::Task<StoredEvent> ConversationService::sendMessage(QUuid id, MessageRequest message)
 {
     const ConversationInfo info = require(id);
+    const bool starts = message.run && !m_runners.contains(id) && !m_starting.contains(id);
     if (message.run) {
         requireUsableRuntime(info);
         // Stored and then refused, the message ran twice when the client sent it to the owner.
         refuseIfHeldElsewhere(id);
     }
+    // The same with a client that sent it again after a 503's Retry-After. Asked of the agent
+    // only at the limit: most agents need a runtime, and making one costs more than the check.
+    if (starts) {
+        if (const auto refusal = m_runtimes.limitRefusal(id)) {
+            const auto agent = m_agents.create(info.agentKind);
+            if (agent && agent->runsCommands())
+                throw runtimeLimitReached(*refusal);
+        }
+    }
     resolveStale(info);
     const QList<StoredEvent> stored =
         m_log.append(id, {Event::message(EventSource::User, message.role, message.text)});
     // A live run picks the message up at its next step; otherwise start one.
-    if (message.run && !m_runners.contains(id) && !m_starting.contains(id)) {
+    if (starts) {
         try {
             auto starting = startRun(require(id));
             co_await std::move(starting);

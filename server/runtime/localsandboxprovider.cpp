@@ -315,11 +315,7 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     // Nothing is awaited from here until the start is registered: two starts cannot both take
     // the last place.
     if (!makeRoom())
-        co_return RuntimeAcquisition{
-            .error = {u"sandbox_limit_reached"_s,
-                      u"every sandbox this server may keep (--max-sandboxes %1) is in use by "
-                      "a run"_s.arg(m_settings.maxSandboxes)},
-            .atLimit = true};
+        co_return RuntimeAcquisition{.error = limitError(), .atLimit = true};
 
     const QString runtimeDir = runtimeDirectory(id);
     if (!QDir().mkpath(runtimeDir) || !QDir().mkpath(conversation.workingDir))
@@ -512,11 +508,14 @@ bool LocalSandboxProvider::isIdle(const QUuid &id,
     return runtime.use_count() == 1 && !runtime->isBusy() && !(m_idleKeeper && m_idleKeeper(id));
 }
 
-bool LocalSandboxProvider::makeRoom()
+bool LocalSandboxProvider::atLimit() const
 {
     const int limit = m_settings.maxSandboxes;
-    if (limit <= 0 || m_owned.size() + m_starting.size() < limit)
-        return true;
+    return limit > 0 && m_owned.size() + m_starting.size() >= limit;
+}
+
+QUuid LocalSandboxProvider::idleTheLongest() const
+{
     QUuid oldest;
     qint64 oldestActivityMs = std::numeric_limits<qint64>::max();
     for (auto it = m_owned.cbegin(); it != m_owned.cend(); ++it) {
@@ -525,15 +524,40 @@ bool LocalSandboxProvider::makeRoom()
             oldestActivityMs = it.value()->lastActivityMs();
         }
     }
+    return oldest;
+}
+
+bool LocalSandboxProvider::makeRoom()
+{
+    if (!atLimit())
+        return true;
+    const QUuid oldest = idleTheLongest();
     if (oldest.isNull()) {
-        qCWarning(lcRuntime) << "a start is refused: each of the" << limit
-                             << "sandboxes (--max-sandboxes) is in use by a run";
+        qCWarning(lcRuntime) << "a start is refused: each of the" << m_settings.maxSandboxes
+                             << "sandboxes (--max-sandboxes) is held by a run or kept for a "
+                                "confirmation";
         return false;
     }
     qCInfo(lcRuntime) << "stopping the sandbox of" << oldest
-                      << "idle the longest, to make room: --max-sandboxes" << limit << "reached";
+                      << "idle the longest, to make room: --max-sandboxes"
+                      << m_settings.maxSandboxes << "reached";
     release(oldest);
     return true;
+}
+
+std::optional<RuntimeError> LocalSandboxProvider::limitRefusal(const QUuid &id) const
+{
+    // A conversation with a sandbox, or one starting, takes no new place.
+    if (!atLimit() || m_owned.contains(id) || m_starting.contains(id) || !idleTheLongest().isNull())
+        return std::nullopt;
+    return limitError();
+}
+
+RuntimeError LocalSandboxProvider::limitError() const
+{
+    return {u"sandbox_limit_reached"_s,
+            u"every sandbox this server may keep (--max-sandboxes %1) is held by a run or kept "
+            "for a conversation waiting for confirmation"_s.arg(m_settings.maxSandboxes)};
 }
 
 } // namespace AgentDeck

@@ -119,6 +119,7 @@ public:
     QString runtimeDirectory(const QUuid &conversationId) const override;
     void detachAll() override;
     void setIdleKeeper(std::function<bool(const QUuid &)> keeper) override;
+    std::optional<RuntimeError> limitRefusal(const QUuid &conversationId) const override;
 
     std::optional<qint64> sandboxPid(const QUuid &conversationId) const;
 
@@ -131,6 +132,10 @@ private:
     void sweepIdle();
     // No run holds it, it runs nothing, and its conversation does not wait for a confirmation.
     bool isIdle(const QUuid &id, const std::shared_ptr<SandboxRuntime> &runtime) const;
+    bool atLimit() const;
+    RuntimeError limitError() const;
+    // The sandbox to stop to make room: the one idle the longest (null when none is idle).
+    QUuid idleTheLongest() const;
     // Below the limit, or brought below it by stopping the sandbox idle the longest.
     bool makeRoom();
     void watch(const QUuid &id, SandboxRuntime *runtime);

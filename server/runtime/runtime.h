@@ -79,6 +79,9 @@ public:
         describe(one);
         return one.first().runtime;
     }
+    // Why a start for the conversation would be refused at the limit of runtimes, as things are
+    // now (a start may still be, should others start meanwhile); nothing when it would not be.
+    virtual std::optional<RuntimeError> limitRefusal(const QUuid &) const { return std::nullopt; }
     // Stops a command a previous server left running in a sandbox this one adopted.
     virtual void interruptOrphan(const QUuid &) {}
     // The last command run for an action in the conversation's runtime, if the runtime keeps it.

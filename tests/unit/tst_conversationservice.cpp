@@ -187,6 +187,18 @@ private Q_SLOTS:
         QVERIFY(!created.isNull());
         QCOMPARE(m_server->status(created), u"idle"_s);
         QCOMPARE(countKind(m_server->events(created), u"MessageEvent"_s), 1);
+
+        // So does a message sent with run: true: it is stored, and a client told only that the
+        // run failed would send it again.
+        const ApiReply message =
+            m_server->post(ServerConnection::conversationPath(created, u"events"),
+                           TestServer::message(u"echo again"_s, true));
+        QCOMPARE(message.status, 502);
+        QCOMPARE(message.json.toObject().value(u"seq"_s).toInteger(), 2);
+        QVERIFY2(message.detail.startsWith(
+                     u"The message was stored (seq 2), but its run did not start: Cannot start"_s),
+                 qPrintable(message.detail));
+        QCOMPARE(countKind(m_server->events(created), u"MessageEvent"_s), 2);
         m_control->failProvisioning = false;
         QVERIFY(m_server->post(ServerConnection::conversationPath(created, u"run")).ok());
         QVERIFY(m_server->waitForStatus(created, u"finished"_s));

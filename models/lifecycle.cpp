@@ -24,9 +24,11 @@ bool isStale(const ConversationInfo &info)
 {
     if (info.executionStatus == ExecutionStatus::Stuck)
         return true;
-    // Another replica runs it: live, only not here.
+    // Another replica runs it: live, only not here. The echo agent runs no commands, and its
+    // runs bring no sandbox up (the server's Agent::runsCommands): ctl showed every echo run
+    // it had just started as "running (stale)".
     return info.executionStatus == ExecutionStatus::Running && !isHeldElsewhere(info) &&
-           info.runtime.status != RuntimeStatus::Available &&
+           info.agentKind != u"echo"_s && info.runtime.status != RuntimeStatus::Available &&
            info.runtime.status != RuntimeStatus::Starting;
 }
 

@@ -197,22 +197,28 @@ private Q_SLOTS:
         QTest::addColumn<bool>("stale");
         QTest::addColumn<bool>("attention");
         QTest::addColumn<bool>("recover");
+        QTest::addColumn<QString>("agent");
         QTest::addRow("running, available")
-            << u"running"_s << u"available"_s << false << false << false << false;
+            << u"running"_s << u"available"_s << false << false << false << false << u"shell"_s;
         QTest::addRow("running, missing")
-            << u"running"_s << u"missing"_s << false << true << true << true;
+            << u"running"_s << u"missing"_s << false << true << true << true << u"shell"_s;
         QTest::addRow("paused (interrupted)")
-            << u"paused"_s << u"missing"_s << false << false << false << true;
+            << u"paused"_s << u"missing"_s << false << false << false << true << u"shell"_s;
         QTest::addRow("idle, missing")
-            << u"idle"_s << u"missing"_s << false << false << false << true;
+            << u"idle"_s << u"missing"_s << false << false << false << true << u"shell"_s;
         QTest::addRow("finished, available")
-            << u"finished"_s << u"available"_s << false << false << false << false;
-        QTest::addRow("error") << u"error"_s << u"available"_s << false << false << true << true;
+            << u"finished"_s << u"available"_s << false << false << false << false << u"shell"_s;
+        QTest::addRow("error") << u"error"_s << u"available"_s << false << false << true << true
+                               << u"shell"_s;
         QTest::addRow("waiting") << u"waiting_for_confirmation"_s << u"available"_s << false
-                                 << false << true << false;
+                                 << false << true << false << u"shell"_s;
         QTest::addRow("archived paused")
-            << u"paused"_s << u"missing"_s << true << false << false << false;
-        QTest::addRow("stuck") << u"stuck"_s << u"available"_s << false << true << true << true;
+            << u"paused"_s << u"missing"_s << true << false << false << false << u"shell"_s;
+        // The echo agent runs no commands and has no sandbox: running without one is its way.
+        QTest::addRow("echo running, missing")
+            << u"running"_s << u"missing"_s << false << false << false << false << u"echo"_s;
+        QTest::addRow("stuck") << u"stuck"_s << u"available"_s << false << true << true << true
+                               << u"shell"_s;
     }
     void lifecycleNormalization()
     {
@@ -222,7 +228,9 @@ private Q_SLOTS:
         QFETCH(bool, stale);
         QFETCH(bool, attention);
         QFETCH(bool, recover);
+        QFETCH(QString, agent);
         QJsonObject json = conversation(u"c"_s).toJson();
+        json.insert(u"agent"_s, QJsonObject{{u"kind"_s, agent}});
         json.insert(u"execution_status"_s, status);
         json.insert(u"runtime_info"_s, QJsonObject{{u"runtime_status"_s, runtime},
                                                    {u"can_resume"_s, true},

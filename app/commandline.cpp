@@ -8,6 +8,8 @@
 #include <QRegularExpression>
 #include <QStandardPaths>
 
+#include <algorithm>
+
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
@@ -216,6 +218,12 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     const QString clientKey = qEnvironmentVariable("AGENTDECK_SESSION_API_KEY");
     if (options.mode == Mode::Connect && !parser.isSet(key) && !clientKey.isEmpty())
         options.server.apiKeys.prepend(clientKey);
+    // A client cannot send such a key as a header, and the console would have sent it.
+    if (!std::all_of(options.server.apiKeys.cbegin(), options.server.apiKeys.cend(),
+                     ServerConnection::isSendableApiKey)) {
+        *error = u"a session API key cannot contain control characters (a line break, a tab)"_s;
+        return std::nullopt;
+    }
     // What a timer waits for is at most MaxTimerDuration: Qt's timers take an int of
     // milliseconds, and a command timeout of 30d stopped nothing. The retention is compared with
     // timestamps and may be longer; a model request is given a day at most.

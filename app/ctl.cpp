@@ -250,6 +250,10 @@ std::optional<Invocation> parseInvocation(const QStringList &arguments, QString 
     invocation.server = *url;
     invocation.apiKey =
         parser.isSet(key) ? parser.value(key) : qEnvironmentVariable("AGENTDECK_SESSION_API_KEY");
+    if (!ServerConnection::isSendableApiKey(invocation.apiKey)) {
+        *error = u"the session API key cannot contain control characters (a line break, a tab)"_s;
+        return std::nullopt;
+    }
     if (parser.isSet(timeout)) {
         const auto duration = parseDuration(parser.value(timeout));
         if (!duration || duration->count() <= 0) {

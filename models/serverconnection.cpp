@@ -8,6 +8,7 @@
 #include <QTimer>
 #include <QWebSocket>
 
+#include <algorithm>
 #include <limits>
 
 using namespace Qt::StringLiterals;
@@ -128,6 +129,12 @@ ServerConnection::ServerConnection(const QUrl &baseUrl, QObject *parent)
     : QObject(parent)
     , m_baseUrl(baseUrl)
 {}
+
+bool ServerConnection::isSendableApiKey(const QString &key)
+{
+    return std::none_of(key.cbegin(), key.cend(),
+                        [](QChar c) { return c.unicode() < 0x20 || c.unicode() == 0x7f; });
+}
 
 std::optional<QUrl> ServerConnection::baseUrlFrom(QString text)
 {

@@ -76,6 +76,9 @@ public:
     // The server as an operator names it: "host:port", or an http:// or https:// URL whose path
     // (a reverse proxy's prefix) goes before every API path. Nothing for anything else.
     static std::optional<QUrl> baseUrlFrom(QString text);
+    // Whether `key` can be sent as a header value: a control character (a line break) in it
+    // ended the header and began another one of the key's making.
+    static bool isSendableApiKey(const QString &key);
 
     QUrl baseUrl() const { return m_baseUrl; }
     QString apiKey() const { return m_apiKey; }

@@ -220,6 +220,10 @@ private Q_SLOTS:
                                            << u"accept does not take --reason"_s;
         QTest::addRow("bad server")
             << QStringList{u"--server"_s, u"ftp://example.org"_s, u"list"_s} << u"--server"_s;
+        // It ended the header line and began one of its own making.
+        QTest::addRow("key with a line break")
+            << QStringList{u"--session-api-key"_s, u"K\r\nX-Injected: yes"_s, u"list"_s}
+            << u"cannot contain control characters"_s;
     }
 
     void usageErrors()

@@ -256,7 +256,7 @@ private Q_SLOTS:
         QVERIFY2(QFileInfo(path).isFile(), "the file must be left as it was");
     }
 
-    void refusesBadSizesAndCounts_data()
+    void refusesBadOptionValues_data()
     {
         QTest::addColumn<QString>("option");
         QTest::addColumn<QString>("value");
@@ -270,8 +270,10 @@ private Q_SLOTS:
         QTest::addRow("sandboxes not a number") << u"--max-sandboxes"_s << u"lots"_s << sandboxes;
         QTest::addRow("sandboxes past the most")
             << u"--max-sandboxes"_s << u"1000001"_s << sandboxes;
+        QTest::addRow("key with a line break") << u"--session-api-key"_s << u"K\nX-Injected: yes"_s
+                                               << u"cannot contain control characters"_s;
     }
-    void refusesBadSizesAndCounts()
+    void refusesBadOptionValues()
     {
         QFETCH(QString, option);
         QFETCH(QString, value);

@@ -40,11 +40,10 @@ QString ApiReply::errorSentence() const
                                 : u"The server cannot be reached: "_s + detail;
     QString sentence =
         detail.isEmpty() ? u"The server answered with status %1."_s.arg(status) : detail;
-    // The server's details are sentences without their full stop.
-    if (!sentence.endsWith(u'.') && !sentence.endsWith(u'?') && !sentence.endsWith(u'!'))
-        sentence += u'.';
+    // The server's details are sentences without their full stop, as ctl prints its own: "...
+    // when one of them ends Retry in 5 s." ran the two together.
     if (!retryAfter.isEmpty())
-        sentence += u" Retry in %1 s."_s.arg(QString::fromLatin1(retryAfter));
+        sentence += u"; retry in %1 s"_s.arg(QString::fromLatin1(retryAfter));
     return sentence;
 }
 

@@ -388,6 +388,10 @@ public:
         const ApiReply reply = co_await std::move(getting);
         if (!reply.ok())
             co_return fail(reply);
+        // Every answer of ctl is checked for what AgentDeck sends: anything else (a login page,
+        // another service on the port) was printed as an empty table, and the exit was 0.
+        if (!reply.json.isArray())
+            co_return unexpectedAnswer(reply, u"a list of replicas"_s);
         if (m_invocation.json) {
             printJson(reply.json);
             co_return CtlExit::Ok;
@@ -434,9 +438,11 @@ public:
             const ApiReply reply = co_await std::move(searching);
             if (!reply.ok())
                 co_return fail(reply);
+            const QJsonObject page = reply.json.toObject();
+            if (!page.value(u"items"_s).isArray())
+                co_return unexpectedAnswer(reply, u"a page of events"_s);
             if (!std::exchange(headed, true))
                 writeOut(CtlFormat::eventHeader());
-            const QJsonObject page = reply.json.toObject();
             for (const QJsonValue &item : page.value(u"items"_s).toArray())
                 printEvent(item.toObject());
             pageId = page.value(u"next_page_id"_s).toString();
@@ -563,6 +569,8 @@ public:
         const ApiReply reply = co_await std::move(sending);
         if (!reply.ok())
             co_return fail(reply);
+        if (!Event::fromJson(reply.json.toObject()))
+            co_return unexpectedAnswer(reply, u"an event"_s);
         if (m_invocation.json) {
             printJson(reply.json);
             co_return CtlExit::Ok;
@@ -596,6 +604,8 @@ public:
         const ApiReply reply = co_await std::move(deleting);
         if (!reply.ok())
             co_return fail(reply);
+        if (!reply.json.toObject().value(u"success"_s).toBool())
+            co_return unexpectedAnswer(reply, u"a deletion"_s);
         if (m_invocation.json)
             printJson(reply.json);
         else
@@ -620,13 +630,13 @@ private:
     {
         if (!reply.ok())
             return fail(reply);
+        const auto info = ConversationInfo::fromJson(reply.json.toObject());
+        if (!info)
+            return unexpectedAnswer(reply);
         if (m_invocation.json) {
             printJson(reply.json);
             return CtlExit::Ok;
         }
-        const auto info = ConversationInfo::fromJson(reply.json.toObject());
-        if (!info)
-            return unexpectedAnswer(reply);
         writeOut(format(*info));
         return CtlExit::Ok;
     }

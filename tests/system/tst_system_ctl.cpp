@@ -498,9 +498,15 @@ private Q_SLOTS:
     {
         NotAgentDeckServer web;
         QVERIFY(web.isListening());
+        // Each command: events, replicas, create --json, send and delete printed what they
+        // make of nothing (an empty table, "event 0", "Deleted") and exited 0.
+        const QString id = wireId(QUuid::createUuid());
         for (const QStringList &arguments :
              {QStringList{u"list"_s},
-              QStringList{u"list"_s, u"--status"_s, u"error"_s, u"--json"_s}}) {
+              QStringList{u"list"_s, u"--status"_s, u"error"_s, u"--json"_s},
+              QStringList{u"show"_s, id}, QStringList{u"events"_s, id}, QStringList{u"replicas"_s},
+              QStringList{u"create"_s, u"--json"_s}, QStringList{u"send"_s, id, u"hello"_s},
+              QStringList{u"delete"_s, id, u"--yes"_s}, QStringList{u"run"_s, id}}) {
             const CtlResult result =
                 ctl(QStringList{u"--server"_s, web.url().toString()} + arguments);
             QVERIFY2(result.exitCode == ExitFailed, qPrintable(result.describe()));

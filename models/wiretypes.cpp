@@ -742,6 +742,10 @@ std::optional<ConversationLabels> ConversationLabels::fromJson(const QJsonObject
                     MaxTagValueLength));
             if (!isValidUnicode(it.key()) || !isValidUnicode(it.value().toString()))
                 return fail(u"a tag is not valid Unicode: it has a surrogate without its pair"_s);
+            // Stored whole, but the tag filter compared them cut at the NUL: "k:v" found the
+            // value "v\0x", and the exact "k:v%00x" found nothing. `q` and `body` refuse it too.
+            if (it.key().contains(QChar(0)) || it.value().toString().contains(QChar(0)))
+                return fail(u"a tag cannot contain a NUL character"_s);
             map.insert(it.key(), it.value().toString());
         }
         labels.tags = std::move(map);

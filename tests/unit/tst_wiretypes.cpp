@@ -320,6 +320,12 @@ private Q_SLOTS:
             << QJsonObject{{u"tags"_s, tags(1, unpaired, u"v"_s)}} << u"Unicode"_s;
         QTest::addRow("tag value with an unpaired surrogate")
             << QJsonObject{{u"tags"_s, tags(1, u"n"_s, QChar(char16_t(0xdc00)))}} << u"Unicode"_s;
+        // Stored whole, compared cut at the NUL by the tag filter.
+        const QString nul = u"v"_s + QChar(0) + u"x"_s;
+        QTest::addRow("tag value with a NUL")
+            << QJsonObject{{u"tags"_s, tags(1, u"n"_s, nul)}} << u"NUL"_s;
+        QTest::addRow("tag name with a NUL")
+            << QJsonObject{{u"tags"_s, tags(1, nul, u"v"_s)}} << u"NUL"_s;
         QTest::addRow("paired surrogates")
             << QJsonObject{{u"title"_s, emoji}, {u"tags"_s, tags(1, emoji, emoji)}} << QString();
     }

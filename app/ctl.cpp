@@ -12,7 +12,10 @@
 #include <QSet>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <unistd.h>
@@ -73,8 +76,17 @@ take effect), 7 unauthorized (401).
 
 void writeTo(FILE *stream, const QString &text)
 {
-    std::fputs(CtlFormat::terminalSafe(text).toUtf8().constData(), stream);
-    std::fflush(stream);
+    const bool written =
+        std::fputs(CtlFormat::terminalSafe(text).toUtf8().constData(), stream) >= 0;
+    if ((std::fflush(stream) == 0 && written) || stream != stdout)
+        return;
+    // Output that goes nowhere (a full disk, a closed stdout) was lost with exit 0, and a
+    // followed stream piped to `head -1` went on for as long as events came: SIGPIPE is
+    // ignored, so the write fails with EPIPE instead. A reader that left is no error to tell.
+    const int why = errno;
+    if (why != EPIPE)
+        std::fprintf(stderr, "agentdeck ctl: cannot write the output: %s\n", std::strerror(why));
+    std::_Exit(CtlExit::Failed);
 }
 
 void writeOut(const QString &text)

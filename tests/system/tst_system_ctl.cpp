@@ -236,6 +236,22 @@ private Q_SLOTS:
         QVERIFY2(result.out.isEmpty(), qPrintable(result.describe()));
     }
 
+    // Output that went nowhere (a full disk here) was lost, and the exit was 0.
+    void outputThatCannotBeWrittenFails()
+    {
+        ServerProcess &server = m_fleet.add();
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        QVERIFY(!server.create(conversationBody(u"shell"_s, u"listed"_s, u"echo hi"_s)).isNull());
+        QProcess process;
+        process.setStandardOutputFile(u"/dev/full"_s);
+        process.setStandardInputFile(QProcess::nullDevice());
+        process.start(m_fleet.binary(), QStringList{u"ctl"_s} + withServer(server, {u"list"_s}));
+        QVERIFY(process.waitForFinished(CommandTimeoutMs));
+        const QByteArray err = process.readAllStandardError();
+        QCOMPARE(process.exitCode(), ExitFailed);
+        QVERIFY2(err.contains("cannot write the output: No space left on device"), err.constData());
+    }
+
     void helpIsPrinted()
     {
         for (const QString &argument : {u"--help"_s, u"-h"_s, u"help"_s}) {

@@ -465,6 +465,8 @@ private Q_SLOTS:
         frozen.start();
         auto acquiring = sandboxes.acquire(conversation); // runs until it first waits
         // Frozen: this thread runs no event loop until the host listens and the timeout passed.
+        // Its sleeps are the frozen time the test is about, not waits for something to happen:
+        // QTest::qWaitFor would run the event loop, and the provider with it.
         const QString runtimeDir = sandboxes.runtimeDirectory(conversation.id);
         const auto listening = [&] {
             QFile named(QDir(runtimeDir).filePath(u"sandbox.socket"_s));
@@ -474,6 +476,7 @@ private Q_SLOTS:
         while (!listening() && frozen.elapsed() < 10'000)
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
         QVERIFY(listening());
+        // Past the 300 ms start timeout, as a server stopped for longer than it would be.
         std::this_thread::sleep_for(std::max<std::chrono::milliseconds>(
             std::chrono::milliseconds(400 - frozen.elapsed()), std::chrono::milliseconds(0)));
 

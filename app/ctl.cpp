@@ -29,7 +29,9 @@ namespace {
 const QString DefaultServer = u"http://127.0.0.1:8000"_s;
 constexpr int PageLimit = 100;
 
-const QString Usage = uR"(Usage: agentdeck ctl [--server URL] [--session-api-key K] COMMAND [ARGS]
+const QString Usage =
+    uR"(Usage: agentdeck ctl [--server URL] [--session-api-key K] [--timeout DURATION]
+                     COMMAND [ARGS]
 
 Commands:
   list [--archived|--all] [--status S] [--json]

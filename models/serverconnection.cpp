@@ -140,8 +140,12 @@ bool ServerConnection::isSendableApiKey(const QString &key)
 
 std::optional<QUrl> ServerConnection::baseUrlFrom(QString text)
 {
-    if (!text.contains(u"://"_s))
+    if (!text.contains(u"://"_s)) {
+        // A scheme with a slash missing ("http:/host:8000") became the host "http".
+        if (text.contains(u":/"_s))
+            return std::nullopt;
         text.prepend(u"http://"_s);
+    }
     const QUrl url(text, QUrl::StrictMode);
     if (!url.isValid() || url.host().isEmpty() || url.hasQuery() || url.hasFragment() ||
         (url.scheme() != u"http"_s && url.scheme() != u"https"_s))

@@ -30,6 +30,7 @@ private Q_SLOTS:
         QTest::addRow("fragment") << u"http://127.0.0.1:8000/#top"_s << QString();
         QTest::addRow("port out of range") << u"127.0.0.1:99999"_s << QString();
         QTest::addRow("empty") << QString() << QString();
+        QTest::addRow("a slash missing") << u"http:/127.0.0.1:8000"_s << QString();
     }
 
     void addressesAsOperatorsTypeThem()

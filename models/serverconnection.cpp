@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 
 using namespace Qt::StringLiterals;
 
@@ -17,6 +18,21 @@ namespace AgentDeck {
 
 namespace {
 constexpr int MaxBackoffMs = 10'000;
+constexpr qint64 ReadBufferBytes = 1024 * 1024;
+
+// Qt 6.4 holds back what it reads of an answer to the reply's read buffer only for a request
+// with nothing to upload, and sendCustomRequest() always has something: an endless answer to
+// it took several GB before the bound below was reached. Answers to POST and PATCH are bounded
+// too, but a server sending faster than the client reads may take it past the bound first.
+QNetworkReply *send(QNetworkAccessManager &network, const QNetworkRequest &request,
+                    const QByteArray &method, const QByteArray &body)
+{
+    if (body.isEmpty() && method == "GET")
+        return network.get(request);
+    if (body.isEmpty() && method == "DELETE")
+        return network.deleteResource(request);
+    return network.sendCustomRequest(request, method, body);
+}
 
 QByteArray toBody(const QJsonValue &value)
 {
@@ -187,14 +203,47 @@ QCoro::Task<ApiReply> ServerConnection::request(QByteArray method, QString path,
     if (!body.isEmpty())
         networkRequest.setHeader(QNetworkRequest::ContentTypeHeader, "application/json"_ba);
 
-    QNetworkReply *reply = m_network.sendCustomRequest(networkRequest, method, body);
+    QNetworkReply *reply = send(m_network, networkRequest, method, body);
+    // Read as it comes, so that an answer is in memory once, and given up past the bound. The
+    // download outlives this frame: abort() finishes the reply, which may resume (and end)
+    // this coroutine before the slot returns.
+    struct Download
+    {
+        QByteArray body;
+        bool tooLarge = false;
+    };
+    const auto download = std::make_shared<Download>();
+    // Without a bound Qt reads on, and queues all it read for this thread (see send()).
+    reply->setReadBufferSize(ReadBufferBytes);
+    const auto giveUp = [reply, download] {
+        download->tooLarge = true;
+        download->body.clear();
+        reply->abort();
+    };
+    connect(reply, &QNetworkReply::readyRead, reply, [reply, download, giveUp] {
+        download->body += reply->readAll();
+        if (download->body.size() > MaxAnswerBytes)
+            giveUp();
+    });
+    connect(reply, &QNetworkReply::downloadProgress, reply, [giveUp](qint64, qint64 total) {
+        if (total > MaxAnswerBytes) // announced by Content-Length
+            giveUp();
+    });
     co_await reply;
     reply->deleteLater();
 
     ApiReply result;
+    if (download->tooLarge) {
+        result.status = ApiReply::UnexpectedAnswer;
+        result.errorCode = u"unexpected_answer"_s;
+        result.detail = u"The server's answer is larger than %1 MiB, which no AgentDeck answer "
+                        "is; is it an AgentDeck server?"_s.arg(MaxAnswerBytes / (1024 * 1024));
+        co_return result;
+    }
     result.status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
+    result.body = std::move(download->body);
     if (reply->isOpen()) // a reply cut by the timeout is closed, and reading it warned
-        result.body = reply->readAll();
+        result.body += reply->readAll();
     result.retryAfter = reply->rawHeader("Retry-After");
     if (result.status == 0) {
         // Qt reports its transfer timeout as a cancellation. The request may have arrived: a
@@ -388,6 +437,9 @@ void EventStream::connectSocket()
     if (m_socket)
         m_socket->deleteLater();
     m_socket = new QWebSocket(QString(), QWebSocketProtocol::VersionLatest, this);
+    // Qt's default is 2 GiB a message.
+    m_socket->setMaxAllowedIncomingMessageSize(ServerConnection::MaxAnswerBytes);
+    m_socket->setMaxAllowedIncomingFrameSize(ServerConnection::MaxAnswerBytes);
     m_lastHeardMs = QDateTime::currentMSecsSinceEpoch();
     connect(m_socket, &QWebSocket::connected, this, [this] {
         m_backoffMs = 250;

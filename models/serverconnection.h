@@ -112,6 +112,12 @@ public:
     static constexpr std::chrono::milliseconds DefaultSilenceTimeout{30'000};
     void setSilenceTimeout(std::chrono::milliseconds timeout) { m_silenceTimeout = timeout; }
 
+    // The largest answer, or stream message, taken. Qt keeps an answer whole in memory, and a
+    // server that never ended one grew ctl to 2.4 GB. AgentDeck's largest answers are far
+    // smaller: a page of events stops past 8 MiB, and one event's JSON is at most ~24 MiB (a
+    // 4 MiB message of control characters, each escaped in six).
+    static constexpr qint64 MaxAnswerBytes = 64 * 1024 * 1024;
+
 private:
     // `path` (from the root of the API) under the base URL's own path.
     QUrl urlFor(const QString &path) const;

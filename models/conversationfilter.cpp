@@ -116,7 +116,7 @@ void ConversationFilter::writeTo(QUrlQuery &query) const
 
 QString searchTextProblem(const QString &name, const QString &text)
 {
-    if (text.size() > MaxSearchTextLength)
+    if (codePoints(text) > MaxSearchTextLength)
         return u"%1 must be at most %2 characters"_s.arg(name).arg(MaxSearchTextLength);
     if (text.contains(QChar::Null))
         return u"%1 cannot contain a NUL character"_s.arg(name);

@@ -44,9 +44,10 @@ struct ConversationFilter
     void writeTo(QUrlQuery &query) const;
 };
 
-// A "contains" search text (`q`, and the events' `body`): at most this many characters, so
-// that the pattern stays within what SQLite's LIKE takes (50,000 bytes, escapes included), and
-// no NUL, where LIKE would stop reading. Returns why `text` is refused, or nothing.
+// A "contains" search text (`q`, and the events' `body`): at most this many characters (code
+// points, as a title's limit counts them), so that the pattern stays within what SQLite's LIKE
+// takes (50,000 bytes, escapes included: at most 4 a character), and no NUL, where LIKE would
+// stop reading. Returns why `text` is refused, or nothing.
 inline constexpr qsizetype MaxSearchTextLength = 10'000;
 QString searchTextProblem(const QString &name, const QString &text);
 

@@ -687,12 +687,6 @@ QJsonObject MessageRequest::toJson() const
 
 namespace {
 
-qsizetype codePoints(QStringView text)
-{
-    return text.size() -
-           std::count_if(text.begin(), text.end(), [](QChar c) { return c.isLowSurrogate(); });
-}
-
 // Labels end up as SQLite text (the title as a column; tags when a filter reads them through
 // json_each), which has no form for a surrogate without its pair: SQLite joined a lone high
 // surrogate to the character after it ("t \ud800 x" came back as "t \U00010020x").
@@ -812,6 +806,12 @@ QString withCharactersEscaped(const QString &text, bool (*matches)(char16_t))
             escaped += c;
     }
     return escaped;
+}
+
+qsizetype codePoints(QStringView text)
+{
+    return text.size() -
+           std::count_if(text.begin(), text.end(), [](QChar c) { return c.isLowSurrogate(); });
 }
 
 QString withBidiControlsShown(const QString &text)

@@ -200,5 +200,8 @@ QString withCharactersEscaped(const QString &text, bool (*matches)(char16_t));
 // `text` with its bidirectional formatting characters shown as \uNNNN rather than obeyed: what
 // users and agents wrote, as the console and ctl show it.
 QString withBidiControlsShown(const QString &text);
+// Characters as people count them (code points): the limits on titles, tags and search texts
+// are in these, not in UTF-16 units, of which an emoji is two.
+qsizetype codePoints(QStringView text);
 
 } // namespace AgentDeck

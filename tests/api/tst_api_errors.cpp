@@ -194,12 +194,17 @@ private Q_SLOTS:
     }
 
     // The longest search text, made of characters that escaping doubles or that take more than
-    // a byte, is still a pattern SQLite takes.
+    // a byte, is still a pattern SQLite takes. Its length is in characters, as a title's is:
+    // 5,001 emoji (10,002 UTF-16 units) were refused as longer than 10,000 characters. (10,000
+    // of them do not fit in a request head, percent-encoded.)
     void theLongestSearchTextIsSearched()
     {
         const QString item = u"/api/conversations/"_s + m_id;
-        for (const QChar c : u"%_\u00E9"_s) {
-            const QString text(MaxSearchTextLength, c);
+        const QString emoji = u"\U0001F600"_s;
+        for (const QString &text :
+             {QString(MaxSearchTextLength, u'%'), QString(MaxSearchTextLength, u'_'),
+              QString(MaxSearchTextLength, u'\u00E9'),
+              emoji.repeated(MaxSearchTextLength / 2 + 1)}) {
             const ApiReply titles =
                 m_server->get(u"/api/conversations/count"_s, QUrlQuery{{u"q"_s, text}});
             QVERIFY2(titles.ok(), titles.body.left(300).constData());

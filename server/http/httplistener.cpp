@@ -140,6 +140,7 @@ public:
         }
         m_idle.start(m_limits.idleTimeout);
         runDue();
+        m_readBefore = readSoFar();
     }
 
     void afterServer()
@@ -151,6 +152,14 @@ public:
             return;
         }
         m_seen = m_socket->bytesAvailable();
+        // It comes back through the event loop, and a client that shut down its side after
+        // pipelined requests had Qt read that end first and close the connection: 2 of 4
+        // requests were answered. The whole requests that are here are taken now, each in
+        // its turn as the server takes them.
+        if (!m_closing && readSoFar() > m_readBefore && readSoFar() < wholeRequestsEnd()) {
+            Q_EMIT m_socket->readyRead();
+            return;
+        }
         // What the server answered goes out now: a client that sent its request and then shut
         // down its side (`nc -N`) has Qt read that end next, and Qt then closes the socket
         // with whatever is still unsent.
@@ -237,9 +246,17 @@ private:
         m_due.push_back({position, std::move(action)});
     }
 
+    // Bytes of the connection the HTTP server has read.
+    qint64 readSoFar() const { return m_arrived - m_socket->bytesAvailable(); }
+    // Where the last request that came whole ends.
+    qint64 wholeRequestsEnd() const
+    {
+        return m_follower.inRequest() ? m_follower.requestStart() : m_follower.followed();
+    }
+
     void runDue()
     {
-        const qint64 read = m_arrived - m_socket->bytesAvailable();
+        const qint64 read = readSoFar();
         while (!m_refused && !m_due.empty() && m_due.front().first <= read) {
             const std::function<void()> action = std::move(m_due.front().second);
             m_due.pop_front();
@@ -265,8 +282,9 @@ private:
     HttpLimits m_limits;
     Metrics &m_metrics;
     HttpRequestFollower m_follower;
-    qint64 m_seen = 0;    // bytes at the front of the socket's buffer that were followed already
-    qint64 m_arrived = 0; // bytes that came on the connection (the end of the socket's buffer)
+    qint64 m_seen = 0;       // bytes at the front of the socket's buffer that were followed already
+    qint64 m_arrived = 0;    // bytes that came on the connection (the end of the socket's buffer)
+    qint64 m_readBefore = 0; // readSoFar() before the HTTP server's slot
     bool m_refused = false;
     bool m_answered = false; // the refusal has been written
     bool m_closeDue = false; // a request asked to close the connection after its answer

@@ -3,6 +3,7 @@
 #include "answerline.h"
 #include "apiauth.h"
 #include "apierror.h"
+#include "httplistener.h"
 #include "logging.h"
 #include "metrics.h"
 #include "signalwait.h"
@@ -118,6 +119,7 @@ ApiServer::ApiServer(const Router &router, const ApiAuth &auth, Metrics &metrics
 
 bool ApiServer::handleRequest(const QHttpServerRequest &request, QTcpSocket *socket)
 {
+    HttpListener::requestTaken(socket);
     // WebSocket upgrades are taken over by newWebSocketConnection; nothing may be written here.
     if (request.value("upgrade"_ba).compare("websocket", Qt::CaseInsensitive) == 0)
         return true;

@@ -34,6 +34,11 @@ public:
     // Whether a request head (without its final empty line) asks for a WebSocket upgrade.
     static bool isWebSocketUpgrade(QByteArrayView head);
 
+    // The HTTP server took a request of `socket` (its handler is called now). Qt's parser takes
+    // a chunked request as ended before its trailer fields, and before its final LF when that
+    // comes with the next request; the listener then keeps those bytes from it.
+    static void requestTaken(QTcpSocket *socket);
+
     // Descriptors kept free for what the server opens itself (database files, sandbox sockets,
     // commands' pipes), an eighth of the limit at most: with fewer left, no connection is
     // accepted until some close. At the limit, Qt's accept failed and was tried again at once,

@@ -88,8 +88,10 @@ HttpRequestFollower::News HttpRequestFollower::follow(QByteArrayView bytes)
         case State::Lost:
             break;
         }
-        if (news.requestsEnded > ended)
+        if (news.requestsEnded > ended) {
             m_requestStart = m_followed + at;
+            news.requestEnds.append(m_requestStart);
+        }
         if (std::exchange(m_closeEnded, false) && news.closeAfter < 0)
             news.closeAfter = at;
     }

@@ -2,6 +2,7 @@
 
 #include <QByteArray>
 #include <QByteArrayView>
+#include <QList>
 
 namespace AgentDeck {
 
@@ -43,8 +44,10 @@ public:
         // A head asked for `100 Continue` and its body has not all arrived.
         bool expectsContinue = false;
         Problem problem = Problem::None;
-        // Requests whose last byte came with these bytes.
+        // Requests whose last byte came with these bytes,
         int requestsEnded = 0;
+        // ... and where each ended, counted as followed() is.
+        QList<qint64> requestEnds;
         // How many of these bytes run to the end of the first of them that asked for the
         // connection to close after its answer (`Connection: close`, or HTTP/1.0 without
         // `Connection: keep-alive`); -1: none did.

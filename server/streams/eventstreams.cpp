@@ -70,7 +70,7 @@ EventStreams::EventStreams(Context context, std::unique_ptr<Database> database)
         const auto sessions = m_sessions;
         for (EventStreamSession *session : sessions) {
             if (session->conversationId() == id)
-                session->closeWith(4004, u"conversation deleted"_s);
+                session->conversationDeleted();
         }
     });
 }

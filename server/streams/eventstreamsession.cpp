@@ -60,6 +60,12 @@ void EventStreamSession::start()
     beginStreaming();
 }
 
+void EventStreamSession::conversationDeleted()
+{
+    if (m_state != State::Authenticating)
+        closeWith(CloseNotFound, u"conversation deleted"_s);
+}
+
 void EventStreamSession::beginStreaming()
 {
     // Subscribe first: from here on nothing committed escapes both the replay and the live path.

@@ -42,6 +42,9 @@ public:
     quint64 serial() const { return m_serial; }
     QUuid conversationId() const { return m_id; }
     void closeWith(int code, const QString &reason);
+    // Its conversation was deleted: closed with 4004, unless it has not authenticated yet (it
+    // learns that only after the auth frame, as it would of any unknown conversation).
+    void conversationDeleted();
     void sendError(const QString &code, const QString &detail);
     // A message the client sent was stored (empty code), or refused with an error frame.
     void messageAnswered(const QString &code, const QString &detail);

@@ -38,10 +38,11 @@ bool isValidUtf8(QByteArrayView bytes)
     return !decoder.hasError();
 }
 
-// Close codes a peer may send (RFC 6455 7.4).
+// Close codes a peer may send: RFC 6455 7.4's, those IANA registered since (1012-1014; this
+// server sends 1013 itself, and a client may echo it), and the private and registered ranges.
 bool isValidCloseCode(quint16 code)
 {
-    return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1011) ||
+    return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) ||
            (code >= 3000 && code <= 4999);
 }
 
@@ -67,8 +68,7 @@ WebSocketConnection::Handshake WebSocketConnection::parseHandshake(const QByteAr
     if (lines.isEmpty())
         return bad("Empty request");
     const QList<QByteArray> requestLine = lines.first().toByteArray().split(' ');
-    if (requestLine.size() != 3 || requestLine[0] != "GET" ||
-        !requestLine[2].startsWith("HTTP/1.") || requestLine[2] == "HTTP/1.0")
+    if (requestLine.size() != 3 || requestLine[0] != "GET" || requestLine[2] != "HTTP/1.1")
         return bad("A WebSocket upgrade must be an HTTP/1.1 GET");
     handshake.url = QUrl::fromEncoded(requestLine[1]);
     if (!handshake.url.isValid() || !handshake.url.path().startsWith(u'/'))
@@ -104,7 +104,9 @@ WebSocketConnection::Handshake WebSocketConnection::parseHandshake(const QByteAr
             refusal(426, u"Only WebSocket version 13 is spoken"_s, "Sec-WebSocket-Version", "13");
         return handshake;
     }
-    if (QByteArray::fromBase64(key).size() != 16)
+    const auto decodedKey =
+        QByteArray::fromBase64Encoding(key, QByteArray::AbortOnBase64DecodingErrors);
+    if (!decodedKey || decodedKey.decoded.size() != 16)
         return bad("Sec-WebSocket-Key must be 16 bytes in base64");
     const QByteArray keyAndGuid = key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
     handshake.accept = QCryptographicHash::hash(keyAndGuid, QCryptographicHash::Sha1).toBase64();
@@ -278,6 +280,10 @@ void WebSocketConnection::resumeReading()
 
 void WebSocketConnection::onReadyRead()
 {
+    // Queued from the constructor or resumeReading(), it may run after the peer reset the
+    // connection and Qt closed the device (which then warned of every read).
+    if (!m_socket->isOpen())
+        return;
     if (m_closeReceived || m_disconnected) {
         m_socket->readAll(); // nothing after a close counts
         return;

@@ -771,6 +771,29 @@ private Q_SLOTS:
         QVERIFY(bystander.isConnected());
     }
 
+    // With keys configured a stream tells nothing before its auth frame, not even that its
+    // conversation was deleted: 4004 at once had an anonymous socket tell a real id from an
+    // unknown one.
+    void deletionIsToldOnlyAfterAuth()
+    {
+        TestServerOptions options;
+        options.apiKeys = {u"key-one"_s};
+        options.streamAuthTimeoutMs = 300;
+        QVERIFY(startServer(std::move(options)));
+        const QUuid id = createEcho();
+        StreamClient silent(streamUrl(*m_server, id));
+        StreamClient late(streamUrl(*m_server, id));
+        QVERIFY2(silent.waitConnected(), qPrintable(silent.describeClose()));
+        QVERIFY2(late.waitConnected(), qPrintable(late.describeClose()));
+        QVERIFY(m_server->call("DELETE"_ba, ServerConnection::conversationPath(id)).ok());
+        late.sendText(
+            compact(QJsonObject{{u"type"_s, u"auth"_s}, {u"session_api_key"_s, u"key-one"_s}}));
+        QVERIFY2(late.waitClosed(), qPrintable(late.describeClose()));
+        QCOMPARE(late.closeCode, CloseNotFound);
+        QVERIFY2(silent.waitClosed(), qPrintable(silent.describeClose()));
+        QCOMPARE(silent.closeCode, CloseUnauthorized);
+    }
+
     // A wedged consumer is dropped with 1013 once over its budget; publishing never waits for it
     // and a normal subscriber of the same conversation gets everything.
     void slowConsumerIsDroppedWithoutStallingPublishers()

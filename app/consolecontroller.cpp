@@ -182,8 +182,12 @@ void ConsoleController::select(const QUuid &id)
     if (id == m_selected)
         return;
     m_selected = id;
-    if (m_stream)
+    if (m_stream) {
+        // Nothing more of it counts: a conversation deleted here closed its stream with 4004
+        // after it was let go, and the banner said that it no longer existed.
+        m_stream->disconnect(this);
         m_stream->deleteLater();
+    }
     m_timeline.clear();
     m_timeline.setFollowing(!id.isNull());
     m_timeline.setLive(false);
@@ -199,9 +203,13 @@ void ConsoleController::select(const QUuid &id)
     connect(
         m_stream, &EventStream::closedByServer, this, [this, id](int code, const QString &reason) {
             m_timeline.setLive(false);
-            // Gone: its row goes too, rather than staying with every action enabled.
-            if (code == 4004)
+            // Gone: its row goes too, rather than staying with every action enabled. Deleted
+            // from here, the stream's close may come before the answer, and is no failure.
+            if (code == 4004) {
                 m_conversations.remove(id);
+                if (m_acting.contains(id, Action::Delete))
+                    return;
+            }
             Q_EMIT failed(code == 4004
                               ? tr("This conversation no longer exists on the server.")
                               : tr("The event stream was closed by the server: %1").arg(reason));

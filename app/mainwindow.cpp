@@ -330,7 +330,10 @@ QTableView *MainWindow::makeView(ConversationFilterProxy *proxy)
             QMetaObject::invokeMethod(
                 this,
                 [this, view, selected] {
-                    if (view == currentView() && m_controller->selected() == selected &&
+                    // Unless another was selected meanwhile; the controller lets go of a
+                    // conversation deleted from here itself.
+                    const QUuid now = m_controller->selected();
+                    if (view == currentView() && (now == selected || now.isNull()) &&
                         !shows(view, selected))
                         view->selectionModel()->clear(); // and back here, with no current row
                 },

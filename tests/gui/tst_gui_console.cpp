@@ -32,6 +32,7 @@
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
+#include <QTcpSocket>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTimer>
@@ -258,10 +259,31 @@ private Q_SLOTS:
         QCOMPARE(m_window->tabs()->tabText(0), u"Active (1)"_s);
     }
 
+    // The selected conversation goes, and with it the selection: its neighbour stayed
+    // highlighted with its actions enabled but no timeline, under a banner saying that the
+    // deleted one no longer existed.
+    void deleteAsksThenRemoves_data()
+    {
+        QTest::addColumn<bool>("remote");
+        QTest::addRow("embedded server") << false;
+        // A server of its own: there the stream's 4004 came before the DELETE's answer.
+        QTest::addRow("remote server") << true;
+    }
     void deleteAsksThenRemoves()
     {
-        startConsole();
+        QFETCH(bool, remote);
+        Testing::ServerFleet fleet;
+        if (remote) {
+            QString problem;
+            QVERIFY2(fleet.findBinary(&problem), qPrintable(problem));
+            Testing::ServerProcess &server = fleet.add();
+            QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+            openConsole(server.url());
+        } else {
+            startConsole();
+        }
         const QUuid id = create(u"to delete"_s);
+        create(u"its neighbour"_s);
         QVERIFY(showAndSelect(id));
         bool asked = false;
         QTimer::singleShot(0, this, [&asked] {
@@ -276,7 +298,14 @@ private Q_SLOTS:
         QTRY_COMPARE_WITH_TIMEOUT(call("GET"_ba, ServerConnection::conversationPath(id)).status,
                                   404, 10000);
         QTRY_COMPARE_WITH_TIMEOUT(m_controller->conversations()->rowOf(id), -1, 10000);
-        QCOMPARE(m_window->tabs()->tabText(0), u"Active (0)"_s);
+        QCOMPARE(m_window->tabs()->tabText(0), u"Active (1)"_s);
+        QTRY_VERIFY(!m_window->activeView()->selectionModel()->currentIndex().isValid());
+        QVERIFY(m_controller->selected().isNull());
+        QCOMPARE(m_window->heading()->text(), u"No conversation selected"_s);
+        // Its stream's close is no failure, whether it comes before the answer or after.
+        QVERIFY2(!QTest::qWaitFor([&] { return m_window->banner()->isVisible(); }, 500),
+                 qPrintable(m_window->banner()->text()));
+        fleet.cleanUp();
     }
 
     // A command that hangs is stopped with one click: Pause waits for it to end.
@@ -758,6 +787,30 @@ private Q_SLOTS:
         QTRY_VERIFY2_WITH_TIMEOUT(m_window->banner()->text().startsWith(u"Run failed"_s),
                                   qPrintable(m_window->banner()->text()), 10000);
         QVERIFY2(m_window->banner()->text().contains(u"sandbox host"_s),
+                 qPrintable(m_window->banner()->text()));
+    }
+
+    // A stream let go of (the console deleted its conversation, or selected another) says
+    // nothing more: a 4004 close that came in the same turn as the DELETE's answer put up a
+    // banner saying that the deleted conversation no longer existed.
+    void aStreamLetGoOfSaysNothing()
+    {
+        startConsole();
+        const QUuid id = create(u"let go"_s);
+        QVERIFY(showAndSelect(id));
+        QTRY_VERIFY_WITH_TIMEOUT(m_controller->timeline()->isLive(), 10000);
+        // Deleted while the console's thread does nothing: its stream's close waits unread.
+        QTcpSocket raw;
+        raw.connectToHost(m_url.host(), quint16(m_url.port()));
+        QVERIFY(raw.waitForConnected(5000));
+        raw.write("DELETE " + ServerConnection::conversationPath(id).toUtf8() +
+                  " HTTP/1.1\r\nHost: " + m_url.authority().toUtf8() + "\r\n\r\n");
+        QByteArray answer;
+        while (!answer.contains("\r\n\r\n") && raw.waitForReadyRead(5000))
+            answer += raw.readAll();
+        QVERIFY2(answer.startsWith("HTTP/1.1 200"), answer.constData());
+        m_controller->select({});
+        QVERIFY2(!QTest::qWaitFor([&] { return m_window->banner()->isVisible(); }, 500),
                  qPrintable(m_window->banner()->text()));
     }
 

@@ -31,7 +31,7 @@ QVariant ConversationListModel::data(const QModelIndex &index, int role) const
     case Qt::DisplayRole:
         switch (index.column()) {
         case TitleColumn:
-            return withBidiControlsShown(info.title);
+            return withControlsShown(info.title);
         case ExecutionColumn:
             return Lifecycle::executionLabel(info.executionStatus);
         case RuntimeColumn:
@@ -41,7 +41,7 @@ QVariant ConversationListModel::data(const QModelIndex &index, int role) const
         case TagsColumn: {
             QStringList tags;
             for (auto it = info.tags.cbegin(); it != info.tags.cend(); ++it)
-                tags.append(it.key() + u'=' + it.value());
+                tags.append(withControlsShown(it.key()) + u'=' + withControlsShown(it.value()));
             return tags.join(u", "_s);
         }
         }
@@ -210,8 +210,9 @@ bool ConversationListModel::applyEvent(const QUuid &conversationId, const Event 
         event.fields.value(u"key"_s).toString() == u"execution_status"_s) {
         if (auto status = executionStatusFromString(event.fields.value(u"value"_s).toString())) {
             info.executionStatus = *status;
-            // A live run means a live runtime.
-            if (*status == ExecutionStatus::Running)
+            // A live run means a live runtime, when its agent brings one up: an echo
+            // conversation showed "available" while selected, "missing" otherwise.
+            if (*status == ExecutionStatus::Running && Lifecycle::runsCommands(info))
                 info.runtime = {RuntimeStatus::Available, true, std::nullopt};
         }
     }

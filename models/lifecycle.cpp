@@ -20,15 +20,19 @@ bool isHeldElsewhere(const ConversationInfo &info)
     return info.runtime.error && info.runtime.error->code == u"held_by_other_replica"_s;
 }
 
+bool runsCommands(const ConversationInfo &info)
+{
+    return info.agentKind != u"echo"_s;
+}
+
 bool isStale(const ConversationInfo &info)
 {
     if (info.executionStatus == ExecutionStatus::Stuck)
         return true;
-    // Another replica runs it: live, only not here. The echo agent runs no commands, and its
-    // runs bring no sandbox up (the server's Agent::runsCommands): ctl showed every echo run
-    // it had just started as "running (stale)".
+    // Another replica runs it: live, only not here. An echo run brings no sandbox up: ctl
+    // showed every echo run it had just started as "running (stale)".
     return info.executionStatus == ExecutionStatus::Running && !isHeldElsewhere(info) &&
-           info.agentKind != u"echo"_s && info.runtime.status != RuntimeStatus::Available &&
+           runsCommands(info) && info.runtime.status != RuntimeStatus::Available &&
            info.runtime.status != RuntimeStatus::Starting;
 }
 

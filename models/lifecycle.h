@@ -7,6 +7,9 @@ namespace AgentDeck::Lifecycle {
 // Derived facts a client decides with. They read only ConversationInfo, so the console, the CLI
 // and tests agree on them.
 
+// Whether its runs bring a sandbox up: every agent's but echo's, which runs no commands (the
+// server's Agent::runsCommands).
+bool runsCommands(const ConversationInfo &info);
 // `running` that no live runtime backs, or a run the server itself flagged as stuck.
 bool isStale(const ConversationInfo &info);
 // The runtime expired: history stays, the workspace is gone, nothing can run again.

@@ -819,4 +819,11 @@ QString withBidiControlsShown(const QString &text)
     return withCharactersEscaped(text, isBidiControl);
 }
 
+QString withControlsShown(const QString &text)
+{
+    return withCharactersEscaped(text, [](char16_t code) {
+        return code < 0x20 || (code >= 0x7f && code <= 0x9f) || isBidiControl(code);
+    });
+}
+
 } // namespace AgentDeck

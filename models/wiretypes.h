@@ -200,6 +200,9 @@ QString withCharactersEscaped(const QString &text, bool (*matches)(char16_t));
 // `text` with its bidirectional formatting characters shown as \uNNNN rather than obeyed: what
 // users and agents wrote, as the console and ctl show it.
 QString withBidiControlsShown(const QString &text);
+// The same for a one-line label (a title, a tag): control characters too, a line break among
+// them (a title "cleanup\nPROD DATABASE DROP" took two lines of a one-line row).
+QString withControlsShown(const QString &text);
 // Characters as people count them (code points): the limits on titles, tags and search texts
 // are in these, not in UTF-16 units, of which an emoji is two.
 qsizetype codePoints(QStringView text);

@@ -165,6 +165,38 @@ private Q_SLOTS:
         QVERIFY(!model.applyEvent(QUuid::createUuid(), stateEvent(1, u"running"_s)));
     }
 
+    // A title or a tag is one line, shown as written: a line break took two lines of a row,
+    // and an override in a tag read "env=PROD" for "env=<RLO>DORP<PDF>".
+    void titlesAndTagsShowTheirControls()
+    {
+        ConversationListModel model;
+        ConversationInfo info = conversation(u"nightly cleanup\nPROD DATABASE DROP\u0007"_s);
+        info.tags.insert(u"env"_s, u"\u202eDORP\u202c"_s);
+        model.upsert({info});
+        QCOMPARE(model.index(0, ConversationListModel::TitleColumn).data().toString(),
+                 u"nightly cleanup\\u000aPROD DATABASE DROP\\u0007"_s);
+        QCOMPARE(model.index(0, ConversationListModel::TagsColumn).data().toString(),
+                 u"env=\\u202eDORP\\u202c"_s);
+    }
+
+    // An echo run brings no sandbox up: its row said "available" while followed, "missing"
+    // after the next refresh.
+    void anEchoRunLeavesItsRuntimeAsItWas()
+    {
+        ConversationListModel model;
+        ConversationInfo echo = conversation(u"echo"_s);
+        echo.agentKind = u"echo"_s;
+        echo.runtime.status = RuntimeStatus::Missing;
+        ConversationInfo shell = conversation(u"shell"_s);
+        shell.agentKind = u"shell"_s;
+        shell.runtime.status = RuntimeStatus::Missing;
+        model.upsert({echo, shell});
+        QVERIFY(model.applyEvent(echo.id, stateEvent(1, u"running"_s)));
+        QVERIFY(model.applyEvent(shell.id, stateEvent(1, u"running"_s)));
+        QCOMPARE(toString(model.conversation(echo.id)->runtime.status), u"missing"_s);
+        QCOMPARE(toString(model.conversation(shell.id)->runtime.status), u"available"_s);
+    }
+
     void attentionIsAnnouncedOnTheTransition()
     {
         ConversationListModel model;

@@ -60,7 +60,7 @@ int runConsole(int argc, char *argv[], const Options &options)
     if (!options.server.apiKeys.isEmpty())
         connection.setApiKey(options.server.apiKeys.first());
     ConsoleController controller(&connection);
-    MainWindow window(&controller, url.toString());
+    MainWindow window(&controller, url);
     window.show();
     controller.startRefreshing(std::chrono::seconds(3));
     const int status = app.exec();

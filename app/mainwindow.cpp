@@ -87,13 +87,16 @@ private:
 };
 } // namespace
 
-MainWindow::MainWindow(ConsoleController *controller, const QString &serverLabel, QWidget *parent)
+MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidget *parent)
     : QMainWindow(parent)
     , m_controller(controller)
     , m_activeProxy(new ConversationFilterProxy(ArchiveFilter::Active, this))
     , m_archivedProxy(new ConversationFilterProxy(ArchiveFilter::Archived, this))
 {
-    setWindowTitle(tr("AgentDeck — %1").arg(serverLabel));
+    // "http://admin:secret@host" put the password on screen, and in the tray's tooltip.
+    const QString serverLabel = server.toString(QUrl::RemoveUserInfo);
+    // The window system adds " — AgentDeck" (the application's display name).
+    setWindowTitle(serverLabel);
     resize(1280, 760);
 
     auto *central = new QWidget(this);
@@ -203,7 +206,9 @@ MainWindow::MainWindow(ConsoleController *controller, const QString &serverLabel
     m_progress->setMaximumWidth(160);
     m_progress->hide();
     statusBar()->addPermanentWidget(m_progress);
-    statusBar()->showMessage(tr("Connected to %1").arg(serverLabel));
+    // A widget rather than the bar's message: "Delete done" for 4 s left the bar empty after.
+    m_connectionState = new QLabel(tr("Connected to %1").arg(serverLabel), this);
+    statusBar()->addWidget(m_connectionState, 1);
 
     // The loaded rows are filtered at once; the server is asked once typing pauses.
     auto *serverSearch = new QTimer(this);
@@ -240,12 +245,12 @@ MainWindow::MainWindow(ConsoleController *controller, const QString &serverLabel
         controller, &ConsoleController::reachabilityChanged, this,
         [this, serverLabel](bool reachable, const QString &why) {
             if (reachable) {
-                statusBar()->showMessage(tr("Connected to %1").arg(serverLabel));
+                m_connectionState->setText(tr("Connected to %1").arg(serverLabel));
                 if (m_banner->text() == m_unreachableText)
                     m_bannerFrame->hide();
                 return;
             }
-            statusBar()->showMessage(
+            m_connectionState->setText(
                 tr("Cannot refresh from %1; the list shows what it last knew").arg(serverLabel));
             m_unreachableText = why;
             showBanner(why);
@@ -273,7 +278,7 @@ MainWindow::MainWindow(ConsoleController *controller, const QString &serverLabel
 
     if (QSystemTrayIcon::isSystemTrayAvailable()) {
         m_tray = new QSystemTrayIcon(QIcon::fromTheme(u"utilities-system-monitor"_s), this);
-        m_tray->setToolTip(windowTitle());
+        m_tray->setToolTip(tr("AgentDeck — %1").arg(serverLabel));
         m_tray->show();
     }
     updateTabTitles();
@@ -408,7 +413,7 @@ void MainWindow::updateActions()
     // cannot wrap, and it widened the pane. Whole in the tooltip.
     const QString title = !info                   ? tr("No conversation selected")
                           : info->title.isEmpty() ? tr("Untitled")
-                                                  : withBidiControlsShown(info->title);
+                                                  : withControlsShown(info->title);
     m_heading->setText(m_heading->fontMetrics().elidedText(title, Qt::ElideMiddle, 360));
     m_heading->setToolTip(title);
     m_headingId->setText(info ? toWireId(info->id) : QString());
@@ -435,7 +440,7 @@ void MainWindow::trigger(Action action)
     // conversations differ most often, so it is shortened in the middle, and the id follows.
     const auto named = [&info, this] {
         return tr("“%1” (%2)")
-            .arg(fontMetrics().elidedText(withBidiControlsShown(info->title), Qt::ElideMiddle, 480),
+            .arg(fontMetrics().elidedText(withControlsShown(info->title), Qt::ElideMiddle, 480),
                  toWireId(info->id));
     };
     if (action == Action::Delete &&
@@ -503,7 +508,7 @@ void MainWindow::notifyAttention(const ConversationInfo &info)
     QString why = Lifecycle::executionLabel(info.executionStatus);
     if (info.runtime.error)
         why = info.runtime.error->message;
-    m_tray->showMessage(tr("Needs attention: %1").arg(withBidiControlsShown(info.title)), why,
+    m_tray->showMessage(tr("Needs attention: %1").arg(withControlsShown(info.title)), why,
                         QSystemTrayIcon::Warning, 8000);
 }
 

@@ -24,7 +24,8 @@ class MainWindow : public QMainWindow
 {
     Q_OBJECT
 public:
-    explicit MainWindow(ConsoleController *controller, const QString &serverLabel,
+    // `server` is named in the title and the status bar, without a password it may hold.
+    explicit MainWindow(ConsoleController *controller, const QUrl &server,
                         QWidget *parent = nullptr);
 
     // For tests and the screenshot: the widgets a user clicks.
@@ -37,6 +38,8 @@ public:
     QTableView *activeView() const { return m_activeView; }
     QTableView *archivedView() const { return m_archivedView; }
     QLabel *banner() const { return m_banner; }
+    // Whether the list is current, in the status bar under any passing message.
+    QLabel *connectionState() const { return m_connectionState; }
     QLineEdit *filterBox() const { return m_filter; }
     QLineEdit *messageBox() const { return m_message; }
     // The title and id of the selected conversation, above the timeline.
@@ -72,6 +75,7 @@ private:
     QTableView *m_archivedView;
     QLineEdit *m_filter;
     QLabel *m_banner;
+    QLabel *m_connectionState;
     QWidget *m_bannerFrame;
     QString m_unreachableText; // the banner of the last failed refresh
     QString m_unsettledText;   // the banner of an action that got no answer

@@ -77,7 +77,7 @@ int main(int argc, char *argv[])
 
     ServerConnection connection(url);
     ConsoleController controller(&connection);
-    MainWindow window(&controller, url.toString());
+    MainWindow window(&controller, url);
     window.resize(1400, 720);
     window.show();
     const bool shown = QTest::qWaitForWindowExposed(&window) &&

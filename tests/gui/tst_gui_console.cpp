@@ -322,6 +322,10 @@ private Q_SLOTS:
         QTRY_COMPARE_WITH_TIMEOUT(m_window->statusBar()->currentMessage(), u"Interrupt requested"_s,
                                   10000);
         QTRY_COMPARE_WITH_TIMEOUT(status(id), u"paused"_s, 15000);
+        // Once the message has passed, the bar says again where it is connected (it was empty).
+        QTRY_VERIFY_WITH_TIMEOUT(m_window->statusBar()->currentMessage().isEmpty(), 10000);
+        QVERIFY(m_window->connectionState()->isVisible());
+        QVERIFY(m_window->connectionState()->text().startsWith(u"Connected to"_s));
         const QList<QJsonObject> events = eventsOf(id);
         const QList<QJsonObject> observations = Testing::ofKind(events, u"ObservationEvent"_s);
         QCOMPARE(observations.size(), 1);
@@ -427,7 +431,7 @@ private Q_SLOTS:
         QVERIFY(!QCoro::waitFor(m_controller->refresh()));
         QCOMPARE(reachability.size(), 1);
         QVERIFY(m_window->banner()->isVisible());
-        QVERIFY(m_window->statusBar()->currentMessage().startsWith(u"Cannot refresh"_s));
+        QVERIFY(m_window->connectionState()->text().startsWith(u"Cannot refresh"_s));
         // The stream's backoff has grown to 4 s (0.25, 0.5, 1 and 2 s before).
         QTRY_VERIFY_WITH_TIMEOUT(drops.size() >= 5, 15000);
         m_server = std::make_unique<EmbeddedServer>(serverConfig(port));
@@ -436,7 +440,7 @@ private Q_SLOTS:
         QVERIFY(QCoro::waitFor(m_controller->refresh()));
         QCOMPARE(reachability.size(), 2);
         QVERIFY(!m_window->banner()->isVisible());
-        QVERIFY(m_window->statusBar()->currentMessage().startsWith(u"Connected to"_s));
+        QVERIFY(m_window->connectionState()->text().startsWith(u"Connected to"_s));
         // The timeline follows the list back at once, not after the backoff (it lagged ~10 s).
         QTRY_VERIFY_WITH_TIMEOUT(m_controller->timeline()->isLive(), 2000);
     }
@@ -790,6 +794,22 @@ private Q_SLOTS:
                  qPrintable(m_window->banner()->text()));
     }
 
+    // A password in --connect's URL was on screen: in the status bar, the window title and the
+    // tray's tooltip. The title said "AgentDeck" twice, too (the window system adds it).
+    void aPasswordInTheServersUrlIsNotShown()
+    {
+        m_server = std::make_unique<EmbeddedServer>(serverConfig());
+        QString error;
+        const QUrl url = m_server->start(&error);
+        QVERIFY2(!url.isEmpty(), qPrintable(error));
+        QUrl withPassword = url;
+        withPassword.setUserInfo(u"admin:hunter2"_s);
+        openConsole(withPassword);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QCOMPARE(m_window->windowTitle(), url.toString());
+        QCOMPARE(m_window->connectionState()->text(), u"Connected to "_s + url.toString());
+    }
+
     // A stream let go of (the console deleted its conversation, or selected another) says
     // nothing more: a 4004 close that came in the same turn as the DELETE's answer put up a
     // banner saying that the deleted conversation no longer existed.
@@ -870,7 +890,7 @@ private:
         m_client = std::make_unique<ServerConnection>(url);
         m_connection = std::make_unique<ServerConnection>(url);
         m_controller = std::make_unique<ConsoleController>(m_connection.get());
-        m_window = std::make_unique<MainWindow>(m_controller.get(), url.toString());
+        m_window = std::make_unique<MainWindow>(m_controller.get(), url);
         m_window->show();
         QVERIFY(QTest::qWaitForWindowExposed(m_window.get()));
     }

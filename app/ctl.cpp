@@ -66,8 +66,8 @@ ID is a conversation UUID, dashed or 32 hex digits.
 Options:
   --server URL           the server (default http://127.0.0.1:8000)
   --session-api-key K    its session API key (default: $AGENTDECK_SESSION_API_KEY)
-  --timeout DURATION     give up on a server silent this long, e.g. 10s (default 30s); a
-                         followed stream reconnects instead
+  --timeout DURATION     give up on a server silent this long, e.g. 10s (default 30s, at
+                         most 24d); a followed stream reconnects instead
   --json                 print the API's JSON instead of a table (events: one event per line)
   -h, --help             this text
 
@@ -270,8 +270,10 @@ std::optional<Invocation> parseInvocation(const QStringList &arguments, QString 
     }
     if (parser.isSet(timeout)) {
         const auto duration = parseDuration(parser.value(timeout));
-        if (!duration || duration->count() <= 0) {
-            *error = u"--timeout takes a duration such as 10s or 2m"_s;
+        // A followed stream's check of the silence is a timer, and Qt's take an int of ms: at
+        // 75d it was refused, and a frozen server was followed for good.
+        if (!duration || duration->count() <= 0 || *duration > MaxTimerDuration) {
+            *error = u"--timeout takes a duration such as 10s or 2m, at most 24d"_s;
             return std::nullopt;
         }
         invocation.timeout = *duration;

@@ -955,6 +955,11 @@ private Q_SLOTS:
                  qPrintable(follower.result().describe()));
         QVERIFY(follower.isRunning());
         QCOMPARE(ctl(server, {u"list"_s, u"--timeout"_s, u"0"_s}).exitCode, ExitUsage);
+        // Past what a timer takes (24 days): the follower's check of the silence never ran.
+        const CtlResult tooLong = ctl(server, {u"list"_s, u"--timeout"_s, u"25d"_s});
+        QCOMPARE(tooLong.exitCode, ExitUsage);
+        QVERIFY2(tooLong.err.contains(u"at most 24d"_s), qPrintable(tooLong.describe()));
+        QCOMPARE(ctl(server, {u"list"_s, u"--timeout"_s, u"24d"_s}).exitCode, 0);
         // Past a hundred years: it overflowed into a negative duration, and no timeout at all.
         QCOMPARE(ctl(server, {u"list"_s, u"--timeout"_s, u"106751991167301d"_s}).exitCode,
                  ExitUsage);

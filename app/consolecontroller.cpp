@@ -140,6 +140,22 @@ QCoro::Task<bool> ConsoleController::refresh()
         stillThere += int(current.size());
     }
     m_complete = complete;
+    m_activeOnServer.reset();
+    m_archivedOnServer.reset();
+    if (!complete) {
+        // For the tabs: "5000+" was all they could say, on both, also of an empty partition.
+        ConversationFilter partition;
+        partition.archive = ArchiveFilter::Active;
+        auto active = m_connection->countConversations(partition);
+        const std::optional<qint64> activeCount = co_await std::move(active);
+        partition.archive = ArchiveFilter::Archived;
+        auto archived = m_connection->countConversations(partition);
+        const std::optional<qint64> archivedCount = co_await std::move(archived);
+        if (!self)
+            co_return false;
+        m_activeOnServer = activeCount;
+        m_archivedOnServer = archivedCount;
+    }
     setReachable(true, {});
     m_refreshing = false;
     Q_EMIT refreshed();

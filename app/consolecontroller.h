@@ -44,6 +44,12 @@ public:
     bool isActingOn(const QUuid &id) const { return m_acting.contains(id); }
     // Whether the last refresh read every page (it reads the 5,000 most recently updated).
     bool isListComplete() const { return m_complete; }
+    // What the server counted in `partition` (Active or Archived) at the last refresh that
+    // did not read every page; nothing once one did, or when the count failed.
+    std::optional<qint64> serverCount(ArchiveFilter partition) const
+    {
+        return partition == ArchiveFilter::Archived ? m_archivedOnServer : m_activeOnServer;
+    }
 
     void startRefreshing(std::chrono::milliseconds interval);
     QCoro::Task<bool> refresh();
@@ -88,7 +94,9 @@ private:
     bool m_refreshing = false;
     bool m_unsettled = false; // an action's outcome awaits a refresh that begins after it
     bool m_reachable = true;
-    bool m_complete = true; // the last refresh read every page
+    bool m_complete = true;                 // the last refresh read every page
+    std::optional<qint64> m_activeOnServer; // see serverCount()
+    std::optional<qint64> m_archivedOnServer;
     int m_busy = 0;
     QMultiHash<QUuid, Action> m_acting; // actions waiting for the server's answer
 };

@@ -424,11 +424,19 @@ void MainWindow::updateActions()
 
 void MainWindow::updateTabTitles()
 {
-    // "+": the list holds the most recently updated conversations only (a refresh reads at most
-    // 5,000), so there are more on the server than the count says.
-    const QString more = m_controller->isListComplete() ? QString() : u"+"_s;
-    m_tabs->setTabText(0, tr("Active (%1%2)").arg(m_activeProxy->rowCount()).arg(more));
-    m_tabs->setTabText(1, tr("Archived (%1%2)").arg(m_archivedProxy->rowCount()).arg(more));
+    // A refresh reads the 5,000 most recently updated conversations: past them, a tab says how
+    // many the server has ("5000 of 5301"), or with a filter typed, that there may be more.
+    const auto count = [this](ConversationFilterProxy *proxy, ArchiveFilter partition) {
+        const qint64 shown = proxy->rowCount();
+        if (m_controller->isListComplete())
+            return QString::number(shown);
+        const std::optional<qint64> total = m_controller->serverCount(partition);
+        if (!m_filter->text().isEmpty() || !total)
+            return tr("%1+").arg(shown);
+        return shown >= *total ? QString::number(shown) : tr("%1 of %2").arg(shown).arg(*total);
+    };
+    m_tabs->setTabText(0, tr("Active (%1)").arg(count(m_activeProxy, ArchiveFilter::Active)));
+    m_tabs->setTabText(1, tr("Archived (%1)").arg(count(m_archivedProxy, ArchiveFilter::Archived)));
 }
 
 void MainWindow::trigger(Action action)

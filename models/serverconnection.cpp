@@ -310,6 +310,17 @@ QCoro::Task<std::optional<ConversationInfo>> ServerConnection::conversation(QUui
     co_return ConversationInfo::fromJson(reply.json.toObject());
 }
 
+QCoro::Task<std::optional<qint64>> ServerConnection::countConversations(ConversationFilter filter)
+{
+    QUrlQuery query;
+    filter.writeTo(query);
+    auto counting = get(u"/api/conversations/count"_s, query);
+    const ApiReply reply = co_await std::move(counting);
+    if (!reply.ok() || !reply.json.isDouble() || reply.json.toDouble() < 0)
+        co_return std::nullopt;
+    co_return qint64(reply.json.toDouble());
+}
+
 QCoro::Task<std::optional<ConversationPage>>
 ServerConnection::searchConversations(ConversationFilter filter, ConversationSort sort,
                                       QString pageId, int limit, ApiReply *failure)

@@ -98,6 +98,8 @@ public:
     searchConversations(ConversationFilter filter,
                         ConversationSort sort = ConversationSort::CreatedAtDesc,
                         QString pageId = {}, int limit = 100, ApiReply *failure = nullptr);
+    // How many conversations the filter matches; nothing when the count failed.
+    QCoro::Task<std::optional<qint64>> countConversations(ConversationFilter filter);
     QCoro::Task<ApiReply> sendMessage(QUuid id, MessageRequest message);
     QCoro::Task<ApiReply> conversationAction(QUuid id, QString action);
 

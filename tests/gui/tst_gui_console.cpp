@@ -371,13 +371,19 @@ private Q_SLOTS:
         seedConversations(5'050);
         startConsole();
         QVERIFY(!m_controller->isListComplete());
-        QCOMPARE(m_window->tabs()->tabText(0), u"Active (5000+)"_s);
+        // The server's counts: "+" was all the tabs said, on both, of an empty one too.
+        QCOMPARE(m_window->tabs()->tabText(0), u"Active (5000 of 5050)"_s);
+        QCOMPARE(m_window->tabs()->tabText(1), u"Archived (0)"_s);
         const QUuid newest = m_controller->conversations()->at(0).id;
         QVERIFY(call("DELETE"_ba, ServerConnection::conversationPath(newest)).ok());
         QVERIFY(QCoro::waitFor(m_controller->refresh()));
         QCOMPARE(m_controller->conversations()->rowOf(newest), -1);
         // The rest stays, though the newest 5,000 now reach one row further back.
         QCOMPARE(m_controller->conversations()->rowCount(), 5'000);
+        QCOMPARE(m_window->tabs()->tabText(0), u"Active (5000 of 5049)"_s);
+        // With a filter typed, only the rows shown are counted.
+        m_window->filterBox()->setText(u"seeded 1"_s);
+        QVERIFY(m_window->tabs()->tabText(0).endsWith(u"+)"_s));
     }
 
     // A server replaced by another at the same address (a new data dir) left its rows in the

@@ -150,32 +150,41 @@ void ConversationService::renewLeases()
 
 void ConversationService::writeUnwrittenEnds()
 {
-    for (auto it = m_unwrittenEnds.begin(); it != m_unwrittenEnds.end();) {
-        const QUuid id = it.key();
-        const UnwrittenEnd end = *it;
+    for (const QUuid &id : m_unwrittenEnds.keys()) {
         try {
-            m_log.setStatus(id, ExecutionStatus::Error, unstoredOf(m_store, id, end.events),
-                            &end.lease);
+            writeUnwrittenEnd(id);
         } catch (const StorageError &) {
-            ++it; // not yet
-            continue;
-        } catch (const std::exception &error) {
-            // A later run, a recovery or a delete settled it meanwhile.
-            qCInfo(lcExecution) << "the end of the run of" << id
-                                << "is not needed:" << error.what();
-            it = m_unwrittenEnds.erase(it);
-            continue;
-        }
-        it = m_unwrittenEnds.erase(it);
-        qCInfo(lcExecution) << "wrote the end of the run of" << id << "now that storage is back";
-        try {
-            m_leases.release(id, end.lease);
-        } catch (const std::exception &error) {
-            qCWarning(lcExecution) << "cannot release the lease of" << id << ":" << error.what();
+            // not yet
         }
     }
     if (m_unwrittenEnds.isEmpty())
         m_endRetry.stop();
+}
+
+void ConversationService::writeUnwrittenEnd(const QUuid &id)
+{
+    const auto it = m_unwrittenEnds.constFind(id);
+    if (it == m_unwrittenEnds.cend())
+        return;
+    const UnwrittenEnd end = *it;
+    try {
+        m_log.setStatus(id, ExecutionStatus::Error, unstoredOf(m_store, id, end.events),
+                        &end.lease);
+    } catch (const StorageError &) {
+        throw;
+    } catch (const std::exception &error) {
+        // A delete, or a recovery by another replica once the lease lapsed, settled it.
+        qCInfo(lcExecution) << "the end of the run of" << id << "is not needed:" << error.what();
+        m_unwrittenEnds.remove(id);
+        return;
+    }
+    m_unwrittenEnds.remove(id);
+    qCInfo(lcExecution) << "wrote the end of the run of" << id << "now that storage is back";
+    try {
+        m_leases.release(id, end.lease);
+    } catch (const std::exception &error) {
+        qCWarning(lcExecution) << "cannot release the lease of" << id << ":" << error.what();
+    }
 }
 
 void ConversationService::resolveLapsedRuns()
@@ -530,6 +539,11 @@ bool ConversationService::resolveStale(const ConversationInfo &info)
     if (info.executionStatus != ExecutionStatus::Running || m_runners.contains(info.id) ||
         m_starting.contains(info.id))
         return false;
+    // A run of this server that ended while storage refused its end: not stale, only unwritten.
+    if (m_unwrittenEnds.contains(info.id)) {
+        writeUnwrittenEnd(info.id);
+        return true;
+    }
     // Stale only if nobody else holds the run: the claim is the proof.
     const auto lease = m_leases.claim(info.id, m_settings.leaseOwner);
     if (!lease)
@@ -598,6 +612,7 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info,
     if (m_runners.contains(info.id) || m_starting.contains(info.id))
         throw ApiError::conflict(u"conversation_already_running"_s,
                                  u"Conversation is already running"_s);
+    writeUnwrittenEnd(info.id);
     const LeaseToken lease = claimOrThrow(info.id);
     // Registered as live only once everything below succeeded; a failure leaves no lease held.
     const quint64 start = ++m_startCount;

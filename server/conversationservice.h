@@ -134,6 +134,11 @@ private:
     static constexpr int LapsedRunsPerTick = 20;
     // Writes the ends of runs storage refused; those it still refuses wait for the next try.
     void writeUnwrittenEnds();
+    // Writes the end of `id`'s run if storage refused it; throws StorageError while storage
+    // still does. Before anything else claims the conversation's lease: the end is kept under
+    // it, and a claim (of this server's own lease) made it look settled elsewhere. It was then
+    // dropped, and the conversation stayed `running` with nothing running it.
+    void writeUnwrittenEnd(const QUuid &id);
     static constexpr std::chrono::seconds UnwrittenEndRetry{1};
     // Events a delete removes per turn of the event loop (~12 ms of SQLite's time).
     static constexpr int DeleteBatch = 500;

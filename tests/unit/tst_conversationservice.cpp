@@ -722,6 +722,50 @@ private Q_SLOTS:
         QVERIFY(sweep.kept >= 1);
     }
 
+    // A request that claimed the conversation while its run's end waited for storage: the
+    // claim (of this server's own lease) made the end look settled elsewhere, and it was
+    // dropped; the conversation stayed `running` for good, or was said to be interrupted by a
+    // server that stopped.
+    void aRequestWhileARunsEndWaitsForStorageLetsItBeWritten_data()
+    {
+        QTest::addColumn<QString>("request");
+        QTest::addRow("pause") << u"pause"_s;
+        QTest::addRow("interrupt") << u"interrupt"_s;
+        QTest::addRow("run") << u"run"_s;
+        QTest::addRow("message") << u"events"_s;
+    }
+    void aRequestWhileARunsEndWaitsForStorageLetsItBeWritten()
+    {
+        QFETCH(QString, request);
+        startServer();
+        m_control->blocking = {u"long"_s};
+        QSignalSpy started(m_control.get(), &FakeRuntimeControl::commandStarted);
+        const QUuid id = m_server->create(shell(u"long"_s));
+        QVERIFY(started.count() > 0 || started.wait());
+        Database &db = m_server->server().store().database();
+        // Storage refuses every write but the ones the test lets through: on a full disk, one
+        // that needs no new page (the claim of a lease) may still go through.
+        int letThrough = 0;
+        db.beforeCommit = [&letThrough] {
+            if (letThrough-- <= 0)
+                throw StorageError("commit: database or disk is full");
+        };
+        QSignalSpy stopped(&m_server->server().service(), &ConversationService::runnerStopped);
+        m_control->release();
+        QVERIFY(stopped.wait());
+        letThrough = 1;
+        const ApiReply reply = m_server->post(
+            ServerConnection::conversationPath(id, request),
+            request == u"events"_s ? TestServer::message(u"echo later"_s, false) : QJsonValue());
+        QVERIFY2(reply.status == 200 || reply.status == 201 || reply.status == 503,
+                 qPrintable(u"%1 %2"_s.arg(reply.status).arg(reply.detail)));
+        db.beforeCommit = {};
+        QVERIFY(m_server->waitForStatus(id, u"error"_s));
+        const QList<QJsonObject> errors = ofKind(m_server->events(id), u"AgentErrorEvent"_s);
+        QCOMPARE(errors.size(), 1);
+        QCOMPARE(errors.first().value(u"code"_s).toString(), u"storage_full"_s);
+    }
+
     // A run stopped by a full disk cannot write its end either: the conversation stayed
     // `running`, with nothing running it and nothing said of why, until someone touched it.
     void theEndOfARunStorageRefusedIsWrittenWhenStorageIsBack()

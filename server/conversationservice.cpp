@@ -511,6 +511,7 @@ QString ConversationService::releaseLocalParts(const QUuid &id)
     // A run starting, or an end waiting for storage, is of the conversation being deleted: a
     // conversation created again with the same id is not to be run, or ended, by them.
     m_starting.remove(id);
+    m_stopsWhileStarting.remove(id);
     m_unwrittenEnds.remove(id);
     m_secrets.remove(id);
     m_runtimes.release(id);
@@ -646,6 +647,7 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info,
     } catch (...) {
         if (m_starting.value(info.id) == start) {
             m_starting.remove(info.id);
+            m_stopsWhileStarting.remove(info.id);
             m_leases.release(info.id, lease);
         }
         throw;
@@ -660,6 +662,8 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info,
             u"Conversation %1 was deleted while its run started"_s.arg(toWireId(info.id)));
     }
     m_starting.remove(info.id);
+    const StopAsked stopAsked = m_stopsWhileStarting.value(info.id, StopAsked::None);
+    m_stopsWhileStarting.remove(info.id);
     // A start that outlasted the server's grace must not begin a run the stop has not seen.
     if (m_stopping) {
         m_leases.release(info.id, lease);
@@ -694,6 +698,10 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info,
         }
         Q_EMIT runnerStopped(id);
     });
+    if (stopAsked == StopAsked::Interrupt)
+        runner->interrupt();
+    else if (stopAsked == StopAsked::Pause)
+        runner->requestPause();
     runner->start(confirmedActionId);
 }
 
@@ -842,6 +850,12 @@ ConversationInfo ConversationService::pause(const QUuid &id)
     if (auto runner = m_runners.value(id)) {
         runner->requestPause();
         m_log.append(id, {Event::pause()});
+    } else if (m_starting.contains(id)) {
+        // Its runtime is still coming up: the run pauses before its first step. (Answered and
+        // dropped, the run went on to run its command.)
+        m_stopsWhileStarting.insert(
+            id, std::max(m_stopsWhileStarting.value(id, StopAsked::None), StopAsked::Pause));
+        m_log.append(id, {Event::pause()});
     } else if (resolveStale(info)) {
         // Nobody ran it: it is paused now.
     } else if (info.executionStatus == ExecutionStatus::WaitingForConfirmation) {
@@ -858,6 +872,8 @@ ConversationInfo ConversationService::interrupt(const QUuid &id)
     const ConversationInfo info = require(id);
     if (auto runner = m_runners.value(id))
         runner->interrupt();
+    else if (m_starting.contains(id))
+        m_stopsWhileStarting.insert(id, StopAsked::Interrupt); // at once, once it starts
     else if (!resolveStale(info) && info.executionStatus == ExecutionStatus::Running)
         askOwnerToStop(id, LeaseStore::Cancel::Interrupt);
     return require(id);

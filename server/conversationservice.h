@@ -180,6 +180,15 @@ private:
     // Runs being started (their runtime coming up), each with its start's number: a delete
     // meanwhile takes it out, and the start then finds itself called off.
     QHash<QUuid, quint64> m_starting;
+    // A pause or an interrupt asked for while a run's runtime came up, carried out once it
+    // starts (the stronger of the two).
+    enum class StopAsked
+    {
+        None,
+        Pause,
+        Interrupt
+    };
+    QHash<QUuid, StopAsked> m_stopsWhileStarting;
     quint64 m_startCount = 0;
     QSet<QUuid> m_deleting;  // their history is being deleted, a batch per turn
     bool m_stopping = false; // shutdown() has begun: no run starts any more

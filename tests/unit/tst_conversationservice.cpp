@@ -264,6 +264,36 @@ private Q_SLOTS:
         QCOMPARE(m_control->releases, 1);
     }
 
+    // A pause or an interrupt while the run's runtime came up was answered and dropped: the
+    // run then ran its command.
+    void aStopAskedWhileTheRuntimeStartsIsCarriedOut_data()
+    {
+        QTest::addColumn<QString>("action");
+        QTest::addRow("pause") << u"pause"_s;
+        QTest::addRow("interrupt") << u"interrupt"_s;
+    }
+    void aStopAskedWhileTheRuntimeStartsIsCarriedOut()
+    {
+        QFETCH(QString, action);
+        startServer();
+        m_control->holdProvisioning = true;
+        const QUuid id = m_server->create(shell(u"touch side_effect"_s, false));
+        auto running = m_server->client().request(
+            "POST"_ba, ServerConnection::conversationPath(id, u"run"_s), {}, {});
+        QVERIFY(QTest::qWaitFor([&] { return m_control->acquisitions == 1; }, 10'000));
+        QVERIFY(m_server->post(ServerConnection::conversationPath(id, action)).ok());
+        m_control->finishProvisioning();
+        QVERIFY(QCoro::waitFor(std::move(running)).ok());
+        QVERIFY(m_server->waitForStatus(id, u"paused"_s));
+        QVERIFY(m_control->commands.isEmpty());
+        // Run again, it goes on where it stopped.
+        m_control->holdProvisioning = false;
+        const ApiReply again = m_server->post(ServerConnection::conversationPath(id, u"run"_s));
+        QVERIFY2(again.ok(), qPrintable(again.detail));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(m_control->commands, QStringList{u"touch side_effect"_s});
+    }
+
     // A catalog shared with a newer replica may hold an agent this server does not have: a
     // run of it is refused, and nothing is left held.
     void aRunOfAnAgentThisServerDoesNotHaveIsRefused()

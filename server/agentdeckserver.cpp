@@ -455,7 +455,8 @@ QCoro::Task<> AgentDeckServer::stop()
     auto draining = d->http->drain(m_config.shutdownGrace);
     const bool drained = co_await std::move(draining);
     if (!drained)
-        qCWarning(lcServer) << "stopping with requests still in their handlers";
+        qCWarning(lcServer) << "the grace is over with requests still in their handlers; the "
+                               "runs they start are called off";
     const auto left =
         std::max(m_config.shutdownGrace - std::chrono::milliseconds(elapsed.elapsed()),
                  std::chrono::milliseconds(0));
@@ -465,6 +466,12 @@ QCoro::Task<> AgentDeckServer::stop()
     } catch (const std::exception &error) {
         // The stop goes on whatever failed: a server that does not exit serves nobody.
         qCCritical(lcServer) << "pausing the runs failed:" << error.what();
+    }
+    // The requests whose run the shutdown called off are answered now, before storage closes.
+    if (!drained) {
+        auto answering = d->http->drain(std::chrono::seconds(2));
+        if (!co_await std::move(answering))
+            qCWarning(lcServer) << "stopping without answering some requests";
     }
     // Sandboxes keep running: the next instance adopts them.
     d->parts.runtimes->detachAll();

@@ -731,6 +731,9 @@ QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(Conver
     }
     if (acquisition.atLimit)
         throw runtimeLimitReached(acquisition.error);
+    if (acquisition.cancelled && m_stopping)
+        throw ApiError{503, u"shutting_down"_s,
+                       u"The server is stopping; the run was not started"_s, 1};
     if (acquisition.cancelled)
         throw ApiError::conflict(u"runtime_start_cancelled"_s,
                                  u"The runtime was stopped while it started, by a request made "
@@ -1007,6 +1010,11 @@ QString ConversationService::finalResponse(const QUuid &id)
 QCoro::Task<> ConversationService::shutdown(std::chrono::milliseconds grace)
 {
     m_stopping = true;
+    // Starts whose runtime is still coming up after the grace the requests had are called
+    // off: their requests are answered before the process exits (503, and a message's answer
+    // says that it was stored). They waited on, and the process exited without an answer.
+    for (const QUuid &id : m_starting.keys())
+        m_runtimes.release(id);
     for (const auto &runner : std::as_const(m_runners)) {
         if (runner)
             runner->requestPause();

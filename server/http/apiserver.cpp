@@ -262,6 +262,9 @@ void ApiServer::write(Answer &answer, const HttpResponse &response)
     for (const auto &[key, value] : response.headers)
         responder.writeHeader(key, value);
     responder.writeBody(answer.headOnly ? QByteArray() : response.body);
+    // Out now: a stopping server may not turn its event loop again before the socket goes.
+    if (m_stopping)
+        answer.responder.socket()->flush();
     m_metrics.recordRequest(answer.route, answer.method, response.status, seconds);
 }
 

@@ -58,7 +58,12 @@ QCoro::Task<RuntimeAcquisition> FakeRuntimeProvider::acquire(ConversationInfo)
     ++m_control.acquisitions;
     if (m_control.holdProvisioning) {
         const int provisionedBefore = m_control.provisionedTimes;
+        const int releasesBefore = m_control.releases;
         while (m_control.provisionedTimes == provisionedBefore) {
+            // A release calls the start off, as a sandbox's does.
+            if (m_control.releases != releasesBefore)
+                co_return RuntimeAcquisition{
+                    nullptr, {u"start_cancelled"_s, u"fake start called off"_s}, true};
             auto provisioning = signalOrTimeout(&m_control, &FakeRuntimeControl::provisioned,
                                                 std::chrono::seconds(1));
             co_await std::move(provisioning);
@@ -73,6 +78,7 @@ QCoro::Task<RuntimeAcquisition> FakeRuntimeProvider::acquire(ConversationInfo)
 void FakeRuntimeProvider::release(const QUuid &)
 {
     ++m_control.releases;
+    Q_EMIT m_control.provisioned(); // wakes a held start, which then finds itself called off
 }
 
 void FakeRuntimeProvider::describe(QList<ConversationInfo> &) const {}

@@ -662,6 +662,43 @@ private Q_SLOTS:
         QCOMPARE(toString(info->executionStatus), u"paused"_s);
     }
 
+    // A start still bringing up its runtime when the grace is over is called off, and its
+    // request answered before storage closes: the client got no answer (curl: "Empty reply
+    // from server") though its message had been stored.
+    void aStartOutlastingTheGraceIsAnswered_data()
+    {
+        QTest::addColumn<bool>("message");
+        QTest::addRow("run") << false;
+        QTest::addRow("message with run") << true;
+    }
+    void aStartOutlastingTheGraceIsAnswered()
+    {
+        QFETCH(bool, message);
+        TestServerOptions options = optionsWithFakes();
+        options.shutdownGrace = std::chrono::milliseconds(200);
+        m_server = std::make_unique<TestServer>(std::move(options));
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+        m_control->holdProvisioning = true;
+        const QUuid id = m_server->create(shell(u"echo never"_s, false));
+        QVERIFY(!id.isNull());
+        auto request =
+            message ? m_server->client().post(ServerConnection::conversationPath(id, u"events"_s),
+                                              TestServer::message(u"echo stored"_s, true))
+                    : m_server->client().request(
+                          "POST"_ba, ServerConnection::conversationPath(id, u"run"_s), {}, {});
+        QVERIFY(QTest::qWaitFor([&] { return m_control->acquisitions == 1; }, 10'000));
+        auto stopping = m_server->server().stop();
+        const ApiReply reply = QCoro::waitFor(std::move(request));
+        QCOMPARE(reply.status, 503);
+        QCOMPARE(reply.errorCode, u"shutting_down"_s);
+        if (message) {
+            QCOMPARE(reply.json.toObject().value(u"seq"_s).toInteger(), 2);
+            QVERIFY2(reply.detail.contains(u"was stored"_s), qPrintable(reply.detail));
+        }
+        QCoro::waitFor(std::move(stopping));
+        QVERIFY(m_control->commands.isEmpty());
+    }
+
     // Sends `requestLine` on `socket` (connecting it first to the test server) and returns the
     // whole answer, head and body, once it has come; the server runs in this thread.
     QByteArray exchange(QTcpSocket &socket, const QByteArray &requestLine)

@@ -30,6 +30,10 @@ const QString CommandStateFile = u"command.json"_s;
 const QString CommandOutputFile = u"command.out"_s;
 // How often a host looks whether its runtime dir is still there.
 constexpr auto OrphanCheckInterval = std::chrono::seconds(2);
+// How long a new host waits for its server at least: as long as the server waits for it to come
+// up (LocalSandboxSettings::startTimeout). With a shorter idle timeout (0, 1 ms) it exited before
+// the server connected, and every start failed.
+constexpr int FirstClientWaitMs = 10'000;
 
 bool bubblewrapWorks(const QString &program)
 {
@@ -113,7 +117,7 @@ bool SandboxHost::start(QString *error)
     }
     connect(m_server, &QLocalServer::newConnection, this, &SandboxHost::onNewConnection);
 
-    touch();
+    m_idle.start(std::max(m_options.idleTimeoutMs, FirstClientWaitMs));
     m_orphanCheck.start(OrphanCheckInterval);
     return true;
 }

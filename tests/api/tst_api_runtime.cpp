@@ -250,6 +250,25 @@ private Q_SLOTS:
                  u"second\n"_s);
     }
 
+    // An idle timeout shorter than a sandbox takes to come up (0, 1 ms): the host exited before
+    // the server connected, and every run failed with provision_failed after 10 s.
+    void anIdleTimeoutShorterThanAStartStillRuns()
+    {
+        TestServerOptions options;
+        options.sandboxIdleTimeout = std::chrono::milliseconds(0);
+        TestServer server(std::move(options));
+        QVERIFY(server.start());
+        for (int i = 0; i < 3; ++i) {
+            const QUuid id = server.create(shell(u"echo ran"_s));
+            QVERIFY(server.waitForStatus(id, u"finished"_s));
+            QCOMPARE(server.get(ServerConnection::conversationPath(id, u"agent_final_response"))
+                         .json.toObject()
+                         .value(u"response"_s)
+                         .toString(),
+                     u"ran\n"_s);
+        }
+    }
+
     // The action a conversation waits to have confirmed runs in the sandbox it was proposed in;
     // the idle sweep stopped that one, and what the commands before it left there was gone.
     void aSandboxWaitingForConfirmationIsNotIdle()

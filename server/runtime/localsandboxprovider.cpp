@@ -529,19 +529,21 @@ QUuid LocalSandboxProvider::idleTheLongest() const
 
 bool LocalSandboxProvider::makeRoom()
 {
-    if (!atLimit())
-        return true;
-    const QUuid oldest = idleTheLongest();
-    if (oldest.isNull()) {
-        qCWarning(lcRuntime) << "a start is refused: each of the" << m_settings.maxSandboxes
-                             << "sandboxes (--max-sandboxes) is held by a run or kept for a "
-                                "confirmation";
-        return false;
+    // As many as it takes: a server restarted with a lower limit adopts more sandboxes than
+    // that, and stopping one per start kept it over the limit for good.
+    while (atLimit()) {
+        const QUuid oldest = idleTheLongest();
+        if (oldest.isNull()) {
+            qCWarning(lcRuntime) << "a start is refused: each of the" << m_settings.maxSandboxes
+                                 << "sandboxes (--max-sandboxes) is held by a run or kept for a "
+                                    "confirmation";
+            return false;
+        }
+        qCInfo(lcRuntime) << "stopping the sandbox of" << oldest
+                          << "idle the longest, to make room: --max-sandboxes"
+                          << m_settings.maxSandboxes << "reached";
+        release(oldest);
     }
-    qCInfo(lcRuntime) << "stopping the sandbox of" << oldest
-                      << "idle the longest, to make room: --max-sandboxes"
-                      << m_settings.maxSandboxes << "reached";
-    release(oldest);
     return true;
 }
 

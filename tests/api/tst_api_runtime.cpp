@@ -339,6 +339,41 @@ private Q_SLOTS:
         QCOMPARE(runtimeStatusIn(server, second), u"available"_s);
     }
 
+    // A server restarted with a lower limit adopts the sandboxes the last one left; a start
+    // then stopped one of them, and the server stayed over its limit.
+    void aLowerLimitAfterARestartIsReachedAtTheNextStart()
+    {
+        if (!m_server->usesSandboxes())
+            QSKIP("needs the real binary for sandbox hosts");
+        QTemporaryDir dir;
+        QList<QUuid> ids;
+        {
+            TestServerOptions options;
+            options.dataDir = dir.path();
+            TestServer server(std::move(options));
+            QVERIFY(server.start());
+            for (int i = 0; i < 3; ++i) {
+                ids.append(server.create(shell(u"echo %1"_s.arg(i))));
+                QVERIFY(server.waitForStatus(ids.last(), u"finished"_s));
+            }
+            server.stopKeepingSandboxes();
+        }
+        TestServerOptions options;
+        options.dataDir = dir.path();
+        options.maxSandboxes = 2;
+        TestServer server(std::move(options));
+        QVERIFY(server.start());
+        for (const QUuid &id : std::as_const(ids))
+            QCOMPARE(runtimeStatusIn(server, id), u"available"_s);
+        ids.append(server.create(shell(u"echo new"_s)));
+        QVERIFY(server.waitForStatus(ids.last(), u"finished"_s));
+        int live = 0;
+        for (const QUuid &id : std::as_const(ids))
+            live += runtimeStatusIn(server, id) == u"available"_s;
+        QCOMPARE(live, 2);
+        QCOMPARE(runtimeStatusIn(server, ids.last()), u"available"_s);
+    }
+
     // With every sandbox held by a run, a start is refused with 503 and Retry-After, and
     // nothing is recorded against the conversation: a sandbox is free once a run ends.
     void atTheSandboxLimitWithEverySandboxInUseAStartIsRefused()

@@ -102,13 +102,20 @@ bool TestServer::start()
     return true;
 }
 
-void TestServer::stop()
+void TestServer::stopKeepingSandboxes()
 {
     if (!m_server)
         return;
     QCoro::waitFor(m_server->stop());
     m_client.reset();
     m_server.reset();
+}
+
+void TestServer::stop()
+{
+    if (!m_server)
+        return;
+    stopKeepingSandboxes();
     // Sandboxes outlive a stopped server by design; a test's must not outlive the test.
     const QDir runtimes(QDir(m_options.dataDir).filePath(u"runtimes"_s));
     for (const QString &name : runtimes.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {

@@ -41,7 +41,11 @@ public:
 
     // Starts and waits until ready; returns false with the reason in errorString().
     bool start();
+    // Stops the server, and the sandboxes it left (they would outlive the test).
     void stop();
+    // Stops the server only: its sandboxes stay for the next server on the same data dir to
+    // adopt (whose stop() then stops them).
+    void stopKeepingSandboxes();
     QString errorString() const { return m_error; }
 
     AgentDeckServer &server() { return *m_server; }

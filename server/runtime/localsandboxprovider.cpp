@@ -219,6 +219,14 @@ void SandboxRuntime::ownerAlive()
         send({{u"op"_s, u"owner_alive"_s}});
 }
 
+void SandboxRuntime::keepWhileAlone()
+{
+    if (!isConnected())
+        return;
+    send({{u"op"_s, u"keep_while_alone"_s}});
+    m_socket->flush(); // the server is stopping
+}
+
 void SandboxRuntime::shutdown()
 {
     if (isConnected()) {
@@ -449,9 +457,15 @@ std::optional<CommandRecord> LocalSandboxProvider::lastCommand(const QUuid &conv
 
 void LocalSandboxProvider::detachAll()
 {
-    // Sandboxes outlive the server on purpose: the next instance adopts them.
-    for (const auto &runtime : std::as_const(m_owned))
-        runtime->disconnect(this);
+    // Sandboxes outlive the server on purpose: the next instance adopts them. One whose
+    // conversation waits for a confirmation must outlive a stop longer than its idle timeout
+    // too (its host exited on its own, and the action ran in a fresh sandbox without what the
+    // commands before it left).
+    for (auto it = m_owned.cbegin(); it != m_owned.cend(); ++it) {
+        if (m_idleKeeper && m_idleKeeper(it.key()))
+            it.value()->keepWhileAlone();
+        it.value()->disconnect(this);
+    }
     m_owned.clear();
     m_live.clear();
 }

@@ -49,6 +49,8 @@ public:
     void ownerAlive() override;
     // Asks the host to exit; kills it if it does not.
     void shutdown();
+    // Asks the host not to exit when idle while no server is connected (until one connects).
+    void keepWhileAlone();
 
     qint64 pid() const { return m_host.pid; }
     bool isConnected() const;

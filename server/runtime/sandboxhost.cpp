@@ -51,7 +51,7 @@ SandboxHost::SandboxHost(SandboxHostOptions options, QObject *parent)
 {
     m_idle.setSingleShot(true);
     connect(&m_idle, &QTimer::timeout, this, [this] {
-        if (!m_process && !m_client) {
+        if (!m_process && !m_client && !m_keepWhileAlone) {
             qCInfo(lcRuntime) << "sandbox idle for" << m_options.idleTimeoutMs << "ms; exiting";
             quit();
         } else {
@@ -137,6 +137,7 @@ void SandboxHost::onNewConnection()
         }
         m_client = socket;
         m_buffer.clear();
+        m_keepWhileAlone = false; // this server decides anew when it stops
         connect(socket, &QLocalSocket::readyRead, this, &SandboxHost::onReadyRead);
         connect(socket, &QLocalSocket::disconnected, socket, &QObject::deleteLater);
         touch();
@@ -181,6 +182,8 @@ void SandboxHost::handle(const QJsonObject &message)
         startCommand(message);
     } else if (op == u"interrupt"_s) {
         interruptCommand();
+    } else if (op == u"keep_while_alone"_s) {
+        m_keepWhileAlone = true;
     } else if (op == u"owner_alive"_s) {
         if (m_ownerSilence.isActive())
             m_ownerSilence.start();

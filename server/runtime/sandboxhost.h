@@ -80,6 +80,9 @@ private:
     QFile m_outputFile;
     QJsonObject m_queued;
     bool m_interrupted = false;
+    // Its last server asked it to stay while no server is connected: its conversation waits for
+    // a confirmation, whose action runs here once the next server takes it.
+    bool m_keepWhileAlone = false;
     bool m_timedOut = false;
     bool m_ownerSilent = false;
     bool m_isolated = false;

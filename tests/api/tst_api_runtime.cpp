@@ -299,6 +299,46 @@ private Q_SLOTS:
         QCOMPARE(sandboxPidIn(server, waiting), pid);
     }
 
+    // ... and a stop of the server longer than the idle timeout does not stop it either: its
+    // host exited on its own, and the action ran in a fresh sandbox once accepted.
+    void aSandboxWaitingForConfirmationOutlivesAStop()
+    {
+        if (!m_server->usesSandboxes())
+            QSKIP("needs the real binary for sandbox hosts");
+        QTemporaryDir dir;
+        const auto options = [&dir] {
+            TestServerOptions options;
+            options.dataDir = dir.path();
+            options.sandboxIdleTimeout = std::chrono::milliseconds(200);
+            return options;
+        };
+        QUuid waiting;
+        std::optional<qint64> pid;
+        {
+            TestServer server(options());
+            QVERIFY(server.start());
+            QJsonObject confirmed = shell(u"echo proposed"_s);
+            confirmed.insert(u"confirmation_policy"_s,
+                             QJsonObject{{u"kind"_s, u"AlwaysConfirm"_s}});
+            waiting = server.create(confirmed);
+            QVERIFY(server.waitForStatus(waiting, u"waiting_for_confirmation"_s));
+            pid = sandboxPidIn(server, waiting);
+            QVERIFY(pid);
+            server.stopKeepingSandboxes();
+        }
+        // Many idle timeouts with no server.
+        QVERIFY(!QTest::qWaitFor([&] { return !processAlive(*pid); }, 2000));
+        TestServer server(options());
+        QVERIFY(server.start());
+        QVERIFY(server
+                    .post(ServerConnection::conversationPath(waiting,
+                                                             u"events/respond_to_confirmation"_s),
+                          QJsonObject{{u"accept"_s, true}})
+                    .ok());
+        QVERIFY(server.waitForStatus(waiting, u"finished"_s));
+        QCOMPARE(sandboxPidIn(server, waiting), pid);
+    }
+
     // Each sandbox is a process and a few MB, and a shell conversation kept its own for the idle
     // timeout: without a bound, a busy server ran out of process ids or descriptors. At the
     // limit, the sandbox idle the longest makes room.

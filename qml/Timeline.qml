@@ -106,7 +106,9 @@ Rectangle {
                     // for confirmation read "ls /tmp".
                     textFormat: Text.PlainText
                     wrapMode: Text.Wrap
-                    maximumLineCount: item.expanded ? 100000 : 12
+                    // Expanded, every line: an output is at most 1 MiB (its end, the marker
+                    // included, was cut at 100,000 lines).
+                    maximumLineCount: item.expanded ? 2147483647 : 12
                     elide: Text.ElideRight
                     font.family: kind === "ActionEvent" || kind === "ObservationEvent"
                                  ? "monospace" : font.family

@@ -48,6 +48,8 @@ QString ApiReply::errorSentence() const
 {
     if (ok())
         return {};
+    if (timedOut && wasRead)
+        return u"The server did not answer in time (%1)."_s.arg(detail);
     if (timedOut)
         return u"The server did not answer in time (%1); the request may still take effect once "
                "it does."_s.arg(detail);
@@ -233,6 +235,7 @@ QCoro::Task<ApiReply> ServerConnection::request(QByteArray method, QString path,
     reply->deleteLater();
 
     ApiReply result;
+    result.wasRead = method == "GET" || method == "HEAD";
     if (download->tooLarge) {
         result.status = ApiReply::UnexpectedAnswer;
         result.errorCode = u"unexpected_answer"_s;

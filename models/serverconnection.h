@@ -30,6 +30,8 @@ struct ApiReply
     QByteArray retryAfter;
     // No answer came in time (status 0): whether the request arrived is not known.
     bool timedOut = false;
+    // It was a read (GET, HEAD), which changes nothing whether it arrived or not.
+    bool wasRead = false;
 
     bool ok() const { return status >= 200 && status < 300; }
     // The status a reply is given when its 2xx answer is not what the API answers (502, as a

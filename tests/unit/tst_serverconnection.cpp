@@ -5,6 +5,7 @@
 
 #include <QCryptographicHash>
 #include <QSignalSpy>
+#include <QTcpServer>
 #include <QTest>
 
 #include <arpa/inet.h>
@@ -173,6 +174,24 @@ private Q_SLOTS:
         reply.retryAfter = "5";
         QCOMPARE(reply.errorSentence(),
                  u"Cannot start the runtime: every sandbox is held; retry in 5 s"_s);
+    }
+
+    // A request the server did not answer in time may still take effect, unless it was a read:
+    // a list that timed out said so too.
+    void aReadWithoutAnswerIsNotSaidToTakeEffect()
+    {
+        QTcpServer silent; // takes connections, never answers
+        QVERIFY(silent.listen(QHostAddress::LocalHost));
+        ServerConnection connection(QUrl(u"http://127.0.0.1:%1"_s.arg(silent.serverPort())));
+        connection.setSilenceTimeout(std::chrono::milliseconds(200));
+        const ApiReply read = QCoro::waitFor(connection.get(u"/api/conversations/search"_s));
+        QVERIFY(read.timedOut);
+        QCOMPARE(read.errorSentence(), u"The server did not answer in time (it did not answer "
+                                       "within 200 ms)."_s);
+        const ApiReply write = QCoro::waitFor(connection.post(u"/api/conversations"_s));
+        QVERIFY(write.timedOut);
+        QVERIFY2(write.errorSentence().contains(u"may still take effect"_s),
+                 qPrintable(write.errorSentence()));
     }
 
     // Qt keeps an answer whole in memory: a server that did not end its answer grew ctl to

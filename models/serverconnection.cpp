@@ -275,6 +275,14 @@ QCoro::Task<ApiReply> ServerConnection::request(QByteArray method, QString path,
         const QJsonObject error = result.json.toObject();
         result.errorCode = error.value(u"code"_s).toString();
         result.detail = error.value(u"detail"_s).toString();
+        // Every 404 of AgentDeck's names its code: one without is another web server's (ctl
+        // exited 3, "not found", for a conversation on a server that was never AgentDeck).
+        if (result.status == 404 && result.errorCode.isEmpty()) {
+            result.status = ApiReply::UnexpectedAnswer;
+            result.errorCode = u"unexpected_answer"_s;
+            result.detail = u"The server answered 404 without AgentDeck's error; is it an "
+                            "AgentDeck server?"_s;
+        }
     }
     co_return result;
 }

@@ -83,7 +83,8 @@ void FakeRuntimeProvider::release(const QUuid &)
 
 void FakeRuntimeProvider::describe(QList<ConversationInfo> &) const {}
 
-NotAgentDeckServer::NotAgentDeckServer()
+NotAgentDeckServer::NotAgentDeckServer(int status)
+    : m_status(status)
 {
     listen(QHostAddress::LocalHost);
     connect(this, &QTcpServer::newConnection, this, [this] {
@@ -95,7 +96,8 @@ NotAgentDeckServer::NotAgentDeckServer()
                 const QByteArray head = socket->readAll();
                 m_requestLines.append(head.left(head.indexOf("\r\n")));
                 const QByteArray page = "<html><body>Please log in</body></html>";
-                socket->write("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: " +
+                socket->write("HTTP/1.1 " + QByteArray::number(m_status) +
+                              " Whatever\r\nContent-Type: text/html\r\nContent-Length: " +
                               QByteArray::number(page.size()) + "\r\nConnection: close\r\n\r\n" +
                               page);
                 socket->disconnectFromHost();

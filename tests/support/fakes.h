@@ -83,13 +83,15 @@ private:
 class NotAgentDeckServer final : public QTcpServer
 {
 public:
-    NotAgentDeckServer();
+    // Answers every request with a page of HTML and `status`.
+    explicit NotAgentDeckServer(int status = 200);
     QUrl url() const;
     // "GET /path?query HTTP/1.1" of each request, in the order they came.
     QList<QByteArray> requestLines() const { return m_requestLines; }
 
 private:
     QList<QByteArray> m_requestLines;
+    int m_status;
 };
 
 } // namespace AgentDeck::Testing

@@ -290,11 +290,7 @@ private Q_SLOTS:
         // ... the waiting one is kept, and the action runs there once accepted.
         QCOMPARE(runtimeStatusIn(server, waiting), u"available"_s);
         QVERIFY(processAlive(*pid));
-        QVERIFY(server
-                    .post(ServerConnection::conversationPath(waiting,
-                                                             u"events/respond_to_confirmation"_s),
-                          QJsonObject{{u"accept"_s, true}})
-                    .ok());
+        QVERIFY(acceptConfirmation(server, waiting));
         QVERIFY(server.waitForStatus(waiting, u"finished"_s));
         QCOMPARE(sandboxPidIn(server, waiting), pid);
     }
@@ -330,11 +326,7 @@ private Q_SLOTS:
         QVERIFY(!QTest::qWaitFor([&] { return !processAlive(*pid); }, 2000));
         TestServer server(options());
         QVERIFY(server.start());
-        QVERIFY(server
-                    .post(ServerConnection::conversationPath(waiting,
-                                                             u"events/respond_to_confirmation"_s),
-                          QJsonObject{{u"accept"_s, true}})
-                    .ok());
+        QVERIFY(acceptConfirmation(server, waiting));
         QVERIFY(server.waitForStatus(waiting, u"finished"_s));
         QCOMPARE(sandboxPidIn(server, waiting), pid);
     }
@@ -721,6 +713,13 @@ private:
     ApiReply post(const QUuid &id, const QString &action)
     {
         return m_server->post(ServerConnection::conversationPath(id, action));
+    }
+    static bool acceptConfirmation(TestServer &server, const QUuid &id)
+    {
+        return server
+            .post(ServerConnection::conversationPath(id, u"events/respond_to_confirmation"_s),
+                  QJsonObject{{u"accept"_s, true}})
+            .ok();
     }
     static QString runtimeStatusIn(TestServer &server, const QUuid &id)
     {

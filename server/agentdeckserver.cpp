@@ -120,6 +120,7 @@ struct AgentDeckServer::Private
     std::unique_ptr<RetentionReaper> reaper;
     std::unique_ptr<IntegrityCheck> integrity; // SQLite: read once after startup
     LocalSandboxProvider *sandboxes = nullptr; // when the runtime provider is the local one
+    QString runtimesRoot;                      // where the local one keeps its sandboxes
     ServerIdentity identity;
     quint16 port = 0;
     bool stopped = false;
@@ -224,6 +225,7 @@ bool AgentDeckServer::start(QString *error)
     }
     d->database->checkpointInBackground(std::chrono::milliseconds(200),
                                         int(m_config.walLimitBytes / Database::PageSize));
+    d->runtimesRoot = QDir(dataDir).filePath(u"runtimes"_s);
     if (!d->parts.runtimes) {
         if (m_config.runtime == ServerConfig::RuntimeKind::Process) {
             if (shared)
@@ -237,8 +239,8 @@ bool AgentDeckServer::start(QString *error)
             auto sandboxes = std::make_unique<LocalSandboxProvider>(LocalSandboxSettings{
                 m_config.sandboxProgram.isEmpty() ? QCoreApplication::applicationFilePath()
                                                   : m_config.sandboxProgram,
-                QDir(dataDir).filePath(u"runtimes"_s), m_config.sandboxIdleTimeout,
-                ownerSilenceLimit, m_config.maxSandboxes});
+                d->runtimesRoot, m_config.sandboxIdleTimeout, ownerSilenceLimit,
+                m_config.maxSandboxes});
             d->sandboxes = sandboxes.get();
             d->parts.runtimes = std::move(sandboxes);
         }
@@ -369,6 +371,13 @@ void AgentDeckServer::recover()
             const int adopted = d->sandboxes->adoptExisting();
             if (adopted > 0)
                 qCInfo(lcServer) << "adopted" << adopted << "live sandboxes";
+        } else if (m_config.runtime == ServerConfig::RuntimeKind::Process) {
+            // Left by an instance with --runtime local: nothing here adopts them, and a command
+            // recorded as interrupted below went on in one of them, beside the new runs.
+            const int stopped = LocalSandboxProvider::stopLeftOver(d->runtimesRoot);
+            if (stopped > 0)
+                qCInfo(lcServer) << "stopped" << stopped
+                                 << "sandboxes left by a server with --runtime local";
         }
         const int recovered = d->service->recoverStale();
         if (recovered > 0)

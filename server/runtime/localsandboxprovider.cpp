@@ -273,6 +273,20 @@ QString LocalSandboxProvider::newSocketPath(const QUuid &id) const
     return QDir::tempPath() + u"/agentdeck-"_s + QString::fromLatin1(hash) + u".sock"_s;
 }
 
+int LocalSandboxProvider::stopLeftOver(const QString &runtimesRoot)
+{
+    int stopped = 0;
+    const QDir root(runtimesRoot);
+    for (const QString &name : root.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+        const auto host = SandboxHostProcess::of(root.filePath(name));
+        if (!host.isRunning())
+            continue;
+        host.kill();
+        ++stopped;
+    }
+    return stopped;
+}
+
 int LocalSandboxProvider::adoptExisting()
 {
     int adopted = 0;

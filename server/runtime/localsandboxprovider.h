@@ -111,6 +111,9 @@ public:
 
     // Reconnects to the sandboxes a previous server left running. Startup only.
     int adoptExisting();
+    // Stops the sandboxes a previous server left running under `runtimesRoot`, for a server
+    // that runs its commands otherwise (--runtime process); how many there were.
+    static int stopLeftOver(const QString &runtimesRoot);
 
     QCoro::Task<RuntimeAcquisition> acquire(ConversationInfo conversation) override;
     void release(const QUuid &conversationId) override;

@@ -406,6 +406,34 @@ private Q_SLOTS:
         QCOMPARE(runtimeStatusIn(server, ids.last()), u"available"_s);
     }
 
+    // A server started with --runtime process after one with --runtime local: the sandboxes
+    // left were neither adopted nor stopped, and a command recorded as interrupted went on.
+    void sandboxesLeftForAServerWithoutThemAreStopped()
+    {
+        if (!m_server->usesSandboxes())
+            QSKIP("needs the real binary for sandbox hosts");
+        QTemporaryDir dir;
+        std::optional<qint64> pid;
+        {
+            TestServerOptions options;
+            options.dataDir = dir.path();
+            TestServer server(std::move(options));
+            QVERIFY(server.start());
+            const QUuid id = server.create(shell(u"echo ran"_s));
+            QVERIFY(server.waitForStatus(id, u"finished"_s));
+            pid = sandboxPidIn(server, id);
+            QVERIFY(pid);
+            server.stopKeepingSandboxes();
+        }
+        QVERIFY(processAlive(*pid));
+        TestServerOptions options;
+        options.dataDir = dir.path();
+        options.inProcessRuntime = true;
+        TestServer server(std::move(options));
+        QVERIFY(server.start());
+        QTRY_VERIFY_WITH_TIMEOUT(!processAlive(*pid), 5000);
+    }
+
     // With every sandbox held by a run, a start is refused with 503 and Retry-After, and
     // nothing is recorded against the conversation: a sandbox is free once a run ends.
     void atTheSandboxLimitWithEverySandboxInUseAStartIsRefused()

@@ -1,4 +1,5 @@
 import QtQuick
+import QtQuick.Controls
 
 // The live event timeline of the selected conversation. Reads EventListModel roles only.
 Rectangle {
@@ -70,10 +71,20 @@ Rectangle {
         onContentHeightChanged: follow()
         onHeightChanged: follow()
         onMovementEnded: following = atYEnd
+        // A long history was reachable only with the mouse wheel. Dragging the bar is scrolling
+        // too: away from the end, the view stops following.
+        ScrollBar.vertical: ScrollBar {
+            objectName: "scrollbar"
+            // Shown whenever there is more than fits: as needed, it showed only while scrolling.
+            policy: list.contentHeight > list.height ? ScrollBar.AlwaysOn : ScrollBar.AlwaysOff
+            onPressedChanged: list.following = !pressed && list.atYEnd
+        }
 
         delegate: Rectangle {
             id: item
-            width: ListView.view.width
+            // Beside the scroll bar, not under it.
+            width: ListView.view.width - (list.ScrollBar.vertical.visible
+                                          ? list.ScrollBar.vertical.width : 0)
             height: column.implicitHeight + 12
             // A long output shows its first lines; the rest, where the errors and the
             // "[output truncated]" marker are, is one click away.

@@ -662,6 +662,40 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(events->property("atYEnd").toBool(), 5000);
     }
 
+    // A long history was reachable only with the mouse wheel. A press on the scroll bar's track
+    // near its top moves there, and the view stays there as events come.
+    void aLongTimelineHasAScrollBar()
+    {
+        startConsole();
+        const QUuid id = create(u"long history"_s);
+        for (int i = 0; i < 60; ++i) {
+            QVERIFY(QCoro::waitFor(m_client->sendMessage(
+                                       id, MessageRequest{u"user"_s, u"event %1"_s.arg(i), false}))
+                        .ok());
+        }
+        QVERIFY(showAndSelect(id));
+        QQuickItem *root = m_window->timeline()->rootObject();
+        auto *events = root->findChild<QQuickItem *>(u"events"_s);
+        QVERIFY(events);
+        QTRY_COMPARE_WITH_TIMEOUT(events->property("count").toInt(), 60, 10000);
+        QTRY_VERIFY_WITH_TIMEOUT(events->property("atYEnd").toBool(), 5000);
+        auto *bar = root->findChild<QQuickItem *>(u"scrollbar"_s);
+        QVERIFY(bar);
+        QTRY_VERIFY(bar->isVisible() && bar->property("size").toDouble() < 0.5);
+        const QPoint nearTop =
+            bar->mapToScene(QPointF(bar->width() / 2, bar->height() * 0.02)).toPoint();
+        QTest::mouseClick(m_window->timeline(), Qt::LeftButton, {}, nearTop);
+        QTRY_VERIFY_WITH_TIMEOUT(events->property("contentY").toDouble() <
+                                     events->property("originY").toDouble() + 200,
+                                 5000);
+        QVERIFY(!events->property("following").toBool());
+        QVERIFY(QCoro::waitFor(
+                    m_client->sendMessage(id, MessageRequest{u"user"_s, u"one more"_s, false}))
+                    .ok());
+        QTRY_COMPARE_WITH_TIMEOUT(events->property("count").toInt(), 61, 10000);
+        QVERIFY(!QTest::qWaitFor([&] { return events->property("atYEnd").toBool(); }, 300));
+    }
+
     // The message box was cleared as the message left: when sending failed, what the operator
     // typed was gone.
     void aMessageStaysUntilTheServerTookIt()

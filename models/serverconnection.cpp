@@ -44,6 +44,13 @@ QByteArray toBody(const QJsonValue &value)
 }
 } // namespace
 
+void ApiReply::markUnexpected(const QString &what)
+{
+    status = UnexpectedAnswer;
+    errorCode = u"unexpected_answer"_s;
+    detail = what + u"; is it an AgentDeck server?"_s;
+}
+
 QString ApiReply::errorSentence() const
 {
     if (ok())
@@ -237,10 +244,8 @@ QCoro::Task<ApiReply> ServerConnection::request(QByteArray method, QString path,
     ApiReply result;
     result.wasRead = method == "GET" || method == "HEAD";
     if (download->tooLarge) {
-        result.status = ApiReply::UnexpectedAnswer;
-        result.errorCode = u"unexpected_answer"_s;
-        result.detail = u"The server's answer is larger than %1 MiB, which no AgentDeck answer "
-                        "is; is it an AgentDeck server?"_s.arg(MaxAnswerBytes / (1024 * 1024));
+        result.markUnexpected(u"The server's answer is larger than %1 MiB, which no AgentDeck "
+                              "answer is"_s.arg(MaxAnswerBytes / (1024 * 1024)));
         co_return result;
     }
     result.status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
@@ -277,12 +282,8 @@ QCoro::Task<ApiReply> ServerConnection::request(QByteArray method, QString path,
         result.detail = error.value(u"detail"_s).toString();
         // Every 404 of AgentDeck's names its code: one without is another web server's (ctl
         // exited 3, "not found", for a conversation on a server that was never AgentDeck).
-        if (result.status == 404 && result.errorCode.isEmpty()) {
-            result.status = ApiReply::UnexpectedAnswer;
-            result.errorCode = u"unexpected_answer"_s;
-            result.detail = u"The server answered 404 without AgentDeck's error; is it an "
-                            "AgentDeck server?"_s;
-        }
+        if (result.status == 404 && result.errorCode.isEmpty())
+            result.markUnexpected(u"The server answered 404 without AgentDeck's error"_s);
     }
     co_return result;
 }
@@ -355,10 +356,8 @@ ServerConnection::searchConversations(ConversationFilter filter, ConversationSor
         // A login page, or another web server on that port, is not an empty catalog.
         if (failure) {
             *failure = reply;
-            failure->status = ApiReply::UnexpectedAnswer;
-            failure->errorCode = u"unexpected_answer"_s;
-            failure->detail = u"The server answered something that is not a page of "
-                              "conversations; is it an AgentDeck server?"_s;
+            failure->markUnexpected(
+                u"The server answered something that is not a page of conversations"_s);
         }
         co_return std::nullopt;
     }

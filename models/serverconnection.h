@@ -38,6 +38,8 @@ struct ApiReply
     // gateway would call it): a login page or another web server where AgentDeck was expected.
     static constexpr int UnexpectedAnswer = 502;
     bool unreachable() const { return status == 0; }
+    // Makes this the reply to an answer no AgentDeck server gives; `what` says what came.
+    void markUnexpected(const QString &what);
     // The one place that turns a server answer into a sentence for a person.
     QString errorSentence() const;
 };

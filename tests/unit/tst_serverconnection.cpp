@@ -222,9 +222,11 @@ private Q_SLOTS:
         QVERIFY2(reply.errorSentence().contains(u"larger than 64 MiB"_s),
                  qPrintable(reply.errorSentence()));
         QVERIFY(reply.body.isEmpty());
-        // What the server could write past the bound sat in socket buffers.
+        // What the server could write past the bound sat in socket buffers, and in Qt's HTTP
+        // thread until the abort reached it: up to 84 MiB in all was seen (a bound of 80 MiB
+        // failed one run in 30). Unbounded, Qt read all 512 MiB.
         if (method == "GET")
-            QVERIFY2(server.written() < ServerConnection::MaxAnswerBytes + 16 * 1024 * 1024,
+            QVERIFY2(server.written() < 2 * ServerConnection::MaxAnswerBytes,
                      qPrintable(QString::number(server.written())));
     }
 

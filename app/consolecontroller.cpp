@@ -4,6 +4,8 @@
 #include <QSet>
 #include <QUrlQuery>
 
+#include <algorithm>
+
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
@@ -13,6 +15,8 @@ constexpr int MaxRefreshPages = 50;
 // Rows missing from a pass and found still there, per refresh (the batch route takes 100 ids);
 // rows found gone do not count.
 constexpr int MaxConfirmedPerRefresh = 200;
+// Earlier events are read a page of the events route at a time.
+constexpr int EarlierEventsPage = 100;
 } // namespace
 
 ConsoleController::ConsoleController(ServerConnection *connection, QObject *parent)
@@ -20,6 +24,7 @@ ConsoleController::ConsoleController(ServerConnection *connection, QObject *pare
     , m_connection(connection)
 {
     connect(&m_refreshTimer, &QTimer::timeout, this, [this] { refresh(); });
+    connect(&m_timeline, &EventListModel::earlierWanted, this, [this] { loadEarlierEvents(); });
 }
 
 QString ConsoleController::actionName(Action action)
@@ -204,12 +209,17 @@ void ConsoleController::select(const QUuid &id)
         m_stream->disconnect(this);
         m_stream->deleteLater();
     }
-    m_timeline.clear();
+    // A long history opens with its newest events; the earlier ones come when asked for. The
+    // count may be behind: the stream then brings more, and the timeline keeps the newest.
+    const int row = m_conversations.rowOf(id);
+    const qint64 known = row < 0 ? 0 : m_conversations.at(row).eventCount;
+    const qint64 afterSeq = std::max<qint64>(0, known - EventListModel::KeptEvents);
+    m_timeline.clear(afterSeq);
     m_timeline.setFollowing(!id.isNull());
     m_timeline.setLive(false);
     if (id.isNull())
         return;
-    m_stream = m_connection->openEventStream(id, 0, this);
+    m_stream = m_connection->openEventStream(id, afterSeq, this);
     connect(m_stream, &EventStream::connected, this, [this] { m_timeline.setLive(true); });
     connect(m_stream, &EventStream::disconnected, this, [this] { m_timeline.setLive(false); });
     connect(m_stream, &EventStream::eventReceived, this, [this, id](const Event &event) {
@@ -230,6 +240,30 @@ void ConsoleController::select(const QUuid &id)
                               ? tr("This conversation no longer exists on the server.")
                               : tr("The event stream was closed by the server: %1").arg(reason));
         });
+}
+
+QCoro::Task<> ConsoleController::loadEarlierEvents()
+{
+    if (m_loadingEarlier)
+        co_return;
+    const QUuid id = m_selected;
+    const qint64 before = m_timeline.earlierCount() + 1;
+    const qint64 afterSeq = std::max<qint64>(0, before - 1 - EarlierEventsPage);
+    QPointer<ConsoleController> self(this);
+    m_loadingEarlier = true;
+    ApiReply failure;
+    auto reading = m_connection->eventsAfter(id, afterSeq, int(before - 1 - afterSeq), &failure);
+    const auto events = co_await std::move(reading);
+    if (!self)
+        co_return;
+    m_loadingEarlier = false;
+    if (id != m_selected)
+        co_return;
+    if (!events) {
+        Q_EMIT failed(tr("Loading earlier events failed: %1").arg(failure.errorSentence()));
+        co_return;
+    }
+    m_timeline.prepend(*events);
 }
 
 QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id)

@@ -84,6 +84,8 @@ Q_SIGNALS:
 private:
     void setBusy(bool busy);
     void setReachable(bool reachable, const QString &why);
+    // Puts the events before the timeline's first row in front of it, a page at a time.
+    QCoro::Task<> loadEarlierEvents();
 
     ServerConnection *m_connection;
     ConversationListModel m_conversations;
@@ -98,6 +100,7 @@ private:
     std::optional<qint64> m_activeOnServer; // see serverCount()
     std::optional<qint64> m_archivedOnServer;
     int m_busy = 0;
+    bool m_loadingEarlier = false;
     QMultiHash<QUuid, Action> m_acting; // actions waiting for the server's answer
 };
 

@@ -1,5 +1,6 @@
 #include "eventlistmodel.h"
 
+#include <iterator>
 #include <utility>
 
 using namespace Qt::StringLiterals;
@@ -99,15 +100,62 @@ void EventListModel::append(const Event &event)
     beginInsertRows({}, row, row);
     m_events.append(event);
     endInsertRows();
+    letGoOfOldest();
     Q_EMIT countChanged();
 }
 
-void EventListModel::clear()
+void EventListModel::prepend(const QList<Event> &events)
+{
+    // Only a run that ends right before the first row: the rest is what arrived meanwhile.
+    qint64 next = earlierCount();
+    auto first = events.cend();
+    while (first != events.cbegin() && std::prev(first)->seq == next) {
+        --first;
+        --next;
+    }
+    const int added = int(events.cend() - first);
+    if (added == 0)
+        return;
+    beginInsertRows({}, 0, added - 1);
+    m_events = QList<Event>(first, events.cend()) + m_events;
+    endInsertRows();
+    Q_EMIT countChanged();
+}
+
+void EventListModel::clear(qint64 afterSeq)
 {
     beginResetModel();
     m_events.clear();
+    m_startAfter = afterSeq;
     endResetModel();
     Q_EMIT countChanged();
+}
+
+void EventListModel::setShowingEnd(bool showingEnd)
+{
+    if (std::exchange(m_showingEnd, showingEnd) == showingEnd)
+        return;
+    Q_EMIT showingEndChanged();
+    if (showingEnd && m_events.size() > KeptEvents) {
+        letGoOfOldest();
+        Q_EMIT countChanged();
+    }
+}
+
+void EventListModel::loadEarlier()
+{
+    if (earlierCount() > 0)
+        Q_EMIT earlierWanted();
+}
+
+void EventListModel::letGoOfOldest()
+{
+    const int excess = int(m_events.size()) - KeptEvents;
+    if (!m_showingEnd || excess <= 0)
+        return;
+    beginRemoveRows({}, 0, excess - 1);
+    m_events.remove(0, excess);
+    endRemoveRows();
 }
 
 void EventListModel::setFollowing(bool following)

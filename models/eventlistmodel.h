@@ -6,11 +6,18 @@
 
 namespace AgentDeck {
 
-// One conversation's timeline, in seq order. Rows are appended as events arrive.
+// One conversation's timeline, in seq order: its newest events, appended as they arrive, and
+// the earlier ones the operator asks for.
 class EventListModel : public QAbstractListModel
 {
     Q_OBJECT
     Q_PROPERTY(int count READ count NOTIFY countChanged)
+    // How many events come before the first row and are not loaded.
+    Q_PROPERTY(qint64 earlierCount READ earlierCount NOTIFY countChanged)
+    // Whether the view shows the newest event. While it does, only the newest KeptEvents rows
+    // are kept: a followed conversation's history grew in memory for as long as the console
+    // ran (~1.5 KB an event). Scrolled up, nothing is let go under the reader's eyes.
+    Q_PROPERTY(bool showingEnd READ isShowingEnd WRITE setShowingEnd NOTIFY showingEndChanged)
     // Whether a conversation is followed, and whether its event stream is connected now: the
     // timeline says "no events yet" or "connecting" rather than "select a conversation".
     Q_PROPERTY(bool following READ isFollowing NOTIFY followingChanged)
@@ -29,16 +36,32 @@ public:
     };
     Q_ENUM(Role)
 
+    // The rows kept while the view shows the end, and the most a timeline opens with.
+    static constexpr int KeptEvents = 1000;
+
     explicit EventListModel(QObject *parent = nullptr);
     int rowCount(const QModelIndex &parent = {}) const override;
     QVariant data(const QModelIndex &index, int role) const override;
     QHash<int, QByteArray> roleNames() const override;
 
     int count() const { return int(m_events.size()); }
-    qint64 lastSeq() const { return m_events.isEmpty() ? 0 : m_events.last().seq; }
+    qint64 lastSeq() const { return m_events.isEmpty() ? m_startAfter : m_events.last().seq; }
+    qint64 earlierCount() const
+    {
+        return m_events.isEmpty() ? m_startAfter : m_events.first().seq - 1;
+    }
     // Appends an event after the last one; older or repeated seqs are ignored.
     void append(const Event &event);
-    void clear();
+    // Puts the events just before the first row in front of it (those that are not are
+    // ignored), in seq order.
+    void prepend(const QList<Event> &events);
+    // Empties the timeline, which then begins after `afterSeq`: the events up to it are
+    // earlier ones.
+    void clear(qint64 afterSeq = 0);
+    bool isShowingEnd() const { return m_showingEnd; }
+    void setShowingEnd(bool showingEnd);
+    // The operator asks for earlier events: the controller fetches them (earlierWanted()).
+    Q_INVOKABLE void loadEarlier();
     bool isFollowing() const { return m_following; }
     void setFollowing(bool following);
     bool isLive() const { return m_live; }
@@ -52,11 +75,16 @@ Q_SIGNALS:
     void countChanged();
     void followingChanged();
     void liveChanged();
+    void showingEndChanged();
+    void earlierWanted();
 
 private:
     static QString storedTextOf(const Event &event);
+    void letGoOfOldest();
 
     QList<Event> m_events;
+    qint64 m_startAfter = 0;
+    bool m_showingEnd = true;
     bool m_following = false;
     bool m_live = false;
 };

@@ -42,6 +42,23 @@ QByteArray toBody(const QJsonValue &value)
         return QJsonDocument(value.toArray()).toJson(QJsonDocument::Compact);
     return QJsonDocument(value.toObject()).toJson(QJsonDocument::Compact);
 }
+
+// The items of a page of `what` (conversations, events); nothing when the read failed or the
+// answer is no page, and `failure`, if given, then says which. A login page, or another web
+// server on that port, is not an empty catalog.
+std::optional<QJsonArray> pageItems(const ApiReply &reply, const QString &what, ApiReply *failure)
+{
+    const QJsonValue items = reply.json.toObject().value(u"items"_s);
+    if (reply.ok() && items.isArray())
+        return items.toArray();
+    if (failure) {
+        *failure = reply;
+        if (reply.ok())
+            failure->markUnexpected(u"The server answered something that is not a page of "_s +
+                                    what);
+    }
+    return std::nullopt;
+}
 } // namespace
 
 void ApiReply::markUnexpected(const QString &what)
@@ -345,28 +362,35 @@ ServerConnection::searchConversations(ConversationFilter filter, ConversationSor
         query.addQueryItem(u"page_id"_s, pageId);
     auto searching = get(u"/api/conversations/search"_s, query);
     const ApiReply reply = co_await std::move(searching);
-    if (!reply.ok()) {
-        if (failure)
-            *failure = reply;
+    const auto items = pageItems(reply, u"conversations"_s, failure);
+    if (!items)
         co_return std::nullopt;
-    }
     ConversationPage page;
-    const QJsonObject object = reply.json.toObject();
-    if (!object.value(u"items"_s).isArray()) {
-        // A login page, or another web server on that port, is not an empty catalog.
-        if (failure) {
-            *failure = reply;
-            failure->markUnexpected(
-                u"The server answered something that is not a page of conversations"_s);
-        }
-        co_return std::nullopt;
-    }
-    for (const QJsonValue &item : object.value(u"items"_s).toArray()) {
+    for (const QJsonValue &item : *items) {
         if (auto info = ConversationInfo::fromJson(item.toObject()))
             page.items.append(std::move(*info));
     }
-    page.nextPageId = object.value(u"next_page_id"_s).toString();
+    page.nextPageId = reply.json.toObject().value(u"next_page_id"_s).toString();
     co_return page;
+}
+
+QCoro::Task<std::optional<QList<Event>>> ServerConnection::eventsAfter(QUuid id, qint64 afterSeq,
+                                                                       int limit, ApiReply *failure)
+{
+    QUrlQuery query;
+    query.addQueryItem(u"after_seq"_s, QString::number(afterSeq));
+    query.addQueryItem(u"limit"_s, QString::number(limit));
+    auto searching = get(conversationPath(id, u"events/search"), query);
+    const ApiReply reply = co_await std::move(searching);
+    const auto items = pageItems(reply, u"events"_s, failure);
+    if (!items)
+        co_return std::nullopt;
+    QList<Event> events;
+    for (const QJsonValue &item : *items) {
+        if (auto event = Event::fromJson(item.toObject()))
+            events.append(std::move(*event));
+    }
+    co_return events;
 }
 
 QCoro::Task<ApiReply> ServerConnection::sendMessage(QUuid id, MessageRequest message)

@@ -105,6 +105,10 @@ public:
     // How many conversations the filter matches; nothing when the count failed.
     QCoro::Task<std::optional<qint64>> countConversations(ConversationFilter filter);
     QCoro::Task<ApiReply> sendMessage(QUuid id, MessageRequest message);
+    // Up to `limit` (1..100) events of `id` after seq `afterSeq`, in seq order; nothing when
+    // the read failed, and `failure`, if given, then holds the answer (or its lack).
+    QCoro::Task<std::optional<QList<Event>>> eventsAfter(QUuid id, qint64 afterSeq, int limit,
+                                                         ApiReply *failure = nullptr);
     QCoro::Task<ApiReply> conversationAction(QUuid id, QString action);
 
     // A live event stream of one conversation; replays everything after `afterSeq` first.

@@ -71,6 +71,63 @@ Rectangle {
         onContentHeightChanged: follow()
         onHeightChanged: follow()
         onMovementEnded: following = atYEnd
+        // Shown at the end, the timeline keeps only the newest events; scrolled up, it lets
+        // go of none.
+        onFollowingChanged: timelineModel.showingEnd = following
+
+        // The row at the top of the view, and how far above the view its top is, while
+        // earlier events are loading: they go in above it, and it stays where it was.
+        property int placeRow: -1
+        property real placeOffset: 0
+        function keepPlace() {
+            // The first row below the top (past the header and the spacing between rows).
+            placeRow = -1
+            for (let y = contentY; placeRow < 0 && y < contentY + height; y += 4)
+                placeRow = indexAt(0, y)
+            const item = itemAtIndex(placeRow)
+            placeOffset = item ? contentY - item.y : 0
+        }
+        function returnToPlace() {
+            positionViewAtIndex(placeRow, ListView.Beginning)
+            contentY += placeOffset
+            placeRow = -1
+        }
+        Connections {
+            target: timelineModel
+            function onRowsInserted(parent, first, last) {
+                if (first !== 0 || list.placeRow < 0)
+                    return
+                list.placeRow += last + 1
+                Qt.callLater(list.returnToPlace)
+            }
+            function onModelReset() { list.placeRow = -1 }
+        }
+
+        // A long history opens with its newest events; the earlier ones are a click away.
+        header: Item {
+            width: list.width
+            height: earlier.visible ? earlier.implicitHeight + 8 : 0
+            Text {
+                id: earlier
+                objectName: "earlier"
+                visible: timelineModel.earlierCount > 0
+                text: timelineModel.earlierCount === 1 ? "1 earlier event · Show it"
+                      : timelineModel.earlierCount + " earlier events · Show "
+                        + Math.min(100, timelineModel.earlierCount) + " more"
+                font.pixelSize: 11
+                font.underline: true
+                color: "#1565c0"
+                MouseArea {
+                    anchors.fill: parent
+                    cursorShape: Qt.PointingHandCursor
+                    onClicked: {
+                        list.following = false
+                        list.keepPlace()
+                        timelineModel.loadEarlier()
+                    }
+                }
+            }
+        }
         // A long history was reachable only with the mouse wheel. Dragging the bar is scrolling
         // too: away from the end, the view stops following.
         ScrollBar.vertical: ScrollBar {

@@ -696,6 +696,82 @@ private Q_SLOTS:
         QVERIFY(!QTest::qWaitFor([&] { return events->property("atYEnd").toBool(); }, 300));
     }
 
+    // A followed conversation's history grew in memory for as long as the console ran, and a
+    // long one was replayed whole on selection. The timeline opens with the newest events,
+    // shows the earlier ones on request, and lets go of the oldest while it shows the end.
+    void aLongHistoryOpensWithItsNewestEvents()
+    {
+        startConsole();
+        const QUuid id = create(u"very long history"_s);
+        const auto send = [this, id](int count) {
+            for (int i = 0; i < count; ++i) {
+                const MessageRequest message{u"user"_s, u"event %1"_s.arg(i), false};
+                if (!QCoro::waitFor(m_client->sendMessage(id, message)).ok())
+                    return false;
+            }
+            return true;
+        };
+        const int kept = EventListModel::KeptEvents;
+        QVERIFY(send(kept + 150));
+        QVERIFY(showAndSelect(id));
+        QQuickItem *root = m_window->timeline()->rootObject();
+        auto *events = root->findChild<QQuickItem *>(u"events"_s);
+        QVERIFY(events);
+        EventListModel *timeline = m_controller->timeline();
+        QTRY_COMPARE_WITH_TIMEOUT(timeline->lastSeq(), kept + 150, 10000);
+        QCOMPARE(timeline->count(), kept);
+        QCOMPARE(timeline->earlierCount(), 150);
+
+        // The header asks for a page of earlier events; the rows in view stay in place.
+        QTRY_VERIFY_WITH_TIMEOUT(events->property("atYEnd").toBool(), 5000);
+        QMetaObject::invokeMethod(events, "positionViewAtBeginning");
+        auto *earlier = root->findChild<QQuickItem *>(u"earlier"_s);
+        QVERIFY(earlier);
+        QTRY_VERIFY(earlier->isVisible());
+        QCOMPARE(earlier->property("text").toString(), u"150 earlier events · Show 100 more"_s);
+        const auto clickEarlier = [&] {
+            const QPointF centre =
+                earlier->mapToScene(QPointF(earlier->width() / 4, earlier->height() / 2));
+            QTest::mouseClick(m_window->timeline(), Qt::LeftButton, {}, centre.toPoint());
+        };
+        const auto seqAtTop = [&] {
+            int row = -1;
+            QMetaObject::invokeMethod(events, "indexAt", Q_RETURN_ARG(int, row), Q_ARG(qreal, 20.0),
+                                      Q_ARG(qreal, events->property("contentY").toReal() + 40));
+            return timeline->data(timeline->index(row), EventListModel::SeqRole).toLongLong();
+        };
+        QTRY_COMPARE(seqAtTop(), 151);
+        clickEarlier();
+        QTRY_COMPARE_WITH_TIMEOUT(timeline->count(), kept + 100, 10000);
+        QCOMPARE(timeline->earlierCount(), 50);
+        QCOMPARE(timeline->data(timeline->index(0), EventListModel::SeqRole).toLongLong(), 51);
+        QTRY_COMPARE(seqAtTop(), 151);
+        QVERIFY(!events->property("following").toBool());
+
+        // Scrolled up, nothing is let go as events come.
+        QVERIFY(send(5));
+        QTRY_COMPARE_WITH_TIMEOUT(timeline->count(), kept + 105, 10000);
+        QMetaObject::invokeMethod(events, "positionViewAtBeginning");
+        QTRY_COMPARE(seqAtTop(), 51);
+        clickEarlier();
+        QTRY_COMPARE_WITH_TIMEOUT(timeline->earlierCount(), 0, 10000);
+        QCOMPARE(timeline->count(), kept + 155);
+        QTRY_VERIFY(!earlier->isVisible());
+
+        // Back at the end, the timeline keeps the newest again.
+        auto *bar = root->findChild<QQuickItem *>(u"scrollbar"_s);
+        QVERIFY(bar);
+        const QPoint nearBottom =
+            bar->mapToScene(QPointF(bar->width() / 2, bar->height() * 0.99)).toPoint();
+        QTest::mouseClick(m_window->timeline(), Qt::LeftButton, {}, nearBottom);
+        QTRY_VERIFY_WITH_TIMEOUT(events->property("following").toBool(), 5000);
+        QCOMPARE(timeline->count(), kept);
+        QVERIFY(send(1));
+        QTRY_COMPARE_WITH_TIMEOUT(timeline->lastSeq(), kept + 156, 10000);
+        QCOMPARE(timeline->count(), kept);
+        QCOMPARE(timeline->earlierCount(), 156);
+    }
+
     // The message box was cleared as the message left: when sending failed, what the operator
     // typed was gone.
     void aMessageStaysUntilTheServerTookIt()

@@ -306,6 +306,60 @@ private Q_SLOTS:
     }
 
     // Seen through one replica, a run on another is live, not stale, and not this one's to fix.
+    // The timeline holds a window of a conversation's history: the newest events while it
+    // shows the end, and the earlier ones it was given, in seq order without gaps.
+    void aTimelineKeepsAWindowOfTheHistory()
+    {
+        const auto eventAt = [](qint64 seq) {
+            Event event = Event::message(u"user"_s, u"user"_s, u"event %1"_s.arg(seq));
+            event.seq = seq;
+            return event;
+        };
+        const auto seqs = [](const EventListModel &model) {
+            QList<qint64> seqs;
+            for (int row = 0; row < model.rowCount(); ++row)
+                seqs.append(model.data(model.index(row), EventListModel::SeqRole).toLongLong());
+            return seqs;
+        };
+        EventListModel model;
+        QAbstractItemModelTester tester(&model,
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
+        model.clear(10);
+        QCOMPARE(model.earlierCount(), 10);
+        model.append(eventAt(10)); // before the window
+        QCOMPARE(model.count(), 0);
+        model.append(eventAt(11));
+        model.append(eventAt(12));
+        QCOMPARE(model.earlierCount(), 10);
+
+        QSignalSpy wanted(&model, &EventListModel::earlierWanted);
+        model.loadEarlier();
+        QCOMPARE(wanted.count(), 1);
+        // Only the run that ends right before the first row goes in.
+        model.prepend({eventAt(5), eventAt(7), eventAt(8), eventAt(9), eventAt(10)});
+        QCOMPARE(seqs(model), (QList<qint64>{7, 8, 9, 10, 11, 12}));
+        model.prepend({eventAt(2), eventAt(3)});
+        QCOMPARE(model.count(), 6);
+        model.prepend({eventAt(1), eventAt(2), eventAt(3), eventAt(4), eventAt(5), eventAt(6)});
+        QCOMPARE(model.earlierCount(), 0);
+        QCOMPARE(model.count(), 12);
+        model.loadEarlier();
+        QCOMPARE(wanted.count(), 1);
+
+        // Scrolled up, nothing is let go; shown at the end, the oldest are.
+        model.setShowingEnd(false);
+        for (qint64 seq = 13; seq <= EventListModel::KeptEvents + 20; ++seq)
+            model.append(eventAt(seq));
+        QCOMPARE(model.count(), EventListModel::KeptEvents + 20);
+        model.setShowingEnd(true);
+        QCOMPARE(model.count(), EventListModel::KeptEvents);
+        QCOMPARE(model.earlierCount(), 20);
+        model.append(eventAt(EventListModel::KeptEvents + 21));
+        QCOMPARE(model.count(), EventListModel::KeptEvents);
+        QCOMPARE(model.earlierCount(), 21);
+        QCOMPARE(model.lastSeq(), EventListModel::KeptEvents + 21);
+    }
+
     void runsOnOtherReplicasAreNotStale()
     {
         ConversationInfo info = conversation(u"c"_s, ExecutionStatus::Running);

@@ -11,6 +11,8 @@
 
 #include <cerrno>
 
+using namespace Qt::StringLiterals;
+
 namespace AgentDeck {
 
 namespace {
@@ -18,11 +20,13 @@ namespace {
 constexpr int MaxCatchUpPasses = 3;
 constexpr int SmallRemainder = 64;
 
-int checkpoint(sqlite3 *db, int mode, int *logFrames = nullptr)
+int checkpoint(sqlite3 *db, int mode, RepeatedFailureLog &failures, int *logFrames = nullptr)
 {
     const int rc = sqlite3_wal_checkpoint_v2(db, nullptr, mode, logFrames, nullptr);
-    if (rc != SQLITE_OK && rc != SQLITE_BUSY)
-        qCWarning(lcStorage) << "checkpoint failed:" << sqlite3_errmsg(db);
+    if (rc == SQLITE_OK)
+        failures.succeeded();
+    else if (rc != SQLITE_BUSY)
+        failures.failed(QString::fromUtf8(sqlite3_errmsg(db)));
     return rc;
 }
 
@@ -76,6 +80,7 @@ void WalCheckpointer::run()
         qCWarning(lcStorage) << "the checkpointer cannot open" << m_path
                              << "to sync it:" << database.errorString();
     int restartedAt = 0; // the log's size at the last RESTART
+    RepeatedFailureLog failures(lcStorage, u"checkpoint of %1"_s.arg(m_path));
     std::unique_lock lock(m_mutex);
     while (!m_wake.wait_for(lock, m_interval, [this] { return m_stopping; })) {
         lock.unlock();
@@ -84,19 +89,20 @@ void WalCheckpointer::run()
         // moment, and only then does the next commit start the log over. Past the bound a
         // RESTART waits for the writer, so the log cannot grow without end; once is enough
         // until a commit has started the log over.
-        if (checkpoint(db, SQLITE_CHECKPOINT_PASSIVE, &logFrames) == SQLITE_OK &&
+        if (checkpoint(db, SQLITE_CHECKPOINT_PASSIVE, failures, &logFrames) == SQLITE_OK &&
             logFrames > m_maxLogFrames && logFrames != restartedAt && m_restartsHeld.load() == 0) {
-            startLogOver(db, database, logFrames);
+            startLogOver(db, database, failures, logFrames);
             restartedAt = logFrames;
         }
         lock.lock();
     }
     lock.unlock();
-    checkpoint(db, SQLITE_CHECKPOINT_PASSIVE);
+    checkpoint(db, SQLITE_CHECKPOINT_PASSIVE, failures);
     sqlite3_close(db);
 }
 
-void WalCheckpointer::startLogOver(sqlite3 *db, QFile &database, int &logFrames)
+void WalCheckpointer::startLogOver(sqlite3 *db, QFile &database, RepeatedFailureLog &failures,
+                                   int &logFrames)
 {
     // The RESTART holds the write lock while it copies what came since the last checkpoint
     // and syncs the database file. Only a checkpoint that copies the whole log syncs that
@@ -115,7 +121,7 @@ void WalCheckpointer::startLogOver(sqlite3 *db, QFile &database, int &logFrames)
         // A pass that fails (busy while a commit starts the log over) reports -1 frames: the
         // count before it stands.
         int frames = 0;
-        if (checkpoint(db, SQLITE_CHECKPOINT_PASSIVE, &frames) != SQLITE_OK)
+        if (checkpoint(db, SQLITE_CHECKPOINT_PASSIVE, failures, &frames) != SQLITE_OK)
             break;
         const bool caughtUp = frames - logFrames <= SmallRemainder;
         logFrames = frames;
@@ -123,7 +129,7 @@ void WalCheckpointer::startLogOver(sqlite3 *db, QFile &database, int &logFrames)
             break;
     }
     const qint64 caughtUpNs = clock.nsecsElapsed();
-    const int rc = checkpoint(db, SQLITE_CHECKPOINT_RESTART);
+    const int rc = checkpoint(db, SQLITE_CHECKPOINT_RESTART, failures);
     qCDebug(lcStorage).nospace() << "log restart at " << logFrames << " frames: file synced in "
                                  << toMs(syncedNs) << " ms; catch-up passes: " << passes << ", "
                                  << toMs(caughtUpNs - syncedNs) << " ms; RESTART "

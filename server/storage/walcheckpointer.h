@@ -12,6 +12,7 @@ class QFile;
 struct sqlite3;
 
 namespace AgentDeck {
+class RepeatedFailureLog;
 
 // Checkpoints an SQLite write-ahead log from a thread of its own, on a connection of its own.
 // With SQLite's automatic checkpoints, the commit that takes the log past ~1,000 pages copies
@@ -39,7 +40,7 @@ private:
     void run();
     // Past the bound: syncs the database file, catches the checkpoint up with the writer,
     // then RESTARTs so that the next commit starts the log over.
-    void startLogOver(sqlite3 *db, QFile &database, int &logFrames);
+    void startLogOver(sqlite3 *db, QFile &database, RepeatedFailureLog &failures, int &logFrames);
 
     QString m_path;
     std::chrono::milliseconds m_interval;

@@ -1,5 +1,6 @@
 // The SQLite catalog's connections: checkpoints from a thread of their own, and a second
 // connection for another thread.
+#include "logging.h"
 #include "storage/conversationstore.h"
 #include "storage/database.h"
 #include "storage/sqlitebusywait.h"
@@ -10,13 +11,17 @@
 #include <QLoggingCategory>
 #include <QMutex>
 #include <QRegularExpression>
+#include <QScopeGuard>
 #include <QSqlQuery>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QThread>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <limits>
 
 using namespace Qt::StringLiterals;
@@ -44,13 +49,26 @@ QMutex g_restartsMutex;
 QStringList g_restarts;
 QtMessageHandler g_previousHandler = nullptr;
 
+// What it says of failed checkpoints.
+QStringList g_checkpointReports;
+
 void captureRestarts(QtMsgType type, const QMessageLogContext &context, const QString &message)
 {
     if (message.startsWith(u"log restart at"_s)) {
         const QMutexLocker lock(&g_restartsMutex);
         g_restarts.append(message);
     }
+    if (message.startsWith(u"checkpoint of"_s)) {
+        const QMutexLocker lock(&g_restartsMutex);
+        g_checkpointReports.append(message);
+    }
     g_previousHandler(type, context, message);
+}
+
+QStringList checkpointReports()
+{
+    const QMutexLocker lock(&g_restartsMutex);
+    return g_checkpointReports;
 }
 } // namespace
 
@@ -93,6 +111,83 @@ private Q_SLOTS:
                  qPrintable(u"database file %1 bytes, log %2 bytes"_s.arg(fileSize(path))
                                 .arg(fileSize(path + u"-wal"_s))));
         QCOMPARE(store.eventsAfter(info.id, 0, 1000).size(), 300);
+    }
+
+    // A checkpoint that fails (the disk is full: here, the files may not grow) is reported
+    // when it begins to fail and when it works again, not at every attempt: every 200 ms on a
+    // full disk, 18,000 lines an hour.
+    void aFailingCheckpointIsReportedOnce()
+    {
+        const QString path = m_dir->filePath(u"catalog.db"_s);
+        auto db = openWithSmallLog(path);
+        QVERIFY(db);
+        ConversationStore store(*db);
+        const ConversationInfo info = conversation();
+        store.insert(info);
+        const QString text(2000, u'x');
+        const auto append = [&](int i) {
+            try {
+                store.append(info.id, {Event::message(u"user"_s, u"user"_s, text)}, std::nullopt,
+                             i);
+            } catch (const std::exception &) {
+                // the log cannot grow either once the checkpoints fail
+            }
+        };
+        for (int i = 0; i < 20; ++i)
+            append(i);
+        QVERIFY(checkpointReports().isEmpty());
+
+        // Past the bound a write fails (EFBIG) rather than raising SIGXFSZ.
+        std::signal(SIGXFSZ, SIG_IGN);
+        rlimit limit{};
+        QCOMPARE(getrlimit(RLIMIT_FSIZE, &limit), 0);
+        const rlimit unlimited = limit;
+        limit.rlim_cur = rlim_t(std::max(fileSize(path), fileSize(path + u"-wal"_s)) + 64 * 1024);
+        QCOMPARE(setrlimit(RLIMIT_FSIZE, &limit), 0);
+        const auto restore = qScopeGuard([&] { setrlimit(RLIMIT_FSIZE, &unlimited); });
+        int i = 20;
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                append(i++);
+                return !checkpointReports().isEmpty();
+            },
+            10'000));
+        QVERIFY2(checkpointReports().first().contains(u"failed:"_s),
+                 qPrintable(checkpointReports().first()));
+        // A checkpoint a millisecond, each failing: no more lines.
+        QVERIFY(!QTest::qWaitFor([] { return checkpointReports().size() > 1; }, 300));
+
+        QCOMPARE(setrlimit(RLIMIT_FSIZE, &unlimited), 0);
+        QTRY_COMPARE_WITH_TIMEOUT(checkpointReports().size(), 2, 10'000);
+        QVERIFY2(checkpointReports().last().contains(u"works again after"_s),
+                 qPrintable(checkpointReports().last()));
+    }
+
+    // A failure that goes on is said again once per interval, with how often it happened.
+    void aFailureThatGoesOnIsReportedOncePerInterval()
+    {
+        {
+            const QMutexLocker lock(&g_restartsMutex);
+            g_checkpointReports.clear();
+        }
+        RepeatedFailureLog failures(lcStorage, u"checkpoint of a test"_s,
+                                    std::chrono::milliseconds(50));
+        QElapsedTimer clock;
+        clock.start();
+        int attempts = 0;
+        while (clock.elapsed() <= 120) {
+            failures.failed(u"disk full"_s);
+            ++attempts;
+        }
+        const QStringList reports = checkpointReports();
+        QVERIFY2(reports.size() == 2 || reports.size() == 3, qPrintable(reports.join(u'\n')));
+        QCOMPARE(reports[0], u"checkpoint of a test failed: disk full"_s);
+        QVERIFY2(reports[1].contains(u" more times: disk full"_s), qPrintable(reports[1]));
+        failures.succeeded();
+        QCOMPARE(checkpointReports().last(),
+                 u"checkpoint of a test works again after %1 failures"_s.arg(attempts));
+        failures.succeeded();
+        QCOMPARE(checkpointReports().size(), reports.size() + 1);
     }
 
     // Past its bound the log is started over: the checkpointer takes the write lock for that.
@@ -449,6 +544,7 @@ private:
         {
             const QMutexLocker lock(&g_restartsMutex);
             g_restarts.clear();
+            g_checkpointReports.clear();
         }
         QString error;
         auto db = Database::openSqlite(path, &error);

@@ -379,6 +379,7 @@ void AgentDeckServer::recover()
                 qCInfo(lcServer) << "stopped" << stopped
                                  << "sandboxes left by a server with --runtime local";
         }
+        d->service->resumeRemovals();
         const int recovered = d->service->recoverStale();
         if (recovered > 0)
             qCInfo(lcServer) << "recovered" << recovered << "interrupted runs in" << timer.elapsed()

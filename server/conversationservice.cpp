@@ -270,7 +270,7 @@ void ConversationService::checkWorkingDir(const QString &path) const
 
 ConversationInfo ConversationService::require(const QUuid &id)
 {
-    auto info = m_deleting.contains(id) ? std::nullopt : m_store.find(id);
+    auto info = m_store.find(id);
     if (!info)
         throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
     QList<ConversationInfo> one{*info};
@@ -296,7 +296,7 @@ ConversationService::create(CreateConversationRequest request)
 {
     if (request.id) {
         // A long history is deleted a batch at a time; until its row goes, the id is taken.
-        if (m_deleting.contains(*request.id))
+        if (m_store.isBeingRemoved(*request.id))
             throw ApiError{
                 409, u"conversation_being_deleted"_s,
                 u"Conversation %1 is being deleted; create it again once that is done"_s.arg(
@@ -392,11 +392,8 @@ ConversationInfo ConversationService::get(const QUuid &id)
 
 QByteArray ConversationService::getJson(const QUuid &id)
 {
-    auto json = m_deleting.contains(id)
-                    ? std::nullopt
-                    : m_store.findJson(id, [this](const ConversationInfo &info) {
-                          return m_runtimes.runtimeOf(info);
-                      });
+    auto json = m_store.findJson(
+        id, [this](const ConversationInfo &info) { return m_runtimes.runtimeOf(info); });
     if (!json)
         throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
     return *std::move(json);
@@ -439,27 +436,41 @@ QCoro::Task<> ConversationService::remove(QUuid id)
 {
     const ConversationInfo info = require(id);
     const QString runtimeDir = releaseLocalParts(id);
+    // Marked first, in its own transaction: from here the conversation is gone to every request,
+    // and a server stopped or killed before the end finishes the delete when it starts again.
+    if (!m_store.beginRemoval(id))
+        throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
+    Q_EMIT deleted(id);
+    auto erasing = eraseRemoved(info, runtimeDir);
+    co_await std::move(erasing);
+}
+
+QCoro::Task<> ConversationService::eraseRemoved(ConversationInfo info, QString runtimeDir)
+{
     // One statement for a long history held the thread: 220,000 events took 5.3 s, with every
-    // other request waiting. Newest first, so that what is left reads as a shorter history;
-    // meanwhile the conversation is gone to every request (nothing starts a run in it).
+    // other request waiting.
+    const QUuid id = info.id;
     QPointer<ConversationService> self(this);
-    m_deleting.insert(id);
-    auto deleting = qScopeGuard([self, id] {
-        if (self)
-            self->m_deleting.remove(id);
-    });
     while (m_store.removeNewestEvents(id, DeleteBatch) == DeleteBatch) {
         auto turn = QCoro::sleepFor(std::chrono::milliseconds(0));
         co_await std::move(turn);
-        if (!self)
-            co_return;
+        if (!self || m_stopping)
+            co_return; // the next start finishes it
     }
     m_store.remove(id);
     // The row is the source of truth and is gone; the files follow. A crash in between leaves a
     // directory nothing refers to, never a conversation without its workspace.
     removeFilesOf(info, runtimeDir);
     qCInfo(lcServer) << "deleted conversation" << id;
-    Q_EMIT deleted(id);
+}
+
+void ConversationService::resumeRemovals()
+{
+    for (const ConversationInfo &info : m_store.pendingRemovals()) {
+        qCInfo(lcServer) << "finishing the delete of" << info.id
+                         << "that a stopped server left half done";
+        eraseRemoved(info, releaseLocalParts(info.id));
+    }
 }
 
 QCoro::Task<OrphanSweep> ConversationService::removeOrphanedDirs(QStringList roots,

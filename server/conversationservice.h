@@ -108,6 +108,9 @@ public:
     // knows none of its conversations. Runs after startup in batches, one per turn of the event
     // loop (a catalog of 100,000 took 0.85 s in one piece).
     QCoro::Task<OrphanSweep> removeOrphanedDirs(QStringList roots, qint64 catalogCreatedMs);
+    // Finishes the deletes a stopped or killed server left half done, in the background, a
+    // batch per turn as a delete goes.
+    void resumeRemovals();
     // Beats this replica's heartbeat and renews the leases of every live run, in one batch, and
     // acts on what it finds.
     void renewLeases();
@@ -119,7 +122,7 @@ public:
 
 Q_SIGNALS:
     void runnerStopped(const QUuid &id);
-    // The conversation and its history are gone; its streams end.
+    // The conversation is gone (its history and files may still be going); its streams end.
     void deleted(const QUuid &id);
 
 private:
@@ -129,6 +132,9 @@ private:
     // Removes the files of a conversation whose row is gone: its runtime's, and its workspace
     // when the server made it.
     void removeFilesOf(const ConversationInfo &info, const QString &runtimeDir);
+    // The part of a delete after it was marked (ConversationStore::beginRemoval): the history a
+    // batch per turn, then the row, then the files.
+    QCoro::Task<> eraseRemoved(ConversationInfo info, QString runtimeDir);
     void askOwnerToStop(const QUuid &id, LeaseStore::Cancel how);
     void resolveLapsedRuns();
     static constexpr int LapsedRunsPerTick = 20;
@@ -190,7 +196,6 @@ private:
     };
     QHash<QUuid, StopAsked> m_stopsWhileStarting;
     quint64 m_startCount = 0;
-    QSet<QUuid> m_deleting;  // their history is being deleted, a batch per turn
     bool m_stopping = false; // shutdown() has begun: no run starts any more
     QTimer m_renewal;
     // Runs whose end storage refused (a full disk), written when it takes writes again.

@@ -115,10 +115,16 @@ public:
                                   const QString &pageId, int limit);
     qint64 count(const ConversationFilter &filter);
     bool update(const QUuid &id, const ConversationUpdate &update, qint64 nowMs);
-    bool remove(const QUuid &id);
-    // Deletes the newest `count` events of the conversation (what is left stays a gapless
-    // history); returns how many went.
+    // A delete in steps. beginRemoval() marks the conversation as being deleted (false when
+    // there is no such conversation to delete): from then on every read here, and on the other
+    // replicas, finds nothing. removeNewestEvents() deletes a batch of its history and says how
+    // many went; remove() deletes the rest, the row and the mark. The mark outlives a crash:
+    // pendingRemovals() lists what a server that stopped meanwhile left to delete.
+    bool beginRemoval(const QUuid &id);
+    bool isBeingRemoved(const QUuid &id);
+    QList<ConversationInfo> pendingRemovals();
     int removeNewestEvents(const QUuid &id, int count);
+    bool remove(const QUuid &id);
     // Sets archived_at (keeping an earlier one) or clears it. False when the row is gone.
     bool setArchived(const QUuid &id, std::optional<qint64> archivedAtMs);
     void setRuntimeError(const QUuid &id, const std::optional<RuntimeError> &error);
@@ -180,6 +186,8 @@ private:
     void cache(const QUuid &id, std::unique_ptr<CachedRow> row);
 
     QString columns() const;
+    // Whether any conversation is being deleted (see beginRemoval()).
+    bool anyBeingRemoved();
 
     Database &m_db;
     QCache<QUuid, CachedRow> m_cache;

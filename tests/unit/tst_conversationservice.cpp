@@ -527,8 +527,18 @@ private Q_SLOTS:
         QCOMPARE(early.errorCode, u"conversation_being_deleted"_s);
         QVERIFY(m_server->get(u"/alive"_s).ok());
         QVERIFY2(!deleted, "the delete held every request until it was done");
-        // Gone to every request meanwhile: nothing can start a run in it.
+        // Gone to every request meanwhile: nothing can start a run in it, and the lists do not
+        // show it (they did, while GET said it did not exist).
         QCOMPARE(m_server->get(ServerConnection::conversationPath(id)).status, 404);
+        QVERIFY(m_server->get(u"/api/conversations/search"_s)
+                    .json.toObject()
+                    .value(u"items"_s)
+                    .toArray()
+                    .isEmpty());
+        QCOMPARE(m_server->get(u"/api/conversations/count"_s).json.toInteger(), 0);
+        QCOMPARE(m_server->get(u"/api/conversations"_s, QUrlQuery{{u"ids"_s, toWireId(id)}})
+                     .json.toArray(),
+                 QJsonArray{QJsonValue::Null});
         QCOMPARE(m_server
                      ->post(ServerConnection::conversationPath(id, u"events"),
                             TestServer::message(u"too late"_s, true))
@@ -538,6 +548,52 @@ private Q_SLOTS:
         QCOMPARE(m_server->get(ServerConnection::conversationPath(id)).status, 404);
         QVERIFY(m_server->server().store().history(id, 0).isEmpty());
         QCOMPARE(m_server->post(u"/api/conversations"_s, again).status, 201);
+    }
+
+    // A server stopped (or killed) during a delete left the oldest part of the history under a
+    // row that still counted every event, and the next event's seq skipped the rest. The delete
+    // is marked before it begins, the conversation stays gone, and the next start finishes it.
+    void aDeleteCutShortIsFinishedByTheNextStart()
+    {
+        startServer();
+        const QUuid id =
+            m_server->create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
+        const QUuid kept =
+            m_server->create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
+        QList<Event> messages;
+        for (int i = 0; i < 5000; ++i)
+            messages.append(Event::message(u"user"_s, u"user"_s, u"message %1"_s.arg(i)));
+        m_server->server().store().append(id, messages, std::nullopt,
+                                          QDateTime::currentMSecsSinceEpoch());
+        // The first steps of a delete, as a server killed after them left them (a graceful
+        // stop finishes a delete while it drains the requests).
+        ConversationStore &store = m_server->server().store();
+        QVERIFY(store.beginRemoval(id));
+        QCOMPARE(store.removeNewestEvents(id, 500), 500);
+        m_server->stop();
+        m_server.reset();
+
+        if (!TestServer::usesPostgres()) { // what the stop left, before a server finishes it
+            QString error;
+            auto db = Database::openSqlite(QDir(m_dir->path()).filePath(u"agentdeck.db"_s), &error);
+            QVERIFY2(db, qPrintable(error));
+            ConversationStore store(*db);
+            QVERIFY(!store.history(id, 0).isEmpty());
+            QVERIFY(!store.find(id));
+            QCOMPARE(store.count({}), 1);
+        }
+
+        startServer();
+        QCOMPARE(m_server->get(ServerConnection::conversationPath(id)).status, 404);
+        QTRY_VERIFY_WITH_TIMEOUT(m_server->server().store().history(id, 0).isEmpty(), 10'000);
+        QTRY_VERIFY_WITH_TIMEOUT(!m_server->server().store().isBeingRemoved(id), 10'000);
+        QCOMPARE(m_server->get(ServerConnection::conversationPath(kept)).status, 200);
+        const QJsonObject again{{u"conversation_id"_s, toWireId(id)},
+                                {u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}};
+        QCOMPARE(m_server->post(u"/api/conversations"_s, again).status, 201);
+        const ApiReply sent = m_server->post(ServerConnection::conversationPath(id, u"events"),
+                                             TestServer::message(u"first"_s));
+        QCOMPARE(sent.json.toObject().value(u"seq"_s).toInteger(), 1);
     }
 
     // Messages sent while a command runs are picked up by the same run, each in turn, and each

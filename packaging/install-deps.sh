@@ -10,7 +10,7 @@ packages=(
     qml6-module-qtquick qml6-module-qtquick-controls qml6-module-qtquick-layouts
     qml6-module-qtquick-templates qml6-module-qtquick-window qml6-module-qtqml-workerscript
     postgresql xvfb xauth bubblewrap procps
-    dpkg-dev systemd desktop-file-utils appstream
+    dpkg-dev file systemd desktop-file-utils appstream
 )
 
 missing=()

@@ -183,6 +183,17 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         return std::nullopt;
     }
 
+    // Each would have been dropped without a word: the daemon watches nothing, and an empty
+    // directory was the current one.
+    if (parser.isSet(headless) && parser.isSet(connect)) {
+        *error = u"--connect is for the console; --headless serves a server of its own"_s;
+        return std::nullopt;
+    }
+    if (parser.isSet(dataDir) && parser.value(dataDir).trimmed().isEmpty()) {
+        *error = u"--data-dir cannot be empty"_s;
+        return std::nullopt;
+    }
+
     Options options;
     options.mode = parser.isSet(headless)  ? Mode::Headless
                    : parser.isSet(connect) ? Mode::Connect
@@ -206,16 +217,34 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
             ? parser.value(dataDir)
             : QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation) +
                   u"/agentdeck"_s;
-    options.server.apiKeys = parser.values(key);
+    // A key is compared with the header as HTTP hands it over, without the blanks around it; an
+    // empty one would turn the check off while the operator believes it is on.
+    for (const QString &given : parser.values(key)) {
+        if (given.trimmed().isEmpty()) {
+            *error = u"--session-api-key cannot be empty"_s;
+            return std::nullopt;
+        }
+        options.server.apiKeys.append(given.trimmed());
+    }
     options.server.allowedOrigins = parser.values(allowOrigin);
     options.server.allowedHosts = parser.values(allowHost);
-    const QString envKeys =
-        QProcessEnvironment::systemEnvironment().value(u"AGENTDECK_SESSION_API_KEYS"_s);
-    for (const QString &envKey : envKeys.split(u',', Qt::SkipEmptyParts))
-        options.server.apiKeys.append(envKey.trimmed());
+    // Left empty (as in agentdeck.conf) the variable means no key; set to blanks and commas only,
+    // it is most likely a list whose parts were not filled in.
+    const QString envKeys = qEnvironmentVariable("AGENTDECK_SESSION_API_KEYS");
+    QStringList fromEnvironment;
+    for (const QString &envKey : envKeys.split(u',')) {
+        if (!envKey.trimmed().isEmpty())
+            fromEnvironment.append(envKey.trimmed());
+    }
+    if (fromEnvironment.isEmpty() && !envKeys.isEmpty()) {
+        *error = u"AGENTDECK_SESSION_API_KEYS holds no key (only blanks and commas); leave it "
+                 "empty to run without one"_s;
+        return std::nullopt;
+    }
+    options.server.apiKeys += fromEnvironment;
     // Watching another server, the console is a client like ctl, and reads the client's
     // variable first.
-    const QString clientKey = qEnvironmentVariable("AGENTDECK_SESSION_API_KEY");
+    const QString clientKey = qEnvironmentVariable("AGENTDECK_SESSION_API_KEY").trimmed();
     if (options.mode == Mode::Connect && !parser.isSet(key) && !clientKey.isEmpty())
         options.server.apiKeys.prepend(clientKey);
     // A client cannot send such a key as a header, and the console would have sent it.

@@ -262,8 +262,10 @@ std::optional<Invocation> parseInvocation(const QStringList &arguments, QString 
         return std::nullopt;
     }
     invocation.server = *url;
+    // As the server takes it: HTTP drops the blanks around a header's value.
     invocation.apiKey =
-        parser.isSet(key) ? parser.value(key) : qEnvironmentVariable("AGENTDECK_SESSION_API_KEY");
+        (parser.isSet(key) ? parser.value(key) : qEnvironmentVariable("AGENTDECK_SESSION_API_KEY"))
+            .trimmed();
     if (!ServerConnection::isSendableApiKey(invocation.apiKey)) {
         *error = u"the session API key cannot contain control characters (a line break, a tab)"_s;
         return std::nullopt;

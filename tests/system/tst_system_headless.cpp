@@ -272,6 +272,13 @@ private Q_SLOTS:
             << u"--max-sandboxes"_s << u"1000001"_s << sandboxes;
         QTest::addRow("key with a line break") << u"--session-api-key"_s << u"K\nX-Injected: yes"_s
                                                << u"cannot contain control characters"_s;
+        // An empty key turned the check off, and with it the warning about listening beyond
+        // loopback.
+        QTest::addRow("empty key") << u"--session-api-key"_s << QString() << u"cannot be empty"_s;
+        QTest::addRow("blank key") << u"--session-api-key"_s << u"  "_s << u"cannot be empty"_s;
+        QTest::addRow("empty data dir") << u"--data-dir"_s << QString() << u"cannot be empty"_s;
+        QTest::addRow("watching with the daemon")
+            << u"--connect"_s << u"127.0.0.1:1"_s << u"--connect is for the console"_s;
     }
     void refusesBadOptionValues()
     {
@@ -280,6 +287,38 @@ private Q_SLOTS:
         QFETCH(QString, words);
         ServerProcess &server = m_fleet.add({}, {option, value});
         verifyRefuses(server, {words});
+    }
+
+    // "$KEY1,$KEY2" with neither set ran the server open while the operator believed it keyed;
+    // left empty, as agentdeck.conf ships it, the variable still means no key.
+    void refusesAKeyListWithoutKeys_data()
+    {
+        QTest::addColumn<QString>("keys");
+        QTest::addRow("comma") << u","_s;
+        QTest::addRow("blank") << u" "_s;
+        QTest::addRow("blanks and commas") << u" , ,"_s;
+    }
+    void refusesAKeyListWithoutKeys()
+    {
+        QFETCH(QString, keys);
+        ServerProcess &server = m_fleet.add();
+        server.setEnvironmentVariable(u"AGENTDECK_SESSION_API_KEYS"_s, keys);
+        verifyRefuses(server, {u"AGENTDECK_SESSION_API_KEYS holds no key"_s});
+    }
+
+    // HTTP hands a header over without the blanks around its value, so a key given with them
+    // could never be sent; it is the key without them.
+    void acceptsAKeyGivenWithBlanksAround()
+    {
+        ServerProcess &server = m_fleet.add({}, {u"--session-api-key"_s, u" sekrit "_s});
+        server.setEnvironmentVariable(u"AGENTDECK_SESSION_API_KEYS"_s, u" other ,"_s);
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        QCOMPARE(server.get(u"/api/conversations/count"_s).status, 401);
+        for (const QByteArray &key : {QByteArray("sekrit"), QByteArray("other")}) {
+            server.setHeader("X-Session-API-Key", key);
+            const Reply reply = server.get(u"/api/conversations/count"_s);
+            QVERIFY2(reply.status == 200, qPrintable(reply.describe()));
+        }
     }
 
     // Qt's timers count milliseconds in an int: a --command-timeout of 30d stopped nothing.

@@ -11,10 +11,32 @@
 #include <QQuickWindow>
 
 #include <cstdio>
+#include <cstdlib>
 
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
+
+namespace {
+
+QtMessageHandler qtHandler = nullptr;
+
+// Qt ends the process with abort(), a core and status 134, when no window system answers: a
+// DISPLAY naming a server that is gone, a Wayland socket left behind. Said as a refusal instead.
+void refuseWithoutWindowSystem(QtMsgType type, const QMessageLogContext &context,
+                               const QString &message)
+{
+    if (qtHandler)
+        qtHandler(type, context, message);
+    if (type != QtFatalMsg)
+        return;
+    std::fputs("agentdeck: the console cannot open a window on this display. To run the server "
+               "alone, use agentdeck --headless.\n",
+               stderr);
+    std::_Exit(2);
+}
+
+} // namespace
 
 int runConsole(int argc, char *argv[], const Options &options)
 {
@@ -22,7 +44,9 @@ int runConsole(int argc, char *argv[], const Options &options)
     if (qEnvironmentVariable("QT_QPA_PLATFORM") == u"offscreen"_s ||
         qEnvironmentVariableIsSet("AGENTDECK_SOFTWARE_RENDERING"))
         QQuickWindow::setGraphicsApi(QSGRendererInterface::Software);
+    qtHandler = qInstallMessageHandler(refuseWithoutWindowSystem);
     QApplication app(argc, argv);
+    qInstallMessageHandler(qtHandler);
     app.setApplicationName(u"agentdeck"_s);
     app.setApplicationDisplayName(u"AgentDeck"_s);
     app.setApplicationVersion(QStringLiteral(AGENTDECK_VERSION));
@@ -32,6 +56,10 @@ int runConsole(int argc, char *argv[], const Options &options)
     UnixSignals signals;
     QObject::connect(&signals, &UnixSignals::terminationRequested, &app, [&app](int signal) {
         std::fprintf(stderr, "agentdeck: signal %d received, stopping\n", signal);
+        // A dialog waiting for an answer (the embedded server could not start) is one: before
+        // the main loop runs, quit() ends nothing.
+        if (QWidget *dialog = QApplication::activeModalWidget())
+            dialog->close();
         app.quit();
     });
 
@@ -49,6 +77,8 @@ int runConsole(int argc, char *argv[], const Options &options)
         QString error;
         url = embedded->start(&error);
         if (url.isEmpty()) {
+            std::fprintf(stderr, "agentdeck: the embedded server cannot start: %s\n",
+                         qPrintable(error));
             QMessageBox::critical(nullptr, u"AgentDeck"_s,
                                   QObject::tr("The embedded server cannot start: %1").arg(error));
             return 1;

@@ -343,6 +343,27 @@ private Q_SLOTS:
         verifyRefuses(server, {words});
     }
 
+    // A DISPLAY naming an X server that is not there made Qt abort: exit status 134 and a core,
+    // where a console without a window system is a refusal like the others.
+    void theConsoleWithoutAWindowSystemIsRefused()
+    {
+        QTemporaryDir dataDir;
+        QVERIFY(dataDir.isValid());
+        QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+        environment.remove(u"QT_QPA_PLATFORM"_s);
+        environment.remove(u"WAYLAND_DISPLAY"_s);
+        environment.insert(u"DISPLAY"_s, u":4242"_s); // no X server is there
+        QProcess process;
+        process.setProcessEnvironment(environment);
+        process.start(m_fleet.binary(), {u"--data-dir"_s, dataDir.path()});
+        QVERIFY(process.waitForFinished(StartTimeoutMs));
+        const QString text = QString::fromUtf8(process.readAllStandardError());
+        QVERIFY2(process.exitStatus() == QProcess::NormalExit, qPrintable(text));
+        QCOMPARE(process.exitCode(), 2);
+        QVERIFY2(text.contains(u"agentdeck --headless"_s), qPrintable(text));
+        QVERIFY2(!text.contains(u"listening on"_s), qPrintable(text));
+    }
+
     // The help is made before any QCoreApplication exists, and Qt named the program
     // "<executable_name>"; it did not say where ctl's commands are either.
     void helpNamesTheProgramAndCtl()
@@ -586,6 +607,28 @@ private Q_SLOTS:
         const QJsonObject observation = observations.first().value(u"observation"_s).toObject();
         QVERIFY(!observation.value(u"interrupted"_s).toBool());
         QCOMPARE(observation.value(u"output"_s).toString(), QString::fromLatin1(marker) + u'\n');
+    }
+
+    // A console whose embedded server could not start (its data dir in use) said so only in a
+    // dialog, and a SIGTERM left it waiting there for an answer.
+    void aConsoleThatCannotServeSaysSoAndStopsOnASignal()
+    {
+        const QString dir = m_fleet.newDataDir();
+        ServerProcess &holder = m_fleet.add(dir);
+        QVERIFY2(holder.startReady(), qPrintable(holder.stderrText()));
+        QProcess console;
+        QByteArray text;
+        connect(&console, &QProcess::readyReadStandardError, this,
+                [&] { text += console.readAllStandardError(); });
+        console.start(m_fleet.binary(), {u"--data-dir"_s, dir});
+        QVERIFY(console.waitForStarted());
+        QTRY_VERIFY2_WITH_TIMEOUT(text.contains("the embedded server cannot start"),
+                                  text.constData(), StartTimeoutMs);
+        ::kill(pid_t(console.processId()), SIGTERM);
+        QVERIFY2(console.waitForFinished(10'000), "the console went on waiting in its dialog");
+        QCOMPARE(console.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(console.exitCode(), 1);
+        QVERIFY(holder.isRunning());
     }
 
     // 4. Every acknowledged write survives a SIGKILL that follows it at once.

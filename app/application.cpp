@@ -49,8 +49,11 @@ int runHeadless(int argc, char *argv[], const Options &options)
     UnixSignals signals;
     bool stopping = false;
     QObject::connect(&signals, &UnixSignals::terminationRequested, &app, [&](int signal) {
-        if (stopping)
+        if (stopping) {
+            printErr(u"agentdeck: signal %1 received, already stopping: runs are paused at a safe "
+                     "point first (SIGKILL ends it at once)\n"_s.arg(signal));
             return;
+        }
         stopping = true;
         notifySystemdStopping();
         printErr(u"agentdeck: signal %1 received, stopping\n"_s.arg(signal));

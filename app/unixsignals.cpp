@@ -35,6 +35,13 @@ UnixSignals::UnixSignals(QObject *parent)
     action.sa_flags = SA_RESTART;
     ::sigaction(SIGTERM, &action, nullptr);
     ::sigaction(SIGINT, &action, nullptr);
+    // The terminal it ran in was closed: it ended at once, its runs cut short. Left ignored when
+    // it is (nohup).
+    struct sigaction hangUp = {};
+    if (::sigaction(SIGHUP, nullptr, &hangUp) == 0 && hangUp.sa_handler != SIG_IGN) {
+        ::sigaction(SIGHUP, &action, nullptr);
+        m_hangUpHandled = true;
+    }
     // A client that disconnects mid-write must not kill the server.
     ::signal(SIGPIPE, SIG_IGN);
 }
@@ -43,6 +50,8 @@ UnixSignals::~UnixSignals()
 {
     ::signal(SIGTERM, SIG_DFL);
     ::signal(SIGINT, SIG_DFL);
+    if (m_hangUpHandled)
+        ::signal(SIGHUP, SIG_DFL);
 }
 
 } // namespace AgentDeck

@@ -6,7 +6,8 @@ class QSocketNotifier;
 
 namespace AgentDeck {
 
-// Turns SIGTERM and SIGINT into a Qt signal, through a self-pipe: the handler only writes a byte.
+// Turns SIGTERM, SIGINT and SIGHUP (unless ignored) into a Qt signal, through a self-pipe: the
+// handler only writes a byte.
 class UnixSignals : public QObject
 {
     Q_OBJECT
@@ -19,6 +20,7 @@ Q_SIGNALS:
 
 private:
     QSocketNotifier *m_notifier = nullptr;
+    bool m_hangUpHandled = false;
 };
 
 } // namespace AgentDeck

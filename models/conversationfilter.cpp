@@ -78,6 +78,11 @@ std::optional<ConversationFilter> ConversationFilter::fromQuery(const QUrlQuery 
         return std::nullopt;
     }
     for (const QString &tag : tags) {
+        // No tag holds one (see ConversationLabels), and PostgreSQL takes none in a parameter.
+        if (tag.contains(QChar::Null)) {
+            *error = u"tag cannot contain a NUL character"_s;
+            return std::nullopt;
+        }
         const qsizetype colon = tag.indexOf(u':');
         TagFilter tagFilter;
         tagFilter.key = colon < 0 ? tag : tag.left(colon);

@@ -713,6 +713,9 @@ std::optional<ConversationLabels> ConversationLabels::fromJson(const QJsonObject
             return fail(u"title must be at most %1 characters"_s.arg(MaxTitleLength));
         if (!isValidUnicode(title.toString()))
             return fail(u"title is not valid Unicode: it has a surrogate without its pair"_s);
+        // PostgreSQL's text holds none, and `q` cannot look for one.
+        if (title.toString().contains(QChar::Null))
+            return fail(u"title cannot contain a NUL character"_s);
         labels.title = title.toString();
     }
     if (const QJsonValue tags = object.value(u"tags"_s); !tags.isUndefined() && !tags.isNull()) {

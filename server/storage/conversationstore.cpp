@@ -145,15 +145,25 @@ bool storedAsIs(const QString &text)
 // The `body` filter looks at the text of an event's fields (strings and numbers, at any depth),
 // not at their names, nor at the envelope, which has filters of its own: `body=command` finds
 // commands, not every action, and `body=Message` no longer finds every message.
-QString bodyTextCondition(bool postgres)
+//
+// PostgreSQL's jsonb holds no NUL and no surrogate without its pair, and one event whose text
+// had either (a message, a command's output) made every body search of its conversation fail.
+// Such an event is searched as the JSON text it is stored as.
+void addBodyTextCondition(Where &where, const QString &pattern, bool postgres)
 {
-    return postgres ? u"EXISTS (SELECT 1 FROM jsonb_path_query(body::jsonb - ARRAY['id', 'kind', "
-                      "'source', 'timestamp', 'seq'], 'strict $.**') AS item WHERE "
-                      "jsonb_typeof(item) IN ('string', 'number') AND item #>> '{}' ILIKE ? "
-                      "ESCAPE '\\')"_s
-                    : u"EXISTS (SELECT 1 FROM json_tree(json_remove(body, '$.id', '$.kind', "
-                      "'$.source', '$.timestamp', '$.seq')) WHERE type IN ('text', 'integer', "
-                      "'real') AND value LIKE ? ESCAPE '\\')"_s;
+    if (!postgres) {
+        where.add(u"EXISTS (SELECT 1 FROM json_tree(json_remove(body, '$.id', '$.kind', "
+                  "'$.source', '$.timestamp', '$.seq')) WHERE type IN ('text', 'integer', "
+                  "'real') AND value LIKE ? ESCAPE '\\')"_s,
+                  {pattern});
+        return;
+    }
+    where.add(u"CASE WHEN body ~* '\\\\u(0000|d[89a-f])' THEN body ILIKE ? ESCAPE '\\' "
+              "ELSE EXISTS (SELECT 1 FROM jsonb_path_query(body::jsonb - ARRAY['id', 'kind', "
+              "'source', 'timestamp', 'seq'], 'strict $.**') AS item WHERE "
+              "jsonb_typeof(item) IN ('string', 'number') AND item #>> '{}' ILIKE ? "
+              "ESCAPE '\\') END"_s,
+              {pattern, pattern});
 }
 
 Where conversationWhere(const ConversationFilter &filter, bool postgres)
@@ -196,7 +206,7 @@ Where eventWhere(const QUuid &id, const EventFilter &filter, bool postgres)
         // any is taken apart.
         if (storedAsIs(filter.bodyContains))
             where.add(containsCondition(u"body"_s, postgres), {pattern});
-        where.add(bodyTextCondition(postgres), {pattern});
+        addBodyTextCondition(where, pattern, postgres);
     }
     if (filter.timestampGteMs)
         where.add(u"timestamp >= ?"_s, {*filter.timestampGteMs});

@@ -135,6 +135,18 @@ private Q_SLOTS:
         // LIKE stops at a NUL: "a\0b" matched every title with an "a".
         QTest::addRow("search text with NUL") << "GET"_ba << u"/api/conversations/count?q=a%00b"_s
                                               << ""_ba << 422 << u"invalid_parameter"_s;
+        // PostgreSQL takes no NUL in a parameter: these were a 503 to retry there.
+        QTest::addRow("tag filter with NUL") << "GET"_ba << u"/api/conversations/count?tag=a%00b"_s
+                                             << ""_ba << 422 << u"invalid_parameter"_s;
+        QTest::addRow("tag filter value with NUL")
+            << "GET"_ba << u"/api/conversations/search?tag=k:v%00x"_s << ""_ba << 422
+            << u"invalid_parameter"_s;
+        QTest::addRow("title with NUL")
+            << "POST"_ba << u"/api/conversations"_s << "{\"title\": \"a\\u0000b\"}"_ba << 422
+            << u"invalid_parameter"_s;
+        QTest::addRow("patched title with NUL")
+            << "PATCH"_ba << item << "{\"title\": \"a\\u0000b\"}"_ba << 422
+            << u"invalid_parameter"_s;
         QTest::addRow("unknown id")
             << "GET"_ba << u"/api/conversations/00000000-0000-4000-8000-000000000000"_s << ""_ba
             << 404 << u"not_found"_s;

@@ -60,11 +60,17 @@ void ChangeRelay::reconnect()
     }
     qCInfo(lcStreams) << "change listener reconnected";
     // Announcements sent while it was down are lost: the latest event of every streamed
-    // conversation is published again, and each stream reads what it missed before it.
+    // conversation is published again, and each stream reads what it missed before it. One
+    // deleted meanwhile is forgotten, as its announcement would have had it.
     for (const QUuid &id : m_hub.subscribedConversations()) {
         try {
             const auto info = m_store.find(id);
-            if (!info || info->eventCount == 0)
+            if (!info) {
+                m_lastSeq.remove(id);
+                m_service.forgetDeletedElsewhere(id);
+                continue;
+            }
+            if (info->eventCount == 0)
                 continue;
             for (const StoredEvent &event : m_store.eventsAfter(id, info->eventCount - 1, 1))
                 m_hub.publish(id, event.seq, event.json);

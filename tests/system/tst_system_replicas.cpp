@@ -822,6 +822,34 @@ private Q_SLOTS:
         QCOMPARE(b.get(conversationPath(id)).status, 404);
     }
 
+    // A deletion announced while a replica's listening connection was down was never heard
+    // there: its streams of the conversation stayed open on nothing. The listener, once back,
+    // finds the conversation gone.
+    void aDeletionMissedByAListenerIsNoticedWhenItIsBack()
+    {
+        ServerProcess &a = startReplica(u"alpha"_s);
+        ServerProcess &b = startReplica(u"beta"_s);
+        const QUuid id = a.create({});
+        QVERIFY(!id.isNull());
+        QWebSocket socket;
+        QList<qint64> seqs;
+        QVERIFY(openStream(socket, b, id, {}, &seqs));
+        QSignalSpy closed(&socket, &QWebSocket::disconnected);
+
+        // The listeners are the connections whose last statement was LISTEN or the watchdog's
+        // probe; a replica notices the loss at its next probe, within 5 s.
+        QCOMPARE(sql(u"SELECT count(pg_terminate_backend(pid)) > 0 FROM pg_stat_activity WHERE "
+                     "application_name = 'agentdeck' AND state = 'idle' AND "
+                     "(query LIKE 'LISTEN%' OR query = 'SELECT 1')"_s)
+                     .trimmed(),
+                 u"t"_s);
+        QCOMPARE(a.call("DELETE"_ba, conversationPath(id)).status, 200);
+        QVERIFY2(QTest::qWaitFor([&] { return !closed.isEmpty(); }, 15'000),
+                 qPrintable(b.stderrText().right(2000)));
+        QCOMPARE(int(socket.closeCode()), 4004);
+        QVERIFY(b.stderrText().contains(u"change listener reconnected"_s));
+    }
+
     // The database restarts under two replicas: requests fail (503, never a crash) until the
     // replicas reconnect, then everything works again, live streams across replicas included.
     void replicasReconnectAfterADatabaseRestart()

@@ -392,6 +392,8 @@ void AgentDeckServer::recover()
         d->reaper =
             std::make_unique<RetentionReaper>(*d->store, *d->parts.runtimes, *d->parts.clock,
                                               m_config.runtimeRetention, discardInto(d->trash));
+        d->reaper->setKeeper(
+            [service = d->service.get()](const QUuid &id) { return service->isInUse(id); });
         try {
             d->reaper->runPass();
         } catch (const std::exception &error) {

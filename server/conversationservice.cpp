@@ -89,6 +89,11 @@ public:
     void interrupt() override {}
 };
 
+bool isExpired(const ConversationInfo &info)
+{
+    return info.runtime.error && info.runtime.error->code == u"runtime_expired"_s;
+}
+
 } // namespace
 
 ConversationService::ConversationService(ConversationStore &store, LeaseStore &leases,
@@ -284,11 +289,17 @@ void ConversationService::requireUsableRuntime(const ConversationInfo &info) con
         throw ApiError::conflict(
             u"conversation_archived"_s,
             u"Conversation is archived; unarchive it before using its runtime"_s);
-    if (info.runtime.error && info.runtime.error->code == u"runtime_expired"_s)
-        throw ApiError{410, u"runtime_expired"_s,
-                       u"The runtime of this conversation expired and its workspace was deleted: "
-                       "nothing can run in it again. Its history is still readable; continue in "
-                       "a new conversation"_s};
+    if (!isExpired(info))
+        return;
+    // A workspace the conversation was given is never deleted, and the answer does not say so.
+    const QString what = info.workspaceOwnedByServer
+                             ? u"its workspace was deleted"_s
+                             : u"its sandbox's files were deleted (the workspace it was given, "
+                               "%1, was kept)"_s.arg(info.workingDir);
+    throw ApiError{
+        410, u"runtime_expired"_s,
+        u"The runtime of this conversation expired and %1: nothing can run in it "
+        "again. Its history is still readable; continue in a new conversation"_s.arg(what)};
 }
 
 QCoro::Task<std::pair<ConversationInfo, bool>>
@@ -718,6 +729,16 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info,
 
 QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(ConversationInfo info)
 {
+    // Bringing a runtime up is activity: the retention counts from here (an update of nothing
+    // moves updated_at only), and no retention pass of this server expires the conversation
+    // while its runtime comes up (isInUse()). Expired on the way by another replica's pass, it
+    // is refused below.
+    m_store.update(info.id, {}, m_clock.nowMs());
+    ++m_bringingUp[info.id];
+    const auto broughtUp = qScopeGuard([this, id = info.id] {
+        if (--m_bringingUp[id] == 0)
+            m_bringingUp.remove(id);
+    });
     auto acquiring = m_runtimes.acquire(info);
     RuntimeAcquisition acquisition = co_await std::move(acquiring);
     // The conversation may have been deleted or archived while the sandbox started: an archive
@@ -735,7 +756,7 @@ QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(Conver
         throw ApiError::notFound(
             u"Conversation %1 was deleted while its runtime started"_s.arg(toWireId(info.id)));
     }
-    if (now->isArchived()) {
+    if (now->isArchived() || isExpired(*now)) {
         if (acquisition.runtime)
             m_runtimes.release(info.id);
         requireUsableRuntime(*now);

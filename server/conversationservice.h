@@ -116,6 +116,11 @@ public:
     void renewLeases();
     QString leaseOwner() const { return m_settings.leaseOwner; }
     bool isLive(const QUuid &id) const { return m_runners.contains(id); }
+    // Used here now: it runs, or its runtime is coming up (a run's start, a resume).
+    bool isInUse(const QUuid &id) const
+    {
+        return m_runners.contains(id) || m_starting.contains(id) || m_bringingUp.contains(id);
+    }
     int liveCount() const { return int(m_runners.size()); }
     // Pauses every run at a safe point; interrupts what is still running after `grace`.
     QCoro::Task<> shutdown(std::chrono::milliseconds grace);
@@ -186,6 +191,8 @@ private:
     // Runs being started (their runtime coming up), each with its start's number: a delete
     // meanwhile takes it out, and the start then finds itself called off.
     QHash<QUuid, quint64> m_starting;
+    // Runtimes coming up (bringUpRuntime()), with how many bring-ups wait for each.
+    QHash<QUuid, int> m_bringingUp;
     // A pause or an interrupt asked for while a run's runtime came up, carried out once it
     // starts (the stronger of the two).
     enum class StopAsked

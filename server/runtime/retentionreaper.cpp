@@ -38,6 +38,8 @@ int RetentionReaper::runPass()
     int freed = 0;
     int failed = 0;
     for (const ExpiryCandidate &candidate : m_store.expiryCandidates(inactiveBefore)) {
+        if (m_keeper && m_keeper(candidate.id))
+            continue;
         if (!m_store.markExpired(candidate.id, inactiveBefore, now))
             continue;
         m_runtimes.release(candidate.id);

@@ -26,6 +26,9 @@ public:
                     std::chrono::milliseconds retention, RemoveTree removeTree = removeTreeNow,
                     QObject *parent = nullptr);
 
+    // Asked of each conversation found inactive: true leaves it for a later pass (its runtime is
+    // coming up, or it runs). Empty: none is left.
+    void setKeeper(std::function<bool(const QUuid &)> keeper) { m_keeper = std::move(keeper); }
     // One pass; returns how many runtimes it freed completely.
     int runPass();
     void startPeriodic(std::chrono::milliseconds interval);
@@ -36,6 +39,7 @@ private:
     const Clock &m_clock;
     std::chrono::milliseconds m_retention;
     RemoveTree m_removeTree;
+    std::function<bool(const QUuid &)> m_keeper;
     QTimer m_timer;
 };
 

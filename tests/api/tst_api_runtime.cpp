@@ -908,6 +908,112 @@ private Q_SLOTS:
                  410);
         QVERIFY(server.get(ServerConnection::conversationPath(id, u"events/search")).ok());
     }
+
+    // A resume found the conversation inactive past the retention: a pass during the start
+    // expired it and deleted its workspace under the sandbox coming up. It is left alone until
+    // its runtime is up, and counts as active from the resume on.
+    void aRuntimeComingUpIsNotExpiredUnderIt()
+    {
+        FakeRuntimeControl control;
+        auto clock = std::make_unique<FakeClock>();
+        FakeClock *clockPtr = clock.get();
+        TestServerOptions options;
+        options.parts.runtimes = std::make_unique<FakeRuntimeProvider>(control);
+        options.parts.clock = std::move(clock);
+        options.runtimeRetention = std::chrono::hours(1);
+        options.retentionInterval = std::chrono::milliseconds(20);
+        TestServer server(std::move(options));
+        QVERIFY(server.start());
+        const QUuid id = server.create();
+        const QUuid witness = server.create(); // expired by the passes, to show they ran
+        const auto expired = [&](const QUuid &which) {
+            return server.get(ServerConnection::conversationPath(which, u"runtime"))
+                       .json.toObject()
+                       .value(u"runtime_error"_s)
+                       .toObject()
+                       .value(u"code"_s)
+                       .toString() == u"runtime_expired"_s;
+        };
+
+        control.holdProvisioning = true;
+        auto resuming = server.client().request(
+            "POST"_ba, ServerConnection::conversationPath(id, u"runtime/resume"_s), {}, {});
+        QVERIFY(QTest::qWaitFor([&] { return control.acquisitions == 1; }, 10'000));
+        clockPtr->advance(2 * 3600 * 1000);
+        QTRY_VERIFY_WITH_TIMEOUT(expired(witness), 5000);
+        QVERIFY(!expired(id));
+        QVERIFY(!control.releasedIds.contains(id));
+        control.finishProvisioning();
+        const ApiReply resumed = QCoro::waitFor(std::move(resuming));
+        QVERIFY2(resumed.ok(), qPrintable(resumed.detail));
+
+        // Up, it is inactive since the resume two hours ago (the start took them), and goes.
+        QTRY_VERIFY_WITH_TIMEOUT(expired(id), 5000);
+    }
+
+    // Resuming a runtime is using it: the retention counts from the resume, not from the last
+    // event.
+    void aResumeCountsAsActivity()
+    {
+        FakeRuntimeControl control;
+        auto clock = std::make_unique<FakeClock>();
+        FakeClock *clockPtr = clock.get();
+        TestServerOptions options;
+        options.parts.runtimes = std::make_unique<FakeRuntimeProvider>(control);
+        options.parts.clock = std::move(clock);
+        options.runtimeRetention = std::chrono::hours(1);
+        options.retentionInterval = std::chrono::milliseconds(20);
+        TestServer server(std::move(options));
+        QVERIFY(server.start());
+        const QUuid id = server.create();
+        const QUuid witness = server.create();
+        constexpr qint64 Minute = 60 * 1000;
+        clockPtr->advance(50 * Minute);
+        QVERIFY(server.post(ServerConnection::conversationPath(id, u"runtime/resume"_s)).ok());
+        clockPtr->advance(20 * Minute);
+        const auto runtimeError = [&](const QUuid &which) {
+            return server.get(ServerConnection::conversationPath(which, u"runtime"))
+                .json.toObject()
+                .value(u"runtime_error"_s);
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(!runtimeError(witness).isNull(), 5000);
+        QVERIFY(runtimeError(id).isNull());
+    }
+
+    // Expiry deletes a workspace only if the server made it; the answer said "its workspace
+    // was deleted" of one the conversation was given, which was kept.
+    void theExpiryOfASuppliedWorkspaceSaysItWasKept()
+    {
+        FakeRuntimeControl control;
+        auto clock = std::make_unique<FakeClock>();
+        FakeClock *clockPtr = clock.get();
+        TestServerOptions options;
+        options.parts.runtimes = std::make_unique<FakeRuntimeProvider>(control);
+        options.parts.clock = std::move(clock);
+        options.runtimeRetention = std::chrono::hours(1);
+        options.retentionInterval = std::chrono::milliseconds(20);
+        TestServer server(std::move(options));
+        QVERIFY(server.start());
+        QTemporaryDir workspace;
+        QVERIFY(workspace.isValid());
+        const QUuid id = server.create(
+            QJsonObject{{u"workspace"_s, QJsonObject{{u"working_dir"_s, workspace.path()}}}});
+        QVERIFY(!id.isNull());
+        clockPtr->advance(2 * 3600 * 1000);
+        QTRY_VERIFY_WITH_TIMEOUT(!server.get(ServerConnection::conversationPath(id, u"runtime"))
+                                      .json.toObject()
+                                      .value(u"runtime_error"_s)
+                                      .isNull(),
+                                 5000);
+        const ApiReply reply =
+            server.post(ServerConnection::conversationPath(id, u"runtime/resume"_s));
+        QCOMPARE(reply.status, 410);
+        QVERIFY2(reply.detail.contains(
+                     u"the workspace it was given, %1, was kept"_s.arg(workspace.path())),
+                 qPrintable(reply.detail));
+        QVERIFY(!reply.detail.contains(u"its workspace was deleted"_s));
+        QVERIFY(QDir(workspace.path()).exists());
+    }
 };
 
 int main(int argc, char *argv[])

@@ -53,15 +53,15 @@ private:
 };
 } // namespace
 
-QCoro::Task<RuntimeAcquisition> FakeRuntimeProvider::acquire(ConversationInfo)
+QCoro::Task<RuntimeAcquisition> FakeRuntimeProvider::acquire(ConversationInfo conversation)
 {
     ++m_control.acquisitions;
     if (m_control.holdProvisioning) {
         const int provisionedBefore = m_control.provisionedTimes;
-        const int releasesBefore = m_control.releases;
+        const qsizetype releasesBefore = m_control.releasedIds.size();
         while (m_control.provisionedTimes == provisionedBefore) {
-            // A release calls the start off, as a sandbox's does.
-            if (m_control.releases != releasesBefore)
+            // A release of the conversation calls the start off, as a sandbox's does.
+            if (m_control.releasedIds.indexOf(conversation.id, releasesBefore) >= 0)
                 co_return RuntimeAcquisition{
                     nullptr, {u"start_cancelled"_s, u"fake start called off"_s}, true};
             auto provisioning = signalOrTimeout(&m_control, &FakeRuntimeControl::provisioned,
@@ -75,9 +75,10 @@ QCoro::Task<RuntimeAcquisition> FakeRuntimeProvider::acquire(ConversationInfo)
     co_return RuntimeAcquisition{std::make_shared<FakeRuntime>(m_control), {}};
 }
 
-void FakeRuntimeProvider::release(const QUuid &)
+void FakeRuntimeProvider::release(const QUuid &conversationId)
 {
     ++m_control.releases;
+    m_control.releasedIds.append(conversationId);
     Q_EMIT m_control.provisioned(); // wakes a held start, which then finds itself called off
 }
 

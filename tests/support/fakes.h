@@ -4,6 +4,8 @@
 #include "runtime/runtime.h"
 
 #include <QHash>
+#include <QList>
+#include <QUuid>
 #include <QObject>
 #include <QStringList>
 #include <QTcpServer>
@@ -43,6 +45,7 @@ public:
     bool holdProvisioning = false;
     int acquisitions = 0;
     int releases = 0;
+    QList<QUuid> releasedIds; // the conversations of the releases, in order
 
     void release()
     {

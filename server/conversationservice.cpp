@@ -89,6 +89,21 @@ public:
     void interrupt() override {}
 };
 
+// The conversation of a create is there even when its initial message failed, and a client only
+// told that the run failed would create it again: the answer says so, with its id.
+ApiError withTheConversationNamed(ApiError error, const QUuid &id)
+{
+    error.detail = u"Conversation %1 was created; its initial message failed: %2"_s.arg(
+        toWireId(id), error.detail);
+    error.extra.insert(u"conversation_id"_s, toWireId(id));
+    return error;
+}
+
+QString defaultTitle(const QUuid &id)
+{
+    return u"Conversation "_s + toWireId(id).left(8);
+}
+
 bool isExpired(const ConversationInfo &info)
 {
     return info.runtime.error && info.runtime.error->code == u"runtime_expired"_s;
@@ -322,6 +337,23 @@ ConversationService::create(CreateConversationRequest request)
             }
             if (!secret.isEmpty())
                 m_secrets.insert(*request.id, secret);
+            // A retry of a create whose answer was an error to retry (503 at the sandbox limit,
+            // storage gone meanwhile) finishes what that one left undone: the initial message is
+            // stored if the history is empty, and run if the conversation never ran.
+            if (request.initialMessage && existing->executionStatus == ExecutionStatus::Idle &&
+                existing->eventCount <= 1) {
+                try {
+                    if (existing->eventCount == 0) {
+                        auto sending = sendMessage(existing->id, *request.initialMessage);
+                        co_await std::move(sending);
+                    } else if (request.initialMessage->run) {
+                        auto starting = startRun(*existing);
+                        co_await std::move(starting);
+                    }
+                } catch (ApiError &error) {
+                    throw withTheConversationNamed(std::move(error), existing->id);
+                }
+            }
             co_return std::pair{require(*request.id), false};
         }
     }
@@ -338,8 +370,7 @@ ConversationService::create(CreateConversationRequest request)
 
     ConversationInfo info;
     info.id = request.id.value_or(QUuid::createUuid());
-    info.title =
-        request.title.isEmpty() ? u"Conversation "_s + toWireId(info.id).left(8) : request.title;
+    info.title = request.title.isEmpty() ? defaultTitle(info.id) : request.title;
     info.tags = request.tags;
     info.createdAt = info.updatedAt = m_clock.now();
     info.executionStatus = ExecutionStatus::Idle;
@@ -385,12 +416,7 @@ ConversationService::create(CreateConversationRequest request)
             auto sending = sendMessage(info.id, *request.initialMessage);
             co_await std::move(sending);
         } catch (ApiError &error) {
-            // The conversation is there, and a client that is only told the run failed would
-            // create it again: the answer says so, with its id.
-            error.detail = u"Conversation %1 was created; its initial message failed: %2"_s.arg(
-                toWireId(info.id), error.detail);
-            error.extra.insert(u"conversation_id"_s, toWireId(info.id));
-            throw;
+            throw withTheConversationNamed(std::move(error), info.id);
         }
     }
     co_return std::pair{require(info.id), true};
@@ -436,8 +462,17 @@ ConversationPageResult ConversationService::search(const ConversationFilter &fil
     return page;
 }
 
-ConversationInfo ConversationService::update(const QUuid &id, const ConversationUpdate &update)
+ConversationInfo ConversationService::update(const QUuid &id, const ConversationUpdate &given)
 {
+    const ConversationInfo current = require(id);
+    ConversationUpdate update = given;
+    // Cleared, the title is the one a create without a title gives.
+    if (update.title && update.title->isEmpty())
+        update.title = defaultTitle(id);
+    // What changes nothing moves nothing: updated_at orders the lists and starts the retention.
+    if ((!update.title || *update.title == current.title) &&
+        (!update.tags || *update.tags == current.tags))
+        return current;
     if (!m_store.update(id, update, m_clock.nowMs()))
         throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
     return require(id);
@@ -813,6 +848,10 @@ QCoro::Task<ConversationInfo> ConversationService::archive(QUuid id)
     co_await std::move(stopping);
     if (!m_store.setArchived(id, m_clock.nowMs()))
         throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
+    // Its runtime is stopped, as by a stop, which clears a failed start's error (an expiry
+    // stays: it is no error of a start).
+    if (info.runtime.error)
+        m_store.setRuntimeError(id, std::nullopt);
     m_store.announce(id, u"release"_s);
     qCInfo(lcServer) << "archived conversation" << id;
     co_return require(id);

@@ -181,6 +181,37 @@ private Q_SLOTS:
         QCOMPARE(info.value(u"tags"_s).toObject().value(u"k"_s).toString(), u"v"_s);
     }
 
+    // A PATCH that changes nothing moved updated_at, which orders the lists and starts the
+    // retention; an empty title was kept empty, where a create gives it the default.
+    void aPatchChangingNothingMovesNothing()
+    {
+        const QUuid id = m_server->create(
+            QJsonObject{{u"title"_s, u"same"_s}, {u"tags"_s, QJsonObject{{u"k"_s, u"v"_s}}}});
+        const auto info = [&] {
+            return m_server->get(ServerConnection::conversationPath(id)).json.toObject();
+        };
+        const QString updatedAt = info().value(u"updated_at"_s).toString();
+        const QDateTime written = *parseWireTime(updatedAt);
+        QVERIFY(QTest::qWaitFor(
+            [&] { return QDateTime::currentDateTimeUtc() > written.addMSecs(2); }, 1000));
+        for (const QJsonObject &body :
+             {QJsonObject{}, QJsonObject{{u"title"_s, u"same"_s}},
+              QJsonObject{{u"tags"_s, QJsonObject{{u"k"_s, u"v"_s}}}},
+              QJsonObject{{u"title"_s, u"same"_s}, {u"tags"_s, QJsonObject{{u"k"_s, u"v"_s}}}}}) {
+            const ApiReply reply =
+                m_server->call("PATCH"_ba, ServerConnection::conversationPath(id), body);
+            QVERIFY2(reply.ok(), qPrintable(reply.detail));
+            QCOMPARE(reply.json.toObject().value(u"updated_at"_s).toString(), updatedAt);
+        }
+        QCOMPARE(info().value(u"updated_at"_s).toString(), updatedAt);
+
+        const ApiReply cleared = m_server->call("PATCH"_ba, ServerConnection::conversationPath(id),
+                                                QJsonObject{{u"title"_s, u""_s}});
+        QVERIFY(cleared.ok());
+        QCOMPARE(info().value(u"title"_s).toString(), u"Conversation "_s + toWireId(id).left(8));
+        QVERIFY(info().value(u"updated_at"_s).toString() != updatedAt);
+    }
+
     void deleteRemovesHistoryAndOwnedWorkspace()
     {
         const QUuid id = m_server->create(

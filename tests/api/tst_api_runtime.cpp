@@ -852,6 +852,18 @@ private Q_SLOTS:
                     .json.toObject()
                     .value(u"runtime_error"_s)
                     .isNull());
+        // ...as does an archive, which stops the runtime too (it was left `error`)...
+        const auto runtimeError = [&] {
+            return server.get(ServerConnection::conversationPath(id, u"runtime"))
+                .json.toObject()
+                .value(u"runtime_error"_s);
+        };
+        QCOMPARE(server.post(ServerConnection::conversationPath(id, u"runtime/resume")).status,
+                 502);
+        QVERIFY(!runtimeError().isNull());
+        QVERIFY(server.post(ServerConnection::conversationPath(id, u"archive")).ok());
+        QVERIFY(runtimeError().isNull());
+        QVERIFY(server.post(ServerConnection::conversationPath(id, u"unarchive")).ok());
         // ...and so does a successful start after another failure.
         QCOMPARE(server.post(ServerConnection::conversationPath(id, u"run")).status, 502);
         control.failProvisioning = false;

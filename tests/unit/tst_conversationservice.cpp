@@ -171,6 +171,28 @@ private Q_SLOTS:
         QCOMPARE(m_control->commands, QStringList{u"echo hi"_s});
     }
 
+    // A create with an id is retried as it was sent when its answer was an error to retry: the
+    // retry found the conversation there and answered 200, its initial message never run.
+    void aRetriedCreateRunsTheInitialMessageItsFirstTryCouldNot()
+    {
+        startServer();
+        m_control->failProvisioning = true;
+        QJsonObject request = shell(u"echo hi"_s);
+        request.insert(u"conversation_id"_s, toWireId(QUuid::createUuid()));
+        QCOMPARE(m_server->post(u"/api/conversations"_s, request).status, 502);
+        m_control->failProvisioning = false;
+        const ApiReply retried = m_server->post(u"/api/conversations"_s, request);
+        QCOMPARE(retried.status, 200);
+        const QUuid id = QUuid::fromString(request.value(u"conversation_id"_s).toString());
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(m_control->commands, QStringList{u"echo hi"_s});
+        QCOMPARE(m_server->events(id, QUrlQuery(u"source=user"_s)).size(), 1);
+
+        // Once it ran, a retry is only the answer again.
+        QCOMPARE(m_server->post(u"/api/conversations"_s, request).status, 200);
+        QCOMPARE(m_control->commands, QStringList{u"echo hi"_s});
+    }
+
     // A create whose initial message could not start its run answered 502 alone, and a client
     // that retried without an id made the conversation again. The answer names it now.
     void aCreateWhoseRunCannotStartNamesTheConversation()

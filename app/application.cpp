@@ -38,8 +38,7 @@ int runHeadless(int argc, char *argv[], const Options &options)
         printErr(u"agentdeck: "_s + error + u'\n');
         return 1;
     }
-    if (options.server.apiKeys.isEmpty() && options.server.address != QHostAddress::LocalHost &&
-        options.server.address != QHostAddress::LocalHostIPv6)
+    if (options.server.apiKeys.isEmpty() && !options.server.address.isLoopback())
         printErr(u"agentdeck: warning: no session API key is configured and the server listens "
                  "beyond loopback; anyone who can reach it can use it\n"_s);
     printErr(u"listening on "_s + server.url().toString() + u'\n');

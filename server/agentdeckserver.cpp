@@ -302,9 +302,12 @@ bool AgentDeckServer::start(QString *error)
     d->streams->acceptFrom(*tcp);
 
     if (!tcp->listen(m_config.address, m_config.port)) {
-        *error = u"cannot listen on %1:%2: %3"_s.arg(m_config.address.toString())
-                     .arg(m_config.port)
-                     .arg(tcp->errorString());
+        // As --listen takes it: an IPv6 address in brackets.
+        const QString host = m_config.address.protocol() == QAbstractSocket::IPv6Protocol
+                                 ? u'[' + m_config.address.toString() + u']'
+                                 : m_config.address.toString();
+        *error =
+            u"cannot listen on %1:%2: %3"_s.arg(host).arg(m_config.port).arg(tcp->errorString());
         return false;
     }
     d->http->bind(tcp);

@@ -306,6 +306,32 @@ private Q_SLOTS:
         verifyRefuses(server, {u"AGENTDECK_SESSION_API_KEYS holds no key"_s});
     }
 
+    // Without a key, listening beyond loopback is warned about; 127.0.0.2 is loopback too, and
+    // was warned about as if it were not.
+    void warnsOfNoKeyOnlyBeyondLoopback_data()
+    {
+        QTest::addColumn<QString>("listen");
+        QTest::addColumn<bool>("warned");
+        QTest::addRow("127.0.0.1") << u"127.0.0.1:0"_s << false;
+        QTest::addRow("127.0.0.2") << u"127.0.0.2:0"_s << false;
+        QTest::addRow("all interfaces") << u"0.0.0.0:0"_s << true;
+    }
+    void warnsOfNoKeyOnlyBeyondLoopback()
+    {
+        QFETCH(QString, listen);
+        QFETCH(bool, warned);
+        QProcess server;
+        QByteArray text;
+        connect(&server, &QProcess::readyReadStandardError, this,
+                [&] { text += server.readAllStandardError(); });
+        server.start(m_fleet.binary(), {u"--headless"_s, u"--listen"_s, listen, u"--data-dir"_s,
+                                        m_fleet.newDataDir()});
+        QTRY_VERIFY2_WITH_TIMEOUT(text.contains("listening on"), text.constData(), StartTimeoutMs);
+        QCOMPARE(text.contains("no session API key is configured"), warned);
+        server.kill();
+        server.waitForFinished();
+    }
+
     // HTTP hands a header over without the blanks around its value, so a key given with them
     // could never be sent; it is the key without them.
     void acceptsAKeyGivenWithBlanksAround()

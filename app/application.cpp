@@ -13,6 +13,7 @@
 
 #include <cstdio>
 #include <malloc.h>
+#include <utility>
 
 using namespace Qt::StringLiterals;
 
@@ -47,6 +48,13 @@ int runHeadless(int argc, char *argv[], const Options &options)
 
     UnixSignals signals;
     bool stopping = false;
+    QObject::connect(&server, &AgentDeckServer::cannotGoOn, &app, [&](const QString &reason) {
+        printErr(u"agentdeck: "_s + reason + u'\n');
+        if (std::exchange(stopping, true))
+            return;
+        notifySystemdStopping();
+        QCoro::connect(server.stop(), &app, [&app] { app.exit(1); });
+    });
     QObject::connect(&signals, &UnixSignals::terminationRequested, &app, [&](int signal) {
         if (stopping) {
             printErr(u"agentdeck: signal %1 received, already stopping: runs are paused at a safe "

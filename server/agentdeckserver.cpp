@@ -262,6 +262,13 @@ bool AgentDeckServer::start(QString *error)
         *d->parts.clock,
         ServiceSettings{QDir(dataDir).filePath(u"workspaces"_s), m_config.commandTimeout,
                         leaseOwner, m_config.replicaId, shared, discardInto(d->trash)});
+    connect(d->service.get(), &ConversationService::replacedAsReplica, this, [this] {
+        const QString reason =
+            u"replica id %1 was taken over by a server started with it while this one was frozen "
+            "or cut off from the database; this one stops"_s.arg(m_config.replicaId);
+        qCCritical(lcServer).noquote() << reason;
+        Q_EMIT cannotGoOn(reason);
+    });
     // The name this replica is advertised by is one clients use.
     QStringList allowedHosts = m_config.allowedHosts;
     if (const QString advertised = QUrl(advertisedUrl()).host(); !advertised.isEmpty())

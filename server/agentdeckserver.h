@@ -59,6 +59,9 @@ public:
 
 Q_SIGNALS:
     void ready();
+    // The server cannot go on, for `reason` (a sentence for the operator): the process stops it
+    // and exits with an error.
+    void cannotGoOn(const QString &reason);
 
 private:
     void recover();

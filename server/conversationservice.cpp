@@ -157,9 +157,13 @@ void ConversationService::renewLeases()
             held.insert(it.key(), it.value()->lease().epoch);
     }
     Transaction transaction(m_store.database());
-    m_replicas.heartbeat(m_settings.replicaId, m_settings.leaseOwner);
+    const bool stillTheReplica = m_replicas.heartbeat(m_settings.replicaId, m_settings.leaseOwner);
     const QHash<QUuid, LeaseState> states = m_leases.renew(m_settings.leaseOwner, held);
     transaction.commit();
+    if (!stillTheReplica && !m_replaced) {
+        m_replaced = true;
+        Q_EMIT replacedAsReplica();
+    }
     for (auto it = states.cbegin(); it != states.cend(); ++it) {
         if (auto runner = m_runners.value(it.key()))
             runner->onLeaseState(it.value());

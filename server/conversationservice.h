@@ -129,6 +129,9 @@ Q_SIGNALS:
     void runnerStopped(const QUuid &id);
     // The conversation is gone (its history and files may still be going); its streams end.
     void deleted(const QUuid &id);
+    // Another server started with this one's --replica-id while this one was frozen or cut
+    // off, and is that replica now (emitted once).
+    void replacedAsReplica();
 
 private:
     ConversationInfo require(const QUuid &id);
@@ -204,6 +207,7 @@ private:
     QHash<QUuid, StopAsked> m_stopsWhileStarting;
     quint64 m_startCount = 0;
     bool m_stopping = false; // shutdown() has begun: no run starts any more
+    bool m_replaced = false; // replacedAsReplica() was emitted
     QTimer m_renewal;
     // Runs whose end storage refused (a full disk), written when it takes writes again.
     struct UnwrittenEnd

@@ -58,9 +58,9 @@ std::optional<ReplicaStore::Beat> ReplicaStore::recentBeatOf(const QString &id)
     return beat;
 }
 
-void ReplicaStore::heartbeat(const QString &id, const QString &instance)
+bool ReplicaStore::heartbeat(const QString &id, const QString &instance)
 {
-    stamp(u"heartbeat_at"_s, id, instance);
+    return stamp(u"heartbeat_at"_s, id, instance);
 }
 
 void ReplicaStore::markStopped(const QString &id, const QString &instance)
@@ -68,7 +68,7 @@ void ReplicaStore::markStopped(const QString &id, const QString &instance)
     stamp(u"stopped_at"_s, id, instance);
 }
 
-void ReplicaStore::stamp(const QString &column, const QString &id, const QString &instance)
+bool ReplicaStore::stamp(const QString &column, const QString &id, const QString &instance)
 {
     // Only this instance's row: a later instance of the same replica id has taken it over.
     QSqlQuery &q = m_db.prepared(u"UPDATE replicas SET "_s + column +
@@ -76,6 +76,7 @@ void ReplicaStore::stamp(const QString &column, const QString &id, const QString
     q.addBindValue(id);
     q.addBindValue(instance);
     m_db.exec(q);
+    return q.numRowsAffected() > 0;
 }
 
 QList<ReplicaRecord> ReplicaStore::list()

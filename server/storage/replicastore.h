@@ -44,13 +44,15 @@ public:
         qint64 atMs = 0; // by the database's clock
     };
     std::optional<Beat> recentBeatOf(const QString &id);
-    void heartbeat(const QString &id, const QString &instance);
+    // False when the row is another instance's: a server started with the same id while this
+    // one was frozen or cut off took it over.
+    bool heartbeat(const QString &id, const QString &instance);
     void markStopped(const QString &id, const QString &instance);
     QList<ReplicaRecord> list();
 
 private:
     // Sets `column` to the database's now on this instance's row.
-    void stamp(const QString &column, const QString &id, const QString &instance);
+    bool stamp(const QString &column, const QString &id, const QString &instance);
 
     Database &m_db;
     std::chrono::milliseconds m_window;

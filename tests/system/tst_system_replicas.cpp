@@ -672,6 +672,36 @@ private Q_SLOTS:
         QCOMPARE(b.post(conversationPath(id, u"interrupt"_s)).status, 200);
     }
 
+    // Frozen past the liveness window, a replica's id may be taken by a server started with it.
+    // Woken, the first one went on under the same id, unseen in /replicas (its heartbeats
+    // changed nothing) and starting runs of its own; it stops now, and says why.
+    void aReplicaWhoseIdWasTakenWhileItWasFrozenStops()
+    {
+        ServerProcess &first = startReplica(u"alpha"_s);
+        first.sendSignal(SIGSTOP);
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                return sql(u"SELECT COUNT(*) FROM replicas WHERE id = 'alpha' AND heartbeat_at < "
+                           "agentdeck_now_ms() - %1"_s.arg(LeaseTtlMs))
+                           .trimmed() == u"1"_s;
+            },
+            5 * LeaseTtlMs));
+        ServerProcess &second = startReplica(u"alpha"_s);
+        QVERIFY2(second.get(u"/ready"_s).status == 200, qPrintable(second.stderrText()));
+
+        first.sendSignal(SIGCONT);
+        QVERIFY2(first.waitForExit(5 * LeaseTtlMs), qPrintable(first.stderrText().right(2000)));
+        QCOMPARE(first.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(first.exitCode(), 1);
+        QVERIFY2(first.stderrText().contains(u"replica id alpha was taken over"_s),
+                 qPrintable(first.stderrText().right(2000)));
+        // The server that took the id goes on as the replica.
+        QCOMPARE(second.get(u"/ready"_s).status, 200);
+        const QJsonArray replicas = second.get(u"/api/replicas"_s).json.toArray();
+        QCOMPARE(replicas.size(), 1);
+        QCOMPARE(replicas.first().toObject().value(u"is_self"_s).toBool(), true);
+    }
+
     // The same conversation_id created through two replicas at the same moment: the loser's
     // insert met the winner's row, and it answered 503 storage_unavailable, "retry shortly".
     // In the bug hunt the race came in 25 of 40 rounds.

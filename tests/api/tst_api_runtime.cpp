@@ -821,6 +821,39 @@ private:
     std::unique_ptr<TestServer> m_server;
 };
 
+// A server with the fake runtimes and clock that expires runtimes inactive for an hour, looking
+// every 20 ms.
+struct RetainingServer
+{
+    FakeRuntimeControl control;
+    FakeClock *clock = nullptr;
+    std::unique_ptr<TestServer> server;
+
+    bool start()
+    {
+        auto fakeClock = std::make_unique<FakeClock>();
+        clock = fakeClock.get();
+        TestServerOptions options;
+        options.parts.runtimes = std::make_unique<FakeRuntimeProvider>(control);
+        options.parts.clock = std::move(fakeClock);
+        options.runtimeRetention = std::chrono::hours(1);
+        options.retentionInterval = std::chrono::milliseconds(20);
+        server = std::make_unique<TestServer>(std::move(options));
+        return server->start();
+    }
+    // The error of the conversation's runtime; null when it has none.
+    QJsonValue runtimeError(const QUuid &id)
+    {
+        return server->get(ServerConnection::conversationPath(id, u"runtime"))
+            .json.toObject()
+            .value(u"runtime_error"_s);
+    }
+    bool expired(const QUuid &id)
+    {
+        return runtimeError(id).toObject().value(u"code"_s).toString() == u"runtime_expired"_s;
+    }
+};
+
 // Provisioning failures need a provider that fails on demand.
 class ApiRuntimeFailureTest : public QObject
 {
@@ -876,16 +909,9 @@ private Q_SLOTS:
 
     void expiredRuntimesAnswer410AndArchiveLeavesThemExpired()
     {
-        FakeRuntimeControl control;
-        auto clock = std::make_unique<FakeClock>();
-        FakeClock *clockPtr = clock.get();
-        TestServerOptions options;
-        options.parts.runtimes = std::make_unique<FakeRuntimeProvider>(control);
-        options.parts.clock = std::move(clock);
-        options.runtimeRetention = std::chrono::hours(1);
-        options.retentionInterval = std::chrono::milliseconds(20);
-        TestServer server(std::move(options));
-        QVERIFY(server.start());
+        RetainingServer retaining;
+        QVERIFY(retaining.start());
+        TestServer &server = *retaining.server;
         const QUuid id = server.create();
         const QString workspace = server.get(ServerConnection::conversationPath(id))
                                       .json.toObject()
@@ -893,7 +919,7 @@ private Q_SLOTS:
                                       .toObject()
                                       .value(u"working_dir"_s)
                                       .toString();
-        clockPtr->advance(2 * 3600 * 1000);
+        retaining.clock->advance(2 * 3600 * 1000);
         const auto runtime = [&] {
             return server.get(ServerConnection::conversationPath(id, u"runtime")).json.toObject();
         };
@@ -926,32 +952,19 @@ private Q_SLOTS:
     // its runtime is up, and counts as active from the resume on.
     void aRuntimeComingUpIsNotExpiredUnderIt()
     {
-        FakeRuntimeControl control;
-        auto clock = std::make_unique<FakeClock>();
-        FakeClock *clockPtr = clock.get();
-        TestServerOptions options;
-        options.parts.runtimes = std::make_unique<FakeRuntimeProvider>(control);
-        options.parts.clock = std::move(clock);
-        options.runtimeRetention = std::chrono::hours(1);
-        options.retentionInterval = std::chrono::milliseconds(20);
-        TestServer server(std::move(options));
-        QVERIFY(server.start());
+        RetainingServer retaining;
+        QVERIFY(retaining.start());
+        TestServer &server = *retaining.server;
+        FakeRuntimeControl &control = retaining.control;
         const QUuid id = server.create();
         const QUuid witness = server.create(); // expired by the passes, to show they ran
-        const auto expired = [&](const QUuid &which) {
-            return server.get(ServerConnection::conversationPath(which, u"runtime"))
-                       .json.toObject()
-                       .value(u"runtime_error"_s)
-                       .toObject()
-                       .value(u"code"_s)
-                       .toString() == u"runtime_expired"_s;
-        };
+        const auto expired = [&](const QUuid &which) { return retaining.expired(which); };
 
         control.holdProvisioning = true;
         auto resuming = server.client().request(
             "POST"_ba, ServerConnection::conversationPath(id, u"runtime/resume"_s), {}, {});
         QVERIFY(QTest::qWaitFor([&] { return control.acquisitions == 1; }, 10'000));
-        clockPtr->advance(2 * 3600 * 1000);
+        retaining.clock->advance(2 * 3600 * 1000);
         QTRY_VERIFY_WITH_TIMEOUT(expired(witness), 5000);
         QVERIFY(!expired(id));
         QVERIFY(!control.releasedIds.contains(id));
@@ -967,56 +980,33 @@ private Q_SLOTS:
     // event.
     void aResumeCountsAsActivity()
     {
-        FakeRuntimeControl control;
-        auto clock = std::make_unique<FakeClock>();
-        FakeClock *clockPtr = clock.get();
-        TestServerOptions options;
-        options.parts.runtimes = std::make_unique<FakeRuntimeProvider>(control);
-        options.parts.clock = std::move(clock);
-        options.runtimeRetention = std::chrono::hours(1);
-        options.retentionInterval = std::chrono::milliseconds(20);
-        TestServer server(std::move(options));
-        QVERIFY(server.start());
+        RetainingServer retaining;
+        QVERIFY(retaining.start());
+        TestServer &server = *retaining.server;
         const QUuid id = server.create();
         const QUuid witness = server.create();
         constexpr qint64 Minute = 60 * 1000;
-        clockPtr->advance(50 * Minute);
+        retaining.clock->advance(50 * Minute);
         QVERIFY(server.post(ServerConnection::conversationPath(id, u"runtime/resume"_s)).ok());
-        clockPtr->advance(20 * Minute);
-        const auto runtimeError = [&](const QUuid &which) {
-            return server.get(ServerConnection::conversationPath(which, u"runtime"))
-                .json.toObject()
-                .value(u"runtime_error"_s);
-        };
-        QTRY_VERIFY_WITH_TIMEOUT(!runtimeError(witness).isNull(), 5000);
-        QVERIFY(runtimeError(id).isNull());
+        retaining.clock->advance(20 * Minute);
+        QTRY_VERIFY_WITH_TIMEOUT(retaining.expired(witness), 5000);
+        QVERIFY(retaining.runtimeError(id).isNull());
     }
 
     // Expiry deletes a workspace only if the server made it; the answer said "its workspace
     // was deleted" of one the conversation was given, which was kept.
     void theExpiryOfASuppliedWorkspaceSaysItWasKept()
     {
-        FakeRuntimeControl control;
-        auto clock = std::make_unique<FakeClock>();
-        FakeClock *clockPtr = clock.get();
-        TestServerOptions options;
-        options.parts.runtimes = std::make_unique<FakeRuntimeProvider>(control);
-        options.parts.clock = std::move(clock);
-        options.runtimeRetention = std::chrono::hours(1);
-        options.retentionInterval = std::chrono::milliseconds(20);
-        TestServer server(std::move(options));
-        QVERIFY(server.start());
+        RetainingServer retaining;
+        QVERIFY(retaining.start());
+        TestServer &server = *retaining.server;
         QTemporaryDir workspace;
         QVERIFY(workspace.isValid());
         const QUuid id = server.create(
             QJsonObject{{u"workspace"_s, QJsonObject{{u"working_dir"_s, workspace.path()}}}});
         QVERIFY(!id.isNull());
-        clockPtr->advance(2 * 3600 * 1000);
-        QTRY_VERIFY_WITH_TIMEOUT(!server.get(ServerConnection::conversationPath(id, u"runtime"))
-                                      .json.toObject()
-                                      .value(u"runtime_error"_s)
-                                      .isNull(),
-                                 5000);
+        retaining.clock->advance(2 * 3600 * 1000);
+        QTRY_VERIFY_WITH_TIMEOUT(retaining.expired(id), 5000);
         const ApiReply reply =
             server.post(ServerConnection::conversationPath(id, u"runtime/resume"_s));
         QCOMPARE(reply.status, 410);

@@ -25,6 +25,11 @@ int countKind(const QList<QJsonObject> &events, const QString &kind)
     }));
 }
 
+// A conversation of the echo agent, which answers each message with it.
+QJsonObject echoAgent()
+{
+    return {{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}};
+}
 QJsonObject shell(const QString &command, bool run = true)
 {
     return {{u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}}},
@@ -406,8 +411,7 @@ private Q_SLOTS:
     {
         constexpr int Backlog = 2000;
         startServer();
-        const QUuid id =
-            m_server->create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
+        const QUuid id = m_server->create(echoAgent());
         QList<Event> messages;
         for (int i = 0; i < Backlog; ++i)
             messages.append(Event::message(u"user"_s, u"user"_s, u"message %1"_s.arg(i)));
@@ -438,8 +442,7 @@ private Q_SLOTS:
     void aRunReadingALongHistoryLetsRequestsInBetween()
     {
         startServer();
-        const QUuid id =
-            m_server->create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
+        const QUuid id = m_server->create(echoAgent());
         QList<Event> notes;
         for (int i = 0; i < 20'000; ++i)
             notes.append(Event::message(u"environment"_s, u"system"_s, u"note %1"_s.arg(i)));
@@ -496,8 +499,7 @@ private Q_SLOTS:
         options.parts.agents = std::move(agents);
         m_server = std::make_unique<TestServer>(std::move(options));
         QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
-        const QUuid id =
-            m_server->create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
+        const QUuid id = m_server->create(echoAgent());
         QList<Event> events;
         for (const QString &line : std::as_const(history))
             events.append(line.startsWith(u"u:")
@@ -529,8 +531,7 @@ private Q_SLOTS:
     void deletingALongHistoryLetsRequestsInBetween()
     {
         startServer();
-        const QUuid id =
-            m_server->create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
+        const QUuid id = m_server->create(echoAgent());
         QList<Event> messages;
         for (int i = 0; i < 5000; ++i)
             messages.append(Event::message(u"user"_s, u"user"_s, u"message %1"_s.arg(i)));
@@ -578,10 +579,8 @@ private Q_SLOTS:
     void aDeleteCutShortIsFinishedByTheNextStart()
     {
         startServer();
-        const QUuid id =
-            m_server->create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
-        const QUuid kept =
-            m_server->create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
+        const QUuid id = m_server->create(echoAgent());
+        const QUuid kept = m_server->create(echoAgent());
         QList<Event> messages;
         for (int i = 0; i < 5000; ++i)
             messages.append(Event::message(u"user"_s, u"user"_s, u"message %1"_s.arg(i)));
@@ -1012,10 +1011,8 @@ private Q_SLOTS:
     void seqsStayGaplessWhenWritersInterleave()
     {
         startServer();
-        const QUuid a =
-            m_server->create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
-        const QUuid b =
-            m_server->create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
+        const QUuid a = m_server->create(echoAgent());
+        const QUuid b = m_server->create(echoAgent());
         for (int i = 0; i < 20; ++i) {
             for (const QUuid &id : {a, b})
                 QCoro::waitFor(m_server->server().service().sendMessage(

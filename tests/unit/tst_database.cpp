@@ -118,12 +118,10 @@ private Q_SLOTS:
     // full disk, 18,000 lines an hour.
     void aFailingCheckpointIsReportedOnce()
     {
-        const QString path = m_dir->filePath(u"catalog.db"_s);
-        auto db = openWithSmallLog(path);
-        QVERIFY(db);
-        ConversationStore store(*db);
-        const ConversationInfo info = conversation();
-        store.insert(info);
+        SmallLogCatalog catalog = smallLogCatalog();
+        QVERIFY(catalog.db);
+        auto &[path, db, stored, info] = catalog;
+        ConversationStore &store = *stored;
         const QString text(2000, u'x');
         const auto append = [&](int i) {
             try {
@@ -197,12 +195,10 @@ private Q_SLOTS:
     // restart syncs the database file and catches up before its RESTART takes the lock.
     void writesWaitWhileTheLogStartsOver()
     {
-        const QString path = m_dir->filePath(u"catalog.db"_s);
-        auto db = openWithSmallLog(path);
-        QVERIFY(db);
-        ConversationStore store(*db);
-        const ConversationInfo info = conversation();
-        store.insert(info);
+        SmallLogCatalog catalog = smallLogCatalog();
+        QVERIFY(catalog.db);
+        auto &[path, db, stored, info] = catalog;
+        ConversationStore &store = *stored;
         const QString text(3000, u'y');
         qint64 largestLog = 0;
         int restarts = 0;
@@ -252,12 +248,10 @@ private Q_SLOTS:
     // behind a long read waited up to the busy limit (5 s).
     void writesGoOnBehindALongReadThatHoldsRestarts()
     {
-        const QString path = m_dir->filePath(u"catalog.db"_s);
-        auto db = openWithSmallLog(path);
-        QVERIFY(db);
-        ConversationStore store(*db);
-        const ConversationInfo info = conversation();
-        store.insert(info);
+        SmallLogCatalog catalog = smallLogCatalog();
+        QVERIFY(catalog.db);
+        auto &[path, db, stored, info] = catalog;
+        ConversationStore &store = *stored;
 
         QString error;
         auto reader = db->openAnother(&error);
@@ -539,6 +533,26 @@ private:
 
     // An SQLite catalog at `path` whose log starts over past SmallLogFrames frames, checkpointed
     // every millisecond; the restarts reported so far are forgotten. Null when it cannot open.
+    // A catalog in the test's dir whose log is started over past a small bound, holding one
+    // conversation (no database when it cannot be opened).
+    struct SmallLogCatalog
+    {
+        QString path;
+        std::unique_ptr<Database> db;
+        std::unique_ptr<ConversationStore> store;
+        ConversationInfo info = conversation();
+    };
+    SmallLogCatalog smallLogCatalog()
+    {
+        SmallLogCatalog catalog;
+        catalog.path = m_dir->filePath(u"catalog.db"_s);
+        catalog.db = openWithSmallLog(catalog.path);
+        if (catalog.db) {
+            catalog.store = std::make_unique<ConversationStore>(*catalog.db);
+            catalog.store->insert(catalog.info);
+        }
+        return catalog;
+    }
     static std::unique_ptr<Database> openWithSmallLog(const QString &path)
     {
         {

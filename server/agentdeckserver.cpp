@@ -355,7 +355,11 @@ QString AgentDeckServer::runningServerWithOurId()
     const auto first = d->replicas->recentBeatOf(m_config.replicaId);
     if (!first || (first->advertiseUrl == advertisedUrl() && !first->advertiseUrl.isEmpty()))
         return {};
-    const QDeadlineTimer deadline(m_config.leaseTtl / 3 + std::chrono::milliseconds(250));
+    // It beats every third of its lease TTL (two thirds of its window), which may be longer
+    // than this one's.
+    const QDeadlineTimer deadline(
+        std::max<std::chrono::milliseconds>(m_config.leaseTtl / 3, first->livenessWindow * 2 / 3) +
+        std::chrono::milliseconds(250));
     while (!deadline.hasExpired()) {
         QCoro::waitFor(QCoro::sleepFor(std::chrono::milliseconds(50)));
         const auto later = d->replicas->recentBeatOf(m_config.replicaId);

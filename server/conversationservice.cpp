@@ -52,9 +52,11 @@ ApiError ownershipError(const LeaseHolder &holder, std::chrono::milliseconds liv
     const QString owner = holder.replicaId.isEmpty() ? holder.owner : holder.replicaId;
     const int secondsLeft = int(std::max<qint64>(1, (holder.msLeft + 999) / 1000));
     // An owner missing from the replicas table is given the benefit of the doubt: it is live.
+    // It is judged by its own window (one with a longer lease TTL beats less often).
     const bool renewing =
         !holder.replicaStopped &&
-        (!holder.heartbeatAgeMs || *holder.heartbeatAgeMs <= livenessWindow.count());
+        (!holder.heartbeatAgeMs ||
+         *holder.heartbeatAgeMs <= holder.livenessWindowMs.value_or(livenessWindow.count()));
     ApiError error;
     if (renewing) {
         error = ApiError::conflict(

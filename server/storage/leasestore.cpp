@@ -43,7 +43,8 @@ std::optional<LeaseHolder> LeaseStore::holder(const QUuid &id)
 {
     QSqlQuery &q = m_db.prepared(
         u"SELECT c.lease_owner, c.lease_epoch, c.lease_expires_at - agentdeck_now_ms(), r.id, "
-        "r.advertise_url, agentdeck_now_ms() - r.heartbeat_at, r.stopped_at "
+        "r.advertise_url, agentdeck_now_ms() - r.heartbeat_at, r.stopped_at, "
+        "r.liveness_window_ms "
         "FROM conversations c LEFT JOIN replicas r ON r.instance = c.lease_owner "
         "WHERE c.id = ? AND c.lease_owner IS NOT NULL"_s);
     q.addBindValue(toWireId(id));
@@ -57,6 +58,8 @@ std::optional<LeaseHolder> LeaseStore::holder(const QUuid &id)
         if (!q.value(5).isNull())
             holder->heartbeatAgeMs = q.value(5).toLongLong();
         holder->replicaStopped = !q.value(6).isNull();
+        if (!q.value(7).isNull())
+            holder->livenessWindowMs = q.value(7).toLongLong();
     }
     q.finish();
     return holder;

@@ -46,6 +46,7 @@ struct LeaseHolder
     QString replicaId;
     QString advertiseUrl;
     std::optional<qint64> heartbeatAgeMs;
+    std::optional<qint64> livenessWindowMs; // the owner's own, when it recorded one
     bool replicaStopped = false;
 };
 

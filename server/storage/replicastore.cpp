@@ -31,15 +31,17 @@ void ReplicaStore::registerReplica(const QString &id, const QString &instance,
     forget.addBindValue(id);
     m_db.exec(forget);
     QSqlQuery &upsert = m_db.prepared(
-        u"INSERT INTO replicas (id, instance, advertise_url, started_at, heartbeat_at) "
-        "VALUES (?, ?, ?, agentdeck_now_ms(), agentdeck_now_ms()) ON CONFLICT (id) DO UPDATE SET "
-        "instance = excluded.instance, advertise_url = excluded.advertise_url, "
-        "started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, "
+        u"INSERT INTO replicas (id, instance, advertise_url, started_at, heartbeat_at, "
+        "liveness_window_ms) VALUES (?, ?, ?, agentdeck_now_ms(), agentdeck_now_ms(), ?) "
+        "ON CONFLICT (id) DO UPDATE SET instance = excluded.instance, "
+        "advertise_url = excluded.advertise_url, started_at = excluded.started_at, "
+        "heartbeat_at = excluded.heartbeat_at, liveness_window_ms = excluded.liveness_window_ms, "
         "stopped_at = NULL"_s);
     upsert.addBindValue(id);
     upsert.addBindValue(instance);
     upsert.addBindValue(advertiseUrl.isEmpty() ? QVariant(QMetaType(QMetaType::QString))
                                                : QVariant(advertiseUrl));
+    upsert.addBindValue(qint64(m_window.count()));
     m_db.exec(upsert);
     transaction.commit();
 }
@@ -47,13 +49,15 @@ void ReplicaStore::registerReplica(const QString &id, const QString &instance,
 std::optional<ReplicaStore::Beat> ReplicaStore::recentBeatOf(const QString &id)
 {
     QSqlQuery &q = m_db.prepared(
-        u"SELECT instance, advertise_url, heartbeat_at, agentdeck_now_ms() - heartbeat_at "
-        "FROM replicas WHERE id = ? AND stopped_at IS NULL"_s);
+        u"SELECT instance, advertise_url, heartbeat_at, agentdeck_now_ms() - heartbeat_at, "
+        "COALESCE(liveness_window_ms, ?) FROM replicas WHERE id = ? AND stopped_at IS NULL"_s);
+    q.addBindValue(qint64(m_window.count()));
     q.addBindValue(id);
     m_db.exec(q);
     std::optional<Beat> beat;
-    if (m_db.next(q) && q.value(3).toLongLong() <= m_window.count())
-        beat = Beat{q.value(0).toString(), q.value(1).toString(), q.value(2).toLongLong()};
+    if (m_db.next(q) && q.value(3).toLongLong() <= q.value(4).toLongLong())
+        beat = Beat{q.value(0).toString(), q.value(1).toString(), q.value(2).toLongLong(),
+                    std::chrono::milliseconds(q.value(4).toLongLong())};
     q.finish();
     return beat;
 }
@@ -85,8 +89,9 @@ QList<ReplicaRecord> ReplicaStore::list()
     QSqlQuery &q = m_db.prepared(
         u"SELECT r.id, r.instance, r.advertise_url, r.started_at, r.heartbeat_at, r.stopped_at, "
         "agentdeck_now_ms() - r.heartbeat_at, (SELECT COUNT(*) FROM conversations c WHERE "
-        "c.lease_owner = r.instance AND c.lease_expires_at > agentdeck_now_ms()) "
-        "FROM replicas r ORDER BY r.id"_s);
+        "c.lease_owner = r.instance AND c.lease_expires_at > agentdeck_now_ms()), "
+        "COALESCE(r.liveness_window_ms, ?) FROM replicas r ORDER BY r.id"_s);
+    q.addBindValue(qint64(m_window.count()));
     m_db.exec(q);
     QList<ReplicaRecord> replicas;
     while (m_db.next(q)) {
@@ -98,7 +103,8 @@ QList<ReplicaRecord> ReplicaStore::list()
         replica.heartbeatAt = fromMs(q.value(4).toLongLong());
         if (!q.value(5).isNull())
             replica.stoppedAt = fromMs(q.value(5).toLongLong());
-        replica.alive = !replica.stoppedAt && q.value(6).toLongLong() <= m_window.count();
+        // Each by its own window: a replica with a longer lease TTL beats less often.
+        replica.alive = !replica.stoppedAt && q.value(6).toLongLong() <= q.value(8).toLongLong();
         replica.ownedConversations = q.value(7).toLongLong();
         replicas.append(replica);
     }

@@ -29,11 +29,13 @@ struct ReplicaRecord
 class ReplicaStore
 {
 public:
-    // `livenessWindow`: a replica whose last heartbeat is older than this has stopped renewing.
+    // `livenessWindow`: this replica's; one whose last heartbeat is older than its own window
+    // has stopped renewing (a replica registered before windows were recorded: this one's).
     ReplicaStore(Database &db, std::chrono::milliseconds livenessWindow);
 
     std::chrono::milliseconds livenessWindow() const { return m_window; }
-    // Records this process as the replica `id` (a restart replaces the earlier instance).
+    // Records this process as the replica `id` (a restart replaces the earlier instance), with
+    // its liveness window.
     void registerReplica(const QString &id, const QString &instance, const QString &advertiseUrl);
     // The last heartbeat of the instance registered as replica `id`, if it beat within the
     // liveness window and is not stopped: a server that is running, or one that just crashed.
@@ -41,7 +43,8 @@ public:
     {
         QString instance;
         QString advertiseUrl;
-        qint64 atMs = 0; // by the database's clock
+        qint64 atMs = 0;                             // by the database's clock
+        std::chrono::milliseconds livenessWindow{0}; // that instance's
     };
     std::optional<Beat> recentBeatOf(const QString &id);
     // False when the row is another instance's: a server started with the same id while this

@@ -672,6 +672,32 @@ private Q_SLOTS:
         QCOMPARE(b.post(conversationPath(id, u"interrupt"_s)).status, 200);
     }
 
+    // Replicas with different lease TTLs: each heartbeat is judged by the window of the replica
+    // that beats. One with a short TTL took one with a longer TTL, which beats less often, for
+    // stopped between its beats: 503 owner_unresponsive for its runs, `alive: false`.
+    void aReplicaIsJudgedByItsOwnLeaseTtl()
+    {
+        ServerProcess &slow = startReplica(u"alpha"_s, u"process"_s, true, 10 * LeaseTtlMs);
+        ServerProcess &quick = startReplica(u"beta"_s);
+        const QUuid id = startLongRun(slow);
+        QVERIFY(!id.isNull());
+        // Past beta's window (half its TTL) since alpha's last beat, within alpha's.
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                return sql(u"SELECT COUNT(*) FROM replicas WHERE id = 'alpha' AND heartbeat_at < "
+                           "agentdeck_now_ms() - %1"_s.arg(LeaseTtlMs))
+                           .trimmed() == u"1"_s;
+            },
+            10 * LeaseTtlMs / 3 + 1000));
+        const Reply conflict = quick.post(conversationPath(id, u"run"_s));
+        QCOMPARE(conflict.status, 409);
+        QCOMPARE(conflict.object().value(u"code"_s).toString(), u"held_by_other_replica"_s);
+        for (const QJsonValue &replica : quick.get(u"/api/replicas"_s).json.toArray())
+            QVERIFY2(replica.toObject().value(u"alive"_s).toBool(),
+                     QJsonDocument(replica.toObject()).toJson().constData());
+        QCOMPARE(slow.post(conversationPath(id, u"interrupt"_s)).status, 200);
+    }
+
     // Frozen past the liveness window, a replica's id may be taken by a server started with it.
     // Woken, the first one went on under the same id, unseen in /replicas (its heartbeats
     // changed nothing) and starting runs of its own; it stops now, and says why.

@@ -34,28 +34,10 @@ int runHeadless(int argc, char *argv[], const Options &options)
     app.setApplicationVersion(QStringLiteral(AGENTDECK_VERSION));
 
     AgentDeckServer server(options.server);
-    QString error;
-    if (!server.start(&error)) {
-        printErr(u"agentdeck: "_s + error + u'\n');
-        return 1;
-    }
-    if (options.server.apiKeys.isEmpty() && !options.server.address.isLoopback())
-        printErr(u"agentdeck: warning: no session API key is configured and the server listens "
-                 "beyond loopback; anyone who can reach it can use it\n"_s);
-    printErr(u"listening on "_s + server.url().toString() + u'\n');
-    QObject::connect(&server, &AgentDeckServer::ready, &app,
-                     [&server] { notifySystemdReady(u"serving on "_s + server.url().toString()); });
-
-    UnixSignals signals;
+    bool started = false;
     bool stopping = false;
-    QObject::connect(&server, &AgentDeckServer::cannotGoOn, &app, [&](const QString &reason) {
-        printErr(u"agentdeck: "_s + reason + u'\n');
-        if (std::exchange(stopping, true))
-            return;
-        notifySystemdStopping();
-        QCoro::connect(server.stop(), &app, [&app] { app.exit(1); });
-    });
-    QObject::connect(&signals, &UnixSignals::terminationRequested, &app, [&](int signal) {
+    int signalWhileStarting = 0;
+    const auto stopFor = [&](int signal) {
         if (stopping) {
             printErr(u"agentdeck: signal %1 received, already stopping: runs are paused at a safe "
                      "point first (SIGKILL ends it at once)\n"_s.arg(signal));
@@ -65,7 +47,38 @@ int runHeadless(int argc, char *argv[], const Options &options)
         notifySystemdStopping();
         printErr(u"agentdeck: signal %1 received, stopping\n"_s.arg(signal));
         QCoro::connect(server.stop(), &app, [&app] { app.exit(0); });
+    };
+    // Caught before the start, which may take a while (migrations, the wait for a server with
+    // the same replica id): a signal meanwhile ended the process at once. It stops the server
+    // once it is up.
+    UnixSignals signals;
+    QObject::connect(&signals, &UnixSignals::terminationRequested, &app, [&](int signal) {
+        if (started)
+            stopFor(signal);
+        else
+            signalWhileStarting = signal;
     });
+    QString error;
+    if (!server.start(&error)) {
+        printErr(u"agentdeck: "_s + error + u'\n');
+        return 1;
+    }
+    started = true;
+    if (options.server.apiKeys.isEmpty() && !options.server.address.isLoopback())
+        printErr(u"agentdeck: warning: no session API key is configured and the server listens "
+                 "beyond loopback; anyone who can reach it can use it\n"_s);
+    printErr(u"listening on "_s + server.url().toString() + u'\n');
+    QObject::connect(&server, &AgentDeckServer::ready, &app,
+                     [&server] { notifySystemdReady(u"serving on "_s + server.url().toString()); });
+    QObject::connect(&server, &AgentDeckServer::cannotGoOn, &app, [&](const QString &reason) {
+        printErr(u"agentdeck: "_s + reason + u'\n');
+        if (std::exchange(stopping, true))
+            return;
+        notifySystemdStopping();
+        QCoro::connect(server.stop(), &app, [&app] { app.exit(1); });
+    });
+    if (signalWhileStarting != 0)
+        stopFor(signalWhileStarting);
     return app.exec();
 }
 

@@ -647,6 +647,33 @@ private Q_SLOTS:
         QCOMPARE(observation.value(u"output"_s).toString(), QString::fromLatin1(marker) + u'\n');
     }
 
+    // A signal while the server starts (here: connecting to a database that does not answer)
+    // ended the process at once, its handler not yet installed. Taken now, it is carried out
+    // once the start is over: here the start fails, and says so.
+    void aSignalWhileStartingIsTakenCareOf()
+    {
+        QTcpServer silentDatabase;
+        QVERIFY(silentDatabase.listen(QHostAddress::LocalHost));
+        QProcess server;
+        QByteArray text;
+        connect(&server, &QProcess::readyReadStandardError, this,
+                [&] { text += server.readAllStandardError(); });
+        server.start(m_fleet.binary(), {u"--headless"_s, u"--listen"_s, u"127.0.0.1:0"_s,
+                                        u"--data-dir"_s, m_fleet.newDataDir(), u"--database"_s,
+                                        u"postgresql://agentdeck@127.0.0.1:%1/agentdeck"_s.arg(
+                                            silentDatabase.serverPort())});
+        QVERIFY(server.waitForStarted());
+        QVERIFY2(silentDatabase.waitForNewConnection(StartTimeoutMs), text.constData());
+        QTcpSocket *connection = silentDatabase.nextPendingConnection();
+        ::kill(pid_t(server.processId()), SIGTERM);
+        QVERIFY(server.state() == QProcess::Running);
+        connection->abort();
+        QVERIFY2(server.waitForFinished(StartTimeoutMs), text.constData());
+        QCOMPARE(server.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(server.exitCode(), 1);
+        QVERIFY2(text.contains("cannot connect"), text.constData());
+    }
+
     // A console whose embedded server could not start (its data dir in use) said so only in a
     // dialog, and a SIGTERM left it waiting there for an answer.
     void aConsoleThatCannotServeSaysSoAndStopsOnASignal()

@@ -5,11 +5,11 @@
 
 #include <QHash>
 #include <QList>
-#include <QUuid>
 #include <QObject>
 #include <QStringList>
 #include <QTcpServer>
 #include <QUrl>
+#include <QUuid>
 
 namespace AgentDeck::Testing {
 

@@ -776,9 +776,9 @@ QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(Conver
     // is refused below.
     m_store.update(info.id, {}, m_clock.nowMs());
     ++m_bringingUp[info.id];
-    const auto broughtUp = qScopeGuard([this, id = info.id] {
-        if (--m_bringingUp[id] == 0)
-            m_bringingUp.remove(id);
+    const auto broughtUp = qScopeGuard([self = QPointer(this), id = info.id] {
+        if (self && --self->m_bringingUp[id] == 0)
+            self->m_bringingUp.remove(id);
     });
     auto acquiring = m_runtimes.acquire(info);
     RuntimeAcquisition acquisition = co_await std::move(acquiring);

@@ -75,6 +75,9 @@ bool parseListen(const QString &text, ServerConfig &config)
 std::optional<Options> parseOptions(const QStringList &arguments, QString *error, QString *message)
 {
     QCommandLineParser parser;
+    // "-headless" is --headless, as Qt's own options take one dash (-platform); read as
+    // compacted short options (-h -e -a ...), it printed the help.
+    parser.setSingleDashWordOptionMode(QCommandLineParser::ParseAsLongOptions);
     parser.setApplicationDescription(
         u"AgentDeck: an agent server and the operator console that watches it."_s);
     const QCommandLineOption help({u"h"_s, u"help"_s}, u"Show this help."_s);

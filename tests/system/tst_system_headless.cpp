@@ -390,6 +390,21 @@ private Q_SLOTS:
         QVERIFY2(!text.contains(u"listening on"_s), qPrintable(text));
     }
 
+    // "-headless" was read as the short options -h -e -a ..., and printed the help.
+    void anOptionWithOneDashIsTheOption()
+    {
+        QProcess server;
+        QByteArray text;
+        connect(&server, &QProcess::readyReadStandardError, this,
+                [&] { text += server.readAllStandardError(); });
+        server.start(m_fleet.binary(), {u"-headless"_s, u"-listen"_s, u"127.0.0.1:0"_s,
+                                        u"-data-dir"_s, m_fleet.newDataDir()});
+        QTRY_VERIFY2_WITH_TIMEOUT(text.contains("listening on http://127.0.0.1:"), text.constData(),
+                                  StartTimeoutMs);
+        server.kill();
+        server.waitForFinished();
+    }
+
     // The help is made before any QCoreApplication exists, and Qt named the program
     // "<executable_name>"; it did not say where ctl's commands are either.
     void helpNamesTheProgramAndCtl()

@@ -84,6 +84,12 @@ int runConsole(int argc, char *argv[], const Options &options)
             return 1;
         }
         std::fprintf(stderr, "listening on %s\n", qPrintable(url.toString()));
+        // As the headless server does: stopped gracefully, exit 1.
+        QObject::connect(embedded.get(), &EmbeddedServer::cannotGoOn, &app,
+                         [&app](const QString &reason) {
+                             std::fprintf(stderr, "agentdeck: %s\n", qPrintable(reason));
+                             app.exit(1);
+                         });
     }
 
     ServerConnection connection(url);

@@ -35,6 +35,7 @@ QUrl EmbeddedServer::start(QString *error)
         [&] {
             // Created in the server thread, so its sockets and timers live there.
             m_server = new AgentDeckServer(m_config);
+            connect(m_server, &AgentDeckServer::cannotGoOn, this, &EmbeddedServer::cannotGoOn);
             if (!m_server->start(error)) {
                 delete m_server;
                 m_server = nullptr;

@@ -25,6 +25,10 @@ public:
     // Stops gracefully (runs paused at a safe point, leases released) and joins the thread.
     void stop();
 
+Q_SIGNALS:
+    // The server cannot go on (AgentDeckServer::cannotGoOn), in the console's thread.
+    void cannotGoOn(const QString &reason);
+
 private:
     ServerConfig m_config;
     QThread m_thread;

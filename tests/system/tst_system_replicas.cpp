@@ -73,12 +73,14 @@ private:
     // A replica of the current test's database; `runtime` local starts sandbox hosts.
     ServerProcess &startReplica(const QString &name, const QString &runtime = u"process"_s,
                                 bool waitReady = true, int leaseTtlMs = LeaseTtlMs,
-                                const QString &dataDir = {})
+                                const QString &dataDir = {}, bool console = false)
     {
         ServerProcess &replica =
             m_fleet.add(dataDir, {u"--database"_s, m_databaseUrl.toString(), u"--replica-id"_s,
                                   name, u"--lease-ttl"_s, u"%1ms"_s.arg(leaseTtlMs),
                                   u"--shutdown-grace"_s, u"0"_s, u"--runtime"_s, runtime});
+        if (console)
+            replica.runAsConsole();
         if (waitReady) {
             if (!replica.startReady())
                 qWarning().noquote() << name << "did not start:" << replica.stderrText();
@@ -700,10 +702,20 @@ private Q_SLOTS:
 
     // Frozen past the liveness window, a replica's id may be taken by a server started with it.
     // Woken, the first one went on under the same id, unseen in /replicas (its heartbeats
-    // changed nothing) and starting runs of its own; it stops now, and says why.
+    // changed nothing) and starting runs of its own; it stops now, and says why. So does a
+    // console whose embedded server is the replica.
+    void aReplicaWhoseIdWasTakenWhileItWasFrozenStops_data()
+    {
+        QTest::addColumn<bool>("console");
+        QTest::addRow("headless") << false;
+        QTest::addRow("console") << true;
+    }
     void aReplicaWhoseIdWasTakenWhileItWasFrozenStops()
     {
-        ServerProcess &first = startReplica(u"alpha"_s);
+        QFETCH(bool, console);
+        ServerProcess &first =
+            startReplica(u"alpha"_s, u"process"_s, true, LeaseTtlMs, {}, console);
+        QVERIFY2(first.isRunning(), qPrintable(first.stderrText()));
         first.sendSignal(SIGSTOP);
         QVERIFY(QTest::qWaitFor(
             [&] {

@@ -10,6 +10,7 @@
 
 #include <QCoreApplication>
 #include <QProcessEnvironment>
+#include <QUrl>
 
 #include <cstdio>
 #include <malloc.h>
@@ -67,7 +68,14 @@ int runHeadless(int argc, char *argv[], const Options &options)
     if (options.server.apiKeys.isEmpty() && !options.server.address.isLoopback())
         printErr(u"agentdeck: warning: no session API key is configured and the server listens "
                  "beyond loopback; anyone who can reach it can use it\n"_s);
-    printErr(u"listening on "_s + server.url().toString() + u'\n');
+    // Where it listens, all interfaces included (0.0.0.0 was shown as 127.0.0.1, which hid how
+    // far it could be reached); server.url() is where this machine reaches it.
+    QUrl listening = server.url();
+    if (options.server.address == QHostAddress::Any ||
+        options.server.address == QHostAddress::AnyIPv4 ||
+        options.server.address == QHostAddress::AnyIPv6)
+        listening.setHost(options.server.address.toString());
+    printErr(u"listening on "_s + listening.toString() + u'\n');
     QObject::connect(&server, &AgentDeckServer::ready, &app,
                      [&server] { notifySystemdReady(u"serving on "_s + server.url().toString()); });
     QObject::connect(&server, &AgentDeckServer::cannotGoOn, &app, [&](const QString &reason) {

@@ -328,6 +328,10 @@ private Q_SLOTS:
                                         m_fleet.newDataDir()});
         QTRY_VERIFY2_WITH_TIMEOUT(text.contains("listening on"), text.constData(), StartTimeoutMs);
         QCOMPARE(text.contains("no session API key is configured"), warned);
+        // Where it listens, as given (all interfaces were shown as 127.0.0.1).
+        const QString host = listen.left(listen.lastIndexOf(u':'));
+        QVERIFY2(text.contains(QByteArray("listening on http://" + host.toUtf8() + ':')),
+                 text.constData());
         server.kill();
         server.waitForFinished();
     }

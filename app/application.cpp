@@ -14,7 +14,6 @@
 
 #include <cstdio>
 #include <malloc.h>
-#include <utility>
 
 using namespace Qt::StringLiterals;
 
@@ -38,16 +37,20 @@ int runHeadless(int argc, char *argv[], const Options &options)
     bool started = false;
     bool stopping = false;
     int signalWhileStarting = 0;
+    // Stops the server gracefully, once, and then the process with `exitCode`.
+    const auto stopWith = [&](int exitCode) {
+        stopping = true;
+        notifySystemdStopping();
+        QCoro::connect(server.stop(), &app, [&app, exitCode] { app.exit(exitCode); });
+    };
     const auto stopFor = [&](int signal) {
         if (stopping) {
             printErr(u"agentdeck: signal %1 received, already stopping: runs are paused at a safe "
                      "point first (SIGKILL ends it at once)\n"_s.arg(signal));
             return;
         }
-        stopping = true;
-        notifySystemdStopping();
         printErr(u"agentdeck: signal %1 received, stopping\n"_s.arg(signal));
-        QCoro::connect(server.stop(), &app, [&app] { app.exit(0); });
+        stopWith(0);
     };
     // Caught before the start, which may take a while (migrations, the wait for a server with
     // the same replica id): a signal meanwhile ended the process at once. It stops the server
@@ -80,10 +83,8 @@ int runHeadless(int argc, char *argv[], const Options &options)
                      [&server] { notifySystemdReady(u"serving on "_s + server.url().toString()); });
     QObject::connect(&server, &AgentDeckServer::cannotGoOn, &app, [&](const QString &reason) {
         printErr(u"agentdeck: "_s + reason + u'\n');
-        if (std::exchange(stopping, true))
-            return;
-        notifySystemdStopping();
-        QCoro::connect(server.stop(), &app, [&app] { app.exit(1); });
+        if (!stopping)
+            stopWith(1);
     });
     if (signalWhileStarting != 0)
         stopFor(signalWhileStarting);

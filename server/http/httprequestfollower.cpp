@@ -62,8 +62,7 @@ HttpRequestFollower::News HttpRequestFollower::follow(QByteArrayView bytes)
             at += inHead(rest, news);
             break;
         case State::Body:
-        case State::ChunkData:
-        case State::ChunkEnd: {
+        case State::ChunkData: {
             const qint64 taken = std::min<qint64>(m_remaining, rest.size());
             m_remaining -= taken;
             at += taken;
@@ -72,11 +71,24 @@ HttpRequestFollower::News HttpRequestFollower::follow(QByteArrayView bytes)
             if (m_state == State::ChunkData) {
                 m_state = State::ChunkEnd;
                 m_remaining = 2; // the CRLF after a chunk's data
-            } else if (m_state == State::ChunkEnd) {
-                m_state = State::ChunkSize;
             } else {
                 endRequest(news);
             }
+            break;
+        }
+        case State::ChunkEnd: {
+            // Exactly CRLF: Qt's parser also takes a bare LF, and then where the chunks end
+            // would be read otherwise here than there.
+            const QByteArrayView expected = QByteArrayView("\r\n").last(m_remaining);
+            const qsizetype taken = std::min<qsizetype>(m_remaining, rest.size());
+            if (rest.first(taken) != expected.first(taken)) {
+                fail(news, Problem::Malformed);
+                break;
+            }
+            m_remaining -= taken;
+            at += taken;
+            if (m_remaining == 0)
+                m_state = State::ChunkSize;
             break;
         }
         case State::ChunkSize:
@@ -249,6 +261,13 @@ void HttpRequestFollower::fail(News &news, Problem problem)
 void HttpRequestFollower::endLine(News &news)
 {
     const QByteArray line = std::exchange(m_pending, {});
+    // Lines end in CRLF, with no CR before (as in the head): with a bare LF, Qt's parser and
+    // this one could end the chunks at different bytes, and a request pipelined behind went
+    // unanswered.
+    if (!line.endsWith("\r\n") || line.indexOf('\r') != line.size() - 2) {
+        fail(news, Problem::Malformed);
+        return;
+    }
     if (m_state == State::Trailers) {
         if (line.trimmed().isEmpty()) // the end of the request
             endRequest(news);

@@ -35,7 +35,8 @@ public:
         None,
         HeadTooLarge,       // or the trailers of a chunked body
         BodyTooLarge,       // by its Content-Length or by the chunks seen so far
-        Malformed,          // a Content-Length or chunk size that is not a number, a runaway line
+        Malformed,          // a Content-Length or chunk size that is not a number, a runaway
+                            // line, a chunk line or chunk end that is not CRLF
         MalformedHead,      // a request line or header line HTTP/1.1 does not allow, a bare LF
         VersionNotSupported // a request line of an HTTP version other than 1.x
     };

@@ -137,6 +137,24 @@ private Q_SLOTS:
         row("a chunk size with a sign",
             "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n+3\r\nabc\r\n", false,
             Problem::Malformed);
+        // Chunk lines and the end of a chunk's data are CRLF: Qt's parser takes a bare LF too,
+        // and where it ended the chunks differed from here (a request behind went unanswered).
+        const QByteArray chunkedHead =
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
+        row("a chunk size line ending in a bare LF", chunkedHead + "3\nabc\r\n0\r\n\r\n" + get,
+            false, Problem::Malformed);
+        row("a chunk's data ending in a bare LF", chunkedHead + "3\r\nabc\n0\r\n\r\n" + get, false,
+            Problem::Malformed);
+        row("a chunk's data ending in a bare CR", chunkedHead + "3\r\nabc\r0\r\n\r\n", false,
+            Problem::Malformed);
+        row("a chunk's data not ending where its size says", chunkedHead + "3\r\nabcd\r\n0\r\n\r\n",
+            false, Problem::Malformed);
+        row("the last chunk ending in bare LFs", chunkedHead + "3\r\nabc\r\n0\n\n" + get, false,
+            Problem::Malformed);
+        row("the end of the trailers a bare LF", chunkedHead + "0\r\nX-T: t\r\n\n" + get, false,
+            Problem::Malformed);
+        row("a bare CR in a chunk size line", chunkedHead + "3\r;x\r\nabc\r\n0\r\n\r\n", false,
+            Problem::Malformed);
         row("chunk size line without end",
             "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1;" +
                 QByteArray(5000, 'e'),

@@ -1,7 +1,11 @@
 #include "tools.h"
 
+#include "serverconfig.h"
+
 #include <QDir>
 #include <QJsonObject>
+
+#include <cmath>
 
 using namespace Qt::StringLiterals;
 
@@ -195,7 +199,11 @@ QCoro::Task<CommandResult> run(Runtime &runtime, QString toolName, QJsonObject a
             co_return refusal(u"bash needs a \"command\" string"_s);
         std::chrono::milliseconds timeout = serverTimeout;
         if (const double seconds = arguments.value(u"timeout"_s).toDouble(); seconds > 0) {
-            const auto own = std::chrono::milliseconds(qint64(seconds * 1000));
+            // From 1 ms (0.0001 s came out as 0: no limit at all) to what a timer can wait
+            // (1e300 s overflowed to a negative, no limit either).
+            const double limit = std::chrono::duration<double>(MaxTimerDuration).count();
+            const auto own =
+                std::chrono::milliseconds(qint64(std::ceil(std::min(seconds, limit) * 1000)));
             timeout = serverTimeout.count() > 0 ? std::min(serverTimeout, own) : own;
         }
         auto execution =

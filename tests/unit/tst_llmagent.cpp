@@ -2,7 +2,9 @@
 #include "execution/conversationrunner.h"
 #include "execution/llm/llmagent.h"
 #include "execution/tools.h"
+#include "serverconfig.h"
 
+#include <QCoroTask>
 #include <QJsonArray>
 #include <QTest>
 
@@ -33,6 +35,19 @@ struct History
     {
         add(Event::observation(action, output, exitCode, false));
     }
+};
+
+// Takes the requests of commands and runs none of them.
+class RecordingRuntime final : public Runtime
+{
+public:
+    QList<CommandRequest> requests;
+    QCoro::Task<CommandResult> execute(CommandRequest request) override
+    {
+        requests.append(request);
+        co_return CommandResult{};
+    }
+    void interrupt() override {}
 };
 
 QStringList roles(const QJsonArray &messages)
@@ -166,6 +181,37 @@ private Q_SLOTS:
         QFETCH(QString, resolved);
         const auto result = Tools::resolveInWorkspace(path, u"/ws"_s);
         QCOMPARE(result.value_or(QString()), resolved);
+    }
+
+    // A model's own timeout is bounded by the server's, and is a limit however it is spelled:
+    // 0.0001 s came out as 0 ms and 1e300 s as a negative, both "no limit".
+    void aCommandsOwnTimeoutIsALimit_data()
+    {
+        QTest::addColumn<double>("seconds"); // the model's; 0: none given
+        QTest::addColumn<qint64>("serverMs");
+        QTest::addColumn<qint64>("limitMs");
+        const qint64 longest = std::chrono::milliseconds(MaxTimerDuration).count();
+        QTest::addRow("none") << 0.0 << qint64(2000) << qint64(2000);
+        QTest::addRow("shorter") << 1.5 << qint64(2000) << qint64(1500);
+        QTest::addRow("longer") << 9.0 << qint64(2000) << qint64(2000);
+        QTest::addRow("under a millisecond") << 0.0001 << qint64(2000) << qint64(1);
+        QTest::addRow("huge") << 1e300 << qint64(2000) << qint64(2000);
+        QTest::addRow("huge, no server limit") << 1e300 << qint64(0) << longest;
+        QTest::addRow("no server limit") << 3.0 << qint64(0) << qint64(3000);
+    }
+    void aCommandsOwnTimeoutIsALimit()
+    {
+        QFETCH(double, seconds);
+        QFETCH(qint64, serverMs);
+        QFETCH(qint64, limitMs);
+        RecordingRuntime runtime;
+        QJsonObject arguments{{u"command"_s, u"sleep 8"_s}};
+        if (seconds > 0)
+            arguments.insert(u"timeout"_s, seconds);
+        QCoro::waitFor(Tools::run(runtime, u"bash"_s, arguments, u"/ws"_s,
+                                  std::chrono::milliseconds(serverMs), {}));
+        QCOMPARE(runtime.requests.size(), 1);
+        QCOMPARE(qint64(runtime.requests.first().timeout.count()), limitMs);
     }
 
     void settingsKeepTheKeyOut()

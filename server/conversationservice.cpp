@@ -628,18 +628,25 @@ bool ConversationService::resolveStaleUnder(const QUuid &id, const LeaseToken &l
     const ConversationInfo &info = *current;
     QList<Event> events;
     const QList<Event> history = m_store.historySinceAgentMessage(info.id);
-    if (const Event *action = pendingAction(history)) {
+    if (const QList<const Event *> pending = pendingActions(history); !pending.isEmpty()) {
         // The observation tells what the runtime saw of the command: what it printed, and how it
         // ended if it ended while no server watched. One still running in an adopted sandbox is
         // stopped, and the observation says so.
+        const Event &action = *pending.first();
         CommandResult result{{}, -1, true};
         if (const auto record = m_runtimes.lastCommand(info.id);
-            record && record->actionId == action->id)
+            record && record->actionId == action.id)
             result = record->result;
         if (result.interrupted)
             m_runtimes.interruptOrphan(info.id);
         events.append(
-            Event::observation(*action, result.output, result.exitCode, result.interrupted));
+            Event::observation(action, result.output, result.exitCode, result.interrupted));
+        // A command cut short calls off the rest of its step, as an interrupt does: the next
+        // run ran them. (One that had ended leaves them to run, as a pause does.)
+        if (result.interrupted) {
+            for (const Event *rest : pending.sliced(1))
+                events.append(calledOffObservation(*rest));
+        }
     }
     events.append(
         Event::agentError(u"run_interrupted"_s,

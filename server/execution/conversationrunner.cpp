@@ -15,11 +15,6 @@ using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
 
-namespace {
-// The output of an action the run did not get to because it was interrupted.
-const QString NotRunOutput = u"[not run: the run was interrupted]"_s;
-} // namespace
-
 QList<const Event *> pendingActions(const QList<Event> &history)
 {
     // Scanned from the end: the actions of one agent step are written together, so the pending
@@ -53,6 +48,11 @@ const Event *pendingAction(const QList<Event> &history)
 {
     const QList<const Event *> pending = pendingActions(history);
     return pending.isEmpty() ? nullptr : pending.first();
+}
+
+Event calledOffObservation(const Event &action)
+{
+    return Event::observation(action, u"[not run: the run was interrupted]"_s, -1, true);
 }
 
 ConversationRunner::ConversationRunner(const QUuid &conversationId, LeaseToken lease, EventLog &log,
@@ -169,7 +169,7 @@ QCoro::Task<> ConversationRunner::loop()
                 QList<Event> calledOff;
                 if (m_interrupted) {
                     for (const Event *action : pendingActions(history))
-                        calledOff.append(Event::observation(*action, NotRunOutput, -1, true));
+                        calledOff.append(calledOffObservation(*action));
                 }
                 m_log.setStatus(m_id, ExecutionStatus::Paused, calledOff, &m_lease);
                 break;
@@ -199,7 +199,7 @@ QCoro::Task<> ConversationRunner::loop()
                     // `rm -rf a` must not see `rm -rf b` run when the conversation resumes.
                     QList<Event> observations{observation};
                     for (const Event *rest : pending.sliced(1))
-                        observations.append(Event::observation(*rest, NotRunOutput, -1, true));
+                        observations.append(calledOffObservation(*rest));
                     m_unstored = observations;
                     auto writing = persist(
                         [&] {

@@ -92,6 +92,9 @@ private:
 // rejection, earliest first; pendingAction() is the first of them (the next to run).
 QList<const Event *> pendingActions(const QList<Event> &history);
 const Event *pendingAction(const QList<Event> &history);
+// The observation of a pending action that an interrupted step calls off: it never ran, and it
+// does not run when the conversation resumes.
+Event calledOffObservation(const Event &action);
 // `events` without those the conversation's history holds already (a write whose commit
 // answer was lost may have been done).
 QList<Event> unstoredOf(ConversationStore &store, const QUuid &id, QList<Event> events);

@@ -113,15 +113,18 @@ private Q_SLOTS:
             info.workingDir = m_dir->filePath(u"w"_s);
             info.executionStatus = ExecutionStatus::Running;
             store.insert(info);
+            // A step of two commands, killed in the first: the second is called off with it,
+            // as an interrupt calls it off (the next run ran it).
             store.append(id,
                          {Event::message(u"user"_s, u"user"_s, u"sleep 30"_s),
-                          Event::action(u"bash"_s, u"sleep 30"_s)},
+                          Event::toolCall(u"bash"_s, u"call-a"_s, {{u"command"_s, u"sleep 30"_s}}),
+                          Event::toolCall(u"bash"_s, u"call-b"_s, {{u"command"_s, u"rm -rf b"_s}})},
                          ExecutionStatus::Running, 1);
         }
         startServer();
         QCOMPARE(m_server->status(id), u"paused"_s);
         const QList<QJsonObject> events = m_server->events(id);
-        QCOMPARE(countKind(events, u"ObservationEvent"_s), 1);
+        QCOMPARE(countKind(events, u"ObservationEvent"_s), 2);
         QCOMPARE(countKind(events, u"AgentErrorEvent"_s), 1);
         for (const QJsonObject &event : events) {
             if (event.value(u"kind"_s) == u"ObservationEvent"_s)

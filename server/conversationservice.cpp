@@ -704,7 +704,10 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info,
                 u"This server has no agent of kind \"%1\" to run it"_s.arg(info.agentKind));
         resolveStaleUnder(info.id, lease);
         if (answer) {
-            answerUnder(info.id, *answer, lease);
+            // Written once the run can start (below): a rejection written before a start that
+            // failed (at the sandbox limit, say) left the conversation waiting with nothing to
+            // answer, and the retry its 503 asked for was refused 409.
+            awaitedAction(info.id, *answer);
             if (answer->accept)
                 confirmedActionId = answer->actionId;
         }
@@ -739,6 +742,16 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info,
         m_leases.release(info.id, lease);
         throw ApiError{503, u"shutting_down"_s,
                        u"The server is stopping; the run was not started"_s, 1};
+    }
+    if (answer && !answer->accept) {
+        try {
+            const Event action = awaitedAction(info.id, *answer);
+            m_log.append(info.id, {Event::userReject(action, answer->reason)}, std::nullopt,
+                         &lease);
+        } catch (...) {
+            m_leases.release(info.id, lease);
+            throw;
+        }
     }
 
     auto *runner = new ConversationRunner(
@@ -1058,8 +1071,7 @@ QCoro::Task<ConversationInfo> ConversationService::respondToConfirmation(QUuid i
     co_return require(id);
 }
 
-void ConversationService::answerUnder(const QUuid &id, const ConfirmationAnswer &answer,
-                                      const LeaseToken &lease)
+Event ConversationService::awaitedAction(const QUuid &id, const ConfirmationAnswer &answer)
 {
     // Under the lease the row is what it is: an answer that came through another replica
     // first has moved it on.
@@ -1074,8 +1086,7 @@ void ConversationService::answerUnder(const QUuid &id, const ConfirmationAnswer 
     const Event *action = pendingAction(history);
     if (!action || action->id != answer.actionId)
         throw answeredMeanwhile();
-    if (!answer.accept)
-        m_log.append(id, {Event::userReject(*action, answer.reason)}, std::nullopt, &lease);
+    return *action;
 }
 
 QString ConversationService::finalResponse(const QUuid &id)

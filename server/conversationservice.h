@@ -174,7 +174,9 @@ private:
     };
     QCoro::Task<> startRun(ConversationInfo info, std::optional<ConfirmationAnswer> answer = {});
     // Writes `answer` under `lease`; 409 when the action is no longer the one waiting.
-    void answerUnder(const QUuid &id, const ConfirmationAnswer &answer, const LeaseToken &lease);
+    // The action `answer` is for, still waiting under this server's lease; 409 when an answer
+    // through another replica came first.
+    Event awaitedAction(const QUuid &id, const ConfirmationAnswer &answer);
     QCoro::Task<std::shared_ptr<Runtime>> bringUpRuntime(ConversationInfo info);
     QCoro::Task<> stopRunAndRuntime(QUuid id);
     QString workspaceFor(const QUuid &id) const;

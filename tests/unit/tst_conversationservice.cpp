@@ -179,6 +179,31 @@ private Q_SLOTS:
         QCOMPARE(m_control->commands, QStringList{u"echo hi"_s});
     }
 
+    // A rejection whose run could not start was written all the same: the conversation waited
+    // on with nothing left to answer, and the retry the error asked for was refused 409.
+    void aRejectionWhoseRunCannotStartIsNotWritten()
+    {
+        startServer();
+        QJsonObject request = shell(u"rm -rf important"_s);
+        request.insert(u"confirmation_policy"_s, QJsonObject{{u"kind"_s, u"AlwaysConfirm"_s}});
+        const QUuid id = m_server->create(request);
+        QVERIFY(m_server->waitForStatus(id, u"waiting_for_confirmation"_s));
+        m_control->failProvisioning = true;
+        const QString answer =
+            ServerConnection::conversationPath(id, u"events/respond_to_confirmation");
+        const QJsonObject reject{{u"accept"_s, false}, {u"reason"_s, u"no"_s}};
+        QCOMPARE(m_server->post(answer, reject).status, 502);
+        QCOMPARE(m_server->status(id), u"waiting_for_confirmation"_s);
+        QCOMPARE(countKind(m_server->events(id), u"UserRejectObservation"_s), 0);
+
+        m_control->failProvisioning = false;
+        const ApiReply retried = m_server->post(answer, reject);
+        QVERIFY2(retried.ok(), qPrintable(retried.detail));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(countKind(m_server->events(id), u"UserRejectObservation"_s), 1);
+        QVERIFY(m_control->commands.isEmpty());
+    }
+
     // A create with an id is retried as it was sent when its answer was an error to retry: the
     // retry found the conversation there and answered 200, its initial message never run.
     void aRetriedCreateRunsTheInitialMessageItsFirstTryCouldNot()

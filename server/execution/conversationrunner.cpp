@@ -11,6 +11,8 @@
 #include <QElapsedTimer>
 #include <QSet>
 
+#include <algorithm>
+
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
@@ -49,6 +51,13 @@ const Event *pendingAction(const QList<Event> &history)
     const QList<const Event *> pending = pendingActions(history);
     return pending.isEmpty() ? nullptr : pending.first();
 }
+
+namespace {
+bool isUserMessage(const Event &event)
+{
+    return event.kind == EventKind::Message && event.source == EventSource::User;
+}
+} // namespace
 
 Event calledOffObservation(const Event &action)
 {
@@ -242,6 +251,13 @@ QCoro::Task<> ConversationRunner::loop()
                 continue;
             }
             case AgentStep::Kind::Finish: {
+                // A message sent while the agent decided (a model takes seconds to answer) is
+                // not in what it answered: it is asked again with it. The run finished, and the
+                // message stayed unanswered.
+                const qsizetype seenBefore = history.size();
+                refresh();
+                if (std::any_of(history.cbegin() + seenBefore, history.cend(), isUserMessage))
+                    continue;
                 QList<Event> finalMessage;
                 if (!step.text.isEmpty())
                     finalMessage.append(

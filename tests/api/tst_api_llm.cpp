@@ -325,6 +325,30 @@ private Q_SLOTS:
         QCOMPARE(m_fake->requests.size(), 2);
     }
 
+    // A message sent while the model answers is not in what it answered: the run finished with
+    // the message unanswered (and never sent to the model). The model is asked again with it.
+    void aMessageSentWhileTheModelAnswersIsAnswered()
+    {
+        FakeLlmServer::Response first = FakeLlmServer::text(u"About the first."_s);
+        first.held = true;
+        m_fake->enqueue(first);
+        m_fake->enqueue(FakeLlmServer::text(u"About both."_s));
+        QSignalSpy received(m_fake.get(), &FakeLlmServer::requestReceived);
+        const QUuid id = m_server->create(body(agent(), u"first"_s));
+        QTRY_VERIFY_WITH_TIMEOUT(!received.isEmpty(), 10'000);
+        QVERIFY(m_server
+                    ->post(ServerConnection::conversationPath(id, u"events"_s),
+                           TestServer::message(u"second"_s, true))
+                    .ok());
+        m_fake->answerHeld();
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(m_fake->requests.size(), 2);
+        const QJsonObject last = m_fake->messagesOf(1).last().toObject();
+        QCOMPARE(last.value(u"role"_s).toString(), u"user"_s);
+        QCOMPARE(last.value(u"content"_s).toString(), u"second"_s);
+        QCOMPARE(finalResponse(id), u"About both."_s);
+    }
+
     // A graceful stop does not wait for the model: the request is cancelled, the run paused at
     // once (not left running to be found stale), and the next server continues it.
     void gracefulStopCancelsTheRequestInFlight()

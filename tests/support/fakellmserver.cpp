@@ -4,6 +4,8 @@
 #include <QTcpSocket>
 #include <QUuid>
 
+#include <utility>
+
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck::Testing {
@@ -144,10 +146,23 @@ void FakeLlmServer::onReadyRead(QTcpSocket *socket)
     Q_EMIT requestReceived(int(requests.size() - 1));
 }
 
+void FakeLlmServer::answerHeld()
+{
+    for (auto &[socket, response] : std::exchange(m_held, {})) {
+        response.held = false;
+        if (socket)
+            respond(socket, response);
+    }
+}
+
 void FakeLlmServer::respond(QTcpSocket *socket, const Response &response)
 {
     if (response.hang)
         return;
+    if (response.held) {
+        m_held.append({socket, response});
+        return;
+    }
     QByteArray head = "HTTP/1.1 " + QByteArray::number(response.status) + ' ' +
                       reasonPhrase(response.status) + "\r\nConnection: close\r\n";
     for (const auto &[name, value] : response.headers)

@@ -28,6 +28,7 @@ public:
         QList<QPair<QByteArray, QByteArray>> headers;
         bool stream = false;
         bool hang = false;     // never answer; the connection stays open until the client leaves
+        bool held = false;     // answered when answerHeld() is called
         bool keepOpen = false; // answer, then leave the connection open
     };
 
@@ -45,6 +46,8 @@ public:
     // http://127.0.0.1:PORT/v1
     QString baseUrl() const;
     void enqueue(const Response &response) { m_script.enqueue(response); }
+    // Answers the requests whose responses were held, with those responses.
+    void answerHeld();
 
     QList<Request> requests;
     int openConnections() const;
@@ -81,6 +84,7 @@ private:
     QTcpServer m_server;
     QQueue<Response> m_script;
     QList<QPointer<QTcpSocket>> m_sockets;
+    QList<QPair<QPointer<QTcpSocket>, Response>> m_held;
     QElapsedTimer m_clock;
 };
 

@@ -575,6 +575,7 @@ QString ConversationService::releaseLocalParts(const QUuid &id)
     // conversation created again with the same id is not to be run, or ended, by them.
     m_starting.remove(id);
     m_stopsWhileStarting.remove(id);
+    m_runsAgain.remove(id);
     m_unwrittenEnds.remove(id);
     m_secrets.remove(id);
     m_runtimes.release(id);
@@ -767,6 +768,7 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info,
         // registered and was ignored.
         if (runner->isAbandoned() && !m_runners.contains(id) && !m_starting.contains(id))
             m_runtimes.release(id);
+        const bool runsAgain = m_runsAgain.remove(id);
         if (const QList<Event> &end = runner->unwrittenEnd(); !end.isEmpty()) {
             // Kept with its lease, which fences it off from a later run.
             m_unwrittenEnds.insert(id, {runner->lease(), end});
@@ -780,12 +782,34 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info,
             qCWarning(lcExecution) << "cannot release the lease of" << id << ":" << error.what();
         }
         Q_EMIT runnerStopped(id);
+        if (runsAgain && !runner->isAbandoned() && !m_stopping && !m_runners.contains(id) &&
+            !m_starting.contains(id))
+            runAgain(id);
     });
     if (stopAsked == StopAsked::Interrupt)
         runner->interrupt();
     else if (stopAsked == StopAsked::Pause)
         runner->requestPause();
     runner->start(confirmedActionId);
+}
+
+QCoro::Task<> ConversationService::runAgain(QUuid id)
+{
+    try {
+        // Its own status decides, as a /run's would: an archive or a delete meanwhile, or a
+        // run that ended in error, is not started again.
+        const auto info = m_store.find(id);
+        if (!info || info->executionStatus == ExecutionStatus::Error)
+            co_return;
+        auto starting = startRun(*info);
+        co_await std::move(starting);
+    } catch (const ApiError &error) {
+        qCInfo(lcExecution) << "the run a message asked for in" << id
+                            << "did not start:" << error.detail;
+    } catch (const std::exception &error) {
+        qCWarning(lcExecution) << "the run a message asked for in" << id
+                               << "did not start:" << error.what();
+    }
 }
 
 QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(ConversationInfo info)
@@ -1029,6 +1053,13 @@ QCoro::Task<StoredEvent> ConversationService::sendMessage(QUuid id, MessageReque
     resolveStale(info);
     const QList<StoredEvent> stored =
         m_log.append(id, {Event::message(EventSource::User, message.role, message.text)});
+    // A run ending at a pause or an interrupt does not pick the message up: the message asks
+    // for one after it. (Answered 200, the message was never run.)
+    if (message.run && !starts) {
+        const auto runner = m_runners.value(id);
+        if ((runner && runner->isStopping()) || m_stopsWhileStarting.contains(id))
+            m_runsAgain.insert(id);
+    }
     // A live run picks the message up at its next step; otherwise start one.
     if (starts) {
         try {

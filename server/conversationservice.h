@@ -179,6 +179,8 @@ private:
     Event awaitedAction(const QUuid &id, const ConfirmationAnswer &answer);
     QCoro::Task<std::shared_ptr<Runtime>> bringUpRuntime(ConversationInfo info);
     QCoro::Task<> stopRunAndRuntime(QUuid id);
+    // Starts the run a message asked for while the one before was stopping (m_runsAgain).
+    QCoro::Task<> runAgain(QUuid id);
     QString workspaceFor(const QUuid &id) const;
     void checkWorkingDir(const QString &path) const; // throws 422
 
@@ -207,6 +209,9 @@ private:
         Interrupt
     };
     QHash<QUuid, StopAsked> m_stopsWhileStarting;
+    // Runs that a message with `run: true` asked for while a pause or an interrupt was ending
+    // the run before: started again once it has stopped.
+    QSet<QUuid> m_runsAgain;
     quint64 m_startCount = 0;
     bool m_stopping = false; // shutdown() has begun: no run starts any more
     bool m_replaced = false; // replacedAsReplica() was emitted

@@ -47,6 +47,8 @@ public:
     // The conversation is being deleted: stop without writing anything more.
     void abandon();
     bool isCommandInFlight() const { return m_commandInFlight; }
+    // A pause or an interrupt was asked for: the run ends at its next safe point.
+    bool isStopping() const { return m_pauseRequested; }
     // The run lost its lease, or its conversation was deleted: it stopped without writing.
     bool isAbandoned() const { return m_abandoned; }
     // The events that end the run in `error` (what its last command did, if storage refused

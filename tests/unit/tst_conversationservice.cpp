@@ -675,6 +675,67 @@ private Q_SLOTS:
                                        u"ran: echo c"_s}));
     }
 
+    // A message with `run: true` after a pause or an interrupt of the run in flight: the run
+    // ended at the pause, answered 200 and never ran the message.
+    void aMessageToRunAfterAPauseOrInterruptRunsOnceTheRunStopped_data()
+    {
+        QTest::addColumn<QString>("stop");
+        QTest::addColumn<bool>("whileStarting"); // the run's runtime still coming up
+        QTest::addRow("pause") << u"pause"_s << false;
+        QTest::addRow("interrupt") << u"interrupt"_s << false;
+        QTest::addRow("pause while starting") << u"pause"_s << true;
+        QTest::addRow("interrupt while starting") << u"interrupt"_s << true;
+    }
+    void aMessageToRunAfterAPauseOrInterruptRunsOnceTheRunStopped()
+    {
+        QFETCH(QString, stop);
+        QFETCH(bool, whileStarting);
+        startServer();
+        if (!whileStarting)
+            m_control->blocking = {u"long"_s};
+        m_control->holdProvisioning = whileStarting;
+        QSignalSpy started(m_control.get(), &FakeRuntimeControl::commandStarted);
+        const QUuid id = m_server->create(shell(u"long"_s, false));
+        auto running = m_server->client().request(
+            "POST"_ba, ServerConnection::conversationPath(id, u"run"_s), {}, {});
+        if (whileStarting)
+            QVERIFY(QTest::qWaitFor([&] { return m_control->acquisitions == 1; }, 10'000));
+        else
+            QVERIFY(started.count() == 1 || started.wait());
+        QVERIFY(m_server->post(ServerConnection::conversationPath(id, stop)).ok());
+        QVERIFY(m_server
+                    ->post(ServerConnection::conversationPath(id, u"events"_s),
+                           TestServer::message(u"echo two"_s, true))
+                    .ok());
+        m_control->holdProvisioning = false;
+        if (whileStarting)
+            m_control->finishProvisioning();
+        else
+            m_control->release();
+        QVERIFY(QCoro::waitFor(std::move(running)).ok());
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QVERIFY(m_control->commands.endsWith(u"echo two"_s));
+        QCOMPARE(m_control->commands.count(u"echo two"_s), 1);
+    }
+
+    // With no stop asked for, the run in flight picks the message up (no second run).
+    void aMessageToRunDuringARunIsPickedUpByIt()
+    {
+        startServer();
+        m_control->blocking = {u"long"_s};
+        QSignalSpy started(m_control.get(), &FakeRuntimeControl::commandStarted);
+        const QUuid id = m_server->create(shell(u"long"_s));
+        QVERIFY(started.count() == 1 || started.wait());
+        QVERIFY(m_server
+                    ->post(ServerConnection::conversationPath(id, u"events"_s),
+                           TestServer::message(u"echo two"_s, true))
+                    .ok());
+        m_control->release();
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(m_control->commands, (QStringList{u"long"_s, u"echo two"_s}));
+        QCOMPARE(m_control->acquisitions, 1);
+    }
+
     // Each archive waits for its run to stop. Two runs stopping in one turn of the event loop
     // woke a waiter that was already gone (QCoro's signal awaiter), and the server crashed.
     void runsStoppingTogetherAreEachWaitedFor()

@@ -21,7 +21,7 @@ namespace {
 // pg_advisory_lock key of the migration step (any constant shared by all replicas).
 constexpr qint64 MigrationLockKey = 0x41444543; // "ADEC"
 
-void throwOnError(const QSqlQuery &query, const char *what)
+[[noreturn]] void throwOnError(const QSqlQuery &query, const char *what)
 {
     throw StorageError(std::string(what) + ": " + query.lastError().text().toStdString());
 }
@@ -516,27 +516,35 @@ QSqlQuery &Database::prepared(const QString &sql)
 {
     reconnectIfLost();
     auto it = m_prepared.find(sql);
-    if (it == m_prepared.end()) {
-        QSqlQuery query(m_db);
-        if (!query.prepare(sql)) {
-            noteFailure();
-            throwOnError(query, "prepare");
-        }
-        it = m_prepared.insert(sql, std::move(query));
-    }
+    if (it == m_prepared.end())
+        it = m_prepared.insert(sql, prepareNew(sql, false));
     return *it;
 }
 
 QSqlQuery Database::prepare(const QString &sql)
 {
     reconnectIfLost();
+    return prepareNew(sql, true);
+}
+
+QSqlQuery Database::prepareNew(const QString &sql, bool forwardOnly)
+{
     QSqlQuery query(m_db);
-    query.setForwardOnly(true);
-    if (!query.prepare(sql)) {
+    query.setForwardOnly(forwardOnly);
+    if (query.prepare(sql))
+        return query;
+    noteFailure();
+    // PostgreSQL prepares on the server: a session it ended (a restart) fails the prepare, and
+    // between transactions the session is opened again and the prepare made again, as exec()
+    // does for a statement. The first search or batch get after every restart was a 503.
+    if (m_depth == 0 && reconnectIfLost()) {
+        query = QSqlQuery(m_db);
+        query.setForwardOnly(forwardOnly);
+        if (query.prepare(sql))
+            return query;
         noteFailure();
-        throwOnError(query, "prepare");
     }
-    return query;
+    throwOnError(query, "prepare");
 }
 
 void Database::exec(QSqlQuery &query)

@@ -164,6 +164,8 @@ private:
     // Between transactions, after a failure: probes the connection and opens it again when the
     // server ended it. Whether it did; throws when the server is unreachable.
     bool reconnectIfLost();
+    // A new prepared query for `sql`; opens the session again once if the server ended it.
+    QSqlQuery prepareNew(const QString &sql, bool forwardOnly);
     // The same from inside a transaction none of whose statements ran yet: the transaction is
     // begun again on the new session.
     bool reopenSession();

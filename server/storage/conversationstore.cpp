@@ -148,7 +148,9 @@ bool storedAsIs(const QString &text)
 //
 // PostgreSQL's jsonb holds no NUL and no surrogate without its pair, and one event whose text
 // had either (a message, a command's output) made every body search of its conversation fail.
-// Such an event is searched as the JSON text it is stored as.
+// Such an event is searched as the JSON text it is stored as: one whose JSON has the escape
+// `\u0000` or `\ud800`-`\udfff` (an odd number of backslashes before the `u`; an even number is
+// text that spells one, as command output may).
 void addBodyTextCondition(Where &where, const QString &pattern, bool postgres)
 {
     if (!postgres) {
@@ -158,7 +160,8 @@ void addBodyTextCondition(Where &where, const QString &pattern, bool postgres)
                   {pattern});
         return;
     }
-    where.add(u"CASE WHEN body ~* '\\\\u(0000|d[89a-f])' THEN body ILIKE ? ESCAPE '\\' "
+    where.add(u"CASE WHEN body ~ '(^|[^\\\\])(\\\\\\\\)*\\\\u(0000|[dD][89a-fA-F])' "
+              "THEN body ILIKE ? ESCAPE '\\' "
               "ELSE EXISTS (SELECT 1 FROM jsonb_path_query(body::jsonb - ARRAY['id', 'kind', "
               "'source', 'timestamp', 'seq'], 'strict $.**') AS item WHERE "
               "jsonb_typeof(item) IN ('string', 'number') AND item #>> '{}' ILIKE ? "

@@ -108,6 +108,32 @@ private Q_SLOTS:
         }
     }
 
+    // Text that spells an escape (`\u0000`, as Python's json.dumps writes an emoji's halves)
+    // holds neither: it was searched as its stored JSON on PostgreSQL, where `body=MessageEvent`
+    // and the names of the fields found it, as they do not on SQLite.
+    void bodySearchOfTextSpellingAnEscapeLooksAtTheTextAlone()
+    {
+        const QUuid id = m_server->create(QJsonObject{});
+        QVERIFY(!id.isNull());
+        for (const QString &text : {u"nul \\u0000 spelled"_s, u"emoji \\ud83d\\ude00 spelled"_s}) {
+            QVERIFY(m_server
+                        ->post(ServerConnection::conversationPath(id, u"events"),
+                               TestServer::message(text))
+                        .ok());
+        }
+        const auto count = [&](const QString &body) {
+            QUrlQuery query;
+            query.addQueryItem(u"body"_s, body);
+            const ApiReply reply =
+                m_server->get(ServerConnection::conversationPath(id, u"events/count"), query);
+            return reply.status == 200 ? reply.json.toInteger() : -reply.status;
+        };
+        QCOMPARE(count(u"MessageEvent"_s), 0);
+        QCOMPARE(count(u"role"_s), 0);
+        QCOMPARE(count(u"\\u0000"_s), 1);
+        QCOMPARE(count(u"ude00 spelled"_s), 1);
+    }
+
     void timestampFilters()
     {
         QUrlQuery before;

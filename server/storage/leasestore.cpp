@@ -147,11 +147,13 @@ int LeaseStore::adopt(const QString &owner, const QString &ownerPrefix)
     QSqlQuery &q =
         m_db.prepared(u"UPDATE conversations SET lease_owner = ?, lease_epoch = lease_epoch + 1, "
                       "lease_expires_at = agentdeck_now_ms() + ? WHERE lease_owner IS NOT NULL "
-                      "AND lease_owner <> ? AND substr(lease_owner, 1, ?) = ?"_s);
+                      "AND lease_owner <> ? AND substr(lease_owner, 1, length(?)) = ?"_s);
     q.addBindValue(owner);
     q.addBindValue(qint64(m_ttl.count()));
     q.addBindValue(owner);
-    q.addBindValue(int(ownerPrefix.size()));
+    // Counted in characters, as substr() counts: QString::size() counts UTF-16 units, and an id
+    // with a character beyond them (an emoji) adopted nothing.
+    q.addBindValue(ownerPrefix);
     q.addBindValue(ownerPrefix);
     m_db.exec(q);
     return q.numRowsAffected();

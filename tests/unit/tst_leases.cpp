@@ -125,6 +125,30 @@ private Q_SLOTS:
         QCOMPARE(m_leases->adoptAll(u"me"_s), 0);
     }
 
+    // A replica adopts the leases of its earlier instances (the same id), not another's. The
+    // prefix was compared by UTF-16 units against SQL's characters: an id with an emoji adopted
+    // nothing, and its own runs were held against it for a lease's time.
+    void earlierInstancesOfTheSameReplicaAreAdopted_data()
+    {
+        QTest::addColumn<QString>("replica");
+        QTest::addRow("ascii") << u"alpha"_s;
+        QTest::addRow("an emoji") << u"r\U0001F600"_s;
+        QTest::addRow("accents") << u"r\u00e9plique"_s;
+    }
+    void earlierInstancesOfTheSameReplicaAreAdopted()
+    {
+        QFETCH(QString, replica);
+        QSqlQuery query(m_db->connection());
+        query.prepare(u"UPDATE conversations SET lease_owner = ?, lease_epoch = 3, "
+                      "lease_expires_at = 9000000000000"_s);
+        query.addBindValue(QString(replica + u"/old"_s));
+        QVERIFY(query.exec());
+        QCOMPARE(m_leases->adoptEarlierInstances(replica + u"x/new"_s, replica + u"x"_s), 0);
+        QCOMPARE(m_leases->adoptEarlierInstances(replica + u"/new"_s, replica), 1);
+        QCOMPARE(m_leases->holder(m_id)->owner, replica + u"/new"_s);
+        QCOMPARE(m_leases->holder(m_id)->epoch, 4);
+    }
+
     void aStaleEpochWriteChangesNothing()
     {
         const auto a = m_leases->claim(m_id, u"a"_s);

@@ -170,8 +170,11 @@ void ConversationService::renewLeases()
         if (auto runner = m_runners.value(it.key()))
             runner->onLeaseState(it.value());
     }
-    if (m_settings.sharedCatalog)
+    if (m_settings.sharedCatalog) {
         resolveLapsedRuns();
+        if (!m_stopping)
+            resumeRemovals();
+    }
 }
 
 void ConversationService::writeUnwrittenEnds()
@@ -490,7 +493,7 @@ QCoro::Task<> ConversationService::remove(QUuid id)
     const QString runtimeDir = releaseLocalParts(id);
     // Marked first, in its own transaction: from here the conversation is gone to every request,
     // and a server stopped or killed before the end finishes the delete when it starts again.
-    if (!m_store.beginRemoval(id))
+    if (!m_store.beginRemoval(id, m_settings.leaseOwner))
         throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
     Q_EMIT deleted(id);
     auto erasing = eraseRemoved(info, runtimeDir);
@@ -518,7 +521,12 @@ QCoro::Task<> ConversationService::eraseRemoved(ConversationInfo info, QString r
 
 void ConversationService::resumeRemovals()
 {
-    for (const ConversationInfo &info : m_store.pendingRemovals()) {
+    // Alone on its catalog, a server takes every delete left: it began them all. Replicas take
+    // those whose server stopped beating (at start, its own earlier instance's too); a live one
+    // is still at its own.
+    const auto left = m_store.takeOverRemovals(m_settings.leaseOwner, !m_settings.sharedCatalog,
+                                               m_replicas.livenessWindow());
+    for (const ConversationInfo &info : left) {
         qCInfo(lcServer) << "finishing the delete of" << info.id
                          << "that a stopped server left half done";
         eraseRemoved(info, releaseLocalParts(info.id));

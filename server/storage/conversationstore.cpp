@@ -491,14 +491,14 @@ bool ConversationStore::update(const QUuid &id, const ConversationUpdate &update
     return q.numRowsAffected() > 0;
 }
 
-bool ConversationStore::beginRemoval(const QUuid &id)
+bool ConversationStore::beginRemoval(const QUuid &id, const QString &deleter)
 {
     m_cache.remove(id);
     Transaction transaction(m_db);
-    QSqlQuery &q =
-        m_db.prepared(u"INSERT INTO pending_deletes (conversation_id) SELECT id FROM conversations "
-                      "WHERE id = ? AND "_s +
-                      NotBeingRemoved);
+    QSqlQuery &q = m_db.prepared(u"INSERT INTO pending_deletes (conversation_id, deleter) SELECT "
+                                 "id, ? FROM conversations WHERE id = ? AND "_s +
+                                 NotBeingRemoved);
+    q.addBindValue(deleter);
     q.addBindValue(toWireId(id));
     m_db.exec(q);
     const bool marked = q.numRowsAffected() > 0;
@@ -528,17 +528,50 @@ bool ConversationStore::anyBeingRemoved()
     return any;
 }
 
-QList<ConversationInfo> ConversationStore::pendingRemovals()
+QList<ConversationInfo> ConversationStore::takeOverRemovals(const QString &deleter, bool all,
+                                                            std::chrono::milliseconds window)
 {
-    QSqlQuery &q = m_db.prepared(u"SELECT "_s + columns() +
-                                 u" FROM conversations WHERE id IN "
-                                 "(SELECT conversation_id FROM pending_deletes)"_s);
-    m_db.exec(q);
-    QList<ConversationInfo> pending;
-    while (m_db.next(q))
-        pending.append(conversationFromRow(q, m_instance));
-    q.finish();
-    return pending;
+    Transaction transaction(m_db);
+    // A deleter that beats is still at it; the instance a replica's row names is its live one
+    // (a restart of the replica replaced it), so an earlier instance's deletes are taken over.
+    QSqlQuery &abandoned = m_db.prepared(
+        u"SELECT conversation_id, deleter FROM pending_deletes WHERE ? = 1 OR deleter IS NULL OR "
+        "(deleter <> ? AND NOT EXISTS (SELECT 1 FROM replicas r WHERE r.instance = "
+        "pending_deletes.deleter AND r.stopped_at IS NULL AND agentdeck_now_ms() - "
+        "r.heartbeat_at <= COALESCE(r.liveness_window_ms, ?)))"_s);
+    abandoned.addBindValue(all ? 1 : 0);
+    abandoned.addBindValue(deleter);
+    abandoned.addBindValue(qint64(window.count()));
+    m_db.exec(abandoned);
+    QList<std::pair<QString, QVariant>> found;
+    while (m_db.next(abandoned))
+        found.append({abandoned.value(0).toString(), abandoned.value(1)});
+    abandoned.finish();
+    // Each taken only from the deleter it was found with: two replicas looking at once take
+    // each delete once.
+    QList<QUuid> taken;
+    QSqlQuery &claim = m_db.prepared(u"UPDATE pending_deletes SET deleter = ? WHERE "
+                                     "conversation_id = ? AND deleter IS NOT DISTINCT FROM ?"_s);
+    for (const auto &[id, previous] : std::as_const(found)) {
+        claim.addBindValue(deleter);
+        claim.addBindValue(id);
+        claim.addBindValue(previous.isNull() ? QVariant(QMetaType(QMetaType::QString)) : previous);
+        m_db.exec(claim);
+        if (claim.numRowsAffected() > 0)
+            taken.append(QUuid::fromString(id));
+    }
+    QList<ConversationInfo> infos;
+    for (const QUuid &id : std::as_const(taken)) {
+        QSqlQuery &q =
+            m_db.prepared(u"SELECT "_s + columns() + u" FROM conversations WHERE id = ?"_s);
+        q.addBindValue(toWireId(id));
+        m_db.exec(q);
+        if (m_db.next(q))
+            infos.append(conversationFromRow(q, m_instance));
+        q.finish();
+    }
+    transaction.commit();
+    return infos;
 }
 
 bool ConversationStore::remove(const QUuid &id)

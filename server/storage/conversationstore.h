@@ -115,14 +115,19 @@ public:
                                   const QString &pageId, int limit);
     qint64 count(const ConversationFilter &filter);
     bool update(const QUuid &id, const ConversationUpdate &update, qint64 nowMs);
-    // A delete in steps. beginRemoval() marks the conversation as being deleted (false when
-    // there is no such conversation to delete): from then on every read here, and on the other
-    // replicas, finds nothing. removeNewestEvents() deletes a batch of its history and says how
-    // many went; remove() deletes the rest, the row and the mark. The mark outlives a crash:
-    // pendingRemovals() lists what a server that stopped meanwhile left to delete.
-    bool beginRemoval(const QUuid &id);
+    // A delete in steps. beginRemoval() marks the conversation as being deleted by `deleter` (a
+    // lease owner name; false when there is no such conversation to delete): from then on every
+    // read here, and on the other replicas, finds nothing. removeNewestEvents() deletes a batch
+    // of its history and says how many went; remove() deletes the rest, the row and the mark.
+    // The mark outlives a crash: takeOverRemovals() hands what a server that stopped meanwhile
+    // left to delete to `deleter`.
+    bool beginRemoval(const QUuid &id, const QString &deleter);
     bool isBeingRemoved(const QUuid &id);
-    QList<ConversationInfo> pendingRemovals();
+    // The deletes of `deleter` to finish: all of them with `all`; otherwise those whose deleter
+    // is no replica that beats (within its liveness window, or `window` for one that recorded
+    // none: see ReplicaStore).
+    QList<ConversationInfo> takeOverRemovals(const QString &deleter, bool all,
+                                             std::chrono::milliseconds window);
     int removeNewestEvents(const QUuid &id, int count);
     bool remove(const QUuid &id);
     // Sets archived_at (keeping an earlier one) or clears it. False when the row is gone.

@@ -958,6 +958,34 @@ private Q_SLOTS:
             QCOMPARE(seqs[i], i + 1);
     }
 
+    // A delete a replica left half done (killed, or stopped mid-way) is finished by another
+    // one: only a restart of that replica's data dir finished it, and the id stayed refused
+    // (409 conversation_being_deleted) for good when that never came.
+    void aDeleteLeftHalfDoneIsFinishedByAnotherReplica()
+    {
+        ServerProcess &b = startReplica(u"beta"_s);
+        const QUuid id = b.create(shellConversation(u"echo hi"_s, true));
+        QVERIFY(!id.isNull());
+        QVERIFY(b.waitForStatus(id, u"finished"_s));
+        // As a replica killed during the delete leaves it: marked, by a process that is gone.
+        sql(u"INSERT INTO pending_deletes (conversation_id, deleter) VALUES ('%1', 'gone/1')"_s.arg(
+            wireId(id)));
+        QCOMPARE(b.get(conversationPath(id)).status, 404);
+        QVERIFY2(
+            QTest::qWaitFor(
+                [&] { return sql(u"SELECT COUNT(*) FROM pending_deletes"_s).trimmed() == u"0"_s; },
+                10'000),
+            qPrintable(b.stderrText().right(2000)));
+        QCOMPARE(sql(u"SELECT COUNT(*) FROM events WHERE conversation_id = '%1'"_s.arg(wireId(id)))
+                     .trimmed(),
+                 u"0"_s);
+        QJsonObject again = shellConversation(u"echo again"_s, false);
+        again.insert(u"conversation_id"_s, wireId(id));
+        Reply created;
+        QVERIFY(!b.create(again, &created).isNull());
+        QCOMPARE(created.status, 201);
+    }
+
     // The first request after a database restart reconnects and succeeds: a transaction used
     // to fail with 503 on every replica, once per restart, and so did a search or a batch get
     // (their statement's prepare). (A long TTL: no renewal or heartbeat comes first to find the

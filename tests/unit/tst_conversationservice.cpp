@@ -617,7 +617,7 @@ private Q_SLOTS:
         // The first steps of a delete, as a server killed after them left them (a graceful
         // stop finishes a delete while it drains the requests).
         ConversationStore &store = m_server->server().store();
-        QVERIFY(store.beginRemoval(id));
+        QVERIFY(store.beginRemoval(id, u"killed/1"_s));
         QCOMPARE(store.removeNewestEvents(id, 500), 500);
         m_server->stop();
         m_server.reset();

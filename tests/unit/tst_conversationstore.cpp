@@ -3,6 +3,7 @@
 #include "postgrescluster.h"
 #include "storage/conversationstore.h"
 #include "storage/database.h"
+#include "storage/replicastore.h"
 
 #include <QFile>
 #include <QRandomGenerator>
@@ -309,6 +310,47 @@ private Q_SLOTS:
         QVERIFY(!m_store->find(info.id));
         QVERIFY(m_store->eventsAfter(info.id, 0, 10).isEmpty());
         QVERIFY(!m_store->remove(info.id));
+    }
+
+    // A delete a server left half done is taken over once that server no longer beats: on a
+    // shared catalog only a restart of the same data dir finished it, and the id stayed refused.
+    void deletesOfServersThatStoppedBeatingAreTakenOver_data() { backends(); }
+    void deletesOfServersThatStoppedBeatingAreTakenOver()
+    {
+        QFETCH(bool, postgres);
+        Testing::PostgresCluster cluster;
+        std::unique_ptr<Database> postgresDb;
+        if (postgres)
+            QVERIFY(openPostgres(cluster, postgresDb));
+        Database &db = postgres ? *postgresDb : *m_db;
+        ConversationStore store(db);
+        ReplicaStore replicas(db, std::chrono::seconds(10));
+        replicas.registerReplica(u"alive"_s, u"alive/1"_s, {});
+        replicas.registerReplica(u"stopped"_s, u"stopped/1"_s, {});
+        replicas.markStopped(u"stopped"_s, u"stopped/1"_s);
+        replicas.registerReplica(u"me"_s, u"me/2"_s, {});
+        QHash<QString, QUuid> deletedBy;
+        for (const QString &deleter :
+             {u"alive/1"_s, u"stopped/1"_s, u"gone/1"_s, u"me/1"_s, u"me/2"_s}) {
+            const ConversationInfo info = conversation(deleter, 1);
+            store.insert(info);
+            QVERIFY(store.beginRemoval(info.id, deleter));
+            deletedBy.insert(deleter, info.id);
+        }
+        const auto idsOf = [](const QList<ConversationInfo> &infos) {
+            QSet<QUuid> ids;
+            for (const ConversationInfo &info : infos)
+                ids.insert(info.id);
+            return ids;
+        };
+        const QSet<QUuid> abandoned{deletedBy[u"stopped/1"_s], deletedBy[u"gone/1"_s],
+                                    deletedBy[u"me/1"_s]};
+        QCOMPARE(idsOf(store.takeOverRemovals(u"me/2"_s, false, std::chrono::seconds(10))),
+                 abandoned);
+        // Taken once: now this server's own, which it is at.
+        QVERIFY(store.takeOverRemovals(u"other/1"_s, false, std::chrono::seconds(10)).isEmpty());
+        // Alone on its catalog, a server takes every one.
+        QCOMPARE(store.takeOverRemovals(u"me/3"_s, true, std::chrono::seconds(10)).size(), 5);
     }
 
     // Where a run of the shell or echo agent starts reading: kept by every append, and filled in

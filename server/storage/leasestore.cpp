@@ -161,9 +161,11 @@ int LeaseStore::adopt(const QString &owner, const QString &ownerPrefix)
 
 QList<QUuid> LeaseStore::lapsedRuns(int limit)
 {
-    QSqlQuery &q =
-        m_db.prepared(u"SELECT id FROM conversations WHERE execution_status = 'running' AND "
-                      "(lease_owner IS NULL OR lease_expires_at <= agentdeck_now_ms()) LIMIT ?"_s);
+    // Not those being deleted: nobody resolves them, and a page of them hid the others.
+    QSqlQuery &q = m_db.prepared(
+        u"SELECT id FROM conversations WHERE execution_status = 'running' AND "
+        "(lease_owner IS NULL OR lease_expires_at <= agentdeck_now_ms()) AND id NOT IN "
+        "(SELECT conversation_id FROM pending_deletes) LIMIT ?"_s);
     q.addBindValue(limit);
     m_db.exec(q);
     QList<QUuid> ids;

@@ -149,6 +149,23 @@ private Q_SLOTS:
         QCOMPARE(m_leases->holder(m_id)->epoch, 4);
     }
 
+    // Runs left by a dead replica are found a page at a time; conversations being deleted are
+    // nobody's to resolve, and a page of them hid the run behind them for good.
+    void lapsedRunsLeaveOutConversationsBeingDeleted()
+    {
+        for (int i = 0; i < 20; ++i) {
+            ConversationInfo info{QUuid::createUuid(), u"deleting"_s};
+            info.createdAt = info.updatedAt = QDateTime::currentDateTimeUtc();
+            info.agentKind = u"shell"_s;
+            info.workingDir = m_dir->path();
+            m_store->insert(info);
+            QVERIFY(m_store->beginRemoval(info.id, u"gone/1"_s));
+        }
+        QSqlQuery query(m_db->connection());
+        QVERIFY(query.exec(u"UPDATE conversations SET execution_status = 'running'"_s));
+        QCOMPARE(m_leases->lapsedRuns(20), QList<QUuid>{m_id});
+    }
+
     void aStaleEpochWriteChangesNothing()
     {
         const auto a = m_leases->claim(m_id, u"a"_s);

@@ -522,11 +522,13 @@ public:
     }
 
     // Pause and interrupt act on a run: with none going, the answer says so rather than that
-    // something was asked of it.
-    QCoro::Task<int> runAction(QString suffix, QString done, QString noRun)
+    // something was asked of it. `paused`, if given, is said when the answer is `paused`: a
+    // pause of a conversation waiting for confirmation (or left running by a server that
+    // stopped) is done at once, and was said to have found no run.
+    QCoro::Task<int> runAction(QString suffix, QString done, QString noRun, QString paused = {})
     {
         auto reporting = reportAction(m_connection.conversationAction(m_invocation.id, suffix),
-                                      done, std::move(noRun));
+                                      done, std::move(noRun), std::move(paused));
         co_return co_await std::move(reporting);
     }
 
@@ -544,17 +546,21 @@ public:
         co_return co_await std::move(reporting);
     }
 
-    // `noRun`, if given, is said instead of `done` when the answer shows no run going.
-    QCoro::Task<int> reportAction(QCoro::Task<ApiReply> acting, QString done, QString noRun = {})
+    // `noRun`, if given, is said instead of `done` when the answer shows no run going, and
+    // `paused`, if given, when it shows the conversation paused.
+    QCoro::Task<int> reportAction(QCoro::Task<ApiReply> acting, QString done, QString noRun = {},
+                                  QString paused = {})
     {
         const ApiReply reply = co_await std::move(acting);
         const QString id = toWireId(m_invocation.id);
         // -> QString: a QStringBuilder returned would refer to the table, gone by then.
         const auto format = [&](const ConversationInfo &info) -> QString {
-            const bool running = info.executionStatus == ExecutionStatus::Running;
-            const QString headline = noRun.isEmpty() || running
+            const ExecutionStatus status = info.executionStatus;
+            const QString headline = noRun.isEmpty() || status == ExecutionStatus::Running
                                          ? done.arg(id)
-                                         : noRun.arg(id, toString(info.executionStatus));
+                                     : !paused.isEmpty() && status == ExecutionStatus::Paused
+                                         ? paused.arg(id)
+                                         : noRun.arg(id, toString(status));
             return headline + u'\n' + CtlFormat::conversationTable({info});
         };
         co_return printConversation(reply, format);
@@ -721,7 +727,7 @@ int run(const Invocation &invocation)
     case Command::Pause:
         return QCoro::waitFor(ctl.runAction(u"pause"_s,
                                             u"Asked %1 to pause after its current step."_s,
-                                            u"%1 is %2: no run to pause."_s));
+                                            u"%1 is %2: no run to pause."_s, u"%1 is paused."_s));
     case Command::Interrupt:
         return QCoro::waitFor(ctl.runAction(u"interrupt"_s,
                                             u"Asked %1 to stop its command in flight."_s,

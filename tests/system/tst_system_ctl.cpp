@@ -720,10 +720,26 @@ private Q_SLOTS:
         QVERIFY(interrupted);
 
         // With no run going there is nothing to ask: it said "Asked ... to pause" all the same.
+        result = ctl(server, {u"pause"_s, wireId(id)});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY2(result.out.startsWith(u"%1 is finished: no run to pause.\n"_s.arg(wireId(id))),
+                 qPrintable(result.out));
         result = ctl(server, {u"pause"_s, wireId(sleeper)});
         QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
-        QVERIFY2(result.out.startsWith(u"%1 is paused: no run to pause.\n"_s.arg(wireId(sleeper))),
+        QVERIFY2(result.out.startsWith(u"%1 is paused.\n"_s.arg(wireId(sleeper))),
                  qPrintable(result.out));
+        // A pause of a conversation waiting for confirmation is done at once: it said "no run
+        // to pause" of what it had just paused.
+        QJsonObject confirming = conversationBody(u"shell"_s, u"waiting"_s, u"echo later"_s);
+        confirming.insert(u"confirmation_policy"_s, QJsonObject{{u"kind"_s, u"AlwaysConfirm"_s}});
+        const QUuid waiting = server.create(confirming);
+        QVERIFY(!waiting.isNull());
+        QVERIFY(server.waitForStatus(waiting, u"waiting_for_confirmation"_s));
+        result = ctl(server, {u"pause"_s, wireId(waiting)});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY2(result.out.startsWith(u"%1 is paused.\n"_s.arg(wireId(waiting))),
+                 qPrintable(result.out));
+        QCOMPARE(server.conversation(waiting).value(u"execution_status"_s).toString(), u"paused"_s);
         result = ctl(server, {u"interrupt"_s, wireId(id)});
         QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
         QVERIFY2(

@@ -141,10 +141,16 @@ void ConversationListModel::upsert(const QList<ConversationInfo> &conversations)
     QList<ConversationInfo> added;
     for (const ConversationInfo &info : conversations) {
         const int row = m_rows.value(info.id, -1);
-        if (row >= 0)
-            replaceRow(row, info);
-        else
+        if (row < 0) {
             added.append(info);
+            continue;
+        }
+        // Older than the row: events counted since it was read (the stream's). A finished run
+        // read before its end showed `running` again until the next refresh.
+        const ConversationInfo &shown = m_items[row];
+        if (info.createdAt == shown.createdAt && info.eventCount < shown.eventCount)
+            continue;
+        replaceRow(row, info);
     }
     if (added.isEmpty())
         return;

@@ -54,7 +54,8 @@ public:
     QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
     QHash<int, QByteArray> roleNames() const override;
 
-    // Inserts new conversations and updates known ones (only rows that changed emit).
+    // Inserts new conversations and updates known ones (only rows that changed emit), unless
+    // a copy is older than its row: fewer events counted than the row has.
     void upsert(const QList<ConversationInfo> &conversations);
     // Replaces the whole set with a fresh listing (a first load, or a full refresh).
     void reset(const QList<ConversationInfo> &conversations);

@@ -165,6 +165,31 @@ private Q_SLOTS:
         QVERIFY(!model.applyEvent(QUuid::createUuid(), stateEvent(1, u"running"_s)));
     }
 
+    // A copy read before the events the row has counted is older than the row: a refresh that
+    // read a run as `running` showed it so again after its end had come through the stream.
+    void anOlderCopyDoesNotReplaceTheRow()
+    {
+        ConversationListModel model;
+        const ConversationInfo read = conversation(u"busy"_s, ExecutionStatus::Running);
+        model.upsert({read});
+        QVERIFY(model.applyEvent(read.id, stateEvent(1, u"running"_s)));
+        QVERIFY(model.applyEvent(read.id, stateEvent(2, u"finished"_s)));
+        model.upsert({read});
+        QVERIFY(model.conversation(read.id)->executionStatus == ExecutionStatus::Finished);
+        // As new as the row, it is taken (the runtime, the title may have changed).
+        ConversationInfo current = read;
+        current.eventCount = 2;
+        current.title = u"renamed"_s;
+        model.upsert({current});
+        QCOMPARE(model.conversation(read.id)->title, u"renamed"_s);
+        // Created again with the same id, it starts over from no events.
+        ConversationInfo again = conversation(u"again"_s);
+        again.id = read.id;
+        again.createdAt = read.createdAt.addSecs(60);
+        model.upsert({again});
+        QCOMPARE(model.conversation(read.id)->title, u"again"_s);
+    }
+
     // A title or a tag is one line, shown as written: a line break took two lines of a row,
     // and an override in a tag read "env=PROD" for "env=<RLO>DORP<PDF>".
     void titlesAndTagsShowTheirControls()

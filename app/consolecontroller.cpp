@@ -73,6 +73,7 @@ QCoro::Task<bool> ConsoleController::refresh()
     if (m_refreshing)
         co_return false;
     m_refreshing = true;
+    m_changedDuringRefresh.clear();
     const bool settles = std::exchange(m_unsettled, false);
     QPointer<ConsoleController> self(this);
     ConversationFilter all;
@@ -101,7 +102,14 @@ QCoro::Task<bool> ConsoleController::refresh()
             break;
         }
     }
-    m_conversations.upsert(seen);
+    // Read before what an answer or the stream changed meanwhile: a deleted row came back for
+    // a refresh, an archived one went back to Active, a finished run showed `running` again.
+    const auto changedSinceRead = [this](const ConversationInfo &info) {
+        return m_changedDuringRefresh.contains(info.id);
+    };
+    QList<ConversationInfo> fresh = seen;
+    fresh.removeIf(changedSinceRead);
+    m_conversations.upsert(fresh);
     // A row missing from the pass is not proof of a deletion: paging by update time, a
     // conversation updated meanwhile moves to a page already read (rows vanished for a refresh
     // while conversations were busy), and past MaxRefreshPages the oldest are not read at all.
@@ -141,6 +149,7 @@ QCoro::Task<bool> ConsoleController::refresh()
                 current.append(*info);
         }
         m_conversations.remove(gone);
+        current.removeIf(changedSinceRead);
         m_conversations.upsert(current);
         stillThere += int(current.size());
     }
@@ -182,6 +191,12 @@ QCoro::Task<> ConsoleController::findOnServer(QString text)
     const auto result = co_await std::move(searching);
     if (self && result)
         m_conversations.upsert(result->items);
+}
+
+void ConsoleController::noteChanged(const QUuid &id)
+{
+    if (m_refreshing)
+        m_changedDuringRefresh.insert(id);
 }
 
 void ConsoleController::setReachable(bool reachable, const QString &why)
@@ -232,6 +247,7 @@ void ConsoleController::select(const QUuid &id)
             // Gone: its row goes too, rather than staying with every action enabled. Deleted
             // from here, the stream's close may come before the answer, and is no failure.
             if (code == 4004) {
+                noteChanged(id);
                 m_conversations.remove(id);
                 if (m_acting.contains(id, Action::Delete))
                     return;
@@ -317,6 +333,7 @@ QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id)
         Q_EMIT actionFinished(action, false);
         co_return false;
     }
+    noteChanged(id);
     if (action == Action::Delete) {
         m_conversations.remove(id); // the window lets go of the row, and so of the selection
         if (m_selected == id)
@@ -344,6 +361,7 @@ QCoro::Task<std::optional<QUuid>> ConsoleController::create(CreateConversationRe
                                           : reply.errorSentence()));
         co_return std::nullopt;
     }
+    noteChanged(info->id);
     m_conversations.upsert({*info});
     co_return info->id;
 }

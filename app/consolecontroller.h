@@ -7,6 +7,7 @@
 #include <QMultiHash>
 #include <QObject>
 #include <QPointer>
+#include <QSet>
 #include <QTimer>
 
 namespace AgentDeck {
@@ -84,6 +85,8 @@ Q_SIGNALS:
 private:
     void setBusy(bool busy);
     void setReachable(bool reachable, const QString &why);
+    // What a refresh under way read of the conversation is older than the list's row now.
+    void noteChanged(const QUuid &id);
     // Puts the events before the timeline's first row in front of it, a page at a time.
     QCoro::Task<> loadEarlierEvents();
 
@@ -95,6 +98,9 @@ private:
     QTimer m_refreshTimer;
     bool m_refreshing = false;
     bool m_unsettled = false; // an action's outcome awaits a refresh that begins after it
+    // Conversations an answer or the stream changed (created, deleted, archived, ...) while a
+    // refresh read its pages: what the refresh read of them is older than what the list shows.
+    QSet<QUuid> m_changedDuringRefresh;
     bool m_reachable = true;
     bool m_complete = true;                 // the last refresh read every page
     std::optional<qint64> m_activeOnServer; // see serverCount()

@@ -386,6 +386,35 @@ private Q_SLOTS:
         QVERIFY(m_window->tabs()->tabText(0).endsWith(u"+)"_s));
     }
 
+    // A refresh reads its pages one after the other (seconds over thousands of rows and a slow
+    // link); what it read before an action's answer is older than the list. A row deleted
+    // meanwhile came back until the next refresh, an archived one went back to Active.
+    void aRefreshDoesNotPutBackWhatChangedWhileItRead()
+    {
+        seedConversations(3'000);
+        startConsole();
+        const QUuid deleted = m_controller->conversations()->at(0).id;
+        const QUuid archived = m_controller->conversations()->at(1).id;
+        const auto searches = [&] {
+            const QString metrics = QString::fromUtf8(call("GET"_ba, u"/metrics"_s).body);
+            qint64 total = 0;
+            for (const QString &line : metrics.split(u'\n')) {
+                if (line.startsWith(u"agentdeck_http_requests_total{"_s) &&
+                    line.contains(u"route=\"/api/conversations/search\""_s))
+                    total += line.section(u' ', -1).toLongLong();
+            }
+            return total;
+        };
+        const qint64 before = searches();
+        auto refreshing = m_controller->refresh();
+        QTRY_VERIFY_WITH_TIMEOUT(searches() >= before + 2, 10'000); // its first page was read
+        QVERIFY(QCoro::waitFor(m_controller->perform(Action::Delete, deleted)));
+        QVERIFY(QCoro::waitFor(m_controller->perform(Action::Archive, archived)));
+        QVERIFY(QCoro::waitFor(std::move(refreshing)));
+        QCOMPARE(m_controller->conversations()->rowOf(deleted), -1);
+        QVERIFY(m_controller->conversations()->conversation(archived)->isArchived());
+    }
+
     // A server replaced by another at the same address (a new data dir) left its rows in the
     // list, taken down 200 a refresh: 5,000 rows took 25 refreshes, over a minute.
     void aReplacedServersRowsLeaveAtTheNextRefresh()

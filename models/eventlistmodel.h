@@ -68,7 +68,7 @@ public:
     void setLive(bool live);
 
     // The text a timeline shows for an event (bidirectional formatting characters shown, not
-    // obeyed).
+    // obeyed; a line of over 5,000 characters in pieces of that many).
     static QString textOf(const Event &event);
 
 Q_SIGNALS:

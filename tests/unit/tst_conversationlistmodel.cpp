@@ -330,6 +330,22 @@ private Q_SLOTS:
                  u"finish: done"_s);
     }
 
+    // Qt lays out a paragraph in time that grows with the square of its length: "Show all" of a
+    // 1 MB line of output held the console for 26 s. Long lines are shown in pieces.
+    void aLongLineIsShownInPieces()
+    {
+        const QString emoji = u"\U0001F600"_s;
+        const QString line = QString(4999, u'a') + emoji + QString(7000, u'b');
+        const QString shown = EventListModel::textOf(Event::message(u"user"_s, u"user"_s, line));
+        const QStringList pieces = shown.split(u'\n');
+        QCOMPARE(pieces.size(), 3);
+        QCOMPARE(pieces[0], QString(4999, u'a') + emoji); // a pair is not cut
+        QCOMPARE(pieces[1].size(), 5000);
+        QCOMPARE(pieces.join(QString()), line);
+        const QString lines = QString(4000, u'x') + u'\n' + QString(4000, u'y');
+        QCOMPARE(EventListModel::textOf(Event::message(u"user"_s, u"user"_s, lines)), lines);
+    }
+
     // Seen through one replica, a run on another is live, not stale, and not this one's to fix.
     // The timeline holds a window of a conversation's history: the newest events while it
     // shows the end, and the earlier ones it was given, in seq order without gaps.

@@ -473,8 +473,22 @@ void MainWindow::createConversation()
     m_bannerFrame->hide();
     m_controller->create(dialog.request()).then([window = QPointer(this)](std::optional<QUuid> id) {
         if (window && id)
-            window->selectConversation(*id);
+            window->showCreated(*id);
     });
+}
+
+void MainWindow::showCreated(const QUuid &id)
+{
+    // Whatever the filter: one that hides the new conversation is cleared. It was created and
+    // neither shown nor selected, and nothing said so; the buttons still acted on the one
+    // selected before.
+    if (!selectConversation(id) && !m_filter->text().isEmpty()) {
+        m_filter->clear();
+        selectConversation(id);
+    }
+    const auto info = m_controller->conversations()->conversation(id);
+    statusBar()->showMessage(
+        tr("Created %1").arg(info ? withControlsShown(info->title) : toWireId(id)), 4000);
 }
 
 bool MainWindow::confirmed(const QString &title, const QString &question)

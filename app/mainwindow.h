@@ -60,6 +60,8 @@ private:
     void trigger(ConsoleController::Action action);
     // Asks for a new conversation's settings, creates it and selects it.
     void createConversation();
+    // Shows and selects the conversation just created, and says so.
+    void showCreated(const QUuid &id);
     // Asks `question` (Yes or No, No by default); whether the answer was Yes.
     bool confirmed(const QString &title, const QString &question);
     void showContextMenu(const QPoint &position);

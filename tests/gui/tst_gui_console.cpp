@@ -244,6 +244,23 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(
             textItem(m_window->timeline()->rootObject(), u"from the console\n"_s) != nullptr,
             10000);
+        QCOMPARE(m_window->statusBar()->currentMessage(), u"Created made here"_s);
+
+        // With a filter that hides it, the filter goes: it was neither shown nor selected, and
+        // the buttons acted on the conversation selected before.
+        m_window->filterBox()->setText(u"made"_s);
+        QTimer::singleShot(0, this, [] {
+            auto *dialog = qobject_cast<NewConversationDialog *>(QApplication::activeModalWidget());
+            if (!dialog)
+                return;
+            QTest::keyClicks(dialog->titleField(), u"other one"_s);
+            QTest::mouseClick(dialog->buttons()->button(QDialogButtonBox::Ok), Qt::LeftButton);
+        });
+        QTest::mouseClick(m_window->newButton(), Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(m_window->heading()->text(), u"other one"_s, 10000);
+        QVERIFY(m_window->filterBox()->text().isEmpty());
+        QVERIFY(m_controller->selected() != id);
+        QCOMPARE(m_window->tabs()->tabText(0), u"Active (2)"_s);
 
         // A refusal is the server's sentence, and nothing is added.
         QTimer::singleShot(0, this, [] {
@@ -257,7 +274,7 @@ private Q_SLOTS:
         QTRY_VERIFY2_WITH_TIMEOUT(
             m_window->banner()->text().startsWith(u"Creating the conversation failed: "_s),
             qPrintable(m_window->banner()->text()), 10000);
-        QCOMPARE(m_window->tabs()->tabText(0), u"Active (1)"_s);
+        QCOMPARE(m_window->tabs()->tabText(0), u"Active (2)"_s);
     }
 
     // The selected conversation goes, and with it the selection: its neighbour stayed

@@ -4,6 +4,8 @@
 
 #include <QStringList>
 
+#include <utility>
+
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
@@ -138,6 +140,7 @@ void ConversationListModel::replaceRow(int row, const ConversationInfo &info)
 
 void ConversationListModel::upsert(const QList<ConversationInfo> &conversations)
 {
+    const bool announcesAdded = std::exchange(m_loaded, true);
     QList<ConversationInfo> added;
     for (const ConversationInfo &info : conversations) {
         const int row = m_rows.value(info.id, -1);
@@ -161,7 +164,7 @@ void ConversationListModel::upsert(const QList<ConversationInfo> &conversations)
     }
     endInsertRows();
     for (const ConversationInfo &info : added) {
-        if (Lifecycle::needsAttention(info))
+        if (announcesAdded && Lifecycle::needsAttention(info))
             Q_EMIT attentionNeeded(info);
     }
 }

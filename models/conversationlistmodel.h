@@ -70,7 +70,9 @@ public:
     const ConversationInfo &at(int row) const { return m_items[row]; }
 
 Q_SIGNALS:
-    // A conversation became one that needs attention (the tray listens).
+    // A conversation became one that needs attention (the tray listens); also one first seen
+    // needing it, except in the first upsert: opening the console announced every row that
+    // needed attention, one notification each.
     void attentionNeeded(const AgentDeck::ConversationInfo &info);
 
 private:
@@ -78,6 +80,7 @@ private:
 
     QList<ConversationInfo> m_items;
     QHash<QUuid, int> m_rows;
+    bool m_loaded = false; // an upsert has been made
 };
 
 // One partition (active or archived) with the text filter, over the same source model. The

@@ -232,6 +232,15 @@ private Q_SLOTS:
         QCOMPARE(attention.count(), 1);
         model.applyEvent(info.id, stateEvent(2, u"error"_s));
         QCOMPARE(attention.count(), 1); // still needing attention: no second announcement
+        // One first seen needing it is announced, but not those of the first load: opening
+        // the console gave one notification per row.
+        model.upsert({conversation(u"failed elsewhere"_s, ExecutionStatus::Error)});
+        QCOMPARE(attention.count(), 2);
+        ConversationListModel opened;
+        QSignalSpy atOpening(&opened, &ConversationListModel::attentionNeeded);
+        opened.upsert({conversation(u"a"_s, ExecutionStatus::Error),
+                       conversation(u"b"_s, ExecutionStatus::WaitingForConfirmation)});
+        QCOMPARE(atOpening.count(), 0);
     }
 
     void rolesAreNamedForQml()

@@ -4,17 +4,6 @@ using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
 
-namespace {
-std::optional<bool> parseBool(const QString &text)
-{
-    if (text == u"true"_s || text == u"1"_s)
-        return true;
-    if (text == u"false"_s || text == u"0"_s)
-        return false;
-    return std::nullopt;
-}
-} // namespace
-
 bool ConversationFilter::matches(const ConversationInfo &info) const
 {
     if (archive == ArchiveFilter::Active && info.isArchived())
@@ -38,7 +27,7 @@ std::optional<ConversationFilter> ConversationFilter::fromQuery(const QUrlQuery 
 {
     ConversationFilter filter;
     if (query.hasQueryItem(u"archived"_s)) {
-        const auto archived = parseBool(query.queryItemValue(u"archived"_s));
+        const auto archived = parseWireBool(query.queryItemValue(u"archived"_s));
         if (!archived) {
             *error = u"archived must be true or false"_s;
             return std::nullopt;

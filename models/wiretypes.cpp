@@ -172,6 +172,15 @@ std::optional<qint64> parseWireCount(QStringView text)
     return fits ? std::optional(value) : std::nullopt;
 }
 
+std::optional<bool> parseWireBool(QStringView text)
+{
+    if (text.compare(u"true", Qt::CaseInsensitive) == 0 || text == u"1")
+        return true;
+    if (text.compare(u"false", Qt::CaseInsensitive) == 0 || text == u"0")
+        return false;
+    return std::nullopt;
+}
+
 std::optional<QUuid> parseWireId(QStringView text)
 {
     QUuid id;

@@ -43,6 +43,9 @@ std::optional<QDateTime> parseWireTime(const QString &text);
 QString toWireId(const QUuid &id);
 std::optional<QUuid> parseWireId(QStringView text);
 
+// A flag of a query as the API takes it: true or false in any case, or 1 or 0.
+std::optional<bool> parseWireBool(QStringView text);
+
 // A count or sequence number as the API takes it: decimal digits only (no sign, no spaces),
 // within qint64.
 std::optional<qint64> parseWireCount(QStringView text);

@@ -124,11 +124,8 @@ std::optional<bool> HttpRequest::boolParam(const QString &name) const
 {
     if (!query.hasQueryItem(name))
         return std::nullopt;
-    const QString value = query.queryItemValue(name).toLower();
-    if (value == u"true"_s || value == u"1"_s)
-        return true;
-    if (value == u"false"_s || value == u"0"_s)
-        return false;
+    if (const auto value = parseWireBool(query.queryItemValue(name)))
+        return value;
     throw ApiError::invalidParameter(u"%1 must be true or false"_s.arg(name));
 }
 

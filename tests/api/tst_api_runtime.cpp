@@ -185,6 +185,9 @@ private Q_SLOTS:
         };
         QCOMPARE(ids({}), QSet<QString>{toWireId(active)});
         QCOMPARE(ids(u"archived=true"_s), QSet<QString>{toWireId(archived)});
+        // As every flag of a query: `archived=TRUE` was refused (422) where `run=TRUE` was not.
+        QCOMPARE(ids(u"archived=TRUE"_s), QSet<QString>{toWireId(archived)});
+        QCOMPARE(ids(u"archived=0"_s), QSet<QString>{toWireId(active)});
         QCOMPARE(ids(u"archive_filter=ARCHIVED"_s), QSet<QString>{toWireId(archived)});
         QCOMPARE(ids(u"archive_filter=ALL"_s),
                  (QSet<QString>{toWireId(active), toWireId(archived)}));

@@ -306,8 +306,7 @@ private Q_SLOTS:
         QVERIFY(!id.isNull());
         Database &db = server.server().database();
         db.beforeCommit = [] { throw StorageError("commit: database disk image is malformed"); };
-        const ApiReply refused = server.post(ServerConnection::conversationPath(id, u"events"_s),
-                                             TestServer::message(u"hello"_s));
+        const ApiReply refused = server.send(id, u"hello"_s);
         db.beforeCommit = {};
         QCOMPARE(refused.status, 503);
         QCOMPARE(refused.errorCode, u"storage_corrupt"_s);

@@ -23,8 +23,7 @@ private Q_SLOTS:
         for (int i = 1; i <= 12; ++i) {
             const QString text = i == 8 ? u"note 8: a \"quoted\" line\nand C:\\dir, café, c++"_s
                                         : u"note %1"_s.arg(i);
-            const ApiReply reply = m_server->post(
-                ServerConnection::conversationPath(m_id, u"events"), TestServer::message(text));
+            const ApiReply reply = m_server->send(m_id, text);
             QVERIFY(reply.ok());
             QCOMPARE(reply.json.toObject().value(u"seq"_s).toInt(), i);
             QCOMPARE(reply.json.toObject().value(u"source"_s).toString(), u"user"_s);
@@ -92,10 +91,7 @@ private Q_SLOTS:
         const QStringList texts{u"odd "_s + QChar(0) + u" byte"_s,
                                 u"half "_s + QChar(0xd800) + u" pair"_s, u"plain note"_s};
         for (const QString &text : texts) {
-            QVERIFY(m_server
-                        ->post(ServerConnection::conversationPath(id, u"events"),
-                               TestServer::message(text))
-                        .ok());
+            QVERIFY(m_server->send(id, text).ok());
         }
         for (const QString &word : {u"odd"_s, u"half"_s, u"plain"_s}) {
             QUrlQuery query;
@@ -116,10 +112,7 @@ private Q_SLOTS:
         const QUuid id = m_server->create(QJsonObject{});
         QVERIFY(!id.isNull());
         for (const QString &text : {u"nul \\u0000 spelled"_s, u"emoji \\ud83d\\ude00 spelled"_s}) {
-            QVERIFY(m_server
-                        ->post(ServerConnection::conversationPath(id, u"events"),
-                               TestServer::message(text))
-                        .ok());
+            QVERIFY(m_server->send(id, text).ok());
         }
         const auto count = [&](const QString &body) {
             QUrlQuery query;
@@ -203,10 +196,7 @@ private Q_SLOTS:
         // Three events of 3 MiB: two fit in a page's 8 MiB, the third goes to the next page.
         const QString text(3 * 1024 * 1024, u'x');
         for (int i = 0; i < 3; ++i) {
-            QVERIFY(m_server
-                        ->post(ServerConnection::conversationPath(id, u"events"),
-                               TestServer::message(text))
-                        .ok());
+            QVERIFY(m_server->send(id, text).ok());
         }
         const QString search = ServerConnection::conversationPath(id, u"events/search");
         const QJsonObject first = m_server->get(search).json.toObject();

@@ -171,8 +171,7 @@ private Q_SLOTS:
         QCOMPARE(again.status, 409);
         QCOMPARE(again.errorCode, u"conversation_already_running"_s);
         // A message with run: true during a live run answers 200 and the run picks it up.
-        const ApiReply sent = m_server->post(ServerConnection::conversationPath(id, u"events"),
-                                             TestServer::message(u"echo second"_s, true));
+        const ApiReply sent = m_server->send(id, u"echo second"_s, true);
         QCOMPARE(sent.status, 200);
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
         QCOMPARE(ofKind(m_server->events(id), u"ObservationEvent"_s).size(), 2);

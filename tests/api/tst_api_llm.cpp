@@ -336,10 +336,7 @@ private Q_SLOTS:
         QSignalSpy received(m_fake.get(), &FakeLlmServer::requestReceived);
         const QUuid id = m_server->create(body(agent(), u"first"_s));
         QTRY_VERIFY_WITH_TIMEOUT(!received.isEmpty(), 10'000);
-        QVERIFY(m_server
-                    ->post(ServerConnection::conversationPath(id, u"events"_s),
-                           TestServer::message(u"second"_s, true))
-                    .ok());
+        QVERIFY(m_server->send(id, u"second"_s, true).ok());
         m_fake->answerHeld();
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
         QCOMPARE(m_fake->requests.size(), 2);
@@ -583,10 +580,7 @@ private Q_SLOTS:
         connect(stream.get(), &EventStream::eventReceived, this,
                 [&](const Event &event) { live.append(event); });
         QTRY_VERIFY_WITH_TIMEOUT(stream->isConnected(), 5000);
-        QVERIFY(m_server
-                    ->post(ServerConnection::conversationPath(id, u"events"),
-                           TestServer::message(u"stream please"_s, true))
-                    .ok());
+        QVERIFY(m_server->send(id, u"stream please"_s, true).ok());
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
         QTRY_VERIFY_WITH_TIMEOUT(
             !live.isEmpty() && live.last().fields.value(u"value"_s) == u"finished"_s, 5000);
@@ -722,10 +716,7 @@ private Q_SLOTS:
         auto restarted = std::make_unique<TestServer>(std::move(options));
         QVERIFY2(restarted->start(), qPrintable(restarted->errorString()));
 
-        QVERIFY(restarted
-                    ->post(ServerConnection::conversationPath(id, u"events"),
-                           TestServer::message(u"again"_s, true))
-                    .ok());
+        QVERIFY(restarted->send(id, u"again"_s, true).ok());
         QVERIFY(restarted->waitForStatus(id, u"error"_s));
         const QList<QJsonObject> errors = ofKind(restarted->events(id), u"AgentErrorEvent"_s);
         QCOMPARE(errors.last().value(u"code"_s).toString(), u"llm_api_key_missing"_s);

@@ -215,10 +215,7 @@ private Q_SLOTS:
                  1);
         QCOMPARE(finalResponse(id), u"keep me"_s);
         // A message without run is history, and allowed.
-        QVERIFY(m_server
-                    ->post(ServerConnection::conversationPath(id, u"events"),
-                           TestServer::message(u"note"_s, false))
-                    .ok());
+        QVERIFY(m_server->send(id, u"note"_s, false).ok());
 
         // The WebSocket replays an archived conversation's history too.
         QList<qint64> seqs;
@@ -241,10 +238,7 @@ private Q_SLOTS:
         const QUuid id = server.create(shell(u"echo first"_s));
         QVERIFY(server.waitForStatus(id, u"finished"_s));
         QTRY_COMPARE_WITH_TIMEOUT(runtimeStatusIn(server, id), u"missing"_s, 10000);
-        QVERIFY(server
-                    .post(ServerConnection::conversationPath(id, u"events"),
-                          TestServer::message(u"echo second"_s, true))
-                    .ok());
+        QVERIFY(server.send(id, u"echo second"_s, true).ok());
         QVERIFY(server.waitForStatus(id, u"finished"_s));
         QCOMPARE(server.get(ServerConnection::conversationPath(id, u"agent_final_response"))
                      .json.toObject()
@@ -350,10 +344,7 @@ private Q_SLOTS:
         const QUuid second = server.create(shell(u"echo second"_s));
         QVERIFY(server.waitForStatus(second, u"finished"_s));
         // The first is used again: the second is now the one idle the longest.
-        QVERIFY(server
-                    .post(ServerConnection::conversationPath(first, u"events"),
-                          TestServer::message(u"echo again"_s, true))
-                    .ok());
+        QVERIFY(server.send(first, u"echo again"_s, true).ok());
         QVERIFY(server.waitForStatus(first, u"finished"_s));
         const auto secondPid = sandboxPidIn(server, second);
         QVERIFY(secondPid);
@@ -365,10 +356,7 @@ private Q_SLOTS:
         QCOMPARE(runtimeStatusIn(server, third), u"available"_s);
         QTRY_VERIFY_WITH_TIMEOUT(!processAlive(*secondPid), 5000);
         // It comes back on demand, in the place of the one idle the longest then.
-        QVERIFY(server
-                    .post(ServerConnection::conversationPath(second, u"events"),
-                          TestServer::message(u"echo back"_s, true))
-                    .ok());
+        QVERIFY(server.send(second, u"echo back"_s, true).ok());
         QVERIFY(server.waitForStatus(second, u"finished"_s));
         QCOMPARE(runtimeStatusIn(server, first), u"missing"_s);
         QCOMPARE(runtimeStatusIn(server, second), u"available"_s);
@@ -464,8 +452,7 @@ private Q_SLOTS:
         QVERIFY(runtime.value(u"runtime_error"_s).isNull());
         // A message with run: true is refused before it is stored: stored, it was there twice
         // once its client sent it again after the Retry-After.
-        const ApiReply message = server.post(ServerConnection::conversationPath(waiting, u"events"),
-                                             TestServer::message(u"echo twice"_s, true));
+        const ApiReply message = server.send(waiting, u"echo twice"_s, true);
         QCOMPARE(message.status, 503);
         QCOMPARE(message.errorCode, u"sandbox_limit_reached"_s);
         QCOMPARE(message.retryAfter, "5"_ba);
@@ -771,8 +758,7 @@ private:
     // or a sentence saying what went wrong.
     QString answerTo(const QUuid &id, const QString &command)
     {
-        const ApiReply sent = m_server->post(ServerConnection::conversationPath(id, u"events"),
-                                             TestServer::message(command, true));
+        const ApiReply sent = m_server->send(id, command, true);
         if (!sent.ok())
             return u"[message refused: %1]"_s.arg(sent.status);
         if (!m_server->waitForStatus(id, u"finished"_s))

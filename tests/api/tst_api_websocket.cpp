@@ -316,8 +316,7 @@ private Q_SLOTS:
             QCOMPARE(client.events[i], stored[replayFrom - 1 + i]);
 
         // Live: one event over HTTP, one in-process.
-        const ApiReply posted = m_server->post(ServerConnection::conversationPath(id, u"events"),
-                                               TestServer::message(u"live 6"_s));
+        const ApiReply posted = m_server->send(id, u"live 6"_s);
         QVERIFY2(posted.ok(), posted.body.constData());
         QCOMPARE(publish(*m_server, id, u"live 7"_s), 7);
         QVERIFY2(waitUntil([&] { return client.lastSeq() >= 7 || client.closed; }),
@@ -523,10 +522,7 @@ private Q_SLOTS:
         QVERIFY(!id.isNull());
         if (knownConversation) {
             for (int i = 1; i <= 2; ++i) {
-                QVERIFY(m_server
-                            ->post(ServerConnection::conversationPath(id, u"events"),
-                                   TestServer::message(u"before %1"_s.arg(i)))
-                            .ok());
+                QVERIFY(m_server->send(id, u"before %1"_s.arg(i)).ok());
             }
         }
 

@@ -209,4 +209,9 @@ QJsonObject TestServer::message(const QString &text, bool run)
     return MessageRequest{u"user"_s, text, run}.toJson();
 }
 
+ApiReply TestServer::send(const QUuid &id, const QString &text, bool run)
+{
+    return post(ServerConnection::conversationPath(id, u"events"_s), message(text, run));
+}
+
 } // namespace AgentDeck::Testing

@@ -68,6 +68,8 @@ public:
     QList<QJsonObject> events(const QUuid &id, const QUrlQuery &query = {});
 
     static QJsonObject message(const QString &text, bool run = false);
+    // Sends a user message to the conversation (POST .../events).
+    ApiReply send(const QUuid &id, const QString &text, bool run = false);
 
 private:
     TestServerOptions m_options;

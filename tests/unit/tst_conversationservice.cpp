@@ -245,9 +245,7 @@ private Q_SLOTS:
 
         // So does a message sent with run: true: it is stored, and a client told only that the
         // run failed would send it again.
-        const ApiReply message =
-            m_server->post(ServerConnection::conversationPath(created, u"events"),
-                           TestServer::message(u"echo again"_s, true));
+        const ApiReply message = m_server->send(created, u"echo again"_s, true);
         QCOMPARE(message.status, 502);
         QCOMPARE(message.json.toObject().value(u"seq"_s).toInteger(), 2);
         QVERIFY2(message.detail.startsWith(
@@ -269,10 +267,7 @@ private Q_SLOTS:
             QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}},
                         {u"initial_message"_s, TestServer::message(u"hello"_s, true)}});
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
-        QVERIFY(m_server
-                    ->post(ServerConnection::conversationPath(id, u"events"),
-                           TestServer::message(u"again"_s, true))
-                    .ok());
+        QVERIFY(m_server->send(id, u"again"_s, true).ok());
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
         QStringList replies;
         for (const QJsonObject &event : m_server->events(id, QUrlQuery(u"source=agent"_s)))
@@ -482,10 +477,7 @@ private Q_SLOTS:
                       QUrlQuery(u"source=agent"_s))
                 .json.toInteger();
         };
-        QVERIFY(m_server
-                    ->post(ServerConnection::conversationPath(id, u"events"),
-                           TestServer::message(u"one more"_s, true))
-                    .ok());
+        QVERIFY(m_server->send(id, u"one more"_s, true).ok());
         // Served while the run reads what came before.
         QCOMPARE(replies(), 0);
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
@@ -539,10 +531,7 @@ private Q_SLOTS:
         store.append(id, events.first(half), std::nullopt, 1);
         store.append(id, events.sliced(half), std::nullopt, 2);
 
-        QVERIFY(m_server
-                    ->post(ServerConnection::conversationPath(id, u"events"),
-                           TestServer::message(u"new"_s, reply == u"new"_s))
-                    .ok());
+        QVERIFY(m_server->send(id, u"new"_s, reply == u"new"_s).ok());
         if (reply != u"new"_s)
             QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"run")).ok());
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
@@ -590,11 +579,7 @@ private Q_SLOTS:
         QCOMPARE(m_server->get(u"/api/conversations"_s, QUrlQuery{{u"ids"_s, toWireId(id)}})
                      .json.toArray(),
                  QJsonArray{QJsonValue::Null});
-        QCOMPARE(m_server
-                     ->post(ServerConnection::conversationPath(id, u"events"),
-                            TestServer::message(u"too late"_s, true))
-                     .status,
-                 404);
+        QCOMPARE(m_server->send(id, u"too late"_s, true).status, 404);
         QTRY_VERIFY_WITH_TIMEOUT(deleted, 10'000);
         QCOMPARE(m_server->get(ServerConnection::conversationPath(id)).status, 404);
         QVERIFY(m_server->server().store().history(id, 0).isEmpty());
@@ -640,8 +625,7 @@ private Q_SLOTS:
         const QJsonObject again{{u"conversation_id"_s, toWireId(id)},
                                 {u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}};
         QCOMPARE(m_server->post(u"/api/conversations"_s, again).status, 201);
-        const ApiReply sent = m_server->post(ServerConnection::conversationPath(id, u"events"),
-                                             TestServer::message(u"first"_s));
+        const ApiReply sent = m_server->send(id, u"first"_s);
         QCOMPARE(sent.json.toObject().value(u"seq"_s).toInteger(), 1);
     }
 
@@ -657,10 +641,7 @@ private Q_SLOTS:
         QVERIFY(started.count() == 1 || started.wait());
         const QStringList later{u"echo a"_s, u"echo b"_s, u"echo c"_s};
         for (const QString &command : later)
-            QVERIFY(m_server
-                        ->post(ServerConnection::conversationPath(id, u"events"_s),
-                               TestServer::message(command, true))
-                        .ok());
+            QVERIFY(m_server->send(id, command, true).ok());
         m_control->release();
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
 
@@ -703,10 +684,7 @@ private Q_SLOTS:
         else
             QVERIFY(started.count() == 1 || started.wait());
         QVERIFY(m_server->post(ServerConnection::conversationPath(id, stop)).ok());
-        QVERIFY(m_server
-                    ->post(ServerConnection::conversationPath(id, u"events"_s),
-                           TestServer::message(u"echo two"_s, true))
-                    .ok());
+        QVERIFY(m_server->send(id, u"echo two"_s, true).ok());
         m_control->holdProvisioning = false;
         if (whileStarting)
             m_control->finishProvisioning();
@@ -726,10 +704,7 @@ private Q_SLOTS:
         QSignalSpy started(m_control.get(), &FakeRuntimeControl::commandStarted);
         const QUuid id = m_server->create(shell(u"long"_s));
         QVERIFY(started.count() == 1 || started.wait());
-        QVERIFY(m_server
-                    ->post(ServerConnection::conversationPath(id, u"events"_s),
-                           TestServer::message(u"echo two"_s, true))
-                    .ok());
+        QVERIFY(m_server->send(id, u"echo two"_s, true).ok());
         m_control->release();
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
         QCOMPARE(m_control->commands, (QStringList{u"long"_s, u"echo two"_s}));
@@ -1027,10 +1002,7 @@ private Q_SLOTS:
         // What the command did is written with it, so it is not run again.
         QCOMPARE(countKind(events, u"ObservationEvent"_s), 1);
         // Its lease was given back: a run can start at once.
-        QVERIFY(m_server
-                    ->post(ServerConnection::conversationPath(id, u"events"),
-                           TestServer::message(u"echo again"_s, true))
-                    .ok());
+        QVERIFY(m_server->send(id, u"echo again"_s, true).ok());
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
         QCOMPARE(m_control->commands, (QStringList{u"long"_s, u"echo again"_s}));
     }

@@ -317,12 +317,11 @@ private Q_SLOTS:
     void deletesOfServersThatStoppedBeatingAreTakenOver_data() { backends(); }
     void deletesOfServersThatStoppedBeatingAreTakenOver()
     {
-        QFETCH(bool, postgres);
         Testing::PostgresCluster cluster;
         std::unique_ptr<Database> postgresDb;
-        if (postgres)
-            QVERIFY(openPostgres(cluster, postgresDb));
-        Database &db = postgres ? *postgresDb : *m_db;
+        Database *catalog = catalogOf(cluster, postgresDb);
+        QVERIFY(catalog);
+        Database &db = *catalog;
         ConversationStore store(db);
         ReplicaStore replicas(db, std::chrono::seconds(10));
         replicas.registerReplica(u"alive"_s, u"alive/1"_s, {});
@@ -359,12 +358,11 @@ private Q_SLOTS:
     void answeredThroughFollowsTheMessages_data() { backends(); }
     void answeredThroughFollowsTheMessages()
     {
-        QFETCH(bool, postgres);
         Testing::PostgresCluster cluster;
         std::unique_ptr<Database> postgresDb;
-        if (postgres)
-            QVERIFY(openPostgres(cluster, postgresDb));
-        Database &db = postgres ? *postgresDb : *m_db;
+        Database *catalog = catalogOf(cluster, postgresDb);
+        QVERIFY(catalog);
+        Database &db = *catalog;
         ConversationStore store(db);
 
         QRandomGenerator random(7);
@@ -409,7 +407,7 @@ private Q_SLOTS:
 
         // As the migration finds histories stored before it, and appends after it.
         QFile migration(u":/agentdeck/migrations/%1/007_open_messages.sql"_s.arg(
-            postgres ? u"postgresql"_s : u"sqlite"_s));
+            db.isPostgres() ? u"postgresql"_s : u"sqlite"_s));
         QVERIFY(migration.open(QIODevice::ReadOnly));
         const QString fill = QString::fromUtf8(migration.readAll()).section(u"UPDATE "_s, 1);
         QVERIFY(!fill.isEmpty());
@@ -501,6 +499,15 @@ private:
         QTest::addColumn<bool>("postgres");
         QTest::addRow("sqlite") << false;
         QTest::addRow("postgresql") << true;
+    }
+    // The catalog of a backends() row: this test's SQLite one, or a fresh one in a throwaway
+    // PostgreSQL cluster; null (the test failed) when that cannot be made.
+    Database *catalogOf(Testing::PostgresCluster &cluster, std::unique_ptr<Database> &postgresDb)
+    {
+        QFETCH(bool, postgres);
+        if (!postgres)
+            return m_db.get();
+        return openPostgres(cluster, postgresDb) ? postgresDb.get() : nullptr;
     }
     // A fresh catalog in a throwaway cluster; false (the test failed) when it cannot be made.
     static bool openPostgres(Testing::PostgresCluster &cluster, std::unique_ptr<Database> &db)

@@ -521,6 +521,27 @@ public:
         co_return co_await std::move(reporting);
     }
 
+    // Archiving an archived conversation, or unarchiving one that is not, changes nothing, and
+    // is said so: "Unarchived" was said of a conversation never archived.
+    QCoro::Task<int> archiveAction(bool archiving)
+    {
+        auto reading = m_connection.get(ServerConnection::conversationPath(m_invocation.id));
+        const ApiReply before = co_await std::move(reading);
+        const auto info =
+            before.ok() ? ConversationInfo::fromJson(before.json.toObject()) : std::nullopt;
+        if (info && info->isArchived() == archiving) {
+            const QString already =
+                archiving ? u"%1 is archived already."_s : u"%1 is not archived."_s;
+            co_return printConversation(before, [&](const ConversationInfo &current) -> QString {
+                return already.arg(toWireId(current.id)) + u'\n' +
+                       CtlFormat::conversationTable({current});
+            });
+        }
+        auto acting = action(archiving ? u"archive"_s : u"unarchive"_s,
+                             archiving ? u"Archived %1."_s : u"Unarchived %1."_s);
+        co_return co_await std::move(acting);
+    }
+
     // Pause and interrupt act on a run: with none going, the answer says so rather than that
     // something was asked of it. `paused`, if given, is said when the answer is `paused`: a
     // pause of a conversation waiting for confirmation (or left running by a server that
@@ -737,9 +758,9 @@ int run(const Invocation &invocation)
     case Command::Reject:
         return QCoro::waitFor(ctl.respondToConfirmation(false));
     case Command::Archive:
-        return QCoro::waitFor(ctl.action(u"archive"_s, u"Archived %1."_s));
+        return QCoro::waitFor(ctl.archiveAction(true));
     case Command::Unarchive:
-        return QCoro::waitFor(ctl.action(u"unarchive"_s, u"Unarchived %1."_s));
+        return QCoro::waitFor(ctl.archiveAction(false));
     case Command::Recover:
         return QCoro::waitFor(ctl.action(u"recover"_s, u"Recovered %1."_s));
     case Command::Reprovision:

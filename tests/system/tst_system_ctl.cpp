@@ -595,6 +595,12 @@ private Q_SLOTS:
                      .hasMatch(),
                  qPrintable(result.out));
         QVERIFY(server.conversation(id).value(u"archived_at"_s).isString());
+        // Done already, it is said so: "Archived" and "Unarchived" were said of a conversation
+        // that was so before.
+        result = ctl(server, {u"archive"_s, wireId(id)});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY2(result.out.startsWith(u"%1 is archived already.\n"_s.arg(wireId(id))),
+                 qPrintable(result.out));
 
         // Refusals carry the server's own sentence.
         const Reply refused = server.post(conversationPath(id, u"recover"_s));
@@ -615,6 +621,10 @@ private Q_SLOTS:
         QVERIFY(result.json().value(u"archived_at"_s).isNull());
         QCOMPARE(result.json().value(u"id"_s).toString(), wireId(id));
         QVERIFY(server.conversation(id).value(u"archived_at"_s).isNull());
+        result = ctl(server, {u"unarchive"_s, wireId(id)});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY2(result.out.startsWith(u"%1 is not archived.\n"_s.arg(wireId(id))),
+                 qPrintable(result.out));
 
         result = ctl(server, {u"reprovision"_s, wireId(id)});
         QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));

@@ -324,13 +324,13 @@ QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id)
         m_unsettled = true;
         Q_EMIT outcomeUnknown(
             tr("%1 got no answer: %2").arg(actionName(action), reply.errorSentence()));
-        Q_EMIT actionFinished(action, false);
+        Q_EMIT actionFinished(action, false, id);
         refresh();
         co_return false;
     }
     if (!reply.ok()) {
         Q_EMIT failed(tr("%1 failed: %2").arg(actionName(action), reply.errorSentence()));
-        Q_EMIT actionFinished(action, false);
+        Q_EMIT actionFinished(action, false, id);
         co_return false;
     }
     noteChanged(id);
@@ -341,7 +341,7 @@ QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id)
     } else if (auto info = ConversationInfo::fromJson(reply.json.toObject())) {
         m_conversations.upsert({*info});
     }
-    Q_EMIT actionFinished(action, true);
+    Q_EMIT actionFinished(action, true, id);
     co_return true;
 }
 

@@ -78,7 +78,8 @@ Q_SIGNALS:
     // The list could (not) be refreshed; `why` says what failed. Emitted on changes only.
     void reachabilityChanged(bool reachable, const QString &why);
     void refreshed();
-    void actionFinished(AgentDeck::ConsoleController::Action action, bool ok);
+    void actionFinished(AgentDeck::ConsoleController::Action action, bool ok,
+                        const QUuid &conversationId);
     // An action on `id` began or got its answer (see isActingOn()).
     void actingChanged(const QUuid &id);
 

@@ -255,15 +255,19 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
             m_unreachableText = why;
             showBanner(why);
         });
-    connect(controller, &ConsoleController::actionFinished, this, [this](Action action, bool ok) {
-        if (!ok)
-            return;
-        // A pause lets the step finish, and an interrupt is carried out after the answer.
-        const bool requested = action == Action::Pause || action == Action::Interrupt;
-        statusBar()->showMessage((requested ? tr("%1 requested") : tr("%1 done"))
-                                     .arg(ConsoleController::actionName(action)),
-                                 4000);
-    });
+    connect(controller, &ConsoleController::actionFinished, this,
+            [this](Action action, bool ok, const QUuid &id) {
+                if (!ok)
+                    return;
+                // A pause lets the step finish, and an interrupt is carried out after the answer; a
+                // pause of a conversation waiting for confirmation is done at once.
+                const auto info = m_controller->conversations()->conversation(id);
+                const bool requested = (action == Action::Pause || action == Action::Interrupt) &&
+                                       (!info || info->executionStatus == ExecutionStatus::Running);
+                statusBar()->showMessage((requested ? tr("%1 requested") : tr("%1 done"))
+                                             .arg(ConsoleController::actionName(action)),
+                                         4000);
+            });
     for (ConversationFilterProxy *proxy : {m_activeProxy, m_archivedProxy}) {
         connect(proxy, &QAbstractItemModel::rowsInserted, this, &MainWindow::updateTabTitles);
         connect(proxy, &QAbstractItemModel::rowsRemoved, this, &MainWindow::updateTabTitles);

@@ -382,6 +382,21 @@ private Q_SLOTS:
         QCOMPARE(Testing::ofKind(events, u"UserRejectObservation"_s).size(), accept ? 0 : 1);
     }
 
+    // A pause of a conversation waiting for confirmation is done at once; it was said to be
+    // "requested", as of a run that finishes its step first.
+    void aPauseDoneAtOnceIsSaidToBeDone()
+    {
+        startConsole();
+        const QUuid id = create(u"needs a yes"_s, u"echo later"_s, /*confirm=*/true);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"waiting_for_confirmation"_s, 15000);
+        QVERIFY(showAndSelect(id));
+        QPushButton *pause = m_window->actionButton(Action::Pause);
+        QVERIFY2(pause->isEnabled(), qPrintable(pause->toolTip()));
+        QTest::mouseClick(pause, Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(m_window->statusBar()->currentMessage(), u"Pause done"_s, 10000);
+        QCOMPARE(status(id), u"paused"_s);
+    }
+
     // Past the 5,000 rows a refresh reads, the tabs say there are more, and a conversation
     // deleted elsewhere still leaves the list: it stayed for good, every action enabled.
     void aListPastItsCapStillLosesDeletedRows()

@@ -282,9 +282,17 @@ void ConversationService::checkWorkingDir(const QString &path) const
     if (path.contains(QChar(0)) || !path.isValidUtf16())
         throw ApiError::invalidParameter(
             u"workspace.working_dir cannot hold a NUL or a surrogate without its pair"_s);
+    // Symbolic links resolved as far as the path exists: a dir not made yet under a link into
+    // the data dir lies in it all the same.
     const auto canonical = [](const QString &dir) {
-        const QString resolved = QFileInfo(dir).canonicalFilePath();
-        return resolved.isEmpty() ? QDir::cleanPath(dir) : resolved;
+        QString existing = QDir::cleanPath(dir);
+        QString rest;
+        while (!QFileInfo::exists(existing) && existing != u"/"_s) {
+            rest.prepend(u'/' + QFileInfo(existing).fileName());
+            existing = QFileInfo(existing).path();
+        }
+        const QString resolved = QFileInfo(existing).canonicalFilePath();
+        return QDir::cleanPath((resolved.isEmpty() ? existing : resolved) + rest);
     };
     const QString dir = canonical(path);
     const QString data = canonical(QFileInfo(m_settings.workspaceRoot).path());
@@ -826,6 +834,11 @@ QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(Conver
     // moves updated_at only), and no retention pass of this server expires the conversation
     // while its runtime comes up (isInUse()). Expired on the way by another replica's pass, it
     // is refused below.
+    // A supplied workspace is checked again: what it names may have become a link into the
+    // data dir since (made by a command of another conversation), which the sandbox then
+    // mounted writable, the catalog with it.
+    if (!info.workspaceOwnedByServer)
+        checkWorkingDir(info.workingDir);
     m_store.update(info.id, {}, m_clock.nowMs());
     ++m_bringingUp[info.id];
     const auto broughtUp = qScopeGuard([self = QPointer(this), id = info.id] {

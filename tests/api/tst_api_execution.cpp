@@ -150,6 +150,31 @@ private Q_SLOTS:
         QVERIFY(QFile::exists(own.filePath(u"made-here"_s)));
     }
 
+    // A supplied workspace is mounted writable into the sandbox. One that became a link into
+    // the data dir after the create (a command of another conversation can make one) had the
+    // catalog mounted with it; one under such a link, not made yet, passed the create's check.
+    void aSuppliedWorkspaceLeadingIntoTheDataDirIsRefused()
+    {
+        QTemporaryDir own;
+        const QString workspace = own.filePath(u"ws"_s);
+        QVERIFY(QDir().mkpath(workspace));
+        QJsonObject body = shell(u"touch made-here"_s, false);
+        body.insert(u"workspace"_s, QJsonObject{{u"working_dir"_s, workspace}});
+        const QUuid id = m_server->create(body);
+        QVERIFY(!id.isNull());
+        QVERIFY(QDir(workspace).removeRecursively());
+        QVERIFY(QFile::link(m_server->dataDir(), workspace));
+        const ApiReply run = m_server->post(ServerConnection::conversationPath(id, u"run"));
+        QCOMPARE(run.status, 422);
+        QCOMPARE(run.errorCode, u"invalid_parameter"_s);
+        QVERIFY(!QFile::exists(QDir(m_server->dataDir()).filePath(u"made-here"_s)));
+
+        body.insert(u"workspace"_s,
+                    QJsonObject{{u"working_dir"_s, QString(workspace + u"/not/made/yet"_s)}});
+        const ApiReply created = m_server->post(u"/api/conversations"_s, body);
+        QCOMPARE(created.status, 422);
+    }
+
     void echoAgentRepliesWithTheMessage()
     {
         const QUuid id = m_server->create(

@@ -355,7 +355,9 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
                           socketPath, u"--workspace"_s, conversation.workingDir, u"--home"_s,
                           QDir(runtimeDir).filePath(u"home"_s), u"--idle-timeout-ms"_s,
                           QString::number(m_settings.idleTimeout.count()), u"--open-files"_s,
-                          QString::number(OpenFiles::startingLimit())});
+                          QString::number(OpenFiles::startingLimit()),
+                          // The data dir (runtimesRoot is DATA/runtimes).
+                          u"--hide"_s, QFileInfo(m_settings.runtimesRoot).absolutePath()});
     process.setWorkingDirectory(runtimeDir);
     process.setStandardInputFile(QProcess::nullDevice());
     process.setStandardOutputFile(QDir(runtimeDir).filePath(u"sandbox.log"_s), QIODevice::Append);

@@ -243,30 +243,20 @@ void SandboxHost::startCommand(const QJsonObject &message)
             onCommandFinished();
     });
     if (m_isolated) {
-        // The host's view of the system, read-only, with the workspace and home writable.
-        m_process->start(u"bwrap"_s, {u"--ro-bind"_s,
-                                      u"/"_s,
-                                      u"/"_s,
-                                      u"--dev"_s,
-                                      u"/dev"_s,
-                                      u"--proc"_s,
-                                      u"/proc"_s,
-                                      u"--tmpfs"_s,
-                                      u"/tmp"_s,
-                                      u"--bind"_s,
-                                      m_options.workspace,
-                                      m_options.workspace,
-                                      u"--bind"_s,
-                                      m_options.home,
-                                      m_options.home,
-                                      u"--chdir"_s,
-                                      m_options.workspace,
-                                      u"--unshare-pid"_s,
-                                      u"--die-with-parent"_s,
-                                      u"bash"_s,
-                                      u"-c"_s,
-                                      u"--"_s,
-                                      m_command});
+        // The host's view of the system, read-only, without the hidden dirs, with the workspace
+        // and home writable.
+        QStringList arguments{u"--ro-bind"_s, u"/"_s,     u"/"_s,       u"--dev"_s, u"/dev"_s,
+                              u"--proc"_s,    u"/proc"_s, u"--tmpfs"_s, u"/tmp"_s};
+        for (const QString &dir : std::as_const(m_options.hidden)) {
+            const QString canonical = QFileInfo(dir).canonicalFilePath();
+            if (!canonical.isEmpty())
+                arguments << u"--tmpfs"_s << canonical;
+        }
+        arguments << u"--bind"_s << m_options.workspace << m_options.workspace << u"--bind"_s
+                  << m_options.home << m_options.home << u"--chdir"_s << m_options.workspace
+                  << u"--unshare-pid"_s << u"--die-with-parent"_s << u"bash"_s << u"-c"_s << u"--"_s
+                  << m_command;
+        m_process->start(u"bwrap"_s, arguments);
     } else {
         m_process->start(u"bash"_s, {u"-c"_s, u"--"_s, m_command});
     }
@@ -408,7 +398,9 @@ int runSandboxHost(int argc, char *argv[])
                                   u"MS"_s);
     const QCommandLineOption openFiles(
         u"open-files"_s, u"Soft limit of open files, for the commands too."_s, u"N"_s);
-    parser.addOptions({runtimeDir, socket, workspace, home, idle, openFiles});
+    const QCommandLineOption hide(u"hide"_s, u"A dir the commands do not see (repeatable)."_s,
+                                  u"DIR"_s);
+    parser.addOptions({runtimeDir, socket, workspace, home, idle, openFiles, hide});
     parser.process(app.arguments().mid(1));
     if (!parser.isSet(runtimeDir) || !parser.isSet(socket) || !parser.isSet(workspace)) {
         std::fputs("agentdeck sandbox-host: --runtime-dir, --socket and --workspace are required "
@@ -422,6 +414,7 @@ int runSandboxHost(int argc, char *argv[])
                                      : parser.value(home)};
     if (parser.isSet(idle))
         options.idleTimeoutMs = parser.value(idle).toInt();
+    options.hidden = parser.values(hide);
     // The server raised its own limit; the commands get the one it was started with.
     if (parser.isSet(openFiles))
         OpenFiles::setLimit(parser.value(openFiles).toLongLong());

@@ -22,6 +22,10 @@ struct SandboxHostOptions
     QString workspace;
     QString home;
     int idleTimeoutMs = 30 * 60 * 1000;
+    // Dirs the commands do not see, under bubblewrap (the server's data dir: the catalog, the
+    // other conversations' workspaces, and the hosts' sockets, through which a command took
+    // over another conversation's sandbox). The workspace and home in them stay.
+    QStringList hidden;
 };
 
 // The per-conversation sandbox process (`agentdeck sandbox-host`). It runs in a session of its

@@ -50,6 +50,37 @@ private Q_SLOTS:
     }
     void cleanup() { m_server.reset(); }
 
+    // Under bubblewrap a command sees its workspace and home in the data dir, and nothing else
+    // of it: it read the catalog and every other conversation's files, and through another
+    // host's socket it ran commands in that conversation's sandbox, out of its reach.
+    void aSandboxDoesNotSeeTheDataDir()
+    {
+        // Outside /tmp, which every sandbox has a private one of: as a data dir usually is.
+        QTemporaryDir outsideTmp(QDir::homePath() + u"/.agentdeck-test-XXXXXX"_s);
+        QVERIFY(outsideTmp.isValid());
+        TestServerOptions options;
+        options.dataDir = outsideTmp.path();
+        m_server = std::make_unique<TestServer>(std::move(options));
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+        const QUuid other = m_server->create(shell(u"echo mine > mine.txt"_s));
+        QVERIFY(m_server->waitForStatus(other, u"finished"_s));
+        const QUuid id = m_server->create(shell(u"true"_s));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QFile log(
+            QDir(m_server->dataDir()).filePath(u"runtimes/"_s + toWireId(id) + u"/sandbox.log"_s));
+        QVERIFY(log.open(QIODevice::ReadOnly));
+        if (!log.readAll().contains("sandbox isolation: bubblewrap"))
+            QSKIP("bubblewrap cannot run here: commands see the whole system (documented)");
+        const QString data = m_server->dataDir();
+        const QString seen = answerTo(
+            id,
+            u"cd '%1' && ls && ls runtimes workspaces && echo kept > $HOME/h && cat $HOME/h"_s.arg(
+                data));
+        QCOMPARE(seen, u"runtimes\nworkspaces\n"_s +
+                           u"runtimes:\n%1\n\nworkspaces:\n%1\nkept\n"_s.arg(toWireId(id)));
+        m_server.reset(); // before its data dir goes
+    }
+
     void inspectingProvisionsNothingAndResumeReusesTheSandbox()
     {
         const QUuid id = m_server->create();

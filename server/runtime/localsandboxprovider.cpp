@@ -1,5 +1,6 @@
 #include "localsandboxprovider.h"
 
+#include "commandenvironment.h"
 #include "logging.h"
 #include "openfiles.h"
 #include "sandboxhost.h"
@@ -359,6 +360,7 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
                           // The data dir (runtimesRoot is DATA/runtimes).
                           u"--hide"_s, QFileInfo(m_settings.runtimesRoot).absolutePath()});
     process.setWorkingDirectory(runtimeDir);
+    process.setProcessEnvironment(commandEnvironment());
     process.setStandardInputFile(QProcess::nullDevice());
     process.setStandardOutputFile(QDir(runtimeDir).filePath(u"sandbox.log"_s), QIODevice::Append);
     process.setStandardErrorFile(QDir(runtimeDir).filePath(u"sandbox.log"_s), QIODevice::Append);

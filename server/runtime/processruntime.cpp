@@ -1,5 +1,6 @@
 #include "processruntime.h"
 
+#include "commandenvironment.h"
 #include "commandoutput.h"
 #include "logging.h"
 #include "openfiles.h"
@@ -26,13 +27,7 @@ QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
     process->setProcessChannelMode(QProcess::MergedChannels);
     process->setWorkingDirectory(request.workingDir);
     process->setStandardInputFile(QProcess::nullDevice());
-    // The server's own settings (the llm API key among them) are not the command's business.
-    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
-    for (const QString &name : environment.keys()) {
-        if (name.startsWith(u"AGENTDECK_"_s))
-            environment.remove(name);
-    }
-    process->setProcessEnvironment(environment);
+    process->setProcessEnvironment(commandEnvironment());
     // A process group of its own, so that an interrupt, a timeout and the command's end stop
     // its children too; and bash dies with the server (its children may not, should the server
     // be killed mid-command: use the local runtime for that).

@@ -1,5 +1,6 @@
 #include "sandboxhost.h"
 
+#include "commandenvironment.h"
 #include "commandoutput.h"
 #include "logging.h"
 #include "openfiles.h"
@@ -227,12 +228,7 @@ void SandboxHost::startCommand(const QJsonObject &message)
     m_process->setProcessChannelMode(QProcess::MergedChannels);
     m_process->setStandardInputFile(QProcess::nullDevice());
     m_process->setWorkingDirectory(m_options.workspace);
-    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
-    // The server's secrets and its systemd socket are not the agent's business.
-    for (const QString &name : environment.keys()) {
-        if (name.startsWith(u"AGENTDECK_"_s) || name == u"NOTIFY_SOCKET"_s)
-            environment.remove(name);
-    }
+    QProcessEnvironment environment = commandEnvironment();
     environment.insert(u"HOME"_s, m_options.home);
     m_process->setProcessEnvironment(environment);
     m_process->setChildProcessModifier([] { ::setsid(); });

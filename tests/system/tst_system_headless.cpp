@@ -234,6 +234,40 @@ private Q_SLOTS:
         QCOMPARE(finalResponse(server, id), u"256\n"_s);
     }
 
+    // The server's secrets are not the commands': the catalog's PGPASSWORD reached every
+    // command, and a sandbox host kept AGENTDECK_* in its own environment, which a command
+    // without bubblewrap read from /proc/$PPID/environ.
+    void commandsAndSandboxesGetNoneOfTheServersSecrets_data()
+    {
+        QTest::addColumn<QString>("runtime");
+        QTest::addRow("in a sandbox") << u"local"_s;
+        QTest::addRow("in the server") << u"process"_s;
+    }
+    void commandsAndSandboxesGetNoneOfTheServersSecrets()
+    {
+        QFETCH(QString, runtime);
+        ServerProcess &server = m_fleet.add({}, {u"--runtime"_s, runtime});
+        server.setEnvironmentVariable(u"AGENTDECK_LLM_API_KEY"_s, u"llm-secret"_s);
+        server.setEnvironmentVariable(u"PGPASSWORD"_s, u"pg-secret"_s);
+        server.setEnvironmentVariable(u"KEPT_FOR_COMMANDS"_s, u"kept"_s);
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QUuid id = server.create(shellConversation(u"env"_s));
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        const QString env = finalResponse(server, id);
+        QVERIFY2(env.contains(u"KEPT_FOR_COMMANDS=kept"_s), qPrintable(env));
+        QVERIFY2(!env.contains(u"secret"_s), qPrintable(env));
+        if (runtime != u"local"_s)
+            return;
+        QFile pidFile(
+            QDir(server.dataDir()).filePath(u"runtimes/"_s + wireId(id) + u"/sandbox.pid"_s));
+        QVERIFY(pidFile.open(QIODevice::ReadOnly));
+        QFile hostEnvironment(u"/proc/%1/environ"_s.arg(QString::fromLatin1(pidFile.readAll())));
+        QVERIFY(hostEnvironment.open(QIODevice::ReadOnly));
+        const QByteArray hostEnv = hostEnvironment.readAll();
+        QVERIFY(hostEnv.contains("KEPT_FOR_COMMANDS=kept"));
+        QVERIFY(!hostEnv.contains("secret"));
+    }
+
     // 2. Refusals: non-zero exit, a clear message, and never a listening line.
     void refusesPortInUse()
     {

@@ -256,6 +256,7 @@ void SandboxHost::startCommand(const QJsonObject &message)
     } else {
         m_process->start(u"bash"_s, {u"-c"_s, u"--"_s, m_command});
     }
+    m_commandGroup = m_process->processId();
     if (timeoutMs > 0)
         m_commandTimeout.start(timeoutMs);
     if (ownerSilenceMs > 0)
@@ -300,6 +301,12 @@ void SandboxHost::onCommandFinished()
           {u"output"_s, output},
           {u"exit_code"_s, exitCode},
           {u"interrupted"_s, interrupted}});
+    // What the command left running in the background ends with it. Bubblewrap's PID
+    // namespace took care of that; without it, `sleep 1000 &` outlived the command, the
+    // conversation's archive and its delete.
+    if (m_commandGroup > 0)
+        ::kill(-static_cast<pid_t>(m_commandGroup), SIGKILL);
+    m_commandGroup = 0;
     m_process->deleteLater();
     m_process = nullptr;
     m_requestId.clear();

@@ -77,6 +77,7 @@ private:
     QPointer<QLocalSocket> m_client;
     QByteArray m_buffer;
     QProcess *m_process = nullptr;
+    qint64 m_commandGroup = 0; // the command's process group (its session), while it runs
     QString m_requestId;
     QString m_command;
     QString m_actionId;

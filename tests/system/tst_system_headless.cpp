@@ -268,6 +268,31 @@ private Q_SLOTS:
         QVERIFY(!hostEnv.contains("secret"));
     }
 
+    // Without bubblewrap (it cannot run everywhere) a sandbox has no PID namespace to end what
+    // a command leaves in the background: `sleep 1000 &` outlived the command, the archive and
+    // the delete. The command's process group ends with it.
+    void whatACommandLeavesRunningEndsWithItWithoutBubblewrap()
+    {
+        QTemporaryDir fakeBin;
+        QFile bwrap(fakeBin.filePath(u"bwrap"_s));
+        QVERIFY(bwrap.open(QIODevice::WriteOnly));
+        bwrap.write("#!/bin/sh\nexit 1\n");
+        bwrap.close();
+        QVERIFY(bwrap.setPermissions(bwrap.permissions() | QFileDevice::ExeOwner));
+        ServerProcess &server = m_fleet.add();
+        server.setEnvironmentVariable(u"PATH"_s,
+                                      fakeBin.path() + u':' + qEnvironmentVariable("PATH"));
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QUuid id = server.create(shellConversation(u"sleep 1000 & echo $!"_s));
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        QFile log(QDir(server.dataDir()).filePath(u"runtimes/"_s + wireId(id) + u"/sandbox.log"_s));
+        QVERIFY(log.open(QIODevice::ReadOnly));
+        QVERIFY(log.readAll().contains("sandbox isolation: none"));
+        const QString pid = finalResponse(server, id).trimmed();
+        QVERIFY2(!pid.isEmpty() && pid.toInt() > 0, qPrintable(pid));
+        QTRY_VERIFY_WITH_TIMEOUT(!QFile::exists(u"/proc/"_s + pid), 5000);
+    }
+
     // 2. Refusals: non-zero exit, a clear message, and never a listening line.
     void refusesPortInUse()
     {

@@ -282,6 +282,12 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         }
         *target = *duration;
     }
+    // Renewed every third of it: a shorter lease lapsed between renewals (1ms was taken), the
+    // replica called itself silent, and another one took its live runs over.
+    if (parser.isSet(leaseTtl) && options.server.leaseTtl < std::chrono::seconds(1)) {
+        *error = u"--lease-ttl is at least 1s"_s;
+        return std::nullopt;
+    }
     if (parser.isSet(llmTimeout) && options.server.llmTimeout.count() <= 0) {
         *error = u"--llm-timeout must be longer than 0"_s;
         return std::nullopt;

@@ -336,6 +336,10 @@ private Q_SLOTS:
         QTest::addRow("empty key") << u"--session-api-key"_s << QString() << u"cannot be empty"_s;
         QTest::addRow("blank key") << u"--session-api-key"_s << u"  "_s << u"cannot be empty"_s;
         QTest::addRow("empty data dir") << u"--data-dir"_s << QString() << u"cannot be empty"_s;
+        // Renewed every third of it, a shorter lease lapsed between renewals: the replica called
+        // itself silent, and another took its live runs over.
+        QTest::addRow("lease ttl of 0") << u"--lease-ttl"_s << u"0s"_s << u"at least 1s"_s;
+        QTest::addRow("lease ttl under 1s") << u"--lease-ttl"_s << u"999ms"_s << u"at least 1s"_s;
         QTest::addRow("watching with the daemon")
             << u"--connect"_s << u"127.0.0.1:1"_s << u"--connect is for the console"_s;
     }

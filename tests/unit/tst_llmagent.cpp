@@ -228,13 +228,54 @@ private Q_SLOTS:
         QCOMPARE(withKey.apiKey, u"secret"_s);
         QVERIFY(!withKey.apiKeyLost);
         QCOMPARE(withKey.maxIterations, 3);
-        // After a restart: lost, unless the server has a key of its own.
+        // After a restart: lost, unless the server has a key of its own for that provider.
         QVERIFY(LlmSettings::resolve(config, {}, {}).apiKeyLost);
         LlmDefaults defaults;
+        defaults.baseUrl = u"http://h/v1/"_s;
         defaults.apiKey = u"server"_s;
         const LlmSettings fallback = LlmSettings::resolve(config, defaults, {});
         QVERIFY(!fallback.apiKeyLost);
         QCOMPARE(fallback.apiKey, u"server"_s);
+    }
+
+    // The server-wide key went to whatever base URL a conversation named: anyone who could
+    // create one collected the operator's key at a URL of their own.
+    void theServersKeyGoesToTheServersProviderOnly()
+    {
+        LlmDefaults defaults;
+        defaults.baseUrl = u"https://provider.example/v1"_s;
+        defaults.apiKey = u"server"_s;
+        const auto keyFor = [&](const QJsonObject &llm) {
+            return LlmSettings::resolve(QJsonObject{{u"llm"_s, llm}}, defaults, {}).apiKey;
+        };
+        QCOMPARE(keyFor({}), u"server"_s);
+        QCOMPARE(keyFor({{u"base_url"_s, u"https://provider.example/v1/"_s}}), u"server"_s);
+        QCOMPARE(keyFor({{u"base_url"_s, u"http://collector.example/v1"_s}}), QString());
+        QCOMPARE(keyFor({{u"base_url"_s, u"https://provider.example/v1/../attacker/v1"_s}}),
+                 QString());
+        // A conversation's own key lost in a restart is asked for again, not replaced by it.
+        const QJsonObject lost{{u"llm"_s, QJsonObject{{u"base_url"_s, u"http://own.example/v1"_s},
+                                                      {u"api_key"_s, LlmSettings::RedactedKey}}}};
+        QVERIFY(LlmSettings::resolve(lost, defaults, {}).apiKeyLost);
+    }
+
+    // A message sent while a step's commands ran is stored before their results; it closed the
+    // calls, and the model was told "(no result was recorded)" of output that was stored.
+    void aMessageSentDuringAStepComesAfterItsResults()
+    {
+        History h;
+        h.user(u"do it"_s);
+        const Event a = h.call(u"a"_s, u"sleep 2; echo real"_s);
+        const Event b = h.call(u"b"_s, u"echo second"_s);
+        h.user(u"follow-up"_s);
+        h.result(a, u"real\n"_s);
+        h.result(b, u"second\n"_s);
+        const QJsonArray messages = LlmAgent::messagesFor(h.events, u"prompt"_s, 100'000);
+        QCOMPARE(roles(messages), (QStringList{u"system"_s, u"user"_s, u"assistant"_s, u"tool"_s,
+                                               u"tool"_s, u"user"_s}));
+        QCOMPARE(messages[3].toObject().value(u"content"_s).toString(), u"real\n"_s);
+        QCOMPARE(messages[4].toObject().value(u"content"_s).toString(), u"second\n"_s);
+        QCOMPARE(messages[5].toObject().value(u"content"_s).toString(), u"follow-up"_s);
     }
 };
 

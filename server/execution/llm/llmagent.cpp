@@ -4,6 +4,9 @@
 #include "serverconfig.h"
 
 #include <QJsonDocument>
+#include <QUrl>
+
+#include <utility>
 
 using namespace Qt::StringLiterals;
 
@@ -147,11 +150,21 @@ LlmSettings LlmSettings::resolve(const QJsonObject &config, const LlmDefaults &d
     LlmSettings settings;
     settings.baseUrl = llm.value(u"base_url"_s).toString(defaults.baseUrl);
     settings.model = llm.value(u"model"_s).toString(defaults.model);
+    // The server-wide key goes to the server-wide provider only: sent to any base URL a
+    // conversation named, it went to whoever could create one.
+    const auto sameProvider = [](const QString &a, const QString &b) {
+        const auto normalized = [](const QString &url) {
+            return QUrl(url).adjusted(QUrl::StripTrailingSlash | QUrl::NormalizePathSegments);
+        };
+        return !a.isEmpty() && normalized(a) == normalized(b);
+    };
+    const QString serverKey =
+        sameProvider(settings.baseUrl, defaults.baseUrl) ? defaults.apiKey : QString();
     // A key sent with the conversation lives in memory only; after a restart the server-wide
     // key stands in for it, and without one the run asks for it again.
-    settings.apiKey = conversationKey.isEmpty() ? defaults.apiKey : conversationKey;
+    settings.apiKey = conversationKey.isEmpty() ? serverKey : conversationKey;
     settings.apiKeyLost = llm.value(u"api_key"_s).toString() == RedactedKey &&
-                          conversationKey.isEmpty() && defaults.apiKey.isEmpty();
+                          conversationKey.isEmpty() && serverKey.isEmpty();
     settings.stream = llm.value(u"stream"_s).toBool(false);
     settings.timeout = defaults.timeout;
     if (const auto timeout = number(llm, u"timeout"_s))
@@ -221,23 +234,30 @@ QJsonArray LlmAgent::messagesFor(const QList<Event> &history, const QString &sys
                                  qint64 maxContextTokens)
 {
     QList<QJsonObject> messages{{{u"role"_s, u"system"_s}, {u"content"_s, systemPrompt}}};
-    // The chat protocol wants an answer to every tool call before the next message.
+    // The chat protocol wants an answer to every tool call before the next message. A message
+    // sent while a step's calls ran comes after their results: it closed them, and the model
+    // was told "(no result was recorded)" of commands whose output was stored.
     QStringList open;
+    QList<QJsonObject> held;
     const auto closeOpen = [&] {
         for (const QString &id : std::as_const(open))
             messages.append({{u"role"_s, u"tool"_s},
                              {u"tool_call_id"_s, id},
                              {u"content"_s, u"(no result was recorded)"_s}});
         open.clear();
+        messages.append(std::exchange(held, {}));
     };
     bool previousWasAction = false;
     for (const Event &event : history) {
         if (event.kind == EventKind::Message) {
-            closeOpen();
             QString role = u"assistant"_s;
             if (event.source != EventSource::Agent)
                 role = event.messageRole() == u"system"_s ? u"system"_s : u"user"_s;
-            messages.append({{u"role"_s, role}, {u"content"_s, event.messageText()}});
+            const QJsonObject message{{u"role"_s, role}, {u"content"_s, event.messageText()}};
+            if (open.isEmpty())
+                messages.append(message);
+            else
+                held.append(message);
             previousWasAction = false;
         } else if (event.kind == EventKind::Action) {
             const QString id = event.toolCallId();
@@ -271,6 +291,8 @@ QJsonArray LlmAgent::messagesFor(const QList<Event> &history, const QString &sys
             messages.append({{u"role"_s, u"tool"_s},
                              {u"tool_call_id"_s, id},
                              {u"content"_s, observationText(event)}});
+            if (open.isEmpty())
+                messages.append(std::exchange(held, {}));
             previousWasAction = false;
         }
     }

@@ -172,6 +172,15 @@ std::optional<qint64> parseWireCount(QStringView text)
     return fits ? std::optional(value) : std::nullopt;
 }
 
+QString leftWhole(const QString &text, qsizetype count)
+{
+    if (count >= text.size())
+        return text;
+    if (count > 0 && text[count - 1].isHighSurrogate() && text[count].isLowSurrogate())
+        --count;
+    return text.left(count);
+}
+
 std::optional<bool> parseWireBool(QStringView text)
 {
     if (text.compare(u"true", Qt::CaseInsensitive) == 0 || text == u"1")

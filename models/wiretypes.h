@@ -43,6 +43,10 @@ std::optional<QDateTime> parseWireTime(const QString &text);
 QString toWireId(const QUuid &id);
 std::optional<QUuid> parseWireId(QStringView text);
 
+// At most the first `count` UTF-16 units of `text`, not cutting a character in two (a
+// surrogate pair cut in half is text some providers' JSON parsers refuse).
+QString leftWhole(const QString &text, qsizetype count);
+
 // A flag of a query as the API takes it: true or false in any case, or 1 or 0.
 std::optional<bool> parseWireBool(QStringView text);
 

@@ -192,7 +192,7 @@ QCoro::Task<CommandResult> run(Runtime &runtime, QString toolName, QJsonObject a
 {
     if (arguments.size() == 1 && arguments.contains(u"raw_arguments"_s))
         co_return refusal(u"The arguments of %1 are not a JSON object: %2"_s.arg(
-            toolName, arguments.value(u"raw_arguments"_s).toString().left(200)));
+            toolName, leftWhole(arguments.value(u"raw_arguments"_s).toString(), 200)));
     if (toolName.isEmpty() || toolName == Bash) {
         const QJsonValue command = arguments.value(u"command"_s);
         if (!command.isString() || command.toString().trimmed().isEmpty())

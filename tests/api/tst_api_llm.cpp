@@ -628,6 +628,21 @@ private Q_SLOTS:
         QCOMPARE(stats.value(u"retries"_s).toInt(), 2);
     }
 
+    // A Retry-After past what a number of milliseconds holds (1e17 s, as a broken proxy may
+    // send) overflowed, and the retry went out at once instead of after max_retry_delay.
+    void aHugeRetryAfterWaitsTheLongestDelay()
+    {
+        m_fake->enqueue(FakeLlmServer::status(429, "1e17"));
+        m_fake->enqueue(FakeLlmServer::text(u"made it"_s));
+        const QUuid id = m_server->create(
+            body(agent({{u"max_retries"_s, 1}, {u"max_retry_delay"_s, 0.3}}), u"go"_s));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(m_fake->requests.size(), 2);
+        QVERIFY2(m_fake->requests[1].receivedAtMs - m_fake->requests[0].receivedAtMs >= 250,
+                 qPrintable(QString::number(m_fake->requests[1].receivedAtMs -
+                                            m_fake->requests[0].receivedAtMs)));
+    }
+
     void failuresEndInAClearResumableError_data()
     {
         QTest::addColumn<QList<FakeLlmServer::Response>>("script");

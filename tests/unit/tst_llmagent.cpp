@@ -259,6 +259,29 @@ private Q_SLOTS:
         QVERIFY(LlmSettings::resolve(lost, defaults, {}).apiKeyLost);
     }
 
+    // Texts cut to a length kept half of an emoji at the cut, a lone surrogate that strict
+    // providers refuse: every later request of the conversation failed.
+    void cutsKeepCharactersWhole()
+    {
+        const QString emoji = u"\U0001F680"_s;
+        RecordingRuntime runtime;
+        const CommandResult refused = QCoro::waitFor(
+            Tools::run(runtime, u"bash"_s,
+                       {{u"raw_arguments"_s, QString(QString(199, u'x') + emoji + u"}{"_s)}},
+                       u"/ws"_s, {}, {}));
+        QVERIFY(refused.output.contains(u"not a JSON object"_s));
+        QVERIFY(refused.output.isValidUtf16());
+
+        History h;
+        h.user(u"go"_s);
+        h.result(h.call(u"a"_s, u"cat big"_s), QString(199, u'o') + emoji + QString(5000, u'o'));
+        h.result(h.call(u"b"_s, u"cat small"_s), u"small"_s);
+        const QJsonArray messages = LlmAgent::messagesFor(h.events, u"prompt"_s, 100);
+        const QString older = messages[3].toObject().value(u"content"_s).toString();
+        QVERIFY(older.contains(u"were removed"_s));
+        QVERIFY(older.isValidUtf16());
+    }
+
     // A message sent while a step's commands ran is stored before their results; it closed the
     // calls, and the model was told "(no result was recorded)" of output that was stored.
     void aMessageSentDuringAStepComesAfterItsResults()

@@ -19,6 +19,17 @@ class WireTypesTest : public QObject
     Q_OBJECT
 
 private Q_SLOTS:
+    // A cut that keeps a character whole: half of a surrogate pair made every later request
+    // of an llm conversation fail with a strict provider.
+    void aCutKeepsCharactersWhole()
+    {
+        const QString emoji = u"\U0001F680"_s;
+        QCOMPARE(leftWhole(u"abc"_s + emoji, 4), u"abc"_s);
+        QCOMPARE(leftWhole(u"abc"_s + emoji, 5), u"abc"_s + emoji);
+        QCOMPARE(leftWhole(u"abcdef"_s, 3), u"abc"_s);
+        QCOMPARE(leftWhole(u"ab"_s, 10), u"ab"_s);
+        QCOMPARE(leftWhole(emoji, 1), QString());
+    }
     void timesAreUtcWithMillisecondsAndZ()
     {
         const QDateTime time = QDateTime::fromMSecsSinceEpoch(1'700'000'000'123, Qt::UTC);

@@ -1,6 +1,8 @@
 #include "chatclient.h"
 
 #include "logging.h"
+#include "serverconfig.h"
+#include "wiretypes.h"
 
 #include <QCoroNetworkReply>
 #include <QCoroSignal>
@@ -9,6 +11,8 @@
 #include <QMap>
 #include <QNetworkReply>
 #include <QUuid>
+
+#include <algorithm>
 
 using namespace Qt::StringLiterals;
 
@@ -61,8 +65,11 @@ std::optional<std::chrono::milliseconds> retryAfter(const QByteArray &header)
         return std::nullopt;
     bool ok = false;
     const double seconds = header.trimmed().toDouble(&ok);
+    // Bounded before it is converted: 1e17 s (or inf) overflowed, and the retry went at once.
+    // The caller caps it at max_retry_delay.
     if (ok && seconds >= 0)
-        return std::chrono::milliseconds(qint64(seconds * 1000));
+        return std::chrono::milliseconds(qint64(
+            std::min(seconds, std::chrono::duration<double>(MaxTimerDuration).count()) * 1000));
     const QDateTime when = QDateTime::fromString(QString::fromLatin1(header), Qt::RFC2822Date);
     if (when.isValid())
         return std::chrono::milliseconds(
@@ -124,7 +131,7 @@ QString ChatClient::scrubbed(QString text) const
 {
     if (!m_settings.apiKey.isEmpty())
         text.replace(m_settings.apiKey, u"********"_s);
-    return text.left(500);
+    return leftWhole(text, 500);
 }
 
 QCoro::Task<bool> ChatClient::waitBeforeRetry(std::chrono::milliseconds delay)

@@ -314,7 +314,7 @@ QJsonArray LlmAgent::messagesFor(const QList<Event> &history, const QString &sys
             continue;
         const qsizetype removed = content.size() - TruncatedHeadChars;
         message.insert(u"content"_s,
-                       QString(content.left(TruncatedHeadChars) +
+                       QString(leftWhole(content, TruncatedHeadChars) +
                                u"\n[... %1 characters of this older output were removed to fit "
                                "the context budget ...]"_s.arg(removed)));
         tokens = estimatedTokens(messages);

@@ -407,6 +407,10 @@ void MainWindow::updateActions()
             !info    ? Lifecycle::Availability{false, tr("Select a conversation first")}
             : acting ? Lifecycle::Availability{false, tr("Waiting for the server to answer")}
                      : availability(it.key(), *info);
+        // A button disabled while it has the focus hands it down the tab chain, to the filter,
+        // which selected its text: the next key typed after any action replaced the filter.
+        if (!state.enabled && it.value()->hasFocus())
+            currentView()->setFocus(Qt::OtherFocusReason);
         it.value()->setEnabled(state.enabled);
         it.value()->setToolTip(state.enabled ? QString() : state.reason);
     }

@@ -382,6 +382,27 @@ private Q_SLOTS:
         QCOMPARE(Testing::ofKind(events, u"UserRejectObservation"_s).size(), accept ? 0 : 1);
     }
 
+    // The button clicked is disabled while the server answers, and it handed the focus down the
+    // tab chain to the filter, which selected its text: the next key replaced the filter.
+    void anActionLeavesTheFocusOnTheList()
+    {
+        startConsole();
+        const QUuid id = create(u"focus here"_s, u"true"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
+        QVERIFY(showAndSelect(id));
+        m_window->filterBox()->setText(u"focus"_s);
+        m_window->activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(m_window.get()));
+        QPushButton *run = m_window->actionButton(Action::Run);
+        run->setFocus();
+        QVERIFY(run->hasFocus());
+        QTest::mouseClick(run, Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(m_window->statusBar()->currentMessage(), u"Run done"_s, 10000);
+        QVERIFY(!m_window->filterBox()->hasFocus());
+        QTest::keyClick(QApplication::focusWidget(), Qt::Key_X);
+        QCOMPARE(m_window->filterBox()->text(), u"focus"_s);
+    }
+
     // A pause of a conversation waiting for confirmation is done at once; it was said to be
     // "requested", as of a run that finishes its step first.
     void aPauseDoneAtOnceIsSaidToBeDone()

@@ -6,10 +6,12 @@ Rectangle {
     id: root
     color: "#fafafa"
 
-    function colourFor(kind, source) {
+    // A command that failed (a non-zero exit, an interrupt) stands out from one that did not:
+    // "exit 3" had the grey of a success.
+    function colourFor(kind, source, exitCode, interrupted) {
         if (kind === "AgentErrorEvent") return "#c62828"
         if (kind === "ActionEvent") return "#1565c0"
-        if (kind === "ObservationEvent") return "#424242"
+        if (kind === "ObservationEvent") return exitCode !== 0 || interrupted ? "#d84315" : "#424242"
         if (kind === "ConversationStateUpdateEvent" || kind === "PauseEvent") return "#757575"
         if (source === "user") return "#2e7d32"
         return "#6a1b9a"
@@ -148,7 +150,7 @@ Rectangle {
             property bool expanded: false
             radius: 4
             color: "white"
-            border.color: root.colourFor(kind, source)
+            border.color: root.colourFor(kind, source, exitCode, interrupted)
             border.width: 1
 
             Column {
@@ -164,7 +166,7 @@ Rectangle {
                     textFormat: Text.PlainText // error codes come from the server
                     font.bold: true
                     font.pixelSize: 11
-                    color: root.colourFor(kind, source)
+                    color: root.colourFor(kind, source, exitCode, interrupted)
                 }
                 Text {
                     id: body

@@ -382,6 +382,39 @@ private Q_SLOTS:
         QCOMPARE(Testing::ofKind(events, u"UserRejectObservation"_s).size(), accept ? 0 : 1);
     }
 
+    // A command that failed had the grey of one that succeeded; now it is marked in colour.
+    void aFailedCommandStandsOut()
+    {
+        startConsole();
+        const QUuid id = create(u"fails"_s, u"echo fine; true"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
+        QVERIFY(
+            QCoro::waitFor(m_client->sendMessage(id, MessageRequest{u"user"_s, u"exit 3"_s, true}))
+                .ok());
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
+        QVERIFY(showAndSelect(id));
+        const auto headerColour = [this](const QString &ending) -> QColor {
+            const std::function<QQuickItem *(QQuickItem *)> find =
+                [&](QQuickItem *item) -> QQuickItem * {
+                if (item->inherits("QQuickText") &&
+                    item->property("text").toString().contains(u"ObservationEvent"_s) &&
+                    item->property("text").toString().endsWith(ending))
+                    return item;
+                for (QQuickItem *child : item->childItems()) {
+                    if (QQuickItem *found = find(child))
+                        return found;
+                }
+                return nullptr;
+            };
+            QQuickItem *header = find(m_window->timeline()->rootObject());
+            return header ? header->property("color").value<QColor>() : QColor();
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(headerColour(u"exit 3"_s).isValid(), 10000);
+        QTRY_VERIFY_WITH_TIMEOUT(headerColour(u"exit 0"_s).isValid(), 10000);
+        QCOMPARE(headerColour(u"exit 0"_s), QColor(u"#424242"_s));
+        QCOMPARE(headerColour(u"exit 3"_s), QColor(u"#d84315"_s));
+    }
+
     // The button clicked is disabled while the server answers, and it handed the focus down the
     // tab chain to the filter, which selected its text: the next key replaced the filter.
     void anActionLeavesTheFocusOnTheList()

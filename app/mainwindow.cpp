@@ -273,6 +273,7 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
         connect(proxy, &QAbstractItemModel::rowsRemoved, this, &MainWindow::updateTabTitles);
         connect(proxy, &QAbstractItemModel::modelReset, this, &MainWindow::updateTabTitles);
         connect(proxy, &QAbstractItemModel::layoutChanged, this, &MainWindow::updateTabTitles);
+        connect(proxy, &QAbstractItemModel::dataChanged, this, &MainWindow::updateTabTitles);
     }
     connect(controller->conversations(), &QAbstractItemModel::dataChanged, this,
             &MainWindow::updateActions);
@@ -443,8 +444,25 @@ void MainWindow::updateTabTitles()
             return tr("%1+").arg(shown);
         return shown >= *total ? QString::number(shown) : tr("%1 of %2").arg(shown).arg(*total);
     };
-    m_tabs->setTabText(0, tr("Active (%1)").arg(count(m_activeProxy, ArchiveFilter::Active)));
-    m_tabs->setTabText(1, tr("Archived (%1)").arg(count(m_archivedProxy, ArchiveFilter::Archived)));
+    // What needs attention is said where the operator looks first: without a system tray
+    // (many desktops, a server's X forwarding) two rows waiting among fifty said nothing.
+    const auto attention = [](ConversationFilterProxy *proxy) {
+        const auto *source = static_cast<const ConversationListModel *>(proxy->sourceModel());
+        int needing = 0;
+        for (int row = 0; row < proxy->rowCount(); ++row) {
+            const int sourceRow = proxy->mapToSource(proxy->index(row, 0)).row();
+            needing += Lifecycle::needsAttention(source->at(sourceRow)) ? 1 : 0;
+        }
+        return needing == 0   ? QString()
+               : needing == 1 ? tr(", 1 needs attention")
+                              : tr(", %1 need attention").arg(needing);
+    };
+    m_tabs->setTabText(
+        0, tr("Active (%1%2)")
+               .arg(count(m_activeProxy, ArchiveFilter::Active), attention(m_activeProxy)));
+    m_tabs->setTabText(
+        1, tr("Archived (%1%2)")
+               .arg(count(m_archivedProxy, ArchiveFilter::Archived), attention(m_archivedProxy)));
 }
 
 void MainWindow::trigger(Action action)

@@ -370,6 +370,8 @@ private Q_SLOTS:
         const QUuid id = create(u"needs a yes"_s, u"echo confirmed"_s, /*confirm=*/true);
         QTRY_COMPARE_WITH_TIMEOUT(status(id), u"waiting_for_confirmation"_s, 15000);
         QVERIFY(showAndSelect(id));
+        // Said where the operator looks: without a system tray, nothing did.
+        QCOMPARE(m_window->tabs()->tabText(0), u"Active (1, 1 needs attention)"_s);
         QVERIFY(!m_window->actionButton(Action::Run)->isEnabled());
         QCOMPARE(m_window->actionButton(Action::Run)->toolTip(),
                  u"Waiting for confirmation: accept or reject its action"_s);
@@ -377,6 +379,7 @@ private Q_SLOTS:
         QVERIFY2(button->isEnabled(), qPrintable(button->toolTip()));
         QTest::mouseClick(button, Qt::LeftButton);
         QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
+        QTRY_COMPARE_WITH_TIMEOUT(m_window->tabs()->tabText(0), u"Active (1)"_s, 10000);
         const QList<QJsonObject> events = eventsOf(id);
         QCOMPARE(Testing::ofKind(events, u"ObservationEvent"_s).size(), accept ? 1 : 0);
         QCOMPARE(Testing::ofKind(events, u"UserRejectObservation"_s).size(), accept ? 0 : 1);

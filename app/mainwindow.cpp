@@ -268,12 +268,20 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
                                              .arg(ConsoleController::actionName(action)),
                                          4000);
             });
+    m_tabTitlesDue.setSingleShot(true);
+    m_tabTitlesDue.setInterval(100);
+    connect(&m_tabTitlesDue, &QTimer::timeout, this, &MainWindow::updateTabTitles);
     for (ConversationFilterProxy *proxy : {m_activeProxy, m_archivedProxy}) {
         connect(proxy, &QAbstractItemModel::rowsInserted, this, &MainWindow::updateTabTitles);
         connect(proxy, &QAbstractItemModel::rowsRemoved, this, &MainWindow::updateTabTitles);
         connect(proxy, &QAbstractItemModel::modelReset, this, &MainWindow::updateTabTitles);
         connect(proxy, &QAbstractItemModel::layoutChanged, this, &MainWindow::updateTabTitles);
-        connect(proxy, &QAbstractItemModel::dataChanged, this, &MainWindow::updateTabTitles);
+        // A row's change may change what needs attention; counted once per 100 ms at most (a
+        // followed run changes its row with every event).
+        connect(proxy, &QAbstractItemModel::dataChanged, this, [this] {
+            if (!m_tabTitlesDue.isActive())
+                m_tabTitlesDue.start();
+        });
     }
     connect(controller->conversations(), &QAbstractItemModel::dataChanged, this,
             &MainWindow::updateActions);

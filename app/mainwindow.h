@@ -4,6 +4,7 @@
 
 #include <QHash>
 #include <QMainWindow>
+#include <QTimer>
 
 class QLabel;
 class QLineEdit;
@@ -87,6 +88,7 @@ private:
     QLabel *m_headingId;
     QLineEdit *m_message;
     QSystemTrayIcon *m_tray = nullptr;
+    QTimer m_tabTitlesDue; // the tabs' counts, after rows changed
     QHash<ConsoleController::Action, QPushButton *> m_buttons;
     bool m_rowsLeaving = false; // a view's rows are being removed
 };

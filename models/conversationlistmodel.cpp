@@ -51,6 +51,9 @@ QVariant ConversationListModel::data(const QModelIndex &index, int role) const
     case Qt::ToolTipRole:
         if (index.column() == RuntimeColumn && info.runtime.error)
             return info.runtime.error->message;
+        // Whole, where the column cuts them: titles read "Deploy to production (ne…".
+        if (index.column() == TitleColumn || index.column() == TagsColumn)
+            return data(index, Qt::DisplayRole);
         return {};
     case IdRole:
         return toWireId(info.id);

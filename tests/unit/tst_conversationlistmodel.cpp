@@ -202,6 +202,11 @@ private Q_SLOTS:
                  u"nightly cleanup\\u000aPROD DATABASE DROP\\u0007"_s);
         QCOMPARE(model.index(0, ConversationListModel::TagsColumn).data().toString(),
                  u"env=\\u202eDORP\\u202c"_s);
+        // Whole in their tooltips, where the columns cut them.
+        for (const int column :
+             {int(ConversationListModel::TitleColumn), int(ConversationListModel::TagsColumn)})
+            QCOMPARE(model.index(0, column).data(Qt::ToolTipRole),
+                     model.index(0, column).data(Qt::DisplayRole));
     }
 
     // An echo run brings no sandbox up: its row said "available" while followed, "missing"

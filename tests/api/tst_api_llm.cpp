@@ -653,6 +653,9 @@ private Q_SLOTS:
             << u"HTTP 502 (gave up after 2 attempts)"_s;
         QTest::addRow("garbage") << QList{FakeLlmServer::garbage()} << u"llm_bad_response"_s
                                  << u"not a chat completion"_s;
+        // It finished with nothing said and no error: the message stayed unanswered.
+        QTest::addRow("an empty answer")
+            << QList{FakeLlmServer::text(QString())} << u"llm_bad_response"_s << u"empty answer"_s;
         QTest::addRow("hang past the timeout")
             << QList{FakeLlmServer::hanging(), FakeLlmServer::hanging()} << u"llm_timeout"_s
             << u"did not answer within 300 ms"_s;

@@ -396,6 +396,15 @@ QCoro::Task<AgentStep> LlmAgent::next(const QList<Event> &history)
         step.toolCalls.first().thought = result.content;
         co_return step;
     }
+    // Nothing said and nothing to call (a reply cut at its token limit, a provider's hiccup):
+    // the run finished with the message unanswered and nothing to tell why.
+    if (!finishCalled && result.content.trimmed().isEmpty()) {
+        step.kind = AgentStep::Kind::Fail;
+        step.errorCode = u"llm_bad_response"_s;
+        step.text = u"The language model gave an empty answer: no text and no tool to call. Run "
+                    "the conversation again to retry."_s;
+        co_return step;
+    }
     step.kind = AgentStep::Kind::Finish;
     step.text = finishCalled && !finishMessage.isEmpty() ? finishMessage : result.content;
     co_return step;

@@ -896,13 +896,20 @@ QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(Conver
 
 QCoro::Task<> ConversationService::stopRunAndRuntime(QUuid id)
 {
-    if (auto runner = m_runners.value(id)) {
+    // No run follows the one interrupted here (a message with run: true asked for one): the
+    // archive waited while a new run went through the conversation's whole backlog. One
+    // started meanwhile all the same (a /run) is interrupted too.
+    m_halting.insert(id);
+    const auto halted = qScopeGuard([self = QPointer(this), id] {
+        if (self)
+            self->m_halting.remove(id);
+    });
+    while (auto runner = m_runners.value(id)) {
+        m_runsAgain.remove(id);
         runner->interrupt();
-        while (m_runners.contains(id)) {
-            auto stopped = signalOrTimeout(this, &ConversationService::runnerStopped,
-                                           std::chrono::seconds(10));
-            co_await std::move(stopped);
-        }
+        auto stopped =
+            signalOrTimeout(this, &ConversationService::runnerStopped, std::chrono::seconds(10));
+        co_await std::move(stopped);
     }
     m_runtimes.release(id);
 }
@@ -1078,7 +1085,8 @@ QCoro::Task<StoredEvent> ConversationService::sendMessage(QUuid id, MessageReque
     // for one after it. (Answered 200, the message was never run.)
     if (message.run && !starts) {
         const auto runner = m_runners.value(id);
-        if ((runner && runner->isStopping()) || m_stopsWhileStarting.contains(id))
+        if (((runner && runner->isStopping()) || m_stopsWhileStarting.contains(id)) &&
+            !m_halting.contains(id))
             m_runsAgain.insert(id);
     }
     // A live run picks the message up at its next step; otherwise start one.

@@ -212,6 +212,9 @@ private:
     // Runs that a message with `run: true` asked for while a pause or an interrupt was ending
     // the run before: started again once it has stopped.
     QSet<QUuid> m_runsAgain;
+    // Conversations whose run and runtime are being stopped for good (an archive, a runtime
+    // stop): a message then asks for no run after it.
+    QSet<QUuid> m_halting;
     quint64 m_startCount = 0;
     bool m_stopping = false; // shutdown() has begun: no run starts any more
     bool m_replaced = false; // replacedAsReplica() was emitted

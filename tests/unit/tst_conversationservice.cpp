@@ -696,6 +696,30 @@ private Q_SLOTS:
         QCOMPARE(m_control->commands.count(u"echo two"_s), 1);
     }
 
+    // An archive interrupts the run for good: a message with run: true that came while it
+    // stopped asked for a run after it, and the archive waited while that run went through the
+    // conversation's whole backlog.
+    void anArchiveIsNotFollowedByTheRunAMessageAskedFor()
+    {
+        startServer();
+        m_control->blocking = {u"long"_s};
+        QSignalSpy started(m_control.get(), &FakeRuntimeControl::commandStarted);
+        const QUuid id = m_server->create(shell(u"long"_s));
+        QVERIFY(started.count() == 1 || started.wait());
+        for (const QString &queued : {u"echo a"_s, u"echo b"_s})
+            QVERIFY(m_server->send(id, queued).ok());
+        connect(m_control.get(), &FakeRuntimeControl::interrupted, this, [this, id] {
+            m_server->server().service().sendMessage(
+                id, MessageRequest{u"user"_s, u"echo late"_s, true});
+        });
+        const ApiReply archived =
+            m_server->post(ServerConnection::conversationPath(id, u"archive"));
+        QVERIFY2(archived.ok(), qPrintable(archived.detail));
+        QVERIFY(m_server->events(id, QUrlQuery(u"source=user"_s)).size() == 4);
+        QCOMPARE(m_control->commands, QStringList{u"long"_s});
+        QVERIFY(!m_server->server().service().isLive(id));
+    }
+
     // With no stop asked for, the run in flight picks the message up (no second run).
     void aMessageToRunDuringARunIsPickedUpByIt()
     {

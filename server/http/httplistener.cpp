@@ -75,8 +75,12 @@ public:
         // Every request makes an answer, and a client that keeps sending requests without
         // reading the answers would have them all held in memory: 20 s of pipelined searches
         // took the server to 745 MB. The HTTP server answers every request of a read at once,
-        // so both the backlog and the requests one read may add to it are bounded.
-        if (m_socket->bytesToWrite() > m_limits.maxUnsentBytes) {
+        // so both the backlog and the requests one read may add to it are bounded. Only when
+        // the client sent more: the requests of one read come back here one by one, and the
+        // answers to the first of them (unsent yet, in the same turn) closed the connection
+        // with none of them sent.
+        if (m_socket->bytesAvailable() > m_seen &&
+            m_socket->bytesToWrite() > m_limits.maxUnsentBytes) {
             closeUnread(u"does not read its answers"_s);
             return;
         }

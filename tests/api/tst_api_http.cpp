@@ -687,6 +687,37 @@ private Q_SLOTS:
                         "agentdeck_http_connections_closed_total{reason=\"not_reading\"} 1\n"));
     }
 
+    // Requests that came in one read are all answered: going through them one by one, the
+    // server took its own answers to the first for a client not reading, and closed the
+    // connection with none of the answers sent (and the requests behind never run).
+    void largeAnswersToRequestsOfOneReadAreAllSent()
+    {
+        const QUuid id = m_server->create();
+        for (int i = 0; i < 10; ++i)
+            QVERIFY(m_server->send(id, QString(1 << 20, u'm')).ok());
+        const QByteArray page =
+            "GET " + ServerConnection::conversationPath(id, u"events/search"_s).toUtf8() +
+            "?limit=100 HTTP/1.1\r\nHost: localhost\r\n\r\n";
+        const QByteArray marker = R"({"role":"user","content":[{"type":"text","text":"marker"}]})";
+        RawHttp client;
+        QVERIFY(client.connectTo(m_server->url()));
+        client.send(page.repeated(3) + "POST " +
+                    ServerConnection::conversationPath(id, u"events"_s).toUtf8() +
+                    " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                    "Content-Length: " +
+                    QByteArray::number(marker.size()) + "\r\n\r\n" + marker);
+        for (int i = 0; i < 3; ++i) {
+            const auto answer = client.nextResponse();
+            QVERIFY2(answer, qPrintable(u"answer %1 of 4 missing"_s.arg(i + 1)));
+            QCOMPARE(answer->status, 200);
+            QVERIFY(answer->body.size() > 7'000'000);
+        }
+        const auto stored = client.nextResponse();
+        QVERIFY(stored);
+        QCOMPARE(stored->status, 200);
+        QCOMPARE(m_server->events(id, QUrlQuery(u"body=marker"_s)).size(), 1);
+    }
+
     // HEAD is GET without the body (RFC 9110); it was 405 everywhere, health routes included.
     void headIsAnsweredLikeGetWithoutTheBody()
     {

@@ -558,6 +558,23 @@ private Q_SLOTS:
                  qPrintable(errors[0].value(u"error"_s).toString()));
     }
 
+    // Streamed in pieces of a few characters, an answer is many times larger on the wire than
+    // what it says: a file of 200 kB to write came as over 4 MiB and was refused.
+    void aStreamedAnswerIsBoundedByWhatItSays()
+    {
+        const QString content(200'000, u'c');
+        QStringList fragments{u"{\"path\": \"big.txt\", \"content\": \""_s};
+        for (qsizetype at = 0; at < content.size(); at += 4)
+            fragments.append(content.mid(at, 4));
+        fragments.append(u"\"}"_s);
+        m_fake->enqueue(FakeLlmServer::streamedToolCall(u"write_file"_s, u"call_big"_s, fragments));
+        m_fake->enqueue(FakeLlmServer::text(u"Written."_s));
+        const QUuid id = m_server->create(
+            body(agent({{u"stream"_s, true}, {u"max_retries"_s, 0}}), u"write it"_s));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s, 30'000));
+        QCOMPARE(QFileInfo(QDir(workspaceOf(id)).filePath(u"big.txt"_s)).size(), 200'000);
+    }
+
     void streamedDeltasReachSubscribersAndAreNotStored()
     {
         m_fake->enqueue(FakeLlmServer::streamedToolCall(

@@ -245,22 +245,37 @@ QCoro::Task<> ChatClient::send(QByteArray payload, Attempt *attempt)
         attempt->streamed = m_settings.stream && attempt->status / 100 == 2 && !json;
         return attempt->streamed;
     };
+    // A streamed answer is bounded by what is kept of it: its bytes on the wire are many times
+    // its text (the JSON around every piece of a few characters), and an answer of 90 kB came as
+    // 6.6 MiB and was refused. The wire is bounded too, more loosely, for a stream of nothing.
+    const auto kept = [attempt] {
+        qsizetype size = attempt->pending.size() + attempt->content.size();
+        for (const PartialToolCall &call : std::as_const(attempt->toolCalls))
+            size += call.name.size() + call.arguments.size();
+        return size;
+    };
     connect(reply, &QNetworkReply::readyRead, &deadline,
-            [attempt, reply, &deadline, streaming, consumeLines, this] {
+            [attempt, reply, &deadline, streaming, consumeLines, kept, this] {
                 attempt->received += reply->bytesAvailable();
-                if (attempt->received > MaxAnswerBytes) {
+                const bool streamed = streaming();
+                const auto refuse = [attempt, reply] {
                     attempt->tooLarge = true;
                     reply->readAll();
                     QMetaObject::invokeMethod(reply, &QNetworkReply::abort, Qt::QueuedConnection);
+                };
+                if (attempt->received > (streamed ? 16 * MaxAnswerBytes : MaxAnswerBytes)) {
+                    refuse();
                     return;
                 }
-                if (!streaming()) {
+                if (!streamed) {
                     attempt->body += reply->readAll();
                     return;
                 }
                 // Streaming: the timeout is the silence between chunks.
                 deadline.start(m_settings.timeout);
                 consumeLines(reply->readAll(), false);
+                if (kept() > MaxAnswerBytes)
+                    refuse();
             });
 
     co_await reply;

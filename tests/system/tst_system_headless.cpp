@@ -211,12 +211,7 @@ private Q_SLOTS:
     // The server raises its soft limit of open files to the hard one. What it starts gets the
     //  one it was started with: some programs close every descriptor up to the limit, and a
     //  million takes them a while.
-    void commandsGetTheOpenFileLimitTheServerWasStartedWith_data()
-    {
-        QTest::addColumn<QString>("runtime");
-        QTest::addRow("sandbox") << u"local"_s;
-        QTest::addRow("in the server") << u"process"_s;
-    }
+    void commandsGetTheOpenFileLimitTheServerWasStartedWith_data() { bothRuntimes(); }
     void commandsGetTheOpenFileLimitTheServerWasStartedWith()
     {
         QFETCH(QString, runtime);
@@ -237,12 +232,7 @@ private Q_SLOTS:
     // The server's secrets are not the commands': the catalog's PGPASSWORD reached every
     // command, and a sandbox host kept AGENTDECK_* in its own environment, which a command
     // without bubblewrap read from /proc/$PPID/environ.
-    void commandsAndSandboxesGetNoneOfTheServersSecrets_data()
-    {
-        QTest::addColumn<QString>("runtime");
-        QTest::addRow("in a sandbox") << u"local"_s;
-        QTest::addRow("in the server") << u"process"_s;
-    }
+    void commandsAndSandboxesGetNoneOfTheServersSecrets_data() { bothRuntimes(); }
     void commandsAndSandboxesGetNoneOfTheServersSecrets()
     {
         QFETCH(QString, runtime);
@@ -1525,6 +1515,13 @@ private Q_SLOTS:
     }
 
 private:
+    // A `runtime` column: commands in a sandbox host, and in the server.
+    static void bothRuntimes()
+    {
+        QTest::addColumn<QString>("runtime");
+        QTest::addRow("in a sandbox") << u"local"_s;
+        QTest::addRow("in the server") << u"process"_s;
+    }
     // A server killed with SIGKILL while a conversation's command sleeps, then started again on
     // the same data dir: the run is resolved by the time it is ready.
     struct KilledRun

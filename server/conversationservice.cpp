@@ -830,15 +830,15 @@ QCoro::Task<> ConversationService::runAgain(QUuid id)
 
 QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(ConversationInfo info)
 {
-    // Bringing a runtime up is activity: the retention counts from here (an update of nothing
-    // moves updated_at only), and no retention pass of this server expires the conversation
-    // while its runtime comes up (isInUse()). Expired on the way by another replica's pass, it
-    // is refused below.
     // A supplied workspace is checked again: what it names may have become a link into the
     // data dir since (made by a command of another conversation), which the sandbox then
     // mounted writable, the catalog with it.
     if (!info.workspaceOwnedByServer)
         checkWorkingDir(info.workingDir);
+    // Bringing a runtime up is activity: the retention counts from here (an update of nothing
+    // moves updated_at only), and no retention pass of this server expires the conversation
+    // while its runtime comes up (isInUse()). Expired on the way by another replica's pass, it
+    // is refused below.
     m_store.update(info.id, {}, m_clock.nowMs());
     ++m_bringingUp[info.id];
     const auto broughtUp = qScopeGuard([self = QPointer(this), id = info.id] {

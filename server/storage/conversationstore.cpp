@@ -531,7 +531,6 @@ bool ConversationStore::anyBeingRemoved()
 QList<ConversationInfo> ConversationStore::takeOverRemovals(const QString &deleter, bool all,
                                                             std::chrono::milliseconds window)
 {
-    Transaction transaction(m_db);
     // A deleter that beats is still at it; the instance a replica's row names is its live one
     // (a restart of the replica replaced it), so an earlier instance's deletes are taken over.
     QSqlQuery &abandoned = m_db.prepared(
@@ -547,8 +546,12 @@ QList<ConversationInfo> ConversationStore::takeOverRemovals(const QString &delet
     while (m_db.next(abandoned))
         found.append({abandoned.value(0).toString(), abandoned.value(1)});
     abandoned.finish();
+    // Asked at every lease renewal of a replica: nothing to take takes no write lock.
+    if (found.isEmpty())
+        return {};
     // Each taken only from the deleter it was found with: two replicas looking at once take
     // each delete once.
+    Transaction transaction(m_db);
     QList<QUuid> taken;
     QSqlQuery &claim = m_db.prepared(u"UPDATE pending_deletes SET deleter = ? WHERE "
                                      "conversation_id = ? AND deleter IS NOT DISTINCT FROM ?"_s);

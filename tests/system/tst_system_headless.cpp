@@ -229,9 +229,10 @@ private Q_SLOTS:
         QCOMPARE(finalResponse(server, id), u"256\n"_s);
     }
 
-    // The server's secrets are not the commands': the catalog's PGPASSWORD reached every
-    // command, and a sandbox host kept AGENTDECK_* in its own environment, which a command
-    // without bubblewrap read from /proc/$PPID/environ.
+    // The server's environment is not the commands': the catalog's PGPASSWORD reached every
+    // command, then an AWS_* or any token of the service's did (only three names were taken
+    // out), and a sandbox host kept them in its own environment, which a command without
+    // bubblewrap read from /proc/$PPID/environ. Commands get an allow-list.
     void commandsAndSandboxesGetNoneOfTheServersSecrets_data() { bothRuntimes(); }
     void commandsAndSandboxesGetNoneOfTheServersSecrets()
     {
@@ -239,12 +240,15 @@ private Q_SLOTS:
         ServerProcess &server = m_fleet.add({}, {u"--runtime"_s, runtime});
         server.setEnvironmentVariable(u"AGENTDECK_LLM_API_KEY"_s, u"llm-secret"_s);
         server.setEnvironmentVariable(u"PGPASSWORD"_s, u"pg-secret"_s);
-        server.setEnvironmentVariable(u"KEPT_FOR_COMMANDS"_s, u"kept"_s);
+        server.setEnvironmentVariable(u"AWS_SECRET_ACCESS_KEY"_s, u"aws-secret"_s);
+        server.setEnvironmentVariable(u"GITHUB_TOKEN"_s, u"token-secret"_s);
+        server.setEnvironmentVariable(u"LC_TIME"_s, u"C.UTF-8"_s);
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
         const QUuid id = server.create(shellConversation(u"env"_s));
         QVERIFY(server.waitForStatus(id, u"finished"_s));
         const QString env = finalResponse(server, id);
-        QVERIFY2(env.contains(u"KEPT_FOR_COMMANDS=kept"_s), qPrintable(env));
+        QVERIFY2(env.contains(u"PATH=/"_s), qPrintable(env));
+        QVERIFY2(env.contains(u"LC_TIME=C.UTF-8"_s), qPrintable(env));
         QVERIFY2(!env.contains(u"secret"_s), qPrintable(env));
         if (runtime != u"local"_s)
             return;
@@ -254,7 +258,7 @@ private Q_SLOTS:
         QFile hostEnvironment(u"/proc/%1/environ"_s.arg(QString::fromLatin1(pidFile.readAll())));
         QVERIFY(hostEnvironment.open(QIODevice::ReadOnly));
         const QByteArray hostEnv = hostEnvironment.readAll();
-        QVERIFY(hostEnv.contains("KEPT_FOR_COMMANDS=kept"));
+        QVERIFY(hostEnv.contains("LC_TIME=C.UTF-8"));
         QVERIFY(!hostEnv.contains("secret"));
     }
 

@@ -111,6 +111,8 @@ QJsonObject CreateConversationRequest::toJson() const
         body.insert(u"workspace"_s, QJsonObject{{u"working_dir"_s, workingDir}});
     if (initialMessage)
         body.insert(u"initial_message"_s, initialMessage->toJson());
+    if (sandbox)
+        body.insert(u"sandbox"_s, *sandbox);
     return body;
 }
 
@@ -165,6 +167,13 @@ CreateConversationRequest::fromJson(const QJsonObject &object, QString *error)
         request.initialMessage = MessageRequest::fromJson(message.toObject(), &messageError);
         if (!request.initialMessage)
             return fail(u"initial_message: "_s + messageError);
+    }
+    if (const QJsonValue sandbox = object.value(u"sandbox"_s);
+        !sandbox.isUndefined() && !sandbox.isNull()) {
+        if (!sandbox.isObject())
+            return fail(u"sandbox must be an object such as {\"network\": \"none\", "
+                        "\"memory_bytes\": 268435456}"_s);
+        request.sandbox = sandbox.toObject();
     }
     return request;
 }

@@ -209,9 +209,12 @@ QJsonObject RuntimeInfo::toJson() const
     QJsonValue errorValue = QJsonValue::Null;
     if (error)
         errorValue = QJsonObject{{u"code"_s, error->code}, {u"message"_s, error->message}};
-    return {{u"runtime_status"_s, toString(status)},
-            {u"can_resume"_s, canResume},
-            {u"runtime_error"_s, errorValue}};
+    QJsonObject object{{u"runtime_status"_s, toString(status)},
+                       {u"can_resume"_s, canResume},
+                       {u"runtime_error"_s, errorValue}};
+    if (!sandbox.isEmpty())
+        object.insert(u"sandbox"_s, sandbox);
+    return object;
 }
 
 RuntimeInfo RuntimeInfo::fromJson(const QJsonValue &value)
@@ -227,6 +230,7 @@ RuntimeInfo RuntimeInfo::fromJson(const QJsonValue &value)
     if (!error.isEmpty())
         info.error =
             RuntimeError{error.value(u"code"_s).toString(), error.value(u"message"_s).toString()};
+    info.sandbox = object.value(u"sandbox"_s).toObject();
     return info;
 }
 
@@ -465,6 +469,10 @@ QByteArray ConversationInfo::toJsonBytes() const
     }
     out += ",\"runtime_status\":";
     appendJsonString(out, toString(runtime.status));
+    if (!runtime.sandbox.isEmpty()) {
+        out += ",\"sandbox\":";
+        appendJsonValue(out, runtime.sandbox);
+    }
     out += "},\"stats\":{\"completion_tokens\":";
     out += QByteArray::number(completionTokens);
     out += ",\"event_count\":";

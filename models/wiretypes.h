@@ -1,5 +1,7 @@
 #pragma once
 
+#include "sandboxpolicy.h"
+
 #include <QDateTime>
 #include <QJsonObject>
 #include <QMap>
@@ -66,6 +68,9 @@ struct RuntimeInfo
     RuntimeStatus status = RuntimeStatus::Available;
     bool canResume = true;
     std::optional<RuntimeError> error;
+    // The sandbox policy in force and how it is enforced (see SandboxIsolation::describe());
+    // empty where the runtime has none to tell.
+    QJsonObject sandbox;
 
     QJsonObject toJson() const;
     // A missing object means the local defaults: available and resumable.
@@ -89,6 +94,9 @@ struct ConversationInfo
     QString workingDir;
     bool workspaceOwnedByServer = true;
     bool alwaysConfirm = false;
+    // The conversation's own `sandbox` object as created, the server's policy filling in what
+    // it left out; none: the server's policy, whatever it is when a command runs.
+    std::optional<SandboxPolicy> sandbox;
     RuntimeInfo runtime;
     qint64 eventCount = 0;
     std::optional<QDateTime> lastEventAt;

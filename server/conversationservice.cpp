@@ -311,8 +311,24 @@ ConversationInfo ConversationService::require(const QUuid &id)
     if (!info)
         throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
     QList<ConversationInfo> one{*info};
-    m_runtimes.describe(one);
+    describe(one);
     return one.first();
+}
+
+RuntimeInfo ConversationService::runtimeOf(const ConversationInfo &info) const
+{
+    RuntimeInfo runtime = m_runtimes.runtimeOf(info);
+    runtime.sandbox =
+        m_settings.isolation.describe(policyInForce(info.sandbox, m_settings.sandboxPolicy));
+    return runtime;
+}
+
+void ConversationService::describe(QList<ConversationInfo> &conversations) const
+{
+    m_runtimes.describe(conversations);
+    for (ConversationInfo &info : conversations)
+        info.runtime.sandbox =
+            m_settings.isolation.describe(policyInForce(info.sandbox, m_settings.sandboxPolicy));
 }
 
 void ConversationService::requireUsableRuntime(const ConversationInfo &info) const
@@ -384,6 +400,13 @@ ConversationService::create(CreateConversationRequest request)
         throw ApiError::invalidParameter(problem);
     if (!request.workingDir.isEmpty())
         checkWorkingDir(request.workingDir);
+    std::optional<SandboxPolicy> sandbox;
+    if (request.sandbox) {
+        QString problem;
+        sandbox = SandboxPolicy::fromRequest(*request.sandbox, m_settings.sandboxPolicy, &problem);
+        if (!sandbox)
+            throw ApiError::invalidParameter(problem);
+    }
 
     ConversationInfo info;
     info.id = request.id.value_or(QUuid::createUuid());
@@ -396,6 +419,7 @@ ConversationService::create(CreateConversationRequest request)
     info.workspaceOwnedByServer = request.workingDir.isEmpty();
     info.workingDir = info.workspaceOwnedByServer ? workspaceFor(info.id) : request.workingDir;
     info.alwaysConfirm = request.alwaysConfirm;
+    info.sandbox = sandbox;
     if (!QDir().mkpath(info.workingDir)) {
         // The caller's directory is the caller's to fix; the server's own is the server's.
         if (!info.workspaceOwnedByServer)
@@ -446,8 +470,8 @@ ConversationInfo ConversationService::get(const QUuid &id)
 
 QByteArray ConversationService::getJson(const QUuid &id)
 {
-    auto json = m_store.findJson(
-        id, [this](const ConversationInfo &info) { return m_runtimes.runtimeOf(info); });
+    auto json =
+        m_store.findJson(id, [this](const ConversationInfo &info) { return runtimeOf(info); });
     if (!json)
         throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
     return *std::move(json);
@@ -461,7 +485,7 @@ QList<std::optional<ConversationInfo>> ConversationService::getMany(const QList<
         if (info)
             present.append(*info);
     }
-    m_runtimes.describe(present);
+    describe(present);
     qsizetype next = 0;
     for (auto &info : found) {
         if (info)
@@ -475,7 +499,7 @@ ConversationPageResult ConversationService::search(const ConversationFilter &fil
                                                    int limit)
 {
     ConversationPageResult page = m_store.search(filter, sort, pageId, limit);
-    m_runtimes.describe(page.items);
+    describe(page.items);
     return page;
 }
 

@@ -40,6 +40,7 @@ void HealthController::registerRoutes(Router &router, const ApiServer &server,
             {u"started_at"_s, toWireTime(identity.startedAtMs)},
             {u"uptime_seconds"_s, (now - identity.startedAtMs) / 1000},
             {u"ready"_s, server.isReady()},
+            {u"sandbox"_s, identity.sandbox},
         });
     });
 }

@@ -181,28 +181,32 @@ private Q_SLOTS:
     }
 
     // The nil UUID is well formed, and was refused as "not a valid id (a UUID, ...)": it is no
-    // conversation's id, and the answer now says why.
-    void theNilUuidIsRefusedForWhatItIs_data()
+    // conversation's id. Looked up, it is unknown, as OpenHands answers it (404, a null item of
+    // a batch); a conversation cannot be created with it.
+    void theNilUuidIsNoOnesId()
     {
-        QTest::addColumn<QByteArray>("method");
-        QTest::addColumn<QString>("path");
-        QTest::addColumn<QByteArray>("body");
-        const QString nil = u"00000000-0000-0000-0000-000000000000"_s;
-        QTest::addRow("in a path") << "GET"_ba << u"/api/conversations/"_s + nil << QByteArray();
-        QTest::addRow("in a batch")
-            << "GET"_ba << u"/api/conversations?ids="_s + nil << QByteArray();
-        QTest::addRow("created with it")
-            << "POST"_ba << u"/api/conversations"_s
-            << QJsonDocument(QJsonObject{{u"conversation_id"_s, nil}}).toJson();
-    }
-    void theNilUuidIsRefusedForWhatItIs()
-    {
-        QFETCH(QByteArray, method);
-        QFETCH(QString, path);
-        QFETCH(QByteArray, body);
-        const ApiReply reply = send(method, path, body);
-        QCOMPARE(reply.status, 422);
-        QVERIFY2(reply.detail.contains(u"other than the nil one"_s), qPrintable(reply.detail));
+        for (const QString &nil :
+             {u"00000000-0000-0000-0000-000000000000"_s, u"00000000000000000000000000000000"_s}) {
+            const ApiReply read = m_server->get(u"/api/conversations/"_s + nil);
+            QCOMPARE(read.status, 404);
+            QCOMPARE(read.errorCode, u"not_found"_s);
+            QCOMPARE(m_server->get(u"/api/conversations/"_s + m_id + u"/events/"_s + nil).status,
+                     404);
+            const ApiReply batch =
+                m_server->get(u"/api/conversations"_s, QUrlQuery{{u"ids"_s, nil + u',' + m_id}});
+            QVERIFY2(batch.ok(), batch.body.constData());
+            QCOMPARE(batch.json.toArray().size(), 2);
+            QVERIFY(batch.json.toArray().at(0).isNull());
+            QCOMPARE(batch.json.toArray().at(1).toObject().value(u"id"_s).toString(), m_id);
+        }
+        const ApiReply created =
+            send("POST"_ba, u"/api/conversations"_s,
+                 QJsonDocument(
+                     QJsonObject{{u"conversation_id"_s, u"00000000-0000-0000-0000-000000000000"_s},
+                                 {u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}}}})
+                     .toJson());
+        QCOMPARE(created.status, 422);
+        QVERIFY2(created.detail.contains(u"other than the nil one"_s), qPrintable(created.detail));
     }
 
     // The longest search text, made of characters that escaping doubles or that take more than

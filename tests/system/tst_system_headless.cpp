@@ -131,11 +131,15 @@ private Q_SLOTS:
         QVERIFY(server.url().port() > 0);
         QTRY_COMPARE_WITH_TIMEOUT(server.get(u"/ready"_s).status, 200, StartTimeoutMs);
 
-        for (const QString &path : {u"/alive"_s, u"/health"_s, u"/ready"_s, u"/server_info"_s}) {
+        for (const QString &path : {u"/"_s, u"/alive"_s, u"/ready"_s, u"/server_info"_s}) {
             const Reply reply = server.get(path);
             QVERIFY2(reply.status == 200, qPrintable(path + u": "_s + reply.describe()));
             QVERIFY2(reply.json.isObject(), qPrintable(path + u": "_s + reply.describe()));
         }
+        // As OpenHands answers it: the JSON string "OK".
+        const Reply health = server.get(u"/health"_s);
+        QVERIFY2(health.status == 200 && health.body.trimmed() == "\"OK\"",
+                 qPrintable(health.describe()));
         QCOMPARE(server.get(u"/ready"_s).object().value(u"status"_s).toString(), u"ready"_s);
         const QJsonObject info = server.get(u"/server_info"_s).object();
         QVERIFY(!info.value(u"version"_s).toString().isEmpty());

@@ -41,22 +41,35 @@ private Q_SLOTS:
         QTest::addRow("json not an object")
             << "POST"_ba << u"/api/conversations"_s << "[1,2]"_ba << 400 << u"malformed_json"_s;
         QTest::addRow("workspace not an object")
-            << "POST"_ba << u"/api/conversations"_s << "{\"workspace\": \"/tmp\"}"_ba << 422
+            << "POST"_ba << u"/api/conversations"_s
+            << "{\"agent\": {\"kind\": \"shell\"}, \"workspace\": \"/tmp\"}"_ba << 422
             << u"invalid_parameter"_s;
         QTest::addRow("bad uuid") << "GET"_ba << u"/api/conversations/not-a-uuid"_s << ""_ba << 422
                                   << u"invalid_parameter"_s;
         QTest::addRow("bad conversation_id")
             << "POST"_ba << u"/api/conversations"_s << "{\"conversation_id\": \"xyz\"}"_ba << 422
             << u"invalid_parameter"_s;
+        // OpenHands requires the agent; without one it was a shell conversation.
+        QTest::addRow("empty body")
+            << "POST"_ba << u"/api/conversations"_s << "{}"_ba << 422 << u"invalid_parameter"_s;
+        QTest::addRow("no agent") << "POST"_ba << u"/api/conversations"_s << "{\"title\": \"t\"}"_ba
+                                  << 422 << u"invalid_parameter"_s;
+        QTest::addRow("null agent") << "POST"_ba << u"/api/conversations"_s
+                                    << "{\"agent\": null}"_ba << 422 << u"invalid_parameter"_s;
+        QTest::addRow("agent not an object")
+            << "POST"_ba << u"/api/conversations"_s << "{\"agent\": \"shell\"}"_ba << 422
+            << u"invalid_parameter"_s;
         QTest::addRow("unknown agent")
             << "POST"_ba << u"/api/conversations"_s << "{\"agent\": {\"kind\": \"nope\"}}"_ba << 422
             << u"invalid_parameter"_s;
         QTest::addRow("relative workspace")
             << "POST"_ba << u"/api/conversations"_s
-            << "{\"workspace\": {\"working_dir\": \"rel\"}}"_ba << 422 << u"invalid_parameter"_s;
+            << "{\"agent\": {\"kind\": \"shell\"}, \"workspace\": {\"working_dir\": \"rel\"}}"_ba
+            << 422 << u"invalid_parameter"_s;
         // A caller's working dir is mounted writable into the sandbox.
         const auto workingDir = [](const QString &dir) -> QByteArray {
-            return "{\"workspace\": {\"working_dir\": \"" + dir.toUtf8() + "\"}}";
+            return "{\"agent\": {\"kind\": \"shell\"}, \"workspace\": {\"working_dir\": \"" +
+                   dir.toUtf8() + "\"}}";
         };
         const QString dataDir = m_server->dataDir();
         // No file name can hold them; a lone surrogate made one dir and stored another path.
@@ -259,13 +272,14 @@ private Q_SLOTS:
         pragma(u"PRAGMA max_page_count = %1"_s.arg(pages));
         ApiReply refused;
         for (int i = 0; i < 500 && refused.status != 503; ++i)
-            refused = m_server->call("POST"_ba, u"/api/conversations"_s,
-                                     QJsonObject{{u"title"_s, QString(200, u'x')}});
+            refused = m_server->call(
+                "POST"_ba, u"/api/conversations"_s,
+                TestServer::withAgent(QJsonObject{{u"title"_s, QString(200, u'x')}}));
         pragma(u"PRAGMA max_page_count = 1073741823"_s);
         QCOMPARE(refused.status, 503);
         QCOMPARE(refused.errorCode, u"storage_full"_s);
         QVERIFY(refused.detail.contains(u"disk is full"_s));
-        QVERIFY(m_server->call("POST"_ba, u"/api/conversations"_s).ok());
+        QVERIFY(m_server->call("POST"_ba, u"/api/conversations"_s, TestServer::withAgent({})).ok());
     }
 
     // A run cut off by a full disk says so, rather than with the driver's text.

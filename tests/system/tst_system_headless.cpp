@@ -163,7 +163,9 @@ private Q_SLOTS:
         const auto status = [&](const QByteArray &host, const QByteArray &origin) {
             server.setHeader("Host", host);
             server.setHeader("Origin", origin);
-            const Reply reply = server.post(u"/api/conversations"_s);
+            const Reply reply =
+                server.post(u"/api/conversations"_s,
+                            QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}}}});
             return std::pair{reply.status, reply.object().value(u"code"_s).toString()};
         };
         QCOMPARE(status({}, "https://tools.example"), std::pair(201, QString()));
@@ -1195,7 +1197,7 @@ private Q_SLOTS:
         }
 
         // A body of exactly the limit is accepted.
-        QByteArray atLimit = R"({"title": "at the limit"})"_ba;
+        QByteArray atLimit = R"({"title": "at the limit", "agent": {"kind": "shell"}})"_ba;
         atLimit.append(QByteArray(Limit - atLimit.size(), ' '));
         const Reply accepted = server.call("POST"_ba, u"/api/conversations"_s, atLimit);
         QVERIFY2(accepted.status == 201, qPrintable(accepted.describe()));

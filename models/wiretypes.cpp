@@ -204,6 +204,12 @@ std::optional<QUuid> parseWireId(QStringView text)
     return id;
 }
 
+bool isNilWireId(QStringView text)
+{
+    return text == u"00000000-0000-0000-0000-000000000000"_s ||
+           text == u"00000000000000000000000000000000"_s;
+}
+
 QJsonObject RuntimeInfo::toJson() const
 {
     QJsonValue errorValue = QJsonValue::Null;

@@ -44,6 +44,8 @@ std::optional<QDateTime> parseWireTime(const QString &text);
 // Dashed, lowercase, no braces. Accepts dashed or 32-hex forms when parsing.
 QString toWireId(const QUuid &id);
 std::optional<QUuid> parseWireId(QStringView text);
+// Whether `text` is the nil UUID in one of those forms: well formed, and no one's id.
+bool isNilWireId(QStringView text);
 
 // At most the first `count` UTF-16 units of `text`, not cutting a character in two (a
 // surrogate pair cut in half is text some providers' JSON parsers refuse).

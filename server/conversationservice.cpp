@@ -362,6 +362,10 @@ ConversationService::create(CreateConversationRequest request)
                     toWireId(*request.id)),
                 1};
         if (auto existing = m_store.find(*request.id)) {
+            // A start of an archived conversation is refused, as its run is (OpenHands answers
+            // 409 too): the answer was the archived record, as if it had started.
+            if (existing->isArchived())
+                requireUsableRuntime(*existing);
             // Creating it again is how a secret kept in memory only is sent again.
             QString secret;
             if (existing->agentKind == request.agentKind) {

@@ -293,8 +293,11 @@ public:
         return call("POST"_ba, path, QJsonDocument(body).toJson(QJsonDocument::Compact));
     }
 
-    QUuid create(const QJsonObject &body, Reply *reply = nullptr)
+    // Without an agent in `body`, a shell conversation (a create needs one).
+    QUuid create(QJsonObject body, Reply *reply = nullptr)
     {
+        if (!body.contains(u"agent"_s))
+            body.insert(u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}});
         const Reply created = post(u"/api/conversations"_s, body);
         if (reply)
             *reply = created;

@@ -131,11 +131,15 @@ private Q_SLOTS:
         QVERIFY(server.url().port() > 0);
         QTRY_COMPARE_WITH_TIMEOUT(server.get(u"/ready"_s).status, 200, StartTimeoutMs);
 
-        for (const QString &path : {u"/alive"_s, u"/health"_s, u"/ready"_s, u"/server_info"_s}) {
+        for (const QString &path : {u"/"_s, u"/alive"_s, u"/ready"_s, u"/server_info"_s}) {
             const Reply reply = server.get(path);
             QVERIFY2(reply.status == 200, qPrintable(path + u": "_s + reply.describe()));
             QVERIFY2(reply.json.isObject(), qPrintable(path + u": "_s + reply.describe()));
         }
+        // As OpenHands answers it: the JSON string "OK".
+        const Reply health = server.get(u"/health"_s);
+        QVERIFY2(health.status == 200 && health.body.trimmed() == "\"OK\"",
+                 qPrintable(health.describe()));
         QCOMPARE(server.get(u"/ready"_s).object().value(u"status"_s).toString(), u"ready"_s);
         const QJsonObject info = server.get(u"/server_info"_s).object();
         QVERIFY(!info.value(u"version"_s).toString().isEmpty());
@@ -159,7 +163,9 @@ private Q_SLOTS:
         const auto status = [&](const QByteArray &host, const QByteArray &origin) {
             server.setHeader("Host", host);
             server.setHeader("Origin", origin);
-            const Reply reply = server.post(u"/api/conversations"_s);
+            const Reply reply =
+                server.post(u"/api/conversations"_s,
+                            QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}}}});
             return std::pair{reply.status, reply.object().value(u"code"_s).toString()};
         };
         QCOMPARE(status({}, "https://tools.example"), std::pair(201, QString()));
@@ -1195,7 +1201,7 @@ private Q_SLOTS:
         }
 
         // A body of exactly the limit is accepted.
-        QByteArray atLimit = R"({"title": "at the limit"})"_ba;
+        QByteArray atLimit = R"({"title": "at the limit", "agent": {"kind": "shell"}})"_ba;
         atLimit.append(QByteArray(Limit - atLimit.size(), ' '));
         const Reply accepted = server.call("POST"_ba, u"/api/conversations"_s, atLimit);
         QVERIFY2(accepted.status == 201, qPrintable(accepted.describe()));

@@ -56,4 +56,12 @@ QString loseIndexEntries(const QString &path, const QString &index, const QStrin
     return failure;
 }
 
+QString overwriteByte(const QString &path, qint64 offset, char value)
+{
+    QFile file(path);
+    if (!file.open(QIODevice::ReadWrite) || !file.seek(offset) || file.write(&value, 1) != 1)
+        return u"cannot write byte %1 of %2: %3"_s.arg(offset).arg(path, file.errorString());
+    return {};
+}
+
 } // namespace AgentDeck::Testing

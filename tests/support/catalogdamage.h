@@ -13,4 +13,7 @@ namespace AgentDeck::Testing {
 // rows, then its schema entry is given back its own definition.
 QString loseIndexEntries(const QString &path, const QString &index, const QString &lostRows);
 
+// Writes `value` over byte `offset` of the file (the header is its first 100 bytes).
+QString overwriteByte(const QString &path, qint64 offset, char value);
+
 } // namespace AgentDeck::Testing

@@ -652,6 +652,26 @@ private Q_SLOTS:
         }
     }
 
+    // A damaged header byte (the write version): SQLite opened the catalog read-only without a
+    // word, the server said it was ready, and every write failed with "attempt to write a
+    // readonly database" in a writable data dir. It refuses to start, naming the damaged file.
+    void aDamagedHeaderIsNamedAtStartup()
+    {
+        const QString dir = m_fleet.newDataDir();
+        ServerProcess &before = m_fleet.add(dir);
+        QVERIFY2(before.startReady(), qPrintable(before.stderrText()));
+        QVERIFY(!before.create(QJsonObject{{u"title"_s, u"header"_s}}).isNull());
+        before.sendSignal(SIGTERM);
+        QVERIFY(before.waitForExit(10'000));
+        const QString path = QDir(dir).absoluteFilePath(u"agentdeck.db"_s);
+        const QString failure = overwriteByte(path, 18, '\x5a');
+        QVERIFY2(failure.isEmpty(), qPrintable(failure));
+
+        ServerProcess &after = m_fleet.add(dir);
+        verifyRefuses(after, {u"database file %1 is damaged"_s.arg(path), u"byte 18"_s,
+                              u"restore it from a backup"_s});
+    }
+
     // 3. A signal stops the server gracefully: a running command is interrupted after the grace
     // period, the conversation is paused with its history, and the exit code is 0.
     void signalStopsGracefully_data()

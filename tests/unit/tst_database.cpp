@@ -453,6 +453,60 @@ private Q_SLOTS:
         }
     }
 
+    // A damaged header byte: SQLite opened the file read-only without a word and every write
+    // failed with "attempt to write a readonly database" in a writable data dir, or it answered
+    // "file is not a database". The file is named as damaged, and nothing is written to it.
+    void aDamagedHeaderIsNamedAsDamage_data()
+    {
+        QTest::addColumn<qint64>("offset");
+        QTest::addColumn<char>("value");
+        QTest::addColumn<QString>("says");
+        QTest::addRow("magic") << qint64(0) << 'Z' << u"SQLite format 3"_s;
+        QTest::addRow("page size") << qint64(16) << '\x5a' << u"page size"_s;
+        QTest::addRow("write version") << qint64(18) << '\x5a' << u"byte 18"_s;
+        QTest::addRow("read version") << qint64(19) << '\x5a' << u"byte 19"_s;
+        QTest::addRow("reserved space") << qint64(20) << '\xff' << u"byte 20"_s;
+        // A field SQLite does not go by (the user version): the catalog opens as before.
+        QTest::addRow("user version") << qint64(60) << '\x5a' << QString();
+        QTest::addRow("payload fraction") << qint64(21) << '\x5a' << u"bytes 21 to 23"_s;
+        // Checked by SQLite only: more pages than the file has.
+        QTest::addRow("page count") << qint64(28) << '\x5a' << u"malformed"_s;
+    }
+    void aDamagedHeaderIsNamedAsDamage()
+    {
+        QFETCH(qint64, offset);
+        QFETCH(char, value);
+        QFETCH(QString, says);
+        const QString path = m_dir->filePath(u"catalog.db"_s);
+        {
+            QString error;
+            auto db = Database::openSqlite(path, &error);
+            QVERIFY2(db, qPrintable(error));
+            ConversationStore(*db).insert(conversation());
+            QSqlQuery checkpoint(db->connection());
+            QVERIFY(checkpoint.exec(u"PRAGMA wal_checkpoint(TRUNCATE)"_s));
+        }
+        const QString failure = overwriteByte(path, offset, value);
+        QVERIFY2(failure.isEmpty(), qPrintable(failure));
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        const QByteArray before = file.readAll();
+        file.close();
+
+        QString error;
+        auto db = Database::openSqlite(path, &error);
+        if (says.isEmpty()) {
+            QVERIFY2(db, qPrintable(error));
+            return;
+        }
+        QVERIFY(!db);
+        QVERIFY2(error.startsWith(u"database file %1 is damaged"_s.arg(path)), qPrintable(error));
+        QVERIFY2(error.contains(says), qPrintable(error));
+        QVERIFY2(error.contains(u"restore it from a backup"_s), qPrintable(error));
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QCOMPARE(file.readAll(), before);
+    }
+
     // QSqlQuery::next() reports a row it could not fetch as the end of the rows: a damaged page
     // made a read return fewer rows, or "does not exist", instead of failing.
     void aRowThatCannotBeFetchedFailsTheRead()

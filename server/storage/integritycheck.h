@@ -15,8 +15,9 @@ namespace AgentDeck {
 // connection of its own, at the lowest priority: a damaged page is found when the server
 // starts, not by whichever request first touches it, which could be days later. Not
 // quick_check: it does not compare indexes with their tables, and an index that lost an entry
-// passed it while the event it lost answered 404 to its id. integrity_check reads each row's
-// index entries too, two to three times quick_check's cost (the benchmark's figure 5).
+// passed it while the event it lost answered 404 to its id. integrity_check also looks up each
+// row's index entries: three to five times quick_check's CPU, about the same time when the file
+// has to come from disk (the benchmark's figure 5).
 class IntegrityCheck : public QObject
 {
     Q_OBJECT

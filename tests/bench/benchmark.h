@@ -82,6 +82,7 @@ struct CatalogueFigures
     std::optional<ProcessMemory> memoryAfterWalk;
     // After a restart on the same data dir, and after a few search pages there.
     qint64 restartStartupNs = 0;
+    qint64 integrityCheckMs = -1; // the server's check after the restart, as it logs it
     std::optional<ProcessMemory> memoryAfterRestart;
     std::optional<ProcessMemory> memoryAfterRestartSample;
 };
@@ -124,6 +125,10 @@ private:
     QCoro::Task<> measureFanoutAlone(QString dataDir);
 
     void reportSearchAndMemory(const CatalogueFigures &reference, const CatalogueFigures &large);
+    // The server's integrity check after startup on both catalogues, and PRAGMA quick_check
+    // and integrity_check timed on their files here, with no server running.
+    void reportStartupCheck(const CatalogueFigures &reference, const CatalogueFigures &large,
+                            const QString &referenceDir, const QString &largeDir);
     void printSummary() const;
     void addGoal(GoalResult goal, int number);
     // Remembers how much CPU other processes took during a phase of goal `number`.

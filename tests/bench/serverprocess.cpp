@@ -55,6 +55,11 @@ void ServerProcess::readStderr()
                 Q_EMIT portKnown();
             }
         }
+        static const QRegularExpression checked(u"checked the catalog's integrity in (\\d+) ms"_s);
+        if (const auto match = checked.match(line); match.hasMatch()) {
+            m_integrityCheckMs = match.captured(1).toLongLong();
+            Q_EMIT integrityChecked();
+        }
         if (line.contains(u" warning "_s) || line.contains(u" critical "_s) ||
             line.contains(u" fatal "_s))
             ++m_warnings;
@@ -100,6 +105,13 @@ QCoro::Task<bool> ServerProcess::start(std::chrono::milliseconds timeout)
     }
     m_error = u"%1 did not become ready in time"_s.arg(m_binary);
     co_return false;
+}
+
+QCoro::Task<qint64> ServerProcess::integrityCheckMs(std::chrono::milliseconds timeout)
+{
+    if (m_integrityCheckMs < 0)
+        co_await qCoro(this, &ServerProcess::integrityChecked, timeout);
+    co_return m_integrityCheckMs;
 }
 
 QCoro::Task<> ServerProcess::stop(std::chrono::milliseconds grace)

@@ -35,9 +35,13 @@ public:
     int warningCount() const { return m_warnings; }
     // Wall time from launch to the first 200 of /ready.
     qint64 startupNs() const { return m_startupNs; }
+    // How long the server's integrity check after startup took, as it logs it ("checked the
+    // catalog's integrity in N ms"); -1 when it did not say so within `timeout`.
+    QCoro::Task<qint64> integrityCheckMs(std::chrono::milliseconds timeout);
 
 Q_SIGNALS:
     void portKnown();
+    void integrityChecked();
 
 private:
     void readStderr();
@@ -50,6 +54,7 @@ private:
     int m_warnings = 0;
     quint16 m_port = 0;
     qint64 m_startupNs = 0;
+    qint64 m_integrityCheckMs = -1;
     QString m_error;
 };
 

@@ -19,6 +19,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include "catalogdamage.h"
 #include "serverprocess.h"
 #include "testevents.h"
 #include <QUrlQuery>
@@ -612,10 +613,73 @@ private Q_SLOTS:
         QCOMPARE(after.get(u"/ready"_s).status, 503);
         QVERIFY2(after.stderrText().contains(u"the database is damaged"_s),
                  qPrintable(after.stderrText()));
-        QVERIFY2(after.stderrText().contains(u"PRAGMA quick_check found"_s),
+        QVERIFY2(after.stderrText().contains(u"PRAGMA integrity_check found"_s),
                  qPrintable(after.stderrText()));
         // What is intact is still served.
         QCOMPARE(after.get(u"/api/conversations/search"_s).status, 200);
+    }
+
+    // An index that lost entries passed the check after startup, which did not compare indexes
+    // with their tables: /ready said ready, and events/search listed an event that GET
+    // .../events/{id} answered 404.
+    void anIndexThatLostEntriesIsFoundAtStartup()
+    {
+        const QString dir = m_fleet.newDataDir();
+        ServerProcess &before = m_fleet.add(dir);
+        QVERIFY2(before.startReady(), qPrintable(before.stderrText()));
+        const QUuid id = before.create(QJsonObject{{u"title"_s, u"lost entries"_s}});
+        QVERIFY(!id.isNull());
+        for (int i = 0; i < 3; ++i)
+            QCOMPARE(before
+                         .post(conversationPath(id, u"events"_s),
+                               userMessage(u"message %1"_s.arg(i), false))
+                         .status,
+                     200);
+        before.sendSignal(SIGTERM);
+        QVERIFY(before.waitForExit(10'000));
+        const QString failure =
+            loseIndexEntries(dir + u"/agentdeck.db"_s, u"events_by_id"_s, u"seq = 2"_s);
+        QVERIFY2(failure.isEmpty(), qPrintable(failure));
+
+        ServerProcess &after = m_fleet.add(dir);
+        QVERIFY2(after.start(), qPrintable(after.stderrText()));
+        QTRY_COMPARE_WITH_TIMEOUT(after.get(u"/ready"_s).object().value(u"status"_s).toString(),
+                                  u"storage_corrupt"_s, 20000);
+        QCOMPARE(after.get(u"/ready"_s).status, 503);
+        const QString text = after.stderrText();
+        QVERIFY2(text.contains(u"the database is damaged"_s), qPrintable(text));
+        QVERIFY2(text.contains(u"PRAGMA integrity_check found"_s), qPrintable(text));
+        QVERIFY2(text.contains(u"missing from index events_by_id"_s), qPrintable(text));
+        // The damage as a client met it, which the check now names.
+        const auto events = after.get(conversationPath(id, u"events/search"_s));
+        QCOMPARE(events.status, 200);
+        const QJsonArray items = events.object().value(u"items"_s).toArray();
+        QCOMPARE(items.size(), 3);
+        for (const QJsonValue &item : items) {
+            const QString eventId = item.toObject().value(u"id"_s).toString();
+            const int status = item.toObject().value(u"seq"_s).toInt() == 2 ? 404 : 200;
+            QCOMPARE(after.get(conversationPath(id, u"events/"_s + eventId)).status, status);
+        }
+    }
+
+    // A damaged header byte (the write version): SQLite opened the catalog read-only without a
+    // word, the server said it was ready, and every write failed with "attempt to write a
+    // readonly database" in a writable data dir. It refuses to start, naming the damaged file.
+    void aDamagedHeaderIsNamedAtStartup()
+    {
+        const QString dir = m_fleet.newDataDir();
+        ServerProcess &before = m_fleet.add(dir);
+        QVERIFY2(before.startReady(), qPrintable(before.stderrText()));
+        QVERIFY(!before.create(QJsonObject{{u"title"_s, u"header"_s}}).isNull());
+        before.sendSignal(SIGTERM);
+        QVERIFY(before.waitForExit(10'000));
+        const QString path = QDir(dir).absoluteFilePath(u"agentdeck.db"_s);
+        const QString failure = overwriteByte(path, 18, '\x5a');
+        QVERIFY2(failure.isEmpty(), qPrintable(failure));
+
+        ServerProcess &after = m_fleet.add(dir);
+        verifyRefuses(after, {u"database file %1 is damaged"_s.arg(path), u"byte 18"_s,
+                              u"restore it from a backup"_s});
     }
 
     // 3. A signal stops the server gracefully: a running command is interrupted after the grace

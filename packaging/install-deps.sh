@@ -9,7 +9,7 @@ packages=(
     libqt6sql6-sqlite libqt6sql6-psql libsqlite3-dev qcoro-qt6-dev libsystemd-dev
     qml6-module-qtquick qml6-module-qtquick-controls qml6-module-qtquick-layouts
     qml6-module-qtquick-templates qml6-module-qtquick-window qml6-module-qtqml-workerscript
-    postgresql xvfb xauth bubblewrap procps
+    postgresql xvfb xauth bubblewrap slirp4netns procps
     dpkg-dev file systemd desktop-file-utils appstream
 )
 

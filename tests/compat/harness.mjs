@@ -155,6 +155,16 @@ export class AgentDeck {
                                       '--data-dir', this.dataDir,
                                       '--session-api-key', SESSION_API_KEY],
                              { stdio: ['ignore', 'ignore', 'pipe'] });
+        // Not left running when this process ends without stop() (a failure, a signal).
+        const orphanGuard = () => {
+            this.process.kill('SIGKILL');
+            for (const dir of [this.root, this.workRoot])
+                rmSync(dir, { recursive: true, force: true });
+        };
+        process.once('exit', orphanGuard);
+        for (const signal of ['SIGINT', 'SIGTERM'])
+            process.once(signal, () => { orphanGuard(); process.exit(signal === 'SIGINT' ? 130 : 143); });
+        this.process.once('exit', () => process.removeListener('exit', orphanGuard));
         this.process.stderr.setEncoding('utf8');
         this.process.stderr.on('data', (d) => { this.stderr += d; });
         const exited = new Promise((_, reject) => this.process.once('exit', (code, signal) =>

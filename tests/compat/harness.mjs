@@ -17,7 +17,8 @@ export function binaryPath() {
 }
 
 // Resolves with the value once check() returns a truthy one; rejects after timeoutMs with what
-// it was waiting for. Checks every intervalMs (a poll of a condition, never a fixed wait).
+// it was waiting for (a string, or a function giving one then). Checks every intervalMs (a poll
+// of a condition, never a fixed wait).
 export async function waitFor(what, check, { timeoutMs = 20000, intervalMs = 50 } = {}) {
     const deadline = Date.now() + timeoutMs;
     let lastError;
@@ -30,7 +31,7 @@ export async function waitFor(what, check, { timeoutMs = 20000, intervalMs = 50 
             lastError = error;
         }
         if (Date.now() > deadline)
-            throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}` +
+            throw new Error(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'function' ? what() : what}` +
                             (lastError ? ` (last error: ${lastError.message})` : ''));
         await new Promise((r) => setTimeout(r, intervalMs));
     }

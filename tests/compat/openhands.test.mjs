@@ -113,13 +113,13 @@ async function startConversation(name, steps = [], options = {}) {
 
 async function waitForStatus(conversation, wanted, timeoutMs = 20000) {
     let last;
-    await waitFor(`execution_status ${wanted} (last: ${last})`, async () => {
+    await waitFor(() => `execution_status ${wanted} (last: ${last})`, async () => {
         await conversation.state.refresh();
         last = await conversation.state.getExecutionStatus();
-        if (last === 'error' && wanted !== 'error')
-            throw new Error(`the run ended in error: ${JSON.stringify(await conversation.state.modelDump())}`);
-        return last === wanted;
+        return last === wanted || last === 'error';
     }, { timeoutMs });
+    if (last !== wanted)
+        throw new Error(`the run ended in ${last}: ${JSON.stringify(await conversation.state.modelDump())}`);
 }
 
 async function runToFinish(conversation, message) {

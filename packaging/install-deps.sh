@@ -14,6 +14,9 @@ packages=(
 )
 
 missing=()
+# The compat suite (tests/compat) runs on the machine's Node.js and npm; Debian's where there are none.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done

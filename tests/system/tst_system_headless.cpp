@@ -343,6 +343,17 @@ private Q_SLOTS:
         QTest::addRow("lease ttl under 1s") << u"--lease-ttl"_s << u"999ms"_s << u"at least 1s"_s;
         QTest::addRow("watching with the daemon")
             << u"--connect"_s << u"127.0.0.1:1"_s << u"--connect is for the console"_s;
+        QTest::addRow("unknown network") << u"--sandbox-network"_s << u"wifi"_s
+                                         << u"--sandbox-network takes none, egress or host"_s;
+        // Below a few MiB not even bash starts: every command would fail.
+        QTest::addRow("memory too small")
+            << u"--sandbox-memory"_s << u"1MiB"_s << u"--sandbox-memory takes a size of 16MiB"_s;
+        QTest::addRow("too few processes")
+            << u"--sandbox-processes"_s << u"3"_s << u"--sandbox-processes takes a number"_s;
+        QTest::addRow("cpu not a duration")
+            << u"--sandbox-cpu"_s << u"lots"_s << u"--sandbox-cpu takes a duration"_s;
+        QTest::addRow("file size not a size")
+            << u"--sandbox-file-size"_s << u"big"_s << u"--sandbox-file-size takes a size"_s;
     }
     void refusesBadOptionValues()
     {

@@ -10,6 +10,7 @@
 #include "openfiles.h"
 
 #include <QDeadlineTimer>
+#include <QElapsedTimer>
 #include <QMetaMethod>
 #include <QPointer>
 #include <QTcpSocket>
@@ -37,19 +38,38 @@ namespace AgentDeck {
 class HeadWaiters
 {
 public:
+    // Only a connection that has waited this long is evicted: one accepted a moment ago may
+    // have its head in the kernel's buffer, not read yet.
+    static constexpr qint64 MinWaitMs = 250;
+
     quint64 add(RequestGate *gate)
     {
         const quint64 key = m_next++;
-        m_gates.emplace(key, gate);
+        m_gates.emplace(key, Waiting{gate, m_clock.elapsed()});
         return key;
     }
     void remove(quint64 key) { m_gates.erase(key); }
-    bool isEmpty() const { return m_gates.empty(); }
-    RequestGate *oldest() const { return m_gates.empty() ? nullptr : m_gates.begin()->second; }
+    // The one that has waited longest, if that is long enough to evict it.
+    RequestGate *evictable() const
+    {
+        if (m_gates.empty() || m_clock.elapsed() - m_gates.begin()->second.since < MinWaitMs)
+            return nullptr;
+        return m_gates.begin()->second.gate;
+    }
 
 private:
-    std::map<quint64, RequestGate *> m_gates;
+    struct Waiting
+    {
+        RequestGate *gate;
+        qint64 since; // m_clock's time
+    };
+    std::map<quint64, Waiting> m_gates;
     quint64 m_next = 1;
+    QElapsedTimer m_clock = [] {
+        QElapsedTimer clock;
+        clock.start();
+        return clock;
+    }();
 };
 
 // Follows the requests of one HTTP connection (see HttpRequestFollower) and acts on what it
@@ -445,7 +465,7 @@ HttpListener::HttpListener(const HttpLimits &limits, Metrics &metrics, QObject *
     m_resume.setInterval(100);
     m_resume.callOnTimeout(this, [this] {
         // A connection that now waits for a head can make room for the next one.
-        if (nearDescriptorLimit() && m_waiters->isEmpty())
+        if (nearDescriptorLimit() && !m_waiters->evictable())
             return;
         m_resume.stop();
         qCInfo(lcHttp) << "accepting connections again";
@@ -489,7 +509,7 @@ HttpListener::~HttpListener() = default;
 
 bool HttpListener::evictOldestWaiting()
 {
-    while (RequestGate *gate = m_waiters->oldest()) {
+    while (RequestGate *gate = m_waiters->evictable()) {
         if (gate->evict())
             return true;
     }

@@ -13,7 +13,8 @@ SendBudget::SendBudget(qint64 limitBytes, std::atomic<qint64> *unsentGauge)
 SendBudget::~SendBudget()
 {
     // Connections that outlive the budget count nothing more.
-    for (WebSocketConnection *connection : std::as_const(m_connections))
+    const QSet<WebSocketConnection *> connections = m_connections;
+    for (WebSocketConnection *connection : connections)
         connection->leaveSendBudget();
     if (m_gauge)
         m_gauge->store(0, std::memory_order_relaxed);

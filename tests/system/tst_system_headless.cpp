@@ -197,6 +197,8 @@ private Q_SLOTS:
             client->connectToHost(QHostAddress::LocalHost, quint16(server.url().port()));
             QVERIFY(client->waitForConnected(5'000));
             client->write(upgrade);
+            // Now: a connection that sends nothing for a while is evicted first.
+            QVERIFY(client->waitForBytesWritten(5'000));
         }
         QTRY_VERIFY_WITH_TIMEOUT(
             server.stderrText().contains(u"no new connections until some close"_s), 10'000);

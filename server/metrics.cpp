@@ -106,7 +106,8 @@ QByteArray Metrics::render(const QList<QPair<QString, qint64>> &conversationsByS
         out += "agentdeck_http_refused_total{status=\"" + QByteArray::number(it.key()) + "\"} " +
                QByteArray::number(it.value()) + '\n';
     out += "# HELP agentdeck_http_connections_closed_total HTTP connections the server closed: "
-           "idle, or not reading their answers.\n"
+           "idle, not reading their answers, or evicted near the descriptor limit while waiting "
+           "for a request head.\n"
            "# TYPE agentdeck_http_connections_closed_total counter\n";
     for (auto it = m_httpClosed.cbegin(); it != m_httpClosed.cend(); ++it)
         out += "agentdeck_http_connections_closed_total{reason=\"" + it.key() + "\"} " +

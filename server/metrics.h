@@ -26,7 +26,8 @@ public:
     // Bytes accepted for WebSocket clients and not yet handed to the kernel (SendBudget).
     std::atomic<qint64> &webSocketUnsentBytes() { return m_webSocketUnsent; }
     // What the HTTP listener does before a request reaches a route (main thread): requests it
-    // answers itself (413, 431, 400, 408) and connections it closes ("idle", "not_reading").
+    // answers itself (413, 431, 400, 408) and connections it closes ("idle", "not_reading",
+    // "evicted").
     void httpRefused(int status) { ++m_httpRefused[status]; }
     void httpConnectionClosed(const QByteArray &reason) { ++m_httpClosed[reason]; }
 

@@ -79,15 +79,22 @@ bool waitUntil(const std::function<bool()> &done, int timeoutMs)
     return true;
 }
 
+enum class Reading
+{
+    Never, // a small receive buffer: the kernel holds little for a client that does not read
+    Fast,
+};
+
 // A blocking loopback TCP connection, -1 on failure.
-int connectTo(quint16 port)
+int connectTo(quint16 port, Reading reading = Reading::Never)
 {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    // Small, so that the kernel holds little for a subscriber that does not read.
-    const int receiveBuffer = 16 * 1024;
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receiveBuffer, sizeof receiveBuffer);
+    if (reading == Reading::Never) {
+        const int receiveBuffer = 16 * 1024;
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receiveBuffer, sizeof receiveBuffer);
+    }
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_port = htons(port);
@@ -151,7 +158,7 @@ public:
     }
     bool open(const QString &path, quint16 port)
     {
-        m_fd = connectTo(port);
+        m_fd = connectTo(port, Reading::Fast);
         const QByteArray request = upgradeRequest(path, port);
         if (m_fd < 0 || ::send(m_fd, request.constData(), std::size_t(request.size()),
                                MSG_NOSIGNAL) != request.size())
@@ -226,7 +233,7 @@ bool postAtOnce(quint16 port, const QUuid &id, const QString &text, int messages
     std::vector<std::thread> threads;
     for (int c = 0; c < connections; ++c) {
         threads.emplace_back([&] {
-            const int fd = connectTo(port);
+            const int fd = connectTo(port, Reading::Fast);
             if (fd < 0) {
                 failed = true;
                 return;

@@ -314,6 +314,7 @@ bool AgentDeckServer::start(QString *error)
     auto *tcp = new HttpListener(httpLimits, d->metrics, d->http.get());
     StreamSettings streamSettings;
     streamSettings.sendBudgetBytes = m_config.streamBudgetBytes;
+    streamSettings.totalSendBudgetBytes = m_config.streamTotalBudgetBytes;
     streamSettings.authTimeoutMs = m_config.streamAuthTimeoutMs;
     streamSettings.maxMessageBytes = m_config.maxBodyBytes;
     d->streamsThread.setObjectName(u"agentdeck-streams"_s);

@@ -1,5 +1,6 @@
 #include "benchmark.h"
 
+#include "bounds.h"
 #include "fanoutreference.h"
 #include "loadgenerator.h"
 #include "procinfo.h"
@@ -325,6 +326,12 @@ QCoro::Task<int> Benchmark::run()
         printSummary();
         co_return m_failures.isEmpty() ? 0 : 1;
     }
+    if (m_options.boundsOnly) {
+        auto bounds = measureBounds(root.path());
+        co_await std::move(bounds);
+        printSummary();
+        co_return m_failures.isEmpty() ? 0 : 1;
+    }
 
     CatalogueFigures reference;
     CatalogueFigures large;
@@ -384,6 +391,9 @@ QCoro::Task<int> Benchmark::run()
                 ratioOf(double(large.restartStartupNs), double(reference.restartStartupNs)))));
     reportStartupCheck(reference, large, root.filePath(u"reference"_s), root.filePath(u"large"_s));
 
+    auto bounds = measureBounds(root.path());
+    co_await std::move(bounds);
+
     printSummary();
     say(u"the run took %1"_s.arg(seconds(nowNs() - runStartNs)));
     if (!m_options.keepData) {
@@ -406,6 +416,20 @@ QCoro::Task<> Benchmark::measureFanoutAlone(QString dataDir)
         co_return;
     auto fanout = measureFanout(*m_server);
     co_await std::move(fanout);
+}
+
+QCoro::Task<> Benchmark::measureBounds(QString root)
+{
+    say(QString());
+    say(u"== 6. Server growth with %1 WebSocket subscribers that do not read"_s.arg(
+        m_options.subscribers));
+    auto subscribers = measureSlowSubscribers(m_options.binary, QDir(root).filePath(u"deaf"_s),
+                                              m_options.subscribers);
+    addGoal(co_await std::move(subscribers), 6);
+    say(QString());
+    say(u"== 7. GET /alive past slow request heads at the descriptor limit"_s);
+    auto heads = measureSlowHeads(m_options.binary, QDir(root).filePath(u"slowheads"_s));
+    addGoal(co_await std::move(heads), 7);
 }
 
 QCoro::Task<bool> Benchmark::startServer(std::unique_ptr<ServerProcess> &server, QString dataDir)

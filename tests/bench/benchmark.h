@@ -21,6 +21,7 @@ struct BenchOptions
     QString workDir;
     bool quick = false;
     bool fanoutOnly = false; // figure 2 alone, on a server with an empty catalogue
+    bool boundsOnly = false; // figures 6 and 7 alone
     bool keepData = false;
     qint64 conversations = 100'000;
     qint64 referenceConversations = 1'000;
@@ -123,6 +124,8 @@ private:
     // The same fan-out from bare sockets in the bench; the subscribers' write -> read samples.
     QCoro::Task<Samples> measureFanoutReference(qsizetype payloadBytes);
     QCoro::Task<> measureFanoutAlone(QString dataDir);
+    // Figures 6 and 7 (bounds.h), each on a server of its own under `root`.
+    QCoro::Task<> measureBounds(QString root);
 
     void reportSearchAndMemory(const CatalogueFigures &reference, const CatalogueFigures &large);
     // The server's integrity check after startup on both catalogues, and PRAGMA quick_check

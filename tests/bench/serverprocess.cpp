@@ -9,6 +9,7 @@
 
 #include <csignal>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 
 using namespace Qt::StringLiterals;
 
@@ -28,6 +29,15 @@ ServerProcess::ServerProcess(QString binary, QString dataDir, QObject *parent)
     // A bench that dies (watchdog, Ctrl-C, crash) takes its servers with it.
     m_process.setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGKILL); });
     connect(&m_process, &QProcess::readyReadStandardError, this, &ServerProcess::readStderr);
+}
+
+void ServerProcess::setOpenFileLimit(qint64 limit)
+{
+    m_process.setChildProcessModifier([limit] {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        const rlimit files{rlim_t(limit), rlim_t(limit)};
+        ::setrlimit(RLIMIT_NOFILE, &files);
+    });
 }
 
 ServerProcess::~ServerProcess()

@@ -20,6 +20,9 @@ public:
     ServerProcess(QString binary, QString dataDir, QObject *parent = nullptr);
     ~ServerProcess() override;
 
+    // Before start(): the server's limit of open files, soft and hard.
+    void setOpenFileLimit(qint64 limit);
+
     // Starts the process, reads the port from "listening on http://127.0.0.1:PORT" and waits
     // until GET /ready answers 200. False with errorString() on failure.
     QCoro::Task<bool> start(std::chrono::milliseconds timeout);

@@ -180,38 +180,49 @@ private Q_SLOTS:
 
     // At the limit of open files Qt's accept failed and was tried again at once: a core busy
     // (90 % measured) for as long as clients kept connecting. The listener now stops accepting
-    // while few descriptors are left, and takes the waiting connections once some close.
+    // while few descriptors are left and no connection waits for a request head (those it
+    // evicts: see tst_system_bounds), and takes the waiting connections once some close.
     void connectionsPastTheOpenFileLimitWaitTheirTurn()
     {
         constexpr int Limit = 128;
         ServerProcess &server = m_fleet.add();
         server.setOpenFileLimit(Limit);
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
-        // As many as the limit: the server takes what its descriptors allow, the rest wait in
-        // the kernel's queue.
+        const QUuid id =
+            server.create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
+        QVERIFY(!id.isNull());
+        const QByteArray upgrade = "GET /sockets/events/" +
+                                   id.toString(QUuid::WithoutBraces).toUtf8() +
+                                   " HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+                                   "Connection: Upgrade\r\nSec-WebSocket-Key: "
+                                   "dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+        // As many event streams as the limit (none of them evictable): the server takes what its
+        // descriptors allow, the rest wait in the kernel's queue.
         std::vector<std::unique_ptr<QTcpSocket>> clients;
         for (int i = 0; i < Limit; ++i) {
             auto &client = clients.emplace_back(std::make_unique<QTcpSocket>());
             client->connectToHost(QHostAddress::LocalHost, quint16(server.url().port()));
             QVERIFY(client->waitForConnected(5'000));
+            client->write(upgrade);
+            // Now: a connection that sends nothing for a while is evicted first.
+            QVERIFY(client->waitForBytesWritten(5'000));
         }
-        QTRY_VERIFY_WITH_TIMEOUT(server.stderrText().contains(u"open files are near the limit"_s),
-                                 10'000);
+        QTRY_VERIFY_WITH_TIMEOUT(
+            server.stderrText().contains(u"no new connections until some close"_s), 10'000);
         const QDir descriptors(u"/proc/%1/fd"_s.arg(server.pid()));
         QVERIFY(
             descriptors.entryList(QDir::AllEntries | QDir::System | QDir::NoDotAndDotDot).size() <
             Limit);
         // Once most go, every one left is served, the last connected included.
         clients.erase(clients.begin(), clients.begin() + 3 * Limit / 4);
-        for (const auto &client : clients)
-            client->write("GET /alive HTTP/1.1\r\nHost: localhost\r\n\r\n");
         for (const auto &client : clients) {
             QTRY_VERIFY_WITH_TIMEOUT(client->bytesAvailable() > 0 || client->waitForReadyRead(100),
                                      10'000);
-            QVERIFY(client->readAll().startsWith("HTTP/1.1 200 OK"));
+            QVERIFY(client->readAll().startsWith("HTTP/1.1 101"));
         }
         QTRY_VERIFY_WITH_TIMEOUT(server.stderrText().contains(u"accepting connections again"_s),
                                  5'000);
+        QCOMPARE(server.get(u"/alive"_s).status, 200);
         QVERIFY(server.isRunning());
     }
 

@@ -123,7 +123,7 @@ int openDescriptors(qint64 pid)
 QCoro::Task<GoalResult> measureSlowSubscribers(QString binary, QString dataDir, int subscribers)
 {
     GoalResult goal;
-    goal.name = u"6. server growth, %1 subscribers that do not read, %2 x 1 MiB"_s.arg(subscribers)
+    goal.name = u"8. server growth, %1 subscribers that do not read, %2 x 1 MiB"_s.arg(subscribers)
                     .arg(Messages);
     goal.goal = u"< %1 MiB, and a reader gets every event"_s.arg(GrowthGoalMiB);
     ServerProcess server(binary, dataDir);
@@ -222,7 +222,7 @@ QCoro::Task<GoalResult> measureSlowSubscribers(QString binary, QString dataDir, 
 QCoro::Task<GoalResult> measureSlowHeads(QString binary, QString dataDir)
 {
     GoalResult goal;
-    goal.name = u"7. GET /alive past %1 slow request heads, %2 open files"_s.arg(SlowHeads).arg(
+    goal.name = u"9. GET /alive past %1 slow request heads, %2 open files"_s.arg(SlowHeads).arg(
         OpenFileLimit);
     goal.goal = u"every answer < %1 ms"_s.arg(AliveGoalMs);
     ServerProcess server(binary, dataDir);

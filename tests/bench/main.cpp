@@ -44,7 +44,7 @@ int main(int argc, char *argv[])
     const QCommandLineOption fanoutOnly(
         u"fanout-only"_s, u"Measure figure 2 (publish -> receive) alone, on an empty server."_s);
     const QCommandLineOption boundsOnly(
-        u"bounds-only"_s, u"Measure figures 6 and 7 (server-wide bounds) alone: the growth with "
+        u"bounds-only"_s, u"Measure figures 8 and 9 (server-wide bounds) alone: the growth with "
                           "100 subscribers that do not read, and /alive past 250 slow request "
                           "heads at 256 open files."_s);
     const QCommandLineOption readers(u"subscriber-threads"_s,

@@ -20,6 +20,8 @@ public:
     ServerProcess(QString binary, QString dataDir, QObject *parent = nullptr);
     ~ServerProcess() override;
 
+    // Options after the bench's own (--headless, --listen, --data-dir), for the next start().
+    void setExtraArguments(QStringList arguments) { m_extraArguments = std::move(arguments); }
     // Starts the process, reads the port from "listening on http://127.0.0.1:PORT" and waits
     // until GET /ready answers 200. False with errorString() on failure.
     QCoro::Task<bool> start(std::chrono::milliseconds timeout);
@@ -48,6 +50,7 @@ private:
 
     QString m_binary;
     QString m_dataDir;
+    QStringList m_extraArguments;
     QProcess m_process;
     QByteArray m_partialLine;
     QStringList m_recent;

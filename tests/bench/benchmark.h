@@ -22,6 +22,8 @@ struct BenchOptions
     bool quick = false;
     bool fanoutOnly = false; // figure 2 alone, on a server with an empty catalogue
     bool keepData = false;
+    bool sandboxOnly = false; // the sandbox figures alone (sandboxfigures.h)
+    int sandboxConversations = 30;
     qint64 conversations = 100'000;
     qint64 referenceConversations = 1'000;
 
@@ -123,6 +125,7 @@ private:
     // The same fan-out from bare sockets in the bench; the subscribers' write -> read samples.
     QCoro::Task<Samples> measureFanoutReference(qsizetype payloadBytes);
     QCoro::Task<> measureFanoutAlone(QString dataDir);
+    QCoro::Task<> measureSandboxes(QString dataDir);
 
     void reportSearchAndMemory(const CatalogueFigures &reference, const CatalogueFigures &large);
     // The server's integrity check after startup on both catalogues, and PRAGMA quick_check

@@ -9,6 +9,7 @@
 #include <QFileInfo>
 #include <QTimer>
 
+#include <algorithm>
 #include <cstdio>
 
 using namespace Qt::StringLiterals;
@@ -43,11 +44,17 @@ int main(int argc, char *argv[])
         u"require-goals"_s, u"Exit with status 2 when a goal is not met or not measured."_s);
     const QCommandLineOption fanoutOnly(
         u"fanout-only"_s, u"Measure figure 2 (publish -> receive) alone, on an empty server."_s);
+    const QCommandLineOption sandboxOnly(
+        u"sandbox-only"_s,
+        u"Measure the sandbox figures alone: cold resume with the policy in force, idle PSS."_s);
+    const QCommandLineOption sandboxConversations(
+        u"sandbox-conversations"_s, u"Conversations of the sandbox figures (default 30)."_s, u"N"_s,
+        u"30"_s);
     const QCommandLineOption readers(u"subscriber-threads"_s,
                                      u"Threads that read the fan-out's subscribers (default 1)."_s,
                                      u"N"_s, u"1"_s);
     parser.addOptions({binary, quick, conversations, reference, workDir, keepData, requireGoals,
-                       fanoutOnly, readers});
+                       fanoutOnly, readers, sandboxOnly, sandboxConversations});
     parser.process(app);
 
     BenchOptions options;
@@ -56,6 +63,8 @@ int main(int argc, char *argv[])
     options.keepData = parser.isSet(keepData);
     options.fanoutOnly = parser.isSet(fanoutOnly);
     options.subscriberThreads = std::max(1, parser.value(readers).toInt());
+    options.sandboxOnly = parser.isSet(sandboxOnly);
+    options.sandboxConversations = std::clamp(parser.value(sandboxConversations).toInt(), 1, 1000);
     if (parser.isSet(quick)) {
         options.makeQuick();
         options.conversations = 5'000;

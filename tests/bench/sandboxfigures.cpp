@@ -285,7 +285,7 @@ QCoro::Task<SandboxFigureResults> SandboxFigures::run()
     m_connection.reset();
 
     const qint64 floorNs = m_versionReference.median() + m_probeReference.median();
-    GoalResult resume{u"sandbox resume p50 (cold host, policy in force)"_s, u"n/a"_s,
+    GoalResult resume{u"10. sandbox resume p50 (cold host, policy in force)"_s, u"n/a"_s,
                       u"<= 100 ms"_s};
     resume.otherCpu = m_resumeInterference;
     if (!m_resume.isEmpty()) {
@@ -297,8 +297,8 @@ QCoro::Task<SandboxFigureResults> SandboxFigures::run()
     }
     m_results.goals.append(resume);
 
-    GoalResult memory{u"idle sandbox host PSS p50, %1 hosts up"_s.arg(hostPids().size()), u"n/a"_s,
-                      u"<= 4 MiB"_s};
+    GoalResult memory{u"11. idle sandbox host PSS p50, %1 hosts up"_s.arg(hostPids().size()),
+                      u"n/a"_s, u"<= 4 MiB"_s};
     memory.otherCpu = -1;
     if (!pssAfterResume.isEmpty() && !pssAfterCommand.isEmpty()) {
         memory.measured = true;

@@ -4,6 +4,7 @@
 #include "commandline.h"
 #include "console.h"
 #include "ctl.h"
+#include "runtime/commandleader.h"
 #include "runtime/sandboxhost.h"
 #include "systemdnotify.h"
 #include "unixsignals.h"
@@ -102,6 +103,9 @@ bool hasDisplay()
 
 int runApplication(int argc, char *argv[])
 {
+    // Before anything else: the leader of a command is a small process, without Qt.
+    if (argc > 1 && qstrcmp(argv[1], "command-leader") == 0)
+        return runCommandLeader(argc, argv);
     // Large blocks (frames and pages of command outputs) go back to the system when freed.
     // glibc's threshold for that rises to the largest block freed so far, after which such
     // blocks stay in the heap: eight stalled replays of a 40 MB history left 200-300 MB behind

@@ -70,6 +70,60 @@ bool parseListen(const QString &text, ServerConfig &config)
     config.port = quint16(port);
     return true;
 }
+// The server's sandbox policy from its --sandbox-* options.
+bool parseSandboxPolicy(const QCommandLineParser &parser, const QCommandLineOption &network,
+                        const QCommandLineOption &memory, const QCommandLineOption &processes,
+                        const QCommandLineOption &cpu, const QCommandLineOption &fileSize,
+                        SandboxPolicy &policy, QString *error)
+{
+    if (parser.isSet(network)) {
+        const auto mode = sandboxNetworkFromString(parser.value(network));
+        if (!mode) {
+            *error = u"--sandbox-network takes none, egress or host"_s;
+            return false;
+        }
+        policy.network = *mode;
+    }
+    // Below a few MiB of address space not even bash starts: every command would fail.
+    constexpr qint64 MinMemory = qint64(16) << 20;
+    if (parser.isSet(memory)) {
+        const auto size = parseSize(parser.value(memory));
+        if (!size || (*size != 0 && *size < MinMemory)) {
+            *error = u"--sandbox-memory takes a size of 16MiB or more, e.g. 2GiB (0: no limit)"_s;
+            return false;
+        }
+        policy.memoryBytes = *size;
+    }
+    if (parser.isSet(fileSize)) {
+        const auto size = parseSize(parser.value(fileSize));
+        if (!size) {
+            *error = u"--sandbox-file-size takes a size, e.g. 1GiB (0: no limit)"_s;
+            return false;
+        }
+        policy.fileSizeBytes = *size;
+    }
+    if (parser.isSet(processes)) {
+        bool ok = false;
+        const qint64 count = parser.value(processes).toLongLong(&ok);
+        // A command is a process or two of the sandbox's own (bash, bubblewrap's init).
+        if (!ok || count < 0 || (count > 0 && count < 8) || count > 4'000'000) {
+            *error = u"--sandbox-processes takes a number from 8 to 4000000 (0: no limit)"_s;
+            return false;
+        }
+        policy.processes = count;
+    }
+    if (parser.isSet(cpu)) {
+        const auto duration = parseDuration(parser.value(cpu));
+        if (!duration) {
+            *error = u"--sandbox-cpu takes a duration such as 90s or 15m (0: no limit)"_s;
+            return false;
+        }
+        // The kernel counts whole seconds: part of one is one.
+        policy.cpuSeconds = (duration->count() + 999) / 1000;
+    }
+    return true;
+}
+
 } // namespace
 
 std::optional<Options> parseOptions(const QStringList &arguments, QString *error, QString *message)
@@ -165,6 +219,31 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     const QCommandLineOption llmTimeout(
         u"llm-timeout"_s, u"Default timeout of one model request (default 120s)."_s, u"DURATION"_s);
     parser.addOptions({llmBaseUrl, llmModel, llmTimeout});
+    const QCommandLineOption sandboxNetwork(
+        u"sandbox-network"_s,
+        u"What network commands get: none (default), egress (the internet, not the host's "
+        "loopback) or host."_s,
+        u"MODE"_s);
+    const QCommandLineOption sandboxMemory(
+        u"sandbox-memory"_s,
+        u"Memory (address space) of each process of a command, e.g. 2GiB (default and 0: no "
+        "limit)."_s,
+        u"SIZE"_s);
+    const QCommandLineOption sandboxProcesses(
+        u"sandbox-processes"_s,
+        u"Processes and threads a sandbox may have at once (default 1024; 0: no limit)."_s, u"N"_s);
+    const QCommandLineOption sandboxCpu(
+        u"sandbox-cpu"_s,
+        u"CPU time of each process of a command, e.g. 10m (default and 0: no limit)."_s,
+        u"DURATION"_s);
+    const QCommandLineOption sandboxFileSize(
+        u"sandbox-file-size"_s,
+        u"The largest file a command may write, e.g. 1GiB (default and 0: no limit)."_s, u"SIZE"_s);
+    const QCommandLineOption requireIsolation(
+        u"require-isolation"_s,
+        u"Refuse to start when commands cannot be isolated (no bubblewrap, no namespaces)."_s);
+    parser.addOptions({sandboxNetwork, sandboxMemory, sandboxProcesses, sandboxCpu, sandboxFileSize,
+                       requireIsolation});
 
     if (!parser.parse(QStringList{u"agentdeck"_s} + arguments)) {
         *error = parser.errorText();
@@ -310,6 +389,10 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         }
         options.server.maxSandboxes = count;
     }
+    if (!parseSandboxPolicy(parser, sandboxNetwork, sandboxMemory, sandboxProcesses, sandboxCpu,
+                            sandboxFileSize, options.server.sandboxPolicy, error))
+        return std::nullopt;
+    options.server.requireIsolation = parser.isSet(requireIsolation);
     options.server.replicaId = parser.value(replicaId);
     if (options.server.replicaId.contains(u'/') || options.server.replicaId.contains(u' ')) {
         *error = u"--replica-id cannot contain '/' or spaces"_s;

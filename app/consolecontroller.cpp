@@ -1,5 +1,7 @@
 #include "consolecontroller.h"
 
+#include <QJsonObject>
+
 #include <QJsonArray>
 #include <QSet>
 #include <QUrlQuery>
@@ -174,6 +176,9 @@ QCoro::Task<bool> ConsoleController::refresh()
         m_activeOnServer = activeCount;
         m_archivedOnServer = archivedCount;
     }
+    // Read again once the server is back: it may be another one (restarted without bubblewrap).
+    if (!m_serverInfoRead || !m_reachable)
+        readServerInfo();
     setReachable(true, {});
     m_refreshing = false;
     Q_EMIT refreshed();
@@ -201,6 +206,28 @@ void ConsoleController::noteChanged(const QUuid &id)
 {
     if (m_refreshing)
         m_changedDuringRefresh.insert(id);
+}
+
+QCoro::Task<> ConsoleController::readServerInfo()
+{
+    m_serverInfoRead = true;
+    QPointer<ConsoleController> self(this);
+    auto reading = m_connection->get(u"/server_info"_s);
+    const ApiReply reply = co_await std::move(reading);
+    if (!self || !reply.ok())
+        co_return;
+    const QJsonObject sandbox = reply.json.toObject().value(u"sandbox"_s).toObject();
+    // A server that does not say (an older one) is taken at its word elsewhere: no warning.
+    QString warning;
+    if (sandbox.value(u"isolation"_s).toString() == u"none"_s) {
+        const QString reason = sandbox.value(u"reason"_s).toString();
+        warning = reason.isEmpty() ? tr("Commands on this server are not isolated")
+                                   : tr("Commands on this server are not isolated: %1").arg(reason);
+    }
+    if (warning == m_isolationWarning)
+        co_return;
+    m_isolationWarning = warning;
+    Q_EMIT isolationWarningChanged(warning);
 }
 
 void ConsoleController::setReachable(bool reachable, const QString &why)

@@ -68,6 +68,9 @@ public:
     QCoro::Task<std::optional<QUuid>> create(CreateConversationRequest request);
 
     static QString actionName(Action action);
+    // How the server contains its commands, once it said (/server_info): empty when they are
+    // isolated, else a sentence saying they are not, and why.
+    QString isolationWarning() const { return m_isolationWarning; }
 
 Q_SIGNALS:
     void busyChanged(bool busy);
@@ -79,6 +82,7 @@ Q_SIGNALS:
     void outcomeSettled();
     // The list could (not) be refreshed; `why` says what failed. Emitted on changes only.
     void reachabilityChanged(bool reachable, const QString &why);
+    void isolationWarningChanged(const QString &warning);
     void refreshed();
     void actionFinished(AgentDeck::ConsoleController::Action action, bool ok,
                         const QUuid &conversationId);
@@ -105,6 +109,9 @@ private:
     // refresh read its pages: what the refresh read of them is older than what the list shows.
     QSet<QUuid> m_changedDuringRefresh;
     bool m_reachable = true;
+    QString m_isolationWarning;
+    bool m_serverInfoRead = false;
+    QCoro::Task<> readServerInfo();
     bool m_complete = true;                 // the last refresh read every page
     std::optional<qint64> m_activeOnServer; // see serverCount()
     std::optional<qint64> m_archivedOnServer;

@@ -215,6 +215,20 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     // A widget rather than the bar's message: "Delete done" for 4 s left the bar empty after.
     m_connectionState = new QLabel(tr("Connected to %1").arg(serverLabel), this);
     statusBar()->addWidget(m_connectionState, 1);
+    // Always in sight while it holds: an operator about to run an agent's commands on this
+    // server must know they run with the server's view of the machine.
+    m_isolationState = new QLabel(this);
+    m_isolationState->setObjectName(u"isolationState"_s);
+    m_isolationState->setStyleSheet(u"color: #b71c1c; font-weight: bold;"_s);
+    m_isolationState->hide();
+    statusBar()->addPermanentWidget(m_isolationState);
+    connect(controller, &ConsoleController::isolationWarningChanged, this,
+            [this](const QString &warning) {
+                m_isolationState->setText(warning.isEmpty() ? QString()
+                                                            : tr("⚠ Commands not isolated"));
+                m_isolationState->setToolTip(warning);
+                m_isolationState->setVisible(!warning.isEmpty());
+            });
 
     // The loaded rows are filtered at once; the server is asked once typing pauses.
     auto *serverSearch = new QTimer(this);

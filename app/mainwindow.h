@@ -41,6 +41,7 @@ public:
     QLabel *banner() const { return m_banner; }
     // Whether the list is current, in the status bar under any passing message.
     QLabel *connectionState() const { return m_connectionState; }
+    QLabel *isolationState() const { return m_isolationState; }
     QLineEdit *filterBox() const { return m_filter; }
     QLineEdit *messageBox() const { return m_message; }
     // The title and id of the selected conversation, above the timeline.
@@ -79,6 +80,7 @@ private:
     QLineEdit *m_filter;
     QLabel *m_banner;
     QLabel *m_connectionState;
+    QLabel *m_isolationState;
     QWidget *m_bannerFrame;
     QString m_unreachableText; // the banner of the last failed refresh
     QString m_unsettledText;   // the banner of an action that got no answer

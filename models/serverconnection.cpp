@@ -1,5 +1,7 @@
 #include "serverconnection.h"
 
+#include "openhandsagent.h"
+
 #include <QCoroNetworkReply>
 #include <QDateTime>
 #include <QJsonArray>
@@ -111,6 +113,8 @@ QJsonObject CreateConversationRequest::toJson() const
         body.insert(u"workspace"_s, QJsonObject{{u"working_dir"_s, workingDir}});
     if (initialMessage)
         body.insert(u"initial_message"_s, initialMessage->toJson());
+    if (sandbox)
+        body.insert(u"sandbox"_s, *sandbox);
     return body;
 }
 
@@ -134,14 +138,27 @@ CreateConversationRequest::fromJson(const QJsonObject &object, QString *error)
         return fail(labelError);
     request.title = labels->title.value_or(QString());
     request.tags = labels->tags.value_or(QMap<QString, QString>());
-    if (const QJsonValue agent = object.value(u"agent"_s);
-        !agent.isUndefined() && !agent.isNull()) {
-        const QJsonValue kind = agent.toObject().value(u"kind"_s);
-        if (!kind.isString())
-            return fail(u"agent must be {\"kind\": string}"_s);
+    // As OpenHands does, a conversation is created with its agent: without one it was a shell
+    // conversation, which no OpenHands client meant.
+    const QJsonValue agent = object.value(u"agent"_s);
+    if (!agent.isObject())
+        return fail(u"agent is required: {\"kind\": \"llm\" | \"shell\" | \"echo\", ...}, or "
+                    "OpenHands' {\"kind\": \"Agent\", \"llm\": {...}, \"tools\": [...]}"_s);
+    const QJsonValue kind = agent.toObject().value(u"kind"_s);
+    if (!kind.isUndefined() && !kind.isNull() && !kind.isString())
+        return fail(u"agent.kind must be a string"_s);
+    request.agentConfig = agent.toObject();
+    request.agentConfig.remove(u"kind"_s);
+    // OpenHands' spec, whose kind may be left out, runs on the llm agent.
+    if (kind.isString() && kind.toString() != OpenHandsAgent::Kind) {
         request.agentKind = kind.toString();
-        request.agentConfig = agent.toObject();
-        request.agentConfig.remove(u"kind"_s);
+    } else {
+        QString specError;
+        const auto config = OpenHandsAgent::toLlmConfig(request.agentConfig, object, &specError);
+        if (!config)
+            return fail(specError);
+        request.agentKind = u"llm"_s;
+        request.agentConfig = *config;
     }
     if (const QJsonValue workspace = object.value(u"workspace"_s);
         !workspace.isUndefined() && !workspace.isNull()) {
@@ -165,6 +182,13 @@ CreateConversationRequest::fromJson(const QJsonObject &object, QString *error)
         request.initialMessage = MessageRequest::fromJson(message.toObject(), &messageError);
         if (!request.initialMessage)
             return fail(u"initial_message: "_s + messageError);
+    }
+    if (const QJsonValue sandbox = object.value(u"sandbox"_s);
+        !sandbox.isUndefined() && !sandbox.isNull()) {
+        if (!sandbox.isObject())
+            return fail(u"sandbox must be an object such as {\"network\": \"none\", "
+                        "\"memory_bytes\": 268435456}"_s);
+        request.sandbox = sandbox.toObject();
     }
     return request;
 }

@@ -61,6 +61,8 @@ struct CreateConversationRequest
     QString workingDir;
     bool alwaysConfirm = false;
     std::optional<MessageRequest> initialMessage;
+    // The `sandbox` object (see SandboxPolicy::fromRequest), checked by the server.
+    std::optional<QJsonObject> sandbox;
 
     QJsonObject toJson() const;
     // The server's reading of a create body; names the offending field in *error.

@@ -213,14 +213,23 @@ std::optional<QUuid> parseWireId(QStringView text)
     return id;
 }
 
+bool isNilWireId(QStringView text)
+{
+    return text == u"00000000-0000-0000-0000-000000000000"_s ||
+           text == u"00000000000000000000000000000000"_s;
+}
+
 QJsonObject RuntimeInfo::toJson() const
 {
     QJsonValue errorValue = QJsonValue::Null;
     if (error)
         errorValue = QJsonObject{{u"code"_s, error->code}, {u"message"_s, error->message}};
-    return {{u"runtime_status"_s, toString(status)},
-            {u"can_resume"_s, canResume},
-            {u"runtime_error"_s, errorValue}};
+    QJsonObject object{{u"runtime_status"_s, toString(status)},
+                       {u"can_resume"_s, canResume},
+                       {u"runtime_error"_s, errorValue}};
+    if (!sandbox.isEmpty())
+        object.insert(u"sandbox"_s, sandbox);
+    return object;
 }
 
 RuntimeInfo RuntimeInfo::fromJson(const QJsonValue &value)
@@ -236,6 +245,7 @@ RuntimeInfo RuntimeInfo::fromJson(const QJsonValue &value)
     if (!error.isEmpty())
         info.error =
             RuntimeError{error.value(u"code"_s).toString(), error.value(u"message"_s).toString()};
+    info.sandbox = object.value(u"sandbox"_s).toObject();
     return info;
 }
 
@@ -524,6 +534,10 @@ QByteArray ConversationInfo::toJsonBytes() const
     }
     out += ",\"runtime_status\":";
     appendJsonString(out, toString(runtime.status));
+    if (!runtime.sandbox.isEmpty()) {
+        out += ",\"sandbox\":";
+        appendJsonValue(out, runtime.sandbox);
+    }
     out += "},\"stats\":{\"completion_tokens\":";
     out += QByteArray::number(completionTokens);
     out += ",\"event_count\":";

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "sandboxpolicy.h"
+
 #include <QDateTime>
 #include <QJsonObject>
 #include <QMap>
@@ -42,6 +44,8 @@ std::optional<QDateTime> parseWireTime(const QString &text);
 // Dashed, lowercase, no braces. Accepts dashed or 32-hex forms when parsing.
 QString toWireId(const QUuid &id);
 std::optional<QUuid> parseWireId(QStringView text);
+// Whether `text` is the nil UUID in one of those forms: well formed, and no one's id.
+bool isNilWireId(QStringView text);
 
 // At most the first `count` UTF-16 units of `text`, not cutting a character in two (a
 // surrogate pair cut in half is text some providers' JSON parsers refuse).
@@ -66,6 +70,9 @@ struct RuntimeInfo
     RuntimeStatus status = RuntimeStatus::Available;
     bool canResume = true;
     std::optional<RuntimeError> error;
+    // The sandbox policy in force and how it is enforced (see SandboxIsolation::describe());
+    // empty where the runtime has none to tell.
+    QJsonObject sandbox;
 
     QJsonObject toJson() const;
     // A missing object means the local defaults: available and resumable.
@@ -133,6 +140,9 @@ struct ConversationInfo
     QString workingDir;
     bool workspaceOwnedByServer = true;
     bool alwaysConfirm = false;
+    // The conversation's own `sandbox` object as created, the server's policy filling in what
+    // it left out; none: the server's policy, whatever it is when a command runs.
+    std::optional<SandboxPolicy> sandbox;
     RuntimeInfo runtime;
     std::optional<RunOutcome> outcome; // null until a run's action ended
     qint64 eventCount = 0;

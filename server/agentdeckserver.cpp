@@ -1,5 +1,7 @@
 #include "agentdeckserver.h"
 
+#include "runtime/sandboxisolation.h"
+
 #include "clock.h"
 #include "conversationservice.h"
 #include "eventlog.h"
@@ -102,6 +104,7 @@ struct AgentDeckServer::Private
     Trash trash;
     ServerParts parts;
     std::unique_ptr<QLockFile> lock;
+    SandboxIsolation isolation;
     std::unique_ptr<Database> database;
     std::unique_ptr<ConversationStore> store;
     std::unique_ptr<LeaseStore> leases;
@@ -207,6 +210,22 @@ bool AgentDeckServer::start(QString *error)
         return false;
     }
 
+    // Said before anything is served: commands that run less isolated than the operator thinks
+    // are worse than a server that does not start.
+    d->isolation = m_config.runtime == ServerConfig::RuntimeKind::Process
+                       ? SandboxIsolation::forProcessRuntime()
+                       : SandboxIsolation::probe();
+    if (d->isolation.isWeak()) {
+        if (m_config.requireIsolation) {
+            *error = u"--require-isolation: commands cannot be isolated: "_s + d->isolation.reason;
+            return false;
+        }
+        qCWarning(lcServer).noquote() << d->isolation.warning();
+    }
+    const QString sandboxProgram = m_config.sandboxProgram.isEmpty()
+                                       ? QCoreApplication::applicationFilePath()
+                                       : m_config.sandboxProgram;
+
     const bool shared = !m_config.databaseUrl.isEmpty();
     QString dbError;
     // A session idle in a transaction past a quarter of the lease TTL (a second at least) is
@@ -231,16 +250,17 @@ bool AgentDeckServer::start(QString *error)
             if (shared)
                 qCWarning(lcServer) << "--runtime process: the commands of this replica run on "
                                        "if it freezes past its lease; --runtime local stops them";
-            d->parts.runtimes = std::make_unique<ProcessRuntimeProvider>();
+            d->parts.runtimes =
+                std::make_unique<ProcessRuntimeProvider>(m_config.sandboxPolicy, sandboxProgram);
         } else {
             // Two renewals missed: the command stops a third of the TTL before the lease lapses.
             const std::chrono::milliseconds ownerSilenceLimit =
                 shared ? m_config.leaseTtl * 2 / 3 : std::chrono::milliseconds(0);
-            auto sandboxes = std::make_unique<LocalSandboxProvider>(LocalSandboxSettings{
-                m_config.sandboxProgram.isEmpty() ? QCoreApplication::applicationFilePath()
-                                                  : m_config.sandboxProgram,
-                d->runtimesRoot, m_config.sandboxIdleTimeout, ownerSilenceLimit,
-                m_config.maxSandboxes});
+            LocalSandboxSettings settings{sandboxProgram, d->runtimesRoot,
+                                          m_config.sandboxIdleTimeout, ownerSilenceLimit,
+                                          m_config.maxSandboxes};
+            settings.policy = m_config.sandboxPolicy;
+            auto sandboxes = std::make_unique<LocalSandboxProvider>(settings);
             d->sandboxes = sandboxes.get();
             d->parts.runtimes = std::move(sandboxes);
         }
@@ -261,7 +281,8 @@ bool AgentDeckServer::start(QString *error)
         *d->store, *d->leases, *d->replicas, *d->log, *d->parts.runtimes, *d->parts.agents,
         *d->parts.clock,
         ServiceSettings{QDir(dataDir).filePath(u"workspaces"_s), m_config.commandTimeout,
-                        leaseOwner, m_config.replicaId, shared, discardInto(d->trash)});
+                        leaseOwner, m_config.replicaId, shared, discardInto(d->trash),
+                        m_config.sandboxPolicy, d->isolation});
     connect(d->service.get(), &ConversationService::replacedAsReplica, this, [this] {
         const QString reason =
             u"replica id %1 was taken over by a server started with it while this one was frozen "
@@ -278,7 +299,8 @@ bool AgentDeckServer::start(QString *error)
     const HttpLimits httpLimits{m_config.maxBodyBytes, m_config.httpRequestTimeout,
                                 m_config.httpIdleTimeout};
     d->http = std::make_unique<ApiServer>(d->router, *d->auth, d->metrics, httpLimits);
-    d->identity = {QStringLiteral(AGENTDECK_VERSION), m_config.replicaId, d->parts.clock->nowMs()};
+    d->identity = {QStringLiteral(AGENTDECK_VERSION), m_config.replicaId, d->parts.clock->nowMs(),
+                   d->isolation.toJson(m_config.sandboxPolicy)};
 
     HealthController::registerRoutes(d->router, *d->http, d->identity);
     MetricsController::registerRoutes(d->router, d->metrics, *d->store, *d->log, *d->service);

@@ -313,8 +313,24 @@ ConversationInfo ConversationService::require(const QUuid &id)
     if (!info)
         throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
     QList<ConversationInfo> one{*info};
-    m_runtimes.describe(one);
+    describe(one);
     return one.first();
+}
+
+RuntimeInfo ConversationService::runtimeOf(const ConversationInfo &info) const
+{
+    RuntimeInfo runtime = m_runtimes.runtimeOf(info);
+    runtime.sandbox =
+        m_settings.isolation.describe(policyInForce(info.sandbox, m_settings.sandboxPolicy));
+    return runtime;
+}
+
+void ConversationService::describe(QList<ConversationInfo> &conversations) const
+{
+    m_runtimes.describe(conversations);
+    for (ConversationInfo &info : conversations)
+        info.runtime.sandbox =
+            m_settings.isolation.describe(policyInForce(info.sandbox, m_settings.sandboxPolicy));
 }
 
 void ConversationService::requireUsableRuntime(const ConversationInfo &info) const
@@ -348,6 +364,10 @@ ConversationService::create(CreateConversationRequest request)
                     toWireId(*request.id)),
                 1};
         if (auto existing = m_store.find(*request.id)) {
+            // A start of an archived conversation is refused, as its run is (OpenHands answers
+            // 409 too): the answer was the archived record, as if it had started.
+            if (existing->isArchived())
+                requireUsableRuntime(*existing);
             // Creating it again is how a secret kept in memory only is sent again.
             QString secret;
             if (existing->agentKind == request.agentKind) {
@@ -386,6 +406,13 @@ ConversationService::create(CreateConversationRequest request)
         throw ApiError::invalidParameter(problem);
     if (!request.workingDir.isEmpty())
         checkWorkingDir(request.workingDir);
+    std::optional<SandboxPolicy> sandbox;
+    if (request.sandbox) {
+        QString problem;
+        sandbox = SandboxPolicy::fromRequest(*request.sandbox, m_settings.sandboxPolicy, &problem);
+        if (!sandbox)
+            throw ApiError::invalidParameter(problem);
+    }
 
     ConversationInfo info;
     info.id = request.id.value_or(QUuid::createUuid());
@@ -398,6 +425,7 @@ ConversationService::create(CreateConversationRequest request)
     info.workspaceOwnedByServer = request.workingDir.isEmpty();
     info.workingDir = info.workspaceOwnedByServer ? workspaceFor(info.id) : request.workingDir;
     info.alwaysConfirm = request.alwaysConfirm;
+    info.sandbox = sandbox;
     if (!QDir().mkpath(info.workingDir)) {
         // The caller's directory is the caller's to fix; the server's own is the server's.
         if (!info.workspaceOwnedByServer)
@@ -448,8 +476,8 @@ ConversationInfo ConversationService::get(const QUuid &id)
 
 QByteArray ConversationService::getJson(const QUuid &id)
 {
-    auto json = m_store.findJson(
-        id, [this](const ConversationInfo &info) { return m_runtimes.runtimeOf(info); });
+    auto json =
+        m_store.findJson(id, [this](const ConversationInfo &info) { return runtimeOf(info); });
     if (!json)
         throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
     return *std::move(json);
@@ -463,7 +491,7 @@ QList<std::optional<ConversationInfo>> ConversationService::getMany(const QList<
         if (info)
             present.append(*info);
     }
-    m_runtimes.describe(present);
+    describe(present);
     qsizetype next = 0;
     for (auto &info : found) {
         if (info)
@@ -477,7 +505,7 @@ ConversationPageResult ConversationService::search(const ConversationFilter &fil
                                                    int limit)
 {
     ConversationPageResult page = m_store.search(filter, sort, pageId, limit);
-    m_runtimes.describe(page.items);
+    describe(page.items);
     return page;
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "runtime/sandboxisolation.h"
 #include "serverconnection.h"
 #include "storage/conversationstore.h"
 #include "trash.h"
@@ -35,6 +36,9 @@ struct ServiceSettings
     // How the workspaces and runtime dirs of deleted conversations go (Trash::discard in the
     // server).
     RemoveTree removeTree = removeTreeNow;
+    // The server's sandbox policy, and how this machine enforces it (runtime_info.sandbox).
+    SandboxPolicy sandboxPolicy;
+    SandboxIsolation isolation;
 };
 
 // The conversations use case: everything the API can do to a conversation, independent of HTTP.
@@ -164,6 +168,9 @@ private:
     // Events a delete removes per turn of the event loop (~12 ms of SQLite's time).
     static constexpr int DeleteBatch = 500;
     void requireUsableRuntime(const ConversationInfo &info) const;
+    // The runtime info of conversations (one, or a page), with the sandbox policy in force.
+    RuntimeInfo runtimeOf(const ConversationInfo &info) const;
+    void describe(QList<ConversationInfo> &conversations) const;
     // `cause`: the InterruptCause the outcome names; a restart at startup, a takeover of a run
     // whose owner went away otherwise.
     bool resolveStale(const ConversationInfo &info,

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "sandboxpolicy.h"
+
 #include <QHostAddress>
 #include <QString>
 #include <QStringList>
@@ -16,6 +18,14 @@ constexpr std::chrono::milliseconds MaxTimerDuration = std::chrono::days(24);
 constexpr int MaxSandboxes = 1'000'000;
 // The longest one model request may take (--llm-timeout, agent.llm.timeout).
 constexpr std::chrono::milliseconds MaxLlmTimeout = std::chrono::days(1);
+
+// No network, and a bound on processes that a fork loop meets long before the host does.
+inline SandboxPolicy defaultSandboxPolicy()
+{
+    SandboxPolicy policy;
+    policy.processes = 1024;
+    return policy;
+}
 
 struct ServerConfig
 {
@@ -56,6 +66,10 @@ struct ServerConfig
     std::chrono::milliseconds sandboxIdleTimeout{30 * 60 * 1000};
     // `--runtime local`: sandbox hosts at once (see LocalSandboxSettings::maxSandboxes).
     int maxSandboxes = 256;
+    // What commands may use (--sandbox-*): the default and the most of every conversation.
+    SandboxPolicy sandboxPolicy = defaultSandboxPolicy();
+    // Refuse to start when commands cannot be isolated (--require-isolation).
+    bool requireIsolation = false;
     // Off (0) by default.
     std::chrono::milliseconds runtimeRetention{0};
     std::chrono::milliseconds retentionInterval{0}; // 0: derived from the retention

@@ -62,6 +62,9 @@ public:
     virtual QCoro::Task<AgentStep> next(const QList<Event> &history) = 0;
     // Cancels the decision in flight (a model request): next() then returns Kind::Cancelled.
     virtual void cancel() {}
+    // Whether the conversation's agent has the tool: an action naming another one (a model
+    // calling a tool it was not offered) is refused rather than run.
+    virtual bool offers(const QString & /*toolName*/) const { return true; }
 };
 
 // What an agent is created with, besides its kind.

@@ -260,11 +260,14 @@ QCoro::Task<> ConversationRunner::loop()
                 m_commandInFlight = true;
                 // Tasks are made before they are awaited: GCC 12 destroys argument temporaries
                 // of a co_await full-expression twice.
-                auto execution =
-                    Tools::run(*m_runtime, action.fields.value(u"tool_name"_s).toString(),
-                               action.fields.value(u"action"_s).toObject(), m_settings.workingDir,
-                               m_settings.commandTimeout, action.id);
-                const CommandResult result = co_await std::move(execution);
+                const QString toolName = action.fields.value(u"tool_name"_s).toString();
+                CommandResult result = Tools::notOffered(toolName);
+                if (toolName.isEmpty() || m_agent->offers(toolName)) {
+                    auto execution = Tools::run(
+                        *m_runtime, toolName, action.fields.value(u"action"_s).toObject(),
+                        m_settings.workingDir, m_settings.commandTimeout, action.id);
+                    result = co_await std::move(execution);
+                }
                 m_commandInFlight = false;
                 if (m_abandoned)
                     break;

@@ -141,11 +141,22 @@ QCoro::Task<CommandResult> replaceInFile(Runtime &runtime, QString path, QString
 
 } // namespace
 
-QJsonArray schemas()
+QStringList names()
+{
+    return {Bash, ReadFile, WriteFile, StrReplace};
+}
+
+CommandResult notOffered(const QString &toolName)
+{
+    return refusal(u"This conversation's agent has no tool \"%1\"; use one of the tools it "
+                   "was given"_s.arg(toolName));
+}
+
+QJsonArray schemas(const std::optional<QStringList> &offered)
 {
     const QJsonObject path =
         stringProperty(u"Path of the file, relative to the workspace or absolute inside it"_s);
-    return {
+    const QJsonArray all{
         function(Bash,
                  u"Run a bash command in the workspace and get its output (stdout and stderr) "
                  "and exit code."_s,
@@ -174,6 +185,16 @@ QJsonArray schemas()
                  {{u"message"_s, stringProperty(u"The final answer for the user"_s)}},
                  {u"message"_s}),
     };
+    if (!offered)
+        return all;
+    QJsonArray chosen;
+    for (const QJsonValue &tool : all) {
+        const QString name =
+            tool.toObject().value(u"function"_s).toObject().value(u"name"_s).toString();
+        if (name == Finish || offered->contains(name))
+            chosen.append(tool);
+    }
+    return chosen;
 }
 
 std::optional<QString> resolveInWorkspace(const QString &path, const QString &workingDir)

@@ -3,8 +3,10 @@
 #include "runtime/runtime.h"
 
 #include <QJsonArray>
+#include <QStringList>
 
 #include <chrono>
+#include <optional>
 
 namespace AgentDeck {
 
@@ -21,8 +23,15 @@ inline constexpr QLatin1StringView WriteFile{"write_file"};
 inline constexpr QLatin1StringView StrReplace{"str_replace"};
 inline constexpr QLatin1StringView Finish{"finish"};
 
-// The chat completions `tools` array: one function with a JSON schema per tool.
-QJsonArray schemas();
+// The tools an llm agent may be given (finish, which it always has, aside).
+QStringList names();
+
+// The chat completions `tools` array: one function with a JSON schema per tool of `offered`
+// (nothing: every tool), and finish.
+QJsonArray schemas(const std::optional<QStringList> &offered = std::nullopt);
+
+// The observation of an action whose tool the conversation's agent does not have.
+CommandResult notOffered(const QString &toolName);
 
 // Runs the action (an ActionEvent's tool_name and action object) in the runtime.
 // `serverTimeout` bounds every command (0: no limit); bash's own `timeout` may only shorten it.

@@ -18,6 +18,8 @@ struct ServerIdentity
     QString version;
     QString replicaId;
     qint64 startedAtMs = 0;
+    // How commands are contained (SandboxIsolation::toJson()).
+    QJsonObject sandbox;
 };
 
 // One controller per resource; each adds its routes to the shared table.

@@ -19,8 +19,19 @@ void HealthController::registerRoutes(Router &router, const ApiServer &server,
     router.add(Method::Get, u"/alive"_s, [](const HttpRequest &) {
         return HttpResponse::json(QJsonObject{{u"status"_s, u"ok"_s}});
     });
-    router.add(Method::Get, u"/health"_s, [](const HttpRequest &) {
-        return HttpResponse::json(QJsonObject{{u"status"_s, u"ok"_s}});
+    // OpenHands' clients read "OK", a JSON string; /alive answers the object.
+    router.add(Method::Get, u"/health"_s,
+               [](const HttpRequest &) { return HttpResponse::json(QJsonValue(u"OK"_s)); });
+    // What this server is, and where to look next (OpenHands' clients ask for it).
+    router.add(Method::Get, u"/"_s, [identity](const HttpRequest &) {
+        return HttpResponse::json(QJsonObject{
+            {u"name"_s, u"agentdeck"_s},
+            {u"title"_s, u"AgentDeck agent server"_s},
+            {u"version"_s, identity.version},
+            {u"docs"_s, u"/openapi.json"_s},
+            {u"health"_s, u"/health"_s},
+            {u"server_info"_s, u"/server_info"_s},
+        });
     });
     router.add(Method::Get, u"/ready"_s, [&server](const HttpRequest &) {
         if (!server.isReady())
@@ -40,6 +51,7 @@ void HealthController::registerRoutes(Router &router, const ApiServer &server,
             {u"started_at"_s, toWireTime(identity.startedAtMs)},
             {u"uptime_seconds"_s, (now - identity.startedAtMs) / 1000},
             {u"ready"_s, server.isReady()},
+            {u"sandbox"_s, identity.sandbox},
         });
     });
 }

@@ -45,6 +45,9 @@ QJsonObject HttpRequest::jsonObject() const
 QUuid HttpRequest::idArg(qsizetype index) const
 {
     const auto id = parseWireId(args.value(index));
+    // A well-formed id that names nothing, as OpenHands answers it.
+    if (!id && isNilWireId(args.value(index)))
+        throw ApiError::notFound(u"Nothing has the id %1 (the nil UUID)"_s.arg(args.value(index)));
     if (!id)
         throw ApiError::invalidParameter(
             u"\"%1\" is not a valid id (a UUID other than the nil one, dashed or 32 hex digits)"_s
@@ -57,7 +60,10 @@ QList<QUuid> HttpRequest::idsParam(const QString &name) const
     QList<QUuid> ids;
     for (const QString &value : query.allQueryItemValues(name)) {
         for (const QString &part : value.split(u',', Qt::SkipEmptyParts)) {
-            const auto id = parseWireId(part.trimmed());
+            auto id = parseWireId(part.trimmed());
+            // No conversation has it: its item is null, as an unknown id's is.
+            if (!id && isNilWireId(part.trimmed()))
+                id = QUuid();
             if (!id)
                 throw ApiError::invalidParameter(
                     u"\"%1\" in %2 is not a valid id (a UUID other than the nil one)"_s.arg(part,

@@ -45,16 +45,26 @@ QJsonObject agentSchema()
              {u"max_retries"_s, typed(u"integer"_s)},
              {u"retry_delay"_s, typed(u"number"_s, u"Seconds, doubled per retry"_s)},
              {u"max_retry_delay"_s, typed(u"number"_s)}}}};
-    return {{u"type"_s, u"object"_s},
-            {u"required"_s, QJsonArray{u"kind"_s}},
-            {u"properties"_s,
-             QJsonObject{
-                 {u"kind"_s, QJsonObject{{u"type"_s, u"string"_s},
-                                         {u"enum"_s, QJsonArray{u"shell"_s, u"echo"_s, u"llm"_s}}}},
-                 {u"llm"_s, llm},
-                 {u"system_prompt"_s, typed(u"string"_s)},
-                 {u"max_iterations"_s, typed(u"integer"_s)},
-                 {u"max_context_tokens"_s, typed(u"integer"_s)}}}};
+    return {
+        {u"type"_s, u"object"_s},
+        {u"properties"_s,
+         QJsonObject{
+             {u"kind"_s,
+              QJsonObject{{u"type"_s, u"string"_s},
+                          {u"description"_s,
+                           u"\"Agent\" (or no kind) is OpenHands' agent spec (its tools "
+                           "given as [{\"name\": \"terminal\" | \"file_editor\"}]); it "
+                           "runs on the llm agent and is answered as \"llm\""_s},
+                          {u"enum"_s, QJsonArray{u"shell"_s, u"echo"_s, u"llm"_s, u"Agent"_s}}}},
+             {u"llm"_s, llm},
+             {u"tools"_s,
+              QJsonObject{{u"type"_s, u"array"_s},
+                          {u"description"_s, u"The llm agent's tools (bash, read_file, write_file, "
+                                             "str_replace; finish always); absent: all of them"_s},
+                          {u"items"_s, typed(u"string"_s)}}},
+             {u"system_prompt"_s, typed(u"string"_s)},
+             {u"max_iterations"_s, typed(u"integer"_s)},
+             {u"max_context_tokens"_s, typed(u"integer"_s)}}}};
 }
 
 QString operationId(const Router::Route &route)

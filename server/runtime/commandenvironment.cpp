@@ -8,12 +8,15 @@ namespace AgentDeck {
 
 QProcessEnvironment commandEnvironment()
 {
-    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
-    for (const QString &name : environment.keys()) {
-        if (name.startsWith(u"AGENTDECK_"_s) || name == u"NOTIFY_SOCKET"_s ||
-            name == u"PGPASSWORD"_s)
-            environment.remove(name);
+    const QProcessEnvironment server = QProcessEnvironment::systemEnvironment();
+    QProcessEnvironment environment;
+    for (const QString &name : server.keys()) {
+        if (name == u"PATH"_s || name == u"HOME"_s || name == u"LANG"_s || name == u"TERM"_s ||
+            name == u"TZ"_s || name.startsWith(u"LC_"_s))
+            environment.insert(name, server.value(name));
     }
+    if (!environment.contains(u"PATH"_s))
+        environment.insert(u"PATH"_s, u"/usr/local/bin:/usr/bin:/bin"_s);
     return environment;
 }
 

@@ -4,6 +4,7 @@
 #include "logging.h"
 #include "openfiles.h"
 #include "sandboxhost.h"
+#include "sandboxisolation.h"
 #include "signalwait.h"
 
 #include <QCoreApplication>
@@ -352,13 +353,18 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
 
     QProcess process;
     process.setProgram(m_settings.program);
-    process.setArguments({u"sandbox-host"_s, u"--runtime-dir"_s, runtimeDir, u"--socket"_s,
-                          socketPath, u"--workspace"_s, conversation.workingDir, u"--home"_s,
-                          QDir(runtimeDir).filePath(u"home"_s), u"--idle-timeout-ms"_s,
-                          QString::number(m_settings.idleTimeout.count()), u"--open-files"_s,
-                          QString::number(OpenFiles::startingLimit()),
-                          // The data dir (runtimesRoot is DATA/runtimes).
-                          u"--hide"_s, QFileInfo(m_settings.runtimesRoot).absolutePath()});
+    process.setArguments(
+        {u"sandbox-host"_s, u"--runtime-dir"_s, runtimeDir, u"--socket"_s, socketPath,
+         u"--workspace"_s, conversation.workingDir, u"--home"_s,
+         QDir(runtimeDir).filePath(u"home"_s), u"--idle-timeout-ms"_s,
+         QString::number(m_settings.idleTimeout.count()), u"--open-files"_s,
+         QString::number(OpenFiles::startingLimit()),
+         // The data dir (runtimesRoot is DATA/runtimes).
+         u"--hide"_s, QFileInfo(m_settings.runtimesRoot).absolutePath(), u"--policy"_s,
+         QString::fromUtf8(
+             QJsonDocument(policyInForce(conversation.sandbox, m_settings.policy).toJson())
+                 .toJson(QJsonDocument::Compact)),
+         u"--sandbox-uid"_s, QString::number(sandboxUid(id))});
     process.setWorkingDirectory(runtimeDir);
     process.setProcessEnvironment(commandEnvironment());
     process.setStandardInputFile(QProcess::nullDevice());

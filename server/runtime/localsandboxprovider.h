@@ -99,6 +99,8 @@ struct LocalSandboxSettings
     int maxSandboxes = 0;
     // How long a host may take to come up and answer.
     std::chrono::milliseconds startTimeout{10'000};
+    // The server's sandbox policy: each conversation's own within it.
+    SandboxPolicy policy;
 };
 
 // One sandbox host process per conversation, adopted across server restarts.

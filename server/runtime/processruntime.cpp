@@ -4,6 +4,7 @@
 #include "commandoutput.h"
 #include "logging.h"
 #include "openfiles.h"
+#include "sandboxisolation.h"
 
 #include <QCoroProcess>
 #include <QCoroSignal>
@@ -27,20 +28,34 @@ QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
     process->setProcessChannelMode(QProcess::MergedChannels);
     process->setWorkingDirectory(request.workingDir);
     process->setStandardInputFile(QProcess::nullDevice());
-    process->setProcessEnvironment(commandEnvironment());
+    QProcessEnvironment environment = commandEnvironment();
+    if (m_settings.user)
+        environment.insert(u"HOME"_s, request.workingDir);
+    process->setProcessEnvironment(environment);
     // A process group of its own, so that an interrupt, a timeout and the command's end stop
-    // its children too; and bash dies with the server (its children may not, should the server
-    // be killed mid-command: use the local runtime for that).
+    // its children too, and its leader dies with the server, ending the command's whole tree.
     // It also gets the limit of open files the server was started with, not the server's own.
-    process->setChildProcessModifier([openFiles = OpenFiles::startingLimit()] {
+    const bool led = !m_settings.leaderProgram.isEmpty();
+    process->setChildProcessModifier([openFiles = OpenFiles::startingLimit(), led] {
         ::setsid();
-        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        ::prctl(PR_SET_PDEATHSIG, led ? SIGTERM : SIGKILL);
         OpenFiles::setLimit(openFiles);
     });
     QObject::connect(process.get(), &QProcess::readyRead, process.get(),
                      [&output, source = process.get()] { output.add(source->readAll()); });
     // "--": a command that starts with a dash is a command, not bash's options.
-    process->start(u"bash"_s, {u"-c"_s, u"--"_s, request.command});
+    const QStringList bash{u"-c"_s, u"--"_s, request.command};
+    if (led) {
+        // Without a user namespace the count of processes is every process of the server's
+        // user: it is only limited for a command with a uid of its own.
+        SandboxPolicy limits = m_settings.policy;
+        if (!m_settings.user)
+            limits.processes = 0;
+        process->start(m_settings.leaderProgram,
+                       commandLeaderArguments(limits, m_settings.user, u"bash"_s, bash));
+    } else {
+        process->start(u"bash"_s, bash);
+    }
 
     CommandResult result;
     auto starting = qCoro(process.get()).waitForStarted();
@@ -59,7 +74,7 @@ QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
         co_await std::move(finishing);
     }
     if (!finished) {
-        ::kill(-group, SIGKILL);
+        stop();
         auto reaping = qCoro(process.get()).waitForFinished(std::chrono::seconds(5));
         co_await std::move(reaping);
     }
@@ -74,6 +89,13 @@ QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
     result.exitCode = process->exitStatus() == QProcess::NormalExit ? process->exitCode() : -1;
     if (timedOut)
         result.exitCode = 124;
+    if (!result.interrupted && !timedOut) {
+        if (const QString note = limitNote(m_settings.policy, result.exitCode, result.output);
+            !note.isEmpty())
+            result.output +=
+                (result.output.endsWith(u'\n') || result.output.isEmpty() ? QString() : u"\n"_s) +
+                note + u'\n';
+    }
     co_return result;
 }
 
@@ -82,8 +104,18 @@ void ProcessRuntime::interrupt()
     if (!m_process || m_process->state() == QProcess::NotRunning)
         return;
     m_interrupted = true;
-    const auto pid = static_cast<pid_t>(m_process->processId());
-    if (pid > 0)
+    stop();
+}
+
+void ProcessRuntime::stop()
+{
+    const auto pid = static_cast<pid_t>(m_process ? m_process->processId() : 0);
+    if (pid <= 0)
+        return;
+    // A leader ends the command's whole tree on SIGTERM, then itself.
+    if (!m_settings.leaderProgram.isEmpty())
+        ::kill(pid, SIGTERM);
+    else
         ::kill(-pid, SIGKILL);
 }
 
@@ -95,7 +127,17 @@ QCoro::Task<RuntimeAcquisition> ProcessRuntimeProvider::acquire(ConversationInfo
             {u"provision_failed"_s, u"cannot create workspace "_s + conversation.workingDir}};
     auto runtime = m_runtimes.value(conversation.id).lock();
     if (!runtime) {
-        runtime = std::make_shared<ProcessRuntime>();
+        InServerCommands commands{m_leaderProgram, policyInForce(conversation.sandbox, m_policy),
+                                  std::nullopt};
+        // Root's commands are never root, here either.
+        if (::geteuid() == 0 && !m_leaderProgram.isEmpty()) {
+            QString error;
+            commands.user =
+                commandUserFor(conversation.workingDir, {}, sandboxUid(conversation.id), &error);
+            if (!commands.user)
+                co_return RuntimeAcquisition{nullptr, {u"provision_failed"_s, error}};
+        }
+        runtime = std::make_shared<ProcessRuntime>(std::move(commands));
         m_runtimes.insert(conversation.id, runtime);
     }
     co_return RuntimeAcquisition{runtime, {}};

@@ -36,14 +36,12 @@ constexpr auto OrphanCheckInterval = std::chrono::seconds(2);
 // the server connected, and every start failed.
 constexpr int FirstClientWaitMs = 10'000;
 
-bool bubblewrapWorks(const QString &program)
-{
-    // Installed is not enough: some containers forbid the namespaces it needs.
-    QProcess probe;
-    probe.start(program, {u"--ro-bind"_s, u"/"_s, u"/"_s, u"--dev"_s, u"/dev"_s, u"true"_s});
-    return probe.waitForFinished(5000) && probe.exitStatus() == QProcess::NormalExit &&
-           probe.exitCode() == 0;
-}
+// The system a sandbox sees, read-only: what programs need to run, not the host's homes, its
+// /run (the database's and other services' sockets), /srv, /mnt or /root.
+const char *const SystemDirs[] = {"/usr", "/etc", "/opt", "/var"};
+// Often links into /usr (merged /usr): made as the same links.
+const char *const SystemLinks[] = {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
+
 } // namespace
 
 SandboxHost::SandboxHost(SandboxHostOptions options, QObject *parent)
@@ -81,20 +79,19 @@ SandboxHost::SandboxHost(SandboxHostOptions options, QObject *parent)
 
 SandboxHost::~SandboxHost()
 {
-    if (m_process && m_process->processId() > 0)
-        ::kill(-static_cast<pid_t>(m_process->processId()), SIGKILL);
+    stopCommand();
 }
 
 bool SandboxHost::start(QString *error)
 {
     QDir().mkpath(m_options.runtimeDir);
     QDir().mkpath(m_options.home);
-    const QString bwrap = QStandardPaths::findExecutable(u"bwrap"_s);
-    m_isolated = !bwrap.isEmpty() && bubblewrapWorks(bwrap);
+    m_isolation = SandboxIsolation::probe();
     qCInfo(lcRuntime).noquote() << "sandbox isolation:"
-                                << (m_isolated        ? u"bubblewrap"_s
-                                    : bwrap.isEmpty() ? u"none (bubblewrap is not installed)"_s
-                                                      : u"none (bubblewrap cannot run here)"_s);
+                                << (m_isolation.isWeak() ? u"none (%1)"_s.arg(m_isolation.reason)
+                                                         : m_isolation.mechanismName());
+    if (!chooseCommandUser(error))
+        return false;
 
     // The socket's path, then the pid, each written whole, before listening: whoever connects
     // to the socket finds the files that name it.
@@ -194,7 +191,7 @@ void SandboxHost::handle(const QJsonObject &message)
               {u"request_id"_s, m_requestId},
               {u"command"_s, m_command},
               {u"pid"_s, QCoreApplication::applicationPid()},
-              {u"isolation"_s, m_isolated ? u"bubblewrap"_s : u"none"_s}});
+              {u"isolation"_s, m_isolation.mechanismName()}});
     } else if (op == u"shutdown"_s) {
         interruptCommand();
         send({{u"type"_s, u"bye"_s}});
@@ -238,29 +235,81 @@ void SandboxHost::startCommand(const QJsonObject &message)
         if (error == QProcess::FailedToStart)
             onCommandFinished();
     });
-    if (m_isolated) {
-        // The host's view of the system, read-only, without the hidden dirs, with the workspace
-        // and home writable.
-        QStringList arguments{u"--ro-bind"_s, u"/"_s,     u"/"_s,       u"--dev"_s, u"/dev"_s,
-                              u"--proc"_s,    u"/proc"_s, u"--tmpfs"_s, u"/tmp"_s};
-        for (const QString &dir : std::as_const(m_options.hidden)) {
-            const QString canonical = QFileInfo(dir).canonicalFilePath();
-            if (!canonical.isEmpty())
-                arguments << u"--tmpfs"_s << canonical;
-        }
-        arguments << u"--bind"_s << m_options.workspace << m_options.workspace << u"--bind"_s
-                  << m_options.home << m_options.home << u"--chdir"_s << m_options.workspace
-                  << u"--unshare-pid"_s << u"--die-with-parent"_s << u"bash"_s << u"-c"_s << u"--"_s
-                  << m_command;
-        m_process->start(u"bwrap"_s, arguments);
+    const QStringList bash{u"-c"_s, u"--"_s, m_command};
+    m_led = m_isolation.isWeak();
+    if (!m_led) {
+        m_process->start(u"bwrap"_s, bubblewrapArguments() << u"bash"_s << bash);
     } else {
-        m_process->start(u"bash"_s, {u"-c"_s, u"--"_s, m_command});
+        // No PID namespace: a leader of its own ends what the command leaves behind. The count
+        // of processes is the server's user's, all of them, unless the command has a uid of its
+        // own.
+        SandboxPolicy limits = m_options.policy;
+        if (!m_user)
+            limits.processes = 0;
+        m_process->start(QCoreApplication::applicationFilePath(),
+                         commandLeaderArguments(limits, m_user, u"bash"_s, bash));
     }
     m_commandGroup = m_process->processId();
     if (timeoutMs > 0)
         m_commandTimeout.start(timeoutMs);
     if (ownerSilenceMs > 0)
         m_ownerSilence.start(ownerSilenceMs);
+}
+
+QStringList SandboxHost::bubblewrapArguments() const
+{
+    QStringList arguments;
+    for (const char *dir : SystemDirs) {
+        if (QFileInfo(QFile::decodeName(dir)).isDir())
+            arguments << u"--ro-bind"_s << QFile::decodeName(dir) << QFile::decodeName(dir);
+    }
+    for (const char *link : SystemLinks) {
+        const QFileInfo info(QFile::decodeName(link));
+        if (info.isSymLink())
+            arguments << u"--symlink"_s << info.symLinkTarget() << info.filePath();
+        else if (info.isDir())
+            arguments << u"--ro-bind"_s << info.filePath() << info.filePath();
+    }
+    // /tmp as everywhere: anyone's to write in, the sticky bit keeping each to their files.
+    arguments << u"--dev"_s << u"/dev"_s << u"--proc"_s << u"/proc"_s << u"--perms"_s << u"1777"_s
+              << u"--tmpfs"_s << u"/tmp"_s;
+    // The data dir may be in the view (/var/lib/agentdeck): an empty dir in its place, before
+    // the workspace and home in it are bound.
+    for (const QString &dir : std::as_const(m_options.hidden)) {
+        const QString canonical = QFileInfo(dir).canonicalFilePath();
+        if (!canonical.isEmpty())
+            arguments << u"--tmpfs"_s << canonical;
+    }
+    // The dirs that lead to the workspace and home, where bubblewrap has to make them (in the
+    // hidden data dir, in /tmp): it made them 0700 root's, which a command could not pass.
+    for (const QString &dir : {m_options.workspace, m_options.home}) {
+        QStringList parents;
+        for (QString parent = QFileInfo(dir).path(); parent != u"/"_s && !parent.isEmpty();
+             parent = QFileInfo(parent).path())
+            parents.prepend(parent);
+        for (const QString &parent : std::as_const(parents))
+            arguments << u"--perms"_s << u"0755"_s << u"--dir"_s << parent;
+    }
+    arguments << u"--bind"_s << m_options.workspace << m_options.workspace << u"--bind"_s
+              << m_options.home << m_options.home << u"--chdir"_s << m_options.workspace
+              << SandboxIsolation::namespaceArguments(
+                     m_isolation.root, m_options.policy.network == SandboxPolicy::Network::Host)
+              << u"--die-with-parent"_s << u"--new-session"_s << u"--"_s;
+    if (m_user)
+        arguments << u"setpriv"_s << u"--reuid=%1"_s.arg(m_user->uid)
+                  << u"--regid=%1"_s.arg(m_user->gid) << u"--clear-groups"_s << u"--no-new-privs"_s
+                  << u"--bounding-set=-all"_s << u"--inh-caps=-all"_s << u"--"_s;
+    if (const QStringList limits = prlimitArguments(m_options.policy); !limits.isEmpty())
+        arguments << u"prlimit"_s << limits << u"--"_s;
+    return arguments;
+}
+
+bool SandboxHost::chooseCommandUser(QString *error)
+{
+    if (!m_isolation.root)
+        return true;
+    m_user = commandUserFor(m_options.workspace, {m_options.home}, m_options.sandboxUid, error);
+    return m_user.has_value();
 }
 
 void SandboxHost::onOutput()
@@ -290,6 +339,10 @@ void SandboxHost::onCommandFinished()
     if (m_timedOut)
         exitCode = 124;
     const bool interrupted = m_interrupted && !m_timedOut;
+    if (!interrupted && !m_timedOut) {
+        if (const QString note = limitNote(m_options.policy, exitCode, output); !note.isEmpty())
+            output += (output.endsWith(u'\n') || output.isEmpty() ? u""_s : u"\n"_s) + note + u'\n';
+    }
     m_outputFile.close();
     recordCommand({{u"action_id"_s, m_actionId},
                    {u"finished"_s, true},
@@ -337,8 +390,16 @@ void SandboxHost::interruptCommand()
     if (!m_process || m_process->state() == QProcess::NotRunning)
         return;
     m_interrupted = true;
-    if (m_process->processId() > 0)
-        ::kill(-static_cast<pid_t>(m_process->processId()), SIGKILL);
+    stopCommand();
+}
+
+void SandboxHost::stopCommand()
+{
+    const auto pid = static_cast<pid_t>(m_process ? m_process->processId() : 0);
+    if (pid <= 0)
+        return;
+    // A leader ends the whole tree on SIGTERM; bubblewrap's PID namespace ends with its group.
+    ::kill(m_led ? pid : -pid, m_led ? SIGTERM : SIGKILL);
 }
 
 void SandboxHost::send(const QJsonObject &message)
@@ -350,8 +411,9 @@ void SandboxHost::send(const QJsonObject &message)
 
 void SandboxHost::quit()
 {
-    if (m_process && m_process->processId() > 0)
-        ::kill(-static_cast<pid_t>(m_process->processId()), SIGKILL);
+    stopCommand();
+    if (m_process && m_led)
+        m_process->waitForFinished(1000);
     // A newer sandbox of the same conversation may have replaced the pid file already.
     QFile pidFile(QDir(m_options.runtimeDir).filePath(u"sandbox.pid"_s));
     if (pidFile.open(QIODevice::ReadOnly) &&
@@ -403,7 +465,11 @@ int runSandboxHost(int argc, char *argv[])
         u"open-files"_s, u"Soft limit of open files, for the commands too."_s, u"N"_s);
     const QCommandLineOption hide(u"hide"_s, u"A dir the commands do not see (repeatable)."_s,
                                   u"DIR"_s);
-    parser.addOptions({runtimeDir, socket, workspace, home, idle, openFiles, hide});
+    const QCommandLineOption policy(u"policy"_s, u"The sandbox policy (JSON)."_s, u"JSON"_s);
+    const QCommandLineOption sandboxUid(u"sandbox-uid"_s, u"The uid of a root host's commands."_s,
+                                        u"UID"_s);
+    parser.addOptions(
+        {runtimeDir, socket, workspace, home, idle, openFiles, hide, policy, sandboxUid});
     parser.process(app.arguments().mid(1));
     if (!parser.isSet(runtimeDir) || !parser.isSet(socket) || !parser.isSet(workspace)) {
         std::fputs("agentdeck sandbox-host: --runtime-dir, --socket and --workspace are required "
@@ -418,6 +484,9 @@ int runSandboxHost(int argc, char *argv[])
     if (parser.isSet(idle))
         options.idleTimeoutMs = parser.value(idle).toInt();
     options.hidden = parser.values(hide);
+    options.policy =
+        SandboxPolicy::fromJson(QJsonDocument::fromJson(parser.value(policy).toUtf8()).object());
+    options.sandboxUid = parser.value(sandboxUid).toUInt();
     // The server raised its own limit; the commands get the one it was started with.
     if (parser.isSet(openFiles))
         OpenFiles::setLimit(parser.value(openFiles).toLongLong());

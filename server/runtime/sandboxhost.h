@@ -1,7 +1,9 @@
 #pragma once
 
+#include "commandleader.h"
 #include "commandoutput.h"
 #include "runtime.h"
+#include "sandboxisolation.h"
 
 #include <QFile>
 #include <QJsonObject>
@@ -26,6 +28,11 @@ struct SandboxHostOptions
     // other conversations' workspaces, and the hosts' sockets, through which a command took
     // over another conversation's sandbox). The workspace and home in them stay.
     QStringList hidden;
+    // What the commands may use, the conversation's policy within the server's.
+    SandboxPolicy policy;
+    // A root host's commands run as the workspace's owner, or, when root owns it, as this uid
+    // (sandboxUid()), to which the workspace and home are then given.
+    uint sandboxUid = 0;
 };
 
 // The per-conversation sandbox process (`agentdeck sandbox-host`). It runs in a session of its
@@ -54,7 +61,7 @@ public:
 
     bool start(QString *error);
     // Whether commands run inside bubblewrap; decided once at start.
-    bool isolated() const { return m_isolated; }
+    bool isolated() const { return !m_isolation.isWeak(); }
 
 Q_SIGNALS:
     void finished();
@@ -64,6 +71,10 @@ private:
     void onReadyRead();
     void handle(const QJsonObject &message);
     void startCommand(const QJsonObject &message);
+    QStringList bubblewrapArguments() const;
+    // Whom a root host's commands run as; gives them the workspace and home when needed.
+    bool chooseCommandUser(QString *error);
+    void stopCommand();
     void onOutput();
     void onCommandFinished();
     void recordCommand(const QJsonObject &state);
@@ -90,7 +101,10 @@ private:
     bool m_keepWhileAlone = false;
     bool m_timedOut = false;
     bool m_ownerSilent = false;
-    bool m_isolated = false;
+    SandboxIsolation m_isolation;
+    std::optional<CommandUser> m_user;
+    // Without bubblewrap, commands run under a CommandLeader that ends their process tree.
+    bool m_led = false;
     QTimer m_idle;
     QTimer m_commandTimeout;
     QTimer m_ownerSilence;

@@ -19,8 +19,8 @@ const QString ConversationColumns =
     u"id, title, tags, created_at, updated_at, archived_at, execution_status, agent_kind, "
     "working_dir, workspace_owned, always_confirm, event_count, last_event_at, "
     "runtime_error_code, runtime_error_message, runtime_expired_at, agent_config, prompt_tokens, "
-    "completion_tokens, llm_requests, llm_retries, outcome, outcome_dismissed"_s;
-// Several replicas: the owner of a live lease, whose replica holds the runtime (column 23).
+    "completion_tokens, llm_requests, llm_retries, sandbox_policy, outcome, outcome_dismissed"_s;
+// Several replicas: the owner of a live lease, whose replica holds the runtime (column 24).
 const QString LiveLeaseOwnerColumn =
     u", CASE WHEN lease_expires_at > agentdeck_now_ms() THEN lease_owner END"_s;
 // A conversation being deleted is gone to every read (see beginRemoval()).
@@ -52,7 +52,7 @@ QString tagsToJson(const QMap<QString, QString> &tags)
 }
 
 // `instance`: this process's lease owner name when several replicas share the catalog; the
-// row then has LiveLeaseOwnerColumn at 23.
+// row then has LiveLeaseOwnerColumn at 24.
 ConversationInfo conversationFromRow(const QSqlQuery &q, const QString &instance)
 {
     ConversationInfo info;
@@ -80,12 +80,14 @@ ConversationInfo conversationFromRow(const QSqlQuery &q, const QString &instance
     info.completionTokens = q.value(18).toLongLong();
     info.llmRequests = q.value(19).toLongLong();
     info.llmRetries = q.value(20).toLongLong();
-    if (const QString outcome = q.value(21).toString(); !outcome.isEmpty()) {
+    if (const QString policy = q.value(21).toString(); !policy.isEmpty())
+        info.sandbox = SandboxPolicy::fromJson(QJsonDocument::fromJson(policy.toUtf8()).object());
+    if (const QString outcome = q.value(22).toString(); !outcome.isEmpty()) {
         info.outcome = RunOutcome::fromJson(QJsonDocument::fromJson(outcome.toUtf8()).object());
         if (info.outcome)
-            info.outcome->dismissed = q.value(22).toBool();
+            info.outcome->dismissed = q.value(23).toBool();
     }
-    const QString owner = instance.isEmpty() ? QString() : q.value(23).toString();
+    const QString owner = instance.isEmpty() ? QString() : q.value(24).toString();
     if (!q.value(15).isNull()) {
         info.runtime = {RuntimeStatus::Missing, false,
                         RuntimeError{u"runtime_expired"_s,
@@ -282,8 +284,8 @@ void ConversationStore::insert(const ConversationInfo &info)
     m_cache.remove(info.id);
     QSqlQuery &q = m_db.prepared(
         u"INSERT INTO conversations (id, title, tags, created_at, updated_at, archived_at, "
-        "execution_status, agent_kind, working_dir, workspace_owned, always_confirm, agent_config) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"_s);
+        "execution_status, agent_kind, working_dir, workspace_owned, always_confirm, agent_config, "
+        "sandbox_policy) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"_s);
     q.addBindValue(toWireId(info.id));
     q.addBindValue(info.title);
     q.addBindValue(tagsToJson(info.tags));
@@ -299,6 +301,10 @@ void ConversationStore::insert(const ConversationInfo &info)
                        ? QVariant(QMetaType(QMetaType::QString))
                        : QVariant(QString::fromUtf8(
                              QJsonDocument(info.agentConfig).toJson(QJsonDocument::Compact))));
+    q.addBindValue(info.sandbox
+                       ? QVariant(QString::fromUtf8(
+                             QJsonDocument(info.sandbox->toJson()).toJson(QJsonDocument::Compact)))
+                       : QVariant(QMetaType(QMetaType::QString)));
     m_db.exec(q);
 }
 

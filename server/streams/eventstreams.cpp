@@ -185,7 +185,10 @@ void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
             handshake.refusal = HttpResponse::error(*refused).closingAnswer();
     }
     if (!handshake.refusal.isEmpty()) {
-        qCInfo(lcStreams) << "refusing a WebSocket upgrade:" << head.left(head.indexOf('\r'));
+        // Without the query: it may hold a session API key.
+        const QByteArray requestLine = head.left(head.indexOf('\r'));
+        qCInfo(lcStreams) << "refusing a WebSocket upgrade:"
+                          << requestLine.left(requestLine.indexOf('?'));
         socket->setParent(this);
         connect(socket, &QTcpSocket::disconnected, socket, &QObject::deleteLater);
         socket->write(handshake.refusal);
@@ -216,8 +219,13 @@ void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
                    id ? u"after_seq must be a whole number from 0"_s : u"unknown stream"_s);
         return;
     }
+    // OpenHands' clients (1.39) send the key in the URL rather than in an auth frame.
+    std::optional<QByteArray> urlKey;
+    if (query.hasQueryItem(u"session_api_key"_s))
+        urlKey = query.queryItemValue(u"session_api_key"_s, QUrl::FullyDecoded).toUtf8();
     const quint64 serial = m_nextSerial++;
-    auto *session = new EventStreamSession(std::move(connection), serial, *id, afterSeq, *this);
+    auto *session = new EventStreamSession(std::move(connection), serial, *id, afterSeq,
+                                           std::move(urlKey), *this);
     m_sessions.insert(serial, session);
     m_context.metrics.webSocketOpened();
     connect(session, &EventStreamSession::finished, this, [this](EventStreamSession *done) {

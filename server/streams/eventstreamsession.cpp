@@ -17,12 +17,14 @@ namespace AgentDeck {
 
 EventStreamSession::EventStreamSession(std::unique_ptr<WebSocketConnection> socket, quint64 serial,
                                        const QUuid &conversationId, std::optional<qint64> afterSeq,
-                                       EventStreams &streams, QObject *parent)
+                                       std::optional<QByteArray> urlKey, EventStreams &streams,
+                                       QObject *parent)
     : QObject(parent)
     , m_socket(std::move(socket))
     , m_serial(serial)
     , m_id(conversationId)
     , m_afterSeq(afterSeq)
+    , m_urlKey(std::move(urlKey))
     , m_streams(streams)
 {
     m_authTimer.setSingleShot(true);
@@ -54,6 +56,13 @@ void EventStreamSession::start()
 {
     // With keys configured nothing, not even whether the conversation exists, is told before auth.
     if (m_streams.auth().enabled()) {
+        if (m_urlKey) {
+            if (m_streams.auth().accepts(*m_urlKey))
+                beginStreaming();
+            else
+                closeWith(CloseUnauthorized, u"unauthorized"_s);
+            return;
+        }
         m_authTimer.start(m_streams.settings().authTimeoutMs);
         return;
     }

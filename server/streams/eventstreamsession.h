@@ -14,10 +14,11 @@ namespace AgentDeck {
 
 class WebSocketConnection;
 
-// One client following one conversation. States: waiting for the auth frame, replaying history
-// from the store, live. While replaying it ignores published events (the store has them and the
-// replay reads them); it switches to live right after a replay read that came back short, with
-// no await in between, so nothing committed can fall into a gap.
+// One client following one conversation. States: waiting for the auth frame (unless its URL
+// gave the key), replaying history from the store, live. While replaying it ignores published
+// events (the store has them and the replay reads them); it switches to live right after a
+// replay read that came back short, with no await in between, so nothing committed can fall
+// into a gap.
 class EventStreamSession : public QObject, public EventSubscriber
 {
     Q_OBJECT
@@ -33,9 +34,12 @@ public:
     // the main thread at once, and every HTTP request waited 24 s behind them.
     static constexpr int MaxMessagesInFlight = 16;
 
+    // `urlKey`: the session_api_key the socket's URL gave, if it gave one; it takes the place
+    // of the auth frame (a wrong one closes the socket with 4001 at once).
     EventStreamSession(std::unique_ptr<WebSocketConnection> socket, quint64 serial,
                        const QUuid &conversationId, std::optional<qint64> afterSeq,
-                       EventStreams &streams, QObject *parent = nullptr);
+                       std::optional<QByteArray> urlKey, EventStreams &streams,
+                       QObject *parent = nullptr);
     ~EventStreamSession() override;
 
     void start();
@@ -79,6 +83,7 @@ private:
     quint64 m_serial;
     QUuid m_id;
     std::optional<qint64> m_afterSeq;
+    std::optional<QByteArray> m_urlKey;
     EventStreams &m_streams;
     State m_state = State::Authenticating;
     qint64 m_lastSeq = 0;

@@ -37,7 +37,9 @@ private Q_SLOTS:
     void createReturns201ThenExisting200()
     {
         const QString id = u"5c0a1f0e-6a4e-4a8a-9c7e-0b5b8f3a2d11"_s;
-        const QJsonObject body{{u"conversation_id"_s, id}, {u"title"_s, u"first"_s}};
+        const QJsonObject body{{u"conversation_id"_s, id},
+                               {u"title"_s, u"first"_s},
+                               {u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}}}};
         const ApiReply created = m_server->post(u"/api/conversations"_s, body);
         QCOMPARE(created.status, 201);
         const QJsonObject info = created.json.toObject();
@@ -57,7 +59,8 @@ private Q_SLOTS:
         QVERIFY(runtime.value(u"can_resume"_s).toBool());
 
         const ApiReply again = m_server->post(
-            u"/api/conversations"_s, QJsonObject{{u"conversation_id"_s, id}, {u"title"_s, u"x"_s}});
+            u"/api/conversations"_s,
+            TestServer::withAgent({{u"conversation_id"_s, id}, {u"title"_s, u"x"_s}}));
         QCOMPARE(again.status, 200);
         QCOMPARE(again.json.toObject().value(u"title"_s).toString(), u"first"_s);
     }

@@ -41,22 +41,35 @@ private Q_SLOTS:
         QTest::addRow("json not an object")
             << "POST"_ba << u"/api/conversations"_s << "[1,2]"_ba << 400 << u"malformed_json"_s;
         QTest::addRow("workspace not an object")
-            << "POST"_ba << u"/api/conversations"_s << "{\"workspace\": \"/tmp\"}"_ba << 422
+            << "POST"_ba << u"/api/conversations"_s
+            << "{\"agent\": {\"kind\": \"shell\"}, \"workspace\": \"/tmp\"}"_ba << 422
             << u"invalid_parameter"_s;
         QTest::addRow("bad uuid") << "GET"_ba << u"/api/conversations/not-a-uuid"_s << ""_ba << 422
                                   << u"invalid_parameter"_s;
         QTest::addRow("bad conversation_id")
             << "POST"_ba << u"/api/conversations"_s << "{\"conversation_id\": \"xyz\"}"_ba << 422
             << u"invalid_parameter"_s;
+        // OpenHands requires the agent; without one it was a shell conversation.
+        QTest::addRow("empty body")
+            << "POST"_ba << u"/api/conversations"_s << "{}"_ba << 422 << u"invalid_parameter"_s;
+        QTest::addRow("no agent") << "POST"_ba << u"/api/conversations"_s << "{\"title\": \"t\"}"_ba
+                                  << 422 << u"invalid_parameter"_s;
+        QTest::addRow("null agent") << "POST"_ba << u"/api/conversations"_s
+                                    << "{\"agent\": null}"_ba << 422 << u"invalid_parameter"_s;
+        QTest::addRow("agent not an object")
+            << "POST"_ba << u"/api/conversations"_s << "{\"agent\": \"shell\"}"_ba << 422
+            << u"invalid_parameter"_s;
         QTest::addRow("unknown agent")
             << "POST"_ba << u"/api/conversations"_s << "{\"agent\": {\"kind\": \"nope\"}}"_ba << 422
             << u"invalid_parameter"_s;
         QTest::addRow("relative workspace")
             << "POST"_ba << u"/api/conversations"_s
-            << "{\"workspace\": {\"working_dir\": \"rel\"}}"_ba << 422 << u"invalid_parameter"_s;
+            << "{\"agent\": {\"kind\": \"shell\"}, \"workspace\": {\"working_dir\": \"rel\"}}"_ba
+            << 422 << u"invalid_parameter"_s;
         // A caller's working dir is mounted writable into the sandbox.
         const auto workingDir = [](const QString &dir) -> QByteArray {
-            return "{\"workspace\": {\"working_dir\": \"" + dir.toUtf8() + "\"}}";
+            return "{\"agent\": {\"kind\": \"shell\"}, \"workspace\": {\"working_dir\": \"" +
+                   dir.toUtf8() + "\"}}";
         };
         const QString dataDir = m_server->dataDir();
         // No file name can hold them; a lone surrogate made one dir and stored another path.
@@ -181,28 +194,32 @@ private Q_SLOTS:
     }
 
     // The nil UUID is well formed, and was refused as "not a valid id (a UUID, ...)": it is no
-    // conversation's id, and the answer now says why.
-    void theNilUuidIsRefusedForWhatItIs_data()
+    // conversation's id. Looked up, it is unknown, as OpenHands answers it (404, a null item of
+    // a batch); a conversation cannot be created with it.
+    void theNilUuidIsNoOnesId()
     {
-        QTest::addColumn<QByteArray>("method");
-        QTest::addColumn<QString>("path");
-        QTest::addColumn<QByteArray>("body");
-        const QString nil = u"00000000-0000-0000-0000-000000000000"_s;
-        QTest::addRow("in a path") << "GET"_ba << u"/api/conversations/"_s + nil << QByteArray();
-        QTest::addRow("in a batch")
-            << "GET"_ba << u"/api/conversations?ids="_s + nil << QByteArray();
-        QTest::addRow("created with it")
-            << "POST"_ba << u"/api/conversations"_s
-            << QJsonDocument(QJsonObject{{u"conversation_id"_s, nil}}).toJson();
-    }
-    void theNilUuidIsRefusedForWhatItIs()
-    {
-        QFETCH(QByteArray, method);
-        QFETCH(QString, path);
-        QFETCH(QByteArray, body);
-        const ApiReply reply = send(method, path, body);
-        QCOMPARE(reply.status, 422);
-        QVERIFY2(reply.detail.contains(u"other than the nil one"_s), qPrintable(reply.detail));
+        for (const QString &nil :
+             {u"00000000-0000-0000-0000-000000000000"_s, u"00000000000000000000000000000000"_s}) {
+            const ApiReply read = m_server->get(u"/api/conversations/"_s + nil);
+            QCOMPARE(read.status, 404);
+            QCOMPARE(read.errorCode, u"not_found"_s);
+            QCOMPARE(m_server->get(u"/api/conversations/"_s + m_id + u"/events/"_s + nil).status,
+                     404);
+            const ApiReply batch =
+                m_server->get(u"/api/conversations"_s, QUrlQuery{{u"ids"_s, nil + u',' + m_id}});
+            QVERIFY2(batch.ok(), batch.body.constData());
+            QCOMPARE(batch.json.toArray().size(), 2);
+            QVERIFY(batch.json.toArray().at(0).isNull());
+            QCOMPARE(batch.json.toArray().at(1).toObject().value(u"id"_s).toString(), m_id);
+        }
+        const ApiReply created =
+            send("POST"_ba, u"/api/conversations"_s,
+                 QJsonDocument(
+                     QJsonObject{{u"conversation_id"_s, u"00000000-0000-0000-0000-000000000000"_s},
+                                 {u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}}}})
+                     .toJson());
+        QCOMPARE(created.status, 422);
+        QVERIFY2(created.detail.contains(u"other than the nil one"_s), qPrintable(created.detail));
     }
 
     // The longest search text, made of characters that escaping doubles or that take more than
@@ -255,13 +272,14 @@ private Q_SLOTS:
         pragma(u"PRAGMA max_page_count = %1"_s.arg(pages));
         ApiReply refused;
         for (int i = 0; i < 500 && refused.status != 503; ++i)
-            refused = m_server->call("POST"_ba, u"/api/conversations"_s,
-                                     QJsonObject{{u"title"_s, QString(200, u'x')}});
+            refused = m_server->call(
+                "POST"_ba, u"/api/conversations"_s,
+                TestServer::withAgent(QJsonObject{{u"title"_s, QString(200, u'x')}}));
         pragma(u"PRAGMA max_page_count = 1073741823"_s);
         QCOMPARE(refused.status, 503);
         QCOMPARE(refused.errorCode, u"storage_full"_s);
         QVERIFY(refused.detail.contains(u"disk is full"_s));
-        QVERIFY(m_server->call("POST"_ba, u"/api/conversations"_s).ok());
+        QVERIFY(m_server->call("POST"_ba, u"/api/conversations"_s, TestServer::withAgent({})).ok());
     }
 
     // A run cut off by a full disk says so, rather than with the driver's text.

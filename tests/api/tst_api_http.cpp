@@ -285,7 +285,7 @@ private Q_SLOTS:
     {
         RawHttp client;
         QVERIFY(client.connectTo(m_server->url()));
-        const QByteArray body = R"({"title": "with trailer fields"})";
+        const QByteArray body = R"({"title": "with trailer fields", "agent": {"kind": "shell"}})";
         client.send("POST /api/conversations HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
                     "application/json\r\nTransfer-Encoding: chunked\r\n\r\n" +
                     QByteArray::number(body.size(), 16) + "\r\n" + body +
@@ -584,7 +584,8 @@ private Q_SLOTS:
         QVERIFY(server);
         RawHttp client;
         QVERIFY(client.connectTo(server->url()));
-        const QByteArray body = R"({"title":"a title that comes slowly, a few bytes at a time"})";
+        const QByteArray body =
+            R"({"title":"a title that comes slowly, a few bytes at a time","agent":{"kind":"shell"}})";
         client.send(postHead(u"/api/conversations"_s, body.size()));
         // The client's pace, not a wait for the server: 8 pieces 100 ms apart, 800 ms in all,
         // which is over the limit for the whole request and under it for every pause.

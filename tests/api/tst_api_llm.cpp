@@ -798,9 +798,19 @@ private Q_SLOTS:
     {
         QTest::addColumn<QJsonObject>("agentObject");
         QTest::addColumn<QString>("words");
-        QTest::addRow("no base url")
-            << QJsonObject{{u"kind"_s, u"llm"_s}, {u"llm"_s, QJsonObject{{u"model"_s, u"m"_s}}}}
-            << u"base_url"_s;
+        // A missing base URL is the run's error, not the create's (llm_endpoint_missing).
+        QTest::addRow("a tool it does not have")
+            << QJsonObject{{u"kind"_s, u"llm"_s},
+                           {u"llm"_s,
+                            QJsonObject{{u"model"_s, u"m"_s}, {u"base_url"_s, u"http://x/v1"_s}}},
+                           {u"tools"_s, QJsonArray{u"bash"_s, u"browser"_s}}}
+            << u"agent.tools must be a list of tool names out of bash, read_file"_s;
+        QTest::addRow("tools not a list")
+            << QJsonObject{{u"kind"_s, u"llm"_s},
+                           {u"llm"_s,
+                            QJsonObject{{u"model"_s, u"m"_s}, {u"base_url"_s, u"http://x/v1"_s}}},
+                           {u"tools"_s, u"bash"_s}}
+            << u"agent.tools"_s;
         QTest::addRow("not http") << QJsonObject{{u"kind"_s, u"llm"_s},
                                                  {u"llm"_s,
                                                   QJsonObject{{u"model"_s, u"m"_s},

@@ -57,6 +57,7 @@ private Q_SLOTS:
         QTest::addColumn<QString>("path");
         const QString item = u"/api/conversations/{id}"_s;
         for (const auto &[method, path] : std::initializer_list<std::pair<const char *, QString>>{
+                 {"get", u"/"_s},
                  {"get", u"/alive"_s},
                  {"get", u"/health"_s},
                  {"get", u"/ready"_s},

@@ -553,6 +553,63 @@ private Q_SLOTS:
         QVERIFY(client.isConnected());
     }
 
+    // OpenHands' client (1.39) gives the key in the URL, ?session_api_key=K, and sends no auth
+    // frame: it waited for events that never came, and was closed after the auth timeout.
+    void aKeyInTheUrlTakesTheAuthFramesPlace_data()
+    {
+        QTest::addColumn<QStringList>("serverKeys");
+        QTest::addColumn<QString>("urlKey");
+        QTest::addColumn<bool>("knownConversation");
+        QTest::addColumn<int>("expectedClose"); // 0: the stream works
+        const QStringList keys{u"key-one"_s, u"key-two"_s};
+        QTest::addRow("correct key") << keys << u"key-two"_s << true << 0;
+        QTest::addRow("wrong key") << keys << u"key-three"_s << true << CloseUnauthorized;
+        QTest::addRow("empty key") << keys << QString() << true << CloseUnauthorized;
+        QTest::addRow("correct key, unknown conversation")
+            << keys << u"key-one"_s << false << CloseNotFound;
+        QTest::addRow("wrong key, unknown conversation")
+            << keys << u"nope"_s << false << CloseUnauthorized;
+        QTest::addRow("server without keys") << QStringList() << u"anything"_s << true << 0;
+    }
+    void aKeyInTheUrlTakesTheAuthFramesPlace()
+    {
+        QFETCH(QStringList, serverKeys);
+        QFETCH(QString, urlKey);
+        QFETCH(bool, knownConversation);
+        QFETCH(int, expectedClose);
+        TestServerOptions options;
+        options.apiKeys = serverKeys;
+        options.streamAuthTimeoutMs = 1'000;
+        QVERIFY(startServer(std::move(options)));
+        const QUuid id = knownConversation ? createEcho() : QUuid::createUuid();
+        QVERIFY(!id.isNull());
+        if (knownConversation)
+            QVERIFY(m_server->send(id, u"before"_s).ok());
+
+        QUrlQuery query;
+        query.addQueryItem(u"resend_all"_s, u"true"_s);
+        query.addQueryItem(u"session_api_key"_s, urlKey);
+        QElapsedTimer sinceOpened;
+        sinceOpened.start();
+        StreamClient client(streamUrl(*m_server, id, query.toString(QUrl::FullyEncoded)));
+        if (expectedClose != 0) {
+            QVERIFY2(client.waitClosed(5'000), "the server did not close the stream");
+            QCOMPARE(client.closeCode, expectedClose);
+            QVERIFY(client.events.isEmpty());
+            // At once: the key was there to check, no auth frame is waited for.
+            QVERIFY2(sinceOpened.elapsed() < 800,
+                     qPrintable(u"closed after %1 ms"_s.arg(sinceOpened.elapsed())));
+            return;
+        }
+        QVERIFY2(client.waitForEvents(1), qPrintable(client.describeClose()));
+        QCOMPARE(messageText(client.events.first()), u"before"_s);
+        client.sendJson(TestServer::message(u"over the socket"_s));
+        QVERIFY2(client.waitForEvents(2), qPrintable(client.describeClose()));
+        // Still open past the auth timeout.
+        QVERIFY(!QTest::qWaitFor([&] { return client.closed; }, 1'200));
+        QVERIFY(client.isConnected());
+    }
+
     void httpNeedsTheKeyButHealthDoesNot()
     {
         TestServerOptions options;

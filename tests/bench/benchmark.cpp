@@ -396,8 +396,8 @@ QCoro::Task<bool> Benchmark::seed(ServerProcess &server, qint64 count, Catalogue
     spec.maxRequests = count;
     spec.deadline = std::max<std::chrono::milliseconds>(60s, std::chrono::milliseconds(count * 5));
     spec.request = [](HttpConnection &connection, qint64 index) {
-        const QByteArray body =
-            "{\"title\":\"bench conversation " + QByteArray::number(index) + "\"}";
+        const QByteArray body = "{\"agent\":{\"kind\":\"shell\"},\"title\":\"bench conversation " +
+                                QByteArray::number(index) + "\"}";
         return connection.makeRequest("POST", "/api/conversations", body);
     };
     spec.onResponse = [ids](qint64, const HttpResult &result) {

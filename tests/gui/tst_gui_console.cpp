@@ -371,6 +371,42 @@ private Q_SLOTS:
     }
 
     // A command that hangs is stopped with one click: Pause waits for it to end.
+    // Commands that run unisolated (here: inside the server) are said in the status bar, with
+    // the server's reason; isolated ones say nothing.
+    void unisolatedCommandsAreShown_data()
+    {
+        QTest::addColumn<bool>("inServer");
+        QTest::addRow("in the server") << true;
+        QTest::addRow("in sandboxes") << false;
+    }
+    void unisolatedCommandsAreShown()
+    {
+        QFETCH(bool, inServer);
+        ServerConfig config = serverConfig();
+        if (inServer)
+            config.runtime = ServerConfig::RuntimeKind::Process;
+        startConsole(config);
+        if (!inServer) {
+            const QJsonObject sandbox = QCoro::waitFor(m_client->get(u"/server_info"_s))
+                                            .json.toObject()
+                                            .value(u"sandbox"_s)
+                                            .toObject();
+            if (sandbox.value(u"isolation"_s).toString() != u"bubblewrap"_s)
+                QSKIP("bubblewrap cannot create namespaces here");
+        }
+        QLabel *state = m_window->isolationState();
+        if (inServer) {
+            QTRY_VERIFY_WITH_TIMEOUT(state->isVisible(), 10000);
+            QCOMPARE(state->text(), u"⚠ Commands not isolated"_s);
+            QVERIFY2(state->toolTip().contains(u"--runtime process"_s),
+                     qPrintable(state->toolTip()));
+        } else {
+            QVERIFY(QCoro::waitFor(m_controller->refresh()));
+            QVERIFY(!state->isVisible());
+            QVERIFY(m_controller->isolationWarning().isEmpty());
+        }
+    }
+
     void interruptStopsAHangingCommand()
     {
         startConsole();

@@ -21,8 +21,10 @@
 #include <QUuid>
 
 #include <csignal>
+#include <grp.h>
 #include <memory>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <vector>
 
 namespace AgentDeck::Testing {
@@ -141,6 +143,19 @@ public:
         m_process->setChildProcessModifier([soft, hard] {
             const rlimit limit{soft, hard ? hard : soft};
             ::setrlimit(RLIMIT_NOFILE, &limit);
+        });
+    }
+
+    // Before start(): the server runs as this user (a root test's unprivileged server), with
+    // its data dir given to it.
+    void runAsUser(uid_t uid, gid_t gid)
+    {
+        const QByteArray dir = QFile::encodeName(dataDir());
+        if (::chown(dir.constData(), uid, gid) != 0)
+            qWarning() << "cannot give" << dir << "to uid" << uid;
+        m_process->setChildProcessModifier([uid, gid] {
+            if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0)
+                ::_exit(126);
         });
     }
 
@@ -278,8 +293,11 @@ public:
         return call("POST"_ba, path, QJsonDocument(body).toJson(QJsonDocument::Compact));
     }
 
-    QUuid create(const QJsonObject &body, Reply *reply = nullptr)
+    // Without an agent in `body`, a shell conversation (a create needs one).
+    QUuid create(QJsonObject body, Reply *reply = nullptr)
     {
+        if (!body.contains(u"agent"_s))
+            body.insert(u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}});
         const Reply created = post(u"/api/conversations"_s, body);
         if (reply)
             *reply = created;

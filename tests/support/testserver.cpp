@@ -166,10 +166,17 @@ ApiReply TestServer::post(const QString &path, const QJsonValue &body)
 
 QUuid TestServer::create(const QJsonObject &body)
 {
-    const ApiReply reply = post(u"/api/conversations"_s, body);
+    const ApiReply reply = post(u"/api/conversations"_s, withAgent(body));
     if (!reply.ok())
         return {};
     return parseWireId(reply.json.toObject().value(u"id"_s).toString()).value_or(QUuid());
+}
+
+QJsonObject TestServer::withAgent(QJsonObject body)
+{
+    if (!body.contains(u"agent"_s))
+        body.insert(u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}});
+    return body;
 }
 
 QString TestServer::status(const QUuid &id)

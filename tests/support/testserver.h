@@ -60,8 +60,11 @@ public:
                   const QUrlQuery &query = {});
     ApiReply get(const QString &path, const QUrlQuery &query = {});
     ApiReply post(const QString &path, const QJsonValue &body = {});
-    // Creates a conversation and returns its id (null on failure).
+    // Creates a conversation and returns its id (null on failure); without an agent in `body`,
+    // a shell conversation.
     QUuid create(const QJsonObject &body = {});
+    // `body` with {"agent": {"kind": "shell"}} unless it names an agent: a create needs one.
+    static QJsonObject withAgent(QJsonObject body);
     QString status(const QUuid &id);
     bool waitForStatus(const QUuid &id, const QString &status, int timeoutMs = 10'000);
     // Events of a conversation as JSON objects, in seq order.

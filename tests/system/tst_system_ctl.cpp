@@ -393,6 +393,35 @@ private Q_SLOTS:
         QCOMPARE(result.outLines().size(), Count + 1);
     }
 
+    // A conversation an OpenHands client made (its agent spec) is listed and shown as any
+    // llm conversation.
+    void showsAConversationOfAnOpenHandsClient()
+    {
+        ServerProcess &server = m_fleet.add();
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QJsonObject agent{
+            {u"kind"_s, u"Agent"_s},
+            {u"llm"_s, QJsonObject{{u"model"_s, u"openai/gpt-4o"_s}, {u"api_key"_s, u"k"_s}}},
+            {u"tools"_s, QJsonArray{QJsonObject{{u"name"_s, u"terminal"_s}},
+                                    QJsonObject{{u"name"_s, u"file_editor"_s}}}}};
+        const QUuid id =
+            server.create(QJsonObject{{u"agent"_s, agent}, {u"max_iterations"_s, 500}});
+        QVERIFY(!id.isNull());
+
+        CtlResult result = ctl(server, {u"list"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY2(QRegularExpression(u"^\\S+ +.+ +idle +.+ +- +0 +\\S+Z$"_s)
+                     .match(lineWith(result.outLines(), wireId(id)))
+                     .hasMatch(),
+                 qPrintable(result.out));
+        result = ctl(server, {u"show"_s, wireId(id)});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY2(QRegularExpression(u"^agent: +llm$"_s, QRegularExpression::MultilineOption)
+                     .match(result.out)
+                     .hasMatch(),
+                 qPrintable(result.out));
+    }
+
     // show: badge words and facts for people, the API's object with --json; IDs dashed or not.
     void showInBothModes()
     {

@@ -131,11 +131,15 @@ private Q_SLOTS:
         QVERIFY(server.url().port() > 0);
         QTRY_COMPARE_WITH_TIMEOUT(server.get(u"/ready"_s).status, 200, StartTimeoutMs);
 
-        for (const QString &path : {u"/alive"_s, u"/health"_s, u"/ready"_s, u"/server_info"_s}) {
+        for (const QString &path : {u"/"_s, u"/alive"_s, u"/ready"_s, u"/server_info"_s}) {
             const Reply reply = server.get(path);
             QVERIFY2(reply.status == 200, qPrintable(path + u": "_s + reply.describe()));
             QVERIFY2(reply.json.isObject(), qPrintable(path + u": "_s + reply.describe()));
         }
+        // As OpenHands answers it: the JSON string "OK".
+        const Reply health = server.get(u"/health"_s);
+        QVERIFY2(health.status == 200 && health.body.trimmed() == "\"OK\"",
+                 qPrintable(health.describe()));
         QCOMPARE(server.get(u"/ready"_s).object().value(u"status"_s).toString(), u"ready"_s);
         const QJsonObject info = server.get(u"/server_info"_s).object();
         QVERIFY(!info.value(u"version"_s).toString().isEmpty());
@@ -159,7 +163,9 @@ private Q_SLOTS:
         const auto status = [&](const QByteArray &host, const QByteArray &origin) {
             server.setHeader("Host", host);
             server.setHeader("Origin", origin);
-            const Reply reply = server.post(u"/api/conversations"_s);
+            const Reply reply =
+                server.post(u"/api/conversations"_s,
+                            QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}}}});
             return std::pair{reply.status, reply.object().value(u"code"_s).toString()};
         };
         QCOMPARE(status({}, "https://tools.example"), std::pair(201, QString()));
@@ -229,9 +235,10 @@ private Q_SLOTS:
         QCOMPARE(finalResponse(server, id), u"256\n"_s);
     }
 
-    // The server's secrets are not the commands': the catalog's PGPASSWORD reached every
-    // command, and a sandbox host kept AGENTDECK_* in its own environment, which a command
-    // without bubblewrap read from /proc/$PPID/environ.
+    // The server's environment is not the commands': the catalog's PGPASSWORD reached every
+    // command, then an AWS_* or any token of the service's did (only three names were taken
+    // out), and a sandbox host kept them in its own environment, which a command without
+    // bubblewrap read from /proc/$PPID/environ. Commands get an allow-list.
     void commandsAndSandboxesGetNoneOfTheServersSecrets_data() { bothRuntimes(); }
     void commandsAndSandboxesGetNoneOfTheServersSecrets()
     {
@@ -239,12 +246,15 @@ private Q_SLOTS:
         ServerProcess &server = m_fleet.add({}, {u"--runtime"_s, runtime});
         server.setEnvironmentVariable(u"AGENTDECK_LLM_API_KEY"_s, u"llm-secret"_s);
         server.setEnvironmentVariable(u"PGPASSWORD"_s, u"pg-secret"_s);
-        server.setEnvironmentVariable(u"KEPT_FOR_COMMANDS"_s, u"kept"_s);
+        server.setEnvironmentVariable(u"AWS_SECRET_ACCESS_KEY"_s, u"aws-secret"_s);
+        server.setEnvironmentVariable(u"GITHUB_TOKEN"_s, u"token-secret"_s);
+        server.setEnvironmentVariable(u"LC_TIME"_s, u"C.UTF-8"_s);
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
         const QUuid id = server.create(shellConversation(u"env"_s));
         QVERIFY(server.waitForStatus(id, u"finished"_s));
         const QString env = finalResponse(server, id);
-        QVERIFY2(env.contains(u"KEPT_FOR_COMMANDS=kept"_s), qPrintable(env));
+        QVERIFY2(env.contains(u"PATH=/"_s), qPrintable(env));
+        QVERIFY2(env.contains(u"LC_TIME=C.UTF-8"_s), qPrintable(env));
         QVERIFY2(!env.contains(u"secret"_s), qPrintable(env));
         if (runtime != u"local"_s)
             return;
@@ -254,7 +264,7 @@ private Q_SLOTS:
         QFile hostEnvironment(u"/proc/%1/environ"_s.arg(QString::fromLatin1(pidFile.readAll())));
         QVERIFY(hostEnvironment.open(QIODevice::ReadOnly));
         const QByteArray hostEnv = hostEnvironment.readAll();
-        QVERIFY(hostEnv.contains("KEPT_FOR_COMMANDS=kept"));
+        QVERIFY(hostEnv.contains("LC_TIME=C.UTF-8"));
         QVERIFY(!hostEnv.contains("secret"));
     }
 
@@ -1191,7 +1201,7 @@ private Q_SLOTS:
         }
 
         // A body of exactly the limit is accepted.
-        QByteArray atLimit = R"({"title": "at the limit"})"_ba;
+        QByteArray atLimit = R"({"title": "at the limit", "agent": {"kind": "shell"}})"_ba;
         atLimit.append(QByteArray(Limit - atLimit.size(), ' '));
         const Reply accepted = server.call("POST"_ba, u"/api/conversations"_s, atLimit);
         QVERIFY2(accepted.status == 201, qPrintable(accepted.describe()));

@@ -753,9 +753,11 @@ private Q_SLOTS:
             first.setPath(u"/api/conversations"_s);
             QUrl second = b.url();
             second.setPath(u"/api/conversations"_s);
-            const QList<Reply> replies =
-                postTogether({first, second}, QJsonDocument(QJsonObject{{u"conversation_id"_s, id}})
-                                                  .toJson(QJsonDocument::Compact));
+            const QList<Reply> replies = postTogether(
+                {first, second},
+                QJsonDocument(QJsonObject{{u"conversation_id"_s, id},
+                                          {u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}}}})
+                    .toJson(QJsonDocument::Compact));
             QList<int> statuses{replies[0].status, replies[1].status};
             std::sort(statuses.begin(), statuses.end());
             QVERIFY2(statuses == (QList<int>{200, 201}),

@@ -1076,7 +1076,7 @@ private Q_SLOTS:
         QFile blocker(data.filePath(u"workspaces"_s));
         QVERIFY(blocker.open(QIODevice::WriteOnly));
         blocker.close();
-        const ApiReply ours = m_server->post(u"/api/conversations"_s, QJsonObject{});
+        const ApiReply ours = m_server->post(u"/api/conversations"_s, TestServer::withAgent({}));
         QCOMPARE(ours.status, 503);
         QCOMPARE(ours.errorCode, u"workspace_unavailable"_s);
         // The caller's own directory is the caller's to fix.
@@ -1087,7 +1087,7 @@ private Q_SLOTS:
         const QString underAFile = file.fileName() + u"/w"_s;
         const ApiReply theirs = m_server->post(
             u"/api/conversations"_s,
-            QJsonObject{{u"workspace"_s, QJsonObject{{u"working_dir"_s, underAFile}}}});
+            TestServer::withAgent({{u"workspace"_s, QJsonObject{{u"working_dir"_s, underAFile}}}}));
         QCOMPARE(theirs.status, 422);
         QVERIFY2(theirs.detail.startsWith(u"Cannot create the workspace"_s),
                  qPrintable(theirs.detail));

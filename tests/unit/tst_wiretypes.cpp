@@ -299,7 +299,20 @@ private Q_SLOTS:
     {
         QTest::addColumn<QByteArray>("json");
         QTest::addColumn<bool>("valid");
-        QTest::addRow("empty") << "{}"_ba << true;
+        // The agent is required, as OpenHands requires it.
+        QTest::addRow("empty") << "{}"_ba << false;
+        QTest::addRow("only an agent") << R"({"agent":{"kind":"shell"}})"_ba << true;
+        QTest::addRow("agent kind not a string") << R"({"agent":{"kind":5}})"_ba << false;
+        // OpenHands' agent spec, with or without its kind, is the llm agent's.
+        QTest::addRow("openhands agent")
+            << R"({"agent":{"kind":"Agent","llm":{"model":"openai/m","api_key":"k"},"tools":[{"name":"terminal"},{"name":"file_editor"}]},"workspace":{"type":"local","working_dir":"/tmp"},"max_iterations":500,"stuck_detection":true,"hook_config":null})"_ba
+            << true;
+        QTest::addRow("openhands agent without kind")
+            << R"({"agent":{"llm":{"model":"m"}}})"_ba << true;
+        QTest::addRow("openhands agent without llm") << R"({"agent":{"kind":"Agent"}})"_ba << false;
+        QTest::addRow("openhands tool agentdeck lacks")
+            << R"({"agent":{"kind":"Agent","llm":{"model":"m"},"tools":[{"name":"terminal"},{"name":"browser_tool_set"}]}})"_ba
+            << false;
         QTest::addRow("full")
             << R"({"conversation_id":"5c0a1f0e6a4e4a8a9c7e0b5b8f3a2d11","title":"t","tags":{"a":"b"},"agent":{"kind":"echo"},"workspace":{"working_dir":"/x"},"confirmation_policy":{"kind":"AlwaysConfirm"},"initial_message":{"content":"hi","run":true},"unknown_field":1})"_ba
             << true;
@@ -322,6 +335,34 @@ private Q_SLOTS:
             QVERIFY(again);
             QCOMPARE(again->toJson(), request->toJson());
         }
+    }
+
+    // OpenHands' spec becomes the llm agent's settings: its tools named as AgentDeck's, the
+    // model without LiteLLM's "openai/", max_iterations from beside the agent.
+    void theOpenHandsAgentSpecIsTheLlmAgents()
+    {
+        const QByteArray json =
+            R"({"agent":{"kind":"Agent","llm":{"model":"openai/gpt-4o","api_key":"k","base_url":"http://llm/v1","usage_id":"x","num_retries":99},"tools":[{"name":"terminal","params":{}},{"name":"file_editor"},{"name":"terminal"}]},"max_iterations":7})"_ba;
+        QString error;
+        const auto request =
+            CreateConversationRequest::fromJson(QJsonDocument::fromJson(json).object(), &error);
+        QVERIFY2(request, qPrintable(error));
+        QCOMPARE(request->agentKind, u"llm"_s);
+        const QJsonObject llm = request->agentConfig.value(u"llm"_s).toObject();
+        QCOMPARE(llm.value(u"model"_s).toString(), u"gpt-4o"_s);
+        QCOMPARE(llm.value(u"api_key"_s).toString(), u"k"_s);
+        QCOMPARE(llm.value(u"base_url"_s).toString(), u"http://llm/v1"_s);
+        QCOMPARE(llm.value(u"max_retries"_s).toInt(), 20);
+        QVERIFY(!llm.contains(u"usage_id"_s));
+        QCOMPARE(request->agentConfig.value(u"tools"_s).toArray(),
+                 QJsonArray({u"bash"_s, u"read_file"_s, u"write_file"_s, u"str_replace"_s}));
+        QCOMPARE(request->agentConfig.value(u"max_iterations"_s).toInt(), 7);
+
+        const QByteArray lacking =
+            R"({"agent":{"kind":"Agent","llm":{"model":"m"},"tools":[{"name":"task_tracker"},{"name":"terminal"},{"name":"browser_tool_set"}]}})"_ba;
+        QVERIFY(!CreateConversationRequest::fromJson(QJsonDocument::fromJson(lacking).object(),
+                                                     &error));
+        QVERIFY2(error.contains(u"task_tracker, browser_tool_set"_s), qPrintable(error));
     }
 
     void labelsAreBounded_data()
@@ -395,7 +436,10 @@ private Q_SLOTS:
             QCOMPARE(labels->tags.has_value(), body.value(u"tags"_s).isObject());
         }
         // A create body is read by the same rules.
-        QCOMPARE(CreateConversationRequest::fromJson(body, &sentence).has_value(), error.isEmpty());
+        QJsonObject create = body;
+        create.insert(u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}});
+        QCOMPARE(CreateConversationRequest::fromJson(create, &sentence).has_value(),
+                 error.isEmpty());
     }
 
     void filterParsesAndMatches_data()

@@ -6,6 +6,7 @@
 #include <QJsonDocument>
 #include <QUrl>
 
+#include <algorithm>
 #include <utility>
 
 using namespace Qt::StringLiterals;
@@ -107,13 +108,15 @@ QString LlmSettings::validate(QJsonObject &config, const LlmDefaults &defaults, 
         *apiKey = key;
         llm.insert(u"api_key"_s, RedactedKey);
     }
-    const QString baseUrl = llm.value(u"base_url"_s).toString(defaults.baseUrl);
-    if (baseUrl.isEmpty())
-        return u"agent.llm.base_url is required (the server has no --llm-base-url)"_s;
-    const QUrl url(baseUrl);
-    if (!url.isValid() || (url.scheme() != u"http"_s && url.scheme() != u"https"_s) ||
-        url.host().isEmpty())
-        return u"agent.llm.base_url must be an http or https URL"_s;
+    // Without one the conversation is made all the same, as OpenHands makes it: its run says
+    // what is missing (llm_endpoint_missing).
+    if (const QString baseUrl = llm.value(u"base_url"_s).toString(defaults.baseUrl);
+        !baseUrl.isEmpty()) {
+        const QUrl url(baseUrl);
+        if (!url.isValid() || (url.scheme() != u"http"_s && url.scheme() != u"https"_s) ||
+            url.host().isEmpty())
+            return u"agent.llm.base_url must be an http or https URL"_s;
+    }
     if (llm.value(u"model"_s).toString(defaults.model).isEmpty())
         return u"agent.llm.model is required (the server has no --llm-model)"_s;
     if (const QJsonValue stream = llm.value(u"stream"_s);
@@ -139,6 +142,16 @@ QString LlmSettings::validate(QJsonObject &config, const LlmDefaults &defaults, 
         return u"agent.max_iterations must be a positive integer"_s;
     if (const auto tokens = number(config, u"max_context_tokens"_s); tokens && *tokens < 1)
         return u"agent.max_context_tokens must be a positive integer"_s;
+    if (const QJsonValue tools = config.value(u"tools"_s);
+        !tools.isUndefined() && !tools.isNull()) {
+        const QStringList known = Tools::names();
+        const auto isKnown = [&known](const QJsonValue &tool) {
+            return tool.isString() && known.contains(tool.toString());
+        };
+        const QJsonArray list = tools.toArray();
+        if (!tools.isArray() || !std::all_of(list.begin(), list.end(), isKnown))
+            return u"agent.tools must be a list of tool names out of %1"_s.arg(known.join(u", "_s));
+    }
     config.insert(u"llm"_s, llm);
     return {};
 }
@@ -180,6 +193,12 @@ LlmSettings LlmSettings::resolve(const QJsonObject &config, const LlmDefaults &d
         settings.maxIterations = int(*iterations);
     if (const auto tokens = number(config, u"max_context_tokens"_s))
         settings.maxContextTokens = qint64(*tokens);
+    if (const QJsonValue tools = config.value(u"tools"_s); tools.isArray()) {
+        QStringList names;
+        for (const QJsonValue &tool : tools.toArray())
+            names.append(tool.toString());
+        settings.tools = names;
+    }
     return settings;
 }
 
@@ -207,6 +226,11 @@ LlmAgent::~LlmAgent() = default;
 void LlmAgent::cancel()
 {
     m_client->cancel();
+}
+
+bool LlmAgent::offers(const QString &toolName) const
+{
+    return !m_settings.tools || toolName == Tools::Finish || m_settings.tools->contains(toolName);
 }
 
 int LlmAgent::iterationsSinceInput(const QList<Event> &history)
@@ -338,6 +362,14 @@ QCoro::Task<AgentStep> LlmAgent::next(const QList<Event> &history)
     // Nothing to answer: no input yet, or the model's last answer is the final one.
     if (!last || (last->kind == EventKind::Message && last->source == EventSource::Agent))
         co_return AgentStep{AgentStep::Kind::Finish};
+    if (m_settings.baseUrl.isEmpty())
+        co_return AgentStep{
+            AgentStep::Kind::Fail,
+            u"The conversation names no model endpoint: its agent.llm has no base_url and the "
+            "server has no --llm-base-url. AgentDeck's llm agent speaks to OpenAI-compatible "
+            "chat completions endpoints (e.g. https://api.openai.com/v1); create a conversation "
+            "that gives agent.llm.base_url, or start the server with --llm-base-url."_s,
+            u"llm_endpoint_missing"_s};
     if (m_settings.apiKeyLost)
         co_return AgentStep{
             AgentStep::Kind::Fail,
@@ -358,7 +390,7 @@ QCoro::Task<AgentStep> LlmAgent::next(const QList<Event> &history)
     QJsonObject body{
         {u"model"_s, m_settings.model},
         {u"messages"_s, messagesFor(history, m_settings.systemPrompt, m_settings.maxContextTokens)},
-        {u"tools"_s, Tools::schemas()},
+        {u"tools"_s, Tools::schemas(m_settings.tools)},
         {u"tool_choice"_s, u"auto"_s},
     };
     auto completing = m_client->complete(std::move(body));

@@ -25,6 +25,8 @@ struct LlmSettings
     QString systemPrompt;
     int maxIterations = 50;
     qint64 maxContextTokens = 100'000;
+    // The tools the model is offered (`agent.tools`), finish always among them; nothing: all.
+    std::optional<QStringList> tools;
 
     // What a redacted key looks like in the `agent` object.
     static inline const QString RedactedKey = QStringLiteral("********");
@@ -46,6 +48,7 @@ public:
 
     QCoro::Task<AgentStep> next(const QList<Event> &history) override;
     void cancel() override;
+    bool offers(const QString &toolName) const override;
 
     // The chat messages for a history (system prompt first), older tool results truncated when
     // the estimate (characters / 4) exceeds `maxContextTokens`. Exposed for tests.

@@ -1,0 +1,124 @@
+#include "sandboxisolation.h"
+
+#include <QJsonArray>
+#include <QProcess>
+#include <QStandardPaths>
+
+#include <unistd.h>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+QStringList SandboxIsolation::namespaceArguments(bool root, bool hostNetwork)
+{
+    QStringList arguments{u"--unshare-pid"_s, u"--unshare-ipc"_s, u"--unshare-uts"_s,
+                          u"--unshare-cgroup-try"_s};
+    if (!hostNetwork)
+        arguments << u"--unshare-net"_s;
+    // Without root, bubblewrap's namespaces need a user namespace; with it, the command drops
+    // root itself (setpriv) and a user namespace would map it back onto root.
+    if (!root)
+        arguments << u"--unshare-user"_s << u"--disable-userns"_s;
+    return arguments;
+}
+
+SandboxIsolation SandboxIsolation::probe()
+{
+    SandboxIsolation isolation;
+    isolation.root = ::geteuid() == 0;
+    const QString bwrap = QStandardPaths::findExecutable(u"bwrap"_s);
+    if (bwrap.isEmpty()) {
+        isolation.reason = u"bubblewrap is not installed"_s;
+        return isolation;
+    }
+    if (isolation.root && QStandardPaths::findExecutable(u"setpriv"_s).isEmpty()) {
+        isolation.reason = u"setpriv (util-linux) is not installed"_s;
+        return isolation;
+    }
+    // Installed is not enough: some containers forbid the namespaces it needs.
+    QProcess probe;
+    probe.setProcessChannelMode(QProcess::MergedChannels);
+    probe.start(bwrap, QStringList{u"--ro-bind"_s, u"/"_s, u"/"_s, u"--dev"_s, u"/dev"_s,
+                                   u"--proc"_s, u"/proc"_s} +
+                           namespaceArguments(isolation.root, false) + QStringList{u"true"_s});
+    if (!probe.waitForFinished(5000) || probe.exitStatus() != QProcess::NormalExit ||
+        probe.exitCode() != 0) {
+        const QString said = QString::fromLocal8Bit(probe.readAll()).trimmed();
+        isolation.reason =
+            u"bubblewrap cannot create its namespaces here"_s +
+            (said.isEmpty() ? QString() : u" ("_s + said.section(u'\n', 0, 0) + u')');
+        return isolation;
+    }
+    isolation.mechanism = Mechanism::Bubblewrap;
+    return isolation;
+}
+
+SandboxIsolation SandboxIsolation::forProcessRuntime()
+{
+    SandboxIsolation isolation;
+    isolation.root = ::geteuid() == 0;
+    isolation.inProcess = true;
+    isolation.reason = u"commands run inside the server (--runtime process)"_s;
+    return isolation;
+}
+
+QString SandboxIsolation::mechanismName() const
+{
+    return mechanism == Mechanism::Bubblewrap ? u"bubblewrap"_s : u"none"_s;
+}
+
+QStringList SandboxIsolation::unenforced(const SandboxPolicy &policy) const
+{
+    QStringList parts;
+    if (mechanism != Mechanism::Bubblewrap) {
+        parts << u"file system: commands see the whole system and the data dir, with the "
+                 "rights of %1 (%2)"_s.arg(root ? u"a uid of their own"_s : u"the server's user"_s,
+                                           reason);
+        if (policy.network != SandboxPolicy::Network::Host)
+            parts << u"network: commands share the host's network, its loopback included"_s;
+        if (policy.processes > 0 && !root)
+            parts << u"processes: not limited (without a user namespace, the limit would count "
+                     "every process of the server's user)"_s;
+    } else if (policy.network == SandboxPolicy::Network::Egress) {
+        parts << u"network egress: user-mode networking is not available; commands have no "
+                 "network"_s;
+    }
+    if (policy.memoryBytes > 0 || policy.cpuSeconds > 0)
+        parts << u"memory and CPU time are limited per process, not for the command as a "
+                 "whole (no cgroup)"_s;
+    return parts;
+}
+
+QJsonObject SandboxIsolation::describe(const SandboxPolicy &policy) const
+{
+    QJsonObject object = policy.toJson();
+    object.insert(u"isolation"_s, mechanismName());
+    object.insert(u"not_enforced"_s, QJsonArray::fromStringList(unenforced(policy)));
+    return object;
+}
+
+QJsonObject SandboxIsolation::toJson(const SandboxPolicy &serverPolicy) const
+{
+    QJsonObject object = describe(serverPolicy);
+    object.insert(u"reason"_s, reason.isEmpty() ? QJsonValue() : QJsonValue(reason));
+    // Whom the commands run as, on the host.
+    object.insert(u"command_user"_s,
+                  root ? u"a uid of each conversation's own"_s : u"the server's user"_s);
+    return object;
+}
+
+QString SandboxIsolation::warning() const
+{
+    if (!isWeak())
+        return {};
+    return u"commands are not isolated: %1. They see the whole system and the host's network; "
+           "use --require-isolation to refuse to start instead"_s.arg(reason);
+}
+
+uint sandboxUid(const QUuid &conversationId)
+{
+    return 1'800'000'000u + conversationId.data1 % 200'000'000u;
+}
+
+} // namespace AgentDeck

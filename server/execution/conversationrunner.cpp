@@ -235,17 +235,16 @@ QCoro::Task<> ConversationRunner::loop()
             if (m_pauseRequested) {
                 // An interrupt between an action's write and its command's start calls the step
                 // off as one during the command does: otherwise the next run ran it.
+                // Between steps nothing is cut short: the outcome stays the last command's.
                 QList<Event> calledOff;
                 OutcomeChange outcome;
-                if (m_interrupted) {
-                    const QList<const Event *> pending = pendingActions(history);
+                if (const QList<const Event *> pending = pendingActions(history);
+                    m_interrupted && !pending.isEmpty()) {
                     for (const Event *action : pending)
                         calledOff.append(calledOffObservation(*action));
-                    outcome = OutcomeChange::set(
-                        pending.isEmpty()
-                            ? interruptedRunOutcome(m_interruptCause)
-                            : commandOutcome(*pending.first(), {{}, -1, true}, m_interruptCause,
-                                             m_settings.offersRetry));
+                    outcome = OutcomeChange::set(commandOutcome(*pending.first(), {{}, -1, true},
+                                                                m_interruptCause,
+                                                                m_settings.offersRetry));
                 }
                 m_log.setStatus(m_id, ExecutionStatus::Paused, calledOff, &m_lease, outcome);
                 break;

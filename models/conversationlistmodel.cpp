@@ -239,6 +239,10 @@ bool ConversationListModel::applyEvent(const QUuid &conversationId, const Event 
             // conversation showed "available" while selected, "missing" otherwise.
             if (*status == ExecutionStatus::Running && Lifecycle::runsCommands(info))
                 info.runtime = {RuntimeStatus::Available, true, std::nullopt};
+            // A run's start acknowledges the outcome of the one before, as on the server: its
+            // end, until the next refresh, asked for attention (and the tray said so) again.
+            if (*status == ExecutionStatus::Running && info.outcome)
+                info.outcome->dismissed = true;
         }
     }
     replaceRow(row, info);

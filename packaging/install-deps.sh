@@ -9,11 +9,14 @@ packages=(
     libqt6sql6-sqlite libqt6sql6-psql libsqlite3-dev qcoro-qt6-dev libsystemd-dev
     qml6-module-qtquick qml6-module-qtquick-controls qml6-module-qtquick-layouts
     qml6-module-qtquick-templates qml6-module-qtquick-window qml6-module-qtqml-workerscript
-    postgresql xvfb xauth bubblewrap procps
+    postgresql xvfb xauth bubblewrap slirp4netns procps
     dpkg-dev file systemd desktop-file-utils appstream
 )
 
 missing=()
+# The compat suite (tests/compat) runs on the machine's Node.js and npm; Debian's where there are none.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done

@@ -314,6 +314,7 @@ bool AgentDeckServer::start(QString *error)
     auto *tcp = new HttpListener(httpLimits, d->metrics, d->http.get());
     StreamSettings streamSettings;
     streamSettings.sendBudgetBytes = m_config.streamBudgetBytes;
+    streamSettings.totalSendBudgetBytes = m_config.streamTotalBudgetBytes;
     streamSettings.authTimeoutMs = m_config.streamAuthTimeoutMs;
     streamSettings.maxMessageBytes = m_config.maxBodyBytes;
     d->streamsThread.setObjectName(u"agentdeck-streams"_s);
@@ -458,9 +459,12 @@ void AgentDeckServer::recover()
 
 void AgentDeckServer::checkIntegrity()
 {
+    // PostgreSQL checks its pages as it reads them (checksums, where the cluster has them);
+    // comparing its indexes with their tables takes the amcheck extension, which is the
+    // database administrator's to install and run, not each replica's at its start.
     const QString path = d->database->sqlitePath();
     if (path.isEmpty())
-        return; // PostgreSQL checks its own pages
+        return;
     d->integrity = std::make_unique<IntegrityCheck>(
         path, [database = d->database.get()](bool hold) { database->holdLogRestarts(hold); });
     connect(d->integrity.get(), &IntegrityCheck::finished, this,
@@ -474,8 +478,8 @@ void AgentDeckServer::checkIntegrity()
                     // orchestrator or an operator looks.
                     d->http->markStorageCorrupt();
                     qCCritical(lcServer).noquote()
-                        << u"the database is damaged; restore %1 from a backup. PRAGMA "
-                           "quick_check found: %2"_s.arg(path, problem);
+                        << u"the database is damaged; restore %1 from a backup. %2 found: %3"_s.arg(
+                               path, QString::fromLatin1(IntegrityCheck::Pragma), problem);
                 }
             });
     d->integrity->start();

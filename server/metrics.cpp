@@ -94,6 +94,11 @@ QByteArray Metrics::render(const QList<QPair<QString, qint64>> &conversationsByS
            "# TYPE agentdeck_websocket_slow_consumer_drops_total counter\n"
            "agentdeck_websocket_slow_consumer_drops_total " +
            QByteArray::number(slowConsumerDrops()) + '\n';
+    out += "# HELP agentdeck_websocket_unsent_bytes Bytes accepted for WebSocket clients and not "
+           "yet handed to the kernel, a frame shared by several counted once.\n"
+           "# TYPE agentdeck_websocket_unsent_bytes gauge\n"
+           "agentdeck_websocket_unsent_bytes " +
+           QByteArray::number(m_webSocketUnsent.load(std::memory_order_relaxed)) + '\n';
     out += "# HELP agentdeck_http_refused_total Requests answered before routing: 400, 408, 413 "
            "or 431.\n"
            "# TYPE agentdeck_http_refused_total counter\n";
@@ -101,7 +106,8 @@ QByteArray Metrics::render(const QList<QPair<QString, qint64>> &conversationsByS
         out += "agentdeck_http_refused_total{status=\"" + QByteArray::number(it.key()) + "\"} " +
                QByteArray::number(it.value()) + '\n';
     out += "# HELP agentdeck_http_connections_closed_total HTTP connections the server closed: "
-           "idle, or not reading their answers.\n"
+           "idle, not reading their answers, or evicted near the descriptor limit while waiting "
+           "for a request head.\n"
            "# TYPE agentdeck_http_connections_closed_total counter\n";
     for (auto it = m_httpClosed.cbegin(); it != m_httpClosed.cend(); ++it)
         out += "agentdeck_http_connections_closed_total{reason=\"" + it.key() + "\"} " +

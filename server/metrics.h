@@ -23,8 +23,11 @@ public:
     void slowConsumerDropped() { m_slowConsumerDrops.fetch_add(1, std::memory_order_relaxed); }
     qint64 openWebSockets() const { return m_webSocketsOpen.load(std::memory_order_relaxed); }
     qint64 slowConsumerDrops() const { return m_slowConsumerDrops.load(std::memory_order_relaxed); }
+    // Bytes accepted for WebSocket clients and not yet handed to the kernel (SendBudget).
+    std::atomic<qint64> &webSocketUnsentBytes() { return m_webSocketUnsent; }
     // What the HTTP listener does before a request reaches a route (main thread): requests it
-    // answers itself (413, 431, 400, 408) and connections it closes ("idle", "not_reading").
+    // answers itself (413, 431, 400, 408) and connections it closes ("idle", "not_reading",
+    // "evicted").
     void httpRefused(int status) { ++m_httpRefused[status]; }
     void httpConnectionClosed(const QByteArray &reason) { ++m_httpClosed[reason]; }
 
@@ -58,6 +61,7 @@ private:
     QHash<QByteArray, qint64> m_httpClosed;
     std::atomic<qint64> m_webSocketsOpen = 0;
     std::atomic<qint64> m_slowConsumerDrops = 0;
+    std::atomic<qint64> m_webSocketUnsent = 0;
 };
 
 } // namespace AgentDeck

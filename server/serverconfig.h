@@ -46,6 +46,7 @@ struct ServerConfig
     std::chrono::milliseconds shutdownGrace{10'000};
     std::chrono::milliseconds leaseTtl{30'000};
     qint64 streamBudgetBytes = 16 * 1024 * 1024;
+    qint64 streamTotalBudgetBytes = 128 * 1024 * 1024; // every stream's unsent bytes together
     int streamAuthTimeoutMs = 10'000;
     qsizetype maxBodyBytes = 4 * 1024 * 1024;
     // HTTP connections (see HttpLimits).

@@ -10,6 +10,7 @@
 #include "openfiles.h"
 
 #include <QDeadlineTimer>
+#include <QElapsedTimer>
 #include <QMetaMethod>
 #include <QPointer>
 #include <QTcpSocket>
@@ -18,6 +19,8 @@
 #include <deque>
 #include <fcntl.h>
 #include <functional>
+#include <map>
+#include <memory>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -27,6 +30,48 @@ using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
 
+// The connections waiting for a request head (none of it yet, or part of it), by when they
+// began to wait: from their accept, or from the end of their last request. Near the descriptor
+// limit the one that has waited longest is evicted to make room for a new connection: 256
+// connections that sent a header byte every 3 s (slowloris) locked every other client out,
+// health checks included, until the head deadline, and were simply opened again.
+class HeadWaiters
+{
+public:
+    // Only a connection that has waited this long is evicted: one accepted a moment ago may
+    // have its head in the kernel's buffer, not read yet.
+    static constexpr qint64 MinWaitMs = 250;
+
+    quint64 add(RequestGate *gate)
+    {
+        const quint64 key = m_next++;
+        m_gates.emplace(key, Waiting{gate, m_clock.elapsed()});
+        return key;
+    }
+    void remove(quint64 key) { m_gates.erase(key); }
+    // The one that has waited longest, if that is long enough to evict it.
+    RequestGate *evictable() const
+    {
+        if (m_gates.empty() || m_clock.elapsed() - m_gates.begin()->second.since < MinWaitMs)
+            return nullptr;
+        return m_gates.begin()->second.gate;
+    }
+
+private:
+    struct Waiting
+    {
+        RequestGate *gate;
+        qint64 since; // m_clock's time
+    };
+    std::map<quint64, Waiting> m_gates;
+    quint64 m_next = 1;
+    QElapsedTimer m_clock = [] {
+        QElapsedTimer clock;
+        clock.start();
+        return clock;
+    }();
+};
+
 // Follows the requests of one HTTP connection (see HttpRequestFollower) and acts on what it
 // finds before the HTTP server reads them. Every byte is followed once: before the server's
 // readyRead slot it takes what came since it last looked, and after that slot it notes what
@@ -34,13 +79,16 @@ namespace AgentDeck {
 class RequestGate : public QObject
 {
 public:
-    RequestGate(QTcpSocket *socket, const HttpLimits &limits, Metrics &metrics)
+    RequestGate(QTcpSocket *socket, const HttpLimits &limits, Metrics &metrics,
+                std::shared_ptr<HeadWaiters> waiters)
         : QObject(socket)
         , m_socket(socket)
         , m_limits(limits)
         , m_metrics(metrics)
         , m_follower(limits.maxBodyBytes)
+        , m_waiters(std::move(waiters))
     {
+        m_waitingKey = m_waiters->add(this);
         m_idle.setSingleShot(true);
         m_idle.callOnTimeout(this, [this] {
             m_metrics.httpConnectionClosed("idle");
@@ -59,7 +107,37 @@ public:
         connect(m_socket, &QTcpSocket::bytesWritten, this, [this] {
             if (m_idle.isActive())
                 m_idle.start(m_limits.idleTimeout);
+            noteWaiting(); // an asynchronous answer may have been the last one owed
         });
+        connect(m_socket, &QTcpSocket::disconnected, this, [this] { stopWaiting(); });
+    }
+
+    ~RequestGate() override { stopWaiting(); }
+
+    // Closes the connection to make room for another, if it still has a descriptor; false if
+    // not (it was closed already).
+    bool evict()
+    {
+        stopWaiting();
+        if (m_socket->state() == QAbstractSocket::UnconnectedState)
+            return false;
+        m_metrics.httpConnectionClosed("evicted");
+        if (m_follower.inHead()) {
+            // Said, in case a real client is behind it; the descriptor goes now regardless.
+            m_socket->write(
+                HttpResponse::error(ApiError{503, QStringLiteral("server_busy"),
+                                             QStringLiteral("The server is at its limit of open "
+                                                            "files and this request head did not "
+                                                            "arrive whole in time")})
+                    .closingAnswer());
+            m_socket->flush();
+        }
+        disconnect(m_socket, &QTcpSocket::readyRead, nullptr, nullptr);
+        if (m_socket->bytesToWrite() == 0)
+            m_socket->disconnectFromHost(); // closes at once
+        if (m_socket->state() != QAbstractSocket::UnconnectedState)
+            m_socket->abort();
+        return true;
     }
 
     void beforeServer()
@@ -92,6 +170,8 @@ public:
             news = m_follower.follow(QByteArrayView(m_socket->peek(available)).sliced(m_seen));
         m_requestEnds.insert(m_requestEnds.end(), news.requestEnds.cbegin(),
                              news.requestEnds.cend());
+        if (news.requestsEnded > 0)
+            stopWaiting(); // it waits anew, from now, once the requests are answered
         skipWhatTakenRequestsLeft();
         m_seen = m_socket->bytesAvailable();
         if (news.requestsEnded > MaxRequestsPerRead) {
@@ -106,6 +186,7 @@ public:
             m_closeDue = true;
             onceServerHasRead(arrivedBefore + news.closeAfter, [this] {
                 m_closing = true;
+                stopWaiting();
                 m_idle.stop();
                 m_requestDue.stop();
                 AnswerLine::writeInTurn(m_socket, [socket = QPointer(m_socket)] {
@@ -148,6 +229,7 @@ public:
         m_idle.start(m_limits.idleTimeout);
         runDue();
         m_readBefore = readSoFar();
+        noteWaiting();
     }
 
     void taken() { ++m_taken; }
@@ -177,10 +259,37 @@ public:
         // with whatever is still unsent.
         if (m_socket->bytesToWrite() > 0)
             m_socket->flush();
+        noteWaiting();
     }
 
 private:
     static constexpr int MaxRequestsPerRead = 64;
+
+    // Whether the connection waits for a request head and owes nothing: no request of it is
+    // being received, read or answered.
+    bool isWaitingForHead() const
+    {
+        if (m_refused || m_closing || !m_requestEnds.empty() || m_socket->bytesToWrite() > 0 ||
+            m_socket->state() != QAbstractSocket::ConnectedState)
+            return false;
+        if (m_follower.inRequest() && !m_follower.inHead())
+            return false;
+        const AnswerLine *line = AnswerLine::of(m_socket);
+        return !line || line->isEmpty();
+    }
+    void noteWaiting()
+    {
+        const bool waiting = isWaitingForHead();
+        if (waiting && m_waitingKey == 0)
+            m_waitingKey = m_waiters->add(this);
+        else if (!waiting)
+            stopWaiting();
+    }
+    void stopWaiting()
+    {
+        if (m_waitingKey != 0)
+            m_waiters->remove(std::exchange(m_waitingKey, 0));
+    }
 
     void closeUnread(const QString &why)
     {
@@ -188,6 +297,7 @@ private:
             << "closing a connection that " << why << " (" << m_socket->bytesToWrite()
             << " bytes of answers unsent)";
         m_metrics.httpConnectionClosed("not_reading");
+        stopWaiting();
         // Nobody reads the socket after this, the HTTP server's slot that comes next included
         // (it warned that the device was not open, once per request left).
         disconnect(m_socket, &QTcpSocket::readyRead, nullptr, nullptr);
@@ -228,6 +338,7 @@ private:
     void refuse(const ApiError &error)
     {
         m_refused = true;
+        stopWaiting();
         m_seen = 0;
         m_metrics.httpRefused(error.status);
         m_requestDue.stop();
@@ -323,6 +434,8 @@ private:
     HttpLimits m_limits;
     Metrics &m_metrics;
     HttpRequestFollower m_follower;
+    std::shared_ptr<HeadWaiters> m_waiters;
+    quint64 m_waitingKey = 0; // in m_waiters; 0: not waiting for a head
     qint64 m_seen = 0;       // bytes at the front of the socket's buffer that were followed already
     qint64 m_arrived = 0;    // bytes that came on the connection (the end of the socket's buffer)
     qint64 m_readBefore = 0; // readSoFar() before the HTTP server's slot
@@ -347,10 +460,12 @@ HttpListener::HttpListener(const HttpLimits &limits, Metrics &metrics, QObject *
     , m_metrics(metrics)
     , m_descriptorLimit(OpenFiles::raiseLimit())
     , m_reservedDescriptors(std::min<qint64>(ReservedDescriptors, m_descriptorLimit / 8))
+    , m_waiters(std::make_shared<HeadWaiters>())
 {
     m_resume.setInterval(100);
     m_resume.callOnTimeout(this, [this] {
-        if (nearDescriptorLimit())
+        // A connection that now waits for a head can make room for the next one.
+        if (nearDescriptorLimit() && !m_waiters->evictable())
             return;
         m_resume.stop();
         qCInfo(lcHttp) << "accepting connections again";
@@ -390,8 +505,30 @@ bool HttpListener::isWebSocketUpgrade(QByteArrayView head)
     return upgrade;
 }
 
+HttpListener::~HttpListener() = default;
+
+bool HttpListener::evictOldestWaiting()
+{
+    while (RequestGate *gate = m_waiters->evictable()) {
+        if (gate->evict())
+            return true;
+    }
+    return false;
+}
+
 void HttpListener::incomingConnection(qintptr handle)
 {
+    if (!m_resume.isActive() && nearDescriptorLimit() && evictOldestWaiting()) {
+        ++m_evictionsUnlogged;
+        if (m_evictionLog.hasExpired()) { // at most one line in 10 s
+            qCWarning(lcHttp).nospace()
+                << "open files are near the limit (" << m_descriptorLimit << "): evicting the "
+                << "connections that have waited longest for a request head ("
+                << m_evictionsUnlogged << " since the last report)";
+            m_evictionsUnlogged = 0;
+            m_evictionLog.setRemainingTime(10'000);
+        }
+    }
     if (!m_resume.isActive() && nearDescriptorLimit()) {
         qCWarning(lcHttp).nospace() << "open files are near the limit (" << m_descriptorLimit
                                     << "): no new connections until some close";
@@ -412,7 +549,7 @@ void HttpListener::incomingConnection(qintptr handle)
     socket->setSocketOption(QAbstractSocket::LowDelayOption, 1);
     // The gate's slots go around whoever reads the socket (slots run in the order they were
     // connected): this listener now, the HTTP server later.
-    auto *gate = new RequestGate(socket, m_limits, m_metrics);
+    auto *gate = new RequestGate(socket, m_limits, m_metrics, m_waiters);
     connect(socket, &QTcpSocket::readyRead, gate, &RequestGate::beforeServer);
     connect(socket, &QTcpSocket::readyRead, this, [this, socket, gate] { inspect(socket, gate); });
     connect(socket, &QTcpSocket::readyRead, gate, &RequestGate::afterServer);

@@ -2,13 +2,17 @@
 
 #include "httptypes.h"
 
+#include <QDeadlineTimer>
 #include <QTcpServer>
 #include <QTimer>
+
+#include <memory>
 
 class QTcpSocket;
 
 namespace AgentDeck {
 
+class HeadWaiters; // the connections waiting for a request head; httplistener.cpp
 class Metrics;
 class RequestGate; // follows one connection's requests; httplistener.cpp
 
@@ -27,6 +31,7 @@ class HttpListener : public QTcpServer
 public:
     // `metrics` counts what the listener answers or closes itself; it must outlive the listener.
     HttpListener(const HttpLimits &limits, Metrics &metrics, QObject *parent = nullptr);
+    ~HttpListener() override;
 
     // A head (request line and headers) larger than this is left to the HTTP server to refuse.
     static constexpr qsizetype MaxHeadBytes = 16 * 1024;
@@ -40,9 +45,10 @@ public:
     static void requestTaken(QTcpSocket *socket);
 
     // Descriptors kept free for what the server opens itself (database files, sandbox sockets,
-    // commands' pipes), an eighth of the limit at most: with fewer left, no connection is
-    // accepted until some close. At the limit, Qt's accept failed and was tried again at once,
-    // a core busy for as long as it lasted.
+    // commands' pipes), an eighth of the limit at most. With fewer left, each new connection
+    // evicts the one that has waited longest for a request head (see HeadWaiters); with none
+    // waiting, no connection is accepted until some close. At the limit, Qt's accept failed
+    // and was tried again at once, a core busy for as long as it lasted.
     static constexpr int ReservedDescriptors = 32;
 
 Q_SIGNALS:
@@ -58,6 +64,8 @@ private:
     void handToHttp(QTcpSocket *socket, RequestGate *gate);
     // Whether fewer than the reserved descriptors are free below the limit.
     bool nearDescriptorLimit() const;
+    // Closes the connection that has waited longest for a request head; false when none does.
+    bool evictOldestWaiting();
 
     HttpLimits m_limits;
     Metrics &m_metrics;
@@ -65,6 +73,9 @@ private:
     qint64 m_reservedDescriptors;
     QTimer m_resume; // while accepting is paused at the limit: looks again
     int m_maxPending = 30;
+    std::shared_ptr<HeadWaiters> m_waiters; // shared with the connections' gates
+    QDeadlineTimer m_evictionLog;
+    int m_evictionsUnlogged = 0;
 };
 
 } // namespace AgentDeck

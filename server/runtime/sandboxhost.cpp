@@ -228,7 +228,15 @@ void SandboxHost::startCommand(const QJsonObject &message)
     QProcessEnvironment environment = commandEnvironment();
     environment.insert(u"HOME"_s, m_options.home);
     m_process->setProcessEnvironment(environment);
-    m_process->setChildProcessModifier([] { ::setsid(); });
+    m_networkProblem.clear();
+    const bool egress = !m_isolation.isWeak() &&
+                        m_options.policy.network == SandboxPolicy::Network::Egress &&
+                        m_isolation.userModeNetwork && m_network.prepare(&m_networkProblem);
+    m_process->setChildProcessModifier([egress, network = &m_network] {
+        ::setsid();
+        if (egress)
+            network->inChild();
+    });
     connect(m_process, &QProcess::readyRead, this, &SandboxHost::onOutput);
     connect(m_process, &QProcess::finished, this, &SandboxHost::onCommandFinished);
     connect(m_process, &QProcess::errorOccurred, this, [this](QProcess::ProcessError error) {
@@ -238,7 +246,10 @@ void SandboxHost::startCommand(const QJsonObject &message)
     const QStringList bash{u"-c"_s, u"--"_s, m_command};
     m_led = m_isolation.isWeak();
     if (!m_led) {
-        m_process->start(u"bwrap"_s, bubblewrapArguments() << u"bash"_s << bash);
+        m_process->start(u"bwrap"_s, bubblewrapArguments(egress) << u"bash"_s << bash);
+        if (egress && !m_network.attach(m_isolation.root, &m_networkProblem))
+            qCWarning(lcRuntime).noquote()
+                << "the command runs without network:" << m_networkProblem;
     } else {
         // No PID namespace: a leader of its own ends what the command leaves behind. The count
         // of processes is the server's user's, all of them, unless the command has a uid of its
@@ -256,7 +267,7 @@ void SandboxHost::startCommand(const QJsonObject &message)
         m_ownerSilence.start(ownerSilenceMs);
 }
 
-QStringList SandboxHost::bubblewrapArguments() const
+QStringList SandboxHost::bubblewrapArguments(bool egress) const
 {
     QStringList arguments;
     for (const char *dir : SystemDirs) {
@@ -294,7 +305,21 @@ QStringList SandboxHost::bubblewrapArguments() const
               << m_options.home << m_options.home << u"--chdir"_s << m_options.workspace
               << SandboxIsolation::namespaceArguments(
                      m_isolation.root, m_options.policy.network == SandboxPolicy::Network::Host)
-              << u"--die-with-parent"_s << u"--new-session"_s << u"--"_s;
+              << u"--die-with-parent"_s << u"--new-session"_s;
+    if (egress) {
+        arguments << m_network.bubblewrapArguments();
+        // The host's resolver may be on its loopback, which the sandbox does not reach;
+        // slirp4netns answers DNS itself. A resolv.conf that is a link is left as it is.
+        const QString resolver = QDir(m_options.runtimeDir).filePath(u"resolv.conf"_s);
+        QFile file(resolver);
+        if (!QFileInfo(u"/etc/resolv.conf"_s).isSymLink() &&
+            file.open(QIODevice::WriteOnly | QIODevice::Truncate) &&
+            file.write("nameserver 10.0.2.3\n") > 0) {
+            file.close();
+            arguments << u"--ro-bind"_s << resolver << u"/etc/resolv.conf"_s;
+        }
+    }
+    arguments << u"--"_s;
     if (m_user)
         arguments << u"setpriv"_s << u"--reuid=%1"_s.arg(m_user->uid)
                   << u"--regid=%1"_s.arg(m_user->gid) << u"--clear-groups"_s << u"--no-new-privs"_s
@@ -343,6 +368,10 @@ void SandboxHost::onCommandFinished()
         if (const QString note = limitNote(m_options.policy, exitCode, output); !note.isEmpty())
             output += (output.endsWith(u'\n') || output.isEmpty() ? u""_s : u"\n"_s) + note + u'\n';
     }
+    m_network.stop();
+    if (!m_networkProblem.isEmpty())
+        output += (output.endsWith(u'\n') || output.isEmpty() ? u""_s : u"\n"_s) +
+                  u"[the command had no network: %1]\n"_s.arg(m_networkProblem);
     m_outputFile.close();
     recordCommand({{u"action_id"_s, m_actionId},
                    {u"finished"_s, true},

@@ -4,6 +4,7 @@
 #include "commandoutput.h"
 #include "runtime.h"
 #include "sandboxisolation.h"
+#include "usermodenetwork.h"
 
 #include <QFile>
 #include <QJsonObject>
@@ -71,7 +72,7 @@ private:
     void onReadyRead();
     void handle(const QJsonObject &message);
     void startCommand(const QJsonObject &message);
-    QStringList bubblewrapArguments() const;
+    QStringList bubblewrapArguments(bool egress) const;
     // Whom a root host's commands run as; gives them the workspace and home when needed.
     bool chooseCommandUser(QString *error);
     void stopCommand();
@@ -105,6 +106,9 @@ private:
     std::optional<CommandUser> m_user;
     // Without bubblewrap, commands run under a CommandLeader that ends their process tree.
     bool m_led = false;
+    // The command's `egress` network, while it runs; why it has none when that failed.
+    UserModeNetwork m_network;
+    QString m_networkProblem;
     QTimer m_idle;
     QTimer m_commandTimeout;
     QTimer m_ownerSilence;

@@ -1,5 +1,7 @@
 #include "sandboxisolation.h"
 
+#include "usermodenetwork.h"
+
 #include <QJsonArray>
 #include <QProcess>
 #include <QStandardPaths>
@@ -51,6 +53,9 @@ SandboxIsolation SandboxIsolation::probe()
         return isolation;
     }
     isolation.mechanism = Mechanism::Bubblewrap;
+    // slirp4netns opens the tun device as the server's user.
+    isolation.userModeNetwork =
+        UserModeNetwork::isAvailable() && ::access("/dev/net/tun", R_OK | W_OK) == 0;
     return isolation;
 }
 
@@ -80,9 +85,9 @@ QStringList SandboxIsolation::unenforced(const SandboxPolicy &policy) const
         if (policy.processes > 0 && !root)
             parts << u"processes: not limited (without a user namespace, the limit would count "
                      "every process of the server's user)"_s;
-    } else if (policy.network == SandboxPolicy::Network::Egress) {
-        parts << u"network egress: user-mode networking is not available; commands have no "
-                 "network"_s;
+    } else if (policy.network == SandboxPolicy::Network::Egress && !userModeNetwork) {
+        parts << u"network egress: slirp4netns is not installed or cannot open /dev/net/tun; "
+                 "commands have no network"_s;
     }
     if (policy.memoryBytes > 0 || policy.cpuSeconds > 0)
         parts << u"memory and CPU time are limited per process, not for the command as a "

@@ -37,6 +37,8 @@ struct SandboxIsolation
     // Commands run inside the server (--runtime process): nothing but the limits, the
     // environment and the end of process trees applies.
     bool inProcess = false;
+    // slirp4netns is there for the `egress` network (UserModeNetwork).
+    bool userModeNetwork = false;
 
     static SandboxIsolation probe();
     // bubblewrap's arguments for the namespaces of a command (the probe tries the same).

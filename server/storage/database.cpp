@@ -7,6 +7,7 @@
 
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QSqlDriver>
 #include <QSqlError>
 #include <QUuid>
@@ -48,6 +49,57 @@ void nowMsFunction(sqlite3_context *context, int, sqlite3_value **)
 {
     const auto *clock = static_cast<const Clock *>(sqlite3_user_data(context));
     sqlite3_result_int64(context, clock ? clock->nowMs() : QDateTime::currentMSecsSinceEpoch());
+}
+
+QString damagedFile(const QString &path, const QString &what)
+{
+    return u"database file %1 is damaged: %2; restore it from a backup"_s.arg(path, what);
+}
+
+// What is wrong with the header of the SQLite file at `path` (its first 100 bytes, see
+// https://www.sqlite.org/fileformat.html), empty when nothing is or there is no file. The
+// fields checked are those SQLite goes by: a write version (byte 18) it does not know makes it
+// open the file read-only without a word, and every write failed with "attempt to write a
+// readonly database" in a writable data dir; the others make it answer "file is not a
+// database", which does not say that the catalog was damaged.
+QString damagedHeader(const QString &path)
+{
+    constexpr qsizetype HeaderSize = 100;
+    QFile file(path);
+    if (!file.exists() || !file.open(QIODevice::ReadOnly))
+        return {}; // a new catalog, or one SQLite says why it cannot open
+    const QByteArray header = file.read(HeaderSize);
+    // Empty, or short with a log: the pages are in the log until they are first checkpointed.
+    if (header.isEmpty() || (header.size() < HeaderSize && QFileInfo(path + u"-wal"_s).size() > 0))
+        return {};
+    if (header.size() < HeaderSize)
+        return u"it is %1 bytes long, shorter than a database header"_s.arg(header.size());
+    const auto byte = [&header](int at) { return int(quint8(header[at])); };
+    if (!header.startsWith(QByteArrayView("SQLite format 3\0", 16)))
+        return u"it does not begin with \"SQLite format 3\" (bytes 0 to 15)"_s;
+    const int pageSizeField = byte(16) << 8 | byte(17);
+    const int pageSize = pageSizeField == 1 ? 65536 : pageSizeField;
+    if (pageSize < 512 || (pageSize & (pageSize - 1)) != 0)
+        return u"its page size (bytes 16 and 17) reads %1, not a power of two from 512 to 65536"_s
+            .arg(pageSizeField);
+    for (const int at : {18, 19}) {
+        if (byte(at) < 1 || byte(at) > 2)
+            return u"byte %1 of its header (the file format's %2 version) is %3, where SQLite "
+                   "writes 1 or 2"_s.arg(at)
+                       .arg(at == 18 ? u"write"_s : u"read"_s)
+                       .arg(byte(at));
+    }
+    // Space that extensions (checksums, encryption) reserve in each page: none runs on a
+    // catalog, and SQLite reads every page wrong with it.
+    if (byte(20) != 0)
+        return u"byte 20 of its header (space reserved at the end of each page) is %1, where "
+               "the catalog has 0"_s.arg(byte(20));
+    if (byte(21) != 64 || byte(22) != 32 || byte(23) != 32)
+        return u"bytes 21 to 23 of its header (the payload fractions) are %1 %2 %3, where SQLite "
+               "writes 64 32 32"_s.arg(byte(21))
+                   .arg(byte(22))
+                   .arg(byte(23));
+    return {};
 }
 
 sqlite3 *sqliteHandle(const QSqlDatabase &db)
@@ -96,9 +148,15 @@ void Database::close()
 std::unique_ptr<Database> Database::openSqlite(const QString &path, QString *error,
                                                const Clock *clock)
 {
+    if (const QString damage = damagedHeader(path); !damage.isEmpty()) {
+        *error = damagedFile(path, damage);
+        return nullptr;
+    }
     auto database = connectSqlite(path, error, clock);
     if (database && !database->migrate(error))
-        return nullptr;
+        database.reset();
+    if (!database && StorageError::saysCorrupt(error->toStdString()))
+        *error = u"database file %1 is damaged; restore it from a backup (%2)"_s.arg(path, *error);
     return database;
 }
 
@@ -160,6 +218,19 @@ std::unique_ptr<Database> Database::connectSqlite(const QString &path, QString *
         return nullptr;
     }
     SqliteBusyWait::install(connection);
+    // SQLite falls back to read-only when it cannot write the file, and says so only when a
+    // write fails; it knows once it has read the first page.
+    if (QSqlQuery probe(database->m_db);
+        !probe.exec(u"SELECT count(*) FROM sqlite_schema"_s) || !probe.next()) {
+        *error = u"cannot read database %1: %2"_s.arg(path, probe.lastError().text());
+        return nullptr;
+    }
+    if (sqlite3_db_readonly(connection, "main") == 1) {
+        *error = QFileInfo(path).isWritable()
+                     ? damagedFile(path, u"SQLite opens it read-only"_s)
+                     : u"cannot write database file %1: it is read-only for this user"_s.arg(path);
+        return nullptr;
+    }
     return database;
 }
 

@@ -44,9 +44,9 @@ public:
     }
     // Whether the database's files are damaged (SQLite's SQLITE_CORRUPT and SQLITE_NOTADB,
     // PostgreSQL's "invalid page"): no retry mends it; a backup does.
-    bool corrupt() const
+    bool corrupt() const { return saysCorrupt(what()); }
+    static bool saysCorrupt(std::string_view text)
     {
-        const std::string_view text(what());
         return text.find("database disk image is malformed") != std::string_view::npos ||
                text.find("file is not a database") != std::string_view::npos ||
                text.find("invalid page in block") != std::string_view::npos;
@@ -73,8 +73,10 @@ public:
     Database &operator=(const Database &) = delete;
 
     // Opens (creating when needed) an SQLite catalog in WAL mode and runs pending migrations.
-    // `clock` backs the SQL function agentdeck_now_ms(), the database's clock that lease expiry
-    // is computed with; it must outlive the database. Null: the system clock.
+    // A file whose header is damaged, or that SQLite finds damaged while opening it, is refused
+    // with an error that names it as damaged. `clock` backs the SQL function agentdeck_now_ms(),
+    // the database's clock that lease expiry is computed with; it must outlive the database. Null:
+    // the system clock.
     static std::unique_ptr<Database> openSqlite(const QString &path, QString *error,
                                                 const Clock *clock = nullptr);
     // Connects to PostgreSQL at `url` (postgresql://USER[:PASSWORD]@HOST[:PORT]/DB; the password

@@ -12,7 +12,8 @@ using namespace Qt::StringLiterals;
 namespace AgentDeck {
 
 namespace {
-// quick_check lists every problem it finds, up to a hundred lines; a few name the damage.
+// The check stops at this many problems (it lists up to a hundred by default, one per missing
+// index entry): a few name the damage.
 constexpr int ReportedLines = 5;
 } // namespace
 
@@ -59,14 +60,15 @@ void IntegrityCheck::run()
         if (m_holdLogRestarts)
             m_holdLogRestarts(true);
         sqlite3_stmt *statement = nullptr;
+        const QByteArray pragma =
+            QByteArray(Pragma) + '(' + QByteArray::number(ReportedLines) + ')';
         if (m_db &&
-            sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &statement, nullptr) == SQLITE_OK) {
+            sqlite3_prepare_v2(db, pragma.constData(), -1, &statement, nullptr) == SQLITE_OK) {
             int rc;
             while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
                 const auto *line =
                     reinterpret_cast<const char *>(sqlite3_column_text(statement, 0));
-                if (findings.size() < ReportedLines)
-                    findings.append(QString::fromUtf8(line ? line : ""));
+                findings.append(QString::fromUtf8(line ? line : ""));
             }
             // A page it cannot even read (SQLITE_CORRUPT) ends the check: that is damage too.
             if (rc == SQLITE_DONE) {

@@ -58,7 +58,20 @@ void EventHub::deliverQueued()
     QList<Published> queue;
     {
         const QMutexLocker lock(&m_mutex);
-        queue.swap(m_queue);
+        // A burst is bounded: the sockets' writes wait for the loop to come round, and a burst
+        // of 16 events of 1 MB made every subscriber a slow consumer, readers that kept up
+        // included (while the fan-out to 300 that did not read let events pile up).
+        qsizetype count = 0;
+        qint64 bytes = 0;
+        while (count < m_queue.size() && (count == 0 || bytes < MaxBurstBytes))
+            bytes += m_queue.at(count++).json.size();
+        if (count == m_queue.size()) {
+            queue.swap(m_queue);
+        } else {
+            queue = m_queue.first(count);
+            m_queue.remove(0, count);
+            QMetaObject::invokeMethod(this, &EventHub::deliverQueued, Qt::QueuedConnection);
+        }
     }
     // A conversation's subscribers begin the burst before its first event in it and end it
     // after the last: each socket gets the burst's frames in one write.

@@ -58,6 +58,8 @@ private:
         qint64 seq; // 0: transient
         QByteArray json;
     };
+    // Bytes of events delivered in one burst, at least one event.
+    static constexpr qint64 MaxBurstBytes = 4 * 1024 * 1024;
     void enqueue(Published event);
     void deliverQueued();
 

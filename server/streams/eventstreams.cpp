@@ -55,6 +55,8 @@ std::unique_ptr<EventStreams> EventStreams::open(Context context, QString *error
 
 EventStreams::EventStreams(Context context, std::unique_ptr<Database> database)
     : m_context(std::move(context))
+    , m_sendBudget(m_context.settings.totalSendBudgetBytes,
+                   &m_context.metrics.webSocketUnsentBytes())
     , m_database(std::move(database))
     // Read-only, and the rows change under it: no cache.
     , m_store(std::make_unique<ConversationStore>(*m_database, 0))
@@ -195,8 +197,8 @@ void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
         socket->disconnectFromHost();
         return;
     }
-    auto connection = std::make_unique<WebSocketConnection>(socket, handshake.accept, handshake.url,
-                                                            m_context.settings.maxMessageBytes);
+    auto connection = std::make_unique<WebSocketConnection>(
+        socket, handshake.accept, handshake.url, m_context.settings.maxMessageBytes, &m_sendBudget);
     const QUrl &url = handshake.url;
     const auto id = parseWireId(segments[2]);
     const QUrlQuery query(url);

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "sendbudget.h"
+
 #include <QHash>
 #include <QList>
 #include <QObject>
@@ -26,7 +28,10 @@ struct StoredEvent;
 
 struct StreamSettings
 {
-    qint64 sendBudgetBytes = 16 * 1024 * 1024;
+    qint64 sendBudgetBytes = 16 * 1024 * 1024; // unsent bytes of one connection
+    // Unsent bytes of every connection together, a frame shared by many counted once (see
+    // SendBudget).
+    qint64 totalSendBudgetBytes = 128 * 1024 * 1024;
     int authTimeoutMs = 10'000;
     int replayPageSize = 256;
     qint64 maxMessageBytes = 4 * 1024 * 1024; // a client's message, like a request body
@@ -71,6 +76,7 @@ public:
     const ApiAuth &auth() const { return m_context.auth; }
     Metrics &metrics() { return m_context.metrics; }
     const StreamSettings &settings() const { return m_context.settings; }
+    SendBudget &sendBudget() { return m_sendBudget; }
     // Stores a message a client sent over its stream, on the main thread; a failure comes
     // back to the session as an error frame, if it is still open then.
     void sendMessage(EventStreamSession *session, MessageRequest request);
@@ -82,6 +88,7 @@ private:
     template<typename Read> auto retried(Read read) -> decltype(read());
 
     Context m_context;
+    SendBudget m_sendBudget; // before the sessions go, it lets the connections left go
     std::unique_ptr<Database> m_database;
     std::unique_ptr<ConversationStore> m_store;
     QHash<quint64, EventStreamSession *> m_sessions; // by serial

@@ -35,6 +35,15 @@ EventStreamSession::EventStreamSession(std::unique_ptr<WebSocketConnection> sock
     // Not one JSON object either: answered as such a text frame is (it went unanswered).
     connect(m_socket.get(), &WebSocketConnection::binaryMessageReceived, this,
             [this] { onTextMessage({}); });
+    // The server-wide budget dropped it (SendBudget): it is closing already.
+    connect(m_socket.get(), &WebSocketConnection::droppedAsSlowConsumer, this, [this] {
+        m_streams.metrics().slowConsumerDropped();
+        if (m_state != State::Closed) {
+            m_state = State::Closed;
+            m_authTimer.stop();
+            m_streams.hub().unsubscribe(m_id, this);
+        }
+    });
     connect(m_socket.get(), &WebSocketConnection::disconnected, this, [this] {
         if (m_state != State::Closed) {
             m_state = State::Closed;
@@ -204,16 +213,25 @@ bool EventStreamSession::catchUp(qint64 untilSeq)
 void EventStreamSession::deliverTransient(const QByteArray &frame)
 {
     // Deltas are a courtesy: a socket replaying or behind on its budget skips them rather than
-    // being closed for them. The stored message follows anyway.
+    // being closed for them, and so does every socket while the server is short of room. The
+    // stored message follows anyway.
     if (m_state != State::Live ||
-        m_socket->bytesToWrite() + frame.size() > m_streams.settings().sendBudgetBytes / 2)
+        m_socket->bytesToWrite() + frame.size() > m_streams.settings().sendBudgetBytes / 2 ||
+        !m_streams.sendBudget().fits(frame))
         return;
     send(frame);
 }
 
 bool EventStreamSession::send(const QByteArray &frame)
 {
-    const qint64 unsent = m_socket->bytesToWrite();
+    qint64 unsent = m_socket->bytesToWrite();
+    // Frames held for the burst's one write are no backlog: they go now rather than make a
+    // reader that keeps up a slow consumer (a burst of 16 events of 1 MB did, while the
+    // fan-out to 300 subscribers that did not read let events pile up).
+    if (unsent > 0 && unsent + frame.size() > m_streams.settings().sendBudgetBytes) {
+        m_socket->writeHeld();
+        unsent = m_socket->bytesToWrite();
+    }
     // A frame larger than the whole budget goes when nothing else is unsent: a client that
     // drained everything is not slow, and it was closed at such an event on every reconnect.
     if (unsent > 0 && unsent + frame.size() > m_streams.settings().sendBudgetBytes) {
@@ -223,6 +241,9 @@ bool EventStreamSession::send(const QByteArray &frame)
         closeWith(CloseSlowConsumer, u"slow_consumer"_s);
         return false;
     }
+    // Over the server's budget the slowest consumers go, this one perhaps.
+    if (!m_streams.sendBudget().makeRoom(frame, m_socket.get()))
+        return false;
     m_socket->sendFrame(frame);
     return true;
 }
@@ -234,8 +255,12 @@ void EventStreamSession::closeWith(int code, const QString &reason)
     m_state = State::Closed;
     m_authTimer.stop();
     m_streams.hub().unsubscribe(m_id, this);
-    // A client that stopped reading never answers the close handshake: it is cut after 5 s.
-    m_socket->close(quint16(code), reason, 5000);
+    // A client that stopped reading never answers the close handshake: it is cut after 5 s
+    // without progress. A slow consumer's unsent frames are dropped: the close frame goes next,
+    // so that it reads why as soon as it reads again.
+    m_socket->close(quint16(code), reason, 5000,
+                    code == CloseSlowConsumer ? WebSocketConnection::Unsent::Drop
+                                              : WebSocketConnection::Unsent::Send);
 }
 
 void EventStreamSession::sendError(const QString &code, const QString &detail)

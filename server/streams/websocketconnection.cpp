@@ -4,6 +4,7 @@
 #include "http/httphead.h"
 #include "http/httptypes.h"
 #include "logging.h"
+#include "sendbudget.h"
 #include "websocketframing.h"
 
 #include <QCryptographicHash>
@@ -14,6 +15,7 @@
 
 #include <cerrno>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 using namespace Qt::StringLiterals;
 
@@ -122,32 +124,30 @@ QByteArray WebSocketConnection::textFrame(QByteArrayView utf8)
 }
 
 WebSocketConnection::WebSocketConnection(QTcpSocket *socket, const QByteArray &accept,
-                                         const QUrl &url, qint64 maxMessageBytes, QObject *parent)
+                                         const QUrl &url, qint64 maxMessageBytes,
+                                         SendBudget *budget, QObject *parent)
     : QObject(parent)
     , m_socket(socket)
     , m_url(url)
     , m_maxMessageBytes(maxMessageBytes)
+    , m_budget(budget)
 {
     m_socket->setParent(this);
+    if (m_budget)
+        m_budget->join(this);
     // Frames are small and must not wait for the previous one to be acknowledged (Nagle).
     m_socket->setSocketOption(QAbstractSocket::LowDelayOption, 1);
     // What is read is parsed at once, so this bounds only what waits while reading is paused.
     m_socket->setReadBufferSize(ReadBufferBytes);
     m_closeTimer.setSingleShot(true);
-    connect(&m_closeTimer, &QTimer::timeout, this, &WebSocketConnection::abort);
+    connect(&m_closeTimer, &QTimer::timeout, this, &WebSocketConnection::onCloseTimeout);
     connect(m_socket, &QTcpSocket::readyRead, this, &WebSocketConnection::onReadyRead);
-    connect(m_socket, &QTcpSocket::bytesWritten, this, &WebSocketConnection::bytesWritten);
-    connect(m_socket, &QTcpSocket::bytesWritten, this, [this] {
-        if (m_backlogged && bytesToWrite() <= MaxUnsentWhileReading) {
-            m_backlogged = false;
-            QMetaObject::invokeMethod(this, &WebSocketConnection::onReadyRead,
-                                      Qt::QueuedConnection);
-        }
-    });
+    connect(m_socket, &QTcpSocket::bytesWritten, this, &WebSocketConnection::onSocketBytesWritten);
     connect(m_socket, &QTcpSocket::disconnected, this, &WebSocketConnection::onSocketDisconnected);
     m_socket->write("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                     "Connection: Upgrade\r\nSec-WebSocket-Accept: " +
                     accept + "\r\n\r\n");
+    accountOwnBuffer();
     // Whatever came with the head, or a close before now, is seen once the owner is connected.
     if (m_socket->bytesAvailable() > 0)
         QMetaObject::invokeMethod(this, &WebSocketConnection::onReadyRead, Qt::QueuedConnection);
@@ -160,6 +160,21 @@ WebSocketConnection::~WebSocketConnection()
 {
     disconnect(m_socket, nullptr, this, nullptr);
     m_socket->abort();
+    dropQueued(false);
+    accountOwnBuffer();
+    leaveSendBudget();
+}
+
+void WebSocketConnection::leaveSendBudget()
+{
+    if (!m_budget)
+        return;
+    m_budget->addOwn(-m_ownAccounted);
+    for (const Queued &queued : m_queue)
+        m_budget->release(queued.bytes);
+    m_budget->leave(this);
+    m_budget = nullptr;
+    m_ownAccounted = 0;
 }
 
 bool WebSocketConnection::isOpen() const
@@ -177,13 +192,12 @@ void WebSocketConnection::sendFrame(const QByteArray &frame)
 void WebSocketConnection::uncork()
 {
     m_corked = false;
-    if (!m_held.isEmpty())
-        writeOut(std::exchange(m_held, {}));
+    writeQueued();
 }
 
 qint64 WebSocketConnection::bytesToWrite() const
 {
-    return m_socket->bytesToWrite() + m_held.size();
+    return m_socket->bytesToWrite() + m_queuedBytes;
 }
 
 void WebSocketConnection::writeControl(quint8 opcode, QByteArrayView payload)
@@ -195,35 +209,124 @@ void WebSocketConnection::writeControl(quint8 opcode, QByteArrayView payload)
 
 void WebSocketConnection::queue(const QByteArray &bytes)
 {
-    if (m_corked)
-        m_held.append(bytes); // the first one is shared, not copied
-    else
-        writeOut(bytes);
+    if (bytes.isEmpty())
+        return;
+    m_queue.push_back({bytes, 0});
+    m_queuedBytes += bytes.size();
+    if (m_budget)
+        m_budget->hold(bytes);
+    if (!m_corked)
+        writeQueued();
 }
 
-void WebSocketConnection::writeOut(const QByteArray &bytes)
+void WebSocketConnection::advance(qint64 bytes)
+{
+    m_queuedBytes -= bytes;
+    while (bytes > 0) {
+        Queued &front = m_queue.front();
+        const qint64 step = std::min<qint64>(bytes, front.bytes.size() - front.offset);
+        front.offset += step;
+        bytes -= step;
+        if (front.offset == front.bytes.size()) {
+            if (m_budget)
+                m_budget->release(front.bytes);
+            m_queue.pop_front();
+        }
+    }
+}
+
+void WebSocketConnection::writeQueued()
 {
     // Straight to the kernel while Qt holds nothing for this socket: Qt's own path (its buffer,
     // a write notifier, a poll over every socket, a bytesWritten signal) costs more than the
-    // write itself at 100,000 frames a second. What the kernel does not take now goes through
-    // Qt's buffer, and so does everything after it until that buffer has drained. A failed
-    // send is left to Qt, which then writes and reports the error itself.
-    qsizetype written = 0;
-    if (m_socket->bytesToWrite() == 0 && m_socket->state() == QAbstractSocket::ConnectedState) {
-        ssize_t sent;
-        do {
-            sent = ::send(int(m_socket->socketDescriptor()), bytes.constData(),
-                          std::size_t(bytes.size()), MSG_DONTWAIT | MSG_NOSIGNAL);
-        } while (sent < 0 && errno == EINTR);
-        written = std::max<qsizetype>(sent, 0);
+    // write itself at 100,000 frames a second, and it would copy every frame for every socket
+    // (a hundred subscribers that did not read held 1.5 GB). One system call takes a burst
+    // of frames. A failed send is left to Qt, which then writes and reports the error itself.
+    if (m_disconnected || m_socket->state() == QAbstractSocket::UnconnectedState)
+        return;
+    if (m_socket->bytesToWrite() == 0) {
+        const int fd = int(m_socket->socketDescriptor());
+        constexpr std::size_t MaxPieces = 64;
+        iovec pieces[MaxPieces];
+        while (!m_queue.empty()) {
+            std::size_t count = 0;
+            qint64 total = 0;
+            for (auto it = m_queue.cbegin(); it != m_queue.cend() && count < MaxPieces; ++it) {
+                pieces[count].iov_base = const_cast<char *>(it->bytes.constData() + it->offset);
+                pieces[count].iov_len = std::size_t(it->bytes.size() - it->offset);
+                total += qint64(pieces[count].iov_len);
+                ++count;
+            }
+            msghdr message{};
+            message.msg_iov = pieces;
+            message.msg_iovlen = count;
+            ssize_t sent;
+            do {
+                sent = ::sendmsg(fd, &message, MSG_DONTWAIT | MSG_NOSIGNAL);
+            } while (sent < 0 && errno == EINTR);
+            if (sent <= 0)
+                break;
+            advance(sent);
+            if (sent < total)
+                break; // the kernel is full
+        }
     }
-    if (written == 0)
-        m_socket->write(bytes);
-    else if (written < bytes.size())
-        m_socket->write(bytes.constData() + written, bytes.size() - written);
+    // What is left waits for the kernel to take more; Qt watches for that while its buffer
+    // holds something, and says so with bytesWritten.
+    while (!m_queue.empty() && m_socket->bytesToWrite() < OwnBufferBytes) {
+        const Queued &front = m_queue.front();
+        const qint64 piece = std::min<qint64>(front.bytes.size() - front.offset,
+                                              OwnBufferBytes - m_socket->bytesToWrite());
+        if (m_socket->write(front.bytes.constData() + front.offset, piece) != piece)
+            break; // the socket failed: Qt reports it
+        advance(piece);
+    }
+    accountOwnBuffer();
+    if (m_disconnectWhenSent && m_queue.empty())
+        m_socket->disconnectFromHost(); // after Qt's buffer has gone out
 }
 
-void WebSocketConnection::close(quint16 code, const QString &reason, int graceMs)
+void WebSocketConnection::accountOwnBuffer()
+{
+    const qint64 own = m_socket->bytesToWrite();
+    if (m_budget)
+        m_budget->addOwn(own - m_ownAccounted);
+    m_ownAccounted = own;
+}
+
+void WebSocketConnection::dropQueued(bool keepBegunFrame)
+{
+    // A frame the socket began to send must end, or the client reads what follows as its rest.
+    const bool keepFront = keepBegunFrame && !m_queue.empty() && m_queue.front().offset > 0;
+    while (m_queue.size() > (keepFront ? 1u : 0u)) {
+        const Queued &last = m_queue.back();
+        m_queuedBytes -= last.bytes.size() - last.offset;
+        if (m_budget)
+            m_budget->release(last.bytes);
+        m_queue.pop_back();
+    }
+}
+
+void WebSocketConnection::onSocketBytesWritten(qint64 bytes)
+{
+    writeQueued();
+    if (m_closeTimer.isActive()) // a closing client that reads is given its time
+        m_closeTimer.start();
+    if (m_backlogged && bytesToWrite() <= MaxUnsentWhileReading) {
+        m_backlogged = false;
+        QMetaObject::invokeMethod(this, &WebSocketConnection::onReadyRead, Qt::QueuedConnection);
+    }
+    Q_EMIT bytesWritten(bytes);
+}
+
+void WebSocketConnection::disconnectWhenSent()
+{
+    m_disconnectWhenSent = true;
+    if (m_queue.empty())
+        m_socket->disconnectFromHost();
+}
+
+void WebSocketConnection::close(quint16 code, const QString &reason, int graceMs, Unsent unsent)
 {
     if (m_closeSent || m_disconnected)
         return;
@@ -233,14 +336,51 @@ void WebSocketConnection::close(quint16 code, const QString &reason, int graceMs
     QByteArray text = reason.toUtf8();
     text.truncate(123); // a control frame carries at most 125 bytes
     payload += text;
-    uncork(); // held frames go before the close frame
+    if (unsent == Unsent::Drop)
+        dropQueued(true);
+    m_corked = false; // held frames go before the close frame
     writeControl(Close, payload);
     // Now rather than on the next turn of the loop: a server that is stopping may not have one.
-    m_socket->flush();
+    for (qint64 before = -1; bytesToWrite() > 0 && bytesToWrite() != before;) {
+        before = bytesToWrite();
+        m_socket->flush();
+        writeQueued();
+    }
     if (m_closeReceived)
-        m_socket->disconnectFromHost();
+        disconnectWhenSent();
     else
         m_closeTimer.start(graceMs);
+}
+
+void WebSocketConnection::onCloseTimeout()
+{
+    // A client that took everything into its kernel may still read it, the close frame last:
+    // the kernel delivers it after the descriptor is closed, unless input was left unread
+    // (then it resets the connection).
+    if (bytesToWrite() > 0) {
+        abort();
+        return;
+    }
+    char sink[16 * 1024];
+    for (int i = 0; i < 64; ++i) {
+        if (::recv(int(m_socket->socketDescriptor()), sink, sizeof sink, MSG_DONTWAIT) <= 0)
+            break;
+    }
+    m_socket->disconnectFromHost();
+}
+
+const QByteArray *WebSocketConnection::oldestDroppable() const
+{
+    if (m_closeSent || m_disconnected || m_queue.empty())
+        return nullptr;
+    return &m_queue.front().bytes;
+}
+
+void WebSocketConnection::dropAsSlowConsumer()
+{
+    qCInfo(lcStreams) << "dropping a slow consumer with" << bytesToWrite() << "bytes unsent";
+    close(CloseTryAgainLater, u"slow_consumer"_s, 5000, Unsent::Drop);
+    Q_EMIT droppedAsSlowConsumer();
 }
 
 void WebSocketConnection::abort()
@@ -255,7 +395,7 @@ void WebSocketConnection::fail(quint16 code, const QString &reason)
         close(code, reason);
     m_closeReceived = true; // read nothing more
     m_input.clear();
-    m_socket->disconnectFromHost();
+    disconnectWhenSent();
 }
 
 void WebSocketConnection::onSocketDisconnected()
@@ -264,6 +404,8 @@ void WebSocketConnection::onSocketDisconnected()
         return;
     m_disconnected = true;
     m_closeTimer.stop();
+    dropQueued(false); // nobody to send them to
+    accountOwnBuffer();
     Q_EMIT disconnected();
 }
 
@@ -391,7 +533,7 @@ bool WebSocketConnection::readFrame()
             qToBigEndian(code == CloseNoStatus ? quint16(CloseNormal) : code, echo.data());
             writeControl(Close, echo);
         }
-        m_socket->disconnectFromHost();
+        disconnectWhenSent();
         return false;
     }
     case Continuation:

@@ -1,5 +1,6 @@
 #include "benchmark.h"
 
+#include "bounds.h"
 #include "fanoutreference.h"
 #include "loadgenerator.h"
 #include "procinfo.h"
@@ -14,12 +15,17 @@
 #include <QDateTime>
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QRandomGenerator>
 #include <QSet>
+#include <QSqlDatabase>
+#include <QSqlError>
+#include <QSqlQuery>
 #include <QTemporaryDir>
+#include <QUuid>
 
 #include <algorithm>
 #include <atomic>
@@ -50,6 +56,36 @@ QString seconds(qint64 ns)
 double ratioOf(double value, double reference)
 {
     return reference > 0 ? value / reference : 0;
+}
+
+// The best of three runs of `pragma` on the SQLite file at `path`, on a connection opened for
+// it; -1 when it failed or found damage. Synchronous: it runs between servers, when
+// nothing else in the bench is waiting.
+qint64 timePragma(const QString &path, const QString &pragma)
+{
+    const QString name = u"bench-"_s + QUuid::createUuid().toString(QUuid::WithoutBraces);
+    qint64 best = -1;
+    {
+        QSqlDatabase db = QSqlDatabase::addDatabase(u"QSQLITE"_s, name);
+        db.setDatabaseName(path);
+        for (int run = 0; run < 3 && db.open(); ++run) {
+            QSqlQuery query(db);
+            const qint64 startNs = nowNs();
+            if (!query.exec(pragma) || !query.next() || query.value(0).toString() != u"ok"_s) {
+                say(u"   %1 on %2: %3"_s.arg(pragma, path,
+                                             query.lastError().isValid()
+                                                 ? query.lastError().text()
+                                                 : query.value(0).toString()));
+                best = -1;
+                break;
+            }
+            const qint64 ns = nowNs() - startNs;
+            best = best < 0 ? ns : std::min(best, ns);
+        }
+        db.close();
+    }
+    QSqlDatabase::removeDatabase(name);
+    return best;
 }
 
 // Reads "<digits>" at `pos`; advances `pos` past them.
@@ -290,6 +326,12 @@ QCoro::Task<int> Benchmark::run()
         printSummary();
         co_return m_failures.isEmpty() ? 0 : 1;
     }
+    if (m_options.boundsOnly) {
+        auto bounds = measureBounds(root.path());
+        co_await std::move(bounds);
+        printSummary();
+        co_return m_failures.isEmpty() ? 0 : 1;
+    }
 
     CatalogueFigures reference;
     CatalogueFigures large;
@@ -347,6 +389,10 @@ QCoro::Task<int> Benchmark::run()
             formatMs(large.restartStartupNs), formatMs(reference.restartStartupNs),
             formatRatio(
                 ratioOf(double(large.restartStartupNs), double(reference.restartStartupNs)))));
+    reportStartupCheck(reference, large, root.filePath(u"reference"_s), root.filePath(u"large"_s));
+
+    auto bounds = measureBounds(root.path());
+    co_await std::move(bounds);
 
     printSummary();
     say(u"the run took %1"_s.arg(seconds(nowNs() - runStartNs)));
@@ -370,6 +416,20 @@ QCoro::Task<> Benchmark::measureFanoutAlone(QString dataDir)
         co_return;
     auto fanout = measureFanout(*m_server);
     co_await std::move(fanout);
+}
+
+QCoro::Task<> Benchmark::measureBounds(QString root)
+{
+    say(QString());
+    say(u"== 6. Server growth with %1 WebSocket subscribers that do not read"_s.arg(
+        m_options.subscribers));
+    auto subscribers = measureSlowSubscribers(m_options.binary, QDir(root).filePath(u"deaf"_s),
+                                              m_options.subscribers);
+    addGoal(co_await std::move(subscribers), 6);
+    say(QString());
+    say(u"== 7. GET /alive past slow request heads at the descriptor limit"_s);
+    auto heads = measureSlowHeads(m_options.binary, QDir(root).filePath(u"slowheads"_s));
+    addGoal(co_await std::move(heads), 7);
 }
 
 QCoro::Task<bool> Benchmark::startServer(std::unique_ptr<ServerProcess> &server, QString dataDir)
@@ -649,13 +709,22 @@ QCoro::Task<bool> Benchmark::restartAndSample(QString label, QString dataDir,
     auto asking = timePages(m_server->endpoint(), targets, true, &pages, &problem);
     co_await std::move(asking);
     figures.memoryAfterRestartSample = m_server->memory();
+    // The check reads the whole catalogue once the server is ready, while the pages above are
+    // served, as it does in production.
+    auto checking = m_server->integrityCheckMs(120s);
+    figures.integrityCheckMs = co_await std::move(checking);
     say(u"   %1 server restarted on its data dir: ready in %2 with %3 conversations, RSS %4; "
-        "%5 search pages (new connections: %6), RSS %7"_s
-            .arg(label, formatMs(figures.restartStartupNs))
+        "its integrity check after startup took %8; %5 search pages (new connections: %6), "
+        "RSS %7"_s.arg(label, formatMs(figures.restartStartupNs))
             .arg(count.ok() ? count.json.toInteger() : -1)
             .arg(kib(figures.memoryAfterRestart))
             .arg(pages.size())
-            .arg(pages.summary(), kib(figures.memoryAfterRestartSample)));
+            .arg(pages.summary(), kib(figures.memoryAfterRestartSample),
+                 figures.integrityCheckMs < 0 ? u"(not reported)"_s
+                                              : u"%1 ms"_s.arg(figures.integrityCheckMs)));
+    if (figures.integrityCheckMs < 0)
+        say(u"   the server did not report its integrity check within 120 s; last lines:\n     "_s +
+            m_server->recentLog().join(u"\n     "_s));
     if (!problem.isEmpty()) {
         m_failures.append(label + u" search after the restart: "_s + problem);
         say(u"   FAILED: "_s + problem);
@@ -664,6 +733,38 @@ QCoro::Task<bool> Benchmark::restartAndSample(QString label, QString dataDir,
     co_await std::move(stopping);
     m_server.reset();
     co_return problem.isEmpty();
+}
+
+void Benchmark::reportStartupCheck(const CatalogueFigures &reference, const CatalogueFigures &large,
+                                   const QString &referenceDir, const QString &largeDir)
+{
+    say(QString());
+    say(u"== 5. The integrity check after startup, %1 against %2 conversations"_s
+            .arg(large.conversations)
+            .arg(reference.conversations));
+    if (large.integrityCheckMs >= 0 && reference.integrityCheckMs >= 0)
+        say(u"   as the server ran it (PRAGMA integrity_check, at the lowest priority, after "
+            "ready): %1 ms against %2 ms, ratio %3"_s.arg(large.integrityCheckMs)
+                .arg(reference.integrityCheckMs)
+                .arg(
+                    formatRatio(ratioOf(double(large.integrityCheckMs),
+                                        double(std::max<qint64>(1, reference.integrityCheckMs))))));
+    // On the files with no server running: what comparing the indexes with their tables costs
+    // beyond reading every page once.
+    for (const auto &[label, dir] :
+         {std::pair{u"reference"_s, referenceDir}, std::pair{u"large"_s, largeDir}}) {
+        const QString path = QDir(dir).filePath(u"agentdeck.db"_s);
+        const qint64 quickNs = timePragma(path, u"PRAGMA quick_check"_s);
+        const qint64 fullNs = timePragma(path, u"PRAGMA integrity_check"_s);
+        say(u"   %1 catalogue (%2 MiB), best of 3: quick_check %3, integrity_check %4, ratio %5"_s
+                .arg(label)
+                .arg(double(QFileInfo(path).size()) / (1024.0 * 1024.0), 0, 'f', 1)
+                .arg(quickNs < 0 ? u"failed"_s : formatMs(quickNs),
+                     fullNs < 0 ? u"failed"_s : formatMs(fullNs),
+                     formatRatio(ratioOf(double(fullNs), double(quickNs)))));
+        if (quickNs < 0 || fullNs < 0)
+            m_failures.append(u"the %1 catalogue did not pass its integrity check"_s.arg(label));
+    }
 }
 
 void Benchmark::reportSearchAndMemory(const CatalogueFigures &reference,

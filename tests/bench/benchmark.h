@@ -21,6 +21,7 @@ struct BenchOptions
     QString workDir;
     bool quick = false;
     bool fanoutOnly = false; // figure 2 alone, on a server with an empty catalogue
+    bool boundsOnly = false; // figures 6 and 7 alone
     bool keepData = false;
     qint64 conversations = 100'000;
     qint64 referenceConversations = 1'000;
@@ -82,6 +83,7 @@ struct CatalogueFigures
     std::optional<ProcessMemory> memoryAfterWalk;
     // After a restart on the same data dir, and after a few search pages there.
     qint64 restartStartupNs = 0;
+    qint64 integrityCheckMs = -1; // the server's check after the restart, as it logs it
     std::optional<ProcessMemory> memoryAfterRestart;
     std::optional<ProcessMemory> memoryAfterRestartSample;
 };
@@ -122,8 +124,14 @@ private:
     // The same fan-out from bare sockets in the bench; the subscribers' write -> read samples.
     QCoro::Task<Samples> measureFanoutReference(qsizetype payloadBytes);
     QCoro::Task<> measureFanoutAlone(QString dataDir);
+    // Figures 6 and 7 (bounds.h), each on a server of its own under `root`.
+    QCoro::Task<> measureBounds(QString root);
 
     void reportSearchAndMemory(const CatalogueFigures &reference, const CatalogueFigures &large);
+    // The server's integrity check after startup on both catalogues, and PRAGMA quick_check
+    // and integrity_check timed on their files here, with no server running.
+    void reportStartupCheck(const CatalogueFigures &reference, const CatalogueFigures &large,
+                            const QString &referenceDir, const QString &largeDir);
     void printSummary() const;
     void addGoal(GoalResult goal, int number);
     // Remembers how much CPU other processes took during a phase of goal `number`.

@@ -43,11 +43,15 @@ int main(int argc, char *argv[])
         u"require-goals"_s, u"Exit with status 2 when a goal is not met or not measured."_s);
     const QCommandLineOption fanoutOnly(
         u"fanout-only"_s, u"Measure figure 2 (publish -> receive) alone, on an empty server."_s);
+    const QCommandLineOption boundsOnly(
+        u"bounds-only"_s, u"Measure figures 8 and 9 (server-wide bounds) alone: the growth with "
+                          "100 subscribers that do not read, and /alive past 250 slow request "
+                          "heads at 256 open files."_s);
     const QCommandLineOption readers(u"subscriber-threads"_s,
                                      u"Threads that read the fan-out's subscribers (default 1)."_s,
                                      u"N"_s, u"1"_s);
     parser.addOptions({binary, quick, conversations, reference, workDir, keepData, requireGoals,
-                       fanoutOnly, readers});
+                       fanoutOnly, boundsOnly, readers});
     parser.process(app);
 
     BenchOptions options;
@@ -55,6 +59,7 @@ int main(int argc, char *argv[])
     options.workDir = parser.value(workDir);
     options.keepData = parser.isSet(keepData);
     options.fanoutOnly = parser.isSet(fanoutOnly);
+    options.boundsOnly = parser.isSet(boundsOnly);
     options.subscriberThreads = std::max(1, parser.value(readers).toInt());
     if (parser.isSet(quick)) {
         options.makeQuick();

@@ -9,6 +9,7 @@
 
 #include <csignal>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 
 using namespace Qt::StringLiterals;
 
@@ -28,6 +29,15 @@ ServerProcess::ServerProcess(QString binary, QString dataDir, QObject *parent)
     // A bench that dies (watchdog, Ctrl-C, crash) takes its servers with it.
     m_process.setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGKILL); });
     connect(&m_process, &QProcess::readyReadStandardError, this, &ServerProcess::readStderr);
+}
+
+void ServerProcess::setOpenFileLimit(qint64 limit)
+{
+    m_process.setChildProcessModifier([limit] {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        const rlimit files{rlim_t(limit), rlim_t(limit)};
+        ::setrlimit(RLIMIT_NOFILE, &files);
+    });
 }
 
 ServerProcess::~ServerProcess()
@@ -54,6 +64,11 @@ void ServerProcess::readStderr()
                 m_port = quint16(match.captured(1).toUInt());
                 Q_EMIT portKnown();
             }
+        }
+        static const QRegularExpression checked(u"checked the catalog's integrity in (\\d+) ms"_s);
+        if (const auto match = checked.match(line); match.hasMatch()) {
+            m_integrityCheckMs = match.captured(1).toLongLong();
+            Q_EMIT integrityChecked();
         }
         if (line.contains(u" warning "_s) || line.contains(u" critical "_s) ||
             line.contains(u" fatal "_s))
@@ -100,6 +115,13 @@ QCoro::Task<bool> ServerProcess::start(std::chrono::milliseconds timeout)
     }
     m_error = u"%1 did not become ready in time"_s.arg(m_binary);
     co_return false;
+}
+
+QCoro::Task<qint64> ServerProcess::integrityCheckMs(std::chrono::milliseconds timeout)
+{
+    if (m_integrityCheckMs < 0)
+        co_await qCoro(this, &ServerProcess::integrityChecked, timeout);
+    co_return m_integrityCheckMs;
 }
 
 QCoro::Task<> ServerProcess::stop(std::chrono::milliseconds grace)

@@ -20,6 +20,9 @@ public:
     ServerProcess(QString binary, QString dataDir, QObject *parent = nullptr);
     ~ServerProcess() override;
 
+    // Before start(): the server's limit of open files, soft and hard.
+    void setOpenFileLimit(qint64 limit);
+
     // Starts the process, reads the port from "listening on http://127.0.0.1:PORT" and waits
     // until GET /ready answers 200. False with errorString() on failure.
     QCoro::Task<bool> start(std::chrono::milliseconds timeout);
@@ -35,9 +38,13 @@ public:
     int warningCount() const { return m_warnings; }
     // Wall time from launch to the first 200 of /ready.
     qint64 startupNs() const { return m_startupNs; }
+    // How long the server's integrity check after startup took, as it logs it ("checked the
+    // catalog's integrity in N ms"); -1 when it did not say so within `timeout`.
+    QCoro::Task<qint64> integrityCheckMs(std::chrono::milliseconds timeout);
 
 Q_SIGNALS:
     void portKnown();
+    void integrityChecked();
 
 private:
     void readStderr();
@@ -50,6 +57,7 @@ private:
     int m_warnings = 0;
     quint16 m_port = 0;
     qint64 m_startupNs = 0;
+    qint64 m_integrityCheckMs = -1;
     QString m_error;
 };
 

@@ -68,6 +68,7 @@ bool TestServer::start()
     config.dataDir = m_options.dataDir;
     config.apiKeys = m_options.apiKeys;
     config.streamBudgetBytes = m_options.streamBudgetBytes;
+    config.streamTotalBudgetBytes = m_options.streamTotalBudgetBytes;
     config.streamAuthTimeoutMs = m_options.streamAuthTimeoutMs;
     config.shutdownGrace = m_options.shutdownGrace;
     config.runtimeRetention = m_options.runtimeRetention;

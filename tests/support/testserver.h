@@ -14,6 +14,7 @@ struct TestServerOptions
 {
     QStringList apiKeys;
     qint64 streamBudgetBytes = 16 * 1024 * 1024;
+    qint64 streamTotalBudgetBytes = 128 * 1024 * 1024;
     int streamAuthTimeoutMs = 10'000;
     std::chrono::milliseconds shutdownGrace{2'000};
     std::chrono::milliseconds runtimeRetention{0};

@@ -19,6 +19,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include "catalogdamage.h"
 #include "serverprocess.h"
 #include "testevents.h"
 #include <QUrlQuery>
@@ -179,38 +180,49 @@ private Q_SLOTS:
 
     // At the limit of open files Qt's accept failed and was tried again at once: a core busy
     // (90 % measured) for as long as clients kept connecting. The listener now stops accepting
-    // while few descriptors are left, and takes the waiting connections once some close.
+    // while few descriptors are left and no connection waits for a request head (those it
+    // evicts: see tst_system_bounds), and takes the waiting connections once some close.
     void connectionsPastTheOpenFileLimitWaitTheirTurn()
     {
         constexpr int Limit = 128;
         ServerProcess &server = m_fleet.add();
         server.setOpenFileLimit(Limit);
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
-        // As many as the limit: the server takes what its descriptors allow, the rest wait in
-        // the kernel's queue.
+        const QUuid id =
+            server.create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}}});
+        QVERIFY(!id.isNull());
+        const QByteArray upgrade = "GET /sockets/events/" +
+                                   id.toString(QUuid::WithoutBraces).toUtf8() +
+                                   " HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+                                   "Connection: Upgrade\r\nSec-WebSocket-Key: "
+                                   "dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+        // As many event streams as the limit (none of them evictable): the server takes what its
+        // descriptors allow, the rest wait in the kernel's queue.
         std::vector<std::unique_ptr<QTcpSocket>> clients;
         for (int i = 0; i < Limit; ++i) {
             auto &client = clients.emplace_back(std::make_unique<QTcpSocket>());
             client->connectToHost(QHostAddress::LocalHost, quint16(server.url().port()));
             QVERIFY(client->waitForConnected(5'000));
+            client->write(upgrade);
+            // Now: a connection that sends nothing for a while is evicted first.
+            QVERIFY(client->waitForBytesWritten(5'000));
         }
-        QTRY_VERIFY_WITH_TIMEOUT(server.stderrText().contains(u"open files are near the limit"_s),
-                                 10'000);
+        QTRY_VERIFY_WITH_TIMEOUT(
+            server.stderrText().contains(u"no new connections until some close"_s), 10'000);
         const QDir descriptors(u"/proc/%1/fd"_s.arg(server.pid()));
         QVERIFY(
             descriptors.entryList(QDir::AllEntries | QDir::System | QDir::NoDotAndDotDot).size() <
             Limit);
         // Once most go, every one left is served, the last connected included.
         clients.erase(clients.begin(), clients.begin() + 3 * Limit / 4);
-        for (const auto &client : clients)
-            client->write("GET /alive HTTP/1.1\r\nHost: localhost\r\n\r\n");
         for (const auto &client : clients) {
             QTRY_VERIFY_WITH_TIMEOUT(client->bytesAvailable() > 0 || client->waitForReadyRead(100),
                                      10'000);
-            QVERIFY(client->readAll().startsWith("HTTP/1.1 200 OK"));
+            QVERIFY(client->readAll().startsWith("HTTP/1.1 101"));
         }
         QTRY_VERIFY_WITH_TIMEOUT(server.stderrText().contains(u"accepting connections again"_s),
                                  5'000);
+        QCOMPARE(server.get(u"/alive"_s).status, 200);
         QVERIFY(server.isRunning());
     }
 
@@ -342,6 +354,17 @@ private Q_SLOTS:
         QTest::addRow("lease ttl under 1s") << u"--lease-ttl"_s << u"999ms"_s << u"at least 1s"_s;
         QTest::addRow("watching with the daemon")
             << u"--connect"_s << u"127.0.0.1:1"_s << u"--connect is for the console"_s;
+        QTest::addRow("unknown network") << u"--sandbox-network"_s << u"wifi"_s
+                                         << u"--sandbox-network takes none, egress or host"_s;
+        // Below a few MiB not even bash starts: every command would fail.
+        QTest::addRow("memory too small")
+            << u"--sandbox-memory"_s << u"1MiB"_s << u"--sandbox-memory takes a size of 16MiB"_s;
+        QTest::addRow("too few processes")
+            << u"--sandbox-processes"_s << u"3"_s << u"--sandbox-processes takes a number"_s;
+        QTest::addRow("cpu not a duration")
+            << u"--sandbox-cpu"_s << u"lots"_s << u"--sandbox-cpu takes a duration"_s;
+        QTest::addRow("file size not a size")
+            << u"--sandbox-file-size"_s << u"big"_s << u"--sandbox-file-size takes a size"_s;
     }
     void refusesBadOptionValues()
     {
@@ -612,10 +635,73 @@ private Q_SLOTS:
         QCOMPARE(after.get(u"/ready"_s).status, 503);
         QVERIFY2(after.stderrText().contains(u"the database is damaged"_s),
                  qPrintable(after.stderrText()));
-        QVERIFY2(after.stderrText().contains(u"PRAGMA quick_check found"_s),
+        QVERIFY2(after.stderrText().contains(u"PRAGMA integrity_check found"_s),
                  qPrintable(after.stderrText()));
         // What is intact is still served.
         QCOMPARE(after.get(u"/api/conversations/search"_s).status, 200);
+    }
+
+    // An index that lost entries passed the check after startup, which did not compare indexes
+    // with their tables: /ready said ready, and events/search listed an event that GET
+    // .../events/{id} answered 404.
+    void anIndexThatLostEntriesIsFoundAtStartup()
+    {
+        const QString dir = m_fleet.newDataDir();
+        ServerProcess &before = m_fleet.add(dir);
+        QVERIFY2(before.startReady(), qPrintable(before.stderrText()));
+        const QUuid id = before.create(QJsonObject{{u"title"_s, u"lost entries"_s}});
+        QVERIFY(!id.isNull());
+        for (int i = 0; i < 3; ++i)
+            QCOMPARE(before
+                         .post(conversationPath(id, u"events"_s),
+                               userMessage(u"message %1"_s.arg(i), false))
+                         .status,
+                     200);
+        before.sendSignal(SIGTERM);
+        QVERIFY(before.waitForExit(10'000));
+        const QString failure =
+            loseIndexEntries(dir + u"/agentdeck.db"_s, u"events_by_id"_s, u"seq = 2"_s);
+        QVERIFY2(failure.isEmpty(), qPrintable(failure));
+
+        ServerProcess &after = m_fleet.add(dir);
+        QVERIFY2(after.start(), qPrintable(after.stderrText()));
+        QTRY_COMPARE_WITH_TIMEOUT(after.get(u"/ready"_s).object().value(u"status"_s).toString(),
+                                  u"storage_corrupt"_s, 20000);
+        QCOMPARE(after.get(u"/ready"_s).status, 503);
+        const QString text = after.stderrText();
+        QVERIFY2(text.contains(u"the database is damaged"_s), qPrintable(text));
+        QVERIFY2(text.contains(u"PRAGMA integrity_check found"_s), qPrintable(text));
+        QVERIFY2(text.contains(u"missing from index events_by_id"_s), qPrintable(text));
+        // The damage as a client met it, which the check now names.
+        const auto events = after.get(conversationPath(id, u"events/search"_s));
+        QCOMPARE(events.status, 200);
+        const QJsonArray items = events.object().value(u"items"_s).toArray();
+        QCOMPARE(items.size(), 3);
+        for (const QJsonValue &item : items) {
+            const QString eventId = item.toObject().value(u"id"_s).toString();
+            const int status = item.toObject().value(u"seq"_s).toInt() == 2 ? 404 : 200;
+            QCOMPARE(after.get(conversationPath(id, u"events/"_s + eventId)).status, status);
+        }
+    }
+
+    // A damaged header byte (the write version): SQLite opened the catalog read-only without a
+    // word, the server said it was ready, and every write failed with "attempt to write a
+    // readonly database" in a writable data dir. It refuses to start, naming the damaged file.
+    void aDamagedHeaderIsNamedAtStartup()
+    {
+        const QString dir = m_fleet.newDataDir();
+        ServerProcess &before = m_fleet.add(dir);
+        QVERIFY2(before.startReady(), qPrintable(before.stderrText()));
+        QVERIFY(!before.create(QJsonObject{{u"title"_s, u"header"_s}}).isNull());
+        before.sendSignal(SIGTERM);
+        QVERIFY(before.waitForExit(10'000));
+        const QString path = QDir(dir).absoluteFilePath(u"agentdeck.db"_s);
+        const QString failure = overwriteByte(path, 18, '\x5a');
+        QVERIFY2(failure.isEmpty(), qPrintable(failure));
+
+        ServerProcess &after = m_fleet.add(dir);
+        verifyRefuses(after, {u"database file %1 is damaged"_s.arg(path), u"byte 18"_s,
+                              u"restore it from a backup"_s});
     }
 
     // 3. A signal stops the server gracefully: a running command is interrupted after the grace

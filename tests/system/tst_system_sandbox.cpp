@@ -8,6 +8,7 @@
 #include <QJsonArray>
 #include <QJsonObject>
 #include <QRegularExpression>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -175,6 +176,37 @@ private Q_SLOTS:
              {u"WORKSPACE-WRITABLE"_s, u"HOME-WRITABLE"_s, u"TMP-WRITABLE"_s})
             QVERIFY2(output.contains(writable), qPrintable(writable + u":\n"_s + output));
         QVERIFY(!QFile::exists(u"/usr/escaped"_s));
+    }
+
+    // `egress` is a network of the sandbox's own (slirp4netns) from which the host's loopback,
+    // the server's port on it included, cannot be reached.
+    void egressReachesNoHostLoopback()
+    {
+        if (!m_bubblewrap)
+            QSKIP("bubblewrap cannot create namespaces here");
+        if (QStandardPaths::findExecutable(u"slirp4netns"_s).isEmpty() ||
+            ::access("/dev/net/tun", R_OK | W_OK) != 0)
+            QSKIP("slirp4netns is not installed, or /dev/net/tun is not this user's to open");
+        ServerProcess &server = m_fleet.add({}, {u"--sandbox-network"_s, u"egress"_s});
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QString port = QString::number(server.url().port());
+        const QUuid id = server.create(shell(
+            u"grep -c tap0 /proc/net/dev; cat /etc/resolv.conf;"
+            "(exec 3<>/dev/tcp/10.0.2.2/%1) 2>/dev/null && echo REACHED-HOST;"
+            "(exec 3<>/dev/tcp/127.0.0.1/%1) 2>/dev/null && echo REACHED-LOOPBACK; true"_s.arg(
+                port)));
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        const QString output = lastObservation(server, id).output;
+        QVERIFY2(output.startsWith(u"1\nnameserver 10.0.2.3\n"_s), qPrintable(output));
+        QVERIFY2(!output.contains(u"REACHED"_s), qPrintable(output));
+        QVERIFY2(!output.contains(u"no network"_s), qPrintable(output));
+        const QJsonObject sandbox = server.conversation(id)
+                                        .value(u"runtime_info"_s)
+                                        .toObject()
+                                        .value(u"sandbox"_s)
+                                        .toObject();
+        QCOMPARE(sandbox.value(u"network"_s).toString(), u"egress"_s);
+        QVERIFY(sandbox.value(u"not_enforced"_s).toArray().isEmpty());
     }
 
     // A 1 GiB allocation under a 256 MiB memory limit fails, and the observation says why; so do

@@ -1,17 +1,22 @@
 // The SQLite catalog's connections: checkpoints from a thread of their own, and a second
 // connection for another thread.
+#include "catalogdamage.h"
 #include "logging.h"
 #include "storage/conversationstore.h"
 #include "storage/database.h"
+#include "storage/integritycheck.h"
 #include "storage/sqlitebusywait.h"
 
 #include <QDeadlineTimer>
 #include <QElapsedTimer>
 #include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLoggingCategory>
 #include <QMutex>
 #include <QRegularExpression>
 #include <QScopeGuard>
+#include <QSignalSpy>
 #include <QSqlQuery>
 #include <QTemporaryDir>
 #include <QTest>
@@ -26,6 +31,7 @@
 
 using namespace Qt::StringLiterals;
 using namespace AgentDeck;
+using namespace AgentDeck::Testing;
 
 namespace {
 ConversationInfo conversation()
@@ -377,6 +383,128 @@ private Q_SLOTS:
         QVERIFY2(median < 2'500'000,
                  qPrintable(u"the writer got the lock %1 us after its release (median)"_s.arg(
                      median / 1000)));
+    }
+
+    // An index that lost entries passed the check after startup (PRAGMA quick_check does not
+    // compare indexes with their tables): /ready said ready while the events it lost answered
+    // 404 to their ids.
+    void theStartupCheckFindsAnIndexThatLostEntries_data()
+    {
+        QTest::addColumn<QString>("index");
+        QTest::addColumn<QString>("lostRows");
+        QTest::addRow("sound") << QString() << QString();
+        QTest::addRow("events by id") << u"events_by_id"_s << u"seq = 2"_s;
+        QTest::addRow("conversations by created")
+            << u"conversations_by_created"_s << u"title = 'second'"_s;
+    }
+    void theStartupCheckFindsAnIndexThatLostEntries()
+    {
+        QFETCH(QString, index);
+        QFETCH(QString, lostRows);
+        const QString path = m_dir->filePath(u"catalog.db"_s);
+        ConversationInfo info = conversation();
+        QList<StoredEvent> stored;
+        {
+            QString error;
+            auto db = Database::openSqlite(path, &error);
+            QVERIFY2(db, qPrintable(error));
+            ConversationStore store(*db);
+            store.insert(info);
+            ConversationInfo second = conversation();
+            second.title = u"second"_s;
+            store.insert(second);
+            for (int i = 0; i < 3; ++i)
+                stored += store.append(info.id, {Event::message(u"user"_s, u"user"_s, u"hi"_s)},
+                                       std::nullopt, i);
+        }
+        if (!index.isEmpty()) {
+            const QString failure = loseIndexEntries(path, index, lostRows);
+            QVERIFY2(failure.isEmpty(), qPrintable(failure));
+        }
+        {
+            // What SQLite's quick check says of it: nothing.
+            QString error;
+            auto db = Database::openSqlite(path, &error);
+            QVERIFY2(db, qPrintable(error));
+            QSqlQuery quick(db->connection());
+            QVERIFY(quick.exec(u"PRAGMA quick_check"_s) && quick.next());
+            QCOMPARE(quick.value(0).toString(), u"ok"_s);
+            if (index == u"events_by_id"_s) {
+                // The event is in the history but not found by its id.
+                ConversationStore store(*db);
+                const QUuid lost = *parseWireId(
+                    QJsonDocument::fromJson(stored[1].json).object().value(u"id"_s).toString());
+                QCOMPARE(store.eventsAfter(info.id, 0, 10).size(), 3);
+                QVERIFY(!store.event(info.id, lost));
+            }
+        }
+
+        IntegrityCheck check(path);
+        QSignalSpy finished(&check, &IntegrityCheck::finished);
+        check.start();
+        QVERIFY(finished.wait(10'000));
+        QVERIFY(finished.first().at(0).toBool());
+        const QString problem = finished.first().at(1).toString();
+        if (index.isEmpty()) {
+            QVERIFY2(problem.isEmpty(), qPrintable(problem));
+        } else {
+            QVERIFY2(problem.contains(u"missing from index "_s + index), qPrintable(problem));
+            QVERIFY2(problem.count(u"; "_s) < 5, qPrintable(problem)); // its first lines only
+        }
+    }
+
+    // A damaged header byte: SQLite opened the file read-only without a word and every write
+    // failed with "attempt to write a readonly database" in a writable data dir, or it answered
+    // "file is not a database". The file is named as damaged, and nothing is written to it.
+    void aDamagedHeaderIsNamedAsDamage_data()
+    {
+        QTest::addColumn<qint64>("offset");
+        QTest::addColumn<char>("value");
+        QTest::addColumn<QString>("says");
+        QTest::addRow("magic") << qint64(0) << 'Z' << u"SQLite format 3"_s;
+        QTest::addRow("page size") << qint64(16) << '\x5a' << u"page size"_s;
+        QTest::addRow("write version") << qint64(18) << '\x5a' << u"byte 18"_s;
+        QTest::addRow("read version") << qint64(19) << '\x5a' << u"byte 19"_s;
+        QTest::addRow("reserved space") << qint64(20) << '\xff' << u"byte 20"_s;
+        // A field SQLite does not go by (the user version): the catalog opens as before.
+        QTest::addRow("user version") << qint64(60) << '\x5a' << QString();
+        QTest::addRow("payload fraction") << qint64(21) << '\x5a' << u"bytes 21 to 23"_s;
+        // Checked by SQLite only: more pages than the file has.
+        QTest::addRow("page count") << qint64(28) << '\x5a' << u"malformed"_s;
+    }
+    void aDamagedHeaderIsNamedAsDamage()
+    {
+        QFETCH(qint64, offset);
+        QFETCH(char, value);
+        QFETCH(QString, says);
+        const QString path = m_dir->filePath(u"catalog.db"_s);
+        {
+            QString error;
+            auto db = Database::openSqlite(path, &error);
+            QVERIFY2(db, qPrintable(error));
+            ConversationStore(*db).insert(conversation());
+            QSqlQuery checkpoint(db->connection());
+            QVERIFY(checkpoint.exec(u"PRAGMA wal_checkpoint(TRUNCATE)"_s));
+        }
+        const QString failure = overwriteByte(path, offset, value);
+        QVERIFY2(failure.isEmpty(), qPrintable(failure));
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        const QByteArray before = file.readAll();
+        file.close();
+
+        QString error;
+        auto db = Database::openSqlite(path, &error);
+        if (says.isEmpty()) {
+            QVERIFY2(db, qPrintable(error));
+            return;
+        }
+        QVERIFY(!db);
+        QVERIFY2(error.startsWith(u"database file %1 is damaged"_s.arg(path)), qPrintable(error));
+        QVERIFY2(error.contains(says), qPrintable(error));
+        QVERIFY2(error.contains(u"restore it from a backup"_s), qPrintable(error));
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QCOMPARE(file.readAll(), before);
     }
 
     // QSqlQuery::next() reports a row it could not fetch as the end of the rows: a damaged page

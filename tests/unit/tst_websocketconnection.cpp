@@ -1,7 +1,11 @@
 // A WebSocket connection's output: frames reach the kernel in the call that sends them, corked
 // frames wait for uncork(), and a client that falls behind still gets every frame in order.
+// With a send budget: a frame queued on many connections counts once, over the budget the
+// slowest consumer is dropped, and it reads its 1013 close frame before its dropped frames.
+#include "streams/sendbudget.h"
 #include "streams/websocketconnection.h"
 
+#include <QSignalSpy>
 #include <QTcpServer>
 #include <QTcpSocket>
 #include <QTest>
@@ -46,6 +50,73 @@ QList<QByteArray> takeFrames(QByteArray &bytes)
     bytes.remove(0, pos);
     return payloads;
 }
+
+// A client of its own WebSocketConnection on `server`, which it does not read yet: its kernel
+// takes little (loopback lets it take megabytes otherwise).
+struct Peer
+{
+    std::unique_ptr<QTcpSocket> client;
+    std::unique_ptr<WebSocketConnection> connection;
+    QByteArray bytes; // read so far, after the 101 answer
+
+    bool open(QTcpServer &server, SendBudget *budget)
+    {
+        client = std::make_unique<QTcpSocket>();
+        client->setReadBufferSize(4096);
+        client->connectToHost(QHostAddress::LocalHost, server.serverPort());
+        if (!client->waitForConnected(5000))
+            return false;
+        const int receiveBuffer = 32 * 1024;
+        ::setsockopt(int(client->socketDescriptor()), SOL_SOCKET, SO_RCVBUF, &receiveBuffer,
+                     sizeof receiveBuffer);
+        if (!QTest::qWaitFor([&] { return server.hasPendingConnections(); }, 5000))
+            return false;
+        connection =
+            std::make_unique<WebSocketConnection>(server.nextPendingConnection(), "accept",
+                                                  QUrl(u"/sockets/events/x"_s), 1 << 20, budget);
+        return QTest::qWaitFor(
+            [&] {
+                bytes += client->readAll();
+                return bytes.contains("\r\n\r\n");
+            },
+            5000);
+    }
+    // Reads until a close frame came (its code), or the connection ended (0); counts the text
+    // frames before it.
+    int readToClose(int *textFrames)
+    {
+        client->setReadBufferSize(0);
+        bytes.remove(0, bytes.indexOf("\r\n\r\n") + 4);
+        int code = 0;
+        *textFrames = 0;
+        (void)QTest::qWaitFor(
+            [&] {
+                bytes += client->readAll();
+                while (code == 0 && bytes.size() >= 2) {
+                    const auto *data = reinterpret_cast<const uchar *>(bytes.constData());
+                    qint64 length = data[1] & 0x7F;
+                    qsizetype header = 2;
+                    if (length == 126 || length == 127) {
+                        header = length == 126 ? 4 : 10;
+                        if (bytes.size() < header)
+                            break;
+                        length = length == 126 ? qFromBigEndian<quint16>(data + 2)
+                                               : qint64(qFromBigEndian<quint64>(data + 2));
+                    }
+                    if (bytes.size() < header + length)
+                        break;
+                    if ((data[0] & 0x0F) == 0x8)
+                        code = qFromBigEndian<quint16>(data + header);
+                    else
+                        ++*textFrames;
+                    bytes.remove(0, header + length);
+                }
+                return code != 0 || client->state() != QAbstractSocket::ConnectedState;
+            },
+            10'000);
+        return code;
+    }
+};
 } // namespace
 
 class WebSocketConnectionTest : public QObject
@@ -197,6 +268,88 @@ private Q_SLOTS:
             },
             20'000));
         QCOMPARE(pongs, Pings);
+    }
+
+    // A frame queued on many connections is one buffer, counted once: a hundred subscribers that
+    // did not read had the server copy every frame for each (1.5 GB for 40 frames of 1 MB).
+    void aFrameQueuedOnManyConnectionsCountsOnce()
+    {
+        SendBudget budget(1LL << 40);
+        std::vector<Peer> peers(20);
+        for (Peer &peer : peers)
+            QVERIFY(peer.open(m_server, &budget));
+        constexpr int Frames = 64; // 16 MiB: the kernel takes some 4 MB of each
+        const QByteArray payload(256 * 1024, 'x');
+        qint64 framesBytes = 0;
+        for (int i = 0; i < Frames; ++i) {
+            const QByteArray frame = WebSocketConnection::textFrame(payload);
+            framesBytes += frame.size();
+            for (Peer &peer : peers)
+                peer.connection->sendFrame(frame);
+        }
+        qint64 unsentEverywhere = 0;
+        for (const Peer &peer : peers)
+            unsentEverywhere += peer.connection->bytesToWrite();
+        // Each holds most of the frames: the kernel took little of them.
+        QVERIFY2(unsentEverywhere > qint64(peers.size()) * framesBytes / 2,
+                 qPrintable(QString::number(unsentEverywhere)));
+        QVERIFY2(
+            budget.unsent() <=
+                framesBytes + qint64(peers.size()) * WebSocketConnection::OwnBufferBytes,
+            qPrintable(u"%1 counted for %2 unsent"_s.arg(budget.unsent()).arg(unsentEverywhere)));
+        peers.clear();
+        QCOMPARE(budget.unsent(), 0);
+    }
+
+    // Over the budget the consumer furthest behind (holding the oldest unsent frame) is dropped
+    // with 1013; one that reads is not. The dropped one's queued frames go, its close frame
+    // comes right after what its kernel already held.
+    void overTheBudgetTheSlowestConsumerIsDropped()
+    {
+        constexpr qint64 Limit = 4 << 20;
+        SendBudget budget(Limit);
+        Peer slow;
+        Peer reader;
+        QVERIFY(slow.open(m_server, &budget));
+        QVERIFY(reader.open(m_server, &budget));
+        reader.client->setReadBufferSize(0);
+        QSignalSpy dropped(slow.connection.get(), &WebSocketConnection::droppedAsSlowConsumer);
+        QSignalSpy readerDropped(reader.connection.get(),
+                                 &WebSocketConnection::droppedAsSlowConsumer);
+        const QByteArray payload(64 * 1024, 'x');
+        int sent = 0;
+        qint64 most = 0;
+        while (dropped.isEmpty() && sent < 1000) {
+            const QByteArray frame = WebSocketConnection::textFrame(payload);
+            for (Peer *peer : {&slow, &reader}) {
+                if (budget.makeRoom(frame, peer->connection.get()))
+                    peer->connection->sendFrame(frame);
+            }
+            ++sent;
+            most = std::max(most, budget.unsent());
+            // The reader keeps up: what it was sent has gone before the next frame.
+            QVERIFY(QTest::qWaitFor(
+                [&] {
+                    reader.bytes += reader.client->readAll();
+                    return reader.connection->bytesToWrite() == 0;
+                },
+                5000));
+        }
+        QCOMPARE(dropped.size(), 1);
+        QVERIFY(readerDropped.isEmpty());
+        QVERIFY2(most <= Limit + payload.size() + 16, qPrintable(QString::number(most)));
+        // All it keeps is the rest of a frame it began, and its close frame.
+        QVERIFY2(slow.connection->bytesToWrite() <=
+                     payload.size() + 16 + WebSocketConnection::OwnBufferBytes,
+                 qPrintable(QString::number(slow.connection->bytesToWrite())));
+        QVERIFY(budget.unsent() <= 2 * (payload.size() + 16) + WebSocketConnection::OwnBufferBytes);
+
+        int textFrames = 0;
+        QCOMPARE(slow.readToClose(&textFrames), int(WebSocketConnection::CloseTryAgainLater));
+        QVERIFY2(textFrames < sent - (Limit / payload.size()) / 2,
+                 qPrintable(u"%1 of %2 frames before the close"_s.arg(textFrames).arg(sent)));
+        qInfo("dropped after %d frames of 64 KiB; it read %d before its close frame", sent,
+              textFrames);
     }
 
 private:

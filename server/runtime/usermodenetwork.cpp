@@ -1,0 +1,151 @@
+#include "usermodenetwork.h"
+
+#include <QByteArray>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QStandardPaths>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <functional>
+#include <poll.h>
+#include <unistd.h>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+
+// Reads what `fd` gives until `done` says it is enough, for at most `timeoutMs`.
+QByteArray readUntil(int fd, int timeoutMs, const std::function<bool(const QByteArray &)> &done)
+{
+    QByteArray read;
+    for (int waited = 0; waited < timeoutMs && !done(read); waited += 10) {
+        pollfd ready{fd, POLLIN, 0};
+        if (::poll(&ready, 1, 10) <= 0)
+            continue;
+        char buffer[256];
+        const ssize_t got = ::read(fd, buffer, sizeof buffer);
+        if (got <= 0)
+            break;
+        read.append(buffer, got);
+    }
+    return read;
+}
+
+void closeFd(int &fd)
+{
+    if (fd >= 0)
+        ::close(fd);
+    fd = -1;
+}
+
+} // namespace
+
+UserModeNetwork::UserModeNetwork() = default;
+
+UserModeNetwork::~UserModeNetwork()
+{
+    stop();
+}
+
+bool UserModeNetwork::isAvailable()
+{
+    return !QStandardPaths::findExecutable(u"slirp4netns"_s).isEmpty();
+}
+
+bool UserModeNetwork::prepare(QString *error)
+{
+    closeAll();
+    if (::pipe2(m_info, O_CLOEXEC) != 0 || ::pipe2(m_block, O_CLOEXEC) != 0) {
+        *error = u"cannot make the pipes of the network: %1"_s.arg(
+            QString::fromLocal8Bit(std::strerror(errno)));
+        closeAll();
+        return false;
+    }
+    return true;
+}
+
+QStringList UserModeNetwork::bubblewrapArguments() const
+{
+    return {u"--info-fd"_s, QString::number(InfoFd), u"--block-fd"_s, QString::number(BlockFd)};
+}
+
+void UserModeNetwork::inChild() const
+{
+    // dup2() leaves close-on-exec off on the copy; the fds are far above any the host holds.
+    ::dup2(m_info[1], InfoFd);
+    ::dup2(m_block[0], BlockFd);
+}
+
+bool UserModeNetwork::attach(bool root, QString *error)
+{
+    closeFd(m_info[1]);
+    closeFd(m_block[0]);
+    const auto go = [this] {
+        if (m_block[1] >= 0)
+            (void)!::write(m_block[1], "1", 1);
+        closeFd(m_block[1]);
+        closeFd(m_info[0]);
+    };
+    static const QRegularExpression childPid(u"\"child-pid\"\\s*:\\s*(\\d+)"_s);
+    const QByteArray info = readUntil(m_info[0], 3000, [](const QByteArray &read) {
+        return childPid.match(QString::fromUtf8(read)).hasMatch();
+    });
+    const auto match = childPid.match(QString::fromUtf8(info));
+    if (!match.hasMatch()) {
+        *error = u"bubblewrap did not say where its sandbox is"_s;
+        go();
+        return false;
+    }
+    const QString pid = match.captured(1);
+    int ready[2];
+    if (::pipe2(ready, O_CLOEXEC) != 0) {
+        *error = u"cannot make the pipe of slirp4netns"_s;
+        go();
+        return false;
+    }
+    m_slirp = std::make_unique<QProcess>();
+    m_slirp->setProcessChannelMode(QProcess::ForwardedChannels);
+    m_slirp->setStandardInputFile(QProcess::nullDevice());
+    m_slirp->setChildProcessModifier([write = ready[1]] { ::dup2(write, 3); });
+    QStringList arguments{u"--configure"_s, u"--mtu=65520"_s, u"--disable-host-loopback"_s,
+                          u"--ready-fd=3"_s};
+    // A user namespace's network is only that namespace's to configure.
+    if (!root)
+        arguments << u"--userns-path=/proc/%1/ns/user"_s.arg(pid);
+    arguments << pid << u"tap0"_s;
+    m_slirp->start(u"slirp4netns"_s, arguments);
+    ::close(ready[1]);
+    const QByteArray said =
+        readUntil(ready[0], 5000, [](const QByteArray &read) { return !read.isEmpty(); });
+    ::close(ready[0]);
+    if (said.isEmpty()) {
+        *error = u"slirp4netns did not bring the network up"_s;
+        stop();
+        go();
+        return false;
+    }
+    go();
+    return true;
+}
+
+void UserModeNetwork::stop()
+{
+    if (m_slirp && m_slirp->state() != QProcess::NotRunning) {
+        m_slirp->kill();
+        m_slirp->waitForFinished(1000);
+    }
+    m_slirp.reset();
+    closeAll();
+}
+
+void UserModeNetwork::closeAll()
+{
+    for (int *fd : {&m_info[0], &m_info[1], &m_block[0], &m_block[1]})
+        closeFd(*fd);
+}
+
+} // namespace AgentDeck

@@ -23,6 +23,8 @@ struct BenchOptions
     bool fanoutOnly = false; // figure 2 alone, on a server with an empty catalogue
     bool boundsOnly = false; // figures 6 and 7 alone
     bool keepData = false;
+    bool sandboxOnly = false; // the sandbox figures alone (sandboxfigures.h)
+    int sandboxConversations = 30;
     qint64 conversations = 100'000;
     qint64 referenceConversations = 1'000;
 
@@ -126,6 +128,7 @@ private:
     QCoro::Task<> measureFanoutAlone(QString dataDir);
     // Figures 6 and 7 (bounds.h), each on a server of its own under `root`.
     QCoro::Task<> measureBounds(QString root);
+    QCoro::Task<> measureSandboxes(QString dataDir);
 
     void reportSearchAndMemory(const CatalogueFigures &reference, const CatalogueFigures &large);
     // The server's integrity check after startup on both catalogues, and PRAGMA quick_check

@@ -9,6 +9,7 @@
 #include <QFileInfo>
 #include <QTimer>
 
+#include <algorithm>
 #include <cstdio>
 
 using namespace Qt::StringLiterals;
@@ -47,11 +48,17 @@ int main(int argc, char *argv[])
         u"bounds-only"_s, u"Measure figures 8 and 9 (server-wide bounds) alone: the growth with "
                           "100 subscribers that do not read, and /alive past 250 slow request "
                           "heads at 256 open files."_s);
+    const QCommandLineOption sandboxOnly(
+        u"sandbox-only"_s,
+        u"Measure the sandbox figures alone: cold resume with the policy in force, idle PSS."_s);
+    const QCommandLineOption sandboxConversations(
+        u"sandbox-conversations"_s, u"Conversations of the sandbox figures (default 30)."_s, u"N"_s,
+        u"30"_s);
     const QCommandLineOption readers(u"subscriber-threads"_s,
                                      u"Threads that read the fan-out's subscribers (default 1)."_s,
                                      u"N"_s, u"1"_s);
     parser.addOptions({binary, quick, conversations, reference, workDir, keepData, requireGoals,
-                       fanoutOnly, boundsOnly, readers});
+                       fanoutOnly, boundsOnly, readers, sandboxOnly, sandboxConversations});
     parser.process(app);
 
     BenchOptions options;
@@ -61,6 +68,8 @@ int main(int argc, char *argv[])
     options.fanoutOnly = parser.isSet(fanoutOnly);
     options.boundsOnly = parser.isSet(boundsOnly);
     options.subscriberThreads = std::max(1, parser.value(readers).toInt());
+    options.sandboxOnly = parser.isSet(sandboxOnly);
+    options.sandboxConversations = std::clamp(parser.value(sandboxConversations).toInt(), 1, 1000);
     if (parser.isSet(quick)) {
         options.makeQuick();
         options.conversations = 5'000;

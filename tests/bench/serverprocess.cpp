@@ -89,7 +89,8 @@ QCoro::Task<bool> ServerProcess::start(std::chrono::milliseconds timeout)
     };
     m_process.setProgram(m_binary);
     m_process.setArguments(
-        {u"--headless"_s, u"--listen"_s, u"127.0.0.1:0"_s, u"--data-dir"_s, m_dataDir});
+        QStringList{u"--headless"_s, u"--listen"_s, u"127.0.0.1:0"_s, u"--data-dir"_s, m_dataDir} +
+        m_extraArguments);
     auto portKnown = qCoro(this, &ServerProcess::portKnown, timeout);
     m_process.start();
     const bool started = co_await qCoro(m_process).waitForStarted(timeout);

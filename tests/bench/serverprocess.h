@@ -23,6 +23,8 @@ public:
     // Before start(): the server's limit of open files, soft and hard.
     void setOpenFileLimit(qint64 limit);
 
+    // Options after the bench's own (--headless, --listen, --data-dir), for the next start().
+    void setExtraArguments(QStringList arguments) { m_extraArguments = std::move(arguments); }
     // Starts the process, reads the port from "listening on http://127.0.0.1:PORT" and waits
     // until GET /ready answers 200. False with errorString() on failure.
     QCoro::Task<bool> start(std::chrono::milliseconds timeout);
@@ -51,6 +53,7 @@ private:
 
     QString m_binary;
     QString m_dataDir;
+    QStringList m_extraArguments;
     QProcess m_process;
     QByteArray m_partialLine;
     QStringList m_recent;

@@ -363,6 +363,20 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(processesWith(deleted).size() >= 2, 10'000);
         QVERIFY(server.call("DELETE", conversationPath(third)).ok());
         QTRY_VERIFY_WITH_TIMEOUT(processesWith(deleted).isEmpty(), 5000);
+
+        // One whose conversation is archived, and one whose runtime is stopped, while it runs.
+        for (const auto &[marker, stop] : {std::pair{QByteArray("6214"), QByteArray("archive")},
+                                           std::pair{QByteArray("6215"), QByteArray("runtime")}}) {
+            m_markers << marker;
+            const QString sleep = u"sleep "_s + QString::fromLatin1(marker);
+            const QUuid id = server.create(shell(u"(setsid %1 &); %1"_s.arg(sleep)));
+            QTRY_VERIFY_WITH_TIMEOUT(processesWith(marker).size() >= 2, 10'000);
+            const Reply stopped = stop == "archive"
+                                      ? server.post(conversationPath(id, u"archive"_s))
+                                      : server.call("DELETE", conversationPath(id, u"runtime"_s));
+            QVERIFY2(stopped.ok(), qPrintable(stopped.describe()));
+            QTRY_VERIFY_WITH_TIMEOUT(processesWith(marker).isEmpty(), 5000);
+        }
     }
 
     // Without bubblewrap the server says so at startup, in /server_info and in each runtime's

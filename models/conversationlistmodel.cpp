@@ -35,7 +35,7 @@ QVariant ConversationListModel::data(const QModelIndex &index, int role) const
         case TitleColumn:
             return withControlsShown(info.title);
         case ExecutionColumn:
-            return Lifecycle::executionLabel(info.executionStatus);
+            return Lifecycle::executionText(info);
         case RuntimeColumn:
             return Lifecycle::runtimeLabel(info);
         case UpdatedColumn:
@@ -51,6 +51,10 @@ QVariant ConversationListModel::data(const QModelIndex &index, int role) const
     case Qt::ToolTipRole:
         if (index.column() == RuntimeColumn && info.runtime.error)
             return info.runtime.error->message;
+        if (index.column() == ExecutionColumn && info.outcome &&
+            info.outcome->kind != RunOutcome::Kind::Succeeded)
+            return QString(info.outcome->detail +
+                           (info.outcome->dismissed ? tr(" (dismissed)") : QString()));
         // Whole, where the column cuts them: titles read "Deploy to production (ne…".
         if (index.column() == TitleColumn || index.column() == TagsColumn)
             return data(index, Qt::DisplayRole);
@@ -87,6 +91,12 @@ QVariant ConversationListModel::data(const QModelIndex &index, int role) const
         return info.eventCount;
     case ConversationRole:
         return QVariant::fromValue(info);
+    case OutcomeKindRole:
+        return info.outcome ? toString(info.outcome->kind) : QString();
+    case OutcomeAttentionRole:
+        return info.outcome && info.outcome->needsAttention();
+    case OutcomeLabelRole:
+        return Lifecycle::outcomeLabel(info);
     }
     return {};
 }
@@ -126,7 +136,10 @@ QHash<int, QByteArray> ConversationListModel::roleNames() const
                   {CreatedAtRole, "createdAt"},
                   {TagsRole, "tags"},
                   {EventCountRole, "eventCount"},
-                  {ConversationRole, "conversation"}});
+                  {ConversationRole, "conversation"},
+                  {OutcomeKindRole, "outcomeKind"},
+                  {OutcomeAttentionRole, "outcomeNeedsAttention"},
+                  {OutcomeLabelRole, "outcomeLabel"}});
     return names;
 }
 
@@ -226,6 +239,10 @@ bool ConversationListModel::applyEvent(const QUuid &conversationId, const Event 
             // conversation showed "available" while selected, "missing" otherwise.
             if (*status == ExecutionStatus::Running && Lifecycle::runsCommands(info))
                 info.runtime = {RuntimeStatus::Available, true, std::nullopt};
+            // A run's start acknowledges the outcome of the one before, as on the server: its
+            // end, until the next refresh, asked for attention (and the tray said so) again.
+            if (*status == ExecutionStatus::Running && info.outcome)
+                info.outcome->dismissed = true;
         }
     }
     replaceRow(row, info);

@@ -43,6 +43,9 @@ public:
         TagsRole,                  // QVariantMap
         EventCountRole,            // qint64
         ConversationRole,          // QVariant holding the ConversationInfo
+        OutcomeKindRole,           // QString, wire value of outcome.kind; empty when none
+        OutcomeAttentionRole,      // bool, RunOutcome::needsAttention
+        OutcomeLabelRole,          // QString, Lifecycle::outcomeLabel ("exit 2")
     };
     Q_ENUM(Role)
 

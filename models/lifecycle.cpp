@@ -48,6 +48,9 @@ bool needsAttention(const ConversationInfo &info)
     if (isStale(info) || info.executionStatus == ExecutionStatus::Error ||
         info.executionStatus == ExecutionStatus::WaitingForConfirmation)
         return true;
+    if (info.outcome && info.outcome->needsAttention() &&
+        info.executionStatus != ExecutionStatus::Running)
+        return true;
     if (isHeldElsewhere(info))
         return false;
     return (info.runtime.error.has_value() && !isExpired(info)) ||
@@ -142,6 +145,26 @@ Availability canUnarchive(const ConversationInfo &info)
     return info.isArchived() ? yes() : no(u"Not archived"_s);
 }
 
+Availability canRunAgain(const ConversationInfo &info)
+{
+    if (!info.outcome || info.outcome->retryCommand.isEmpty() || info.outcome->dismissed)
+        return no(u"No interrupted command to run again"_s);
+    if (info.isArchived())
+        return no(u"Archived: unarchive it first"_s);
+    if (isExpired(info))
+        return no(u"The runtime expired; its workspace is gone"_s);
+    if (info.executionStatus == ExecutionStatus::Running && !isStale(info))
+        return no(u"Already running"_s);
+    return yes();
+}
+
+Availability canDismiss(const ConversationInfo &info)
+{
+    if (!info.outcome || !info.outcome->needsAttention())
+        return no(u"No failed or interrupted run to dismiss"_s);
+    return yes();
+}
+
 QString runtimeLabel(const ConversationInfo &info)
 {
     if (isExpired(info))
@@ -164,6 +187,47 @@ QString runtimeLabel(const ConversationInfo &info)
 QString executionLabel(ExecutionStatus status)
 {
     return toString(status).replace(u'_', u' ');
+}
+
+QString outcomeLabel(const ConversationInfo &info)
+{
+    if (!info.outcome)
+        return {};
+    const RunOutcome &outcome = *info.outcome;
+    switch (outcome.kind) {
+    case RunOutcome::Kind::Succeeded:
+        return {};
+    case RunOutcome::Kind::Failed:
+        return outcome.exitCode ? u"exit %1"_s.arg(*outcome.exitCode) : u"failed"_s;
+    case RunOutcome::Kind::Interrupted:
+        if (outcome.interruptedBy == InterruptCause::Restart)
+            return u"interrupted by a restart"_s;
+        if (outcome.interruptedBy == InterruptCause::Operator)
+            return u"interrupted by the operator"_s;
+        if (outcome.interruptedBy == InterruptCause::Takeover)
+            return u"interrupted by a takeover"_s;
+        if (outcome.interruptedBy == InterruptCause::SandboxLost)
+            return u"interrupted: sandbox lost"_s;
+        return u"interrupted"_s;
+    case RunOutcome::Kind::TimedOut:
+        return u"timed out"_s;
+    case RunOutcome::Kind::Limit:
+        return u"stopped by a limit"_s;
+    case RunOutcome::Kind::Error:
+        // The error's code in words ("error · llm unavailable").
+        return outcome.code.isEmpty() ? u"error"_s : QString(outcome.code).replace(u'_', u' ');
+    }
+    return {};
+}
+
+QString executionText(const ConversationInfo &info)
+{
+    const QString status = executionLabel(info.executionStatus);
+    // A run going on has no outcome yet: the one shown is of the run before.
+    if (info.executionStatus == ExecutionStatus::Running)
+        return status;
+    const QString outcome = outcomeLabel(info);
+    return outcome.isEmpty() ? status : status + u" · "_s + outcome;
 }
 
 } // namespace AgentDeck::Lifecycle

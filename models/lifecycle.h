@@ -16,7 +16,9 @@ bool isStale(const ConversationInfo &info);
 bool isExpired(const ConversationInfo &info);
 // Another replica holds the conversation's lease (and its runtime): not this server's concern.
 bool isHeldElsewhere(const ConversationInfo &info);
-// Something an operator should look at: stale, failed, waiting for a decision, runtime error.
+// Something an operator should look at: stale, failed, waiting for a decision, runtime error,
+// or a run whose last action failed, was interrupted or stopped at a limit (RunOutcome::
+// needsAttention: until the operator runs it again, archives it or dismisses the outcome).
 bool needsAttention(const ConversationInfo &info);
 
 // Whether the console's one-click actions make sense, and if not, why (for a tooltip).
@@ -37,9 +39,18 @@ Availability canArchive(const ConversationInfo &info);
 // Send a message (the server refuses one to an archived or expired conversation).
 Availability canSendMessage(const ConversationInfo &info);
 Availability canUnarchive(const ConversationInfo &info);
+// Run the interrupted command the outcome offers again (the shell agent's).
+Availability canRunAgain(const ConversationInfo &info);
+// Acknowledge an outcome that needs attention.
+Availability canDismiss(const ConversationInfo &info);
 
 // The words of a badge, shared by the console and the CLI.
 QString runtimeLabel(const ConversationInfo &info);
 QString executionLabel(ExecutionStatus status);
+// What the outcome adds to the status ("exit 2", "interrupted by a restart"); empty for none
+// and for a success.
+QString outcomeLabel(const ConversationInfo &info);
+// The status with its outcome: "finished · exit 2", "paused · interrupted by a restart".
+QString executionText(const ConversationInfo &info);
 
 } // namespace AgentDeck::Lifecycle

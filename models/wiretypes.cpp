@@ -32,6 +32,15 @@ constexpr std::array runtimeStatusNames{
     std::pair{RuntimeStatus::OwnershipLost, "ownership_lost"_L1},
 };
 
+constexpr std::array outcomeKindNames{
+    std::pair{RunOutcome::Kind::Succeeded, "succeeded"_L1},
+    std::pair{RunOutcome::Kind::Failed, "failed"_L1},
+    std::pair{RunOutcome::Kind::Interrupted, "interrupted"_L1},
+    std::pair{RunOutcome::Kind::TimedOut, "timed_out"_L1},
+    std::pair{RunOutcome::Kind::Limit, "limit"_L1},
+    std::pair{RunOutcome::Kind::Error, "error"_L1},
+};
+
 template<typename Enum, std::size_t N>
 QString nameOf(const std::array<std::pair<Enum, QLatin1StringView>, N> &table, Enum value)
 {
@@ -240,6 +249,50 @@ RuntimeInfo RuntimeInfo::fromJson(const QJsonValue &value)
     return info;
 }
 
+QString toString(RunOutcome::Kind kind)
+{
+    return nameOf(outcomeKindNames, kind);
+}
+
+std::optional<RunOutcome::Kind> outcomeKindFromString(QStringView text)
+{
+    return valueOf(outcomeKindNames, text);
+}
+
+QJsonObject RunOutcome::toJson() const
+{
+    const auto orNull = [](const QString &text) {
+        return text.isEmpty() ? QJsonValue(QJsonValue::Null) : QJsonValue(text);
+    };
+    return {{u"kind"_s, toString(kind)},
+            {u"exit_code"_s, exitCode ? QJsonValue(*exitCode) : QJsonValue(QJsonValue::Null)},
+            {u"interrupted_by"_s, orNull(interruptedBy)},
+            {u"code"_s, orNull(code)},
+            {u"detail"_s, detail},
+            {u"retry_command"_s, orNull(retryCommand)},
+            {u"at"_s, at.isValid() ? QJsonValue(toWireTime(at)) : QJsonValue(QJsonValue::Null)},
+            {u"dismissed"_s, dismissed}};
+}
+
+std::optional<RunOutcome> RunOutcome::fromJson(const QJsonValue &value)
+{
+    const QJsonObject object = value.toObject();
+    const auto kind = outcomeKindFromString(object.value(u"kind"_s).toString());
+    if (!kind)
+        return std::nullopt;
+    RunOutcome outcome;
+    outcome.kind = *kind;
+    if (const QJsonValue exitCode = object.value(u"exit_code"_s); exitCode.isDouble())
+        outcome.exitCode = exitCode.toInt();
+    outcome.interruptedBy = object.value(u"interrupted_by"_s).toString();
+    outcome.code = object.value(u"code"_s).toString();
+    outcome.detail = object.value(u"detail"_s).toString();
+    outcome.retryCommand = object.value(u"retry_command"_s).toString();
+    outcome.at = parseWireTime(object.value(u"at"_s).toString()).value_or(QDateTime());
+    outcome.dismissed = object.value(u"dismissed"_s).toBool();
+    return outcome;
+}
+
 QJsonObject ConversationInfo::agentJson() const
 {
     QJsonObject agent = agentConfig;
@@ -260,6 +313,7 @@ QJsonObject ConversationInfo::toJson() const
         {u"updated_at"_s, toWireTime(updatedAt)},
         {u"archived_at"_s, optionalTime(archivedAt)},
         {u"execution_status"_s, toString(executionStatus)},
+        {u"outcome"_s, outcome ? QJsonValue(outcome->toJson()) : QJsonValue(QJsonValue::Null)},
         {u"agent"_s, agentJson()},
         {u"workspace"_s, QJsonObject{{u"working_dir"_s, workingDir},
                                      {u"owned_by_server"_s, workspaceOwnedByServer}}},
@@ -461,6 +515,11 @@ QByteArray ConversationInfo::toJsonBytes() const
     appendJsonString(out, toString(executionStatus));
     out += ",\"id\":";
     appendJsonString(out, toWireId(id));
+    out += ",\"outcome\":";
+    if (outcome)
+        appendJsonValue(out, outcome->toJson());
+    else
+        out += "null";
     out += ",\"runtime_info\":{\"can_resume\":";
     out += runtime.canResume ? "true" : "false";
     out += ",\"runtime_error\":";
@@ -536,6 +595,7 @@ std::optional<ConversationInfo> ConversationInfo::fromJson(const QJsonObject &ob
     info.alwaysConfirm =
         object.value(u"confirmation_policy"_s).toObject().value(u"kind"_s) == u"AlwaysConfirm"_s;
     info.runtime = RuntimeInfo::fromJson(object.value(u"runtime_info"_s));
+    info.outcome = RunOutcome::fromJson(object.value(u"outcome"_s));
     const QJsonObject stats = object.value(u"stats"_s).toObject();
     info.eventCount = stats.value(u"event_count"_s).toInteger();
     if (stats.value(u"last_event_at"_s).isString())

@@ -80,6 +80,50 @@ struct RuntimeInfo
     friend bool operator==(const RuntimeInfo &, const RuntimeInfo &) = default;
 };
 
+// How the last action of a conversation's run ended: the `outcome` of ConversationInfo, a fact
+// beside execution, runtime and archive. A finished run whose command exited 2 is not a
+// success, and a run paused by a crash is not an ordinary pause.
+struct RunOutcome
+{
+    enum class Kind
+    {
+        Succeeded,   // the command exited 0
+        Failed,      // it exited non-zero
+        Interrupted, // it (or the run between steps) was cut short: see interruptedBy
+        TimedOut,    // the command ran into its timeout
+        Limit,       // the run stopped at a limit (max_iterations)
+        Error        // the run ended in error (a model or storage failure)
+    };
+    Kind kind = Kind::Succeeded;
+    std::optional<int> exitCode;
+    // For Interrupted: "restart" (the server stopped), "operator" (an interrupt, archive,
+    // runtime stop), "takeover" (another owner resolved a run whose owner went away) or
+    // "sandbox_lost" (the sandbox went away under the command).
+    QString interruptedBy;
+    QString code;   // the AgentErrorEvent's code, for Limit and Error
+    QString detail; // one sentence for people
+    // The command `POST .../outcome/retry` runs again (the shell agent's interrupted command);
+    // empty when nothing is offered (an llm agent continues from the interrupted observation).
+    QString retryCommand;
+    QDateTime at;
+    // The operator acknowledged it (dismissed it, or ran the conversation again).
+    bool dismissed = false;
+
+    // Anything but a success, not acknowledged yet.
+    bool needsAttention() const { return kind != Kind::Succeeded && !dismissed; }
+    QJsonObject toJson() const;
+    static std::optional<RunOutcome> fromJson(const QJsonValue &value);
+    friend bool operator==(const RunOutcome &, const RunOutcome &) = default;
+};
+QString toString(RunOutcome::Kind kind);
+namespace InterruptCause {
+inline constexpr QLatin1StringView Restart{"restart"};
+inline constexpr QLatin1StringView Operator{"operator"};
+inline constexpr QLatin1StringView Takeover{"takeover"};
+inline constexpr QLatin1StringView SandboxLost{"sandbox_lost"};
+} // namespace InterruptCause
+std::optional<RunOutcome::Kind> outcomeKindFromString(QStringView text);
+
 struct ConversationInfo
 {
     QUuid id;
@@ -100,6 +144,7 @@ struct ConversationInfo
     // it left out; none: the server's policy, whatever it is when a command runs.
     std::optional<SandboxPolicy> sandbox;
     RuntimeInfo runtime;
+    std::optional<RunOutcome> outcome; // null until a run's action ended
     qint64 eventCount = 0;
     std::optional<QDateTime> lastEventAt;
     // Language model usage, accumulated over the conversation's life.

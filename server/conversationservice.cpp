@@ -197,8 +197,10 @@ void ConversationService::writeUnwrittenEnd(const QUuid &id)
         return;
     const UnwrittenEnd end = *it;
     try {
-        m_log.setStatus(id, ExecutionStatus::Error, unstoredOf(m_store, id, end.events),
-                        &end.lease);
+        m_log.setStatus(id, ExecutionStatus::Error, unstoredOf(m_store, id, end.events), &end.lease,
+                        !end.events.isEmpty() && end.events.last().kind == EventKind::AgentError
+                            ? OutcomeChange::set(errorOutcome(end.events.last()))
+                            : OutcomeChange{});
     } catch (const StorageError &) {
         throw;
     } catch (const std::exception &error) {
@@ -643,7 +645,7 @@ void ConversationService::forgetDeletedElsewhere(const QUuid &id)
     Q_EMIT deleted(id);
 }
 
-bool ConversationService::resolveStale(const ConversationInfo &info)
+bool ConversationService::resolveStale(const ConversationInfo &info, QLatin1StringView cause)
 {
     if (info.executionStatus != ExecutionStatus::Running || m_runners.contains(info.id) ||
         m_starting.contains(info.id))
@@ -657,12 +659,13 @@ bool ConversationService::resolveStale(const ConversationInfo &info)
     const auto lease = m_leases.claim(info.id, m_settings.leaseOwner);
     if (!lease)
         return false;
-    const bool resolved = resolveStaleUnder(info.id, *lease);
+    const bool resolved = resolveStaleUnder(info.id, *lease, cause);
     m_leases.release(info.id, *lease);
     return resolved;
 }
 
-bool ConversationService::resolveStaleUnder(const QUuid &id, const LeaseToken &lease)
+bool ConversationService::resolveStaleUnder(const QUuid &id, const LeaseToken &lease,
+                                            QLatin1StringView cause)
 {
     // The row as it is under the lease: a status read before the claim may be of a run that
     // ended and let go of its lease since. Another replica's pause then wrote a false
@@ -672,6 +675,7 @@ bool ConversationService::resolveStaleUnder(const QUuid &id, const LeaseToken &l
         return false;
     const ConversationInfo &info = *current;
     QList<Event> events;
+    RunOutcome outcome = interruptedRunOutcome(cause);
     const QList<Event> history = m_store.historySinceAgentMessage(info.id);
     if (const QList<const Event *> pending = pendingActions(history); !pending.isEmpty()) {
         // The observation tells what the runtime saw of the command: what it printed, and how it
@@ -686,6 +690,7 @@ bool ConversationService::resolveStaleUnder(const QUuid &id, const LeaseToken &l
             m_runtimes.interruptOrphan(info.id);
         events.append(
             Event::observation(action, result.output, result.exitCode, result.interrupted));
+        outcome = commandOutcome(action, result, cause, m_agents.offersRetry(info.agentKind));
         // A command cut short calls off the rest of its step, as an interrupt does: the next
         // run ran them. (One that had ended leaves them to run, as a pause does.)
         if (result.interrupted) {
@@ -697,7 +702,7 @@ bool ConversationService::resolveStaleUnder(const QUuid &id, const LeaseToken &l
         Event::agentError(u"run_interrupted"_s,
                           u"The run was interrupted because the server that executed it stopped. "
                           "Run the conversation again to continue."_s));
-    m_log.setStatus(info.id, ExecutionStatus::Paused, events, &lease);
+    m_log.setStatus(info.id, ExecutionStatus::Paused, events, &lease, OutcomeChange::set(outcome));
     qCDebug(lcExecution) << "resolved stale running conversation" << info.id;
     return true;
 }
@@ -714,7 +719,7 @@ int ConversationService::recoverStale()
         qCInfo(lcExecution) << "adopted" << adopted << "leases of an earlier instance";
     int recovered = 0;
     for (const QUuid &id : m_store.idsWithStatus(ExecutionStatus::Running)) {
-        if (auto info = m_store.find(id); info && resolveStale(*info))
+        if (auto info = m_store.find(id); info && resolveStale(*info, InterruptCause::Restart))
             ++recovered;
     }
     transaction.commit();
@@ -801,7 +806,9 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info,
 
     auto *runner = new ConversationRunner(
         info.id, lease, m_log, m_store, std::move(agent), std::move(runtime),
-        RunSettings{info.workingDir, info.alwaysConfirm, m_settings.commandTimeout}, this);
+        RunSettings{info.workingDir, info.alwaysConfirm, m_settings.commandTimeout,
+                    m_agents.offersRetry(info.agentKind)},
+        this);
     m_runners.insert(info.id, runner);
     connect(runner, &ConversationRunner::stopped, this, [this, runner](const QUuid &id) {
         if (m_runners.value(id) == runner)
@@ -954,6 +961,8 @@ QCoro::Task<ConversationInfo> ConversationService::archive(QUuid id)
     co_await std::move(stopping);
     if (!m_store.setArchived(id, m_clock.nowMs()))
         throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
+    // Archiving is acting on the outcome: unarchived, it does not ask for attention again.
+    m_store.dismissOutcome(id);
     // Its runtime is stopped, as by a stop, which clears a failed start's error (an expiry
     // stays: it is no error of a start).
     if (info.runtime.error)
@@ -1008,11 +1017,49 @@ QCoro::Task<ConversationInfo> ConversationService::stopRuntime(QUuid id)
 
 QCoro::Task<ConversationInfo> ConversationService::recover(QUuid id)
 {
-    const ConversationInfo info = require(id);
+    ConversationInfo info = require(id);
     requireUsableRuntime(info);
     if (!m_runners.contains(id) && !m_starting.contains(id)) {
+        // Continued, the shell agent's run only said "[command interrupted]" and finished:
+        // the crash read as a success. The runtime comes up, and the offer to run the command
+        // again stays.
+        if (m_agents.offersRetry(info.agentKind) && resolveStale(info))
+            info = require(id);
+        if (info.executionStatus != ExecutionStatus::Running && info.outcome &&
+            !info.outcome->retryCommand.isEmpty() && !info.outcome->dismissed) {
+            refuseIfHeldElsewhere(id);
+            auto bringingUp = bringUpRuntime(info);
+            co_await std::move(bringingUp);
+            co_return require(id);
+        }
         auto starting = startRun(info);
         co_await std::move(starting);
+    }
+    co_return require(id);
+}
+
+ConversationInfo ConversationService::dismissOutcome(const QUuid &id)
+{
+    require(id);
+    m_store.dismissOutcome(id);
+    return require(id);
+}
+
+QCoro::Task<ConversationInfo> ConversationService::retry(QUuid id)
+{
+    const ConversationInfo info = require(id);
+    if (!info.outcome || info.outcome->retryCommand.isEmpty() || info.outcome->dismissed ||
+        m_runners.contains(id) || m_starting.contains(id))
+        throw ApiError::conflict(u"nothing_to_retry"_s,
+                                 u"The conversation has no interrupted command to run again"_s);
+    try {
+        auto sending = sendMessage(id, MessageRequest{u"user"_s, info.outcome->retryCommand, true});
+        co_await std::move(sending);
+    } catch (const ApiError &error) {
+        // Stored but not run (the answer says so): offered again, it would be stored twice.
+        if (error.extra.contains(u"seq"_s))
+            m_store.dismissOutcome(id);
+        throw;
     }
     co_return require(id);
 }
@@ -1211,7 +1258,7 @@ QCoro::Task<> ConversationService::shutdown(std::chrono::milliseconds grace)
             qCInfo(lcExecution) << "interrupting" << m_runners.size() << "runs still in flight";
             for (const auto &runner : std::as_const(m_runners)) {
                 if (runner)
-                    runner->interrupt();
+                    runner->interrupt(InterruptCause::Restart);
             }
             interrupted = true;
         }

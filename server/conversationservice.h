@@ -100,7 +100,14 @@ public:
     // Stops the runtime (and a run using it), keeping history; clears a runtime error.
     QCoro::Task<ConversationInfo> stopRuntime(QUuid id);
     // The console's one click: resolve stale state, bring the runtime up, continue the run.
+    // When the outcome offers to run an interrupted command again (the shell agent's), the
+    // run is not continued (it would only report the interruption): the offer stays.
     QCoro::Task<ConversationInfo> recover(QUuid id);
+    // The operator acknowledged the outcome: it no longer needs attention.
+    ConversationInfo dismissOutcome(const QUuid &id);
+    // Runs the interrupted command the outcome offers again, as a new message; 409
+    // `nothing_to_retry` when it offers none (any more).
+    QCoro::Task<ConversationInfo> retry(QUuid id);
 
     // Takes over the leases an earlier instance left (single node: it is provably dead), then
     // resolves every conversation it left `running`. Returns how many were resolved.
@@ -164,9 +171,13 @@ private:
     // The runtime info of conversations (one, or a page), with the sandbox policy in force.
     RuntimeInfo runtimeOf(const ConversationInfo &info) const;
     void describe(QList<ConversationInfo> &conversations) const;
-    bool resolveStale(const ConversationInfo &info);
+    // `cause`: the InterruptCause the outcome names; a restart at startup, a takeover of a run
+    // whose owner went away otherwise.
+    bool resolveStale(const ConversationInfo &info,
+                      QLatin1StringView cause = InterruptCause::Takeover);
     // Whether the conversation was `running` under `lease` and is resolved now.
-    bool resolveStaleUnder(const QUuid &id, const LeaseToken &lease);
+    bool resolveStaleUnder(const QUuid &id, const LeaseToken &lease,
+                           QLatin1StringView cause = InterruptCause::Takeover);
     LeaseToken claimOrThrow(const QUuid &id);
     // A request that needs the conversation's run or runtime, refused before it changes
     // anything while another owner's lease is live (409 or 503, as the claim would answer).

@@ -16,10 +16,11 @@ EventLog::EventLog(ConversationStore &store, EventHub &hub, const Clock &clock)
 {}
 
 QList<StoredEvent> EventLog::append(const QUuid &conversationId, QList<Event> events,
-                                    std::optional<ExecutionStatus> status, const LeaseToken *fence)
+                                    std::optional<ExecutionStatus> status, const LeaseToken *fence,
+                                    const OutcomeChange &outcome)
 {
     const QList<StoredEvent> stored =
-        m_store.append(conversationId, std::move(events), status, m_clock.nowMs(), fence);
+        m_store.append(conversationId, std::move(events), status, m_clock.nowMs(), fence, outcome);
     for (const StoredEvent &event : stored) {
         m_hub.publish(conversationId, event.seq, event.json);
         ++m_published;
@@ -33,10 +34,11 @@ void EventLog::publishTransient(const QUuid &conversationId, const QJsonObject &
 }
 
 QList<StoredEvent> EventLog::setStatus(const QUuid &conversationId, ExecutionStatus status,
-                                       QList<Event> alongWith, const LeaseToken *fence)
+                                       QList<Event> alongWith, const LeaseToken *fence,
+                                       const OutcomeChange &outcome)
 {
     alongWith.append(Event::stateUpdate(u"execution_status"_s, toString(status)));
-    return append(conversationId, std::move(alongWith), status, fence);
+    return append(conversationId, std::move(alongWith), status, fence, outcome);
 }
 
 } // namespace AgentDeck

@@ -16,13 +16,14 @@ public:
     EventLog(ConversationStore &store, EventHub &hub, const Clock &clock);
 
     // `fence`: the lease token of the run writing; the write fails with LeaseLostError when
-    // another owner holds the conversation now.
+    // another owner holds the conversation now. `outcome` is written in the same transaction.
     QList<StoredEvent> append(const QUuid &conversationId, QList<Event> events,
                               std::optional<ExecutionStatus> status = std::nullopt,
-                              const LeaseToken *fence = nullptr);
+                              const LeaseToken *fence = nullptr, const OutcomeChange &outcome = {});
     // A status change, recorded with a ConversationStateUpdateEvent so that streams see it.
     QList<StoredEvent> setStatus(const QUuid &conversationId, ExecutionStatus status,
-                                 QList<Event> alongWith = {}, const LeaseToken *fence = nullptr);
+                                 QList<Event> alongWith = {}, const LeaseToken *fence = nullptr,
+                                 const OutcomeChange &outcome = {});
 
     // Sends a frame to the live subscribers without storing it (no seq): streamed deltas.
     void publishTransient(const QUuid &conversationId, const QJsonObject &frame);

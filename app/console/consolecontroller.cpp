@@ -34,6 +34,10 @@ QString ConsoleController::actionName(Action action)
     switch (action) {
     case Action::Recover:
         return tr("Recover");
+    case Action::RunAgain:
+        return tr("Run again");
+    case Action::Dismiss:
+        return tr("Dismiss");
     case Action::Run:
         return tr("Run");
     case Action::Pause:
@@ -319,6 +323,10 @@ QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id)
         switch (action) {
         case Action::Recover:
             return m_connection->conversationAction(id, u"recover"_s);
+        case Action::RunAgain:
+            return m_connection->conversationAction(id, u"outcome/retry"_s);
+        case Action::Dismiss:
+            return m_connection->conversationAction(id, u"outcome/dismiss"_s);
         case Action::Run:
             return m_connection->conversationAction(id, u"run"_s);
         case Action::Pause:

@@ -22,6 +22,8 @@ public:
     enum class Action
     {
         Recover,
+        RunAgain, // the interrupted command the outcome offers (outcome/retry)
+        Dismiss,  // acknowledges a failed or interrupted outcome
         Run,
         Pause,
         Interrupt, // stops the command in flight

@@ -31,15 +31,20 @@ namespace AgentDeck {
 
 namespace {
 using Action = ConsoleController::Action;
-constexpr std::array AllActions{
-    Action::Recover, Action::Run,         Action::Pause,   Action::Interrupt, Action::Accept,
-    Action::Reject,  Action::Reprovision, Action::Archive, Action::Unarchive, Action::Delete};
+constexpr std::array AllActions{Action::Recover, Action::RunAgain,  Action::Dismiss,
+                                Action::Run,     Action::Pause,     Action::Interrupt,
+                                Action::Accept,  Action::Reject,    Action::Reprovision,
+                                Action::Archive, Action::Unarchive, Action::Delete};
 
 Lifecycle::Availability availability(Action action, const ConversationInfo &info)
 {
     switch (action) {
     case Action::Recover:
         return Lifecycle::canRecover(info);
+    case Action::RunAgain:
+        return Lifecycle::canRunAgain(info);
+    case Action::Dismiss:
+        return Lifecycle::canDismiss(info);
     case Action::Run:
         return Lifecycle::canRun(info);
     case Action::Pause:
@@ -129,7 +134,8 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     actions->addSpacing(12);
     for (Action action : AllActions) {
         auto *button = new QPushButton(ConsoleController::actionName(action), central);
-        button->setObjectName(ConsoleController::actionName(action).toLower() + u"Button"_s);
+        button->setObjectName(ConsoleController::actionName(action).toLower().remove(u' ') +
+                              u"Button"_s);
         connect(button, &QPushButton::clicked, this, [this, action] { trigger(action); });
         m_buttons.insert(action, button);
         actions->addWidget(button);
@@ -575,9 +581,11 @@ void MainWindow::notifyAttention(const ConversationInfo &info)
 {
     if (!m_tray)
         return;
-    QString why = Lifecycle::executionLabel(info.executionStatus);
+    QString why = Lifecycle::executionText(info);
     if (info.runtime.error)
         why = info.runtime.error->message;
+    else if (info.outcome && info.outcome->needsAttention())
+        why = info.outcome->detail;
     m_tray->showMessage(tr("Needs attention: %1").arg(withControlsShown(info.title)), why,
                         QSystemTrayIcon::Warning, 8000);
 }

@@ -31,12 +31,23 @@ StatusBadgeDelegate::Badge StatusBadgeDelegate::runtimeBadge(const QString &stat
     return {QColor(0xc6, 0x28, 0x28), u"✖"_s};
 }
 
-StatusBadgeDelegate::Badge StatusBadgeDelegate::executionBadge(const QString &status, bool stale)
+StatusBadgeDelegate::Badge StatusBadgeDelegate::executionBadge(const QString &status, bool stale,
+                                                               const QString &outcomeKind,
+                                                               bool outcomeAttention)
 {
     if (stale)
         return {QColor(0xc6, 0x28, 0x28), u"⚠"_s};
     if (status == u"running"_s)
         return {QColor(0x15, 0x65, 0xc0), u"▶"_s};
+    // The run's last action, where it was no success: a check on "finished · exit 2" read as
+    // one.
+    if (!outcomeKind.isEmpty() && outcomeKind != u"succeeded"_s &&
+        status != u"waiting_for_confirmation"_s) {
+        const QColor grey(0x75, 0x75, 0x75);
+        if (outcomeKind == u"interrupted"_s)
+            return {outcomeAttention ? QColor(0xef, 0x6c, 0x00) : grey, u"⚠"_s};
+        return {outcomeAttention ? QColor(0xc6, 0x28, 0x28) : grey, u"✖"_s};
+    }
     if (status == u"paused"_s)
         return {QColor(0xef, 0x6c, 0x00), u"‖"_s};
     if (status == u"waiting_for_confirmation"_s)
@@ -65,7 +76,9 @@ void StatusBadgeDelegate::paint(QPainter *painter, const QStyleOptionViewItem &o
                            index.data(ConversationListModel::RuntimeLabelRole).toString(),
                            index.data(ConversationListModel::NeedsAttentionRole).toBool())
             : executionBadge(index.data(ConversationListModel::ExecutionStatusRole).toString(),
-                             index.data(ConversationListModel::StaleRole).toBool());
+                             index.data(ConversationListModel::StaleRole).toBool(),
+                             index.data(ConversationListModel::OutcomeKindRole).toString(),
+                             index.data(ConversationListModel::OutcomeAttentionRole).toBool());
     // The glyph gets a square of its own: it may come from a fallback font whose width the
     // primary font's metrics do not know.
     const QFontMetrics metrics(option.font);
@@ -95,9 +108,10 @@ int StatusBadgeDelegate::widthFor(const QFontMetrics &metrics, const QString &te
 
 int StatusBadgeDelegate::columnWidth(const QFontMetrics &metrics) const
 {
-    const QStringList longest = m_kind == Kind::Runtime
-                                    ? QStringList{u"missing (resumable)"_s, u"on another replica"_s}
-                                    : QStringList{u"waiting for confirmation"_s};
+    const QStringList longest =
+        m_kind == Kind::Runtime
+            ? QStringList{u"missing (resumable)"_s, u"on another replica"_s}
+            : QStringList{u"waiting for confirmation"_s, u"paused · interrupted by a restart"_s};
     int width = 0;
     for (const QString &text : longest)
         width = std::max(width, widthFor(metrics, text));

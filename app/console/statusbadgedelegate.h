@@ -29,7 +29,11 @@ public:
     // `attention`: Lifecycle::needsAttention. A missing runtime is a problem only then: an idle
     // conversation has none until it runs, and 2,000 orange rows hid the ones that mattered.
     static Badge runtimeBadge(const QString &runtimeStatus, const QString &label, bool attention);
-    static Badge executionBadge(const QString &executionStatus, bool stale);
+    // `outcomeKind`: the wire kind of the run's outcome (empty for none); a failed or
+    // interrupted one is never painted as a success, and greys once acknowledged
+    // (`outcomeAttention` false).
+    static Badge executionBadge(const QString &executionStatus, bool stale,
+                                const QString &outcomeKind = {}, bool outcomeAttention = false);
     // The width of a badge showing `text`.
     static int widthFor(const QFontMetrics &metrics, const QString &text);
     // Wide enough for the longest words of its kind, so that the column need not follow the

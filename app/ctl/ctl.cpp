@@ -55,6 +55,10 @@ Commands:
   archive ID            stop its runtime, then archive it (history and workspace stay)
   unarchive ID          make it active again (starts nothing)
   recover ID            resolve stale state, bring the runtime up, continue the interrupted run
+                        (a shell command cut short is offered to run again instead: retry)
+  retry ID              run the interrupted command the outcome offers again
+  dismiss ID            acknowledge a failed or interrupted outcome: it no longer needs
+                        attention
   reprovision ID        replace its runtime with a fresh one
   delete ID [--yes]     delete it, its history and its server-owned workspace; asks for y on a
                         terminal, refuses without --yes otherwise
@@ -144,6 +148,8 @@ enum class Command
     Archive,
     Unarchive,
     Recover,
+    Retry,
+    Dismiss,
     Reprovision,
     Delete,
     Send,
@@ -178,6 +184,8 @@ const QList<CommandSpec> &commandSpecs()
         {"archive"_L1, Command::Archive, true, false, {u"json"_s}},
         {"unarchive"_L1, Command::Unarchive, true, false, {u"json"_s}},
         {"recover"_L1, Command::Recover, true, false, {u"json"_s}},
+        {"retry"_L1, Command::Retry, true, false, {u"json"_s}},
+        {"dismiss"_L1, Command::Dismiss, true, false, {u"json"_s}},
         {"reprovision"_L1, Command::Reprovision, true, false, {u"json"_s}},
         {"delete"_L1, Command::Delete, true, false, {u"yes"_s, u"json"_s}},
         {"send"_L1, Command::Send, true, true, {u"run"_s, u"json"_s}},
@@ -763,6 +771,11 @@ int run(const Invocation &invocation)
         return QCoro::waitFor(ctl.archiveAction(false));
     case Command::Recover:
         return QCoro::waitFor(ctl.action(u"recover"_s, u"Recovered %1."_s));
+    case Command::Retry:
+        return QCoro::waitFor(
+            ctl.action(u"outcome/retry"_s, u"Asked %1 to run its command again."_s));
+    case Command::Dismiss:
+        return QCoro::waitFor(ctl.action(u"outcome/dismiss"_s, u"Dismissed the outcome of %1."_s));
     case Command::Reprovision:
         return QCoro::waitFor(ctl.action(u"runtime/reprovision"_s, u"Reprovisioned %1."_s));
     case Command::Delete:

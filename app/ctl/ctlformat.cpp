@@ -198,7 +198,7 @@ QString alignedTable(const QStringList &header, const QList<QStringList> &rows)
 
 QString executionWord(const ConversationInfo &info)
 {
-    QString word = Lifecycle::executionLabel(info.executionStatus);
+    QString word = Lifecycle::executionText(info);
     if (info.executionStatus == ExecutionStatus::Running && Lifecycle::isStale(info))
         word += u" (stale)"_s;
     return word;
@@ -227,6 +227,15 @@ QString conversationDetails(const ConversationInfo &info)
     add(u"id"_s, toWireId(info.id));
     add(u"title"_s, info.title.isEmpty() ? u"-"_s : oneLine(info.title));
     add(u"execution"_s, executionWord(info));
+    if (info.outcome) {
+        const RunOutcome &outcome = *info.outcome;
+        add(u"outcome"_s, toString(outcome.kind) + u": "_s + oneLine(outcome.detail) +
+                              (outcome.dismissed          ? u" (dismissed)"_s
+                               : outcome.needsAttention() ? u" (needs attention)"_s
+                                                          : QString()));
+        if (!outcome.retryCommand.isEmpty())
+            add(u"retry"_s, u"$ "_s + oneLine(outcome.retryCommand));
+    }
     add(u"runtime"_s, Lifecycle::runtimeLabel(info));
     add(u"can resume"_s, info.runtime.canResume ? u"yes"_s : u"no"_s);
     if (info.runtime.error)

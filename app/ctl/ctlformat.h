@@ -20,7 +20,8 @@ QString conversationTable(const QList<ConversationInfo> &conversations);
 // One "field: value" line per fact, for `show`.
 QString conversationDetails(const ConversationInfo &info);
 
-// The execution badge word, with "(stale)" when no live executor backs a `running`.
+// The execution badge words with the run's outcome ("finished · exit 2"), and "(stale)" when
+// no live executor backs a `running`.
 QString executionWord(const ConversationInfo &info);
 
 // `events`: a header, then one line per event. Lines have fixed-width leading columns so that a

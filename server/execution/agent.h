@@ -95,6 +95,9 @@ public:
     virtual bool knows(const QString &kind) const = 0;
     virtual QStringList kinds() const = 0;
     virtual std::unique_ptr<Agent> create(const QString &kind) const = 0;
+    // Whether an interrupted command of this kind's agent is offered to run again: its next
+    // step would only report the interruption (the shell agent), where a model continues.
+    virtual bool offersRetry(const QString & /*kind*/) const { return false; }
     // Creates the agent of a conversation with its settings; by default as create(kind).
     virtual std::unique_ptr<Agent> createFor(const QString &kind, const AgentContext &) const
     {
@@ -118,6 +121,7 @@ public:
     bool knows(const QString &kind) const override;
     QStringList kinds() const override;
     std::unique_ptr<Agent> create(const QString &kind) const override;
+    bool offersRetry(const QString &kind) const override { return kind == u"shell"; }
     std::unique_ptr<Agent> createFor(const QString &kind,
                                      const AgentContext &context) const override;
     QString validate(const QString &kind, QJsonObject &config, QString *secret) const override;

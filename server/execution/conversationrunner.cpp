@@ -64,6 +64,63 @@ Event calledOffObservation(const Event &action)
     return Event::observation(action, u"[not run: the run was interrupted]"_s, -1, true);
 }
 
+namespace {
+QString causeWords(const QString &cause)
+{
+    if (cause == InterruptCause::Restart)
+        return u"by a restart of the server"_s;
+    if (cause == InterruptCause::Takeover)
+        return u"when another server took the conversation over"_s;
+    if (cause == InterruptCause::SandboxLost)
+        return u"because its sandbox went away"_s;
+    return u"by the operator"_s;
+}
+} // namespace
+
+RunOutcome commandOutcome(const Event &action, const CommandResult &result, const QString &cause,
+                          bool offersRetry)
+{
+    RunOutcome outcome;
+    if (result.interrupted) {
+        outcome.kind = RunOutcome::Kind::Interrupted;
+        outcome.interruptedBy = cause;
+        outcome.detail = u"The command was interrupted "_s + causeWords(cause);
+        if (offersRetry)
+            outcome.retryCommand =
+                action.fields.value(u"action"_s).toObject().value(u"command"_s).toString();
+        return outcome;
+    }
+    outcome.exitCode = result.exitCode;
+    // The runtimes end a command at its timeout with 124 and this line (commandOutput()).
+    if (result.exitCode == 124 && result.output.endsWith(u"[command timed out]\n"_s)) {
+        outcome.kind = RunOutcome::Kind::TimedOut;
+        outcome.detail = u"The command timed out"_s;
+        return outcome;
+    }
+    outcome.kind = result.exitCode == 0 ? RunOutcome::Kind::Succeeded : RunOutcome::Kind::Failed;
+    outcome.detail = u"The command exited with code %1"_s.arg(result.exitCode);
+    return outcome;
+}
+
+RunOutcome interruptedRunOutcome(const QString &cause)
+{
+    RunOutcome outcome;
+    outcome.kind = RunOutcome::Kind::Interrupted;
+    outcome.interruptedBy = cause;
+    outcome.detail = u"The run was interrupted "_s + causeWords(cause);
+    return outcome;
+}
+
+RunOutcome errorOutcome(const Event &agentError)
+{
+    RunOutcome outcome;
+    outcome.code = agentError.fields.value(u"code"_s).toString();
+    outcome.kind = outcome.code == u"max_iterations_reached"_s ? RunOutcome::Kind::Limit
+                                                               : RunOutcome::Kind::Error;
+    outcome.detail = agentError.fields.value(u"error"_s).toString();
+    return outcome;
+}
+
 ConversationRunner::ConversationRunner(const QUuid &conversationId, LeaseToken lease, EventLog &log,
                                        ConversationStore &store, std::unique_ptr<Agent> agent,
                                        std::shared_ptr<Runtime> runtime, RunSettings settings,
@@ -100,8 +157,10 @@ void ConversationRunner::requestPause()
         m_agent->cancel();
 }
 
-void ConversationRunner::interrupt()
+void ConversationRunner::interrupt(QLatin1StringView cause)
 {
+    if (m_interruptCause.isEmpty())
+        m_interruptCause = cause;
     m_pauseRequested = true;
     m_interrupted = true;
     if (m_agent)
@@ -150,7 +209,8 @@ QCoro::Task<> ConversationRunner::loop()
     };
 
     try {
-        m_log.setStatus(m_id, ExecutionStatus::Running, {}, &m_lease);
+        // A new run is the operator acting on the outcome of the last one.
+        m_log.setStatus(m_id, ExecutionStatus::Running, {}, &m_lease, OutcomeChange::dismiss());
         // Parsing all of a long history cost a run ~1 s and ~150 MB at 100,000 events before
         // its first step; the shell and echo agents need only what is not answered yet.
         if (m_agent->historyScope() == Agent::HistoryScope::OpenMessages)
@@ -175,12 +235,18 @@ QCoro::Task<> ConversationRunner::loop()
             if (m_pauseRequested) {
                 // An interrupt between an action's write and its command's start calls the step
                 // off as one during the command does: otherwise the next run ran it.
+                // Between steps nothing is cut short: the outcome stays the last command's.
                 QList<Event> calledOff;
-                if (m_interrupted) {
-                    for (const Event *action : pendingActions(history))
+                OutcomeChange outcome;
+                if (const QList<const Event *> pending = pendingActions(history);
+                    m_interrupted && !pending.isEmpty()) {
+                    for (const Event *action : pending)
                         calledOff.append(calledOffObservation(*action));
+                    outcome = OutcomeChange::set(commandOutcome(*pending.first(), {{}, -1, true},
+                                                                m_interruptCause,
+                                                                m_settings.offersRetry));
                 }
-                m_log.setStatus(m_id, ExecutionStatus::Paused, calledOff, &m_lease);
+                m_log.setStatus(m_id, ExecutionStatus::Paused, calledOff, &m_lease, outcome);
                 break;
             }
             if (const QList<const Event *> pending = pendingActions(history); !pending.isEmpty()) {
@@ -206,6 +272,11 @@ QCoro::Task<> ConversationRunner::loop()
                     break;
                 const Event observation =
                     Event::observation(action, result.output, result.exitCode, result.interrupted);
+                // Cut short without being asked to: the sandbox went away under it.
+                const OutcomeChange outcome = OutcomeChange::set(commandOutcome(
+                    action, result,
+                    m_interrupted ? m_interruptCause : QString(InterruptCause::SandboxLost),
+                    m_settings.offersRetry));
                 if (result.interrupted) {
                     // The rest of the step is called off too: an operator who interrupts
                     // `rm -rf a` must not see `rm -rf b` run when the conversation resumes.
@@ -215,7 +286,8 @@ QCoro::Task<> ConversationRunner::loop()
                     m_unstored = observations;
                     auto writing = persist(
                         [&] {
-                            m_log.setStatus(m_id, ExecutionStatus::Paused, observations, &m_lease);
+                            m_log.setStatus(m_id, ExecutionStatus::Paused, observations, &m_lease,
+                                            outcome);
                         },
                         observation.id);
                     co_await std::move(writing);
@@ -225,9 +297,9 @@ QCoro::Task<> ConversationRunner::loop()
                 // What the command did is written even if the database blinks meanwhile: an
                 // action left without its observation would run again.
                 m_unstored = {observation};
-                auto writing =
-                    persist([&] { m_log.append(m_id, {observation}, std::nullopt, &m_lease); },
-                            observation.id);
+                auto writing = persist(
+                    [&] { m_log.append(m_id, {observation}, std::nullopt, &m_lease, outcome); },
+                    observation.id);
                 co_await std::move(writing);
                 m_unstored.clear();
                 continue;
@@ -269,12 +341,18 @@ QCoro::Task<> ConversationRunner::loop()
                 break;
             }
             case AgentStep::Kind::Cancelled:
-                m_log.setStatus(m_id, ExecutionStatus::Paused, {}, &m_lease);
+                // A pause is no outcome; an interrupt cuts the run short.
+                m_log.setStatus(m_id, ExecutionStatus::Paused, {}, &m_lease,
+                                m_interrupted
+                                    ? OutcomeChange::set(interruptedRunOutcome(m_interruptCause))
+                                    : OutcomeChange{});
                 break;
-            case AgentStep::Kind::Fail:
-                m_log.setStatus(m_id, ExecutionStatus::Error,
-                                {Event::agentError(step.errorCode, step.text)}, &m_lease);
+            case AgentStep::Kind::Fail: {
+                const Event failure = Event::agentError(step.errorCode, step.text);
+                m_log.setStatus(m_id, ExecutionStatus::Error, {failure}, &m_lease,
+                                OutcomeChange::set(errorOutcome(failure)));
                 break;
+            }
             }
             break;
         }
@@ -308,7 +386,8 @@ QCoro::Task<> ConversationRunner::loop()
         QList<Event> end = m_unstored;
         end.append(failure);
         try {
-            m_log.setStatus(m_id, ExecutionStatus::Error, unstoredOf(m_store, m_id, end), &m_lease);
+            m_log.setStatus(m_id, ExecutionStatus::Error, unstoredOf(m_store, m_id, end), &m_lease,
+                            OutcomeChange::set(errorOutcome(failure)));
         } catch (const std::exception &) {
             // Storage refuses this too (a full disk): the service writes it once it is back.
             m_unwrittenEnd = end;

@@ -19,6 +19,8 @@ struct RunSettings
     QString workingDir;
     bool alwaysConfirm = false;
     std::chrono::milliseconds commandTimeout{0};
+    // An interrupted command is offered to run again (AgentFactory::offersRetry).
+    bool offersRetry = false;
 };
 
 // The live executor of one conversation: asks the agent for the next step, runs commands in the
@@ -42,8 +44,9 @@ public:
     void start(const QUuid &confirmedActionId = {});
     // Stop after the current step.
     void requestPause();
-    // Cancel the command in flight (recorded as interrupted), then stop.
-    void interrupt();
+    // Cancel the command in flight (recorded as interrupted by `cause`, an InterruptCause),
+    // then stop. The first cause given is the one recorded.
+    void interrupt(QLatin1StringView cause = InterruptCause::Operator);
     // The conversation is being deleted: stop without writing anything more.
     void abandon();
     bool isCommandInFlight() const { return m_commandInFlight; }
@@ -84,6 +87,7 @@ private:
     QUuid m_confirmedActionId;
     bool m_pauseRequested = false;
     bool m_interrupted = false;
+    QString m_interruptCause;
     bool m_abandoned = false;
     bool m_commandInFlight = false;
     QList<Event> m_unstored; // what the command in hand did, until it is stored
@@ -97,6 +101,15 @@ const Event *pendingAction(const QList<Event> &history);
 // The observation of a pending action that an interrupted step calls off: it never ran, and it
 // does not run when the conversation resumes.
 Event calledOffObservation(const Event &action);
+// The outcome of `action` from what its command did. A command cut short is interrupted by
+// `cause` (an InterruptCause); `offersRetry`: it is offered to run again.
+RunOutcome commandOutcome(const Event &action, const CommandResult &result, const QString &cause,
+                          bool offersRetry);
+// A run cut short between its steps (no command was running).
+RunOutcome interruptedRunOutcome(const QString &cause);
+// A run ended by `agentError` (an AgentErrorEvent): at a limit, or in error.
+RunOutcome errorOutcome(const Event &agentError);
+
 // `events` without those the conversation's history holds already (a write whose commit
 // answer was lost may have been done).
 QList<Event> unstoredOf(ConversationStore &store, const QUuid &id, QList<Event> events);

@@ -44,6 +44,11 @@ void RuntimeController::registerRoutes(Router &router, ConversationService &serv
     router.add(Method::Post, item + u"/unarchive"_s, [&service](const HttpRequest &request) {
         return HttpResponse::json(service.unarchive(request.idArg(0)).toJson());
     });
+    router.add(Method::Post, item + u"/outcome/dismiss"_s, [&service](const HttpRequest &request) {
+        return HttpResponse::json(service.dismissOutcome(request.idArg(0)).toJson());
+    });
+    router.addAsync(Method::Post, item + u"/outcome/retry"_s,
+                    conversationAction(service, &ConversationService::retry));
 }
 
 } // namespace AgentDeck

@@ -19,8 +19,8 @@ const QString ConversationColumns =
     u"id, title, tags, created_at, updated_at, archived_at, execution_status, agent_kind, "
     "working_dir, workspace_owned, always_confirm, event_count, last_event_at, "
     "runtime_error_code, runtime_error_message, runtime_expired_at, agent_config, prompt_tokens, "
-    "completion_tokens, llm_requests, llm_retries, sandbox_policy"_s;
-// Several replicas: the owner of a live lease, whose replica holds the runtime (column 22).
+    "completion_tokens, llm_requests, llm_retries, sandbox_policy, outcome, outcome_dismissed"_s;
+// Several replicas: the owner of a live lease, whose replica holds the runtime (column 24).
 const QString LiveLeaseOwnerColumn =
     u", CASE WHEN lease_expires_at > agentdeck_now_ms() THEN lease_owner END"_s;
 // A conversation being deleted is gone to every read (see beginRemoval()).
@@ -52,7 +52,7 @@ QString tagsToJson(const QMap<QString, QString> &tags)
 }
 
 // `instance`: this process's lease owner name when several replicas share the catalog; the
-// row then has LiveLeaseOwnerColumn at 22.
+// row then has LiveLeaseOwnerColumn at 24.
 ConversationInfo conversationFromRow(const QSqlQuery &q, const QString &instance)
 {
     ConversationInfo info;
@@ -82,7 +82,12 @@ ConversationInfo conversationFromRow(const QSqlQuery &q, const QString &instance
     info.llmRetries = q.value(20).toLongLong();
     if (const QString policy = q.value(21).toString(); !policy.isEmpty())
         info.sandbox = SandboxPolicy::fromJson(QJsonDocument::fromJson(policy.toUtf8()).object());
-    const QString owner = instance.isEmpty() ? QString() : q.value(22).toString();
+    if (const QString outcome = q.value(22).toString(); !outcome.isEmpty()) {
+        info.outcome = RunOutcome::fromJson(QJsonDocument::fromJson(outcome.toUtf8()).object());
+        if (info.outcome)
+            info.outcome->dismissed = q.value(23).toBool();
+    }
+    const QString owner = instance.isEmpty() ? QString() : q.value(24).toString();
     if (!q.value(15).isNull()) {
         info.runtime = {RuntimeStatus::Missing, false,
                         RuntimeError{u"runtime_expired"_s,
@@ -255,6 +260,8 @@ qsizetype ConversationStore::cachedBytes(const ConversationInfo &info)
     // The strings twice (UTF-16 in the row, UTF-8 in its JSON), tags and agent settings being
     // most of a large row; a fixed part for the rest.
     qsizetype text = info.title.size() + info.workingDir.size();
+    if (info.outcome)
+        text += info.outcome->detail.size() + info.outcome->retryCommand.size();
     for (auto tag = info.tags.cbegin(); tag != info.tags.cend(); ++tag)
         text += tag.key().size() + tag.value().size();
     for (auto setting = info.agentConfig.constBegin(); setting != info.agentConfig.constEnd();
@@ -323,6 +330,16 @@ void ConversationStore::addUsage(const QUuid &id, const LlmUsage &usage, const L
     if (q.numRowsAffected() == 0)
         throw LeaseLostError("conversation " + toWireId(id).toStdString() +
                              " is no longer held at epoch " + std::to_string(fence.epoch));
+}
+
+bool ConversationStore::dismissOutcome(const QUuid &id)
+{
+    m_cache.remove(id);
+    QSqlQuery &q = m_db.prepared(u"UPDATE conversations SET outcome_dismissed = 1 WHERE id = ? "
+                                 "AND outcome IS NOT NULL AND outcome_dismissed = 0"_s);
+    q.addBindValue(toWireId(id));
+    m_db.exec(q);
+    return q.numRowsAffected() > 0;
 }
 
 std::optional<ConversationInfo> ConversationStore::find(const QUuid &id)
@@ -714,7 +731,7 @@ QList<QPair<QString, qint64>> ConversationStore::countByStatus()
 
 QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> events,
                                              std::optional<ExecutionStatus> status, qint64 nowMs,
-                                             const LeaseToken *fence)
+                                             const LeaseToken *fence, const OutcomeChange &outcome)
 {
     // Out of the cache while the transaction runs; back, updated, once it committed (the next
     // message to the conversation then needs no read of its row).
@@ -797,6 +814,24 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
         row.bind(column++, toString(*status));
     row.bind(column, wireId);
     row.exec();
+    // A statement of its own: most appends leave the outcome alone.
+    RunOutcome written = outcome.outcome;
+    if (outcome.op == OutcomeChange::Op::Set) {
+        written.at = now;
+        written.dismissed = false;
+        QJsonObject columnJson = written.toJson();
+        columnJson.remove(u"dismissed"_s);
+        Database::Statement &set = m_db.statement(
+            u"UPDATE conversations SET outcome = ?, outcome_dismissed = 0 WHERE id = ?"_s);
+        set.bind(0, QString::fromUtf8(QJsonDocument(columnJson).toJson(QJsonDocument::Compact)));
+        set.bind(1, wireId);
+        set.exec();
+    } else if (outcome.op == OutcomeChange::Op::Dismiss) {
+        Database::Statement &dismiss = m_db.statement(
+            u"UPDATE conversations SET outcome_dismissed = 1 WHERE id = ? AND outcome IS NOT NULL"_s);
+        dismiss.bind(0, wireId);
+        dismiss.exec();
+    }
     if (!stored.isEmpty() && announces())
         announce(id, u"%1 %2"_s.arg(stored.first().seq).arg(stored.last().seq));
     transaction.commit();
@@ -808,6 +843,10 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
             info.lastEventAt = now;
         if (status)
             info.executionStatus = *status;
+        if (outcome.op == OutcomeChange::Op::Set)
+            info.outcome = written;
+        else if (outcome.op == OutcomeChange::Op::Dismiss && info.outcome)
+            info.outcome->dismissed = true;
         cached->json.clear();
         cache(id, std::move(cached));
     }

@@ -64,6 +64,22 @@ struct LlmUsage
     }
 };
 
+// What a write does to the conversation's outcome (ConversationInfo::outcome).
+struct OutcomeChange
+{
+    enum class Op
+    {
+        Keep,
+        Set,    // `outcome`, at the write's time, not dismissed
+        Dismiss // the operator acknowledged the one there is
+    };
+    Op op = Op::Keep;
+    RunOutcome outcome;
+
+    static OutcomeChange set(RunOutcome outcome) { return {Op::Set, std::move(outcome)}; }
+    static OutcomeChange dismiss() { return {Op::Dismiss, {}}; }
+};
+
 // Field updates of PATCH; unset fields are left as they are.
 struct ConversationUpdate
 {
@@ -133,6 +149,8 @@ public:
     // Sets archived_at (keeping an earlier one) or clears it. False when the row is gone.
     bool setArchived(const QUuid &id, std::optional<qint64> archivedAtMs);
     void setRuntimeError(const QUuid &id, const std::optional<RuntimeError> &error);
+    // Marks the outcome dismissed; false when there is none not dismissed yet (or no row).
+    bool dismissOutcome(const QUuid &id);
     // Adds an agent step's language model usage to the conversation's stats.
     void addUsage(const QUuid &id, const LlmUsage &usage, const LeaseToken &fence);
 
@@ -146,12 +164,12 @@ public:
     QList<QPair<QString, qint64>> countByStatus();
 
     // Appends `events` in one transaction, giving them the next seqs, and sets the execution
-    // status when asked. Returns the events as stored. Throws ApiError 404 when the conversation
-    // no longer exists, and LeaseLostError when `fence` no longer matches the row's lease (then
-    // nothing is written).
+    // status and the outcome when asked. Returns the events as stored. Throws ApiError 404 when the
+    // conversation no longer exists, and LeaseLostError when `fence` no longer matches the row's
+    // lease (then nothing is written).
     QList<StoredEvent> append(const QUuid &id, QList<Event> events,
                               std::optional<ExecutionStatus> status, qint64 nowMs,
-                              const LeaseToken *fence = nullptr);
+                              const LeaseToken *fence = nullptr, const OutcomeChange &outcome = {});
 
     // Events after `afterSeq` in order: at most `limit`, and with `maxBytes`, none after the one
     // that brings the total to it.

@@ -67,20 +67,64 @@ private Q_SLOTS:
         m_dir.reset();
     }
 
-    void recoverContinuesAnInterruptedRun()
+    // A run cut short by a crash read as an ordinary pause, and Recover ended it `finished`,
+    // as a success ends: the row says what happened, counts as needing attention, and Recover
+    // offers the command again, one click away.
+    void recoverOffersAnInterruptedCommandAgain()
     {
         // A row left running with a command in flight, as a killed server leaves it.
-        const QUuid id = seedInterruptedConversation();
+        const QUuid id = seedInterruptedConversation(u"echo again"_s);
         startConsole();
         QCOMPARE(status(id), u"paused"_s);
+        QCOMPARE(executionText(id), u"paused · interrupted by a restart"_s);
+        QCOMPARE(m_window->tabs()->tabText(0), u"Active (1, 1 needs attention)"_s);
         QVERIFY(m_window->selectConversation(id));
+        QPushButton *runAgain = m_window->actionButton(Action::RunAgain);
+        QVERIFY(runAgain->isEnabled());
         QPushButton *recover = m_window->actionButton(Action::Recover);
         QVERIFY2(recover->isEnabled(), qPrintable(recover->toolTip()));
         QTest::mouseClick(recover, Qt::LeftButton);
-        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
-        QCOMPARE(runtimeOf(id), u"available"_s);
-        // The badge follows through the live update.
+        QTRY_COMPARE_WITH_TIMEOUT(runtimeOf(id), u"available"_s, 15000);
         QTRY_COMPARE_WITH_TIMEOUT(badgeText(m_window->activeView(), id), u"available"_s, 10000);
+        QCOMPARE(status(id), u"paused"_s);
+        QCOMPARE(executionText(id), u"paused · interrupted by a restart"_s);
+        QCOMPARE(m_window->tabs()->tabText(0), u"Active (1, 1 needs attention)"_s);
+
+        QTRY_VERIFY_WITH_TIMEOUT(runAgain->isEnabled(), 10000);
+        QTest::mouseClick(runAgain, Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
+        QTRY_COMPARE_WITH_TIMEOUT(executionText(id), u"finished"_s, 10000);
+        QTRY_COMPARE_WITH_TIMEOUT(m_window->tabs()->tabText(0), u"Active (1)"_s, 10000);
+        QVERIFY(!runAgain->isEnabled());
+        const QList<QJsonObject> observations =
+            Testing::ofKind(eventsOf(id), u"ObservationEvent"_s);
+        QCOMPARE(observations.size(), 2);
+        QCOMPARE(observations.last().value(u"observation"_s).toObject().value(u"output"_s),
+                 u"again\n"_s);
+    }
+
+    // `make` exiting 2 had a green check: it is marked, counted, and dismissed with a click.
+    void aFailedRunNeedsAttentionUntilDismissed()
+    {
+        startConsole();
+        const QUuid id = create(u"fails"_s, u"exit 2"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
+        QTRY_COMPARE_WITH_TIMEOUT(executionText(id), u"finished · exit 2"_s, 10000);
+        QTRY_COMPARE_WITH_TIMEOUT(m_window->tabs()->tabText(0), u"Active (1, 1 needs attention)"_s,
+                                  10000);
+        const StatusBadgeDelegate::Badge failedBadge = executionBadge(id);
+        QCOMPARE(failedBadge.glyph, u"✖"_s);
+        QCOMPARE(failedBadge.colour, QColor(0xc6, 0x28, 0x28));
+        QVERIFY(showAndSelect(id));
+        QVERIFY(!m_window->actionButton(Action::RunAgain)->isEnabled());
+        QPushButton *dismiss = m_window->actionButton(Action::Dismiss);
+        QVERIFY2(dismiss->isEnabled(), qPrintable(dismiss->toolTip()));
+        QTest::mouseClick(dismiss, Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(m_window->tabs()->tabText(0), u"Active (1)"_s, 10000);
+        // The fact stays; only the call for attention goes.
+        QCOMPARE(executionText(id), u"finished · exit 2"_s);
+        QCOMPARE(executionBadge(id).colour, QColor(0x75, 0x75, 0x75));
+        QVERIFY(!dismiss->isEnabled());
     }
 
     void unarchiveMovesTheRowBackToActive()
@@ -1210,7 +1254,7 @@ private:
         transaction.commit();
     }
 
-    QUuid seedInterruptedConversation()
+    QUuid seedInterruptedConversation(const QString &command = u"sleep 30"_s)
     {
         QString error;
         auto db = Database::openSqlite(m_dir->filePath(u"agentdeck.db"_s), &error);
@@ -1224,10 +1268,10 @@ private:
         QDir().mkpath(info.workingDir);
         info.executionStatus = ExecutionStatus::Running;
         store.insert(info);
-        store.append(info.id,
-                     {Event::message(u"user"_s, u"user"_s, u"sleep 30"_s),
-                      Event::action(u"bash"_s, u"sleep 30"_s)},
-                     ExecutionStatus::Running, QDateTime::currentMSecsSinceEpoch());
+        store.append(
+            info.id,
+            {Event::message(u"user"_s, u"user"_s, command), Event::action(u"bash"_s, command)},
+            ExecutionStatus::Running, QDateTime::currentMSecsSinceEpoch());
         return info.id;
     }
 
@@ -1289,6 +1333,29 @@ private:
             m_controller->conversations()->index(row, ConversationListModel::RuntimeColumn);
         auto *proxy = static_cast<QSortFilterProxyModel *>(view->model());
         return proxy->mapFromSource(source).data().toString();
+    }
+    // The execution column's words and badge, as the list shows them now.
+    QModelIndex executionCell(const QUuid &id)
+    {
+        const int row = m_controller->conversations()->rowOf(id);
+        if (row < 0)
+            return {};
+        return m_controller->conversations()->index(row, ConversationListModel::ExecutionColumn);
+    }
+    // Refreshed first, as the console's timer would.
+    QString executionText(const QUuid &id)
+    {
+        QCoro::waitFor(m_controller->refresh());
+        return executionCell(id).data().toString();
+    }
+    StatusBadgeDelegate::Badge executionBadge(const QUuid &id)
+    {
+        const QModelIndex cell = executionCell(id);
+        return StatusBadgeDelegate::executionBadge(
+            cell.data(ConversationListModel::ExecutionStatusRole).toString(),
+            cell.data(ConversationListModel::StaleRole).toBool(),
+            cell.data(ConversationListModel::OutcomeKindRole).toString(),
+            cell.data(ConversationListModel::OutcomeAttentionRole).toBool());
     }
     qint64 sandboxPid(const QUuid &id)
     {

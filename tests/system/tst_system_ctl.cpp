@@ -332,6 +332,47 @@ private Q_SLOTS:
         QCOMPARE(listed.value(u"items"_s).toArray(), expected);
     }
 
+    // A failed command read `finished` like a success, and a run cut short by a SIGKILL of the
+    // server like an ordinary pause: list says how the last action ended.
+    void listSaysHowTheLastActionEnded()
+    {
+        ServerProcess *server = &m_fleet.add();
+        QVERIFY2(server->startReady(), qPrintable(server->stderrText()));
+        const QString dataDir = server->dataDir();
+        const QUuid failed = server->create(conversationBody(u"shell"_s, u"fails"_s, u"exit 2"_s));
+        const QUuid sleeper =
+            server->create(conversationBody(u"shell"_s, u"sleeps"_s, u"sleep 600"_s));
+        QVERIFY(server->waitForStatus(failed, u"finished"_s));
+        QVERIFY(QTest::qWaitFor(
+            [&] { return ofKind(server->events(sleeper), u"ActionEvent"_s).size() == 1; },
+            CommandTimeoutMs));
+        server->kill();
+        server = &m_fleet.add(dataDir);
+        QVERIFY2(server->startReady(), qPrintable(server->stderrText()));
+
+        CtlResult result = ctl(*server, {u"list"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        const QStringList lines = result.outLines();
+        QVERIFY2(QRegularExpression(u"^\\S+ +fails +finished · exit 2 +"_s)
+                     .match(lineWith(lines, wireId(failed)))
+                     .hasMatch(),
+                 qPrintable(result.out));
+        QVERIFY2(QRegularExpression(u"^\\S+ +sleeps +paused · interrupted by a restart +"_s)
+                     .match(lineWith(lines, wireId(sleeper)))
+                     .hasMatch(),
+                 qPrintable(result.out));
+
+        result = ctl(*server, {u"show"_s, wireId(sleeper)});
+        QVERIFY2(result.out.contains(u"(needs attention)"_s), qPrintable(result.out));
+        QVERIFY2(result.out.contains(u"$ sleep 600"_s), qPrintable(result.out));
+
+        result = ctl(*server, {u"dismiss"_s, wireId(failed)});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        result = ctl(*server, {u"show"_s, wireId(failed)});
+        QVERIFY2(result.out.contains(u"failed: The command exited with code 2 (dismissed)"_s),
+                 qPrintable(result.out));
+    }
+
     // More conversations than one page holds: list follows next_page_id.
     void listFollowsPages()
     {

@@ -248,6 +248,30 @@ private Q_SLOTS:
         QCOMPARE(atOpening.count(), 0);
     }
 
+    // A failed run needs attention; the next run's start acknowledges it, live, so that its
+    // end does not ask again (the tray said so) before the refresh brings its own outcome.
+    void aRunsOutcomeNeedsAttentionUntilTheNextRun()
+    {
+        ConversationListModel model;
+        ConversationInfo info = conversation(u"c"_s, ExecutionStatus::Finished);
+        RunOutcome failed;
+        failed.kind = RunOutcome::Kind::Failed;
+        failed.exitCode = 2;
+        info.outcome = failed;
+        model.upsert({info});
+        const QModelIndex cell = model.index(0, ConversationListModel::ExecutionColumn);
+        QCOMPARE(cell.data().toString(), u"finished · exit 2"_s);
+        QCOMPARE(cell.data(ConversationListModel::OutcomeKindRole).toString(), u"failed"_s);
+        QVERIFY(cell.data(ConversationListModel::NeedsAttentionRole).toBool());
+        QSignalSpy attention(&model, &ConversationListModel::attentionNeeded);
+        model.applyEvent(info.id, stateEvent(1, u"running"_s));
+        QCOMPARE(model.index(0, ConversationListModel::ExecutionColumn).data().toString(),
+                 u"running"_s);
+        model.applyEvent(info.id, stateEvent(2, u"finished"_s));
+        QVERIFY(!model.index(0, 0).data(ConversationListModel::NeedsAttentionRole).toBool());
+        QCOMPARE(attention.count(), 0);
+    }
+
     void rolesAreNamedForQml()
     {
         ConversationListModel model;

@@ -138,6 +138,43 @@ private Q_SLOTS:
         QVERIFY(m_control->commands.isEmpty());
     }
 
+    // The outcome from what the runtime said of the command.
+    void theOutcomeSaysHowTheCommandEnded_data()
+    {
+        QTest::addColumn<QString>("output");
+        QTest::addColumn<int>("exitCode");
+        QTest::addColumn<bool>("interrupted");
+        QTest::addColumn<QString>("status");
+        QTest::addColumn<QString>("kind");
+        QTest::addColumn<QString>("interruptedBy");
+        QTest::addRow("timed out") << u"partial\n[command timed out]\n"_s << 124 << false
+                                   << u"finished"_s << u"timed_out"_s << QString();
+        QTest::addRow("124 of its own")
+            << u"no\n"_s << 124 << false << u"finished"_s << u"failed"_s << QString();
+        QTest::addRow("sandbox went away")
+            << u"[the sandbox went away while the command ran]"_s << -1 << true << u"paused"_s
+            << u"interrupted"_s << u"sandbox_lost"_s;
+    }
+    void theOutcomeSaysHowTheCommandEnded()
+    {
+        QFETCH(QString, output);
+        QFETCH(int, exitCode);
+        QFETCH(bool, interrupted);
+        QFETCH(QString, status);
+        QFETCH(QString, kind);
+        QFETCH(QString, interruptedBy);
+        startServer();
+        m_control->results.insert(u"the command"_s, CommandResult{output, exitCode, interrupted});
+        const QUuid id = m_server->create(shell(u"the command"_s));
+        QVERIFY(m_server->waitForStatus(id, status));
+        const QJsonObject outcome = m_server->get(ServerConnection::conversationPath(id))
+                                        .json.toObject()
+                                        .value(u"outcome"_s)
+                                        .toObject();
+        QCOMPARE(outcome.value(u"kind"_s).toString(), kind);
+        QCOMPARE(outcome.value(u"interrupted_by"_s).toString(), interruptedBy);
+    }
+
     void staleRunningInALiveServerIsRecoverableByRunAndPause_data()
     {
         QTest::addColumn<QString>("action");

@@ -13,6 +13,7 @@ using namespace Qt::StringLiterals;
 using namespace AgentDeck;
 
 Q_DECLARE_METATYPE(AgentDeck::Event)
+Q_DECLARE_METATYPE(std::optional<AgentDeck::RunOutcome>)
 
 class WireTypesTest : public QObject
 {
@@ -136,6 +137,47 @@ private Q_SLOTS:
         info.runtime = {};
         info.tags.clear();
         QCOMPARE(QJsonDocument::fromJson(info.toJsonBytes()).object(), info.toJson());
+    }
+
+    // The outcome in both writers, byte for byte, and back.
+    void outcomeIsWrittenAndReadBack_data()
+    {
+        QTest::addColumn<std::optional<RunOutcome>>("outcome");
+        QTest::addRow("none") << std::optional<RunOutcome>();
+        RunOutcome failed;
+        failed.kind = RunOutcome::Kind::Failed;
+        failed.exitCode = 2;
+        failed.detail = u"The command exited with code 2"_s;
+        failed.at = QDateTime::fromMSecsSinceEpoch(1'700'000'000'123, Qt::UTC);
+        QTest::addRow("failed") << std::optional(failed);
+        RunOutcome interrupted;
+        interrupted.kind = RunOutcome::Kind::Interrupted;
+        interrupted.interruptedBy = InterruptCause::Restart;
+        interrupted.detail = u"cut \"short\""_s;
+        interrupted.retryCommand = u"make -j2 \\ all"_s;
+        interrupted.at = failed.at;
+        interrupted.dismissed = true;
+        QTest::addRow("interrupted") << std::optional(interrupted);
+        RunOutcome limit;
+        limit.kind = RunOutcome::Kind::Limit;
+        limit.code = u"max_iterations_reached"_s;
+        QTest::addRow("limit, no time") << std::optional(limit);
+    }
+    void outcomeIsWrittenAndReadBack()
+    {
+        QFETCH(std::optional<RunOutcome>, outcome);
+        ConversationInfo info;
+        info.id = QUuid::createUuid();
+        info.createdAt = info.updatedAt = QDateTime::fromMSecsSinceEpoch(1000, Qt::UTC);
+        info.agentKind = u"shell"_s;
+        info.outcome = outcome;
+        QCOMPARE(info.toJsonBytes(), QJsonDocument(info.toJson()).toJson(QJsonDocument::Compact));
+        QVERIFY(info.toJson().contains(u"outcome"_s));
+        const auto back = ConversationInfo::fromJson(info.toJson());
+        QVERIFY(back);
+        QVERIFY(back->outcome == outcome);
+        QCOMPARE(outcome && outcome->needsAttention(),
+                 outcome && outcome->kind != RunOutcome::Kind::Succeeded && !outcome->dismissed);
     }
 
     void eventBytesWriterMatchesTheJsonObject_data()

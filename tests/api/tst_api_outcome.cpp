@@ -1,0 +1,229 @@
+// The outcome of a run's last action (ConversationInfo::outcome) over real HTTP: what a
+// command's end, an interrupt and a restart write, and what the operator does with it.
+#include "storage/conversationstore.h"
+#include "storage/database.h"
+#include "testevents.h"
+#include "testserver.h"
+
+#include <QDir>
+#include <QJsonArray>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace Qt::StringLiterals;
+using namespace AgentDeck;
+using namespace AgentDeck::Testing;
+
+namespace {
+QJsonObject shell(const QString &command, bool run = true)
+{
+    return {{u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}}},
+            {u"initial_message"_s, TestServer::message(command, run)}};
+}
+} // namespace
+
+class ApiOutcomeTest : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void init()
+    {
+        m_dir = std::make_unique<QTemporaryDir>();
+        TestServerOptions options;
+        options.dataDir = m_dir->path();
+        m_server = std::make_unique<TestServer>(std::move(options));
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+    }
+    void cleanup()
+    {
+        m_server.reset();
+        m_dir.reset();
+    }
+
+    void aCommandsEndIsTheOutcome_data()
+    {
+        QTest::addColumn<QString>("command");
+        QTest::addColumn<QString>("kind");
+        QTest::addColumn<int>("exitCode");
+        QTest::addRow("success") << u"true"_s << u"succeeded"_s << 0;
+        QTest::addRow("failure") << u"exit 2"_s << u"failed"_s << 2;
+    }
+    void aCommandsEndIsTheOutcome()
+    {
+        QFETCH(QString, command);
+        QFETCH(QString, kind);
+        QFETCH(int, exitCode);
+        const QUuid id = m_server->create(shell(command));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        const QJsonObject outcome = outcomeOf(id);
+        QCOMPARE(outcome.value(u"kind"_s).toString(), kind);
+        QCOMPARE(outcome.value(u"exit_code"_s).toInt(-1), exitCode);
+        QVERIFY(outcome.value(u"interrupted_by"_s).isNull());
+        QVERIFY(outcome.value(u"retry_command"_s).isNull());
+        QCOMPARE(outcome.value(u"dismissed"_s).toBool(true), false);
+        QVERIFY(parseWireTime(outcome.value(u"at"_s).toString()).has_value());
+        // The same in a search page, in a batch read, and once the server restarted.
+        const QJsonObject listed = m_server->get(u"/api/conversations/search"_s)
+                                       .json.toObject()
+                                       .value(u"items"_s)
+                                       .toArray()
+                                       .first()
+                                       .toObject();
+        QCOMPARE(listed.value(u"outcome"_s).toObject(), outcome);
+        QUrlQuery ids;
+        ids.addQueryItem(u"ids"_s, toWireId(id));
+        QCOMPARE(m_server->get(u"/api/conversations"_s, ids)
+                     .json.toArray()
+                     .first()
+                     .toObject()
+                     .value(u"outcome"_s)
+                     .toObject(),
+                 outcome);
+        restart();
+        QCOMPARE(outcomeOf(id), outcome);
+    }
+
+    void aNewConversationHasNoOutcome()
+    {
+        const QUuid id = m_server->create(shell(u"true"_s, false));
+        const QJsonObject info =
+            m_server->get(ServerConnection::conversationPath(id)).json.toObject();
+        QVERIFY(info.contains(u"outcome"_s));
+        QVERIFY(info.value(u"outcome"_s).isNull());
+    }
+
+    void anInterruptIsTheOperators()
+    {
+        const QUuid id = m_server->create(shell(u"sleep 600"_s));
+        QVERIFY(QTest::qWaitFor(
+            [&] { return ofKind(m_server->events(id), u"ActionEvent"_s).size() == 1; }, 10000));
+        QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"interrupt")).ok());
+        QVERIFY(m_server->waitForStatus(id, u"paused"_s));
+        const QJsonObject outcome = outcomeOf(id);
+        QCOMPARE(outcome.value(u"kind"_s).toString(), u"interrupted"_s);
+        QCOMPARE(outcome.value(u"interrupted_by"_s).toString(), u"operator"_s);
+        QCOMPARE(outcome.value(u"retry_command"_s).toString(), u"sleep 600"_s);
+    }
+
+    // A run cut short by a crash was continued by Recover: the shell agent said "[command
+    // interrupted]" and the conversation read `finished`, as a success does.
+    void recoverAfterACrashOffersTheCommandAgain()
+    {
+        const QUuid id = seedCrashedRun(u"echo again"_s);
+        restart();
+        QCOMPARE(m_server->status(id), u"paused"_s);
+        const QJsonObject outcome = outcomeOf(id);
+        QCOMPARE(outcome.value(u"kind"_s).toString(), u"interrupted"_s);
+        QCOMPARE(outcome.value(u"interrupted_by"_s).toString(), u"restart"_s);
+        QCOMPARE(outcome.value(u"retry_command"_s).toString(), u"echo again"_s);
+
+        const ApiReply recovered =
+            m_server->post(ServerConnection::conversationPath(id, u"recover"));
+        QVERIFY2(recovered.ok(), qPrintable(recovered.detail));
+        const QJsonObject info = recovered.json.toObject();
+        QCOMPARE(info.value(u"execution_status"_s).toString(), u"paused"_s);
+        QCOMPARE(info.value(u"runtime_info"_s).toObject().value(u"runtime_status"_s).toString(),
+                 u"available"_s);
+        QCOMPARE(info.value(u"outcome"_s).toObject(), outcome);
+        QCOMPARE(ofKind(m_server->events(id), u"ActionEvent"_s).size(), 1);
+
+        const QString retry = ServerConnection::conversationPath(id, u"outcome/retry");
+        const ApiReply retried = m_server->post(retry);
+        QVERIFY2(retried.ok(), qPrintable(retried.detail));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(outcomeOf(id).value(u"kind"_s).toString(), u"succeeded"_s);
+        const QList<QJsonObject> observations = ofKind(m_server->events(id), u"ObservationEvent"_s);
+        QCOMPARE(observations.size(), 2);
+        QCOMPARE(observations.last().value(u"observation"_s).toObject().value(u"output"_s),
+                 u"again\n"_s);
+        // Once run, nothing is offered any more.
+        const ApiReply again = m_server->post(retry);
+        QCOMPARE(again.status, 409);
+        QCOMPARE(again.errorCode, u"nothing_to_retry"_s);
+    }
+
+    void dismissAcknowledgesAndTheNextRunReplaces()
+    {
+        const QUuid id = m_server->create(shell(u"exit 2"_s));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        const ApiReply dismissed =
+            m_server->post(ServerConnection::conversationPath(id, u"outcome/dismiss"));
+        QVERIFY2(dismissed.ok(), qPrintable(dismissed.detail));
+        const QJsonObject outcome = dismissed.json.toObject().value(u"outcome"_s).toObject();
+        QCOMPARE(outcome.value(u"kind"_s).toString(), u"failed"_s);
+        QCOMPARE(outcome.value(u"dismissed"_s).toBool(), true);
+        QCOMPARE(outcomeOf(id), outcome);
+        // Again: nothing changes.
+        QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"outcome/dismiss")).ok());
+        QCOMPARE(outcomeOf(id), outcome);
+
+        QVERIFY(m_server->send(id, u"exit 3"_s, true).ok());
+        QVERIFY(QTest::qWaitFor([&] { return outcomeOf(id).value(u"exit_code"_s).toInt() == 3; },
+                                10000));
+        QCOMPARE(outcomeOf(id).value(u"dismissed"_s).toBool(true), false);
+
+        QCOMPARE(
+            m_server
+                ->post(ServerConnection::conversationPath(QUuid::createUuid(), u"outcome/dismiss"))
+                .status,
+            404);
+    }
+
+    void archivingDismisses()
+    {
+        const QUuid id = m_server->create(shell(u"exit 2"_s));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"archive")).ok());
+        QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"unarchive")).ok());
+        QCOMPARE(outcomeOf(id).value(u"dismissed"_s).toBool(), true);
+    }
+
+private:
+    QJsonObject outcomeOf(const QUuid &id)
+    {
+        return m_server->get(ServerConnection::conversationPath(id))
+            .json.toObject()
+            .value(u"outcome"_s)
+            .toObject();
+    }
+
+    void restart()
+    {
+        m_server.reset();
+        TestServerOptions options;
+        options.dataDir = m_dir->path();
+        m_server = std::make_unique<TestServer>(std::move(options));
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+    }
+
+    // A shell conversation left `running` with its command in flight, as a server killed
+    // meanwhile leaves it.
+    QUuid seedCrashedRun(const QString &command)
+    {
+        m_server.reset();
+        QString error;
+        auto db = Database::openSqlite(m_dir->filePath(u"agentdeck.db"_s), &error);
+        if (!db)
+            return {};
+        ConversationStore store(*db);
+        ConversationInfo info{QUuid::createUuid(), u"crashed"_s};
+        info.createdAt = info.updatedAt = QDateTime::currentDateTimeUtc();
+        info.agentKind = u"shell"_s;
+        info.workingDir = m_dir->filePath(u"workspaces/"_s + toWireId(info.id));
+        QDir().mkpath(info.workingDir);
+        info.executionStatus = ExecutionStatus::Running;
+        store.insert(info);
+        store.append(
+            info.id,
+            {Event::message(u"user"_s, u"user"_s, command), Event::action(u"bash"_s, command)},
+            ExecutionStatus::Running, QDateTime::currentMSecsSinceEpoch());
+        return info.id;
+    }
+
+    std::unique_ptr<QTemporaryDir> m_dir;
+    std::unique_ptr<TestServer> m_server;
+};
+
+QTEST_GUILESS_MAIN(ApiOutcomeTest)
+#include "tst_api_outcome.moc"

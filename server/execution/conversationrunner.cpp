@@ -1,5 +1,7 @@
 #include "conversationrunner.h"
 
+#include "runtime/commandleader.h"
+
 #include "apierror.h"
 #include "eventlog.h"
 #include "execution/tools.h"
@@ -95,6 +97,13 @@ RunOutcome commandOutcome(const Event &action, const CommandResult &result, cons
     if (result.exitCode == 124 && result.output.endsWith(u"[command timed out]\n"_s)) {
         outcome.kind = RunOutcome::Kind::TimedOut;
         outcome.detail = u"The command timed out"_s;
+        return outcome;
+    }
+    // A sandbox's limit says so in the last line of the output (limitNote()).
+    if (const QString limit = limitSaidIn(result.output); !limit.isEmpty()) {
+        outcome.kind = RunOutcome::Kind::Limit;
+        outcome.code = u"sandbox_limit"_s;
+        outcome.detail = u"The command was stopped: "_s + limit;
         return outcome;
     }
     outcome.kind = result.exitCode == 0 ? RunOutcome::Kind::Succeeded : RunOutcome::Kind::Failed;

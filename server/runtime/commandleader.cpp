@@ -331,4 +331,13 @@ QString limitNote(const SandboxPolicy &policy, int exitCode, const QString &outp
     return {};
 }
 
+QString limitSaidIn(const QString &output)
+{
+    const QString last = output.trimmed().section(u'\n', -1);
+    if (!last.startsWith(u'[') || !last.endsWith(u']') ||
+        !last.contains(u"the sandbox's limit of"_s))
+        return {};
+    return last.mid(1, last.size() - 2);
+}
+
 } // namespace AgentDeck

@@ -42,4 +42,8 @@ QStringList prlimitArguments(const SandboxPolicy &policy);
 // as it did (exit status 128 + SIGXCPU, say); empty when none is.
 QString limitNote(const SandboxPolicy &policy, int exitCode, const QString &output);
 
+// The limit a command's output says (in its last line, limitNote()) stopped it, in words
+// ("the sandbox's limit of 64 processes was reached"); empty when none did.
+QString limitSaidIn(const QString &output);
+
 } // namespace AgentDeck

@@ -1,0 +1,346 @@
+#include "apierror.h"
+#include "controllers.h"
+#include "router.h"
+#include "runtime/workspacesandbox.h"
+#include "wiretypes.h"
+
+#include <QDateTime>
+#include <QDir>
+#include <QFileInfo>
+#include <QJsonObject>
+#include <QUuid>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+
+// A command line is one argument of `bash -c` (at most 128 KiB on Linux): uploads go in base64
+// chunks well under that. Downloads come back in chunks whose base64 stays under the 1 MiB of
+// output a command keeps.
+constexpr qsizetype UploadChunkBase64Chars = 96 * 1024;
+constexpr qint64 DownloadChunkBytes = 512 * 1024;
+constexpr std::chrono::seconds FileCommandTimeout{60};
+constexpr int DefaultCommandTimeoutSeconds = 300; // OpenHands' default
+constexpr int MaxCommandTimeoutSeconds = 24 * 3600;
+// The sandbox's answers to the path check (see pathCheck).
+constexpr int RefusedExit = 126;
+constexpr int MissingExit = 3;
+constexpr int NotAFileExit = 4;
+
+QString quoted(const QString &text)
+{
+    QString escaped = text;
+    escaped.replace(u'\'', u"'\\''"_s);
+    return u'\'' + escaped + u'\'';
+}
+
+ApiError refused(const QString &path, const QString &why)
+{
+    return {403, u"path_refused"_s, u"%1: %2"_s.arg(path, why)};
+}
+
+// `path` as the server sees it: absolute, without `..`, and inside `root` once the symbolic
+// links of the part that exists are followed. Returns the real path (the missing rest appended).
+QString resolveOnHost(const QString &path, const QString &root)
+{
+    if (path.isEmpty())
+        throw ApiError::invalidParameter(u"path is required"_s);
+    if (!QDir::isAbsolutePath(path))
+        throw ApiError::badRequest(u"Path must be absolute"_s);
+    const QStringList segments = path.split(u'/', Qt::SkipEmptyParts);
+    if (segments.contains(u".."_s))
+        throw refused(path, u"a path may not contain `..`"_s);
+    // The deepest part that exists, resolved; the rest as given.
+    QStringList rest;
+    QStringList existing = segments;
+    QString real;
+    for (;;) {
+        const QString candidate = u'/' + existing.join(u'/');
+        const QFileInfo info(candidate);
+        if (info.exists() || existing.isEmpty()) {
+            real = existing.isEmpty() ? u"/"_s : info.canonicalFilePath();
+            break;
+        }
+        if (info.isSymLink()) // a dangling link: where it points is not known to be inside
+            throw refused(path, u"it is a symbolic link to nothing"_s);
+        rest.prepend(existing.takeLast());
+    }
+    if (real.isEmpty())
+        throw refused(path, u"it cannot be resolved"_s);
+    const QString resolved = QDir::cleanPath(real + u'/' + rest.join(u'/'));
+    if (resolved != root && !resolved.startsWith(root + u'/'))
+        throw refused(path, u"it is not inside the server workspace (%1)"_s.arg(root));
+    return resolved;
+}
+
+// Shell lines that set $p to the real path of `path` as the sandbox sees it, and refuse it when
+// it is not inside `root` there: the host's check may be raced by a command that moves a link.
+QString pathCheck(const QString &path, const QString &root)
+{
+    return u"w=$(realpath -m -- %1) && p=$(realpath -m -- %2) || exit 1\n"
+           "case \"$p\" in \"$w\"|\"$w\"/*) ;; *) printf '%s is outside the workspace' %2; "
+           "exit %3;; esac\n"_s.arg(quoted(root), quoted(path), QString::number(RefusedExit));
+}
+
+// Runs a command of the file routes; an unavailable sandbox is 503.
+QCoro::Task<CommandResult> runOrThrow(WorkspaceSandbox &sandbox, QString command,
+                                      std::chrono::milliseconds timeout)
+{
+    auto running = sandbox.run(std::move(command), timeout);
+    WorkspaceCommandResult outcome = co_await std::move(running);
+    if (!outcome.result) {
+        ApiError error{503, u"sandbox_unavailable"_s,
+                       u"The workspace sandbox is not available: "_s + outcome.error.message};
+        if (outcome.atLimit)
+            error.retryAfterSeconds = 5;
+        throw error;
+    }
+    co_return *outcome.result;
+}
+
+void throwForExit(const CommandResult &result, const QString &path)
+{
+    if (result.exitCode == 0 && !result.interrupted)
+        return;
+    if (result.exitCode == RefusedExit)
+        throw refused(path, u"it is not inside the server workspace"_s);
+    if (result.exitCode == MissingExit)
+        throw ApiError::notFound(u"File not found: "_s + path);
+    if (result.exitCode == NotAFileExit)
+        throw ApiError::badRequest(u"Path is not a file: "_s + path);
+    throw ApiError{500, u"file_transfer_failed"_s, result.output.trimmed().right(2000)};
+}
+
+struct Part
+{
+    QByteArray name;
+    QByteArray content;
+};
+
+// The parts of a multipart/form-data body (RFC 7578), or 400.
+QList<Part> formParts(const HttpRequest &request)
+{
+    const QByteArray type = request.header("content-type");
+    const qsizetype at = type.indexOf("boundary=");
+    if (!type.trimmed().toLower().startsWith("multipart/form-data") || at < 0)
+        throw ApiError::badRequest(u"The body must be multipart/form-data"_s);
+    QByteArray boundary = type.mid(at + 9);
+    if (const qsizetype end = boundary.indexOf(';'); end >= 0)
+        boundary.truncate(end);
+    boundary = boundary.trimmed();
+    if (boundary.startsWith('"') && boundary.endsWith('"') && boundary.size() >= 2)
+        boundary = boundary.mid(1, boundary.size() - 2);
+    if (boundary.isEmpty())
+        throw ApiError::badRequest(u"The multipart boundary is empty"_s);
+    const QByteArray delimiter = "--" + boundary;
+    const QByteArray &body = request.body;
+    QList<Part> parts;
+    qsizetype pos = body.indexOf(delimiter);
+    while (pos >= 0) {
+        pos += delimiter.size();
+        if (body.mid(pos, 2) == "--")
+            return parts;
+        if (body.mid(pos, 2) != "\r\n")
+            break;
+        pos += 2;
+        const qsizetype headEnd = body.indexOf("\r\n\r\n", pos);
+        if (headEnd < 0)
+            break;
+        const QByteArray head = body.mid(pos, headEnd - pos);
+        const qsizetype contentStart = headEnd + 4;
+        const qsizetype next = body.indexOf(QByteArray("\r\n" + delimiter), contentStart);
+        if (next < 0)
+            break;
+        Part part;
+        for (const QByteArray &line : head.split('\n')) {
+            if (!line.trimmed().toLower().startsWith("content-disposition:"))
+                continue;
+            const qsizetype nameAt = line.indexOf("name=\"");
+            if (nameAt >= 0) {
+                const qsizetype start = nameAt + 6;
+                part.name = line.mid(start, line.indexOf('"', start) - start);
+            }
+        }
+        part.content = body.mid(contentStart, next - contentStart);
+        parts.append(part);
+        pos = next + 2;
+    }
+    throw ApiError::badRequest(u"The multipart body is malformed"_s);
+}
+
+QJsonObject bashOutput(const CommandResult &result, const QString &marker, const QUuid &commandId)
+{
+    QString stdoutText = result.output;
+    QString stderrText;
+    const qsizetype at = stdoutText.lastIndexOf(marker);
+    if (at >= 0) {
+        stderrText = stdoutText.mid(at + marker.size());
+        stdoutText.truncate(at);
+    }
+    // The marker comes once the command has ended: without it, 124 is the runtime's timeout.
+    // A command that ran out of time or was interrupted has no exit code of its own.
+    const bool timedOut = at < 0 && result.exitCode == 124;
+    const int exitCode = result.interrupted || timedOut ? -1 : result.exitCode;
+    return {{u"kind"_s, u"BashOutput"_s},
+            {u"id"_s, QUuid::createUuid().toString(QUuid::WithoutBraces)},
+            {u"timestamp"_s, toWireTime(QDateTime::currentMSecsSinceEpoch())},
+            {u"command_id"_s, commandId.toString(QUuid::WithoutBraces)},
+            {u"order"_s, 0},
+            {u"exit_code"_s, exitCode},
+            {u"stdout"_s, stdoutText},
+            {u"stderr"_s, stderrText},
+            {u"timeout_occurred"_s, timedOut}};
+}
+
+QCoro::Task<HttpResponse> executeBashCommand(WorkspaceSandbox &sandbox, HttpRequest request)
+{
+    const QJsonObject body = request.jsonObject();
+    const QJsonValue command = body.value(u"command"_s);
+    if (!command.isString() || command.toString().isEmpty())
+        throw ApiError::invalidParameter(u"command must be a non-empty string"_s);
+    const QJsonValue cwd = body.value(u"cwd"_s);
+    if (!cwd.isUndefined() && !cwd.isNull() && !cwd.isString())
+        throw ApiError::invalidParameter(u"cwd must be a string"_s);
+    const QJsonValue timeoutValue = body.value(u"timeout"_s);
+    int timeout = DefaultCommandTimeoutSeconds;
+    if (!timeoutValue.isUndefined() && !timeoutValue.isNull()) {
+        const double seconds = timeoutValue.toDouble(-1);
+        if (!timeoutValue.isDouble() || seconds < 1 || seconds > MaxCommandTimeoutSeconds)
+            throw ApiError::invalidParameter(
+                u"timeout must be a number of seconds from 1 to %1"_s.arg(
+                    MaxCommandTimeoutSeconds));
+        timeout = int(seconds);
+    }
+    const QString directory = cwd.isString() && !cwd.toString().isEmpty()
+                                  ? resolveOnHost(cwd.toString(), sandbox.directory())
+                                  : sandbox.directory();
+    // stdout and stderr come back in the one output of a command, stderr after a marker that
+    // the command cannot guess.
+    const QString marker =
+        u"\n[agentdeck-stderr-%1]\n"_s.arg(QUuid::createUuid().toString(QUuid::Id128));
+    const QString script = pathCheck(directory, sandbox.directory()) +
+                           u"[ -d \"$p\" ] || { printf 'cwd is not a directory'; exit %1; }\n"
+                           "cd -- \"$p\" || exit 1\n"
+                           "e=$(mktemp) || exit 1\n"
+                           "bash -c %2 2>\"$e\" </dev/null\n"
+                           "c=$?\n"
+                           "printf '%s' %3\n"
+                           "cat -- \"$e\"; rm -f -- \"$e\"\n"
+                           "exit $c\n"_s.arg(QString::number(NotAFileExit),
+                                             quoted(command.toString()), quoted(marker));
+    auto running = sandbox.run(script, std::chrono::seconds(timeout));
+    const WorkspaceCommandResult outcome = co_await std::move(running);
+    if (!outcome.result) {
+        ApiError error{503, u"sandbox_unavailable"_s,
+                       u"The workspace sandbox is not available: "_s + outcome.error.message};
+        if (outcome.atLimit)
+            error.retryAfterSeconds = 5;
+        throw error;
+    }
+    const CommandResult &result = *outcome.result;
+    if (result.exitCode == RefusedExit && !result.output.contains(marker))
+        throw refused(directory, u"it is not inside the server workspace"_s);
+    if (result.exitCode == NotAFileExit && !result.output.contains(marker))
+        throw ApiError::invalidParameter(u"cwd is not a directory: "_s + directory);
+    co_return HttpResponse::json(bashOutput(result, marker, QUuid::createUuid()));
+}
+
+QCoro::Task<HttpResponse> upload(WorkspaceSandbox &sandbox, HttpRequest request)
+{
+    const QString given = request.query.queryItemValue(u"path"_s, QUrl::FullyDecoded);
+    const QString path = resolveOnHost(given, sandbox.directory());
+    const QList<Part> parts = formParts(request);
+    if (parts.size() != 1)
+        throw ApiError::invalidParameter(
+            u"the body must hold exactly one file (the part `file`)"_s);
+    const QByteArray encoded = parts.first().content.toBase64();
+    qsizetype offset = 0;
+    do {
+        const bool first = offset == 0;
+        const QString chunk = QString::fromLatin1(encoded.mid(offset, UploadChunkBase64Chars));
+        offset += UploadChunkBase64Chars;
+        QString command = pathCheck(path, sandbox.directory());
+        if (first)
+            command += u"[ -d \"$p\" ] && { printf 'a directory'; exit %1; }\n"
+                       "mkdir -p -- \"$(dirname -- \"$p\")\" || exit 1\n"_s.arg(NotAFileExit);
+        command += u"printf '%s' %1 | base64 -d %2 \"$p\" || exit 1\n"_s.arg(
+            quoted(chunk), first ? u">"_s : u">>"_s);
+        auto running = runOrThrow(sandbox, command, FileCommandTimeout);
+        const CommandResult result = co_await std::move(running);
+        throwForExit(result, given);
+    } while (offset < encoded.size());
+    co_return HttpResponse::json(QJsonObject{{u"success"_s, true}});
+}
+
+QCoro::Task<HttpResponse> download(WorkspaceSandbox &sandbox, qint64 maxBytes, HttpRequest request)
+{
+    const QString given = request.query.queryItemValue(u"path"_s, QUrl::FullyDecoded);
+    const QString path = resolveOnHost(given, sandbox.directory());
+    const QString check = pathCheck(path, sandbox.directory());
+    auto sizing = runOrThrow(sandbox,
+                             check + u"[ -e \"$p\" ] || exit %1\n[ -f \"$p\" ] || exit %2\n"
+                                     "stat -c %s -- \"$p\"\n"_s.arg(MissingExit)
+                                         .arg(NotAFileExit),
+                             FileCommandTimeout);
+    const CommandResult sized = co_await std::move(sizing);
+    throwForExit(sized, given);
+    bool isNumber = false;
+    const qint64 size = sized.output.trimmed().toLongLong(&isNumber);
+    if (!isNumber)
+        throw ApiError{500, u"file_transfer_failed"_s, u"cannot read the size of "_s + given};
+    if (size > maxBytes)
+        throw ApiError{
+            413, u"file_too_large"_s,
+            u"%1 has %2 bytes; downloads are limited to %3"_s.arg(given).arg(size).arg(maxBytes)};
+    QByteArray content;
+    content.reserve(size);
+    for (qint64 offset = 0; offset < size; offset += DownloadChunkBytes) {
+        const QString command =
+            check + u"[ -f \"$p\" ] || exit %1\n"
+                    "tail -c +%2 -- \"$p\" | head -c %3 | base64 -w0\n"_s.arg(MissingExit)
+                        .arg(offset + 1)
+                        .arg(DownloadChunkBytes);
+        auto reading = runOrThrow(sandbox, command, FileCommandTimeout);
+        const CommandResult read = co_await std::move(reading);
+        throwForExit(read, given);
+        const auto decoded = QByteArray::fromBase64Encoding(
+            read.output.trimmed().toLatin1(), QByteArray::AbortOnBase64DecodingErrors);
+        if (!decoded)
+            throw ApiError{500, u"file_transfer_failed"_s,
+                           u"%1 did not come back intact"_s.arg(given)};
+        content += *decoded;
+        if (decoded.decoded.size() < DownloadChunkBytes)
+            break; // it shrank meanwhile
+    }
+    HttpResponse response;
+    response.contentType = "application/octet-stream";
+    response.body = std::move(content);
+    QString name = QFileInfo(path).fileName();
+    name.replace(u'"', u'_');
+    response.headers.append(
+        {"Content-Disposition", "attachment; filename=\"" + name.toUtf8() + '"'});
+    co_return response;
+}
+
+} // namespace
+
+void WorkspaceController::registerRoutes(Router &router, WorkspaceSandbox &sandbox,
+                                         qint64 maxDownloadBytes)
+{
+    using Method = Router::Method;
+    router.addAsync(Method::Post, u"/api/bash/execute_bash_command"_s,
+                    [&sandbox](HttpRequest request) {
+                        return executeBashCommand(sandbox, std::move(request));
+                    });
+    router.addAsync(Method::Post, u"/api/file/upload"_s, [&sandbox](HttpRequest request) {
+        return upload(sandbox, std::move(request));
+    });
+    router.addAsync(Method::Get, u"/api/file/download"_s,
+                    [&sandbox, maxDownloadBytes](HttpRequest request) {
+                        return download(sandbox, maxDownloadBytes, std::move(request));
+                    });
+}
+
+} // namespace AgentDeck

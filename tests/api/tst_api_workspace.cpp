@@ -1,0 +1,294 @@
+// The remote workspace of OpenHands' clients (/api/bash/execute_bash_command, /api/file/upload,
+// /api/file/download) over real HTTP, with the server workspace's real sandbox.
+#include "testserver.h"
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QHttpMultiPart>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QNetworkAccessManager>
+#include <QNetworkReply>
+#include <QRandomGenerator>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace Qt::StringLiterals;
+using namespace AgentDeck;
+using namespace AgentDeck::Testing;
+
+namespace {
+
+struct RawReply
+{
+    int status = 0;
+    QByteArray body;
+    QJsonObject json() const { return QJsonDocument::fromJson(body).object(); }
+};
+
+} // namespace
+
+class ApiWorkspaceTest : public QObject
+{
+    Q_OBJECT
+
+private:
+    std::unique_ptr<TestServer> m_server;
+    QNetworkAccessManager m_network;
+    QString m_key; // sent as X-Session-API-Key when set
+
+    QString workspace() const { return QDir(m_server->dataDir()).filePath(u"workspace"_s); }
+
+    QNetworkRequest request(const QString &path, const QUrlQuery &query) const
+    {
+        QUrl url = m_server->url();
+        url.setPath(path);
+        url.setQuery(query);
+        QNetworkRequest request(url);
+        if (!m_key.isEmpty())
+            request.setRawHeader("X-Session-API-Key", m_key.toUtf8());
+        return request;
+    }
+
+    static RawReply finish(QNetworkReply *reply)
+    {
+        QSignalSpy finished(reply, &QNetworkReply::finished);
+        if (!reply->isFinished())
+            finished.wait(60'000);
+        RawReply result{reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt(),
+                        reply->readAll()};
+        reply->deleteLater();
+        return result;
+    }
+
+    RawReply execute(const QJsonObject &body)
+    {
+        QNetworkRequest r = request(u"/api/bash/execute_bash_command"_s, {});
+        r.setHeader(QNetworkRequest::ContentTypeHeader, u"application/json"_s);
+        return finish(m_network.post(r, QJsonDocument(body).toJson()));
+    }
+
+    RawReply upload(const QString &path, const QByteArray &content)
+    {
+        auto *multipart = new QHttpMultiPart(QHttpMultiPart::FormDataType);
+        QHttpPart part;
+        part.setHeader(QNetworkRequest::ContentDispositionHeader,
+                       u"form-data; name=\"file\"; filename=\"upload.bin\""_s);
+        part.setHeader(QNetworkRequest::ContentTypeHeader, u"application/octet-stream"_s);
+        part.setBody(content);
+        multipart->append(part);
+        QNetworkReply *reply =
+            m_network.post(request(u"/api/file/upload"_s, QUrlQuery{{u"path"_s, path}}), multipart);
+        multipart->setParent(reply);
+        return finish(reply);
+    }
+
+    RawReply download(const QString &path)
+    {
+        return finish(
+            m_network.get(request(u"/api/file/download"_s, QUrlQuery{{u"path"_s, path}})));
+    }
+
+    void startServer(TestServerOptions options = {})
+    {
+        m_server = std::make_unique<TestServer>(std::move(options));
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+        QVERIFY(m_server->usesSandboxes());
+    }
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        if (qEnvironmentVariableIsEmpty("AGENTDECK_BINARY"))
+            QSKIP(
+                "needs AGENTDECK_BINARY (the agentdeck binary) for real sandboxes; run via ctest");
+    }
+    void init()
+    {
+        m_key.clear();
+        startServer();
+    }
+    void cleanup() { m_server.reset(); }
+
+    void serverInfoShowsTheWorkspace()
+    {
+        const ApiReply reply = m_server->get(u"/server_info"_s);
+        QCOMPARE(reply.status, 200);
+        QCOMPARE(reply.json[u"workspace_dir"_s].toString(),
+                 QFileInfo(workspace()).canonicalFilePath());
+    }
+
+    void executeAnswersAsOpenHands()
+    {
+        const RawReply reply = execute({{u"command"_s, u"echo out; echo err >&2; exit 3"_s}});
+        QCOMPARE(reply.status, 200);
+        const QJsonObject output = reply.json();
+        QCOMPARE(output[u"kind"_s].toString(), u"BashOutput"_s);
+        QCOMPARE(output[u"exit_code"_s].toInt(), 3);
+        QCOMPARE(output[u"stdout"_s].toString(), u"out\n"_s);
+        QCOMPARE(output[u"stderr"_s].toString(), u"err\n"_s);
+        QCOMPARE(output[u"order"_s].toInt(), 0);
+        QCOMPARE(output[u"timeout_occurred"_s].toBool(), false);
+        QVERIFY(!output[u"command_id"_s].toString().isEmpty());
+        QVERIFY(!output[u"id"_s].toString().isEmpty());
+        QVERIFY(!output[u"timestamp"_s].toString().isEmpty());
+    }
+
+    void executeRunsInTheWorkspaceOrTheGivenCwd()
+    {
+        const QString real = QFileInfo(workspace()).canonicalFilePath();
+        RawReply reply = execute({{u"command"_s, u"pwd; touch made-here"_s}});
+        QCOMPARE(reply.status, 200);
+        QCOMPARE(reply.json()[u"stdout"_s].toString(), real + u'\n');
+        QVERIFY(QFile::exists(real + u"/made-here"_s));
+
+        QVERIFY(QDir(real).mkpath(u"sub/dir"_s));
+        reply = execute(
+            QJsonObject{{u"command"_s, u"pwd"_s}, {u"cwd"_s, QString(real + u"/sub/dir"_s)}});
+        QCOMPARE(reply.status, 200);
+        QCOMPARE(reply.json()[u"stdout"_s].toString(), real + u"/sub/dir\n"_s);
+    }
+
+    void executeStopsAtItsTimeout()
+    {
+        QElapsedTimer timer;
+        timer.start();
+        const RawReply reply = execute({{u"command"_s, u"sleep 60"_s}, {u"timeout"_s, 1}});
+        QCOMPARE(reply.status, 200);
+        QCOMPARE(reply.json()[u"exit_code"_s].toInt(), -1);
+        QCOMPARE(reply.json()[u"timeout_occurred"_s].toBool(), true);
+        QVERIFY2(timer.elapsed() < 20'000, qPrintable(QString::number(timer.elapsed())));
+    }
+
+    void executeRefusesBadInput_data()
+    {
+        QTest::addColumn<QJsonObject>("body");
+        QTest::addColumn<int>("status");
+        QTest::addRow("no command") << QJsonObject{} << 422;
+        QTest::addRow("command not a string") << QJsonObject{{u"command"_s, 1}} << 422;
+        QTest::addRow("timeout 0")
+            << QJsonObject{{u"command"_s, u"true"_s}, {u"timeout"_s, 0}} << 422;
+        QTest::addRow("relative cwd")
+            << QJsonObject{{u"command"_s, u"true"_s}, {u"cwd"_s, u"sub"_s}} << 400;
+        QTest::addRow("cwd outside")
+            << QJsonObject{{u"command"_s, u"true"_s}, {u"cwd"_s, u"/etc"_s}} << 403;
+    }
+    void executeRefusesBadInput()
+    {
+        QFETCH(QJsonObject, body);
+        QFETCH(int, status);
+        const RawReply reply = execute(body);
+        QCOMPARE(reply.status, status);
+        QVERIFY(!reply.json()[u"detail"_s].toString().isEmpty());
+    }
+
+    void executeRefusesACwdOutOfTheWorkspace()
+    {
+        const QString real = QFileInfo(workspace()).canonicalFilePath();
+        QVERIFY(QFile::link(u"/etc"_s, real + u"/etc-link"_s));
+        const QStringList cwds{real + u"/../"_s, real + u"/etc-link"_s, m_server->dataDir(),
+                               QDir(m_server->dataDir()).filePath(u"workspaces"_s)};
+        for (const QString &cwd : cwds) {
+            const RawReply reply = execute({{u"command"_s, u"true"_s}, {u"cwd"_s, cwd}});
+            QVERIFY2(reply.status == 403,
+                     qPrintable(cwd + u": "_s + QString::number(reply.status)));
+            QVERIFY(reply.json()[u"detail"_s].toString().contains(cwd));
+        }
+    }
+
+    void uploadThenDownload()
+    {
+        QByteArray content(300 * 1024 + 17, Qt::Uninitialized);
+        QRandomGenerator generator(7);
+        for (char &byte : content)
+            byte = char(generator.bounded(256));
+        const QString target = QFileInfo(workspace()).canonicalFilePath() + u"/new/dir/blob.bin"_s;
+        const RawReply uploaded = upload(target, content);
+        QCOMPARE(uploaded.status, 200);
+        QCOMPARE(uploaded.json()[u"success"_s].toBool(), true);
+        QFile file(target);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QVERIFY(file.readAll() == content);
+
+        const RawReply downloaded = download(target);
+        QCOMPARE(downloaded.status, 200);
+        QCOMPARE(downloaded.body.size(), content.size());
+        QVERIFY(downloaded.body == content);
+
+        QCOMPARE(upload(target, "small").status, 200);
+        QCOMPARE(download(target).body, QByteArray("small"));
+        QCOMPARE(upload(target, {}).status, 200);
+        QCOMPARE(download(target).body, QByteArray());
+    }
+
+    void uploadRefusesPathsOutOfTheWorkspace()
+    {
+        QTemporaryDir outside;
+        QVERIFY(outside.isValid());
+        const QString real = QFileInfo(workspace()).canonicalFilePath();
+        QVERIFY(QFile::link(outside.path(), real + u"/out"_s));
+        const QStringList refusedPaths{outside.filePath(u"a"_s), real + u"/../a"_s,
+                                       real + u"/out/a"_s,
+                                       QDir(m_server->dataDir()).filePath(u"agentdeck.db"_s)};
+        for (const QString &path : refusedPaths) {
+            const RawReply reply = upload(path, "x");
+            QVERIFY2(reply.status == 403,
+                     qPrintable(path + u": "_s + QString::number(reply.status)));
+        }
+        QVERIFY(!QFile::exists(outside.filePath(u"a"_s)));
+        QCOMPARE(upload(u"relative/a"_s, "x").status, 400);
+        QCOMPARE(upload(real, "x").status, 400); // a directory
+    }
+
+    void uploadIsBoundedByTheBodyLimit()
+    {
+        const QString target = QFileInfo(workspace()).canonicalFilePath() + u"/big"_s;
+        const RawReply reply = upload(target, QByteArray(4 * 1024 * 1024 + 1, 'x'));
+        QCOMPARE(reply.status, 413);
+        QVERIFY(!QFile::exists(target));
+    }
+
+    void uploadNeedsAMultipartBody()
+    {
+        QNetworkRequest r =
+            request(u"/api/file/upload"_s,
+                    QUrlQuery{{u"path"_s, QFileInfo(workspace()).canonicalFilePath() + u"/f"_s}});
+        r.setHeader(QNetworkRequest::ContentTypeHeader, u"application/octet-stream"_s);
+        QCOMPARE(finish(m_network.post(r, QByteArray("raw"))).status, 400);
+    }
+
+    void downloadRefusesBadPaths()
+    {
+        const QString real = QFileInfo(workspace()).canonicalFilePath();
+        QVERIFY(QFile::link(u"/etc/passwd"_s, real + u"/passwd"_s));
+        QCOMPARE(download(real + u"/missing"_s).status, 404);
+        QCOMPARE(download(real).status, 400);
+        QCOMPARE(download(u"/etc/passwd"_s).status, 403);
+        QCOMPARE(download(real + u"/passwd"_s).status, 403);
+        QCOMPARE(download(real + u"/../agentdeck.db"_s).status, 403);
+        QCOMPARE(download(QDir(m_server->dataDir()).filePath(u"agentdeck.db"_s)).status, 403);
+        QCOMPARE(download({}).status, 422);
+    }
+
+    void everyRouteNeedsTheKey()
+    {
+        m_server.reset();
+        TestServerOptions options;
+        options.apiKeys = {u"the-key"_s};
+        startServer(std::move(options));
+        const QString target = QFileInfo(workspace()).canonicalFilePath() + u"/keyed"_s;
+        QCOMPARE(execute({{u"command"_s, u"true"_s}}).status, 401);
+        QCOMPARE(upload(target, "x").status, 401);
+        QVERIFY(!QFile::exists(target));
+        QCOMPARE(download(target).status, 401);
+        m_key = u"the-key"_s;
+        QCOMPARE(execute({{u"command"_s, u"true"_s}}).status, 200);
+        QCOMPARE(upload(target, "x").status, 200);
+        QCOMPARE(download(target).body, QByteArray("x"));
+    }
+};
+
+QTEST_GUILESS_MAIN(ApiWorkspaceTest)
+#include "tst_api_workspace.moc"

@@ -49,9 +49,11 @@ namespace ReplicaController {
 void registerRoutes(Router &router, ReplicaStore &replicas, const ServerIdentity &identity);
 }
 // The remote workspace of OpenHands' clients: /api/bash/execute_bash_command, /api/file/upload
-// and /api/file/download, for paths under the server workspace, run in its sandbox.
+// and /api/file/download, for paths in a conversation's workspace (under `conversationsRoot`),
+// run in its sandbox, or under the server workspace, run in that one's.
 namespace WorkspaceController {
-void registerRoutes(Router &router, WorkspaceSandbox &sandbox, qint64 maxDownloadBytes);
+void registerRoutes(Router &router, WorkspaceSandbox &sandbox, ConversationService &service,
+                    const QString &conversationsRoot, qint64 maxDownloadBytes);
 }
 namespace EventController {
 void registerRoutes(Router &router, ConversationService &service, ConversationStore &store);

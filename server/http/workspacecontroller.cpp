@@ -1,5 +1,6 @@
 #include "apierror.h"
 #include "controllers.h"
+#include "conversationservice.h"
 #include "router.h"
 #include "runtime/workspacesandbox.h"
 #include "wiretypes.h"
@@ -41,9 +42,9 @@ ApiError refused(const QString &path, const QString &why)
     return {403, u"path_refused"_s, u"%1: %2"_s.arg(path, why)};
 }
 
-// `path` as the server sees it: absolute, without `..`, and inside `root` once the symbolic
-// links of the part that exists are followed. Returns the real path (the missing rest appended).
-QString resolveOnHost(const QString &path, const QString &root)
+// `path` as the server sees it: absolute, without `..`, the symbolic links of the part that
+// exists followed. Returns the real path (the missing rest appended).
+QString resolveOnHost(const QString &path)
 {
     if (path.isEmpty())
         throw ApiError::invalidParameter(u"path is required"_s);
@@ -69,10 +70,72 @@ QString resolveOnHost(const QString &path, const QString &root)
     }
     if (real.isEmpty())
         throw refused(path, u"it cannot be resolved"_s);
-    const QString resolved = QDir::cleanPath(real + u'/' + rest.join(u'/'));
-    if (resolved != root && !resolved.startsWith(root + u'/'))
-        throw refused(path, u"it is not inside the server workspace (%1)"_s.arg(root));
-    return resolved;
+    return QDir::cleanPath(real + u'/' + rest.join(u'/'));
+}
+
+bool isInside(const QString &path, const QString &root)
+{
+    return path == root || path.startsWith(root + u'/');
+}
+
+QString realDirectory(const QString &path)
+{
+    const QString real = QFileInfo(path).canonicalFilePath();
+    return real.isEmpty() ? QDir::cleanPath(QFileInfo(path).absoluteFilePath()) : real;
+}
+
+struct Workspaces
+{
+    WorkspaceSandbox &sandbox;
+    ConversationService &service;
+    QString conversationsRoot; // DATA/workspaces
+    qint64 maxDownloadBytes = 0;
+};
+
+// A path and the sandbox it is reached through: the server workspace's, or that of the
+// conversation whose workspace holds it.
+struct Target
+{
+    QString path; // real
+    QString root; // the workspace holding it, real
+    std::optional<ConversationInfo> conversation;
+};
+
+Target locate(const Workspaces &workspaces, const QString &given)
+{
+    const QString path = resolveOnHost(given);
+    if (isInside(path, workspaces.sandbox.directory()))
+        return {path, workspaces.sandbox.directory(), std::nullopt};
+    const QString conversations = realDirectory(workspaces.conversationsRoot);
+    if (path.startsWith(conversations + u'/')) {
+        const QString name = path.mid(conversations.size() + 1).section(u'/', 0, 0);
+        if (const auto id = parseWireId(name)) {
+            std::optional<ConversationInfo> info;
+            try {
+                info = workspaces.service.get(*id);
+            } catch (const ApiError &) {
+                throw refused(given, u"no conversation has this workspace"_s);
+            }
+            if (info->isArchived())
+                throw ApiError::conflict(
+                    u"conversation_archived"_s,
+                    u"%1 is in the workspace of archived conversation %2"_s.arg(given,
+                                                                                toWireId(*id)));
+            const QString root = realDirectory(info->workingDir);
+            if (isInside(path, root))
+                return {path, root, info};
+        }
+    }
+    throw refused(given, u"it is neither inside a conversation's workspace nor inside the server "
+                         "workspace (%1)"_s.arg(workspaces.sandbox.directory()));
+}
+
+QCoro::Task<WorkspaceCommandResult> runAt(WorkspaceSandbox &sandbox, const Target &target,
+                                          QString command, std::chrono::milliseconds timeout)
+{
+    if (target.conversation)
+        return sandbox.runIn(*target.conversation, std::move(command), timeout);
+    return sandbox.run(std::move(command), timeout);
 }
 
 // Shell lines that set $p to the real path of `path` as the sandbox sees it, and refuse it when
@@ -85,10 +148,10 @@ QString pathCheck(const QString &path, const QString &root)
 }
 
 // Runs a command of the file routes; an unavailable sandbox is 503.
-QCoro::Task<CommandResult> runOrThrow(WorkspaceSandbox &sandbox, QString command,
+QCoro::Task<CommandResult> runOrThrow(WorkspaceSandbox &sandbox, Target target, QString command,
                                       std::chrono::milliseconds timeout)
 {
-    auto running = sandbox.run(std::move(command), timeout);
+    auto running = runAt(sandbox, target, std::move(command), timeout);
     WorkspaceCommandResult outcome = co_await std::move(running);
     if (!outcome.result) {
         ApiError error{503, u"sandbox_unavailable"_s,
@@ -105,7 +168,7 @@ void throwForExit(const CommandResult &result, const QString &path)
     if (result.exitCode == 0 && !result.interrupted)
         return;
     if (result.exitCode == RefusedExit)
-        throw refused(path, u"it is not inside the server workspace"_s);
+        throw refused(path, u"it is not inside the workspace"_s);
     if (result.exitCode == MissingExit)
         throw ApiError::notFound(u"File not found: "_s + path);
     if (result.exitCode == NotAFileExit)
@@ -194,7 +257,7 @@ QJsonObject bashOutput(const CommandResult &result, const QString &marker, const
             {u"timeout_occurred"_s, timedOut}};
 }
 
-QCoro::Task<HttpResponse> executeBashCommand(WorkspaceSandbox &sandbox, HttpRequest request)
+QCoro::Task<HttpResponse> executeBashCommand(Workspaces workspaces, HttpRequest request)
 {
     const QJsonObject body = request.jsonObject();
     const QJsonValue command = body.value(u"command"_s);
@@ -213,14 +276,16 @@ QCoro::Task<HttpResponse> executeBashCommand(WorkspaceSandbox &sandbox, HttpRequ
                     MaxCommandTimeoutSeconds));
         timeout = int(seconds);
     }
-    const QString directory = cwd.isString() && !cwd.toString().isEmpty()
-                                  ? resolveOnHost(cwd.toString(), sandbox.directory())
-                                  : sandbox.directory();
+    WorkspaceSandbox &sandbox = workspaces.sandbox;
+    const Target target = cwd.isString() && !cwd.toString().isEmpty()
+                              ? locate(workspaces, cwd.toString())
+                              : Target{sandbox.directory(), sandbox.directory(), std::nullopt};
+    const QString directory = target.path;
     // stdout and stderr come back in the one output of a command, stderr after a marker that
     // the command cannot guess.
     const QString marker =
         u"\n[agentdeck-stderr-%1]\n"_s.arg(QUuid::createUuid().toString(QUuid::Id128));
-    const QString script = pathCheck(directory, sandbox.directory()) +
+    const QString script = pathCheck(directory, target.root) +
                            u"[ -d \"$p\" ] || { printf 'cwd is not a directory'; exit %1; }\n"
                            "cd -- \"$p\" || exit 1\n"
                            "e=$(mktemp) || exit 1\n"
@@ -230,7 +295,7 @@ QCoro::Task<HttpResponse> executeBashCommand(WorkspaceSandbox &sandbox, HttpRequ
                            "cat -- \"$e\"; rm -f -- \"$e\"\n"
                            "exit $c\n"_s.arg(QString::number(NotAFileExit),
                                              quoted(command.toString()), quoted(marker));
-    auto running = sandbox.run(script, std::chrono::seconds(timeout));
+    auto running = runAt(sandbox, target, script, std::chrono::seconds(timeout));
     const WorkspaceCommandResult outcome = co_await std::move(running);
     if (!outcome.result) {
         ApiError error{503, u"sandbox_unavailable"_s,
@@ -241,16 +306,17 @@ QCoro::Task<HttpResponse> executeBashCommand(WorkspaceSandbox &sandbox, HttpRequ
     }
     const CommandResult &result = *outcome.result;
     if (result.exitCode == RefusedExit && !result.output.contains(marker))
-        throw refused(directory, u"it is not inside the server workspace"_s);
+        throw refused(directory, u"it is not inside the workspace"_s);
     if (result.exitCode == NotAFileExit && !result.output.contains(marker))
         throw ApiError::invalidParameter(u"cwd is not a directory: "_s + directory);
     co_return HttpResponse::json(bashOutput(result, marker, QUuid::createUuid()));
 }
 
-QCoro::Task<HttpResponse> upload(WorkspaceSandbox &sandbox, HttpRequest request)
+QCoro::Task<HttpResponse> upload(Workspaces workspaces, HttpRequest request)
 {
     const QString given = request.query.queryItemValue(u"path"_s, QUrl::FullyDecoded);
-    const QString path = resolveOnHost(given, sandbox.directory());
+    const Target target = locate(workspaces, given);
+    const QString path = target.path;
     const QList<Part> parts = formParts(request);
     if (parts.size() != 1)
         throw ApiError::invalidParameter(
@@ -261,25 +327,27 @@ QCoro::Task<HttpResponse> upload(WorkspaceSandbox &sandbox, HttpRequest request)
         const bool first = offset == 0;
         const QString chunk = QString::fromLatin1(encoded.mid(offset, UploadChunkBase64Chars));
         offset += UploadChunkBase64Chars;
-        QString command = pathCheck(path, sandbox.directory());
+        QString command = pathCheck(path, target.root);
         if (first)
             command += u"[ -d \"$p\" ] && { printf 'a directory'; exit %1; }\n"
                        "mkdir -p -- \"$(dirname -- \"$p\")\" || exit 1\n"_s.arg(NotAFileExit);
         command += u"printf '%s' %1 | base64 -d %2 \"$p\" || exit 1\n"_s.arg(
             quoted(chunk), first ? u">"_s : u">>"_s);
-        auto running = runOrThrow(sandbox, command, FileCommandTimeout);
+        auto running = runOrThrow(workspaces.sandbox, target, command, FileCommandTimeout);
         const CommandResult result = co_await std::move(running);
         throwForExit(result, given);
     } while (offset < encoded.size());
     co_return HttpResponse::json(QJsonObject{{u"success"_s, true}});
 }
 
-QCoro::Task<HttpResponse> download(WorkspaceSandbox &sandbox, qint64 maxBytes, HttpRequest request)
+QCoro::Task<HttpResponse> download(Workspaces workspaces, HttpRequest request)
 {
+    const qint64 maxBytes = workspaces.maxDownloadBytes;
     const QString given = request.query.queryItemValue(u"path"_s, QUrl::FullyDecoded);
-    const QString path = resolveOnHost(given, sandbox.directory());
-    const QString check = pathCheck(path, sandbox.directory());
-    auto sizing = runOrThrow(sandbox,
+    const Target target = locate(workspaces, given);
+    const QString path = target.path;
+    const QString check = pathCheck(path, target.root);
+    auto sizing = runOrThrow(workspaces.sandbox, target,
                              check + u"[ -e \"$p\" ] || exit %1\n[ -f \"$p\" ] || exit %2\n"
                                      "stat -c %s -- \"$p\"\n"_s.arg(MissingExit)
                                          .arg(NotAFileExit),
@@ -302,7 +370,7 @@ QCoro::Task<HttpResponse> download(WorkspaceSandbox &sandbox, qint64 maxBytes, H
                     "tail -c +%2 -- \"$p\" | head -c %3 | base64 -w0\n"_s.arg(MissingExit)
                         .arg(offset + 1)
                         .arg(DownloadChunkBytes);
-        auto reading = runOrThrow(sandbox, command, FileCommandTimeout);
+        auto reading = runOrThrow(workspaces.sandbox, target, command, FileCommandTimeout);
         const CommandResult read = co_await std::move(reading);
         throwForExit(read, given);
         const auto decoded = QByteArray::fromBase64Encoding(
@@ -327,20 +395,21 @@ QCoro::Task<HttpResponse> download(WorkspaceSandbox &sandbox, qint64 maxBytes, H
 } // namespace
 
 void WorkspaceController::registerRoutes(Router &router, WorkspaceSandbox &sandbox,
-                                         qint64 maxDownloadBytes)
+                                         ConversationService &service,
+                                         const QString &conversationsRoot, qint64 maxDownloadBytes)
 {
     using Method = Router::Method;
+    const Workspaces workspaces{sandbox, service, conversationsRoot, maxDownloadBytes};
     router.addAsync(Method::Post, u"/api/bash/execute_bash_command"_s,
-                    [&sandbox](HttpRequest request) {
-                        return executeBashCommand(sandbox, std::move(request));
+                    [workspaces](HttpRequest request) {
+                        return executeBashCommand(workspaces, std::move(request));
                     });
-    router.addAsync(Method::Post, u"/api/file/upload"_s, [&sandbox](HttpRequest request) {
-        return upload(sandbox, std::move(request));
+    router.addAsync(Method::Post, u"/api/file/upload"_s, [workspaces](HttpRequest request) {
+        return upload(workspaces, std::move(request));
     });
-    router.addAsync(Method::Get, u"/api/file/download"_s,
-                    [&sandbox, maxDownloadBytes](HttpRequest request) {
-                        return download(sandbox, maxDownloadBytes, std::move(request));
-                    });
+    router.addAsync(Method::Get, u"/api/file/download"_s, [workspaces](HttpRequest request) {
+        return download(workspaces, std::move(request));
+    });
 }
 
 } // namespace AgentDeck

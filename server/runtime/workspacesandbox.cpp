@@ -25,19 +25,28 @@ WorkspaceSandbox::WorkspaceSandbox(RuntimeProvider &runtimes, QString workspaceD
 QCoro::Task<WorkspaceCommandResult> WorkspaceSandbox::run(QString command,
                                                           std::chrono::milliseconds timeout)
 {
+    ConversationInfo info;
+    info.id = Id;
+    info.workingDir = m_directory;
+    info.workspaceOwnedByServer = false;
+    return runIn(std::move(info), std::move(command), timeout);
+}
+
+QCoro::Task<WorkspaceCommandResult> WorkspaceSandbox::runIn(ConversationInfo conversation,
+                                                            QString command,
+                                                            std::chrono::milliseconds timeout)
+{
     QPointer<WorkspaceSandbox> self(this);
-    while (self && m_busy) {
+    const QUuid id = conversation.id;
+    while (self && m_busy.contains(id)) {
         auto waiting = signalOrTimeout(this, &WorkspaceSandbox::freed, std::chrono::seconds(1));
         co_await std::move(waiting);
     }
     if (!self)
         co_return WorkspaceCommandResult{{}, {u"stopping"_s, u"the server is stopping"_s}};
-    m_busy = true;
-    ConversationInfo info;
-    info.id = Id;
-    info.workingDir = m_directory;
-    info.workspaceOwnedByServer = false;
-    auto acquiring = m_runtimes.acquire(info);
+    m_busy.insert(id);
+    const QString workingDir = conversation.workingDir;
+    auto acquiring = m_runtimes.acquire(std::move(conversation));
     const RuntimeAcquisition acquired = co_await std::move(acquiring);
     WorkspaceCommandResult outcome;
     if (!acquired.runtime) {
@@ -46,11 +55,11 @@ QCoro::Task<WorkspaceCommandResult> WorkspaceSandbox::run(QString command,
     } else {
         // Held for the command: a release meanwhile (the idle timeout) leaves it valid.
         const std::shared_ptr<Runtime> runtime = acquired.runtime;
-        auto executing = runtime->execute(CommandRequest{command, m_directory, timeout, {}});
+        auto executing = runtime->execute(CommandRequest{command, workingDir, timeout, {}});
         outcome.result = co_await std::move(executing);
     }
     if (self) {
-        m_busy = false;
+        m_busy.remove(id);
         Q_EMIT freed();
     }
     co_return outcome;

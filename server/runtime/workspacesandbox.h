@@ -3,6 +3,7 @@
 #include "runtime.h"
 
 #include <QObject>
+#include <QSet>
 #include <QUuid>
 
 namespace AgentDeck {
@@ -15,9 +16,10 @@ struct WorkspaceCommandResult
     bool atLimit = false;
 };
 
-// The sandbox of the server workspace (`--workspace-dir`): a sandbox like a conversation's, from
-// the same provider and under the same policy, keyed by a fixed id that no conversation has. Its
-// commands run one after another: a sandbox runs one command at a time.
+// Where the remote workspace routes run commands. The server workspace (`--workspace-dir`) has a
+// sandbox like a conversation's, from the same provider and under the same policy, keyed by a
+// fixed id that no conversation has; a conversation's workspace uses the conversation's own.
+// The commands of one sandbox run one after another.
 class WorkspaceSandbox : public QObject
 {
     Q_OBJECT
@@ -28,7 +30,11 @@ public:
     // The server workspace, as the real path of the directory (made if missing).
     QString directory() const { return m_directory; }
 
+    // In the server workspace's sandbox.
     QCoro::Task<WorkspaceCommandResult> run(QString command, std::chrono::milliseconds timeout);
+    // In the conversation's sandbox.
+    QCoro::Task<WorkspaceCommandResult> runIn(ConversationInfo conversation, QString command,
+                                              std::chrono::milliseconds timeout);
 
 Q_SIGNALS:
     void freed();
@@ -36,7 +42,7 @@ Q_SIGNALS:
 private:
     RuntimeProvider &m_runtimes;
     QString m_directory;
-    bool m_busy = false;
+    QSet<QUuid> m_busy;
 };
 
 } // namespace AgentDeck

@@ -272,6 +272,57 @@ private Q_SLOTS:
         QCOMPARE(download({}).status, 422);
     }
 
+    // A path in a conversation's workspace goes through that conversation's sandbox: its home
+    // is the conversation's.
+    void aConversationsWorkspaceUsesItsSandbox()
+    {
+        const QUuid id = m_server->create();
+        QVERIFY(!id.isNull());
+        const QString dir = m_server->get(u"/api/conversations/"_s + toWireId(id))
+                                .json[u"workspace"_s][u"working_dir"_s]
+                                .toString();
+        QVERIFY(QDir().mkpath(dir));
+        const QString real = QFileInfo(dir).canonicalFilePath();
+        const RawReply reply =
+            execute({{u"command"_s, u"pwd; echo \"$HOME\"; echo hi > made"_s}, {u"cwd"_s, real}});
+        QCOMPARE(reply.status, 200);
+        const QString home = QDir(m_server->dataDir()).filePath(u"runtimes/"_s + toWireId(id));
+        QCOMPARE(reply.json()[u"stdout"_s].toString(),
+                 real + u'\n' + QFileInfo(home).canonicalFilePath() + u"/home\n"_s);
+        QVERIFY(QFile::exists(real + u"/made"_s));
+
+        QCOMPARE(upload(real + u"/up.txt"_s, "uploaded").status, 200);
+        QCOMPARE(download(real + u"/up.txt"_s).body, QByteArray("uploaded"));
+
+        const QString unknown =
+            QDir(m_server->dataDir()).filePath(u"workspaces/"_s + toWireId(QUuid::createUuid()));
+        QCOMPARE(upload(unknown + u"/x"_s, "x").status, 403);
+        QCOMPARE(download(unknown + u"/x"_s).status, 403);
+    }
+
+    // A conversation's run and a workspace command share its sandbox one after the other.
+    void aWorkspaceCommandWaitsForTheRunsCommand()
+    {
+        const QUuid id = m_server->create();
+        const QString dir = m_server->get(u"/api/conversations/"_s + toWireId(id))
+                                .json[u"workspace"_s][u"working_dir"_s]
+                                .toString();
+        QVERIFY(QDir().mkpath(dir));
+        QVERIFY(m_server->send(id, u"sleep 1; echo run-done"_s, true).ok());
+        QVERIFY(m_server->waitForStatus(id, u"running"_s));
+        const RawReply reply = execute({{u"command"_s, u"echo workspace-done"_s},
+                                        {u"cwd"_s, QFileInfo(dir).canonicalFilePath()}});
+        QCOMPARE(reply.status, 200);
+        QCOMPARE(reply.json()[u"stdout"_s].toString(), u"workspace-done\n"_s);
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        bool observed = false;
+        for (const QJsonObject &event : m_server->events(id)) {
+            if (event.value(u"kind"_s) == u"ObservationEvent"_s)
+                observed = event[u"observation"_s][u"output"_s].toString().contains(u"run-done"_s);
+        }
+        QVERIFY(observed);
+    }
+
     void everyRouteNeedsTheKey()
     {
         m_server.reset();

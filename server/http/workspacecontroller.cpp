@@ -8,8 +8,11 @@
 #include <QDateTime>
 #include <QDir>
 #include <QFileInfo>
+#include <QJsonArray>
 #include <QJsonObject>
 #include <QUuid>
+
+#include <algorithm>
 
 using namespace Qt::StringLiterals;
 
@@ -392,6 +395,102 @@ QCoro::Task<HttpResponse> download(Workspaces workspaces, HttpRequest request)
     co_return response;
 }
 
+// A shell function running git in the sandbox: any owner's repository (a root server's
+// commands run as a uid of their own), paths as they are, no pager.
+const QString GitFunction =
+    u"g() { git -c safe.directory='*' -c core.quotepath=off --no-pager \"$@\"; }\n"_s;
+constexpr qint64 DiffSideLimitBytes = 360 * 1024; // both sides' base64 within the output limit
+constexpr int TooLargeExit = 5;
+
+// GET /api/git/changes?path=DIR: OpenHands' [{status, path}] of the repository holding DIR,
+// against HEAD (the empty tree before the first commit), untracked files as ADDED; paths
+// relative to the repository's top. Not a repository: [].
+QCoro::Task<HttpResponse> gitChanges(Workspaces workspaces, HttpRequest request)
+{
+    const QString given = request.query.queryItemValue(u"path"_s, QUrl::FullyDecoded);
+    const Target target = locate(workspaces, given);
+    const QString command =
+        pathCheck(target.path, target.root) + GitFunction +
+        u"[ -e \"$p\" ] || exit %1\n[ -d \"$p\" ] || exit %2\ncd -- \"$p\" || exit 1\n"
+        "g rev-parse --is-inside-work-tree >/dev/null 2>&1 || exit 0\n"
+        "cd -- \"$(g rev-parse --show-toplevel)\" || exit 1\n"
+        "if g rev-parse --verify -q HEAD >/dev/null; then ref=HEAD; "
+        "else ref=$(g hash-object -t tree /dev/null); fi\n"
+        "g diff --name-status -M \"$ref\" -- || exit 1\n"
+        "g ls-files --others --exclude-standard | sed 's/^/A\\t/'\n"_s.arg(MissingExit)
+            .arg(NotAFileExit);
+    auto running = runOrThrow(workspaces.sandbox, target, command, FileCommandTimeout);
+    const CommandResult result = co_await std::move(running);
+    if (result.exitCode == NotAFileExit)
+        throw ApiError::badRequest(u"Path is not a directory: "_s + given);
+    throwForExit(result, given);
+    QList<QPair<QString, QString>> changes; // path, status
+    for (const QString &line : result.output.split(u'\n', Qt::SkipEmptyParts)) {
+        const QStringList parts = line.split(u'\t');
+        if (parts.size() < 2)
+            continue;
+        const QString status = parts.first();
+        if ((status.startsWith(u'R') || status.startsWith(u'C')) && parts.size() >= 3) {
+            if (status.startsWith(u'R'))
+                changes.append({parts.at(1), u"DELETED"_s});
+            changes.append({parts.at(2), u"ADDED"_s});
+        } else if (status == u"A"_s) {
+            changes.append({parts.at(1), u"ADDED"_s});
+        } else if (status == u"D"_s) {
+            changes.append({parts.at(1), u"DELETED"_s});
+        } else {
+            changes.append({parts.at(1), u"UPDATED"_s}); // M, T, U
+        }
+    }
+    std::sort(changes.begin(), changes.end());
+    QJsonArray items;
+    for (const auto &[path, status] : std::as_const(changes))
+        items.append(QJsonObject{{u"status"_s, status}, {u"path"_s, path}});
+    co_return HttpResponse::json(items);
+}
+
+// GET /api/git/diff?path=FILE: OpenHands' {modified, original}: the file as it is and as HEAD
+// has it, null where there is none (no repository: both null).
+QCoro::Task<HttpResponse> gitDiff(Workspaces workspaces, HttpRequest request)
+{
+    const QString given = request.query.queryItemValue(u"path"_s, QUrl::FullyDecoded);
+    const Target target = locate(workspaces, given);
+    const QString command =
+        pathCheck(target.path, target.root) + GitFunction +
+        u"[ -d \"$p\" ] && exit %1\n"
+        "cd -- \"$(dirname -- \"$p\")\" 2>/dev/null || exit 0\n"
+        "g rev-parse --is-inside-work-tree >/dev/null 2>&1 || exit 0\n"
+        "top=$(g rev-parse --show-toplevel) || exit 1\nrel=${p#\"$top\"/}\n"
+        "if [ -f \"$p\" ]; then [ \"$(stat -c %s -- \"$p\")\" -le %2 ] || exit %3; "
+        "printf 'M'; base64 -w0 -- \"$p\"; fi\nprintf '\\n'\n"
+        "if s=$(g cat-file -s \"HEAD:$rel\" 2>/dev/null); then [ \"$s\" -le %2 ] || exit %3; "
+        "printf 'O'; g show \"HEAD:$rel\" | base64 -w0; fi\nprintf '\\n'\n"_s.arg(NotAFileExit)
+            .arg(DiffSideLimitBytes)
+            .arg(TooLargeExit);
+    auto running = runOrThrow(workspaces.sandbox, target, command, FileCommandTimeout);
+    const CommandResult result = co_await std::move(running);
+    if (result.exitCode == TooLargeExit)
+        throw ApiError{413, u"file_too_large"_s,
+                       u"%1 or its version in HEAD has more than %2 bytes"_s.arg(given).arg(
+                           DiffSideLimitBytes)};
+    throwForExit(result, given);
+    QJsonObject diff{{u"modified"_s, QJsonValue::Null}, {u"original"_s, QJsonValue::Null}};
+    for (const QString &line : result.output.split(u'\n', Qt::SkipEmptyParts)) {
+        const QString key = line.startsWith(u'M')   ? u"modified"_s
+                            : line.startsWith(u'O') ? u"original"_s
+                                                    : QString();
+        if (key.isEmpty())
+            continue;
+        const auto decoded = QByteArray::fromBase64Encoding(
+            line.mid(1).toLatin1(), QByteArray::AbortOnBase64DecodingErrors);
+        if (!decoded)
+            throw ApiError{500, u"file_transfer_failed"_s,
+                           u"%1 did not come back intact"_s.arg(given)};
+        diff.insert(key, QString::fromUtf8(*decoded));
+    }
+    co_return HttpResponse::json(diff);
+}
+
 } // namespace
 
 void WorkspaceController::registerRoutes(Router &router, WorkspaceSandbox &sandbox,
@@ -409,6 +508,12 @@ void WorkspaceController::registerRoutes(Router &router, WorkspaceSandbox &sandb
     });
     router.addAsync(Method::Get, u"/api/file/download"_s, [workspaces](HttpRequest request) {
         return download(workspaces, std::move(request));
+    });
+    router.addAsync(Method::Get, u"/api/git/changes"_s, [workspaces](HttpRequest request) {
+        return gitChanges(workspaces, std::move(request));
+    });
+    router.addAsync(Method::Get, u"/api/git/diff"_s, [workspaces](HttpRequest request) {
+        return gitDiff(workspaces, std::move(request));
     });
 }
 

@@ -6,10 +6,12 @@
 #include <QElapsedTimer>
 #include <QFile>
 #include <QHttpMultiPart>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QNetworkAccessManager>
 #include <QNetworkReply>
+#include <QProcess>
 #include <QRandomGenerator>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -323,6 +325,80 @@ private Q_SLOTS:
         QVERIFY(observed);
     }
 
+    void gitChangesAndDiff()
+    {
+        const QString repo = QFileInfo(workspace()).canonicalFilePath() + u"/repo"_s;
+        QVERIFY(QDir().mkpath(repo));
+        const auto git = [&repo](const QStringList &arguments) {
+            QProcess process;
+            process.setWorkingDirectory(repo);
+            process.start(u"git"_s, QStringList{u"-c"_s, u"user.name=t"_s, u"-c"_s,
+                                                u"user.email=t@example.com"_s} +
+                                        arguments);
+            return process.waitForFinished(10'000) && process.exitCode() == 0;
+        };
+        const auto write = [&repo](const QString &name, const QByteArray &content) {
+            QFile file(repo + u'/' + name);
+            return file.open(QIODevice::WriteOnly) && file.write(content) == content.size();
+        };
+        QVERIFY(git({u"init"_s, u"-q"_s}));
+        QVERIFY(write(u"kept.txt"_s, "one\n"));
+        QVERIFY(write(u"gone.txt"_s, "bye\n"));
+        QVERIFY(git({u"add"_s, u"."_s}));
+        QVERIFY(git({u"commit"_s, u"-qm"_s, u"first"_s}));
+        QVERIFY(write(u"kept.txt"_s, "two\n"));
+        QVERIFY(QFile::remove(repo + u"/gone.txt"_s));
+        QVERIFY(write(u"new.txt"_s, "new\n"));
+
+        const RawReply changes =
+            finish(m_network.get(request(u"/api/git/changes"_s, QUrlQuery{{u"path"_s, repo}})));
+        QCOMPARE(changes.status, 200);
+        const QJsonArray expected{
+            QJsonObject{{u"status"_s, u"DELETED"_s}, {u"path"_s, u"gone.txt"_s}},
+            QJsonObject{{u"status"_s, u"UPDATED"_s}, {u"path"_s, u"kept.txt"_s}},
+            QJsonObject{{u"status"_s, u"ADDED"_s}, {u"path"_s, u"new.txt"_s}}};
+        QCOMPARE(QJsonDocument::fromJson(changes.body).array(), expected);
+
+        RawReply diff = finish(m_network.get(
+            request(u"/api/git/diff"_s, QUrlQuery{{u"path"_s, repo + u"/kept.txt"_s}})));
+        QCOMPARE(diff.status, 200);
+        QCOMPARE(diff.json()[u"modified"_s].toString(), u"two\n"_s);
+        QCOMPARE(diff.json()[u"original"_s].toString(), u"one\n"_s);
+        diff = finish(m_network.get(
+            request(u"/api/git/diff"_s, QUrlQuery{{u"path"_s, repo + u"/gone.txt"_s}})));
+        QVERIFY(diff.json()[u"modified"_s].isNull());
+        QCOMPARE(diff.json()[u"original"_s].toString(), u"bye\n"_s);
+
+        // Not a repository: nothing changed; outside the workspaces: refused.
+        const QString plain = QFileInfo(workspace()).canonicalFilePath() + u"/plain"_s;
+        QVERIFY(QDir().mkpath(plain));
+        const RawReply none =
+            finish(m_network.get(request(u"/api/git/changes"_s, QUrlQuery{{u"path"_s, plain}})));
+        QCOMPARE(none.status, 200);
+        QCOMPARE(QJsonDocument::fromJson(none.body).array(), QJsonArray());
+        QCOMPARE(
+            finish(m_network.get(request(u"/api/git/changes"_s, QUrlQuery{{u"path"_s, u"/etc"_s}})))
+                .status,
+            403);
+        QCOMPARE(finish(m_network.get(
+                            request(u"/api/git/diff"_s, QUrlQuery{{u"path"_s, u"/etc/passwd"_s}})))
+                     .status,
+                 403);
+        QCOMPARE(finish(m_network.get(request(u"/api/git/changes"_s,
+                                              QUrlQuery{{u"path"_s, plain + u"/missing"_s}})))
+                     .status,
+                 404);
+    }
+
+    void aWrongMethodIs405()
+    {
+        QCOMPARE(finish(m_network.get(request(u"/api/bash/execute_bash_command"_s, {}))).status,
+                 405);
+        QCOMPARE(finish(m_network.get(request(u"/api/file/upload"_s, {}))).status, 405);
+        QCOMPARE(finish(m_network.deleteResource(request(u"/api/file/download"_s, {}))).status,
+                 405);
+    }
+
     void everyRouteNeedsTheKey()
     {
         m_server.reset();
@@ -334,6 +410,10 @@ private Q_SLOTS:
         QCOMPARE(upload(target, "x").status, 401);
         QVERIFY(!QFile::exists(target));
         QCOMPARE(download(target).status, 401);
+        QCOMPARE(finish(m_network.get(
+                            request(u"/api/git/changes"_s, QUrlQuery{{u"path"_s, workspace()}})))
+                     .status,
+                 401);
         m_key = u"the-key"_s;
         QCOMPARE(execute({{u"command"_s, u"true"_s}}).status, 200);
         QCOMPARE(upload(target, "x").status, 200);

@@ -48,8 +48,8 @@ void registerRoutes(Router &router, const QString &version);
 namespace ReplicaController {
 void registerRoutes(Router &router, ReplicaStore &replicas, const ServerIdentity &identity);
 }
-// The remote workspace of OpenHands' clients: /api/bash/execute_bash_command, /api/file/upload,
-// /api/file/download and /api/git/changes|diff, for paths in a conversation's workspace (under
+// The remote workspace of OpenHands' clients: /api/bash/*, /api/file/upload|download and
+// /api/git/changes|diff, for paths in a conversation's workspace (under
 // `conversationsRoot`), run in its sandbox, or under the server workspace, run in that one's.
 namespace WorkspaceController {
 void registerRoutes(Router &router, WorkspaceSandbox &sandbox, ConversationService &service,

@@ -13,6 +13,7 @@
 #include <QUuid>
 
 #include <algorithm>
+#include <memory>
 
 using namespace Qt::StringLiterals;
 
@@ -236,13 +237,50 @@ QList<Part> formParts(const HttpRequest &request)
     throw ApiError::badRequest(u"The multipart body is malformed"_s);
 }
 
-QJsonObject bashOutput(const CommandResult &result, const QString &marker, const QUuid &commandId)
+// A command of /api/bash, as OpenHands' BashCommand; its script runs it in the sandbox.
+struct BashCommand
+{
+    QUuid id = QUuid::createUuid();
+    qint64 timestampMs = QDateTime::currentMSecsSinceEpoch();
+    QString command;
+    QString cwd; // as given
+    int timeout = DefaultCommandTimeoutSeconds;
+    Target target;
+    // stdout and stderr come back in the one output of a command, stderr after a marker that
+    // the command cannot guess.
+    QString marker = u"\n[agentdeck-stderr-%1]\n"_s.arg(QUuid::createUuid().toString(QUuid::Id128));
+
+    QJsonObject toJson() const
+    {
+        return {{u"kind"_s, u"BashCommand"_s},
+                {u"id"_s, id.toString(QUuid::WithoutBraces)},
+                {u"timestamp"_s, toWireTime(timestampMs)},
+                {u"command"_s, command},
+                {u"cwd"_s, cwd.isEmpty() ? QJsonValue(QJsonValue::Null) : QJsonValue(cwd)},
+                {u"timeout"_s, timeout}};
+    }
+
+    QString script() const
+    {
+        return pathCheck(target.path, target.root) +
+               u"[ -d \"$p\" ] || { printf 'cwd is not a directory'; exit %1; }\n"
+               "cd -- \"$p\" || exit 1\n"
+               "e=$(mktemp) || exit 1\n"
+               "bash -c %2 2>\"$e\" </dev/null\n"
+               "c=$?\n"
+               "printf '%s' %3\n"
+               "cat -- \"$e\"; rm -f -- \"$e\"\n"
+               "exit $c\n"_s.arg(QString::number(NotAFileExit), quoted(command), quoted(marker));
+    }
+};
+
+QJsonObject bashOutput(const CommandResult &result, const BashCommand &command)
 {
     QString stdoutText = result.output;
     QString stderrText;
-    const qsizetype at = stdoutText.lastIndexOf(marker);
+    const qsizetype at = stdoutText.lastIndexOf(command.marker);
     if (at >= 0) {
-        stderrText = stdoutText.mid(at + marker.size());
+        stderrText = stdoutText.mid(at + command.marker.size());
         stdoutText.truncate(at);
     }
     // The marker comes once the command has ended: without it, 124 is the runtime's timeout.
@@ -252,7 +290,7 @@ QJsonObject bashOutput(const CommandResult &result, const QString &marker, const
     return {{u"kind"_s, u"BashOutput"_s},
             {u"id"_s, QUuid::createUuid().toString(QUuid::WithoutBraces)},
             {u"timestamp"_s, toWireTime(QDateTime::currentMSecsSinceEpoch())},
-            {u"command_id"_s, commandId.toString(QUuid::WithoutBraces)},
+            {u"command_id"_s, command.id.toString(QUuid::WithoutBraces)},
             {u"order"_s, 0},
             {u"exit_code"_s, exitCode},
             {u"stdout"_s, stdoutText},
@@ -260,46 +298,9 @@ QJsonObject bashOutput(const CommandResult &result, const QString &marker, const
             {u"timeout_occurred"_s, timedOut}};
 }
 
-QCoro::Task<HttpResponse> executeBashCommand(Workspaces workspaces, HttpRequest request)
+// What the sandbox answered, as the command's BashOutput, or the error of the answer.
+QJsonObject outputOrThrow(const WorkspaceCommandResult &outcome, const BashCommand &command)
 {
-    const QJsonObject body = request.jsonObject();
-    const QJsonValue command = body.value(u"command"_s);
-    if (!command.isString() || command.toString().isEmpty())
-        throw ApiError::invalidParameter(u"command must be a non-empty string"_s);
-    const QJsonValue cwd = body.value(u"cwd"_s);
-    if (!cwd.isUndefined() && !cwd.isNull() && !cwd.isString())
-        throw ApiError::invalidParameter(u"cwd must be a string"_s);
-    const QJsonValue timeoutValue = body.value(u"timeout"_s);
-    int timeout = DefaultCommandTimeoutSeconds;
-    if (!timeoutValue.isUndefined() && !timeoutValue.isNull()) {
-        const double seconds = timeoutValue.toDouble(-1);
-        if (!timeoutValue.isDouble() || seconds < 1 || seconds > MaxCommandTimeoutSeconds)
-            throw ApiError::invalidParameter(
-                u"timeout must be a number of seconds from 1 to %1"_s.arg(
-                    MaxCommandTimeoutSeconds));
-        timeout = int(seconds);
-    }
-    WorkspaceSandbox &sandbox = workspaces.sandbox;
-    const Target target = cwd.isString() && !cwd.toString().isEmpty()
-                              ? locate(workspaces, cwd.toString())
-                              : Target{sandbox.directory(), sandbox.directory(), std::nullopt};
-    const QString directory = target.path;
-    // stdout and stderr come back in the one output of a command, stderr after a marker that
-    // the command cannot guess.
-    const QString marker =
-        u"\n[agentdeck-stderr-%1]\n"_s.arg(QUuid::createUuid().toString(QUuid::Id128));
-    const QString script = pathCheck(directory, target.root) +
-                           u"[ -d \"$p\" ] || { printf 'cwd is not a directory'; exit %1; }\n"
-                           "cd -- \"$p\" || exit 1\n"
-                           "e=$(mktemp) || exit 1\n"
-                           "bash -c %2 2>\"$e\" </dev/null\n"
-                           "c=$?\n"
-                           "printf '%s' %3\n"
-                           "cat -- \"$e\"; rm -f -- \"$e\"\n"
-                           "exit $c\n"_s.arg(QString::number(NotAFileExit),
-                                             quoted(command.toString()), quoted(marker));
-    auto running = runAt(sandbox, target, script, std::chrono::seconds(timeout));
-    const WorkspaceCommandResult outcome = co_await std::move(running);
     if (!outcome.result) {
         ApiError error{503, u"sandbox_unavailable"_s,
                        u"The workspace sandbox is not available: "_s + outcome.error.message};
@@ -308,11 +309,164 @@ QCoro::Task<HttpResponse> executeBashCommand(Workspaces workspaces, HttpRequest 
         throw error;
     }
     const CommandResult &result = *outcome.result;
-    if (result.exitCode == RefusedExit && !result.output.contains(marker))
-        throw refused(directory, u"it is not inside the workspace"_s);
-    if (result.exitCode == NotAFileExit && !result.output.contains(marker))
-        throw ApiError::invalidParameter(u"cwd is not a directory: "_s + directory);
-    co_return HttpResponse::json(bashOutput(result, marker, QUuid::createUuid()));
+    if (result.exitCode == RefusedExit && !result.output.contains(command.marker))
+        throw refused(command.target.path, u"it is not inside the workspace"_s);
+    if (result.exitCode == NotAFileExit && !result.output.contains(command.marker))
+        throw ApiError::invalidParameter(u"cwd is not a directory: "_s + command.target.path);
+    return bashOutput(result, command);
+}
+
+BashCommand bashCommand(const Workspaces &workspaces, const HttpRequest &request)
+{
+    const QJsonObject body = request.jsonObject();
+    const QJsonValue command = body.value(u"command"_s);
+    if (!command.isString() || command.toString().isEmpty())
+        throw ApiError::invalidParameter(u"command must be a non-empty string"_s);
+    const QJsonValue cwd = body.value(u"cwd"_s);
+    if (!cwd.isUndefined() && !cwd.isNull() && !cwd.isString())
+        throw ApiError::invalidParameter(u"cwd must be a string"_s);
+    BashCommand bash;
+    bash.command = command.toString();
+    const QJsonValue timeoutValue = body.value(u"timeout"_s);
+    if (!timeoutValue.isUndefined() && !timeoutValue.isNull()) {
+        const double seconds = timeoutValue.toDouble(-1);
+        if (!timeoutValue.isDouble() || seconds < 1 || seconds > MaxCommandTimeoutSeconds)
+            throw ApiError::invalidParameter(
+                u"timeout must be a number of seconds from 1 to %1"_s.arg(
+                    MaxCommandTimeoutSeconds));
+        bash.timeout = int(seconds);
+    }
+    const QString directory = workspaces.sandbox.directory();
+    bash.cwd = cwd.toString();
+    bash.target = bash.cwd.isEmpty() ? Target{directory, directory, std::nullopt}
+                                     : locate(workspaces, bash.cwd);
+    return bash;
+}
+
+// The bash events of /api/bash (BashCommand, BashOutput), newest last, in memory: the oldest
+// go past MaxEvents, and with them every event of their command.
+class BashEvents
+{
+public:
+    static constexpr qsizetype MaxEvents = 200;
+
+    void add(QJsonObject event)
+    {
+        m_events.append(std::move(event));
+        while (m_events.size() > MaxEvents)
+            m_events.removeFirst();
+    }
+    std::optional<QJsonObject> find(const QString &id) const
+    {
+        for (const QJsonObject &event : m_events) {
+            if (event.value(u"id"_s).toString() == id)
+                return event;
+        }
+        return std::nullopt;
+    }
+    QList<QJsonObject> all() const { return m_events; }
+    qsizetype clear()
+    {
+        const qsizetype count = m_events.size();
+        m_events.clear();
+        return count;
+    }
+
+private:
+    QList<QJsonObject> m_events;
+};
+
+QCoro::Task<HttpResponse>
+executeBashCommand(Workspaces workspaces, std::shared_ptr<BashEvents> events, HttpRequest request)
+{
+    const BashCommand command = bashCommand(workspaces, request);
+    auto running = runAt(workspaces.sandbox, command.target, command.script(),
+                         std::chrono::seconds(command.timeout));
+    const WorkspaceCommandResult outcome = co_await std::move(running);
+    const QJsonObject output = outputOrThrow(outcome, command);
+    events->add(command.toJson());
+    events->add(output);
+    co_return HttpResponse::json(output);
+}
+
+// Runs a started command to its end; nobody awaits it, so it throws nothing.
+QCoro::Task<> runStarted(Workspaces workspaces, std::shared_ptr<BashEvents> events,
+                         BashCommand command)
+{
+    auto running = runAt(workspaces.sandbox, command.target, command.script(),
+                         std::chrono::seconds(command.timeout));
+    const WorkspaceCommandResult outcome = co_await std::move(running);
+    QJsonObject output;
+    try {
+        output = outputOrThrow(outcome, command);
+    } catch (const ApiError &error) {
+        // OpenHands' BashError.
+        output = {{u"kind"_s, u"BashError"_s},
+                  {u"id"_s, QUuid::createUuid().toString(QUuid::WithoutBraces)},
+                  {u"timestamp"_s, toWireTime(QDateTime::currentMSecsSinceEpoch())},
+                  {u"command_id"_s, command.id.toString(QUuid::WithoutBraces)},
+                  {u"code"_s, error.code},
+                  {u"detail"_s, error.detail}};
+    }
+    events->add(output);
+}
+
+HttpResponse startBashCommand(const Workspaces &workspaces,
+                              const std::shared_ptr<BashEvents> &events, const HttpRequest &request)
+{
+    BashCommand command = bashCommand(workspaces, request);
+    const QJsonObject json = command.toJson();
+    events->add(json);
+    runStarted(workspaces, events, std::move(command));
+    return HttpResponse::json(json);
+}
+
+// GET /api/bash/bash_events/search: OpenHands' filters and pages.
+HttpResponse searchBashEvents(const BashEvents &events, const HttpRequest &request)
+{
+    const QString kind = request.query.queryItemValue(u"kind__eq"_s);
+    if (!kind.isEmpty() && kind != u"BashCommand"_s && kind != u"BashOutput"_s)
+        throw ApiError::invalidParameter(u"kind__eq must be BashCommand or BashOutput"_s);
+    QString commandId = request.query.queryItemValue(u"command_id__eq"_s);
+    if (!commandId.isEmpty()) {
+        const QUuid id = QUuid::fromString(commandId);
+        if (id.isNull())
+            throw ApiError::invalidParameter(u"command_id__eq must be a UUID"_s);
+        commandId = id.toString(QUuid::WithoutBraces);
+    }
+    const QString order = request.query.queryItemValue(u"sort_order"_s);
+    if (!order.isEmpty() && order != u"TIMESTAMP"_s && order != u"TIMESTAMP_DESC"_s)
+        throw ApiError::invalidParameter(u"sort_order must be TIMESTAMP or TIMESTAMP_DESC"_s);
+    const int limit = request.intParam(u"limit"_s, 100, 1, 100);
+    const std::optional<qint64> after = request.timeParam(u"timestamp__gte"_s);
+    const std::optional<qint64> before = request.timeParam(u"timestamp__lt"_s);
+    const int offset = request.intParam(u"page_id"_s, 0, 0, int(BashEvents::MaxEvents));
+    QList<QJsonObject> matching;
+    for (const QJsonObject &event : events.all()) {
+        if (!kind.isEmpty() && event.value(u"kind"_s).toString() != kind)
+            continue;
+        const QString id = event.value(u"kind"_s) == u"BashCommand"_s
+                               ? event.value(u"id"_s).toString()
+                               : event.value(u"command_id"_s).toString();
+        if (!commandId.isEmpty() && id != commandId)
+            continue;
+        const qint64 at =
+            QDateTime::fromString(event.value(u"timestamp"_s).toString(), Qt::ISODateWithMs)
+                .toMSecsSinceEpoch();
+        if ((after && at < *after) || (before && at >= *before))
+            continue;
+        matching.append(event);
+    }
+    if (order == u"TIMESTAMP_DESC"_s)
+        std::reverse(matching.begin(), matching.end());
+    QJsonArray items;
+    for (qsizetype i = offset; i < matching.size() && items.size() < limit; ++i)
+        items.append(matching.at(i));
+    const qsizetype next = offset + items.size();
+    return HttpResponse::json(
+        QJsonObject{{u"items"_s, items},
+                    {u"next_page_id"_s, next < matching.size() ? QJsonValue(QString::number(next))
+                                                               : QJsonValue::Null}});
 }
 
 QCoro::Task<HttpResponse> upload(Workspaces workspaces, HttpRequest request)
@@ -499,10 +653,28 @@ void WorkspaceController::registerRoutes(Router &router, WorkspaceSandbox &sandb
 {
     using Method = Router::Method;
     const Workspaces workspaces{sandbox, service, conversationsRoot, maxDownloadBytes};
+    const auto events = std::make_shared<BashEvents>();
     router.addAsync(Method::Post, u"/api/bash/execute_bash_command"_s,
-                    [workspaces](HttpRequest request) {
-                        return executeBashCommand(workspaces, std::move(request));
+                    [workspaces, events](HttpRequest request) {
+                        return executeBashCommand(workspaces, events, std::move(request));
                     });
+    router.add(Method::Post, u"/api/bash/start_bash_command"_s,
+               [workspaces, events](const HttpRequest &request) {
+                   return startBashCommand(workspaces, events, request);
+               });
+    router.add(Method::Get, u"/api/bash/bash_events/search"_s,
+               [events](const HttpRequest &request) { return searchBashEvents(*events, request); });
+    router.add(Method::Get, u"/api/bash/bash_events/{id}"_s, [events](const HttpRequest &request) {
+        const QUuid id = QUuid::fromString(request.args.value(0));
+        const auto event =
+            id.isNull() ? std::nullopt : events->find(id.toString(QUuid::WithoutBraces));
+        if (!event)
+            throw ApiError::notFound(u"No bash event "_s + request.args.value(0));
+        return HttpResponse::json(*event);
+    });
+    router.add(Method::Delete, u"/api/bash/bash_events"_s, [events](const HttpRequest &) {
+        return HttpResponse::json(QJsonObject{{u"cleared_count"_s, qint64(events->clear())}});
+    });
     router.addAsync(Method::Post, u"/api/file/upload"_s, [workspaces](HttpRequest request) {
         return upload(workspaces, std::move(request));
     });

@@ -390,6 +390,68 @@ private Q_SLOTS:
                  404);
     }
 
+    void startedCommandsAreBashEvents()
+    {
+        QNetworkRequest r = request(u"/api/bash/start_bash_command"_s, {});
+        r.setHeader(QNetworkRequest::ContentTypeHeader, u"application/json"_s);
+        const RawReply started = finish(m_network.post(
+            r, QJsonDocument(QJsonObject{{u"command"_s, u"echo started; echo e >&2"_s}}).toJson()));
+        QCOMPARE(started.status, 200);
+        const QJsonObject command = started.json();
+        QCOMPARE(command[u"kind"_s].toString(), u"BashCommand"_s);
+        QCOMPARE(command[u"command"_s].toString(), u"echo started; echo e >&2"_s);
+        QCOMPARE(command[u"timeout"_s].toInt(), 300);
+        const QString id = command[u"id"_s].toString();
+
+        const auto search = [this](const QUrlQuery &query) {
+            return finish(m_network.get(request(u"/api/bash/bash_events/search"_s, query))).json();
+        };
+        const QUrlQuery outputs{{u"command_id__eq"_s, id}, {u"kind__eq"_s, u"BashOutput"_s}};
+        QTRY_VERIFY_WITH_TIMEOUT(search(outputs)[u"items"_s].toArray().size() == 1, 20'000);
+        const QJsonObject output = search(outputs)[u"items"_s].toArray().first().toObject();
+        QCOMPARE(output[u"stdout"_s].toString(), u"started\n"_s);
+        QCOMPARE(output[u"stderr"_s].toString(), u"e\n"_s);
+        QCOMPARE(output[u"exit_code"_s].toInt(), 0);
+
+        QCOMPARE(search({{u"command_id__eq"_s, id}})[u"items"_s].toArray().size(), 2);
+        const QJsonObject page = search({{u"limit"_s, u"1"_s}});
+        QCOMPARE(page[u"items"_s].toArray().size(), 1);
+        QCOMPARE(page[u"next_page_id"_s].toString(), u"1"_s);
+        QCOMPARE(search({{u"sort_order"_s, u"TIMESTAMP_DESC"_s}})[u"items"_s]
+                     .toArray()
+                     .first()
+                     .toObject()[u"kind"_s]
+                     .toString(),
+                 u"BashOutput"_s);
+
+        RawReply one = finish(m_network.get(request(u"/api/bash/bash_events/"_s + id, {})));
+        QCOMPARE(one.status, 200);
+        QCOMPARE(one.json(), command);
+        QCOMPARE(
+            finish(m_network.get(request(u"/api/bash/bash_events/"_s +
+                                             QUuid::createUuid().toString(QUuid::WithoutBraces),
+                                         {})))
+                .status,
+            404);
+        QCOMPARE(finish(m_network.get(request(u"/api/bash/bash_events/search"_s,
+                                              QUrlQuery{{u"kind__eq"_s, u"Other"_s}})))
+                     .status,
+                 422);
+
+        const RawReply cleared =
+            finish(m_network.deleteResource(request(u"/api/bash/bash_events"_s, {})));
+        QCOMPARE(cleared.status, 200);
+        QCOMPARE(cleared.json()[u"cleared_count"_s].toInt(), 2);
+        QCOMPARE(search({})[u"items"_s].toArray().size(), 0);
+
+        // Refused before it starts.
+        QCOMPARE(finish(m_network.post(r, QJsonDocument(QJsonObject{{u"command"_s, u"true"_s},
+                                                                    {u"cwd"_s, u"/etc"_s}})
+                                              .toJson()))
+                     .status,
+                 403);
+    }
+
     void aWrongMethodIs405()
     {
         QCOMPARE(finish(m_network.get(request(u"/api/bash/execute_bash_command"_s, {}))).status,

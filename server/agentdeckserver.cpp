@@ -321,8 +321,7 @@ bool AgentDeckServer::start(QString *error)
     ConversationController::registerRoutes(d->router, *d->service);
     EventController::registerRoutes(d->router, *d->service, *d->store);
     RuntimeController::registerRoutes(d->router, *d->service);
-    WorkspaceController::registerRoutes(d->router, *d->workspace, *d->service,
-                                        QDir(dataDir).filePath(u"workspaces"_s),
+    WorkspaceController::registerRoutes(d->router, *d->workspace, *d->service, *d->store,
                                         m_config.maxDownloadBytes);
     ReplicaController::registerRoutes(d->router, *d->replicas, d->identity);
     OpenApiController::registerRoutes(d->router, d->identity.version);

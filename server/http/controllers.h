@@ -49,11 +49,11 @@ namespace ReplicaController {
 void registerRoutes(Router &router, ReplicaStore &replicas, const ServerIdentity &identity);
 }
 // The remote workspace of OpenHands' clients: /api/bash/*, /api/file/upload|download and
-// /api/git/changes|diff, for paths in a conversation's workspace (under
-// `conversationsRoot`), run in its sandbox, or under the server workspace, run in that one's.
+// /api/git/changes|diff, for paths in a conversation's workspace, run in its sandbox, or under
+// the server workspace, run in that one's.
 namespace WorkspaceController {
 void registerRoutes(Router &router, WorkspaceSandbox &sandbox, ConversationService &service,
-                    const QString &conversationsRoot, qint64 maxDownloadBytes);
+                    ConversationStore &store, qint64 maxDownloadBytes);
 }
 namespace EventController {
 void registerRoutes(Router &router, ConversationService &service, ConversationStore &store);

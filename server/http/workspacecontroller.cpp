@@ -3,6 +3,7 @@
 #include "conversationservice.h"
 #include "router.h"
 #include "runtime/workspacesandbox.h"
+#include "storage/conversationstore.h"
 #include "wiretypes.h"
 
 #include <QDateTime>
@@ -92,7 +93,7 @@ struct Workspaces
 {
     WorkspaceSandbox &sandbox;
     ConversationService &service;
-    QString conversationsRoot; // DATA/workspaces
+    ConversationStore &store;
     qint64 maxDownloadBytes = 0;
 };
 
@@ -108,28 +109,41 @@ struct Target
 Target locate(const Workspaces &workspaces, const QString &given)
 {
     const QString path = resolveOnHost(given);
-    if (isInside(path, workspaces.sandbox.directory()))
-        return {path, workspaces.sandbox.directory(), std::nullopt};
-    const QString conversations = realDirectory(workspaces.conversationsRoot);
-    if (path.startsWith(conversations + u'/')) {
-        const QString name = path.mid(conversations.size() + 1).section(u'/', 0, 0);
-        if (const auto id = parseWireId(name)) {
-            std::optional<ConversationInfo> info;
-            try {
-                info = workspaces.service.get(*id);
-            } catch (const ApiError &) {
-                throw refused(given, u"no conversation has this workspace"_s);
-            }
-            if (info->isArchived())
-                throw ApiError::conflict(
-                    u"conversation_archived"_s,
-                    u"%1 is in the workspace of archived conversation %2"_s.arg(given,
-                                                                                toWireId(*id)));
-            const QString root = realDirectory(info->workingDir);
-            if (isInside(path, root))
-                return {path, root, info};
+    // The conversations whose workspace holds the path: their working dirs are among its
+    // ancestors, as resolved or as given. The deepest wins.
+    QStringList ancestors;
+    for (const QString &start : {path, QDir::cleanPath(given)}) {
+        for (QString dir = start; !dir.isEmpty() && dir != u"/"_s; dir = QFileInfo(dir).path()) {
+            if (!ancestors.contains(dir))
+                ancestors.append(dir);
         }
     }
+    QList<QPair<QUuid, QString>> owners = workspaces.store.withWorkingDirs(ancestors.mid(0, 100));
+    std::sort(owners.begin(), owners.end(),
+              [](const auto &a, const auto &b) { return a.second.size() > b.second.size(); });
+    std::optional<ConversationInfo> archived;
+    for (const auto &[id, dir] : std::as_const(owners)) {
+        std::optional<ConversationInfo> info;
+        try {
+            info = workspaces.service.get(id);
+        } catch (const ApiError &) {
+            continue; // removed meanwhile
+        }
+        const QString root = realDirectory(info->workingDir);
+        if (!isInside(path, root))
+            continue;
+        if (info->isArchived()) {
+            archived = info;
+            continue;
+        }
+        return {path, root, info};
+    }
+    if (!archived && isInside(path, workspaces.sandbox.directory()))
+        return {path, workspaces.sandbox.directory(), std::nullopt};
+    if (archived)
+        throw ApiError::conflict(u"conversation_archived"_s,
+                                 u"%1 is in the workspace of archived conversation %2"_s.arg(
+                                     given, toWireId(archived->id)));
     throw refused(given, u"it is neither inside a conversation's workspace nor inside the server "
                          "workspace (%1)"_s.arg(workspaces.sandbox.directory()));
 }
@@ -648,11 +662,11 @@ QCoro::Task<HttpResponse> gitDiff(Workspaces workspaces, HttpRequest request)
 } // namespace
 
 void WorkspaceController::registerRoutes(Router &router, WorkspaceSandbox &sandbox,
-                                         ConversationService &service,
-                                         const QString &conversationsRoot, qint64 maxDownloadBytes)
+                                         ConversationService &service, ConversationStore &store,
+                                         qint64 maxDownloadBytes)
 {
     using Method = Router::Method;
-    const Workspaces workspaces{sandbox, service, conversationsRoot, maxDownloadBytes};
+    const Workspaces workspaces{sandbox, service, store, maxDownloadBytes};
     const auto events = std::make_shared<BashEvents>();
     router.addAsync(Method::Post, u"/api/bash/execute_bash_command"_s,
                     [workspaces, events](HttpRequest request) {

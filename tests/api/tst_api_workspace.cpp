@@ -302,6 +302,28 @@ private Q_SLOTS:
         QCOMPARE(download(unknown + u"/x"_s).status, 403);
     }
 
+    // A workspace given at create is the conversation's too, wherever it is.
+    void aCallersWorkspaceUsesTheConversationsSandbox()
+    {
+        QTemporaryDir given;
+        QVERIFY(given.isValid());
+        const QString dir = QFileInfo(given.path()).canonicalFilePath();
+        const QUuid id =
+            m_server->create(QJsonObject{{u"workspace"_s, QJsonObject{{u"working_dir"_s, dir}}}});
+        QVERIFY(!id.isNull());
+        const RawReply reply = execute({{u"command"_s, u"pwd; echo \"$HOME\""_s}, {u"cwd"_s, dir}});
+        QCOMPARE(reply.status, 200);
+        const QString home = QDir(m_server->dataDir()).filePath(u"runtimes/"_s + toWireId(id));
+        QCOMPARE(reply.json()[u"stdout"_s].toString(),
+                 dir + u'\n' + QFileInfo(home).canonicalFilePath() + u"/home\n"_s);
+        QCOMPARE(upload(dir + u"/sub/up.txt"_s, "given").status, 200);
+        QCOMPARE(download(dir + u"/sub/up.txt"_s).body, QByteArray("given"));
+        QCOMPARE(download(QFileInfo(dir).path()).status, 403); // its parent is nobody's
+
+        QVERIFY(m_server->post(u"/api/conversations/"_s + toWireId(id) + u"/archive"_s).ok());
+        QCOMPARE(download(dir + u"/sub/up.txt"_s).status, 409);
+    }
+
     // A conversation's run and a workspace command share its sandbox one after the other.
     void aWorkspaceCommandWaitsForTheRunsCommand()
     {

@@ -146,6 +146,11 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
                                     u"HOST:PORT"_s);
     const QCommandLineOption dataDir(u"data-dir"_s, u"Where the catalog and workspaces live."_s,
                                      u"DIR"_s);
+    const QCommandLineOption workspaceDir(
+        u"workspace-dir"_s,
+        u"The server workspace: where /api/bash and /api/file reach outside conversations' "
+        "workspaces (default DATA/workspace)."_s,
+        u"DIR"_s);
     const QCommandLineOption key(u"session-api-key"_s,
                                  u"Require this key in X-Session-API-Key (repeatable; also "
                                  "AGENTDECK_SESSION_API_KEYS, comma-separated)."_s,
@@ -209,7 +214,8 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     parser.addOptions({help,          version,      headless,    connect,      listen,
                        dataDir,       key,          allowOrigin, allowHost,    commandTimeout,
                        shutdownGrace, replicaId,    database,    advertiseUrl, runtime,
-                       idleTimeout,   maxSandboxes, retention,   leaseTtl,     walLimit});
+                       idleTimeout,   maxSandboxes, retention,   leaseTtl,     walLimit,
+                       workspaceDir});
     const QCommandLineOption llmBaseUrl(u"llm-base-url"_s,
                                         u"Default OpenAI-compatible endpoint of llm agents (e.g. "
                                         "http://127.0.0.1:8080/v1); the key comes from "
@@ -299,6 +305,13 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
             ? parser.value(dataDir)
             : QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation) +
                   u"/agentdeck"_s;
+    if (parser.isSet(workspaceDir)) {
+        if (parser.value(workspaceDir).trimmed().isEmpty()) {
+            *error = u"--workspace-dir cannot be empty"_s;
+            return std::nullopt;
+        }
+        options.server.workspaceDir = parser.value(workspaceDir);
+    }
     // A key is compared with the header as HTTP hands it over, without the blanks around it; an
     // empty one would turn the check off while the operator believes it is on.
     for (const QString &given : parser.values(key)) {

@@ -15,6 +15,7 @@
 #include "runtime/localsandboxprovider.h"
 #include "runtime/processruntime.h"
 #include "runtime/retentionreaper.h"
+#include "runtime/workspacesandbox.h"
 #include "storage/conversationstore.h"
 #include "storage/database.h"
 #include "storage/integritycheck.h"
@@ -121,6 +122,8 @@ struct AgentDeckServer::Private
     std::unique_ptr<ApiServer> http;
     std::unique_ptr<EventStreams> streams;
     std::unique_ptr<RetentionReaper> reaper;
+    // The server workspace's sandbox.
+    std::unique_ptr<WorkspaceSandbox> workspace;
     std::unique_ptr<IntegrityCheck> integrity; // SQLite: read once after startup
     LocalSandboxProvider *sandboxes = nullptr; // when the runtime provider is the local one
     QString runtimesRoot;                      // where the local one keeps its sandboxes
@@ -301,12 +304,25 @@ bool AgentDeckServer::start(QString *error)
     d->http = std::make_unique<ApiServer>(d->router, *d->auth, d->metrics, httpLimits);
     d->identity = {QStringLiteral(AGENTDECK_VERSION), m_config.replicaId, d->parts.clock->nowMs(),
                    d->isolation.toJson(m_config.sandboxPolicy)};
+    d->workspace = std::make_unique<WorkspaceSandbox>(
+        *d->parts.runtimes, m_config.workspaceDir.isEmpty() ? QDir(dataDir).filePath(u"workspace"_s)
+                                                            : m_config.workspaceDir);
+    d->identity.workspaceDir = d->workspace->directory();
+    // Its sandbox sees the workspace: one holding the data dir would show it the catalog.
+    if (const QString real = QFileInfo(dataDir).canonicalFilePath();
+        d->workspace->directory() == u"/"_s || real == d->workspace->directory() ||
+        real.startsWith(d->workspace->directory() + u'/')) {
+        *error = u"--workspace-dir %1 holds the data dir"_s.arg(d->workspace->directory());
+        return false;
+    }
 
     HealthController::registerRoutes(d->router, *d->http, d->identity);
     MetricsController::registerRoutes(d->router, d->metrics, *d->store, *d->log, *d->service);
     ConversationController::registerRoutes(d->router, *d->service);
     EventController::registerRoutes(d->router, *d->service, *d->store);
     RuntimeController::registerRoutes(d->router, *d->service);
+    WorkspaceController::registerRoutes(d->router, *d->workspace, *d->service, *d->store,
+                                        m_config.maxDownloadBytes);
     ReplicaController::registerRoutes(d->router, *d->replicas, d->identity);
     OpenApiController::registerRoutes(d->router, d->identity.version);
 

@@ -32,6 +32,9 @@ struct ServerConfig
     QHostAddress address = QHostAddress::LocalHost;
     quint16 port = 8000;
     QString dataDir;
+    // The server workspace: where the remote workspace routes may reach outside a
+    // conversation's workspace. Empty: DATA/workspace.
+    QString workspaceDir;
     QStringList apiKeys;
     // Web pages (origins) that may call /api and the sockets, and host names a server without a
     // key may be addressed by, beside the local ones (see ApiAuth).
@@ -49,6 +52,8 @@ struct ServerConfig
     qint64 streamTotalBudgetBytes = 128 * 1024 * 1024; // every stream's unsent bytes together
     int streamAuthTimeoutMs = 10'000;
     qsizetype maxBodyBytes = 4 * 1024 * 1024;
+    // GET /api/file/download: the largest file it sends.
+    qint64 maxDownloadBytes = 16 * 1024 * 1024;
     // HTTP connections (see HttpLimits).
     std::chrono::milliseconds httpRequestTimeout{60'000};
     std::chrono::milliseconds httpIdleTimeout{300'000};

@@ -12,6 +12,7 @@ class EventLog;
 class Metrics;
 class ReplicaStore;
 class Router;
+class WorkspaceSandbox;
 
 struct ServerIdentity
 {
@@ -20,6 +21,8 @@ struct ServerIdentity
     qint64 startedAtMs = 0;
     // How commands are contained (SandboxIsolation::toJson()).
     QJsonObject sandbox;
+    // The server workspace (--workspace-dir), as a real path.
+    QString workspaceDir;
 };
 
 // One controller per resource; each adds its routes to the shared table.
@@ -44,6 +47,13 @@ void registerRoutes(Router &router, const QString &version);
 // GET /api/replicas: every replica sharing the catalog, its heartbeat and what it owns.
 namespace ReplicaController {
 void registerRoutes(Router &router, ReplicaStore &replicas, const ServerIdentity &identity);
+}
+// The remote workspace of OpenHands' clients: /api/bash/*, /api/file/upload|download and
+// /api/git/changes|diff, for paths in a conversation's workspace, run in its sandbox, or under
+// the server workspace, run in that one's.
+namespace WorkspaceController {
+void registerRoutes(Router &router, WorkspaceSandbox &sandbox, ConversationService &service,
+                    ConversationStore &store, qint64 maxDownloadBytes);
 }
 namespace EventController {
 void registerRoutes(Router &router, ConversationService &service, ConversationStore &store);

@@ -52,6 +52,7 @@ void HealthController::registerRoutes(Router &router, const ApiServer &server,
             {u"uptime_seconds"_s, (now - identity.startedAtMs) / 1000},
             {u"ready"_s, server.isReady()},
             {u"sandbox"_s, identity.sandbox},
+            {u"workspace_dir"_s, identity.workspaceDir},
         });
     });
 }

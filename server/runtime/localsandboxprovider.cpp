@@ -150,6 +150,26 @@ void SandboxRuntime::onReadyRead()
 
 QCoro::Task<CommandResult> SandboxRuntime::execute(CommandRequest request)
 {
+    QPointer<SandboxRuntime> self(this);
+    while (self && m_executing) {
+        auto waiting =
+            signalOrTimeout(this, &SandboxRuntime::commandEnded, std::chrono::seconds(1));
+        co_await std::move(waiting);
+    }
+    if (!self)
+        co_return CommandResult{u"[the sandbox went away while the command ran]"_s, -1, true};
+    m_executing = true;
+    auto running = executeNow(std::move(request));
+    const CommandResult result = co_await std::move(running);
+    if (self) {
+        m_executing = false;
+        Q_EMIT commandEnded();
+    }
+    co_return result;
+}
+
+QCoro::Task<CommandResult> SandboxRuntime::executeNow(CommandRequest request)
+{
     const CommandResult wentAway{u"[the sandbox went away while the command ran]"_s, -1, true};
     QPointer<SandboxRuntime> self(this);
     const QString requestId = QUuid::createUuid().toString(QUuid::WithoutBraces);

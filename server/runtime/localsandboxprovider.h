@@ -44,6 +44,8 @@ public:
     // Ends connectToHost() soon, unconnected: the sandbox was released while it started.
     void cancelConnect() { m_connectCancelled = true; }
     bool isConnectCancelled() const { return m_connectCancelled; }
+    // One command at a time: one sent while another runs (a run's, and one of the workspace
+    // routes, see WorkspaceSandbox) waits for it to end.
     QCoro::Task<CommandResult> execute(CommandRequest request) override;
     void interrupt() override;
     void ownerAlive() override;
@@ -63,11 +65,14 @@ public:
 
 Q_SIGNALS:
     void received(); // a message from the host is in the inbox
+    void commandEnded();
     void lost();
 
 private:
+    QCoro::Task<CommandResult> executeNow(CommandRequest request);
     void send(const QJsonObject &message);
     void onReadyRead();
+    bool m_executing = false;
 
     QString m_socketPath;
     SandboxHostProcess m_host;

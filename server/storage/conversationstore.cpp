@@ -421,6 +421,23 @@ QSet<QUuid> ConversationStore::existingIds(const QList<QUuid> &ids)
     return existing;
 }
 
+QList<QPair<QUuid, QString>> ConversationStore::withWorkingDirs(const QStringList &dirs)
+{
+    QList<QPair<QUuid, QString>> found;
+    if (dirs.isEmpty())
+        return found;
+    QStringList placeholders(dirs.size(), u"?"_s);
+    QSqlQuery q =
+        m_db.prepare(u"SELECT id, working_dir FROM conversations WHERE "_s + NotBeingRemoved +
+                     u" AND working_dir IN ("_s + placeholders.join(u',') + u')');
+    for (const QString &dir : dirs)
+        q.addBindValue(dir);
+    m_db.exec(q);
+    while (m_db.next(q))
+        found.append({QUuid(q.value(0).toString()), q.value(1).toString()});
+    return found;
+}
+
 ConversationPageResult ConversationStore::search(const ConversationFilter &filter,
                                                  ConversationSort sort, const QString &pageId,
                                                  int limit)

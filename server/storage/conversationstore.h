@@ -126,6 +126,8 @@ public:
     QList<std::optional<ConversationInfo>> findMany(const QList<QUuid> &ids);
     // Which of `ids` name a conversation (reads the ids alone).
     QSet<QUuid> existingIds(const QList<QUuid> &ids);
+    // The conversations whose workspace is one of `dirs` (as stored), with it; at most 100 dirs.
+    QList<QPair<QUuid, QString>> withWorkingDirs(const QStringList &dirs);
     // Throws ApiError 422 for a page id that is not one of ours.
     ConversationPageResult search(const ConversationFilter &filter, ConversationSort sort,
                                   const QString &pageId, int limit);

@@ -1,0 +1,509 @@
+// The remote workspace of OpenHands' clients (/api/bash/execute_bash_command, /api/file/upload,
+// /api/file/download) over real HTTP, with the server workspace's real sandbox.
+#include "testserver.h"
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QHttpMultiPart>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QNetworkAccessManager>
+#include <QNetworkReply>
+#include <QProcess>
+#include <QRandomGenerator>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace Qt::StringLiterals;
+using namespace AgentDeck;
+using namespace AgentDeck::Testing;
+
+namespace {
+
+struct RawReply
+{
+    int status = 0;
+    QByteArray body;
+    QJsonObject json() const { return QJsonDocument::fromJson(body).object(); }
+};
+
+} // namespace
+
+class ApiWorkspaceTest : public QObject
+{
+    Q_OBJECT
+
+private:
+    std::unique_ptr<TestServer> m_server;
+    QNetworkAccessManager m_network;
+    QString m_key; // sent as X-Session-API-Key when set
+
+    QString workspace() const { return QDir(m_server->dataDir()).filePath(u"workspace"_s); }
+
+    QNetworkRequest request(const QString &path, const QUrlQuery &query) const
+    {
+        QUrl url = m_server->url();
+        url.setPath(path);
+        url.setQuery(query);
+        QNetworkRequest request(url);
+        if (!m_key.isEmpty())
+            request.setRawHeader("X-Session-API-Key", m_key.toUtf8());
+        return request;
+    }
+
+    static RawReply finish(QNetworkReply *reply)
+    {
+        QSignalSpy finished(reply, &QNetworkReply::finished);
+        if (!reply->isFinished())
+            finished.wait(60'000);
+        RawReply result{reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt(),
+                        reply->readAll()};
+        reply->deleteLater();
+        return result;
+    }
+
+    RawReply execute(const QJsonObject &body)
+    {
+        QNetworkRequest r = request(u"/api/bash/execute_bash_command"_s, {});
+        r.setHeader(QNetworkRequest::ContentTypeHeader, u"application/json"_s);
+        return finish(m_network.post(r, QJsonDocument(body).toJson()));
+    }
+
+    RawReply upload(const QString &path, const QByteArray &content)
+    {
+        auto *multipart = new QHttpMultiPart(QHttpMultiPart::FormDataType);
+        QHttpPart part;
+        part.setHeader(QNetworkRequest::ContentDispositionHeader,
+                       u"form-data; name=\"file\"; filename=\"upload.bin\""_s);
+        part.setHeader(QNetworkRequest::ContentTypeHeader, u"application/octet-stream"_s);
+        part.setBody(content);
+        multipart->append(part);
+        QNetworkReply *reply =
+            m_network.post(request(u"/api/file/upload"_s, QUrlQuery{{u"path"_s, path}}), multipart);
+        multipart->setParent(reply);
+        return finish(reply);
+    }
+
+    RawReply download(const QString &path)
+    {
+        return finish(
+            m_network.get(request(u"/api/file/download"_s, QUrlQuery{{u"path"_s, path}})));
+    }
+
+    void startServer(TestServerOptions options = {})
+    {
+        m_server = std::make_unique<TestServer>(std::move(options));
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+        QVERIFY(m_server->usesSandboxes());
+    }
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        if (qEnvironmentVariableIsEmpty("AGENTDECK_BINARY"))
+            QSKIP(
+                "needs AGENTDECK_BINARY (the agentdeck binary) for real sandboxes; run via ctest");
+    }
+    void init()
+    {
+        m_key.clear();
+        startServer();
+    }
+    void cleanup() { m_server.reset(); }
+
+    void serverInfoShowsTheWorkspace()
+    {
+        const ApiReply reply = m_server->get(u"/server_info"_s);
+        QCOMPARE(reply.status, 200);
+        QCOMPARE(reply.json[u"workspace_dir"_s].toString(),
+                 QFileInfo(workspace()).canonicalFilePath());
+    }
+
+    void executeAnswersAsOpenHands()
+    {
+        const RawReply reply = execute({{u"command"_s, u"echo out; echo err >&2; exit 3"_s}});
+        QCOMPARE(reply.status, 200);
+        const QJsonObject output = reply.json();
+        QCOMPARE(output[u"kind"_s].toString(), u"BashOutput"_s);
+        QCOMPARE(output[u"exit_code"_s].toInt(), 3);
+        QCOMPARE(output[u"stdout"_s].toString(), u"out\n"_s);
+        QCOMPARE(output[u"stderr"_s].toString(), u"err\n"_s);
+        QCOMPARE(output[u"order"_s].toInt(), 0);
+        QCOMPARE(output[u"timeout_occurred"_s].toBool(), false);
+        QVERIFY(!output[u"command_id"_s].toString().isEmpty());
+        QVERIFY(!output[u"id"_s].toString().isEmpty());
+        QVERIFY(!output[u"timestamp"_s].toString().isEmpty());
+    }
+
+    void executeRunsInTheWorkspaceOrTheGivenCwd()
+    {
+        const QString real = QFileInfo(workspace()).canonicalFilePath();
+        RawReply reply = execute({{u"command"_s, u"pwd; touch made-here"_s}});
+        QCOMPARE(reply.status, 200);
+        QCOMPARE(reply.json()[u"stdout"_s].toString(), real + u'\n');
+        QVERIFY(QFile::exists(real + u"/made-here"_s));
+
+        QVERIFY(QDir(real).mkpath(u"sub/dir"_s));
+        reply = execute(
+            QJsonObject{{u"command"_s, u"pwd"_s}, {u"cwd"_s, QString(real + u"/sub/dir"_s)}});
+        QCOMPARE(reply.status, 200);
+        QCOMPARE(reply.json()[u"stdout"_s].toString(), real + u"/sub/dir\n"_s);
+    }
+
+    void executeStopsAtItsTimeout()
+    {
+        QElapsedTimer timer;
+        timer.start();
+        const RawReply reply = execute({{u"command"_s, u"sleep 60"_s}, {u"timeout"_s, 1}});
+        QCOMPARE(reply.status, 200);
+        QCOMPARE(reply.json()[u"exit_code"_s].toInt(), -1);
+        QCOMPARE(reply.json()[u"timeout_occurred"_s].toBool(), true);
+        QVERIFY2(timer.elapsed() < 20'000, qPrintable(QString::number(timer.elapsed())));
+    }
+
+    void executeRefusesBadInput_data()
+    {
+        QTest::addColumn<QJsonObject>("body");
+        QTest::addColumn<int>("status");
+        QTest::addRow("no command") << QJsonObject{} << 422;
+        QTest::addRow("command not a string") << QJsonObject{{u"command"_s, 1}} << 422;
+        QTest::addRow("timeout 0")
+            << QJsonObject{{u"command"_s, u"true"_s}, {u"timeout"_s, 0}} << 422;
+        QTest::addRow("relative cwd")
+            << QJsonObject{{u"command"_s, u"true"_s}, {u"cwd"_s, u"sub"_s}} << 400;
+        QTest::addRow("cwd outside")
+            << QJsonObject{{u"command"_s, u"true"_s}, {u"cwd"_s, u"/etc"_s}} << 403;
+    }
+    void executeRefusesBadInput()
+    {
+        QFETCH(QJsonObject, body);
+        QFETCH(int, status);
+        const RawReply reply = execute(body);
+        QCOMPARE(reply.status, status);
+        QVERIFY(!reply.json()[u"detail"_s].toString().isEmpty());
+    }
+
+    void executeRefusesACwdOutOfTheWorkspace()
+    {
+        const QString real = QFileInfo(workspace()).canonicalFilePath();
+        QVERIFY(QFile::link(u"/etc"_s, real + u"/etc-link"_s));
+        const QStringList cwds{real + u"/../"_s, real + u"/etc-link"_s, m_server->dataDir(),
+                               QDir(m_server->dataDir()).filePath(u"workspaces"_s)};
+        for (const QString &cwd : cwds) {
+            const RawReply reply = execute({{u"command"_s, u"true"_s}, {u"cwd"_s, cwd}});
+            QVERIFY2(reply.status == 403,
+                     qPrintable(cwd + u": "_s + QString::number(reply.status)));
+            QVERIFY(reply.json()[u"detail"_s].toString().contains(cwd));
+        }
+    }
+
+    void uploadThenDownload()
+    {
+        QByteArray content(300 * 1024 + 17, Qt::Uninitialized);
+        QRandomGenerator generator(7);
+        for (char &byte : content)
+            byte = char(generator.bounded(256));
+        const QString target = QFileInfo(workspace()).canonicalFilePath() + u"/new/dir/blob.bin"_s;
+        const RawReply uploaded = upload(target, content);
+        QCOMPARE(uploaded.status, 200);
+        QCOMPARE(uploaded.json()[u"success"_s].toBool(), true);
+        QFile file(target);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QVERIFY(file.readAll() == content);
+
+        const RawReply downloaded = download(target);
+        QCOMPARE(downloaded.status, 200);
+        QCOMPARE(downloaded.body.size(), content.size());
+        QVERIFY(downloaded.body == content);
+
+        QCOMPARE(upload(target, "small").status, 200);
+        QCOMPARE(download(target).body, QByteArray("small"));
+        QCOMPARE(upload(target, {}).status, 200);
+        QCOMPARE(download(target).body, QByteArray());
+    }
+
+    void uploadRefusesPathsOutOfTheWorkspace()
+    {
+        QTemporaryDir outside;
+        QVERIFY(outside.isValid());
+        const QString real = QFileInfo(workspace()).canonicalFilePath();
+        QVERIFY(QFile::link(outside.path(), real + u"/out"_s));
+        const QStringList refusedPaths{outside.filePath(u"a"_s), real + u"/../a"_s,
+                                       real + u"/out/a"_s,
+                                       QDir(m_server->dataDir()).filePath(u"agentdeck.db"_s)};
+        for (const QString &path : refusedPaths) {
+            const RawReply reply = upload(path, "x");
+            QVERIFY2(reply.status == 403,
+                     qPrintable(path + u": "_s + QString::number(reply.status)));
+        }
+        QVERIFY(!QFile::exists(outside.filePath(u"a"_s)));
+        QCOMPARE(upload(u"relative/a"_s, "x").status, 400);
+        QCOMPARE(upload(real, "x").status, 400); // a directory
+    }
+
+    void uploadIsBoundedByTheBodyLimit()
+    {
+        const QString target = QFileInfo(workspace()).canonicalFilePath() + u"/big"_s;
+        const RawReply reply = upload(target, QByteArray(4 * 1024 * 1024 + 1, 'x'));
+        QCOMPARE(reply.status, 413);
+        QVERIFY(!QFile::exists(target));
+    }
+
+    void uploadNeedsAMultipartBody()
+    {
+        QNetworkRequest r =
+            request(u"/api/file/upload"_s,
+                    QUrlQuery{{u"path"_s, QFileInfo(workspace()).canonicalFilePath() + u"/f"_s}});
+        r.setHeader(QNetworkRequest::ContentTypeHeader, u"application/octet-stream"_s);
+        QCOMPARE(finish(m_network.post(r, QByteArray("raw"))).status, 400);
+    }
+
+    void downloadRefusesBadPaths()
+    {
+        const QString real = QFileInfo(workspace()).canonicalFilePath();
+        QVERIFY(QFile::link(u"/etc/passwd"_s, real + u"/passwd"_s));
+        QCOMPARE(download(real + u"/missing"_s).status, 404);
+        QCOMPARE(download(real).status, 400);
+        QCOMPARE(download(u"/etc/passwd"_s).status, 403);
+        QCOMPARE(download(real + u"/passwd"_s).status, 403);
+        QCOMPARE(download(real + u"/../agentdeck.db"_s).status, 403);
+        QCOMPARE(download(QDir(m_server->dataDir()).filePath(u"agentdeck.db"_s)).status, 403);
+        QCOMPARE(download({}).status, 422);
+    }
+
+    // A path in a conversation's workspace goes through that conversation's sandbox: its home
+    // is the conversation's.
+    void aConversationsWorkspaceUsesItsSandbox()
+    {
+        const QUuid id = m_server->create();
+        QVERIFY(!id.isNull());
+        const QString dir = m_server->get(u"/api/conversations/"_s + toWireId(id))
+                                .json[u"workspace"_s][u"working_dir"_s]
+                                .toString();
+        QVERIFY(QDir().mkpath(dir));
+        const QString real = QFileInfo(dir).canonicalFilePath();
+        const RawReply reply =
+            execute({{u"command"_s, u"pwd; echo \"$HOME\"; echo hi > made"_s}, {u"cwd"_s, real}});
+        QCOMPARE(reply.status, 200);
+        const QString home = QDir(m_server->dataDir()).filePath(u"runtimes/"_s + toWireId(id));
+        QCOMPARE(reply.json()[u"stdout"_s].toString(),
+                 real + u'\n' + QFileInfo(home).canonicalFilePath() + u"/home\n"_s);
+        QVERIFY(QFile::exists(real + u"/made"_s));
+
+        QCOMPARE(upload(real + u"/up.txt"_s, "uploaded").status, 200);
+        QCOMPARE(download(real + u"/up.txt"_s).body, QByteArray("uploaded"));
+
+        const QString unknown =
+            QDir(m_server->dataDir()).filePath(u"workspaces/"_s + toWireId(QUuid::createUuid()));
+        QCOMPARE(upload(unknown + u"/x"_s, "x").status, 403);
+        QCOMPARE(download(unknown + u"/x"_s).status, 403);
+    }
+
+    // A workspace given at create is the conversation's too, wherever it is.
+    void aCallersWorkspaceUsesTheConversationsSandbox()
+    {
+        QTemporaryDir given;
+        QVERIFY(given.isValid());
+        const QString dir = QFileInfo(given.path()).canonicalFilePath();
+        const QUuid id =
+            m_server->create(QJsonObject{{u"workspace"_s, QJsonObject{{u"working_dir"_s, dir}}}});
+        QVERIFY(!id.isNull());
+        const RawReply reply = execute({{u"command"_s, u"pwd; echo \"$HOME\""_s}, {u"cwd"_s, dir}});
+        QCOMPARE(reply.status, 200);
+        const QString home = QDir(m_server->dataDir()).filePath(u"runtimes/"_s + toWireId(id));
+        QCOMPARE(reply.json()[u"stdout"_s].toString(),
+                 dir + u'\n' + QFileInfo(home).canonicalFilePath() + u"/home\n"_s);
+        QCOMPARE(upload(dir + u"/sub/up.txt"_s, "given").status, 200);
+        QCOMPARE(download(dir + u"/sub/up.txt"_s).body, QByteArray("given"));
+        QCOMPARE(download(QFileInfo(dir).path()).status, 403); // its parent is nobody's
+
+        QVERIFY(m_server->post(u"/api/conversations/"_s + toWireId(id) + u"/archive"_s).ok());
+        QCOMPARE(download(dir + u"/sub/up.txt"_s).status, 409);
+    }
+
+    // A conversation's run and a workspace command share its sandbox one after the other.
+    void aWorkspaceCommandWaitsForTheRunsCommand()
+    {
+        const QUuid id = m_server->create();
+        const QString dir = m_server->get(u"/api/conversations/"_s + toWireId(id))
+                                .json[u"workspace"_s][u"working_dir"_s]
+                                .toString();
+        QVERIFY(QDir().mkpath(dir));
+        QVERIFY(m_server->send(id, u"sleep 1; echo run-done"_s, true).ok());
+        QVERIFY(m_server->waitForStatus(id, u"running"_s));
+        const RawReply reply = execute({{u"command"_s, u"echo workspace-done"_s},
+                                        {u"cwd"_s, QFileInfo(dir).canonicalFilePath()}});
+        QCOMPARE(reply.status, 200);
+        QCOMPARE(reply.json()[u"stdout"_s].toString(), u"workspace-done\n"_s);
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        bool observed = false;
+        for (const QJsonObject &event : m_server->events(id)) {
+            if (event.value(u"kind"_s) == u"ObservationEvent"_s)
+                observed = event[u"observation"_s][u"output"_s].toString().contains(u"run-done"_s);
+        }
+        QVERIFY(observed);
+    }
+
+    void gitChangesAndDiff()
+    {
+        const QString repo = QFileInfo(workspace()).canonicalFilePath() + u"/repo"_s;
+        QVERIFY(QDir().mkpath(repo));
+        const auto git = [&repo](const QStringList &arguments) {
+            QProcess process;
+            process.setWorkingDirectory(repo);
+            process.start(u"git"_s, QStringList{u"-c"_s, u"user.name=t"_s, u"-c"_s,
+                                                u"user.email=t@example.com"_s} +
+                                        arguments);
+            return process.waitForFinished(10'000) && process.exitCode() == 0;
+        };
+        const auto write = [&repo](const QString &name, const QByteArray &content) {
+            QFile file(repo + u'/' + name);
+            return file.open(QIODevice::WriteOnly) && file.write(content) == content.size();
+        };
+        QVERIFY(git({u"init"_s, u"-q"_s}));
+        QVERIFY(write(u"kept.txt"_s, "one\n"));
+        QVERIFY(write(u"gone.txt"_s, "bye\n"));
+        QVERIFY(git({u"add"_s, u"."_s}));
+        QVERIFY(git({u"commit"_s, u"-qm"_s, u"first"_s}));
+        QVERIFY(write(u"kept.txt"_s, "two\n"));
+        QVERIFY(QFile::remove(repo + u"/gone.txt"_s));
+        QVERIFY(write(u"new.txt"_s, "new\n"));
+
+        const RawReply changes =
+            finish(m_network.get(request(u"/api/git/changes"_s, QUrlQuery{{u"path"_s, repo}})));
+        QCOMPARE(changes.status, 200);
+        const QJsonArray expected{
+            QJsonObject{{u"status"_s, u"DELETED"_s}, {u"path"_s, u"gone.txt"_s}},
+            QJsonObject{{u"status"_s, u"UPDATED"_s}, {u"path"_s, u"kept.txt"_s}},
+            QJsonObject{{u"status"_s, u"ADDED"_s}, {u"path"_s, u"new.txt"_s}}};
+        QCOMPARE(QJsonDocument::fromJson(changes.body).array(), expected);
+
+        RawReply diff = finish(m_network.get(
+            request(u"/api/git/diff"_s, QUrlQuery{{u"path"_s, repo + u"/kept.txt"_s}})));
+        QCOMPARE(diff.status, 200);
+        QCOMPARE(diff.json()[u"modified"_s].toString(), u"two\n"_s);
+        QCOMPARE(diff.json()[u"original"_s].toString(), u"one\n"_s);
+        diff = finish(m_network.get(
+            request(u"/api/git/diff"_s, QUrlQuery{{u"path"_s, repo + u"/gone.txt"_s}})));
+        QVERIFY(diff.json()[u"modified"_s].isNull());
+        QCOMPARE(diff.json()[u"original"_s].toString(), u"bye\n"_s);
+
+        // Not a repository: nothing changed; outside the workspaces: refused.
+        const QString plain = QFileInfo(workspace()).canonicalFilePath() + u"/plain"_s;
+        QVERIFY(QDir().mkpath(plain));
+        const RawReply none =
+            finish(m_network.get(request(u"/api/git/changes"_s, QUrlQuery{{u"path"_s, plain}})));
+        QCOMPARE(none.status, 200);
+        QCOMPARE(QJsonDocument::fromJson(none.body).array(), QJsonArray());
+        QCOMPARE(
+            finish(m_network.get(request(u"/api/git/changes"_s, QUrlQuery{{u"path"_s, u"/etc"_s}})))
+                .status,
+            403);
+        QCOMPARE(finish(m_network.get(
+                            request(u"/api/git/diff"_s, QUrlQuery{{u"path"_s, u"/etc/passwd"_s}})))
+                     .status,
+                 403);
+        QCOMPARE(finish(m_network.get(request(u"/api/git/changes"_s,
+                                              QUrlQuery{{u"path"_s, plain + u"/missing"_s}})))
+                     .status,
+                 404);
+    }
+
+    void startedCommandsAreBashEvents()
+    {
+        QNetworkRequest r = request(u"/api/bash/start_bash_command"_s, {});
+        r.setHeader(QNetworkRequest::ContentTypeHeader, u"application/json"_s);
+        const RawReply started = finish(m_network.post(
+            r, QJsonDocument(QJsonObject{{u"command"_s, u"echo started; echo e >&2"_s}}).toJson()));
+        QCOMPARE(started.status, 200);
+        const QJsonObject command = started.json();
+        QCOMPARE(command[u"kind"_s].toString(), u"BashCommand"_s);
+        QCOMPARE(command[u"command"_s].toString(), u"echo started; echo e >&2"_s);
+        QCOMPARE(command[u"timeout"_s].toInt(), 300);
+        const QString id = command[u"id"_s].toString();
+
+        const auto search = [this](const QUrlQuery &query) {
+            return finish(m_network.get(request(u"/api/bash/bash_events/search"_s, query))).json();
+        };
+        const QUrlQuery outputs{{u"command_id__eq"_s, id}, {u"kind__eq"_s, u"BashOutput"_s}};
+        QTRY_VERIFY_WITH_TIMEOUT(search(outputs)[u"items"_s].toArray().size() == 1, 20'000);
+        const QJsonObject output = search(outputs)[u"items"_s].toArray().first().toObject();
+        QCOMPARE(output[u"stdout"_s].toString(), u"started\n"_s);
+        QCOMPARE(output[u"stderr"_s].toString(), u"e\n"_s);
+        QCOMPARE(output[u"exit_code"_s].toInt(), 0);
+
+        QCOMPARE(search({{u"command_id__eq"_s, id}})[u"items"_s].toArray().size(), 2);
+        const QJsonObject page = search({{u"limit"_s, u"1"_s}});
+        QCOMPARE(page[u"items"_s].toArray().size(), 1);
+        QCOMPARE(page[u"next_page_id"_s].toString(), u"1"_s);
+        QCOMPARE(search({{u"sort_order"_s, u"TIMESTAMP_DESC"_s}})[u"items"_s]
+                     .toArray()
+                     .first()
+                     .toObject()[u"kind"_s]
+                     .toString(),
+                 u"BashOutput"_s);
+
+        RawReply one = finish(m_network.get(request(u"/api/bash/bash_events/"_s + id, {})));
+        QCOMPARE(one.status, 200);
+        QCOMPARE(one.json(), command);
+        QCOMPARE(
+            finish(m_network.get(request(u"/api/bash/bash_events/"_s +
+                                             QUuid::createUuid().toString(QUuid::WithoutBraces),
+                                         {})))
+                .status,
+            404);
+        QCOMPARE(finish(m_network.get(request(u"/api/bash/bash_events/search"_s,
+                                              QUrlQuery{{u"kind__eq"_s, u"Other"_s}})))
+                     .status,
+                 422);
+
+        const RawReply cleared =
+            finish(m_network.deleteResource(request(u"/api/bash/bash_events"_s, {})));
+        QCOMPARE(cleared.status, 200);
+        QCOMPARE(cleared.json()[u"cleared_count"_s].toInt(), 2);
+        QCOMPARE(search({})[u"items"_s].toArray().size(), 0);
+
+        // Refused before it starts.
+        QCOMPARE(finish(m_network.post(r, QJsonDocument(QJsonObject{{u"command"_s, u"true"_s},
+                                                                    {u"cwd"_s, u"/etc"_s}})
+                                              .toJson()))
+                     .status,
+                 403);
+    }
+
+    void aWrongMethodIs405()
+    {
+        QCOMPARE(finish(m_network.get(request(u"/api/bash/execute_bash_command"_s, {}))).status,
+                 405);
+        QCOMPARE(finish(m_network.get(request(u"/api/file/upload"_s, {}))).status, 405);
+        QCOMPARE(finish(m_network.deleteResource(request(u"/api/file/download"_s, {}))).status,
+                 405);
+    }
+
+    void everyRouteNeedsTheKey()
+    {
+        m_server.reset();
+        TestServerOptions options;
+        options.apiKeys = {u"the-key"_s};
+        startServer(std::move(options));
+        const QString target = QFileInfo(workspace()).canonicalFilePath() + u"/keyed"_s;
+        QCOMPARE(execute({{u"command"_s, u"true"_s}}).status, 401);
+        QCOMPARE(upload(target, "x").status, 401);
+        QVERIFY(!QFile::exists(target));
+        QCOMPARE(download(target).status, 401);
+        QCOMPARE(finish(m_network.get(
+                            request(u"/api/git/changes"_s, QUrlQuery{{u"path"_s, workspace()}})))
+                     .status,
+                 401);
+        m_key = u"the-key"_s;
+        QCOMPARE(execute({{u"command"_s, u"true"_s}}).status, 200);
+        QCOMPARE(upload(target, "x").status, 200);
+        QCOMPARE(download(target).body, QByteArray("x"));
+    }
+};
+
+QTEST_GUILESS_MAIN(ApiWorkspaceTest)
+#include "tst_api_workspace.moc"

@@ -1,6 +1,7 @@
 #include "usermodenetwork.h"
 
 #include <QByteArray>
+#include <QFile>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QStandardPaths>
@@ -101,6 +102,19 @@ bool UserModeNetwork::attach(bool root, QString *error)
         return false;
     }
     const QString pid = match.captured(1);
+    // bubblewrap's child brings its loopback up while the parent has already said where it is;
+    // slirp4netns brings the loopback up too, and the one that came second failed ("bwrap:
+    // loopback: Failed RTM_NEWADDR"). It starts once the loopback is there.
+    QFile routes(u"/proc/%1/net/fib_trie"_s.arg(pid));
+    for (int waited = 0; waited < 3000; waited += 5) {
+        if (!routes.open(QIODevice::ReadOnly))
+            break;
+        const bool up = routes.readAll().contains("127.0.0.1");
+        routes.close();
+        if (up)
+            break;
+        ::usleep(5000);
+    }
     int ready[2];
     if (::pipe2(ready, O_CLOEXEC) != 0) {
         *error = u"cannot make the pipe of slirp4netns"_s;

@@ -6,6 +6,7 @@
 #include <QElapsedTimer>
 #include <QFile>
 #include <QJsonArray>
+#include <QJsonDocument>
 #include <QJsonObject>
 #include <QRegularExpression>
 #include <QStandardPaths>
@@ -51,6 +52,13 @@ Observed lastObservation(ServerProcess &server, const QUuid &id)
         observed.exitCode = observation.value(u"exit_code"_s).toInt(-1);
     }
     return observed;
+}
+
+// What the conversation's sandbox host logged.
+QString sandboxLog(ServerProcess &server, const QUuid &id)
+{
+    QFile log(server.dataDir() + u"/runtimes/"_s + wireId(id) + u"/sandbox.log"_s);
+    return log.open(QIODevice::ReadOnly) ? QString::fromUtf8(log.readAll()) : QString();
 }
 
 // A fake bubblewrap that cannot create namespaces, first on a server's PATH.
@@ -197,7 +205,12 @@ private Q_SLOTS:
                 port)));
         QVERIFY(server.waitForStatus(id, u"finished"_s));
         const QString output = lastObservation(server, id).output;
-        QVERIFY2(output.startsWith(u"1\nnameserver 10.0.2.3\n"_s), qPrintable(output));
+        QString history;
+        for (const QJsonObject &event : server.events(id))
+            history +=
+                QString::fromUtf8(QJsonDocument(event).toJson(QJsonDocument::Compact)) + u'\n';
+        QVERIFY2(output.startsWith(u"1\nnameserver 10.0.2.3\n"_s),
+                 qPrintable(u"output: "_s + output + u"\nsandbox log: "_s + sandboxLog(server, id) + history));
         QVERIFY2(!output.contains(u"REACHED"_s), qPrintable(output));
         QVERIFY2(!output.contains(u"no network"_s), qPrintable(output));
         const QJsonObject sandbox = server.conversation(id)

@@ -1,0 +1,75 @@
+#pragma once
+
+#include "serverconnection.h"
+
+#include <QStringList>
+#include <QUrl>
+#include <QUuid>
+
+#include <chrono>
+#include <optional>
+
+namespace AgentDeck {
+
+// What `agentdeck ctl` was asked to do: its command line, read and checked.
+enum class Command
+{
+    List,
+    Show,
+    Create,
+    Events,
+    Run,
+    Pause,
+    Interrupt,
+    Accept,
+    Reject,
+    Archive,
+    Unarchive,
+    Recover,
+    Retry,
+    Dismiss,
+    Reprovision,
+    Delete,
+    Send,
+    Replicas
+};
+
+struct CommandSpec
+{
+    QLatin1StringView name;
+    Command command;
+    bool takesId;
+    bool takesText;
+    QStringList options; // besides --server, --session-api-key and --help
+};
+
+// Every command ctl knows, with what each takes.
+const QList<CommandSpec> &commandSpecs();
+
+struct Invocation
+{
+    Command command = Command::List;
+    QUrl server;
+    QString apiKey;
+    std::chrono::milliseconds timeout = ServerConnection::DefaultSilenceTimeout;
+    QUuid id;
+    QString text;
+    QString reason;               // reject's
+    QString title;                // create's
+    std::optional<QString> agent; // the request's default (shell) unless given
+    bool confirm = false;
+    ConversationFilter filter;
+    bool json = false;
+    bool follow = false;
+    bool yes = false;
+    bool run = false;
+};
+
+// Where ctl goes without --server.
+extern const QString DefaultCtlServer;
+
+// Parses the arguments after "ctl". Returns nullopt with a sentence in *error, or with an empty
+// *error when the user asked for help.
+std::optional<Invocation> parseInvocation(const QStringList &arguments, QString *error);
+
+} // namespace AgentDeck

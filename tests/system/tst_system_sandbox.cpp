@@ -210,7 +210,8 @@ private Q_SLOTS:
             history +=
                 QString::fromUtf8(QJsonDocument(event).toJson(QJsonDocument::Compact)) + u'\n';
         QVERIFY2(output.startsWith(u"1\nnameserver 10.0.2.3\n"_s),
-                 qPrintable(u"output: "_s + output + u"\nsandbox log: "_s + sandboxLog(server, id) + history));
+                 qPrintable(u"output: "_s + output + u"\nsandbox log: "_s + sandboxLog(server, id) +
+                            history));
         QVERIFY2(!output.contains(u"REACHED"_s), qPrintable(output));
         QVERIFY2(!output.contains(u"no network"_s), qPrintable(output));
         const QJsonObject sandbox = server.conversation(id)

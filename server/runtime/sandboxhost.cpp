@@ -18,6 +18,7 @@
 #include <QStandardPaths>
 
 #include <csignal>
+#include <pwd.h>
 #include <unistd.h>
 
 using namespace Qt::StringLiterals;
@@ -306,6 +307,24 @@ QStringList SandboxHost::bubblewrapArguments(bool egress) const
               << SandboxIsolation::namespaceArguments(
                      m_isolation.root, m_options.policy.network == SandboxPolicy::Network::Host)
               << u"--die-with-parent"_s << u"--new-session"_s;
+    // A uid of its own has no name on the host: git, ssh and the shell's prompt look it up.
+    if (m_user && ::getpwuid(m_user->uid) == nullptr) {
+        for (const auto &[name, line] :
+             {std::pair{u"passwd"_s,
+                        u"sandbox:x:%1:%2:AgentDeck sandbox:%3:/bin/bash\n"_s.arg(m_user->uid)
+                            .arg(m_user->gid)
+                            .arg(m_options.home)},
+              std::pair{u"group"_s, u"sandbox:x:%1:\n"_s.arg(m_user->gid)}}) {
+            QFile host(u"/etc/"_s + name);
+            QFile own(QDir(m_options.runtimeDir).filePath(name));
+            if (host.open(QIODevice::ReadOnly) &&
+                own.open(QIODevice::WriteOnly | QIODevice::Truncate) &&
+                own.write(host.readAll() + line.toUtf8()) > 0) {
+                own.close();
+                arguments << u"--ro-bind"_s << own.fileName() << host.fileName();
+            }
+        }
+    }
     if (egress) {
         arguments << m_network.bubblewrapArguments();
         // The host's resolver may be on its loopback, which the sandbox does not reach;

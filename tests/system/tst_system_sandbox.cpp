@@ -159,8 +159,9 @@ private Q_SLOTS:
             "unshare -Ur true 2>/dev/null && echo NEW-USERNS;"
             "cd \"$OLDPWD\"; touch in-workspace && echo WORKSPACE-WRITABLE;"
             "touch \"$HOME/in-home\" && echo HOME-WRITABLE;"
-            "touch /tmp/in-tmp && echo TMP-WRITABLE"_s.arg(server.dataDir(), otherSocket,
-                                                           otherWorkspace.path(), port);
+            "touch /tmp/in-tmp && echo TMP-WRITABLE;"
+            "whoami >/dev/null 2>&1 && echo HAS-A-NAME"_s.arg(server.dataDir(), otherSocket,
+                                                              otherWorkspace.path(), port);
         const QUuid id = server.create(shell(attack));
         QVERIFY(server.waitForStatus(id, u"finished"_s));
         const QString output = lastObservation(server, id).output;
@@ -181,7 +182,7 @@ private Q_SLOTS:
         for (const QString &escape : std::as_const(escapes))
             QVERIFY2(!output.contains(escape), qPrintable(escape + u":\n"_s + output));
         for (const QString &writable :
-             {u"WORKSPACE-WRITABLE"_s, u"HOME-WRITABLE"_s, u"TMP-WRITABLE"_s})
+             {u"WORKSPACE-WRITABLE"_s, u"HOME-WRITABLE"_s, u"TMP-WRITABLE"_s, u"HAS-A-NAME"_s})
             QVERIFY2(output.contains(writable), qPrintable(writable + u":\n"_s + output));
         QVERIFY(!QFile::exists(u"/usr/escaped"_s));
     }

@@ -39,10 +39,7 @@ QString outputOf(const QJsonObject &observation)
 
 QStringList toolNames(const QJsonObject &request)
 {
-    QStringList names;
-    for (const QJsonValue &tool : request.value(u"tools"_s).toArray())
-        names.append(tool.toObject().value(u"function"_s).toObject().value(u"name"_s).toString());
-    return names;
+    return FakeLlmServer::toolNames(request);
 }
 
 } // namespace

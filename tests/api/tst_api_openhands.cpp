@@ -20,10 +20,7 @@ const QString Key = u"sk-openhands-client-key"_s;
 
 QStringList toolNames(const QJsonObject &request)
 {
-    QStringList names;
-    for (const QJsonValue &tool : request.value(u"tools"_s).toArray())
-        names.append(tool.toObject().value(u"function"_s).toObject().value(u"name"_s).toString());
-    return names;
+    return FakeLlmServer::toolNames(request);
 }
 
 } // namespace

@@ -17,8 +17,7 @@ using namespace AgentDeck::Testing;
 namespace {
 QJsonObject shell(const QString &command, bool run = true)
 {
-    return {{u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}}},
-            {u"initial_message"_s, TestServer::message(command, run)}};
+    return TestServer::shellConversation(command, run);
 }
 } // namespace
 

@@ -285,4 +285,12 @@ FakeLlmServer::Response FakeLlmServer::garbage()
     return response;
 }
 
+QStringList FakeLlmServer::toolNames(const QJsonObject &request)
+{
+    QStringList names;
+    for (const QJsonValue &tool : request.value(u"tools"_s).toArray())
+        names.append(tool.toObject().value(u"function"_s).toObject().value(u"name"_s).toString());
+    return names;
+}
+
 } // namespace AgentDeck::Testing

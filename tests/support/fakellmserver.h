@@ -52,6 +52,9 @@ public:
     QList<Request> requests;
     int openConnections() const;
 
+    // The names of the tools a chat completions request offered.
+    static QStringList toolNames(const QJsonObject &request);
+
     // Responses.
     static Response toolCalls(const QJsonArray &calls, const QString &content = {},
                               int promptTokens = 10, int completionTokens = 5);

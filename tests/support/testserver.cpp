@@ -217,6 +217,12 @@ QJsonObject TestServer::message(const QString &text, bool run)
     return MessageRequest{u"user"_s, text, run}.toJson();
 }
 
+QJsonObject TestServer::shellConversation(const QString &command, bool run)
+{
+    return {{u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}}},
+            {u"initial_message"_s, message(command, run)}};
+}
+
 ApiReply TestServer::send(const QUuid &id, const QString &text, bool run)
 {
     return post(ServerConnection::conversationPath(id, u"events"_s), message(text, run));

@@ -72,6 +72,8 @@ public:
     QList<QJsonObject> events(const QUuid &id, const QUrlQuery &query = {});
 
     static QJsonObject message(const QString &text, bool run = false);
+    // A create body: a shell conversation whose initial message is `command`.
+    static QJsonObject shellConversation(const QString &command, bool run = true);
     // Sends a user message to the conversation (POST .../events).
     ApiReply send(const QUuid &id, const QString &text, bool run = false);
 

@@ -32,8 +32,7 @@ QJsonObject echoAgent()
 }
 QJsonObject shell(const QString &command, bool run = true)
 {
-    return {{u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}}},
-            {u"initial_message"_s, TestServer::message(command, run)}};
+    return TestServer::shellConversation(command, run);
 }
 // The built-in agents, given the history in the scope a test asks for; records where the
 // first history a run gave its agent began.

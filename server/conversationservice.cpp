@@ -154,10 +154,8 @@ ConversationService::ConversationService(ConversationStore &store, LeaseStore &l
 void ConversationService::renewLeases()
 {
     QHash<QUuid, qint64> held;
-    for (auto it = m_runners.cbegin(); it != m_runners.cend(); ++it) {
-        if (it.value())
-            held.insert(it.key(), it.value()->lease().epoch);
-    }
+    for (const ConversationRunner *runner : m_lifecycles.runners())
+        held.insert(runner->conversationId(), runner->lease().epoch);
     Transaction transaction(m_store.database());
     const bool stillTheReplica = m_replicas.heartbeat(m_settings.replicaId, m_settings.leaseOwner);
     const QHash<QUuid, LeaseState> states = m_leases.renew(m_settings.leaseOwner, held);
@@ -167,7 +165,7 @@ void ConversationService::renewLeases()
         Q_EMIT replacedAsReplica();
     }
     for (auto it = states.cbegin(); it != states.cend(); ++it) {
-        if (auto runner = m_runners.value(it.key()))
+        if (auto *runner = m_lifecycles.runner(it.key()))
             runner->onLeaseState(it.value());
     }
     if (m_settings.sharedCatalog) {
@@ -179,23 +177,30 @@ void ConversationService::renewLeases()
 
 void ConversationService::writeUnwrittenEnds()
 {
-    for (const QUuid &id : m_unwrittenEnds.keys()) {
+    const auto unwritten = [this] {
+        return m_lifecycles.in(ConversationLifecycle::Run::EndUnwritten);
+    };
+    for (const QUuid &id : unwritten()) {
         try {
             writeUnwrittenEnd(id);
         } catch (const StorageError &) {
             // not yet
         }
     }
-    if (m_unwrittenEnds.isEmpty())
+    if (unwritten().isEmpty())
         m_endRetry.stop();
 }
 
 void ConversationService::writeUnwrittenEnd(const QUuid &id)
 {
-    const auto it = m_unwrittenEnds.constFind(id);
-    if (it == m_unwrittenEnds.cend())
+    const ConversationLifecycle *lifecycle = m_lifecycles.find(id);
+    if (!lifecycle || lifecycle->run() != ConversationLifecycle::Run::EndUnwritten)
         return;
-    const UnwrittenEnd end = *it;
+    const ConversationLifecycle::UnwrittenEnd end = lifecycle->unwrittenEnd();
+    const auto written = [this, &id] {
+        m_lifecycles.at(id).endWritten();
+        m_lifecycles.settle(id);
+    };
     try {
         m_log.setStatus(id, ExecutionStatus::Error, unstoredOf(m_store, id, end.events), &end.lease,
                         !end.events.isEmpty() && end.events.last().kind == EventKind::AgentError
@@ -206,10 +211,10 @@ void ConversationService::writeUnwrittenEnd(const QUuid &id)
     } catch (const std::exception &error) {
         // A delete, or a recovery by another replica once the lease lapsed, settled it.
         qCInfo(lcExecution) << "the end of the run of" << id << "is not needed:" << error.what();
-        m_unwrittenEnds.remove(id);
+        written();
         return;
     }
-    m_unwrittenEnds.remove(id);
+    written();
     qCInfo(lcExecution) << "wrote the end of the run of" << id << "now that storage is back";
     try {
         m_leases.release(id, end.lease);
@@ -251,7 +256,7 @@ LeaseToken ConversationService::claimOrThrow(const QUuid &id)
 
 void ConversationService::refuseIfHeldElsewhere(const QUuid &id)
 {
-    if (m_runners.contains(id) || m_starting.contains(id))
+    if (m_lifecycles.isRunningHere(id))
         return;
     if (const auto holder = m_leases.holder(id);
         holder && holder->owner != m_settings.leaseOwner && holder->msLeft > 0)
@@ -261,10 +266,8 @@ void ConversationService::refuseIfHeldElsewhere(const QUuid &id)
 ConversationService::~ConversationService()
 {
     m_runtimes.setIdleKeeper({});
-    for (const auto &runner : std::as_const(m_runners)) {
-        if (runner)
-            runner->abandon();
-    }
+    for (ConversationRunner *runner : m_lifecycles.runners())
+        runner->abandon();
 }
 
 QString ConversationService::workspaceFor(const QUuid &id) const
@@ -615,14 +618,13 @@ QCoro::Task<OrphanSweep> ConversationService::removeOrphanedDirs(QStringList roo
 
 QString ConversationService::releaseLocalParts(const QUuid &id)
 {
-    if (auto runner = m_runners.take(id))
-        runner->abandon();
     // A run starting, or an end waiting for storage, is of the conversation being deleted: a
     // conversation created again with the same id is not to be run, or ended, by them.
-    m_starting.remove(id);
-    m_stopsWhileStarting.remove(id);
-    m_runsAgain.remove(id);
-    m_unwrittenEnds.remove(id);
+    if (ConversationLifecycle *lifecycle = m_lifecycles.find(id)) {
+        if (ConversationRunner *runner = lifecycle->forget())
+            runner->abandon();
+        m_lifecycles.settle(id);
+    }
     m_secrets.remove(id);
     m_runtimes.release(id);
     return m_runtimes.runtimeDirectory(id);
@@ -647,11 +649,12 @@ void ConversationService::forgetDeletedElsewhere(const QUuid &id)
 
 bool ConversationService::resolveStale(const ConversationInfo &info, QLatin1StringView cause)
 {
-    if (info.executionStatus != ExecutionStatus::Running || m_runners.contains(info.id) ||
-        m_starting.contains(info.id))
+    const ConversationLifecycle *lifecycle = m_lifecycles.find(info.id);
+    if (info.executionStatus != ExecutionStatus::Running ||
+        (lifecycle && lifecycle->isRunningHere()))
         return false;
     // A run of this server that ended while storage refused its end: not stale, only unwritten.
-    if (m_unwrittenEnds.contains(info.id)) {
+    if (lifecycle && lifecycle->run() == ConversationLifecycle::Run::EndUnwritten) {
         writeUnwrittenEnd(info.id);
         return true;
     }
@@ -730,14 +733,22 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info,
                                             std::optional<ConfirmationAnswer> answer)
 {
     requireUsableRuntime(info);
-    if (m_runners.contains(info.id) || m_starting.contains(info.id))
+    if (m_lifecycles.isRunningHere(info.id))
         throw ApiError::conflict(u"conversation_already_running"_s,
                                  u"Conversation is already running"_s);
     writeUnwrittenEnd(info.id);
     const LeaseToken lease = claimOrThrow(info.id);
-    // Registered as live only once everything below succeeded; a failure leaves no lease held.
+    // Running only once everything below succeeded; a failure leaves no lease held.
     const quint64 start = ++m_startCount;
-    m_starting.insert(info.id, start);
+    m_lifecycles.at(info.id).beginStart(start, lease);
+    // Starting → None, and the lease let go, unless a delete called the start off meanwhile.
+    const auto startFailed = [this, id = info.id, start, lease] {
+        ConversationLifecycle *lifecycle = m_lifecycles.find(id);
+        if (!lifecycle || !lifecycle->startFailed(start))
+            return;
+        m_lifecycles.settle(id);
+        m_leases.release(id, lease);
+    };
     const QUuid conversationId = info.id;
     AgentContext context{conversationId, info.agentConfig, m_secrets.value(conversationId),
                          [this, conversationId](const QJsonObject &frame) {
@@ -768,28 +779,23 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info,
             runtime = std::make_shared<NoRuntime>();
         }
     } catch (...) {
-        if (m_starting.value(info.id) == start) {
-            m_starting.remove(info.id);
-            m_stopsWhileStarting.remove(info.id);
-            m_leases.release(info.id, lease);
-        }
+        startFailed();
         throw;
     }
-    if (m_starting.value(info.id) != start) {
+    if (const ConversationLifecycle *lifecycle = m_lifecycles.find(info.id);
+        !lifecycle || !lifecycle->isStart(start)) {
         // Deleted while its runtime came up, and maybe created again since, with a start of
         // its own: the lease was taken on a row that is gone, and the runtime is the new
         // conversation's if it has a run.
-        if (!m_starting.contains(info.id) && !m_runners.contains(info.id))
+        if (!m_lifecycles.isRunningHere(info.id))
             m_runtimes.release(info.id);
         throw ApiError::notFound(
             u"Conversation %1 was deleted while its run started"_s.arg(toWireId(info.id)));
     }
-    m_starting.remove(info.id);
-    const StopAsked stopAsked = m_stopsWhileStarting.value(info.id, StopAsked::None);
-    m_stopsWhileStarting.remove(info.id);
+    // Nothing is awaited from here on: it is still the start `start` when it runs.
     // A start that outlasted the server's grace must not begin a run the stop has not seen.
     if (m_stopping) {
-        m_leases.release(info.id, lease);
+        startFailed();
         throw ApiError{503, u"shutting_down"_s,
                        u"The server is stopping; the run was not started"_s, 1};
     }
@@ -799,7 +805,7 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info,
             m_log.append(info.id, {Event::userReject(action, answer->reason)}, std::nullopt,
                          &lease);
         } catch (...) {
-            m_leases.release(info.id, lease);
+            startFailed();
             throw;
         }
     }
@@ -809,20 +815,26 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info,
         RunSettings{info.workingDir, info.alwaysConfirm, m_settings.commandTimeout,
                     m_agents.offersRetry(info.agentKind)},
         this);
-    m_runners.insert(info.id, runner);
+    const auto stopAsked = m_lifecycles.at(info.id).startSucceeded(start, runner);
     connect(runner, &ConversationRunner::stopped, this, [this, runner](const QUuid &id) {
-        if (m_runners.value(id) == runner)
-            m_runners.remove(id);
+        // Nullopt: a runner a delete let go of, whose conversation may have a run of its own
+        // again (created again with the same id): it asked for no run after it.
+        ConversationLifecycle *lifecycle = m_lifecycles.find(id);
+        const std::optional<bool> stoppedHere =
+            lifecycle ? lifecycle->runnerStopped(runner, {runner->lease(), runner->unwrittenEnd()})
+                      : std::nullopt;
+        const bool runsAgain = stoppedHere.value_or(false);
+        const bool endUnwritten =
+            lifecycle && lifecycle->run() == ConversationLifecycle::Run::EndUnwritten;
+        m_lifecycles.settle(id);
         // A run that lost its lease leaves its sandbox to nobody: the new owner runs in one of
         // its own. It stayed up until its idle timeout, reported `available`, and a release
         // sent by the replica that archived the conversation meanwhile found this run still
         // registered and was ignored.
-        if (runner->isAbandoned() && !m_runners.contains(id) && !m_starting.contains(id))
+        if (runner->isAbandoned() && !m_lifecycles.isRunningHere(id))
             m_runtimes.release(id);
-        const bool runsAgain = m_runsAgain.remove(id);
-        if (const QList<Event> &end = runner->unwrittenEnd(); !end.isEmpty()) {
+        if (stoppedHere && endUnwritten) {
             // Kept with its lease, which fences it off from a later run.
-            m_unwrittenEnds.insert(id, {runner->lease(), end});
             m_endRetry.start();
             Q_EMIT runnerStopped(id);
             return;
@@ -833,13 +845,12 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info,
             qCWarning(lcExecution) << "cannot release the lease of" << id << ":" << error.what();
         }
         Q_EMIT runnerStopped(id);
-        if (runsAgain && !runner->isAbandoned() && !m_stopping && !m_runners.contains(id) &&
-            !m_starting.contains(id))
+        if (runsAgain && !runner->isAbandoned() && !m_stopping && !m_lifecycles.isRunningHere(id))
             runAgain(id);
     });
-    if (stopAsked == StopAsked::Interrupt)
+    if (stopAsked == ConversationLifecycle::StopAsked::Interrupt)
         runner->interrupt();
-    else if (stopAsked == StopAsked::Pause)
+    else if (stopAsked == ConversationLifecycle::StopAsked::Pause)
         runner->requestPause();
     runner->start(confirmedActionId);
 }
@@ -875,10 +886,13 @@ QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(Conver
     // while its runtime comes up (isInUse()). Expired on the way by another replica's pass, it
     // is refused below.
     m_store.update(info.id, {}, m_clock.nowMs());
-    ++m_bringingUp[info.id];
+    m_lifecycles.at(info.id).bringUpBegan();
     const auto broughtUp = qScopeGuard([self = QPointer(this), id = info.id] {
-        if (self && --self->m_bringingUp[id] == 0)
-            self->m_bringingUp.remove(id);
+        if (!self)
+            return;
+        if (ConversationLifecycle *lifecycle = self->m_lifecycles.find(id))
+            lifecycle->bringUpEnded();
+        self->m_lifecycles.settle(id);
     });
     auto acquiring = m_runtimes.acquire(info);
     RuntimeAcquisition acquisition = co_await std::move(acquiring);
@@ -889,7 +903,7 @@ QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(Conver
     // runtime is then the new conversation's if it has a start or a run of its own, and so are
     // the files; an error of this start is not the new row's either.
     if (!now || now->createdAt != info.createdAt) {
-        if (acquisition.runtime && !m_starting.contains(info.id) && !m_runners.contains(info.id))
+        if (acquisition.runtime && !m_lifecycles.isRunningHere(info.id))
             m_runtimes.release(info.id);
         // The delete removed the files before the sandbox made them again.
         if (!now)
@@ -934,13 +948,15 @@ QCoro::Task<> ConversationService::stopRunAndRuntime(QUuid id)
     // No run follows the one interrupted here (a message with run: true asked for one): the
     // archive waited while a new run went through the conversation's whole backlog. One
     // started meanwhile all the same (a /run) is interrupted too.
-    m_halting.insert(id);
+    m_lifecycles.at(id).haltBegan();
     const auto halted = qScopeGuard([self = QPointer(this), id] {
-        if (self)
-            self->m_halting.remove(id);
+        if (!self)
+            return;
+        if (ConversationLifecycle *lifecycle = self->m_lifecycles.find(id))
+            lifecycle->haltEnded();
+        self->m_lifecycles.settle(id);
     });
-    while (auto runner = m_runners.value(id)) {
-        m_runsAgain.remove(id);
+    while (auto *runner = m_lifecycles.runner(id)) {
         runner->interrupt();
         auto stopped =
             signalOrTimeout(this, &ConversationService::runnerStopped, std::chrono::seconds(10));
@@ -995,7 +1011,7 @@ QCoro::Task<ConversationInfo> ConversationService::reprovisionRuntime(QUuid id)
     const ConversationInfo info = require(id);
     requireUsableRuntime(info);
     refuseIfHeldElsewhere(id);
-    if (m_runners.contains(id) || m_starting.contains(id))
+    if (m_lifecycles.isRunningHere(id))
         throw ApiError::conflict(u"conversation_already_running"_s,
                                  u"Conversation is running; pause it before reprovisioning"_s);
     m_runtimes.release(id);
@@ -1019,7 +1035,7 @@ QCoro::Task<ConversationInfo> ConversationService::recover(QUuid id)
 {
     ConversationInfo info = require(id);
     requireUsableRuntime(info);
-    if (!m_runners.contains(id) && !m_starting.contains(id)) {
+    if (!m_lifecycles.isRunningHere(id)) {
         // Continued, the shell agent's run only said "[command interrupted]" and finished:
         // the crash read as a success. The runtime comes up, and the offer to run the command
         // again stays.
@@ -1049,7 +1065,7 @@ QCoro::Task<ConversationInfo> ConversationService::retry(QUuid id)
 {
     const ConversationInfo info = require(id);
     if (!info.outcome || info.outcome->retryCommand.isEmpty() || info.outcome->dismissed ||
-        m_runners.contains(id) || m_starting.contains(id))
+        m_lifecycles.isRunningHere(id))
         throw ApiError::conflict(u"nothing_to_retry"_s,
                                  u"The conversation has no interrupted command to run again"_s);
     try {
@@ -1074,14 +1090,13 @@ QCoro::Task<ConversationInfo> ConversationService::run(QUuid id)
 ConversationInfo ConversationService::pause(const QUuid &id)
 {
     const ConversationInfo info = require(id);
-    if (auto runner = m_runners.value(id)) {
+    ConversationLifecycle *lifecycle = m_lifecycles.find(id);
+    if (auto *runner = m_lifecycles.runner(id)) {
         runner->requestPause();
         m_log.append(id, {Event::pause()});
-    } else if (m_starting.contains(id)) {
+    } else if (lifecycle && lifecycle->askStop(ConversationLifecycle::StopAsked::Pause)) {
         // Its runtime is still coming up: the run pauses before its first step. (Answered and
         // dropped, the run went on to run its command.)
-        m_stopsWhileStarting.insert(
-            id, std::max(m_stopsWhileStarting.value(id, StopAsked::None), StopAsked::Pause));
         m_log.append(id, {Event::pause()});
     } else if (resolveStale(info)) {
         // Nobody ran it: it is paused now.
@@ -1097,10 +1112,11 @@ ConversationInfo ConversationService::pause(const QUuid &id)
 ConversationInfo ConversationService::interrupt(const QUuid &id)
 {
     const ConversationInfo info = require(id);
-    if (auto runner = m_runners.value(id))
+    ConversationLifecycle *lifecycle = m_lifecycles.find(id);
+    if (auto *runner = m_lifecycles.runner(id))
         runner->interrupt();
-    else if (m_starting.contains(id))
-        m_stopsWhileStarting.insert(id, StopAsked::Interrupt); // at once, once it starts
+    else if (lifecycle && lifecycle->run() == ConversationLifecycle::Run::Starting)
+        lifecycle->askStop(ConversationLifecycle::StopAsked::Interrupt); // at once, once it starts
     else if (!resolveStale(info) && info.executionStatus == ExecutionStatus::Running)
         askOwnerToStop(id, LeaseStore::Cancel::Interrupt);
     return require(id);
@@ -1119,7 +1135,7 @@ void ConversationService::askOwnerToStop(const QUuid &id, LeaseStore::Cancel how
 
 void ConversationService::stopRequestedElsewhere(const QUuid &id, LeaseStore::Cancel how)
 {
-    if (auto runner = m_runners.value(id)) {
+    if (auto *runner = m_lifecycles.runner(id)) {
         if (how == LeaseStore::Cancel::Interrupt)
             runner->interrupt();
         else
@@ -1130,7 +1146,7 @@ void ConversationService::stopRequestedElsewhere(const QUuid &id, LeaseStore::Ca
 void ConversationService::releaseRequestedElsewhere(const QUuid &id)
 {
     // A run started here since is this replica's own (the other one was refused while it ran).
-    if (m_runners.contains(id) || m_starting.contains(id))
+    if (m_lifecycles.isRunningHere(id))
         return;
     m_runtimes.release(id);
 }
@@ -1138,7 +1154,7 @@ void ConversationService::releaseRequestedElsewhere(const QUuid &id)
 QCoro::Task<StoredEvent> ConversationService::sendMessage(QUuid id, MessageRequest message)
 {
     const ConversationInfo info = require(id);
-    const bool starts = message.run && !m_runners.contains(id) && !m_starting.contains(id);
+    const bool starts = message.run && !m_lifecycles.isRunningHere(id);
     if (message.run) {
         requireUsableRuntime(info);
         // Stored and then refused, the message ran twice when the client sent it to the owner.
@@ -1159,10 +1175,10 @@ QCoro::Task<StoredEvent> ConversationService::sendMessage(QUuid id, MessageReque
     // A run ending at a pause or an interrupt does not pick the message up: the message asks
     // for one after it. (Answered 200, the message was never run.)
     if (message.run && !starts) {
-        const auto runner = m_runners.value(id);
-        if (((runner && runner->isStopping()) || m_stopsWhileStarting.contains(id)) &&
-            !m_halting.contains(id))
-            m_runsAgain.insert(id);
+        if (ConversationLifecycle *lifecycle = m_lifecycles.find(id)) {
+            const ConversationRunner *runner = lifecycle->runner();
+            lifecycle->askRunAfterStop(runner && runner->isStopping());
+        }
     }
     // A live run picks the message up at its next step; otherwise start one.
     if (starts) {
@@ -1243,23 +1259,20 @@ QCoro::Task<> ConversationService::shutdown(std::chrono::milliseconds grace)
     // Starts whose runtime is still coming up after the grace the requests had are called
     // off: their requests are answered before the process exits (503, and a message's answer
     // says that it was stored). They waited on, and the process exited without an answer.
-    for (const QUuid &id : m_starting.keys())
+    for (const QUuid &id : m_lifecycles.in(ConversationLifecycle::Run::Starting))
         m_runtimes.release(id);
-    for (const auto &runner : std::as_const(m_runners)) {
-        if (runner)
-            runner->requestPause();
-    }
+    for (ConversationRunner *runner : m_lifecycles.runners())
+        runner->requestPause();
     QElapsedTimer elapsed;
     elapsed.start();
     bool interrupted = false;
-    while (!m_runners.isEmpty()) {
+    while (m_lifecycles.runningCount() > 0) {
         const auto left = grace - std::chrono::milliseconds(elapsed.elapsed());
         if (left.count() <= 0 && !interrupted) {
-            qCInfo(lcExecution) << "interrupting" << m_runners.size() << "runs still in flight";
-            for (const auto &runner : std::as_const(m_runners)) {
-                if (runner)
-                    runner->interrupt(InterruptCause::Restart);
-            }
+            qCInfo(lcExecution) << "interrupting" << m_lifecycles.runningCount()
+                                << "runs still in flight";
+            for (ConversationRunner *runner : m_lifecycles.runners())
+                runner->interrupt(InterruptCause::Restart);
             interrupted = true;
         }
         if (interrupted && elapsed.elapsed() > grace.count() + 5000)

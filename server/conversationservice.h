@@ -1,5 +1,6 @@
 #pragma once
 
+#include "conversationlifecycle.h"
 #include "runtime/sandboxisolation.h"
 #include "serverconnection.h"
 #include "storage/conversationstore.h"
@@ -7,8 +8,6 @@
 
 #include <QHash>
 #include <QObject>
-#include <QPointer>
-#include <QSet>
 #include <QTimer>
 
 #include <chrono>
@@ -126,13 +125,10 @@ public:
     // acts on what it finds.
     void renewLeases();
     QString leaseOwner() const { return m_settings.leaseOwner; }
-    bool isLive(const QUuid &id) const { return m_runners.contains(id); }
+    bool isLive(const QUuid &id) const { return m_lifecycles.runner(id) != nullptr; }
     // Used here now: it runs, or its runtime is coming up (a run's start, a resume).
-    bool isInUse(const QUuid &id) const
-    {
-        return m_runners.contains(id) || m_starting.contains(id) || m_bringingUp.contains(id);
-    }
-    int liveCount() const { return int(m_runners.size()); }
+    bool isInUse(const QUuid &id) const { return m_lifecycles.isInUse(id); }
+    int liveCount() const { return m_lifecycles.runningCount(); }
     // Pauses every run at a safe point; interrupts what is still running after `grace`.
     QCoro::Task<> shutdown(std::chrono::milliseconds grace);
 
@@ -197,7 +193,8 @@ private:
     Event awaitedAction(const QUuid &id, const ConfirmationAnswer &answer);
     QCoro::Task<std::shared_ptr<Runtime>> bringUpRuntime(ConversationInfo info);
     QCoro::Task<> stopRunAndRuntime(QUuid id);
-    // Starts the run a message asked for while the one before was stopping (m_runsAgain).
+    // Starts the run a message asked for while the one before was stopping
+    // (ConversationLifecycle::runsAgain()).
     QCoro::Task<> runAgain(QUuid id);
     QString workspaceFor(const QUuid &id) const;
     void checkWorkingDir(const QString &path) const; // throws 422
@@ -210,40 +207,16 @@ private:
     const AgentFactory &m_agents;
     const Clock &m_clock;
     ServiceSettings m_settings;
-    QHash<QUuid, QPointer<ConversationRunner>> m_runners;
+    // What this process holds of each conversation: its run, what was asked of it, its
+    // runtime's bring-ups and halts.
+    ConversationLifecycles m_lifecycles;
     // Per-conversation secrets (llm API keys): in memory only, never stored or returned.
     QHash<QUuid, QString> m_secrets;
-    // Runs being started (their runtime coming up), each with its start's number: a delete
-    // meanwhile takes it out, and the start then finds itself called off.
-    QHash<QUuid, quint64> m_starting;
-    // Runtimes coming up (bringUpRuntime()), with how many bring-ups wait for each.
-    QHash<QUuid, int> m_bringingUp;
-    // A pause or an interrupt asked for while a run's runtime came up, carried out once it
-    // starts (the stronger of the two).
-    enum class StopAsked
-    {
-        None,
-        Pause,
-        Interrupt
-    };
-    QHash<QUuid, StopAsked> m_stopsWhileStarting;
-    // Runs that a message with `run: true` asked for while a pause or an interrupt was ending
-    // the run before: started again once it has stopped.
-    QSet<QUuid> m_runsAgain;
-    // Conversations whose run and runtime are being stopped for good (an archive, a runtime
-    // stop): a message then asks for no run after it.
-    QSet<QUuid> m_halting;
     quint64 m_startCount = 0;
     bool m_stopping = false; // shutdown() has begun: no run starts any more
     bool m_replaced = false; // replacedAsReplica() was emitted
     QTimer m_renewal;
-    // Runs whose end storage refused (a full disk), written when it takes writes again.
-    struct UnwrittenEnd
-    {
-        LeaseToken lease;
-        QList<Event> events;
-    };
-    QHash<QUuid, UnwrittenEnd> m_unwrittenEnds;
+    // Retries the ends of runs storage refused (ConversationLifecycle::Run::EndUnwritten).
     QTimer m_endRetry;
 };
 

@@ -1,0 +1,174 @@
+#include "conversationlifecycle.h"
+
+#include "execution/conversationrunner.h"
+
+namespace AgentDeck {
+
+ConversationRunner *ConversationLifecycle::runner() const
+{
+    return m_run == Run::Running ? m_runner.data() : nullptr;
+}
+
+bool ConversationLifecycle::beginStart(quint64 number, const LeaseToken &lease)
+{
+    if (m_run != Run::None)
+        return false;
+    m_run = Run::Starting;
+    m_start = number;
+    m_lease = lease;
+    m_stopAsked = StopAsked::None;
+    m_runsAgain = false;
+    return true;
+}
+
+bool ConversationLifecycle::askStop(StopAsked how)
+{
+    if (m_run != Run::Starting)
+        return false;
+    m_stopAsked = std::max(m_stopAsked, how);
+    return true;
+}
+
+std::optional<ConversationLifecycle::StopAsked>
+ConversationLifecycle::startSucceeded(quint64 number, ConversationRunner *runner)
+{
+    if (!isStart(number))
+        return std::nullopt;
+    const StopAsked asked = m_stopAsked;
+    m_run = Run::Running;
+    m_runner = runner;
+    m_stopAsked = StopAsked::None;
+    return asked;
+}
+
+bool ConversationLifecycle::startFailed(quint64 number)
+{
+    if (!isStart(number))
+        return false;
+    m_run = Run::None;
+    m_stopAsked = StopAsked::None;
+    m_runsAgain = false;
+    m_lease = {};
+    return true;
+}
+
+std::optional<bool> ConversationLifecycle::runnerStopped(const ConversationRunner *runner,
+                                                         UnwrittenEnd unwritten)
+{
+    // A runner destroyed first (the service going away) leaves a null pointer behind.
+    if (m_run != Run::Running || (m_runner && m_runner != runner))
+        return std::nullopt;
+    const bool again = m_runsAgain;
+    m_runsAgain = false;
+    m_runner = nullptr;
+    if (unwritten.events.isEmpty()) {
+        m_run = Run::None;
+        m_lease = {};
+    } else {
+        m_run = Run::EndUnwritten;
+        m_lease = unwritten.lease;
+        m_end = std::move(unwritten);
+    }
+    return again;
+}
+
+bool ConversationLifecycle::endWritten()
+{
+    if (m_run != Run::EndUnwritten)
+        return false;
+    m_run = Run::None;
+    m_end = {};
+    m_lease = {};
+    return true;
+}
+
+bool ConversationLifecycle::askRunAfterStop(bool runnerStopping)
+{
+    const bool stopping = (m_run == Run::Running && runnerStopping) ||
+                          (m_run == Run::Starting && m_stopAsked != StopAsked::None);
+    if (!stopping || isHalting())
+        return false;
+    m_runsAgain = true;
+    return true;
+}
+
+ConversationRunner *ConversationLifecycle::forget()
+{
+    ConversationRunner *runner = this->runner();
+    m_run = Run::None;
+    m_runner = nullptr;
+    m_stopAsked = StopAsked::None;
+    m_runsAgain = false;
+    m_end = {};
+    m_lease = {};
+    return runner;
+}
+
+void ConversationLifecycle::haltBegan()
+{
+    ++m_halts;
+    m_runsAgain = false;
+}
+
+ConversationLifecycle *ConversationLifecycles::find(const QUuid &id)
+{
+    const auto it = m_lifecycles.find(id);
+    return it == m_lifecycles.end() ? nullptr : &*it;
+}
+
+const ConversationLifecycle *ConversationLifecycles::find(const QUuid &id) const
+{
+    const auto it = m_lifecycles.constFind(id);
+    return it == m_lifecycles.cend() ? nullptr : &*it;
+}
+
+void ConversationLifecycles::settle(const QUuid &id)
+{
+    if (const auto *lifecycle = find(id); lifecycle && lifecycle->isSettled())
+        m_lifecycles.remove(id);
+}
+
+bool ConversationLifecycles::isRunningHere(const QUuid &id) const
+{
+    const auto *lifecycle = find(id);
+    return lifecycle && lifecycle->isRunningHere();
+}
+
+bool ConversationLifecycles::isInUse(const QUuid &id) const
+{
+    const auto *lifecycle = find(id);
+    return lifecycle && lifecycle->isInUse();
+}
+
+ConversationRunner *ConversationLifecycles::runner(const QUuid &id) const
+{
+    const auto *lifecycle = find(id);
+    return lifecycle ? lifecycle->runner() : nullptr;
+}
+
+QList<QUuid> ConversationLifecycles::in(ConversationLifecycle::Run run) const
+{
+    QList<QUuid> ids;
+    for (auto it = m_lifecycles.cbegin(); it != m_lifecycles.cend(); ++it) {
+        if (it->run() == run)
+            ids.append(it.key());
+    }
+    return ids;
+}
+
+QList<ConversationRunner *> ConversationLifecycles::runners() const
+{
+    QList<ConversationRunner *> runners;
+    for (const ConversationLifecycle &lifecycle : m_lifecycles) {
+        if (ConversationRunner *runner = lifecycle.runner())
+            runners.append(runner);
+    }
+    return runners;
+}
+
+int ConversationLifecycles::runningCount() const
+{
+    return int(in(ConversationLifecycle::Run::Running).size());
+}
+
+} // namespace AgentDeck

@@ -15,6 +15,7 @@
 namespace AgentDeck {
 
 class AgentFactory;
+struct ApiError;
 class Clock;
 class ConversationRunner;
 class EventLog;
@@ -142,6 +143,10 @@ Q_SIGNALS:
 
 private:
     ConversationInfo require(const QUuid &id);
+    // Every runtime the server may keep is taken (by a run, or for a confirmation): a client
+    // tries again later (503, Retry-After).
+    static ApiError runtimeLimitReached(const RuntimeError &error);
+    static bool isRuntimeExpired(const ConversationInfo &info);
     // Stops this process's run and sandbox of the conversation; returns its runtime dir.
     QString releaseLocalParts(const QUuid &id);
     // Removes the files of a conversation whose row is gone: its runtime's, and its workspace

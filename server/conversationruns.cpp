@@ -1,0 +1,395 @@
+#include "conversationservice.h"
+
+#include "apierror.h"
+#include "eventlog.h"
+#include "execution/agent.h"
+#include "execution/conversationrunner.h"
+#include "logging.h"
+#include "runtime/runtime.h"
+#include "storage/database.h"
+
+#include <QJsonDocument>
+
+using namespace Qt::StringLiterals;
+
+// ConversationService: runs, and what is asked of them (messages, pauses, interrupts, answers
+// to confirmations, a recovery, a retry).
+
+namespace AgentDeck {
+
+namespace {
+
+// The runtime of a run whose agent runs no commands: nothing is brought up for it. A command
+// it is asked for all the same (an action left in the history) is not run.
+class NoRuntime final : public Runtime
+{
+public:
+    QCoro::Task<CommandResult> execute(CommandRequest) override
+    {
+        co_return CommandResult{u"This conversation's agent runs no commands"_s, -1, false};
+    }
+    void interrupt() override {}
+};
+
+} // namespace
+
+QCoro::Task<> ConversationService::startRun(ConversationInfo info,
+                                            std::optional<ConfirmationAnswer> answer)
+{
+    requireUsableRuntime(info);
+    if (m_lifecycles.isRunningHere(info.id))
+        throw ApiError::conflict(u"conversation_already_running"_s,
+                                 u"Conversation is already running"_s);
+    writeUnwrittenEnd(info.id);
+    const LeaseToken lease = claimOrThrow(info.id);
+    // Running only once everything below succeeded; a failure leaves no lease held.
+    const quint64 start = ++m_startCount;
+    m_lifecycles.at(info.id).beginStart(start, lease);
+    // Starting → None, and the lease let go, unless a delete called the start off meanwhile.
+    const auto startFailed = [this, id = info.id, start, lease] {
+        ConversationLifecycle *lifecycle = m_lifecycles.find(id);
+        if (!lifecycle || !lifecycle->startFailed(start))
+            return;
+        m_lifecycles.settle(id);
+        m_leases.release(id, lease);
+    };
+    const QUuid conversationId = info.id;
+    AgentContext context{conversationId, info.agentConfig, m_secrets.value(conversationId),
+                         [this, conversationId](const QJsonObject &frame) {
+                             m_log.publishTransient(conversationId, frame);
+                         }};
+    std::unique_ptr<Agent> agent = m_agents.createFor(info.agentKind, context);
+    std::shared_ptr<Runtime> runtime;
+    QUuid confirmedActionId;
+    try {
+        // A kind this server does not have: a catalog shared with a newer replica.
+        if (!agent)
+            throw ApiError::conflict(
+                u"unknown_agent"_s,
+                u"This server has no agent of kind \"%1\" to run it"_s.arg(info.agentKind));
+        resolveStaleUnder(info.id, lease);
+        if (answer) {
+            // Written once the run can start (below): a rejection written before a start that
+            // failed (at the sandbox limit, say) left the conversation waiting with nothing to
+            // answer, and the retry its 503 asked for was refused 409.
+            awaitedAction(info.id, *answer);
+            if (answer->accept)
+                confirmedActionId = answer->actionId;
+        }
+        if (agent->runsCommands()) {
+            auto bringingUp = bringUpRuntime(info);
+            runtime = co_await std::move(bringingUp);
+        } else {
+            runtime = std::make_shared<NoRuntime>();
+        }
+    } catch (...) {
+        startFailed();
+        throw;
+    }
+    if (const ConversationLifecycle *lifecycle = m_lifecycles.find(info.id);
+        !lifecycle || !lifecycle->isStart(start)) {
+        // Deleted while its runtime came up, and maybe created again since, with a start of
+        // its own: the lease was taken on a row that is gone, and the runtime is the new
+        // conversation's if it has a run.
+        if (!m_lifecycles.isRunningHere(info.id))
+            m_runtimes.release(info.id);
+        throw ApiError::notFound(
+            u"Conversation %1 was deleted while its run started"_s.arg(toWireId(info.id)));
+    }
+    // Nothing is awaited from here on: it is still the start `start` when it runs.
+    // A start that outlasted the server's grace must not begin a run the stop has not seen.
+    if (m_stopping) {
+        startFailed();
+        throw ApiError{503, u"shutting_down"_s,
+                       u"The server is stopping; the run was not started"_s, 1};
+    }
+    if (answer && !answer->accept) {
+        try {
+            const Event action = awaitedAction(info.id, *answer);
+            m_log.append(info.id, {Event::userReject(action, answer->reason)}, std::nullopt,
+                         &lease);
+        } catch (...) {
+            startFailed();
+            throw;
+        }
+    }
+
+    auto *runner = new ConversationRunner(
+        info.id, lease, m_log, m_store, std::move(agent), std::move(runtime),
+        RunSettings{info.workingDir, info.alwaysConfirm, m_settings.commandTimeout,
+                    m_agents.offersRetry(info.agentKind)},
+        this);
+    const auto stopAsked = m_lifecycles.at(info.id).startSucceeded(start, runner);
+    connect(runner, &ConversationRunner::stopped, this, [this, runner](const QUuid &id) {
+        // Nullopt: a runner a delete let go of, whose conversation may have a run of its own
+        // again (created again with the same id): it asked for no run after it.
+        ConversationLifecycle *lifecycle = m_lifecycles.find(id);
+        const std::optional<bool> stoppedHere =
+            lifecycle ? lifecycle->runnerStopped(runner, {runner->lease(), runner->unwrittenEnd()})
+                      : std::nullopt;
+        const bool runsAgain = stoppedHere.value_or(false);
+        const bool endUnwritten =
+            lifecycle && lifecycle->run() == ConversationLifecycle::Run::EndUnwritten;
+        m_lifecycles.settle(id);
+        // A run that lost its lease leaves its sandbox to nobody: the new owner runs in one of
+        // its own. It stayed up until its idle timeout, reported `available`, and a release
+        // sent by the replica that archived the conversation meanwhile found this run still
+        // registered and was ignored.
+        if (runner->isAbandoned() && !m_lifecycles.isRunningHere(id))
+            m_runtimes.release(id);
+        if (stoppedHere && endUnwritten) {
+            // Kept with its lease, which fences it off from a later run.
+            m_endRetry.start();
+            Q_EMIT runnerStopped(id);
+            return;
+        }
+        try {
+            m_leases.release(id, runner->lease());
+        } catch (const std::exception &error) {
+            qCWarning(lcExecution) << "cannot release the lease of" << id << ":" << error.what();
+        }
+        Q_EMIT runnerStopped(id);
+        if (runsAgain && !runner->isAbandoned() && !m_stopping && !m_lifecycles.isRunningHere(id))
+            runAgain(id);
+    });
+    if (stopAsked == ConversationLifecycle::StopAsked::Interrupt)
+        runner->interrupt();
+    else if (stopAsked == ConversationLifecycle::StopAsked::Pause)
+        runner->requestPause();
+    runner->start(confirmedActionId);
+}
+
+QCoro::Task<> ConversationService::runAgain(QUuid id)
+{
+    try {
+        // Its own status decides, as a /run's would: an archive or a delete meanwhile, or a
+        // run that ended in error, is not started again.
+        const auto info = m_store.find(id);
+        if (!info || info->executionStatus == ExecutionStatus::Error)
+            co_return;
+        auto starting = startRun(*info);
+        co_await std::move(starting);
+    } catch (const ApiError &error) {
+        qCInfo(lcExecution) << "the run a message asked for in" << id
+                            << "did not start:" << error.detail;
+    } catch (const std::exception &error) {
+        qCWarning(lcExecution) << "the run a message asked for in" << id
+                               << "did not start:" << error.what();
+    }
+}
+
+QCoro::Task<ConversationInfo> ConversationService::run(QUuid id)
+{
+    auto starting = startRun(require(id));
+    co_await std::move(starting);
+    co_return require(id);
+}
+
+ConversationInfo ConversationService::pause(const QUuid &id)
+{
+    const ConversationInfo info = require(id);
+    ConversationLifecycle *lifecycle = m_lifecycles.find(id);
+    if (auto *runner = m_lifecycles.runner(id)) {
+        runner->requestPause();
+        m_log.append(id, {Event::pause()});
+    } else if (lifecycle && lifecycle->askStop(ConversationLifecycle::StopAsked::Pause)) {
+        // Its runtime is still coming up: the run pauses before its first step. (Answered and
+        // dropped, the run went on to run its command.)
+        m_log.append(id, {Event::pause()});
+    } else if (resolveStale(info)) {
+        // Nobody ran it: it is paused now.
+    } else if (info.executionStatus == ExecutionStatus::WaitingForConfirmation) {
+        m_log.setStatus(id, ExecutionStatus::Paused, {Event::pause()});
+    } else if (info.executionStatus == ExecutionStatus::Running) {
+        askOwnerToStop(id, LeaseStore::Cancel::Pause);
+        m_log.append(id, {Event::pause()});
+    }
+    return require(id);
+}
+
+ConversationInfo ConversationService::interrupt(const QUuid &id)
+{
+    const ConversationInfo info = require(id);
+    ConversationLifecycle *lifecycle = m_lifecycles.find(id);
+    if (auto *runner = m_lifecycles.runner(id))
+        runner->interrupt();
+    else if (lifecycle && lifecycle->run() == ConversationLifecycle::Run::Starting)
+        lifecycle->askStop(ConversationLifecycle::StopAsked::Interrupt); // at once, once it starts
+    else if (!resolveStale(info) && info.executionStatus == ExecutionStatus::Running)
+        askOwnerToStop(id, LeaseStore::Cancel::Interrupt);
+    return require(id);
+}
+
+void ConversationService::askOwnerToStop(const QUuid &id, LeaseStore::Cancel how)
+{
+    // Another replica runs it. A cancellation is not an ownership problem: the request is
+    // recorded on the row, where the owner's next renewal finds it, and announced so that the
+    // owner acts at once.
+    Transaction transaction(m_store.database());
+    m_leases.requestCancel(id, how);
+    m_store.announce(id, how == LeaseStore::Cancel::Interrupt ? u"interrupt"_s : u"pause"_s);
+    transaction.commit();
+}
+
+void ConversationService::stopRequestedElsewhere(const QUuid &id, LeaseStore::Cancel how)
+{
+    if (auto *runner = m_lifecycles.runner(id)) {
+        if (how == LeaseStore::Cancel::Interrupt)
+            runner->interrupt();
+        else
+            runner->requestPause();
+    }
+}
+
+QCoro::Task<StoredEvent> ConversationService::sendMessage(QUuid id, MessageRequest message)
+{
+    const ConversationInfo info = require(id);
+    const bool starts = message.run && !m_lifecycles.isRunningHere(id);
+    if (message.run) {
+        requireUsableRuntime(info);
+        // Stored and then refused, the message ran twice when the client sent it to the owner.
+        refuseIfHeldElsewhere(id);
+    }
+    // The same with a client that sent it again after a 503's Retry-After. Asked of the agent
+    // only at the limit: most agents need a runtime, and making one costs more than the check.
+    if (starts) {
+        if (const auto refusal = m_runtimes.limitRefusal(id)) {
+            const auto agent = m_agents.create(info.agentKind);
+            if (agent && agent->runsCommands())
+                throw runtimeLimitReached(*refusal);
+        }
+    }
+    resolveStale(info);
+    const QList<StoredEvent> stored =
+        m_log.append(id, {Event::message(EventSource::User, message.role, message.text)});
+    // A run ending at a pause or an interrupt does not pick the message up: the message asks
+    // for one after it. (Answered 200, the message was never run.)
+    if (message.run && !starts) {
+        if (ConversationLifecycle *lifecycle = m_lifecycles.find(id)) {
+            const ConversationRunner *runner = lifecycle->runner();
+            lifecycle->askRunAfterStop(runner && runner->isStopping());
+        }
+    }
+    // A live run picks the message up at its next step; otherwise start one.
+    if (starts) {
+        try {
+            auto starting = startRun(require(id));
+            co_await std::move(starting);
+        } catch (ApiError &error) {
+            // The message is stored, and a client told only that the run failed sent it again
+            // once the Retry-After had passed: twice in the history. The answer says so.
+            const qint64 seq = stored.first().seq;
+            error.detail = u"The message was stored (seq %1), but its run did not start: %2; "
+                           "run the conversation to run it, rather than sending it again"_s.arg(
+                               QString::number(seq), error.detail);
+            error.extra.insert(u"seq"_s, seq);
+            throw;
+        }
+    }
+    co_return stored.first();
+}
+
+QCoro::Task<ConversationInfo> ConversationService::respondToConfirmation(QUuid id, bool accept,
+                                                                         QString reason)
+{
+    const ConversationInfo info = require(id);
+    if (info.executionStatus != ExecutionStatus::WaitingForConfirmation)
+        throw ApiError::conflict(u"not_waiting_for_confirmation"_s,
+                                 u"Conversation is not waiting for a confirmation (it is %1)"_s.arg(
+                                     toString(info.executionStatus)));
+    requireUsableRuntime(info);
+    const QList<Event> history = m_store.historySinceAgentMessage(id);
+    const Event *action = pendingAction(history);
+    if (!action)
+        throw ApiError::conflict(u"not_waiting_for_confirmation"_s,
+                                 u"Conversation has no action waiting for a confirmation"_s);
+    refuseIfHeldElsewhere(id);
+    // The answer is written once the run is claimed: a rejection written before the claim
+    // stayed when another replica's answer won it (and was answered 409), and that replica's
+    // accept then found its action rejected.
+    auto starting = startRun(require(id), ConfirmationAnswer{action->id, accept, reason});
+    co_await std::move(starting);
+    co_return require(id);
+}
+
+Event ConversationService::awaitedAction(const QUuid &id, const ConfirmationAnswer &answer)
+{
+    // Under the lease the row is what it is: an answer that came through another replica
+    // first has moved it on.
+    const auto answeredMeanwhile = [] {
+        return ApiError::conflict(u"not_waiting_for_confirmation"_s,
+                                  u"The action was answered meanwhile"_s);
+    };
+    const auto current = m_store.find(id);
+    if (!current || current->executionStatus != ExecutionStatus::WaitingForConfirmation)
+        throw answeredMeanwhile();
+    const QList<Event> history = m_store.historySinceAgentMessage(id);
+    const Event *action = pendingAction(history);
+    if (!action || action->id != answer.actionId)
+        throw answeredMeanwhile();
+    return *action;
+}
+
+QString ConversationService::finalResponse(const QUuid &id)
+{
+    require(id);
+    EventFilter filter;
+    filter.kind = EventKind::Message;
+    filter.source = EventSource::Agent;
+    const EventPageResult page = m_store.searchEvents(id, filter, true, {}, 1);
+    if (page.items.isEmpty())
+        return {};
+    const auto event = Event::fromJson(QJsonDocument::fromJson(page.items.first().json).object());
+    return event ? event->messageText() : QString();
+}
+
+QCoro::Task<ConversationInfo> ConversationService::recover(QUuid id)
+{
+    ConversationInfo info = require(id);
+    requireUsableRuntime(info);
+    if (!m_lifecycles.isRunningHere(id)) {
+        // Continued, the shell agent's run only said "[command interrupted]" and finished:
+        // the crash read as a success. The runtime comes up, and the offer to run the command
+        // again stays.
+        if (m_agents.offersRetry(info.agentKind) && resolveStale(info))
+            info = require(id);
+        if (info.executionStatus != ExecutionStatus::Running && info.outcome &&
+            !info.outcome->retryCommand.isEmpty() && !info.outcome->dismissed) {
+            refuseIfHeldElsewhere(id);
+            auto bringingUp = bringUpRuntime(info);
+            co_await std::move(bringingUp);
+            co_return require(id);
+        }
+        auto starting = startRun(info);
+        co_await std::move(starting);
+    }
+    co_return require(id);
+}
+
+ConversationInfo ConversationService::dismissOutcome(const QUuid &id)
+{
+    require(id);
+    m_store.dismissOutcome(id);
+    return require(id);
+}
+
+QCoro::Task<ConversationInfo> ConversationService::retry(QUuid id)
+{
+    const ConversationInfo info = require(id);
+    if (!info.outcome || info.outcome->retryCommand.isEmpty() || info.outcome->dismissed ||
+        m_lifecycles.isRunningHere(id))
+        throw ApiError::conflict(u"nothing_to_retry"_s,
+                                 u"The conversation has no interrupted command to run again"_s);
+    try {
+        auto sending = sendMessage(id, MessageRequest{u"user"_s, info.outcome->retryCommand, true});
+        co_await std::move(sending);
+    } catch (const ApiError &error) {
+        // Stored but not run (the answer says so): offered again, it would be stored twice.
+        if (error.extra.contains(u"seq"_s))
+            m_store.dismissOutcome(id);
+        throw;
+    }
+    co_return require(id);
+}
+
+} // namespace AgentDeck

@@ -1,0 +1,185 @@
+#include "conversationservice.h"
+
+#include "apierror.h"
+#include "clock.h"
+#include "execution/conversationrunner.h"
+#include "logging.h"
+#include "runtime/runtime.h"
+#include "signalwait.h"
+
+#include <QPointer>
+#include <QScopeGuard>
+
+using namespace Qt::StringLiterals;
+
+// ConversationService: bringing a conversation's runtime up, replacing it and stopping it (an
+// archive stops it too).
+
+namespace AgentDeck {
+
+QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(ConversationInfo info)
+{
+    // A supplied workspace is checked again: what it names may have become a link into the
+    // data dir since (made by a command of another conversation), which the sandbox then
+    // mounted writable, the catalog with it.
+    if (!info.workspaceOwnedByServer)
+        checkWorkingDir(info.workingDir);
+    // Bringing a runtime up is activity: the retention counts from here (an update of nothing
+    // moves updated_at only), and no retention pass of this server expires the conversation
+    // while its runtime comes up (isInUse()). Expired on the way by another replica's pass, it
+    // is refused below.
+    m_store.update(info.id, {}, m_clock.nowMs());
+    m_lifecycles.at(info.id).bringUpBegan();
+    const auto broughtUp = qScopeGuard([self = QPointer(this), id = info.id] {
+        if (!self)
+            return;
+        if (ConversationLifecycle *lifecycle = self->m_lifecycles.find(id))
+            lifecycle->bringUpEnded();
+        self->m_lifecycles.settle(id);
+    });
+    auto acquiring = m_runtimes.acquire(info);
+    RuntimeAcquisition acquisition = co_await std::move(acquiring);
+    // The conversation may have been deleted or archived while the sandbox started: an archive
+    // then found no runtime to stop, and this one stayed up.
+    const auto now = m_store.find(info.id);
+    // Deleted meanwhile, and maybe created again since (a row made at another time): the
+    // runtime is then the new conversation's if it has a start or a run of its own, and so are
+    // the files; an error of this start is not the new row's either.
+    if (!now || now->createdAt != info.createdAt) {
+        if (acquisition.runtime && !m_lifecycles.isRunningHere(info.id))
+            m_runtimes.release(info.id);
+        // The delete removed the files before the sandbox made them again.
+        if (!now)
+            removeFilesOf(info, m_runtimes.runtimeDirectory(info.id));
+        throw ApiError::notFound(
+            u"Conversation %1 was deleted while its runtime started"_s.arg(toWireId(info.id)));
+    }
+    if (now->isArchived() || isRuntimeExpired(*now)) {
+        if (acquisition.runtime)
+            m_runtimes.release(info.id);
+        requireUsableRuntime(*now);
+    }
+    if (acquisition.atLimit)
+        throw runtimeLimitReached(acquisition.error);
+    if (acquisition.cancelled && m_stopping)
+        throw ApiError{503, u"shutting_down"_s,
+                       u"The server is stopping; the run was not started"_s, 1};
+    if (acquisition.cancelled)
+        throw ApiError::conflict(u"runtime_start_cancelled"_s,
+                                 u"The runtime was stopped while it started, by a request made "
+                                 "meanwhile (a reprovision, an archive)"_s);
+    if (!acquisition.runtime) {
+        m_store.setRuntimeError(info.id, acquisition.error);
+        throw ApiError{502, acquisition.error.code,
+                       u"Cannot start the runtime: "_s + acquisition.error.message};
+    }
+    if (info.runtime.error)
+        m_store.setRuntimeError(info.id, std::nullopt);
+    // The conversation is run here from now on: a replica that ran it before stops the sandbox
+    // it kept, which stayed up beside this one, `available`, until its idle timeout. Not worth
+    // failing the start for: unannounced, that sandbox stops at its idle timeout as before.
+    try {
+        m_store.announce(info.id, u"release"_s);
+    } catch (const std::exception &error) {
+        qCWarning(lcRuntime) << "cannot announce that" << info.id << "runs here:" << error.what();
+    }
+    co_return acquisition.runtime;
+}
+
+QCoro::Task<> ConversationService::stopRunAndRuntime(QUuid id)
+{
+    // No run follows the one interrupted here (a message with run: true asked for one): the
+    // archive waited while a new run went through the conversation's whole backlog. One
+    // started meanwhile all the same (a /run) is interrupted too.
+    m_lifecycles.at(id).haltBegan();
+    const auto halted = qScopeGuard([self = QPointer(this), id] {
+        if (!self)
+            return;
+        if (ConversationLifecycle *lifecycle = self->m_lifecycles.find(id))
+            lifecycle->haltEnded();
+        self->m_lifecycles.settle(id);
+    });
+    while (auto *runner = m_lifecycles.runner(id)) {
+        runner->interrupt();
+        auto stopped =
+            signalOrTimeout(this, &ConversationService::runnerStopped, std::chrono::seconds(10));
+        co_await std::move(stopped);
+    }
+    m_runtimes.release(id);
+}
+
+QCoro::Task<ConversationInfo> ConversationService::archive(QUuid id)
+{
+    const ConversationInfo info = require(id);
+    // Only the owner can stop its run and sandbox: archiving here left them going.
+    refuseIfHeldElsewhere(id);
+    // A run whose owner went quiet past its lease is taken over and resolved first: archived
+    // without, it went on when its frozen owner woke, which found its lease still its own.
+    resolveStale(info);
+    auto stopping = stopRunAndRuntime(id);
+    co_await std::move(stopping);
+    if (!m_store.setArchived(id, m_clock.nowMs()))
+        throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
+    // Archiving is acting on the outcome: unarchived, it does not ask for attention again.
+    m_store.dismissOutcome(id);
+    // Its runtime is stopped, as by a stop, which clears a failed start's error (an expiry
+    // stays: it is no error of a start).
+    if (info.runtime.error)
+        m_store.setRuntimeError(id, std::nullopt);
+    m_store.announce(id, u"release"_s);
+    qCInfo(lcServer) << "archived conversation" << id;
+    co_return require(id);
+}
+
+ConversationInfo ConversationService::unarchive(const QUuid &id)
+{
+    if (!m_store.setArchived(id, std::nullopt))
+        throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
+    return require(id);
+}
+
+QCoro::Task<ConversationInfo> ConversationService::resumeRuntime(QUuid id)
+{
+    const ConversationInfo info = require(id);
+    requireUsableRuntime(info);
+    // A second sandbox on the workspace of a run going on elsewhere.
+    refuseIfHeldElsewhere(id);
+    auto bringingUp = bringUpRuntime(info);
+    co_await std::move(bringingUp);
+    co_return require(id);
+}
+
+QCoro::Task<ConversationInfo> ConversationService::reprovisionRuntime(QUuid id)
+{
+    const ConversationInfo info = require(id);
+    requireUsableRuntime(info);
+    refuseIfHeldElsewhere(id);
+    if (m_lifecycles.isRunningHere(id))
+        throw ApiError::conflict(u"conversation_already_running"_s,
+                                 u"Conversation is running; pause it before reprovisioning"_s);
+    m_runtimes.release(id);
+    auto bringingUp = bringUpRuntime(info);
+    co_await std::move(bringingUp);
+    co_return require(id);
+}
+
+QCoro::Task<ConversationInfo> ConversationService::stopRuntime(QUuid id)
+{
+    require(id);
+    refuseIfHeldElsewhere(id);
+    auto stopping = stopRunAndRuntime(id);
+    co_await std::move(stopping);
+    m_store.setRuntimeError(id, std::nullopt);
+    m_store.announce(id, u"release"_s);
+    co_return require(id);
+}
+
+void ConversationService::releaseRequestedElsewhere(const QUuid &id)
+{
+    // A run started here since is this replica's own (the other one was refused while it ran).
+    if (m_lifecycles.isRunningHere(id))
+        return;
+    m_runtimes.release(id);
+}
+
+} // namespace AgentDeck

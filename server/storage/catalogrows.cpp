@@ -1,0 +1,259 @@
+#include "catalogrows.h"
+
+#include "apierror.h"
+#include "conversationstore.h"
+
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QSqlQuery>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck::CatalogRows {
+
+const QString ConversationColumns =
+    u"id, title, tags, created_at, updated_at, archived_at, execution_status, agent_kind, "
+    "working_dir, workspace_owned, always_confirm, event_count, last_event_at, "
+    "runtime_error_code, runtime_error_message, runtime_expired_at, agent_config, prompt_tokens, "
+    "completion_tokens, llm_requests, llm_retries, sandbox_policy, outcome, outcome_dismissed"_s;
+const QString LiveLeaseOwnerColumn =
+    u", CASE WHEN lease_expires_at > agentdeck_now_ms() THEN lease_owner END"_s;
+const QString NotBeingRemoved = u"id NOT IN (SELECT conversation_id FROM pending_deletes)"_s;
+
+// Several replicas: the owner of a live lease, whose replica holds the runtime (column 24).
+
+// A conversation being deleted is gone to every read (see beginRemoval()).
+
+QDateTime fromMs(qint64 ms)
+{
+    return QDateTime::fromMSecsSinceEpoch(ms, Qt::UTC);
+}
+
+std::optional<QDateTime> optionalTime(const QVariant &value)
+{
+    if (value.isNull())
+        return std::nullopt;
+    return fromMs(value.toLongLong());
+}
+
+QVariant nullableMs(const std::optional<QDateTime> &time)
+{
+    return time ? QVariant(time->toMSecsSinceEpoch()) : QVariant(QMetaType(QMetaType::LongLong));
+}
+
+QString tagsToJson(const QMap<QString, QString> &tags)
+{
+    QJsonObject object;
+    for (auto it = tags.cbegin(); it != tags.cend(); ++it)
+        object.insert(it.key(), it.value());
+    return QString::fromUtf8(QJsonDocument(object).toJson(QJsonDocument::Compact));
+}
+
+// `instance`: this process's lease owner name when several replicas share the catalog; the
+
+// row then has LiveLeaseOwnerColumn at 24.
+
+ConversationInfo conversationFromRow(const QSqlQuery &q, const QString &instance)
+{
+    ConversationInfo info;
+    info.id = QUuid::fromString(q.value(0).toString());
+    info.title = q.value(1).toString();
+    if (const QString tagsJson = q.value(2).toString(); tagsJson != u"{}"_s) {
+        const QJsonObject tags = QJsonDocument::fromJson(tagsJson.toUtf8()).object();
+        for (auto it = tags.begin(); it != tags.end(); ++it)
+            info.tags.insert(it.key(), it.value().toString());
+    }
+    info.createdAt = fromMs(q.value(3).toLongLong());
+    info.updatedAt = fromMs(q.value(4).toLongLong());
+    info.archivedAt = optionalTime(q.value(5));
+    info.executionStatus =
+        executionStatusFromString(q.value(6).toString()).value_or(ExecutionStatus::Idle);
+    info.agentKind = q.value(7).toString();
+    info.workingDir = q.value(8).toString();
+    info.workspaceOwnedByServer = q.value(9).toBool();
+    info.alwaysConfirm = q.value(10).toBool();
+    info.eventCount = q.value(11).toLongLong();
+    info.lastEventAt = optionalTime(q.value(12));
+    if (const QString config = q.value(16).toString(); !config.isEmpty())
+        info.agentConfig = QJsonDocument::fromJson(config.toUtf8()).object();
+    info.promptTokens = q.value(17).toLongLong();
+    info.completionTokens = q.value(18).toLongLong();
+    info.llmRequests = q.value(19).toLongLong();
+    info.llmRetries = q.value(20).toLongLong();
+    if (const QString policy = q.value(21).toString(); !policy.isEmpty())
+        info.sandbox = SandboxPolicy::fromJson(QJsonDocument::fromJson(policy.toUtf8()).object());
+    if (const QString outcome = q.value(22).toString(); !outcome.isEmpty()) {
+        info.outcome = RunOutcome::fromJson(QJsonDocument::fromJson(outcome.toUtf8()).object());
+        if (info.outcome)
+            info.outcome->dismissed = q.value(23).toBool();
+    }
+    const QString owner = instance.isEmpty() ? QString() : q.value(24).toString();
+    if (!q.value(15).isNull()) {
+        info.runtime = {RuntimeStatus::Missing, false,
+                        RuntimeError{u"runtime_expired"_s,
+                                     u"The runtime expired; its workspace was deleted"_s}};
+    } else if (!owner.isEmpty() && owner != instance) {
+        // Sandboxes are local to the replica that started them: this one cannot see it.
+        info.runtime = {
+            RuntimeStatus::OwnershipLost, false,
+            RuntimeError{u"held_by_other_replica"_s,
+                         u"The conversation runs on replica %1"_s.arg(owner.section(u'/', 0, 0))}};
+    } else if (!q.value(13).isNull()) {
+        info.runtime = {RuntimeStatus::Error, true,
+                        RuntimeError{q.value(13).toString(), q.value(14).toString()}};
+    }
+    return info;
+}
+
+// `text` inside a LIKE pattern, with its own wildcards taken literally.
+
+namespace {
+
+QString likeContains(const QString &text)
+{
+    QString escaped = text;
+    escaped.replace(u'\\', u"\\\\"_s).replace(u'%', u"\\%"_s).replace(u'_', u"\\_"_s);
+    return u'%' + escaped + u'%';
+}
+
+} // namespace
+
+// SQLite's LIKE ignores ASCII case; PostgreSQL needs ILIKE to match the same rows.
+
+namespace {
+
+QString containsCondition(const QString &column, bool postgres)
+{
+    return column + (postgres ? u" ILIKE ? ESCAPE '\\'"_s : u" LIKE ? ESCAPE '\\'"_s);
+}
+
+} // namespace
+
+// Whether `text` is stored as it is inside an event's JSON, where the writer escapes quotes,
+
+// backslashes and control characters.
+
+namespace {
+
+bool storedAsIs(const QString &text)
+{
+    return std::none_of(text.cbegin(), text.cend(),
+                        [](QChar c) { return c == u'"' || c == u'\\' || c.unicode() < 0x20; });
+}
+
+} // namespace
+
+// The `body` filter looks at the text of an event's fields (strings and numbers, at any depth),
+
+// not at their names, nor at the envelope, which has filters of its own: `body=command` finds
+
+// commands, not every action, and `body=Message` no longer finds every message.
+
+//
+
+// PostgreSQL's jsonb holds no NUL and no surrogate without its pair, and one event whose text
+
+// had either (a message, a command's output) made every body search of its conversation fail.
+
+// Such an event is searched as the JSON text it is stored as: one whose JSON has the escape
+
+// `\u0000` or `\ud800`-`\udfff` (an odd number of backslashes before the `u`; an even number is
+
+// text that spells one, as command output may).
+
+namespace {
+
+void addBodyTextCondition(Where &where, const QString &pattern, bool postgres)
+{
+    if (!postgres) {
+        where.add(u"EXISTS (SELECT 1 FROM json_tree(json_remove(body, '$.id', '$.kind', "
+                  "'$.source', '$.timestamp', '$.seq')) WHERE type IN ('text', 'integer', "
+                  "'real') AND value LIKE ? ESCAPE '\\')"_s,
+                  {pattern});
+        return;
+    }
+    where.add(u"CASE WHEN body ~ '(^|[^\\\\])(\\\\\\\\)*\\\\u(0000|[dD][89a-fA-F])' "
+              "THEN body ILIKE ? ESCAPE '\\' "
+              "ELSE EXISTS (SELECT 1 FROM jsonb_path_query(body::jsonb - ARRAY['id', 'kind', "
+              "'source', 'timestamp', 'seq'], 'strict $.**') AS item WHERE "
+              "jsonb_typeof(item) IN ('string', 'number') AND item #>> '{}' ILIKE ? "
+              "ESCAPE '\\') END"_s,
+              {pattern, pattern});
+}
+
+} // namespace
+
+Where conversationWhere(const ConversationFilter &filter, bool postgres)
+{
+    Where where;
+    if (filter.archive == ArchiveFilter::Active)
+        where.add(u"archived_at IS NULL"_s);
+    else if (filter.archive == ArchiveFilter::Archived)
+        where.add(u"archived_at IS NOT NULL"_s);
+    if (filter.status)
+        where.add(u"execution_status = ?"_s, {toString(*filter.status)});
+    if (!filter.text.isEmpty())
+        where.add(containsCondition(u"title"_s, postgres), {likeContains(filter.text)});
+    // Key/value pairs of the tags object rather than a JSON path: any key, quotes and dots
+    // included, matches as is.
+    const QString pairs = postgres ? u"json_each_text(tags::json)"_s : u"json_each(tags)"_s;
+    for (const TagFilter &tag : filter.tags) {
+        if (tag.value)
+            where.add(u"EXISTS (SELECT 1 FROM "_s + pairs + u" WHERE key = ? AND value = ?)"_s,
+                      {tag.key, *tag.value});
+        else
+            where.add(u"EXISTS (SELECT 1 FROM "_s + pairs + u" WHERE key = ?)"_s, {tag.key});
+    }
+    return where;
+}
+
+Where eventWhere(const QUuid &id, const EventFilter &filter, bool postgres)
+{
+    Where where;
+    where.add(u"conversation_id = ?"_s, {toWireId(id)});
+    if (filter.afterSeq > 0)
+        where.add(u"seq > ?"_s, {filter.afterSeq});
+    if (!filter.kind.isEmpty())
+        where.add(u"kind = ?"_s, {filter.kind});
+    if (!filter.source.isEmpty())
+        where.add(u"source = ?"_s, {filter.source});
+    if (!filter.bodyContains.isEmpty()) {
+        const QString pattern = likeContains(filter.bodyContains);
+        // The stored JSON holds such text as it is: a plain LIKE passes over most events before
+        // any is taken apart.
+        if (storedAsIs(filter.bodyContains))
+            where.add(containsCondition(u"body"_s, postgres), {pattern});
+        addBodyTextCondition(where, pattern, postgres);
+    }
+    if (filter.timestampGteMs)
+        where.add(u"timestamp >= ?"_s, {*filter.timestampGteMs});
+    if (filter.timestampLtMs)
+        where.add(u"timestamp < ?"_s, {*filter.timestampLtMs});
+    return where;
+}
+
+// Page ids are opaque to clients: "<sort key ms>:<id>" in base64url.
+
+QString encodeCursor(qint64 key, const QString &id)
+{
+    return QString::fromLatin1(
+        QString(QString::number(key) + u':' + id)
+            .toUtf8()
+            .toBase64(QByteArray::Base64UrlEncoding | QByteArray::OmitTrailingEquals));
+}
+
+std::pair<qint64, QString> decodeCursor(const QString &pageId)
+{
+    const auto decoded = QByteArray::fromBase64Encoding(
+        pageId.toLatin1(), QByteArray::Base64UrlEncoding | QByteArray::AbortOnBase64DecodingErrors);
+    const QString text = decoded ? QString::fromUtf8(*decoded) : QString();
+    const qsizetype colon = text.indexOf(u':');
+    bool ok = false;
+    const qint64 key = colon > 0 ? text.left(colon).toLongLong(&ok) : 0;
+    const auto id = colon > 0 ? parseWireId(QStringView(text).mid(colon + 1)) : std::nullopt;
+    if (!ok || !id)
+        throw ApiError::invalidParameter(u"page_id is not a page of this search"_s);
+    return {key, toWireId(*id)};
+}
+
+} // namespace AgentDeck::CatalogRows

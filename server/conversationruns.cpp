@@ -31,6 +31,34 @@ public:
     void interrupt() override {}
 };
 
+// The runtime of a run, with the conversation's secrets (ConversationService::updateSecrets())
+// in each command's environment as they are when it starts, and their values masked out of
+// what it printed.
+class WithSecrets final : public Runtime
+{
+public:
+    WithSecrets(std::shared_ptr<Runtime> runtime, std::function<QMap<QString, QString>()> secrets)
+        : m_runtime(std::move(runtime))
+        , m_secrets(std::move(secrets))
+    {}
+    QCoro::Task<CommandResult> execute(CommandRequest request) override
+    {
+        const QMap<QString, QString> secrets = m_secrets();
+        request.environment.insert(secrets);
+        const std::shared_ptr<Runtime> runtime = m_runtime; // the run may end meanwhile
+        auto executing = runtime->execute(std::move(request));
+        CommandResult result = co_await std::move(executing);
+        result.output = maskSecrets(std::move(result.output), secrets);
+        co_return result;
+    }
+    void interrupt() override { m_runtime->interrupt(); }
+    void ownerAlive() override { m_runtime->ownerAlive(); }
+
+private:
+    std::shared_ptr<Runtime> m_runtime;
+    std::function<QMap<QString, QString>()> m_secrets;
+};
+
 } // namespace
 
 QCoro::Task<> ConversationService::startRun(ConversationInfo info,
@@ -114,6 +142,8 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info,
         }
     }
 
+    runtime = std::make_shared<WithSecrets>(
+        std::move(runtime), [this, id = info.id] { return m_commandSecrets.value(id).values; });
     auto *runner = new ConversationRunner(
         info.id, lease, m_log, m_store, std::move(agent), std::move(runtime),
         RunSettings{info.workingDir, info.alwaysConfirm, m_settings.commandTimeout,

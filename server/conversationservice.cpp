@@ -312,6 +312,18 @@ ConversationService::create(CreateConversationRequest request)
     co_return std::pair{require(info.id), true};
 }
 
+void ConversationService::updateSecrets(const QUuid &id, const ConversationSecrets &secrets)
+{
+    require(id);
+    QString problem;
+    const auto merged = m_commandSecrets.value(id).merged(secrets, &problem);
+    if (!merged)
+        throw ApiError::invalidParameter(problem);
+    m_commandSecrets.insert(id, *merged);
+    qCInfo(lcServer).noquote() << "conversation" << toWireId(id) << "has" << merged->values.size()
+                               << "secrets";
+}
+
 ConversationInfo ConversationService::get(const QUuid &id)
 {
     return require(id);
@@ -466,6 +478,7 @@ QString ConversationService::releaseLocalParts(const QUuid &id)
         m_lifecycles.settle(id);
     }
     m_secrets.remove(id);
+    m_commandSecrets.remove(id);
     m_runtimes.release(id);
     return m_runtimes.runtimeDirectory(id);
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "conversationlifecycle.h"
+#include "conversationsecrets.h"
 #include "runtime/sandboxisolation.h"
 #include "serverconnection.h"
 #include "storage/conversationstore.h"
@@ -89,6 +90,10 @@ public:
     QCoro::Task<StoredEvent> sendMessage(QUuid id, MessageRequest message);
     QCoro::Task<ConversationInfo> respondToConfirmation(QUuid id, bool accept, QString reason);
     QString finalResponse(const QUuid &id);
+    // Adds `secrets` to the conversation's (a name given again takes the new value): its
+    // commands get them in their environment from their next command on. Kept in this
+    // process's memory only; 422 past ConversationSecrets::MaxBytes in all.
+    void updateSecrets(const QUuid &id, const ConversationSecrets &secrets);
 
     // Archive stops the runtime first, then sets archived_at (the first one is kept).
     QCoro::Task<ConversationInfo> archive(QUuid id);
@@ -217,6 +222,8 @@ private:
     ConversationLifecycles m_lifecycles;
     // Per-conversation secrets (llm API keys): in memory only, never stored or returned.
     QHash<QUuid, QString> m_secrets;
+    // The secrets of conversations' commands (updateSecrets()), in memory only too.
+    QHash<QUuid, ConversationSecrets> m_commandSecrets;
     quint64 m_startCount = 0;
     bool m_stopping = false; // shutdown() has begun: no run starts any more
     bool m_replaced = false; // replacedAsReplica() was emitted

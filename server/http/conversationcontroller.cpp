@@ -128,6 +128,15 @@ void ConversationController::registerRoutes(Router &router, ConversationService 
         return HttpResponse::json(service.interrupt(request.idArg(0)).toJson());
     });
 
+    router.add(Method::Post, item + u"/secrets"_s, [&service](const HttpRequest &request) {
+        QString error;
+        const auto secrets = ConversationSecrets::fromRequest(request.jsonObject(), &error);
+        if (!secrets)
+            throw ApiError::invalidParameter(error);
+        service.updateSecrets(request.idArg(0), *secrets);
+        return HttpResponse::json(QJsonObject{{u"success"_s, true}});
+    });
+
     router.add(Method::Get, item + u"/agent_final_response"_s,
                [&service](const HttpRequest &request) {
                    return HttpResponse::json(

@@ -29,6 +29,8 @@ QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
     process->setWorkingDirectory(request.workingDir);
     process->setStandardInputFile(QProcess::nullDevice());
     QProcessEnvironment environment = commandEnvironment();
+    for (auto it = request.environment.cbegin(); it != request.environment.cend(); ++it)
+        environment.insert(it.key(), it.value());
     if (m_settings.user)
         environment.insert(u"HOME"_s, request.workingDir);
     process->setProcessEnvironment(environment);

@@ -18,6 +18,9 @@ struct CommandRequest
     QString workingDir;
     std::chrono::milliseconds timeout{0}; // 0: no limit
     QUuid actionId; // the ActionEvent whose command this is, if it is one (see CommandRecord)
+    // Variables the conversation was given on purpose (its secrets), over the allow-listed
+    // environment (commandEnvironment()); what the command prints of their values is masked.
+    QMap<QString, QString> environment;
 };
 
 struct CommandResult

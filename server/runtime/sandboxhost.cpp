@@ -2,6 +2,7 @@
 
 #include "commandenvironment.h"
 #include "commandoutput.h"
+#include "conversationsecrets.h"
 #include "logging.h"
 #include "openfiles.h"
 
@@ -210,6 +211,10 @@ void SandboxHost::startCommand(const QJsonObject &message)
     m_requestId = message.value(u"request_id"_s).toString();
     m_command = message.value(u"command"_s).toString();
     m_actionId = message.value(u"action_id"_s).toString();
+    m_secrets.clear();
+    const QJsonObject secrets = message.value(u"environment"_s).toObject();
+    for (auto it = secrets.constBegin(); it != secrets.constEnd(); ++it)
+        m_secrets.insert(it.key(), it.value().toString());
     const int timeoutMs = message.value(u"timeout_ms"_s).toInt();
     const int ownerSilenceMs = message.value(u"owner_silence_ms"_s).toInt();
     m_interrupted = false;
@@ -227,6 +232,8 @@ void SandboxHost::startCommand(const QJsonObject &message)
     m_process->setStandardInputFile(QProcess::nullDevice());
     m_process->setWorkingDirectory(m_options.workspace);
     QProcessEnvironment environment = commandEnvironment();
+    for (auto it = m_secrets.cbegin(); it != m_secrets.cend(); ++it)
+        environment.insert(it.key(), it.value());
     environment.insert(u"HOME"_s, m_options.home);
     m_process->setProcessEnvironment(environment);
     m_networkProblem.clear();
@@ -360,8 +367,12 @@ void SandboxHost::onOutput()
 {
     const QByteArray chunk = m_process->readAll();
     const QByteArrayView kept = m_output.add(chunk);
-    if (!kept.isEmpty() && m_outputFile.isOpen())
+    if (kept.isEmpty() || !m_outputFile.isOpen())
+        return;
+    if (m_secrets.isEmpty())
         m_outputFile.write(kept.data(), kept.size());
+    else
+        m_outputFile.write(maskSecrets(kept.toByteArray(), m_secrets));
 }
 
 void SandboxHost::onCommandFinished()
@@ -371,7 +382,12 @@ void SandboxHost::onCommandFinished()
     m_commandTimeout.stop();
     m_ownerSilence.stop();
     onOutput();
-    QString output = m_output.result(m_timedOut);
+    QString output = maskSecrets(m_output.result(m_timedOut), m_secrets);
+    // The record is written as the output comes: a value split between two reads of it is
+    // masked only now.
+    if (!m_secrets.isEmpty() && m_outputFile.isOpen() && m_outputFile.resize(0) &&
+        m_outputFile.seek(0))
+        m_outputFile.write(maskSecrets(m_output.kept(), m_secrets));
     if (m_ownerSilent)
         output += u"\n[stopped: the server running this conversation did not renew its lease "
                   "for %1 ms]\n"_s.arg(m_ownerSilence.interval());

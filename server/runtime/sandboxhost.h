@@ -93,6 +93,8 @@ private:
     QString m_requestId;
     QString m_command;
     QString m_actionId;
+    // The conversation's secrets the command has in its environment, masked out of its output.
+    QMap<QString, QString> m_secrets;
     OutputCollector m_output;
     QFile m_outputFile;
     QJsonObject m_queued;

@@ -151,12 +151,16 @@ QCoro::Task<CommandResult> SandboxRuntime::executeNow(CommandRequest request)
     m_inbox.clear(); // what came for earlier commands
     const qint64 startedMs = QDateTime::currentMSecsSinceEpoch();
     m_lastActivityMs = startedMs;
+    QJsonObject environment;
+    for (auto it = request.environment.cbegin(); it != request.environment.cend(); ++it)
+        environment.insert(it.key(), it.value());
     send({{u"op"_s, u"exec"_s},
           {u"request_id"_s, requestId},
           {u"command"_s, request.command},
           {u"timeout_ms"_s, qint64(request.timeout.count())},
           {u"action_id"_s, request.actionId.isNull() ? QString() : toWireId(request.actionId)},
-          {u"owner_silence_ms"_s, qint64(m_ownerSilenceLimit.count())}}});
+          {u"owner_silence_ms"_s, qint64(m_ownerSilenceLimit.count())},
+          {u"environment"_s, environment}});
     for (;;) {
         if (!self)
             co_return wentAway;

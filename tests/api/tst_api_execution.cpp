@@ -8,6 +8,7 @@
 #include <QElapsedTimer>
 #include <QFile>
 #include <QJsonArray>
+#include <QJsonDocument>
 #include <QProcess>
 #include <QRandomGenerator>
 #include <QTest>
@@ -138,6 +139,94 @@ private Q_SLOTS:
                 .toString();
         if (m_server->usesSandboxes())
             QCOMPARE(response.trimmed(), u"0"_s);
+    }
+
+    // A conversation's secrets reach the environment of its commands, and no answer: not the
+    // conversation's, not the output of a command that prints them, not the record of that
+    // output a sandbox keeps in the runtime dir.
+    void secretsReachCommandsAndNoAnswer()
+    {
+        const QUuid id = m_server->create(TestServer::withAgent({}));
+        const QString path = ServerConnection::conversationPath(id, u"secrets");
+        const ApiReply set = m_server->post(
+            path, QJsonObject{{u"secrets"_s,
+                               QJsonObject{{u"DEPLOY_TOKEN"_s, u"tok-5150-first"_s},
+                                           {u"OTHER_TOKEN"_s,
+                                            QJsonObject{{u"kind"_s, u"StaticSecret"_s},
+                                                        {u"value"_s, u"tok-2718-other"_s}}}}}});
+        QCOMPARE(set.status, 200);
+        QCOMPARE(set.json.toObject().value(u"success"_s).toBool(), true);
+        // A name given again takes the new value; the others stay.
+        QCOMPARE(m_server
+                     ->post(path, QJsonObject{{u"secrets"_s, QJsonObject{{u"DEPLOY_TOKEN"_s,
+                                                                          u"tok-5150-secret"_s}}}})
+                     .status,
+                 200);
+        QVERIFY(!m_server->get(ServerConnection::conversationPath(id)).body.contains("tok-"));
+
+        QVERIFY(
+            m_server
+                ->send(id,
+                       u"test \"$DEPLOY_TOKEN\" = \"tok-$((5000 + 150))-secret\" && echo matched; "
+                       "echo \"$DEPLOY_TOKEN and $OTHER_TOKEN\""_s,
+                       true)
+                .ok());
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        const QList<QJsonObject> observations = ofKind(m_server->events(id), u"ObservationEvent"_s);
+        QCOMPARE(observations.size(), 1);
+        QCOMPARE(observationOf(observations[0]).value(u"output"_s).toString(),
+                 u"matched\n<secret-hidden> and <secret-hidden>\n"_s);
+        // The command names no value (what a message or an action says is stored as it is).
+        const QByteArray history =
+            m_server->get(ServerConnection::conversationPath(id, u"events/search")).body;
+        QVERIFY(!history.contains("tok-5150") && !history.contains("tok-2718"));
+        if (m_server->usesSandboxes()) {
+            QFile record(
+                QDir(m_server->dataDir()).filePath(u"runtimes/%1/command.out"_s.arg(toWireId(id))));
+            QVERIFY2(record.open(QIODevice::ReadOnly), qPrintable(record.fileName()));
+            const QByteArray recorded = record.readAll();
+            QVERIFY2(recorded.contains("matched") && !recorded.contains("tok-5150"),
+                     recorded.constData());
+        }
+    }
+
+    void badSecretsAreRefused_data()
+    {
+        QTest::addColumn<QByteArray>("body");
+        QTest::addColumn<QString>("named");
+        QTest::newRow("not an object") << R"({"secrets": ["A"]})"_ba << u"secrets must be"_s;
+        QTest::newRow("no secrets") << R"({})"_ba << u"secrets must be"_s;
+        QTest::newRow("a name starting with a digit")
+            << R"({"secrets": {"1A": "x"}})"_ba << u"1A"_s;
+        QTest::newRow("a name with a dash") << R"({"secrets": {"A-B": "x"}})"_ba << u"A-B"_s;
+        QTest::newRow("PATH") << R"({"secrets": {"PATH": "/tmp"}})"_ba << u"PATH is set"_s;
+        QTest::newRow("a number") << R"({"secrets": {"A": 5}})"_ba << u"secrets.A must be"_s;
+        QTest::newRow("a NUL") << R"({"secrets": {"A": "x\u0000y"}})"_ba << u"NUL"_s;
+        QTest::newRow("a LookupSecret")
+            << R"({"secrets": {"A": {"kind": "LookupSecret", "url": "http://x"}}})"_ba
+            << u"LookupSecret is not offered"_s;
+        QTest::newRow("too much") << QByteArray(R"({"secrets": {"A": ")" + QByteArray(70'000, 'x') +
+                                                R"("}})")
+                                  << u"more than 65536 bytes"_s;
+    }
+
+    void badSecretsAreRefused()
+    {
+        QFETCH(QByteArray, body);
+        QFETCH(QString, named);
+        const QUuid id = m_server->create(TestServer::withAgent({}));
+        const ApiReply reply = m_server->post(ServerConnection::conversationPath(id, u"secrets"),
+                                              QJsonDocument::fromJson(body).object());
+        QCOMPARE(reply.status, 422);
+        QVERIFY2(reply.detail.contains(named), qPrintable(reply.detail));
+    }
+
+    void secretsOfAConversationThatDoesNotExistAre404()
+    {
+        const ApiReply reply =
+            m_server->post(ServerConnection::conversationPath(QUuid::createUuid(), u"secrets"),
+                           QJsonObject{{u"secrets"_s, QJsonObject{{u"A"_s, u"x"_s}}}});
+        QCOMPARE(reply.status, 404);
     }
 
     void callerSuppliedWorkspaceIsUsed()

@@ -118,6 +118,32 @@ QJsonObject CreateConversationRequest::toJson() const
     return body;
 }
 
+std::optional<ForkConversationRequest> ForkConversationRequest::fromJson(const QJsonObject &object,
+                                                                         QString *error)
+{
+    ForkConversationRequest request;
+    if (const QJsonValue id = object.value(u"id"_s); !id.isUndefined() && !id.isNull()) {
+        request.id = parseWireId(id.toString());
+        if (!request.id) {
+            *error = u"id must be a UUID other than the nil one"_s;
+            return std::nullopt;
+        }
+    }
+    const auto labels = ConversationLabels::fromJson(object, error);
+    if (!labels)
+        return std::nullopt;
+    request.labels = *labels;
+    if (const QJsonValue reset = object.value(u"reset_metrics"_s);
+        !reset.isUndefined() && !reset.isNull()) {
+        if (!reset.isBool()) {
+            *error = u"reset_metrics must be true or false"_s;
+            return std::nullopt;
+        }
+        request.resetMetrics = reset.toBool();
+    }
+    return request;
+}
+
 std::optional<CreateConversationRequest>
 CreateConversationRequest::fromJson(const QJsonObject &object, QString *error)
 {

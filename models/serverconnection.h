@@ -70,6 +70,20 @@ struct CreateConversationRequest
                                                              QString *error);
 };
 
+// POST /api/conversations/{id}/fork, as OpenHands' ForkConversationRequest: the fork's own id
+// (else a new one), title (else the source's) and tags (else the source's), and whether its
+// token counts start at zero (reset_metrics, the default) or from the source's.
+struct ForkConversationRequest
+{
+    std::optional<QUuid> id;
+    ConversationLabels labels;
+    bool resetMetrics = true;
+
+    // Names the offending field in *error.
+    static std::optional<ForkConversationRequest> fromJson(const QJsonObject &object,
+                                                           QString *error);
+};
+
 class EventStream;
 
 // The client of the REST and WebSocket API: the console, the CLI and the tests all use it.

@@ -10,11 +10,13 @@
 #include "storage/database.h"
 #include "storage/replicastore.h"
 
+#include <QCoroProcess>
 #include <QCoroTimer>
 #include <QDir>
 #include <QDirIterator>
 #include <QFileInfo>
 #include <QPointer>
+#include <QProcess>
 
 using namespace Qt::StringLiterals;
 
@@ -310,6 +312,72 @@ ConversationService::create(CreateConversationRequest request)
         }
     }
     co_return std::pair{require(info.id), true};
+}
+
+QCoro::Task<ConversationInfo> ConversationService::fork(QUuid id, ForkConversationRequest request)
+{
+    const ConversationInfo source = require(id);
+    // A run's history ends in the middle of a step: its fork started with an action nobody
+    // runs, or answers.
+    if (m_lifecycles.isRunningHere(id) || source.executionStatus == ExecutionStatus::Running ||
+        source.executionStatus == ExecutionStatus::WaitingForConfirmation)
+        throw ApiError::conflict(
+            u"conversation_running"_s,
+            u"Conversation %1 is %2; pause it (or answer its confirmation) before forking it"_s.arg(
+                toWireId(id), toString(source.executionStatus)));
+    if (request.id && (m_store.isBeingRemoved(*request.id) || m_store.find(*request.id)))
+        throw ApiError::conflict(u"conversation_exists"_s,
+                                 u"Conversation %1 exists already"_s.arg(toWireId(*request.id)));
+
+    ConversationInfo info;
+    info.id = request.id.value_or(QUuid::createUuid());
+    info.title = request.labels.title.value_or(source.title);
+    info.tags = request.labels.tags.value_or(source.tags);
+    info.createdAt = info.updatedAt = m_clock.now();
+    info.executionStatus = ExecutionStatus::Idle;
+    info.agentKind = source.agentKind;
+    info.agentConfig = source.agentConfig;
+    info.alwaysConfirm = source.alwaysConfirm;
+    info.sandbox = source.sandbox;
+    info.workspaceOwnedByServer = source.workspaceOwnedByServer;
+    info.workingDir = source.workspaceOwnedByServer ? workspaceFor(info.id) : source.workingDir;
+    if (info.workspaceOwnedByServer) {
+        // Its files are the fork's own, to go another way with. Not their owner: a root
+        // server gives the copy to the fork's uid when its runtime comes up.
+        QDir().mkpath(info.workingDir);
+        QProcess copy;
+        copy.setProcessChannelMode(QProcess::MergedChannels);
+        auto copying =
+            qCoro(copy).start(u"cp"_s, {u"-dR"_s, u"--preserve=mode,timestamps,links"_s, u"--"_s,
+                                        source.workingDir + u"/."_s, info.workingDir});
+        const bool started = co_await std::move(copying);
+        auto finishing = qCoro(copy).waitForFinished(WorkspaceCopyTimeout);
+        const bool finished = started && co_await std::move(finishing);
+        if (!finished || copy.exitStatus() != QProcess::NormalExit || copy.exitCode() != 0) {
+            const QString said = QString::fromLocal8Bit(copy.readAll()).section(u'\n', 0, 0);
+            QDir(info.workingDir).removeRecursively();
+            throw ApiError::conflict(
+                u"workspace_copy_failed"_s,
+                u"The workspace of conversation %1 could not be copied for its fork: %2"_s.arg(
+                    toWireId(id), !finished ? u"it took longer than %1 s"_s.arg(
+                                                  WorkspaceCopyTimeout.count() / 1000)
+                                            : said));
+        }
+    }
+    try {
+        m_store.insert(info);
+        m_store.copyHistory(id, info.id, !request.resetMetrics);
+    } catch (...) {
+        if (info.workspaceOwnedByServer)
+            QDir(info.workingDir).removeRecursively();
+        throw;
+    }
+    if (const auto secret = m_secrets.constFind(id); secret != m_secrets.cend())
+        m_secrets.insert(info.id, *secret);
+    if (const auto secrets = m_commandSecrets.constFind(id); secrets != m_commandSecrets.cend())
+        m_commandSecrets.insert(info.id, *secrets);
+    qCInfo(lcServer) << "forked conversation" << id << "as" << info.id;
+    co_return require(info.id);
 }
 
 void ConversationService::updateSecrets(const QUuid &id, const ConversationSecrets &secrets)

@@ -63,6 +63,11 @@ public:
 
     // Returns the conversation and whether it was created (false: it existed already).
     QCoro::Task<std::pair<ConversationInfo, bool>> create(CreateConversationRequest request);
+    // A new conversation with the history of `id` (OpenHands' fork), idle, with its agent,
+    // policy and secrets; its workspace a copy of the server's own workspace of `id`, or the
+    // same directory when `id` was given one. 409 while `id` runs or waits for a confirmation,
+    // and when the fork's id is taken.
+    QCoro::Task<ConversationInfo> fork(QUuid id, ForkConversationRequest request);
     ConversationInfo get(const QUuid &id);
     // The same as get(id).toJsonBytes(), reusing the bytes while the row and its runtime info
     // are unchanged (ConversationStore::findJson).
@@ -173,6 +178,8 @@ private:
     static constexpr std::chrono::seconds UnwrittenEndRetry{1};
     // Events a delete removes per turn of the event loop (~12 ms of SQLite's time).
     static constexpr int DeleteBatch = 500;
+    // How long a fork may take to copy its workspace.
+    static constexpr std::chrono::milliseconds WorkspaceCopyTimeout{5 * 60 * 1000};
     void requireUsableRuntime(const ConversationInfo &info) const;
     // The runtime info of conversations (one, or a page), with the sandbox policy in force.
     RuntimeInfo runtimeOf(const ConversationInfo &info) const;

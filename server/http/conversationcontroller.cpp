@@ -128,6 +128,18 @@ void ConversationController::registerRoutes(Router &router, ConversationService 
         return HttpResponse::json(service.interrupt(request.idArg(0)).toJson());
     });
 
+    router.addAsync(Method::Post, item + u"/fork"_s,
+                    [&service](HttpRequest request) -> QCoro::Task<HttpResponse> {
+                        QString error;
+                        const auto fork =
+                            ForkConversationRequest::fromJson(request.jsonObject(), &error);
+                        if (!fork)
+                            throw ApiError::invalidParameter(error);
+                        auto forking = service.fork(request.idArg(0), *fork);
+                        const ConversationInfo info = co_await std::move(forking);
+                        co_return HttpResponse::json(info.toJson(), 201);
+                    });
+
     router.add(Method::Post, item + u"/secrets"_s, [&service](const HttpRequest &request) {
         QString error;
         const auto secrets = ConversationSecrets::fromRequest(request.jsonObject(), &error);

@@ -141,6 +141,34 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
     return stored;
 }
 
+void ConversationStore::copyHistory(const QUuid &from, const QUuid &to, bool usage)
+{
+    m_cache.remove(to);
+    Transaction transaction(m_db);
+    QSqlQuery copy = m_db.prepare(
+        u"INSERT INTO events (conversation_id, seq, id, kind, source, timestamp, body, epoch) "
+        "SELECT ?, seq, id, kind, source, timestamp, body, 0 FROM events "
+        "WHERE conversation_id = ?"_s);
+    copy.addBindValue(toWireId(to));
+    copy.addBindValue(toWireId(from));
+    m_db.exec(copy);
+    QStringList columns{u"event_count"_s, u"last_event_at"_s, u"open_messages"_s,
+                        u"answered_through"_s};
+    if (usage)
+        columns << u"prompt_tokens"_s << u"completion_tokens"_s << u"llm_requests"_s
+                << u"llm_retries"_s;
+    QStringList set;
+    for (const QString &column : std::as_const(columns))
+        set << u"%1 = (SELECT %1 FROM conversations WHERE id = ?)"_s.arg(column);
+    QSqlQuery counts =
+        m_db.prepare(u"UPDATE conversations SET "_s + set.join(u", "_s) + u" WHERE id = ?"_s);
+    for (qsizetype i = 0; i < columns.size(); ++i)
+        counts.addBindValue(toWireId(from));
+    counts.addBindValue(toWireId(to));
+    m_db.exec(counts);
+    transaction.commit();
+}
+
 QList<StoredEvent> ConversationStore::eventsAfter(const QUuid &id, qint64 afterSeq, int limit,
                                                   qsizetype maxBytes)
 {

@@ -173,6 +173,10 @@ public:
                               std::optional<ExecutionStatus> status, qint64 nowMs,
                               const LeaseToken *fence = nullptr, const OutcomeChange &outcome = {});
 
+    // Copies the history of `from` into `to` (a fork, whose row exists and has none), with the
+    // counts kept beside it, and with `usage` its token counts too; in one transaction.
+    void copyHistory(const QUuid &from, const QUuid &to, bool usage);
+
     // Events after `afterSeq` in order: at most `limit`, and with `maxBytes`, none after the one
     // that brings the total to it.
     QList<StoredEvent> eventsAfter(const QUuid &id, qint64 afterSeq, int limit,

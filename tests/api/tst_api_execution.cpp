@@ -229,6 +229,70 @@ private Q_SLOTS:
         QCOMPARE(reply.status, 404);
     }
 
+    // A fork has the history of its source, a copy of its workspace, and runs on its own.
+    void aForkHasTheHistoryAndACopyOfTheWorkspace()
+    {
+        const QUuid source = m_server->create(shell(u"echo from-the-source > made.txt"_s));
+        QVERIFY(m_server->waitForStatus(source, u"finished"_s));
+        const QList<QJsonObject> sourceEvents = m_server->events(source);
+
+        const ApiReply forked = m_server->post(ServerConnection::conversationPath(source, u"fork"),
+                                               QJsonObject{{u"title"_s, u"the fork"_s}});
+        QCOMPARE(forked.status, 201);
+        const QJsonObject fork = forked.json.toObject();
+        const auto id = parseWireId(fork.value(u"id"_s).toString());
+        QVERIFY(id && *id != source);
+        QCOMPARE(fork.value(u"title"_s).toString(), u"the fork"_s);
+        QCOMPARE(fork.value(u"execution_status"_s).toString(), u"idle"_s);
+        const QList<QJsonObject> forkEvents = m_server->events(*id);
+        QCOMPARE(forkEvents, sourceEvents);
+
+        const QString sourceDir =
+            QDir(m_server->dataDir()).filePath(u"workspaces/"_s + toWireId(source));
+        const QString forkDir =
+            fork.value(u"workspace"_s).toObject().value(u"working_dir"_s).toString();
+        QVERIFY(forkDir != sourceDir);
+        QVERIFY(m_server->send(*id, u"cat made.txt; echo from-the-fork > made.txt"_s, true).ok());
+        QVERIFY(m_server->waitForStatus(*id, u"finished"_s));
+        const QList<QJsonObject> observations =
+            ofKind(m_server->events(*id), u"ObservationEvent"_s);
+        QCOMPARE(observationOf(observations.last()).value(u"output"_s).toString(),
+                 u"from-the-source\n"_s);
+        // The source's workspace and history are as they were.
+        QFile made(QDir(sourceDir).filePath(u"made.txt"_s));
+        QVERIFY(made.open(QIODevice::ReadOnly));
+        QCOMPARE(made.readAll(), "from-the-source\n"_ba);
+        QCOMPARE(m_server->events(source).size(), sourceEvents.size());
+    }
+
+    void forksThatCannotBeAreRefused()
+    {
+        const QUuid running = m_server->create(shell(u"sleep 30"_s));
+        QVERIFY(m_server->waitForStatus(running, u"running"_s));
+        ApiReply reply = m_server->post(ServerConnection::conversationPath(running, u"fork"));
+        QCOMPARE(reply.status, 409);
+        QCOMPARE(reply.errorCode, u"conversation_running"_s);
+        m_server->post(ServerConnection::conversationPath(running, u"interrupt"));
+        QVERIFY(m_server->waitForStatus(running, u"paused"_s));
+
+        const QUuid other = m_server->create(TestServer::withAgent({}));
+        reply = m_server->post(ServerConnection::conversationPath(running, u"fork"),
+                               QJsonObject{{u"id"_s, toWireId(other)}});
+        QCOMPARE(reply.status, 409);
+        QCOMPARE(reply.errorCode, u"conversation_exists"_s);
+        reply = m_server->post(ServerConnection::conversationPath(running, u"fork"),
+                               QJsonObject{{u"reset_metrics"_s, u"no"_s}});
+        QCOMPARE(reply.status, 422);
+        reply = m_server->post(ServerConnection::conversationPath(QUuid::createUuid(), u"fork"));
+        QCOMPARE(reply.status, 404);
+        // The paused one forks, with the id asked for.
+        const QUuid chosen = QUuid::createUuid();
+        reply = m_server->post(ServerConnection::conversationPath(running, u"fork"),
+                               QJsonObject{{u"id"_s, toWireId(chosen)}});
+        QCOMPARE(reply.status, 201);
+        QCOMPARE(reply.json.toObject().value(u"id"_s).toString(), toWireId(chosen));
+    }
+
     void callerSuppliedWorkspaceIsUsed()
     {
         QTemporaryDir own;

@@ -30,7 +30,6 @@ const notYet = /No route for /;
 const EXPECTED_TO_FAIL = new Map([
     // The commands start; the socket they stream on is not there.
     ['bash: the bash-events socket streams a command output', /waiting for the bash socket open/],
-    ['fork: a fork is a new conversation with the parent events', notYet],
 ]);
 const strict = process.env.AGENTDECK_COMPAT_STRICT === '1';
 const outcomes = [];

@@ -20,6 +20,7 @@
 #include "storage/database.h"
 #include "storage/integritycheck.h"
 #include "storage/replicastore.h"
+#include "streams/bashevents.h"
 #include "streams/changerelay.h"
 #include "streams/eventhub.h"
 #include "streams/eventstreams.h"
@@ -120,6 +121,8 @@ struct AgentDeckServer::Private
     std::unique_ptr<ApiAuth> auth;
     Router router;
     std::unique_ptr<ApiServer> http;
+    // The bash events of /api/bash, which the bash-events sockets follow.
+    std::shared_ptr<BashEventLog> bashEvents = std::make_shared<BashEventLog>();
     std::unique_ptr<EventStreams> streams;
     std::unique_ptr<RetentionReaper> reaper;
     // The server workspace's sandbox.
@@ -322,7 +325,7 @@ bool AgentDeckServer::start(QString *error)
     EventController::registerRoutes(d->router, *d->service, *d->store);
     RuntimeController::registerRoutes(d->router, *d->service);
     WorkspaceController::registerRoutes(d->router, *d->workspace, *d->service, *d->store,
-                                        m_config.maxDownloadBytes);
+                                        d->bashEvents, m_config.maxDownloadBytes);
     ReplicaController::registerRoutes(d->router, *d->replicas, d->identity);
     OpenApiController::registerRoutes(d->router, d->identity.version);
 
@@ -337,9 +340,10 @@ bool AgentDeckServer::start(QString *error)
     d->hub->moveToThread(&d->streamsThread);
     d->streamsThread.start();
     inStreamsThread([&] {
-        d->streams = EventStreams::open(EventStreams::Context{*d->database, *d->hub, *d->service,
-                                                              *d->auth, d->metrics, streamSettings},
-                                        &dbError);
+        d->streams =
+            EventStreams::open(EventStreams::Context{*d->database, *d->hub, *d->service, *d->auth,
+                                                     d->metrics, streamSettings, d->bashEvents},
+                               &dbError);
     });
     if (!d->streams) {
         *error = u"cannot open the database for the event streams: "_s + dbError;

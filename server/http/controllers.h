@@ -3,9 +3,12 @@
 #include <QJsonObject>
 #include <QString>
 
+#include <memory>
+
 namespace AgentDeck {
 
 class ApiServer;
+class BashEventLog;
 class ConversationService;
 class ConversationStore;
 class EventLog;
@@ -52,9 +55,11 @@ void registerRoutes(Router &router, ReplicaStore &replicas, const ServerIdentity
 // /api/git/changes|diff, for paths in a conversation's workspace, run in its sandbox, or under
 // the server workspace, run in that one's.
 namespace WorkspaceController {
+// `events`: the bash events of /api/bash, which the bash-events sockets follow too.
 void registerRoutes(Router &router, WorkspaceSandbox &sandbox, ConversationService &service,
-                    ConversationStore &store, qint64 maxDownloadBytes);
-}
+                    ConversationStore &store, std::shared_ptr<BashEventLog> events,
+                    qint64 maxDownloadBytes);
+} // namespace WorkspaceController
 namespace EventController {
 void registerRoutes(Router &router, ConversationService &service, ConversationStore &store);
 }

@@ -4,6 +4,7 @@
 #include "router.h"
 #include "runtime/workspacesandbox.h"
 #include "storage/conversationstore.h"
+#include "streams/bashevents.h"
 #include "wiretypes.h"
 
 #include <QDateTime>
@@ -330,9 +331,8 @@ QJsonObject outputOrThrow(const WorkspaceCommandResult &outcome, const BashComma
     return bashOutput(result, command);
 }
 
-BashCommand bashCommand(const Workspaces &workspaces, const HttpRequest &request)
+BashCommand bashCommand(const Workspaces &workspaces, const QJsonObject &body)
 {
-    const QJsonObject body = request.jsonObject();
     const QJsonValue command = body.value(u"command"_s);
     if (!command.isString() || command.toString().isEmpty())
         throw ApiError::invalidParameter(u"command must be a non-empty string"_s);
@@ -357,43 +357,10 @@ BashCommand bashCommand(const Workspaces &workspaces, const HttpRequest &request
     return bash;
 }
 
-// The bash events of /api/bash (BashCommand, BashOutput), newest last, in memory: the oldest
-// go past MaxEvents, and with them every event of their command.
-class BashEvents
-{
-public:
-    static constexpr qsizetype MaxEvents = 200;
-
-    void add(QJsonObject event)
-    {
-        m_events.append(std::move(event));
-        while (m_events.size() > MaxEvents)
-            m_events.removeFirst();
-    }
-    std::optional<QJsonObject> find(const QString &id) const
-    {
-        for (const QJsonObject &event : m_events) {
-            if (event.value(u"id"_s).toString() == id)
-                return event;
-        }
-        return std::nullopt;
-    }
-    QList<QJsonObject> all() const { return m_events; }
-    qsizetype clear()
-    {
-        const qsizetype count = m_events.size();
-        m_events.clear();
-        return count;
-    }
-
-private:
-    QList<QJsonObject> m_events;
-};
-
 QCoro::Task<HttpResponse>
-executeBashCommand(Workspaces workspaces, std::shared_ptr<BashEvents> events, HttpRequest request)
+executeBashCommand(Workspaces workspaces, std::shared_ptr<BashEventLog> events, HttpRequest request)
 {
-    const BashCommand command = bashCommand(workspaces, request);
+    const BashCommand command = bashCommand(workspaces, request.jsonObject());
     auto running = runAt(workspaces.sandbox, command.target, command.script(),
                          std::chrono::seconds(command.timeout));
     const WorkspaceCommandResult outcome = co_await std::move(running);
@@ -404,7 +371,7 @@ executeBashCommand(Workspaces workspaces, std::shared_ptr<BashEvents> events, Ht
 }
 
 // Runs a started command to its end; nobody awaits it, so it throws nothing.
-QCoro::Task<> runStarted(Workspaces workspaces, std::shared_ptr<BashEvents> events,
+QCoro::Task<> runStarted(Workspaces workspaces, std::shared_ptr<BashEventLog> events,
                          BashCommand command)
 {
     auto running = runAt(workspaces.sandbox, command.target, command.script(),
@@ -426,9 +393,10 @@ QCoro::Task<> runStarted(Workspaces workspaces, std::shared_ptr<BashEvents> even
 }
 
 HttpResponse startBashCommand(const Workspaces &workspaces,
-                              const std::shared_ptr<BashEvents> &events, const HttpRequest &request)
+                              const std::shared_ptr<BashEventLog> &events,
+                              const HttpRequest &request)
 {
-    BashCommand command = bashCommand(workspaces, request);
+    BashCommand command = bashCommand(workspaces, request.jsonObject());
     const QJsonObject json = command.toJson();
     events->add(json);
     runStarted(workspaces, events, std::move(command));
@@ -436,7 +404,7 @@ HttpResponse startBashCommand(const Workspaces &workspaces,
 }
 
 // GET /api/bash/bash_events/search: OpenHands' filters and pages.
-HttpResponse searchBashEvents(const BashEvents &events, const HttpRequest &request)
+HttpResponse searchBashEvents(const BashEventLog &events, const HttpRequest &request)
 {
     const QString kind = request.query.queryItemValue(u"kind__eq"_s);
     if (!kind.isEmpty() && kind != u"BashCommand"_s && kind != u"BashOutput"_s)
@@ -454,7 +422,7 @@ HttpResponse searchBashEvents(const BashEvents &events, const HttpRequest &reque
     const int limit = request.intParam(u"limit"_s, 100, 1, 100);
     const std::optional<qint64> after = request.timeParam(u"timestamp__gte"_s);
     const std::optional<qint64> before = request.timeParam(u"timestamp__lt"_s);
-    const int offset = request.intParam(u"page_id"_s, 0, 0, int(BashEvents::MaxEvents));
+    const int offset = request.intParam(u"page_id"_s, 0, 0, int(BashEventLog::MaxEvents));
     QList<QJsonObject> matching;
     for (const QJsonObject &event : events.all()) {
         if (!kind.isEmpty() && event.value(u"kind"_s).toString() != kind)
@@ -663,11 +631,26 @@ QCoro::Task<HttpResponse> gitDiff(Workspaces workspaces, HttpRequest request)
 
 void WorkspaceController::registerRoutes(Router &router, WorkspaceSandbox &sandbox,
                                          ConversationService &service, ConversationStore &store,
+                                         std::shared_ptr<BashEventLog> events,
                                          qint64 maxDownloadBytes)
 {
     using Method = Router::Method;
     const Workspaces workspaces{sandbox, service, store, maxDownloadBytes};
-    const auto events = std::make_shared<BashEvents>();
+    // The commands the bash-events sockets ask for.
+    events->setStarter(
+        [workspaces, weak = std::weak_ptr(events)](
+            const QJsonObject &request, std::function<void(QString code, QString detail)> refused) {
+            const std::shared_ptr<BashEventLog> log = weak.lock();
+            if (!log)
+                return;
+            try {
+                BashCommand command = bashCommand(workspaces, request);
+                log->add(command.toJson());
+                runStarted(workspaces, log, std::move(command));
+            } catch (const ApiError &error) {
+                refused(error.code, error.detail);
+            }
+        });
     router.addAsync(Method::Post, u"/api/bash/execute_bash_command"_s,
                     [workspaces, events](HttpRequest request) {
                         return executeBashCommand(workspaces, events, std::move(request));

@@ -1,6 +1,8 @@
 #include "eventstreams.h"
 
 #include "apierror.h"
+#include "bashevents.h"
+#include "bashstreamsession.h"
 #include "conversationservice.h"
 #include "eventstreamsession.h"
 #include "http/apiauth.h"
@@ -82,6 +84,7 @@ EventStreams::~EventStreams()
     const auto sessions = m_sessions;
     for (EventStreamSession *session : sessions)
         delete session;
+    qDeleteAll(std::exchange(m_bashSessions, {}));
 }
 
 void EventStreams::acceptFrom(HttpListener &listener)
@@ -116,6 +119,9 @@ void EventStreams::closeAll()
     const auto sessions = m_sessions;
     for (EventStreamSession *session : sessions)
         session->closeWith(WebSocketConnection::CloseGoingAway, u"server stopping"_s);
+    const auto bashSessions = m_bashSessions;
+    for (BashStreamSession *session : bashSessions)
+        session->closeWith(WebSocketConnection::CloseGoingAway, u"server stopping"_s);
 }
 
 void EventStreams::sendMessage(EventStreamSession *session, MessageRequest request)
@@ -139,6 +145,31 @@ void EventStreams::sendMessage(EventStreamSession *session, MessageRequest reque
             storeMessage(service, id, std::move(request), std::move(answer));
         },
         Qt::QueuedConnection);
+}
+
+EventStreams::Sent EventStreams::send(WebSocketConnection &socket, const QByteArray &frame)
+{
+    const qint64 budget = m_context.settings.sendBudgetBytes;
+    qint64 unsent = socket.bytesToWrite();
+    // Frames held for the burst's one write are no backlog: they go now rather than make a
+    // reader that keeps up a slow consumer (a burst of 16 events of 1 MB did, while the
+    // fan-out to 300 subscribers that did not read let events pile up).
+    if (unsent > 0 && unsent + frame.size() > budget) {
+        socket.writeHeld();
+        unsent = socket.bytesToWrite();
+    }
+    // A frame larger than the whole budget goes when nothing else is unsent: a client that
+    // drained everything is not slow, and it was closed at such an event on every reconnect.
+    if (unsent > 0 && unsent + frame.size() > budget) {
+        qCInfo(lcStreams) << "a slow consumer has" << unsent << "bytes unsent";
+        m_context.metrics.slowConsumerDropped();
+        return Sent::SlowConsumer;
+    }
+    // Over the server's budget the slowest consumers go, this one perhaps.
+    if (!m_sendBudget.makeRoom(frame, &socket))
+        return Sent::Dropped;
+    socket.sendFrame(frame);
+    return Sent::Yes;
 }
 
 template<typename Read> auto EventStreams::retried(Read read) -> decltype(read())
@@ -176,8 +207,10 @@ void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
     WebSocketConnection::Handshake handshake = WebSocketConnection::parseHandshake(head);
     const QStringList segments = handshake.url.path().split(u'/', Qt::SkipEmptyParts);
     // Only a stream's path upgrades; another was switched, then closed with 4004.
-    const bool streamPath =
-        segments.size() == 3 && segments[0] == u"sockets"_s && segments[1] == u"events"_s;
+    const bool bashPath =
+        segments.size() == 2 && segments[0] == u"sockets"_s && segments[1] == u"bash-events"_s;
+    const bool streamPath = bashPath || (segments.size() == 3 && segments[0] == u"sockets"_s &&
+                                         segments[1] == u"events"_s);
     if (handshake.refusal.isEmpty() && !streamPath)
         handshake.refusal =
             HttpResponse::error(ApiError::notFound(u"No stream at %1"_s.arg(handshake.url.path())))
@@ -200,8 +233,17 @@ void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
     auto connection = std::make_unique<WebSocketConnection>(
         socket, handshake.accept, handshake.url, m_context.settings.maxMessageBytes, &m_sendBudget);
     const QUrl &url = handshake.url;
-    const auto id = parseWireId(segments[2]);
     const QUrlQuery query(url);
+    // OpenHands' clients (1.39) send the key in the URL rather than in an auth frame; others
+    // in the X-Session-API-Key header.
+    std::optional<QByteArray> key = handshake.sessionKey;
+    if (query.hasQueryItem(u"session_api_key"_s))
+        key = query.queryItemValue(u"session_api_key"_s, QUrl::FullyDecoded).toUtf8();
+    if (bashPath) {
+        acceptBashStream(std::move(connection), std::move(key));
+        return;
+    }
+    const auto id = parseWireId(segments[2]);
     std::optional<qint64> afterSeq;
     bool validQuery = true;
     if (query.queryItemValue(u"resend_all"_s).toLower() == u"true"_s) {
@@ -221,13 +263,9 @@ void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
                    id ? u"after_seq must be a whole number from 0"_s : u"unknown stream"_s);
         return;
     }
-    // OpenHands' clients (1.39) send the key in the URL rather than in an auth frame.
-    std::optional<QByteArray> urlKey;
-    if (query.hasQueryItem(u"session_api_key"_s))
-        urlKey = query.queryItemValue(u"session_api_key"_s, QUrl::FullyDecoded).toUtf8();
     const quint64 serial = m_nextSerial++;
-    auto *session = new EventStreamSession(std::move(connection), serial, *id, afterSeq,
-                                           std::move(urlKey), *this);
+    auto *session =
+        new EventStreamSession(std::move(connection), serial, *id, afterSeq, std::move(key), *this);
     m_sessions.insert(serial, session);
     m_context.metrics.webSocketOpened();
     connect(session, &EventStreamSession::finished, this, [this](EventStreamSession *done) {
@@ -239,6 +277,47 @@ void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
         }
     });
     session->start();
+}
+
+void EventStreams::acceptBashStream(std::unique_ptr<WebSocketConnection> connection,
+                                    std::optional<QByteArray> key)
+{
+    const QUrlQuery query(connection->requestUrl());
+    const bool resendAll = query.queryItemValue(u"resend_mode"_s) == u"all"_s ||
+                           query.queryItemValue(u"resend_all"_s).toLower() == u"true"_s;
+    const quint64 serial = m_nextSerial++;
+    auto *session =
+        new BashStreamSession(std::move(connection), serial, resendAll, std::move(key), *this);
+    m_bashSessions.insert(serial, session);
+    m_context.metrics.webSocketOpened();
+    connect(session, &BashStreamSession::finished, this, [this](BashStreamSession *done) {
+        if (m_bashSessions.remove(done->serial())) {
+            m_context.metrics.webSocketClosed();
+            done->deleteLater();
+        }
+    });
+    session->start();
+}
+
+void EventStreams::startBashCommand(BashStreamSession *session, const QJsonObject &request)
+{
+    QPointer<EventStreams> self(this);
+    auto refused = [self, serial = session->serial()](QString code, QString detail) {
+        if (self)
+            QMetaObject::invokeMethod(
+                self.data(),
+                [streams = self.data(), serial, code, detail] {
+                    if (BashStreamSession *open = streams->m_bashSessions.value(serial))
+                        open->sendBashError(code, detail);
+                },
+                Qt::QueuedConnection);
+    };
+    QMetaObject::invokeMethod(
+        m_context.bashEvents.get(),
+        [log = m_context.bashEvents, request, refused = std::move(refused)]() mutable {
+            log->start(request, std::move(refused));
+        },
+        Qt::QueuedConnection);
 }
 
 } // namespace AgentDeck

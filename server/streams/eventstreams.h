@@ -11,11 +11,14 @@
 #include <memory>
 #include <optional>
 
+class QJsonObject;
 class QTcpSocket;
 
 namespace AgentDeck {
 
 class ApiAuth;
+class BashEventLog;
+class BashStreamSession;
 class ConversationService;
 class ConversationStore;
 class Database;
@@ -23,6 +26,7 @@ class EventHub;
 class EventStreamSession;
 class HttpListener;
 class Metrics;
+class WebSocketConnection;
 struct MessageRequest;
 struct StoredEvent;
 
@@ -37,7 +41,8 @@ struct StreamSettings
     qint64 maxMessageBytes = 4 * 1024 * 1024; // a client's message, like a request body
 };
 
-// Accepts the WebSocket connections of /sockets/events/{id} and owns their sessions. It lives
+// Accepts the WebSocket connections of /sockets/events/{id} (EventStreamSession) and
+// /sockets/bash-events (BashStreamSession) and owns their sessions. It lives
 // in a thread of its own, with the hub: writing each event to every subscriber's socket is the
 // larger part of the work of an event, and it must not hold up the requests that write the
 // next ones. Replay and catch-up read from a database connection of this thread.
@@ -53,6 +58,8 @@ public:
         const ApiAuth &auth;
         Metrics &metrics;
         StreamSettings settings;
+        // Lives in the main thread: the bash-events sockets follow it (BashStreamSession).
+        std::shared_ptr<BashEventLog> bashEvents;
     };
 
     // Call in the thread the streams will live in, the hub's. Null when the database cannot
@@ -77,14 +84,28 @@ public:
     Metrics &metrics() { return m_context.metrics; }
     const StreamSettings &settings() const { return m_context.settings; }
     SendBudget &sendBudget() { return m_sendBudget; }
+    enum class Sent
+    {
+        Yes,
+        SlowConsumer, // past the connection's own budget: close it with 1013
+        Dropped,      // the server's budget dropped a slow consumer, this one (closing already)
+    };
+    // Writes a frame within the connection's budget and the server's.
+    Sent send(WebSocketConnection &socket, const QByteArray &frame);
     // Stores a message a client sent over its stream, on the main thread; a failure comes
     // back to the session as an error frame, if it is still open then.
     void sendMessage(EventStreamSession *session, MessageRequest request);
+    BashEventLog &bashEvents() { return *m_context.bashEvents; }
+    // Starts the command a bash-events socket asked for, on the main thread; a refusal comes
+    // back to the session as a BashError frame, if it is still open then.
+    void startBashCommand(BashStreamSession *session, const QJsonObject &request);
 
 private:
     EventStreams(Context context, std::unique_ptr<Database> database);
     void onUpgrade(QTcpSocket *socket, const QByteArray &head);
     void answerSession(quint64 serial, const QString &code, const QString &detail);
+    void acceptBashStream(std::unique_ptr<WebSocketConnection> connection,
+                          std::optional<QByteArray> key);
     template<typename Read> auto retried(Read read) -> decltype(read());
 
     Context m_context;
@@ -92,6 +113,7 @@ private:
     std::unique_ptr<Database> m_database;
     std::unique_ptr<ConversationStore> m_store;
     QHash<quint64, EventStreamSession *> m_sessions; // by serial
+    QHash<quint64, BashStreamSession *> m_bashSessions;
     // After sessions end: gives back what glibc keeps of their frames and pages. Blocks under
     // its mmap threshold stay in its arenas when freed: eight stalled replays of small events
     // left 125 MB behind after they closed.

@@ -224,28 +224,17 @@ void EventStreamSession::deliverTransient(const QByteArray &frame)
 
 bool EventStreamSession::send(const QByteArray &frame)
 {
-    qint64 unsent = m_socket->bytesToWrite();
-    // Frames held for the burst's one write are no backlog: they go now rather than make a
-    // reader that keeps up a slow consumer (a burst of 16 events of 1 MB did, while the
-    // fan-out to 300 subscribers that did not read let events pile up).
-    if (unsent > 0 && unsent + frame.size() > m_streams.settings().sendBudgetBytes) {
-        m_socket->writeHeld();
-        unsent = m_socket->bytesToWrite();
-    }
-    // A frame larger than the whole budget goes when nothing else is unsent: a client that
-    // drained everything is not slow, and it was closed at such an event on every reconnect.
-    if (unsent > 0 && unsent + frame.size() > m_streams.settings().sendBudgetBytes) {
-        qCInfo(lcStreams) << "closing slow consumer of" << m_id << "with" << unsent
-                          << "bytes unsent";
-        m_streams.metrics().slowConsumerDropped();
+    switch (m_streams.send(*m_socket, frame)) {
+    case EventStreams::Sent::Yes:
+        return true;
+    case EventStreams::Sent::SlowConsumer:
+        qCInfo(lcStreams) << "closing slow consumer of" << m_id;
         closeWith(CloseSlowConsumer, u"slow_consumer"_s);
         return false;
+    case EventStreams::Sent::Dropped:
+        break;
     }
-    // Over the server's budget the slowest consumers go, this one perhaps.
-    if (!m_streams.sendBudget().makeRoom(frame, m_socket.get()))
-        return false;
-    m_socket->sendFrame(frame);
-    return true;
+    return false;
 }
 
 void EventStreamSession::closeWith(int code, const QString &reason)

@@ -89,6 +89,8 @@ WebSocketConnection::Handshake WebSocketConnection::parseHandshake(const QByteAr
             handshake.host = value.toByteArray();
         } else if (name.compare("origin", Qt::CaseInsensitive) == 0) {
             handshake.origin = value.toByteArray();
+        } else if (name.compare("x-session-api-key", Qt::CaseInsensitive) == 0) {
+            handshake.sessionKey = value.toByteArray();
         } else if (name.compare("upgrade", Qt::CaseInsensitive) == 0) {
             upgrade = upgrade || headerHasToken(value, "websocket");
         } else if (name.compare("connection", Qt::CaseInsensitive) == 0) {

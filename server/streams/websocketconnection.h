@@ -49,6 +49,8 @@ public:
         QByteArray refusal; // a complete HTTP answer when the request is not a valid upgrade
         QByteArray host;    // the Host and Origin headers' values, empty when absent
         QByteArray origin;
+        // The X-Session-API-Key header's value, when there is one (non-browser clients).
+        std::optional<QByteArray> sessionKey;
     };
     static Handshake parseHandshake(const QByteArray &head);
 

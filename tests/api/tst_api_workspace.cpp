@@ -16,6 +16,7 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QWebSocket>
 
 using namespace Qt::StringLiterals;
 using namespace AgentDeck;
@@ -92,6 +93,65 @@ private:
         return finish(
             m_network.get(request(u"/api/file/download"_s, QUrlQuery{{u"path"_s, path}})));
     }
+
+    QUrl bashSocketUrl(const QString &query) const
+    {
+        QUrl url = m_server->url();
+        url.setScheme(u"ws"_s);
+        url.setPath(u"/sockets/bash-events"_s);
+        url.setQuery(query);
+        return url;
+    }
+
+    // A client of /sockets/bash-events that keeps every event it gets.
+    class BashSocket
+    {
+    public:
+        explicit BashSocket(const QUrl &url, const QByteArray &headerKey = {})
+        {
+            QObject::connect(&m_socket, &QWebSocket::textMessageReceived, &m_socket,
+                             [this](const QString &text) {
+                                 events.append(QJsonDocument::fromJson(text.toUtf8()).object());
+                             });
+            QObject::connect(&m_socket, &QWebSocket::disconnected, &m_socket,
+                             [this] { closeCode = m_socket.closeCode(); });
+            QNetworkRequest request(url);
+            if (!headerKey.isEmpty())
+                request.setRawHeader("X-Session-API-Key", headerKey);
+            m_socket.open(request);
+        }
+        bool isOpen() const { return m_socket.state() == QAbstractSocket::ConnectedState; }
+        void send(const QByteArray &frame) { m_socket.sendTextMessage(QString::fromUtf8(frame)); }
+        QList<QJsonObject> ofKind(const QString &kind) const
+        {
+            QList<QJsonObject> found;
+            for (const QJsonObject &event : events) {
+                if (event[u"kind"_s].toString() == kind)
+                    found.append(event);
+            }
+            return found;
+        }
+        bool hasOutput(const QString &stdoutText) const
+        {
+            const QList<QJsonObject> outputs = ofKind(u"BashOutput"_s);
+            return std::any_of(outputs.cbegin(), outputs.cend(), [&](const QJsonObject &output) {
+                return output[u"stdout"_s].toString() == stdoutText;
+            });
+        }
+        qsizetype count(const QString &kind, const QString &command) const
+        {
+            const QList<QJsonObject> found = ofKind(kind);
+            return std::count_if(found.cbegin(), found.cend(), [&](const QJsonObject &event) {
+                return event[u"command"_s].toString() == command;
+            });
+        }
+
+        QList<QJsonObject> events;
+        int closeCode = 0;
+
+    private:
+        QWebSocket m_socket;
+    };
 
     void startServer(TestServerOptions options = {})
     {
@@ -410,6 +470,70 @@ private Q_SLOTS:
                                               QUrlQuery{{u"path"_s, plain + u"/missing"_s}})))
                      .status,
                  404);
+    }
+
+    // OpenHands' bash-events socket: what was there when it connected (resend_mode=all), then
+    // each event as it comes, each once; a frame it sends starts a command.
+    void theBashEventsSocketStreamsAndStartsCommands()
+    {
+        QNetworkRequest r = request(u"/api/bash/start_bash_command"_s, {});
+        r.setHeader(QNetworkRequest::ContentTypeHeader, u"application/json"_s);
+        QCOMPARE(finish(m_network.post(
+                            r, QJsonDocument(QJsonObject{{u"command"_s, u"echo before-socket"_s}})
+                                   .toJson()))
+                     .status,
+                 200);
+        BashSocket socket(bashSocketUrl(u"resend_mode=all"_s));
+        QTRY_VERIFY_WITH_TIMEOUT(socket.hasOutput(u"before-socket\n"_s), 20'000);
+        socket.send(R"({"command": "echo over-socket"})");
+        QTRY_VERIFY_WITH_TIMEOUT(socket.hasOutput(u"over-socket\n"_s), 20'000);
+        QCOMPARE(socket.count(u"BashCommand"_s, u"echo before-socket"_s), 1);
+        QCOMPARE(socket.count(u"BashCommand"_s, u"echo over-socket"_s), 1);
+
+        // A request it cannot start, or a frame that is none, is a BashError on the socket.
+        socket.send(R"({"command": ""})");
+        socket.send("not json");
+        QTRY_COMPARE_WITH_TIMEOUT(socket.ofKind(u"BashError"_s).size(), 2, 5'000);
+        QStringList codes; // the refusal comes from the main thread, the other at once
+        for (const QJsonObject &error : socket.ofKind(u"BashError"_s))
+            codes.append(error[u"code"_s].toString());
+        codes.sort();
+        QCOMPARE(codes, (QStringList{u"invalid_parameter"_s, u"malformed_json"_s}));
+
+        // Without resend_mode it starts with what comes next.
+        BashSocket live(bashSocketUrl({}));
+        QTRY_VERIFY(live.isOpen());
+        live.send(R"({"command": "echo live-only"})");
+        QTRY_VERIFY_WITH_TIMEOUT(live.hasOutput(u"live-only\n"_s), 20'000);
+        QVERIFY(!live.hasOutput(u"before-socket\n"_s));
+        QTRY_VERIFY_WITH_TIMEOUT(socket.hasOutput(u"live-only\n"_s), 5'000);
+    }
+
+    void theBashEventsSocketNeedsTheKey()
+    {
+        TestServerOptions options;
+        options.apiKeys = {u"bash-key"_s};
+        options.streamAuthTimeoutMs = 1'000;
+        startServer(std::move(options));
+        BashSocket wrong(bashSocketUrl(u"session_api_key=other"_s));
+        QTRY_VERIFY_WITH_TIMEOUT(wrong.closeCode != 0, 5'000);
+        QCOMPARE(wrong.closeCode, 4001);
+        BashSocket silent(bashSocketUrl({}));
+        QTRY_VERIFY_WITH_TIMEOUT(silent.closeCode != 0, 5'000);
+        QCOMPARE(silent.closeCode, 4001);
+
+        BashSocket header(bashSocketUrl({}), "bash-key");
+        BashSocket frame(bashSocketUrl({}));
+        QTRY_VERIFY(frame.isOpen());
+        frame.send(R"({"type": "auth", "session_api_key": "bash-key"})");
+        // Authenticated once, an auth frame again is no command.
+        frame.send(R"({"type": "auth", "session_api_key": "bash-key"})");
+        QTRY_VERIFY(header.isOpen());
+        header.send(R"({"command": "echo with-the-key"})");
+        QTRY_VERIFY_WITH_TIMEOUT(header.hasOutput(u"with-the-key\n"_s), 20'000);
+        QTRY_VERIFY_WITH_TIMEOUT(frame.hasOutput(u"with-the-key\n"_s), 5'000);
+        QVERIFY(frame.ofKind(u"BashError"_s).isEmpty());
+        QCOMPARE(header.closeCode, 0);
     }
 
     void startedCommandsAreBashEvents()

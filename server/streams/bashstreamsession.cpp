@@ -3,7 +3,6 @@
 #include "bashevents.h"
 #include "eventstreams.h"
 #include "eventstreamsession.h"
-#include "http/apiauth.h"
 #include "metrics.h"
 #include "websocketconnection.h"
 #include "wiretypes.h"
@@ -52,15 +51,16 @@ BashStreamSession::~BashStreamSession()
 
 void BashStreamSession::start()
 {
-    if (!m_streams.auth().enabled()) {
+    switch (m_streams.authenticate(m_key)) {
+    case EventStreams::Authenticated::Yes:
         beginStreaming();
-    } else if (m_key) {
-        if (m_streams.auth().accepts(*m_key))
-            beginStreaming();
-        else
-            closeWith(EventStreamSession::CloseUnauthorized, u"unauthorized"_s);
-    } else {
+        break;
+    case EventStreams::Authenticated::No:
+        closeWith(EventStreamSession::CloseUnauthorized, u"unauthorized"_s);
+        break;
+    case EventStreams::Authenticated::AwaitingFrame:
         m_authTimer.start(m_streams.settings().authTimeoutMs);
+        break;
     }
 }
 
@@ -122,13 +122,8 @@ void BashStreamSession::sendBashError(const QString &code, const QString &detail
 
 void BashStreamSession::onTextMessage(const QByteArray &message)
 {
-    QJsonParseError parseError;
-    const QJsonDocument document = QJsonDocument::fromJson(message, &parseError);
-    const bool isObject = parseError.error == QJsonParseError::NoError && document.isObject();
-    const QJsonObject frame = document.object();
     if (m_state == State::Authenticating) {
-        if (!isObject || frame.value(u"type"_s) != u"auth"_s ||
-            !m_streams.auth().accepts(frame.value(u"session_api_key"_s).toString().toUtf8())) {
+        if (!m_streams.acceptsAuthFrame(message)) {
             closeWith(EventStreamSession::CloseUnauthorized, u"unauthorized"_s);
             return;
         }
@@ -138,6 +133,10 @@ void BashStreamSession::onTextMessage(const QByteArray &message)
     }
     if (m_state == State::Closed)
         return;
+    QJsonParseError parseError;
+    const QJsonDocument document = QJsonDocument::fromJson(message, &parseError);
+    const bool isObject = parseError.error == QJsonParseError::NoError && document.isObject();
+    const QJsonObject frame = document.object();
     if (!isObject) {
         sendBashError(u"malformed_json"_s, u"A frame must be one JSON object"_s);
         return;

@@ -15,6 +15,8 @@
 #include "websocketconnection.h"
 #include "wiretypes.h"
 
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QPointer>
 #include <QTcpSocket>
 #include <QThread>
@@ -145,6 +147,22 @@ void EventStreams::sendMessage(EventStreamSession *session, MessageRequest reque
             storeMessage(service, id, std::move(request), std::move(answer));
         },
         Qt::QueuedConnection);
+}
+
+EventStreams::Authenticated EventStreams::authenticate(const std::optional<QByteArray> &key) const
+{
+    if (!m_context.auth.enabled())
+        return Authenticated::Yes;
+    if (!key)
+        return Authenticated::AwaitingFrame;
+    return m_context.auth.accepts(*key) ? Authenticated::Yes : Authenticated::No;
+}
+
+bool EventStreams::acceptsAuthFrame(const QByteArray &frame) const
+{
+    const QJsonObject object = QJsonDocument::fromJson(frame).object();
+    return object.value(u"type"_s) == u"auth"_s &&
+           m_context.auth.accepts(object.value(u"session_api_key"_s).toString().toUtf8());
 }
 
 EventStreams::Sent EventStreams::send(WebSocketConnection &socket, const QByteArray &frame)

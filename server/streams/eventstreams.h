@@ -84,6 +84,18 @@ public:
     Metrics &metrics() { return m_context.metrics; }
     const StreamSettings &settings() const { return m_context.settings; }
     SendBudget &sendBudget() { return m_sendBudget; }
+    // How a socket authenticates (the same for every kind of stream): with the key its URL or
+    // header gave, judged at once; else with an auth frame ({"type": "auth", "session_api_key"})
+    // within the auth timeout. Without keys configured, at once.
+    enum class Authenticated
+    {
+        Yes,
+        No,
+        AwaitingFrame,
+    };
+    Authenticated authenticate(const std::optional<QByteArray> &key) const;
+    // Whether `frame` (a text message) is the auth frame of a key the server accepts.
+    bool acceptsAuthFrame(const QByteArray &frame) const;
     enum class Sent
     {
         Yes,

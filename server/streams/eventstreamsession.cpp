@@ -64,18 +64,17 @@ EventStreamSession::~EventStreamSession()
 void EventStreamSession::start()
 {
     // With keys configured nothing, not even whether the conversation exists, is told before auth.
-    if (m_streams.auth().enabled()) {
-        if (m_urlKey) {
-            if (m_streams.auth().accepts(*m_urlKey))
-                beginStreaming();
-            else
-                closeWith(CloseUnauthorized, u"unauthorized"_s);
-            return;
-        }
+    switch (m_streams.authenticate(m_urlKey)) {
+    case EventStreams::Authenticated::Yes:
+        beginStreaming();
+        break;
+    case EventStreams::Authenticated::No:
+        closeWith(CloseUnauthorized, u"unauthorized"_s);
+        break;
+    case EventStreams::Authenticated::AwaitingFrame:
         m_authTimer.start(m_streams.settings().authTimeoutMs);
-        return;
+        break;
     }
-    beginStreaming();
 }
 
 void EventStreamSession::conversationDeleted()
@@ -267,8 +266,7 @@ void EventStreamSession::onTextMessage(const QByteArray &message)
     if (m_state == State::Authenticating) {
         // Anything but the auth frame ends it: answered with error frames instead, a client
         // without the key could keep the server writing for it.
-        if (!isObject || frame.value(u"type"_s) != u"auth"_s ||
-            !m_streams.auth().accepts(frame.value(u"session_api_key"_s).toString().toUtf8())) {
+        if (!m_streams.acceptsAuthFrame(message)) {
             closeWith(CloseUnauthorized, u"unauthorized"_s);
             return;
         }

@@ -11,6 +11,7 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QJsonArray>
+#include <QJsonDocument>
 #include <QJsonObject>
 #include <QUuid>
 
@@ -22,6 +23,9 @@ using namespace Qt::StringLiterals;
 namespace AgentDeck {
 
 namespace {
+
+// The ids one batch get of bash events may ask for: as many as the events kept.
+constexpr qsizetype MaxBatchIds = BashEventLog::MaxEvents;
 
 // A command line is one argument of `bash -c` (at most 128 KiB on Linux): uploads go in base64
 // chunks well under that. Downloads come back in chunks whose base64 stays under the 1 MiB of
@@ -423,6 +427,12 @@ HttpResponse searchBashEvents(const BashEventLog &events, const HttpRequest &req
     const std::optional<qint64> after = request.timeParam(u"timestamp__gte"_s);
     const std::optional<qint64> before = request.timeParam(u"timestamp__lt"_s);
     const int offset = request.intParam(u"page_id"_s, 0, 0, int(BashEventLog::MaxEvents));
+    // Polling for what is new: outputs past a part already read (each command has one, 0).
+    const bool byOrder = request.query.hasQueryItem(u"order__gt"_s);
+    bool orderValid = true;
+    const int orderAfter = byOrder ? request.stringParam(u"order__gt"_s).toInt(&orderValid) : 0;
+    if (!orderValid)
+        throw ApiError::invalidParameter(u"order__gt must be an integer"_s);
     QList<QJsonObject> matching;
     for (const QJsonObject &event : events.all()) {
         if (!kind.isEmpty() && event.value(u"kind"_s).toString() != kind)
@@ -436,6 +446,9 @@ HttpResponse searchBashEvents(const BashEventLog &events, const HttpRequest &req
             QDateTime::fromString(event.value(u"timestamp"_s).toString(), Qt::ISODateWithMs)
                 .toMSecsSinceEpoch();
         if ((after && at < *after) || (before && at >= *before))
+            continue;
+        if (byOrder && (event.value(u"kind"_s) != u"BashOutput"_s ||
+                        event.value(u"order"_s).toInt() <= orderAfter))
             continue;
         matching.append(event);
     }
@@ -668,6 +681,26 @@ void WorkspaceController::registerRoutes(Router &router, WorkspaceSandbox &sandb
         if (!event)
             throw ApiError::notFound(u"No bash event "_s + request.args.value(0));
         return HttpResponse::json(*event);
+    });
+    // OpenHands' batch get: a JSON array of ids in the body of a GET; null for one not kept.
+    router.add(Method::Get, u"/api/bash/bash_events/"_s, [events](const HttpRequest &request) {
+        const QJsonDocument body = QJsonDocument::fromJson(request.body);
+        if (!request.body.trimmed().isEmpty() && !body.isArray())
+            throw ApiError::invalidParameter(u"The body must be a JSON array of event ids"_s);
+        const QJsonArray ids = body.array();
+        if (ids.size() > MaxBatchIds)
+            throw ApiError::invalidParameter(
+                u"At most %1 ids in one batch, not %2"_s.arg(MaxBatchIds).arg(ids.size()));
+        QJsonArray found;
+        for (const QJsonValue &id : ids) {
+            if (!id.isString())
+                throw ApiError::invalidParameter(u"Each id must be a string"_s);
+            const QUuid uuid = QUuid::fromString(id.toString());
+            const auto event =
+                uuid.isNull() ? std::nullopt : events->find(uuid.toString(QUuid::WithoutBraces));
+            found.append(event ? QJsonValue(*event) : QJsonValue());
+        }
+        return HttpResponse::json(found);
     });
     router.add(Method::Delete, u"/api/bash/bash_events"_s, [events](const HttpRequest &) {
         return HttpResponse::json(QJsonObject{{u"cleared_count"_s, qint64(events->clear())}});

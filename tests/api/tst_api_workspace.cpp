@@ -584,6 +584,25 @@ private Q_SLOTS:
                      .status,
                  422);
 
+        // Polling past the part read: each command's one output has order 0.
+        QCOMPARE(search({{u"order__gt"_s, u"-1"_s}})[u"items"_s].toArray().size(), 1);
+        QCOMPARE(search({{u"order__gt"_s, u"0"_s}})[u"items"_s].toArray().size(), 0);
+
+        // The batch get: ids in a GET's body, null for one not kept.
+        const auto batch = [this](const QByteArray &body) {
+            return finish(
+                m_network.sendCustomRequest(request(u"/api/bash/bash_events/"_s, {}), "GET", body));
+        };
+        const QString missing = QUuid::createUuid().toString(QUuid::WithoutBraces);
+        const RawReply batched = batch(QJsonDocument(QJsonArray{id, missing, u"x"_s}).toJson());
+        QCOMPARE(batched.status, 200);
+        const QJsonArray items = QJsonDocument::fromJson(batched.body).array();
+        QCOMPARE(items.size(), 3);
+        QCOMPARE(items.at(0).toObject(), command);
+        QVERIFY(items.at(1).isNull() && items.at(2).isNull());
+        QCOMPARE(batch("{}").status, 422);
+        QCOMPARE(batch("[1]").status, 422);
+
         const RawReply cleared =
             finish(m_network.deleteResource(request(u"/api/bash/bash_events"_s, {})));
         QCOMPARE(cleared.status, 200);

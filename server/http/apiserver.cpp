@@ -25,6 +25,54 @@ namespace AgentDeck {
 namespace {
 const QString UnmatchedRoute = u"(unmatched)"_s;
 
+// What of OpenHands' agent server a path asks for that AgentDeck does not offer: a client is
+// told which feature, not only that there is no route. By the path's first segments under /api/
+// ("*" is a conversation id).
+std::optional<QString> notOffered(const QString &path)
+{
+    struct Feature
+    {
+        QStringList segments;
+        QLatin1StringView name;
+    };
+    static const QList<Feature> features{
+        {{u"acp"_s}, "ACP (agent client protocol) agents"_L1},
+        {{u"profiles"_s}, "profiles"_L1},
+        {{u"agent_profiles"_s}, "agent profiles"_L1},
+        {{u"llm_profiles"_s}, "LLM profiles"_L1},
+        {{u"meta_profiles"_s}, "profiles"_L1},
+        {{u"settings"_s}, "settings"_L1},
+        {{u"skills"_s}, "skills"_L1},
+        {{u"plugins"_s}, "plugins"_L1},
+        {{u"mcp"_s}, "MCP servers"_L1},
+        {{u"vscode"_s}, "VS Code"_L1},
+        {{u"desktop"_s}, "the desktop"_L1},
+        {{u"llm"_s}, "the catalog of LLM providers and models"_L1},
+        {{u"hooks"_s}, "hooks"_L1},
+        {{u"conversations"_s, u"*"_s, u"switch_profile"_s}, "profiles"_L1},
+        {{u"conversations"_s, u"*"_s, u"switch_llm"_s}, "switching a conversation's LLM"_L1},
+        {{u"conversations"_s, u"*"_s, u"ask_agent"_s}, "questions to the agent beside its run"_L1},
+        {{u"conversations"_s, u"*"_s, u"condense"_s}, "condensing a history"_L1},
+        {{u"conversations"_s, u"*"_s, u"generate_title"_s}, "generated titles"_L1},
+        {{u"conversations"_s, u"*"_s, u"security_analyzer"_s}, "security analyzers"_L1},
+        {{u"conversations"_s, u"*"_s, u"goal"_s}, "goal loops"_L1},
+    };
+    const QStringList segments = path.split(u'/', Qt::SkipEmptyParts);
+    if (segments.size() < 2 || segments.first() != u"api"_s)
+        return std::nullopt;
+    for (const Feature &feature : features) {
+        if (segments.size() - 1 < feature.segments.size())
+            continue;
+        bool matches = true;
+        for (qsizetype i = 0; i < feature.segments.size() && matches; ++i)
+            matches = feature.segments[i] == u"*"_s || feature.segments[i] == segments[i + 1];
+        if (matches)
+            return u"AgentDeck does not offer OpenHands' %1 (%2); docs/OPERATIONS.md lists what "
+                   "it offers"_s.arg(feature.name, path);
+    }
+    return std::nullopt;
+}
+
 HttpRequest copyRequest(const QHttpServerRequest &request)
 {
     HttpRequest copy;
@@ -160,6 +208,8 @@ bool ApiServer::handleRequest(const QHttpServerRequest &request, QTcpSocket *soc
                                QString::fromLatin1(pending.method),
                                QString::fromLatin1(match.allowedMethods.join(", ")))},
                           {{"Allow", match.allowedMethods.join(", ")}});
+        if (const auto feature = notOffered(copy.path))
+            return reject({404, u"not_offered"_s, *feature});
         return reject(ApiError::notFound(
             u"No route for %1 %2"_s.arg(QString::fromLatin1(pending.method), copy.path)));
     }

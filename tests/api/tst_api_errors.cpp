@@ -90,6 +90,15 @@ private Q_SLOTS:
         QTest::addRow("working dir holding the data dir")
             << "POST"_ba << u"/api/conversations"_s << workingDir(QFileInfo(dataDir).path()) << 422
             << u"invalid_parameter"_s;
+        // What of OpenHands is not offered is named, not only unrouted.
+        QTest::addRow("profiles") << "GET"_ba << u"/api/profiles"_s << ""_ba << 404
+                                  << u"not_offered"_s;
+        QTest::addRow("an acp conversation")
+            << "POST"_ba << u"/api/acp/conversations"_s << "{}"_ba << 404 << u"not_offered"_s;
+        QTest::addRow("switch_llm")
+            << "POST"_ba << item + u"/switch_llm"_s << "{}"_ba << 404 << u"not_offered"_s;
+        QTest::addRow("an unknown route")
+            << "GET"_ba << u"/api/nothing-here"_s << ""_ba << 404 << u"not_found"_s;
         QTest::addRow("limit too big") << "GET"_ba << u"/api/conversations/search?limit=101"_s
                                        << ""_ba << 422 << u"invalid_parameter"_s;
         QTest::addRow("limit with a space") << "GET"_ba << u"/api/conversations/search?limit=%205"_s

@@ -5,6 +5,7 @@
 #include "database.h"
 
 #include <QJsonDocument>
+#include <QRegularExpression>
 #include <QSqlRecord>
 
 #include <algorithm>
@@ -145,13 +146,71 @@ void ConversationStore::copyHistory(const QUuid &from, const QUuid &to, bool usa
 {
     m_cache.remove(to);
     Transaction transaction(m_db);
-    QSqlQuery copy = m_db.prepare(
-        u"INSERT INTO events (conversation_id, seq, id, kind, source, timestamp, body, epoch) "
-        "SELECT ?, seq, id, kind, source, timestamp, body, 0 FROM events "
-        "WHERE conversation_id = ?"_s);
-    copy.addBindValue(toWireId(to));
-    copy.addBindValue(toWireId(from));
-    m_db.exec(copy);
+    // New ids, as OpenHands' fork gives them: every event's, and every mention of one in the
+    // others (an observation's action_id), so that the two histories share none.
+    QHash<QString, QString> renamed;
+    {
+        QSqlQuery ids = m_db.prepare(u"SELECT id FROM events WHERE conversation_id = ?"_s);
+        ids.addBindValue(toWireId(from));
+        m_db.exec(ids);
+        while (m_db.next(ids))
+            renamed.insert(ids.value(0).toString(), toWireId(QUuid::createUuid()));
+    }
+    static const QRegularExpression wireId(
+        u"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"_s);
+    const auto withNewIds = [&renamed](const QString &body) {
+        QString copy;
+        copy.reserve(body.size());
+        qsizetype done = 0;
+        for (auto it = wireId.globalMatch(body); it.hasNext();) {
+            const QRegularExpressionMatch match = it.next();
+            const auto name = renamed.constFind(match.captured());
+            if (name == renamed.cend())
+                continue;
+            copy += QStringView(body).sliced(done, match.capturedStart() - done);
+            copy += *name;
+            done = match.capturedEnd();
+        }
+        copy += QStringView(body).sliced(done);
+        return copy;
+    };
+    struct Row
+    {
+        qint64 seq;
+        QString id, kind, source;
+        qint64 timestamp;
+        QString body;
+    };
+    for (qint64 after = 0;;) {
+        // A page at a time, read whole before it is written: the history may be long.
+        QList<Row> page;
+        QSqlQuery read = m_db.prepare(u"SELECT seq, id, kind, source, timestamp, body FROM events "
+                                      "WHERE conversation_id = ? AND seq > ? ORDER BY seq "
+                                      "LIMIT 500"_s);
+        read.addBindValue(toWireId(from));
+        read.addBindValue(after);
+        m_db.exec(read);
+        while (m_db.next(read))
+            page.append({read.value(0).toLongLong(), read.value(1).toString(),
+                         read.value(2).toString(), read.value(3).toString(),
+                         read.value(4).toLongLong(), read.value(5).toString()});
+        if (page.isEmpty())
+            break;
+        Database::Statement &insert = m_db.statement(
+            u"INSERT INTO events (conversation_id, seq, id, kind, source, timestamp, "
+            "body, epoch) VALUES (?, ?, ?, ?, ?, ?, ?, 0)"_s);
+        for (const Row &row : std::as_const(page)) {
+            insert.bind(0, toWireId(to));
+            insert.bind(1, row.seq);
+            insert.bind(2, renamed.value(row.id, row.id));
+            insert.bind(3, row.kind);
+            insert.bind(4, row.source);
+            insert.bind(5, row.timestamp);
+            insert.bindUtf8(6, withNewIds(row.body).toUtf8());
+            insert.exec();
+        }
+        after = page.last().seq;
+    }
     QStringList columns{u"event_count"_s, u"last_event_at"_s, u"open_messages"_s,
                         u"answered_through"_s};
     if (usage)

@@ -174,7 +174,8 @@ public:
                               const LeaseToken *fence = nullptr, const OutcomeChange &outcome = {});
 
     // Copies the history of `from` into `to` (a fork, whose row exists and has none), with the
-    // counts kept beside it, and with `usage` its token counts too; in one transaction.
+    // counts kept beside it, and with `usage` its token counts too; in one transaction. The
+    // copies have the same seqs and new ids, and name each other by them.
     void copyHistory(const QUuid &from, const QUuid &to, bool usage);
 
     // Events after `afterSeq` in order: at most `limit`, and with `maxBytes`, none after the one

@@ -244,8 +244,20 @@ private Q_SLOTS:
         QVERIFY(id && *id != source);
         QCOMPARE(fork.value(u"title"_s).toString(), u"the fork"_s);
         QCOMPARE(fork.value(u"execution_status"_s).toString(), u"idle"_s);
+        // The same history under new ids, which name each other as the source's did.
         const QList<QJsonObject> forkEvents = m_server->events(*id);
-        QCOMPARE(forkEvents, sourceEvents);
+        QCOMPARE(forkEvents.size(), sourceEvents.size());
+        for (qsizetype i = 0; i < forkEvents.size(); ++i) {
+            QCOMPARE(forkEvents[i][u"seq"_s], sourceEvents[i][u"seq"_s]);
+            QCOMPARE(forkEvents[i][u"kind"_s], sourceEvents[i][u"kind"_s]);
+            QVERIFY(forkEvents[i][u"id"_s] != sourceEvents[i][u"id"_s]);
+        }
+        const QList<QJsonObject> forkActions = ofKind(forkEvents, u"ActionEvent"_s);
+        const QList<QJsonObject> forkObservations = ofKind(forkEvents, u"ObservationEvent"_s);
+        QCOMPARE(forkObservations.size(), 1);
+        QCOMPARE(forkObservations[0][u"action_id"_s], forkActions[0][u"id"_s]);
+        QCOMPARE(observationOf(forkObservations[0]),
+                 observationOf(ofKind(sourceEvents, u"ObservationEvent"_s)[0]));
 
         const QString sourceDir =
             QDir(m_server->dataDir()).filePath(u"workspaces/"_s + toWireId(source));

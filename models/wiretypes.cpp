@@ -167,6 +167,8 @@ QJsonObject RuntimeInfo::toJson() const
                        {u"runtime_error"_s, errorValue}};
     if (!sandbox.isEmpty())
         object.insert(u"sandbox"_s, sandbox);
+    if (!missingSecrets.isEmpty())
+        object.insert(u"missing_secrets"_s, QJsonArray::fromStringList(missingSecrets));
     return object;
 }
 
@@ -184,6 +186,8 @@ RuntimeInfo RuntimeInfo::fromJson(const QJsonValue &value)
         info.error =
             RuntimeError{error.value(u"code"_s).toString(), error.value(u"message"_s).toString()};
     info.sandbox = object.value(u"sandbox"_s).toObject();
+    for (const QJsonValue &name : object.value(u"missing_secrets"_s).toArray())
+        info.missingSecrets.append(name.toString());
     return info;
 }
 
@@ -243,7 +247,7 @@ QJsonObject ConversationInfo::toJson() const
     QJsonObject tagObject;
     for (auto it = tags.cbegin(); it != tags.cend(); ++it)
         tagObject.insert(it.key(), it.value());
-    return {
+    QJsonObject object{
         {u"id"_s, toWireId(id)},
         {u"title"_s, title},
         {u"tags"_s, tagObject},
@@ -265,6 +269,9 @@ QJsonObject ConversationInfo::toJson() const
                                  {u"requests"_s, llmRequests},
                                  {u"retries"_s, llmRetries}}},
     };
+    if (!secretNames.isEmpty())
+        object.insert(u"secret_names"_s, QJsonArray::fromStringList(secretNames));
+    return object;
 }
 
 QByteArray ConversationInfo::toJsonBytes() const
@@ -296,6 +303,10 @@ QByteArray ConversationInfo::toJsonBytes() const
         out += "null";
     out += ",\"runtime_info\":{\"can_resume\":";
     out += runtime.canResume ? "true" : "false";
+    if (!runtime.missingSecrets.isEmpty()) {
+        out += ",\"missing_secrets\":";
+        appendJsonValue(out, QJsonArray::fromStringList(runtime.missingSecrets));
+    }
     out += ",\"runtime_error\":";
     if (runtime.error) {
         out += "{\"code\":";
@@ -312,7 +323,12 @@ QByteArray ConversationInfo::toJsonBytes() const
         out += ",\"sandbox\":";
         appendJsonValue(out, runtime.sandbox);
     }
-    out += "},\"stats\":{\"completion_tokens\":";
+    out += '}';
+    if (!secretNames.isEmpty()) {
+        out += ",\"secret_names\":";
+        appendJsonValue(out, QJsonArray::fromStringList(secretNames));
+    }
+    out += ",\"stats\":{\"completion_tokens\":";
     out += QByteArray::number(completionTokens);
     out += ",\"event_count\":";
     out += QByteArray::number(eventCount);
@@ -370,6 +386,8 @@ std::optional<ConversationInfo> ConversationInfo::fromJson(const QJsonObject &ob
         object.value(u"confirmation_policy"_s).toObject().value(u"kind"_s) == u"AlwaysConfirm"_s;
     info.runtime = RuntimeInfo::fromJson(object.value(u"runtime_info"_s));
     info.outcome = RunOutcome::fromJson(object.value(u"outcome"_s));
+    for (const QJsonValue &name : object.value(u"secret_names"_s).toArray())
+        info.secretNames.append(name.toString());
     const QJsonObject stats = object.value(u"stats"_s).toObject();
     info.eventCount = stats.value(u"event_count"_s).toInteger();
     if (stats.value(u"last_event_at"_s).isString())

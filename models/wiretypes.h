@@ -73,6 +73,9 @@ struct RuntimeInfo
     // The sandbox policy in force and how it is enforced (see SandboxIsolation::describe());
     // empty where the runtime has none to tell.
     QJsonObject sandbox;
+    // The conversation's secrets (ConversationInfo::secretNames) this server has no value of: a
+    // restart lost them, or another replica got them. Its commands run without them.
+    QStringList missingSecrets;
 
     QJsonObject toJson() const;
     // A missing object means the local defaults: available and resumable.
@@ -145,6 +148,8 @@ struct ConversationInfo
     std::optional<SandboxPolicy> sandbox;
     RuntimeInfo runtime;
     std::optional<RunOutcome> outcome; // null until a run's action ended
+    // The names of the secrets it was given (never their values), sorted.
+    QStringList secretNames;
     qint64 eventCount = 0;
     std::optional<QDateTime> lastEventAt;
     // Language model usage, accumulated over the conversation's life.

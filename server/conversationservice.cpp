@@ -165,8 +165,7 @@ ConversationInfo ConversationService::require(const QUuid &id)
 RuntimeInfo ConversationService::runtimeOf(const ConversationInfo &info) const
 {
     RuntimeInfo runtime = m_runtimes.runtimeOf(info);
-    runtime.sandbox =
-        m_settings.isolation.describe(policyInForce(info.sandbox, m_settings.sandboxPolicy));
+    describeHere(info, runtime);
     return runtime;
 }
 
@@ -174,8 +173,21 @@ void ConversationService::describe(QList<ConversationInfo> &conversations) const
 {
     m_runtimes.describe(conversations);
     for (ConversationInfo &info : conversations)
-        info.runtime.sandbox =
-            m_settings.isolation.describe(policyInForce(info.sandbox, m_settings.sandboxPolicy));
+        describeHere(info, info.runtime);
+}
+
+void ConversationService::describeHere(const ConversationInfo &info, RuntimeInfo &runtime) const
+{
+    runtime.sandbox =
+        m_settings.isolation.describe(policyInForce(info.sandbox, m_settings.sandboxPolicy));
+    runtime.missingSecrets.clear();
+    if (info.secretNames.isEmpty())
+        return;
+    const QMap<QString, QString> known = m_commandSecrets.value(info.id).values;
+    for (const QString &name : info.secretNames) {
+        if (!known.contains(name))
+            runtime.missingSecrets.append(name);
+    }
 }
 
 void ConversationService::requireUsableRuntime(const ConversationInfo &info) const
@@ -367,6 +379,8 @@ QCoro::Task<ConversationInfo> ConversationService::fork(QUuid id, ForkConversati
     try {
         m_store.insert(info);
         m_store.copyHistory(id, info.id, !request.resetMetrics);
+        if (!source.secretNames.isEmpty())
+            m_store.setSecretNames(info.id, source.secretNames);
     } catch (...) {
         if (info.workspaceOwnedByServer)
             QDir(info.workingDir).removeRecursively();
@@ -382,11 +396,17 @@ QCoro::Task<ConversationInfo> ConversationService::fork(QUuid id, ForkConversati
 
 void ConversationService::updateSecrets(const QUuid &id, const ConversationSecrets &secrets)
 {
-    require(id);
+    const ConversationInfo info = require(id);
     QString problem;
     const auto merged = m_commandSecrets.value(id).merged(secrets, &problem);
     if (!merged)
         throw ApiError::invalidParameter(problem);
+    // Those given before a restart stay named, their values still to be sent again.
+    QStringList names = info.secretNames + merged->values.keys();
+    names.sort();
+    names.removeDuplicates();
+    if (names != info.secretNames)
+        m_store.setSecretNames(id, names);
     m_commandSecrets.insert(id, *merged);
     qCInfo(lcServer).noquote() << "conversation" << toWireId(id) << "has" << merged->values.size()
                                << "secrets";

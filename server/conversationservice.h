@@ -184,6 +184,9 @@ private:
     // The runtime info of conversations (one, or a page), with the sandbox policy in force.
     RuntimeInfo runtimeOf(const ConversationInfo &info) const;
     void describe(QList<ConversationInfo> &conversations) const;
+    // What of the runtime info only this server knows: the sandbox policy in force, and the
+    // secrets whose values it lacks.
+    void describeHere(const ConversationInfo &info, RuntimeInfo &runtime) const;
     // `cause`: the InterruptCause the outcome names; a restart at startup, a takeover of a run
     // whose owner went away otherwise.
     bool resolveStale(const ConversationInfo &info,

@@ -3,6 +3,7 @@
 #include "apierror.h"
 #include "conversationstore.h"
 
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QSqlQuery>
@@ -15,14 +16,11 @@ const QString ConversationColumns =
     u"id, title, tags, created_at, updated_at, archived_at, execution_status, agent_kind, "
     "working_dir, workspace_owned, always_confirm, event_count, last_event_at, "
     "runtime_error_code, runtime_error_message, runtime_expired_at, agent_config, prompt_tokens, "
-    "completion_tokens, llm_requests, llm_retries, sandbox_policy, outcome, outcome_dismissed"_s;
+    "completion_tokens, llm_requests, llm_retries, sandbox_policy, outcome, outcome_dismissed, "
+    "secret_names"_s;
 const QString LiveLeaseOwnerColumn =
     u", CASE WHEN lease_expires_at > agentdeck_now_ms() THEN lease_owner END"_s;
 const QString NotBeingRemoved = u"id NOT IN (SELECT conversation_id FROM pending_deletes)"_s;
-
-// Several replicas: the owner of a live lease, whose replica holds the runtime (column 24).
-
-// A conversation being deleted is gone to every read (see beginRemoval()).
 
 QDateTime fromMs(qint64 ms)
 {
@@ -48,10 +46,6 @@ QString tagsToJson(const QMap<QString, QString> &tags)
         object.insert(it.key(), it.value());
     return QString::fromUtf8(QJsonDocument(object).toJson(QJsonDocument::Compact));
 }
-
-// `instance`: this process's lease owner name when several replicas share the catalog; the
-
-// row then has LiveLeaseOwnerColumn at 24.
 
 ConversationInfo conversationFromRow(const QSqlQuery &q, const QString &instance)
 {
@@ -87,7 +81,11 @@ ConversationInfo conversationFromRow(const QSqlQuery &q, const QString &instance
         if (info.outcome)
             info.outcome->dismissed = q.value(23).toBool();
     }
-    const QString owner = instance.isEmpty() ? QString() : q.value(24).toString();
+    if (const QString names = q.value(24).toString(); names != u"[]"_s) {
+        for (const QJsonValue &name : QJsonDocument::fromJson(names.toUtf8()).array())
+            info.secretNames.append(name.toString());
+    }
+    const QString owner = instance.isEmpty() ? QString() : q.value(25).toString();
     if (!q.value(15).isNull()) {
         info.runtime = {RuntimeStatus::Missing, false,
                         RuntimeError{u"runtime_expired"_s,

@@ -20,7 +20,7 @@ namespace AgentDeck::CatalogRows {
 
 // The columns conversationFromRow() reads, in its order.
 extern const QString ConversationColumns;
-// Several replicas: the owner of a live lease, whose replica holds the runtime (column 24).
+// Several replicas: the owner of a live lease, whose replica holds the runtime (column 25).
 extern const QString LiveLeaseOwnerColumn;
 // A conversation being deleted is gone to every read (see ConversationStore::beginRemoval()).
 extern const QString NotBeingRemoved;
@@ -31,7 +31,7 @@ QVariant nullableMs(const std::optional<QDateTime> &time);
 QString tagsToJson(const QMap<QString, QString> &tags);
 
 // `instance`: this process's lease owner name when several replicas share the catalog; the
-// row then has LiveLeaseOwnerColumn at 24.
+// row then has LiveLeaseOwnerColumn at 25.
 ConversationInfo conversationFromRow(const QSqlQuery &q, const QString &instance);
 
 // A WHERE clause with its bound values, built up condition by condition.

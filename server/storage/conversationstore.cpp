@@ -4,6 +4,7 @@
 #include "catalogrows.h"
 #include "database.h"
 
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QSqlRecord>
 
@@ -278,6 +279,16 @@ void ConversationStore::announce(const QUuid &id, const QString &what)
     q.addBindValue(QString(m_instance + u' ' + toWireId(id) + u' ' + what));
     m_db.exec(q);
     q.finish();
+}
+
+void ConversationStore::setSecretNames(const QUuid &id, const QStringList &names)
+{
+    m_cache.remove(id);
+    QSqlQuery q = m_db.prepare(u"UPDATE conversations SET secret_names = ? WHERE id = ?"_s);
+    q.addBindValue(QString::fromUtf8(
+        QJsonDocument(QJsonArray::fromStringList(names)).toJson(QJsonDocument::Compact)));
+    q.addBindValue(toWireId(id));
+    m_db.exec(q);
 }
 
 bool ConversationStore::update(const QUuid &id, const ConversationUpdate &update, qint64 nowMs)

@@ -173,6 +173,8 @@ public:
                               std::optional<ExecutionStatus> status, qint64 nowMs,
                               const LeaseToken *fence = nullptr, const OutcomeChange &outcome = {});
 
+    // The names of the conversation's secrets (values are never stored).
+    void setSecretNames(const QUuid &id, const QStringList &names);
     // Copies the history of `from` into `to` (a fork, whose row exists and has none), with the
     // counts kept beside it, and with `usage` its token counts too; in one transaction. The
     // copies have the same seqs and new ids, and name each other by them.

@@ -190,6 +190,40 @@ private Q_SLOTS:
         }
     }
 
+    // The names are stored, the values not: after a restart the conversation says which ones
+    // to send again, until they are.
+    void aRestartAsksForTheSecretsAgain()
+    {
+        const QUuid id = m_server->create(TestServer::withAgent({}));
+        const QString path = ServerConnection::conversationPath(id, u"secrets");
+        QVERIFY(m_server
+                    ->post(path, QJsonObject{{u"secrets"_s, QJsonObject{{u"B_TOKEN"_s, u"bbb"_s},
+                                                                        {u"A_TOKEN"_s, u"aaa"_s}}}})
+                    .ok());
+        const auto info = [&] {
+            return m_server->get(ServerConnection::conversationPath(id)).json.toObject();
+        };
+        const auto missing = [&] {
+            return info()[u"runtime_info"_s].toObject()[u"missing_secrets"_s].toArray();
+        };
+        QCOMPARE(info()[u"secret_names"_s].toArray(), (QJsonArray{u"A_TOKEN"_s, u"B_TOKEN"_s}));
+        QVERIFY(missing().isEmpty());
+
+        m_server->stop();
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+        QCOMPARE(missing(), (QJsonArray{u"A_TOKEN"_s, u"B_TOKEN"_s}));
+        // The same in a page of the list.
+        const QJsonArray page =
+            m_server->get(u"/api/conversations/search"_s).json.toObject()[u"items"_s].toArray();
+        QCOMPARE(page.first().toObject()[u"runtime_info"_s].toObject()[u"missing_secrets"_s],
+                 QJsonValue(QJsonArray{u"A_TOKEN"_s, u"B_TOKEN"_s}));
+        QVERIFY(
+            m_server->post(path, QJsonObject{{u"secrets"_s, QJsonObject{{u"A_TOKEN"_s, u"a2"_s}}}})
+                .ok());
+        QCOMPARE(missing(), (QJsonArray{u"B_TOKEN"_s}));
+        QVERIFY(!m_server->get(ServerConnection::conversationPath(id)).body.contains("a2"));
+    }
+
     void badSecretsAreRefused_data()
     {
         QTest::addColumn<QByteArray>("body");

@@ -1,0 +1,67 @@
+#pragma once
+
+#include "runtime/workspacesandbox.h"
+#include "wiretypes.h"
+
+#include <QCoroTask>
+#include <QString>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+
+// Where a path of the remote workspace routes (/api/bash, /api/file, /api/git) is, and the
+// sandbox that reaches it: inside a conversation's workspace, that conversation's; inside the
+// server workspace, its own; anything else is refused (403 path_refused).
+namespace AgentDeck {
+
+class BashEventLog;
+class ConversationService;
+class ConversationStore;
+class Router;
+struct ApiError;
+
+namespace WorkspaceTargets {
+
+inline constexpr int DefaultCommandTimeoutSeconds = 300; // OpenHands' default
+inline constexpr int MaxCommandTimeoutSeconds = 24 * 3600;
+// The sandbox's answers to the path check (see pathCheck()).
+inline constexpr int RefusedExit = 126;
+inline constexpr int MissingExit = 3;
+inline constexpr int NotAFileExit = 4;
+
+struct Workspaces
+{
+    WorkspaceSandbox &sandbox;
+    ConversationService &service;
+    ConversationStore &store;
+    qint64 maxDownloadBytes = 0;
+};
+
+// A path and the sandbox it is reached through: the server workspace's, or that of the
+// conversation whose workspace holds it.
+struct Target
+{
+    QString path; // real
+    QString root; // the workspace holding it, real
+    std::optional<ConversationInfo> conversation;
+};
+
+// `text` as one word of a shell line.
+QString quoted(const QString &text);
+// 403 path_refused, with the reason.
+ApiError refused(const QString &path, const QString &why);
+// The target of `given` (an absolute path), or refused().
+Target locate(const Workspaces &workspaces, const QString &given);
+QCoro::Task<WorkspaceCommandResult> runAt(WorkspaceSandbox &sandbox, const Target &target,
+                                          QString command, std::chrono::milliseconds timeout);
+// Shell lines that set $p to the real path of `path` as the sandbox sees it, and refuse it when
+// it is not inside `root` there: the host's check may be raced by a command that moves a link.
+QString pathCheck(const QString &path, const QString &root);
+
+// The /api/bash routes (bashroutes.cpp), with `events` the bash events they record.
+void registerBashRoutes(Router &router, const Workspaces &workspaces,
+                        std::shared_ptr<BashEventLog> events);
+
+} // namespace WorkspaceTargets
+} // namespace AgentDeck

@@ -26,6 +26,8 @@ ConsoleController::ConsoleController(ServerConnection *connection, QObject *pare
     , m_connection(connection)
 {
     connect(&m_refreshTimer, &QTimer::timeout, this, [this] { refresh(); });
+    m_probeTimer.setInterval(ProbeInterval);
+    connect(&m_probeTimer, &QTimer::timeout, this, [this] { probe(); });
     connect(&m_timeline, &EventListModel::earlierWanted, this, [this] { loadEarlierEvents(); });
 }
 
@@ -71,7 +73,41 @@ void ConsoleController::setBusy(bool busy)
 void ConsoleController::startRefreshing(std::chrono::milliseconds interval)
 {
     m_refreshTimer.start(interval);
+    m_probeTimer.start();
     refresh();
+}
+
+QCoro::Task<bool> ConsoleController::probe()
+{
+    if (m_probing)
+        co_return m_reachable;
+    m_probing = true;
+    QPointer<ConsoleController> self(this);
+    if (!m_probeConnection) {
+        m_probeConnection = std::make_unique<ServerConnection>(m_connection->baseUrl());
+        m_probeConnection->setSilenceTimeout(ProbeTimeout);
+    }
+    m_probeConnection->setApiKey(m_connection->apiKey());
+    auto asking = m_probeConnection->get(u"/alive"_s);
+    const ApiReply reply = co_await std::move(asking);
+    if (!self)
+        co_return false;
+    m_probing = false;
+    if (reply.ok()) {
+        // Back: the list is read again now, not at the next refresh, and says so then.
+        if (!m_reachable && m_unreachableByProbe)
+            refresh();
+        co_return true;
+    }
+    if (m_reachable) {
+        m_unreachableByProbe = true;
+        setReachable(
+            false, tr("The server does not answer: its health check %1")
+                       .arg(reply.timedOut
+                                ? tr("got no answer within %1 s").arg(ProbeTimeout.count() / 1000.0)
+                                : reply.errorSentence()));
+    }
+    co_return false;
 }
 
 QCoro::Task<bool> ConsoleController::refresh()
@@ -179,6 +215,8 @@ QCoro::Task<bool> ConsoleController::refresh()
     // Read again once the server is back: it may be another one (restarted without bubblewrap).
     if (!m_serverInfoRead || !m_reachable)
         readServerInfo();
+    m_lastRefreshed = QDateTime::currentDateTime();
+    m_unreachableByProbe = false;
     setReachable(true, {});
     m_refreshing = false;
     Q_EMIT refreshed();

@@ -4,6 +4,7 @@
 #include "eventlistmodel.h"
 #include "serverconnection.h"
 
+#include <QDateTime>
 #include <QMultiHash>
 #include <QObject>
 #include <QPointer>
@@ -54,7 +55,18 @@ public:
         return partition == ArchiveFilter::Archived ? m_archivedOnServer : m_activeOnServer;
     }
 
+    // Refreshes the list every `interval`, and probes the server's health every ProbeInterval on
+    // a connection of its own: a frozen server (SIGSTOP, a paused VM) left the list "Connected"
+    // and its rows live for the 30 s a request may wait.
     void startRefreshing(std::chrono::milliseconds interval);
+    static constexpr std::chrono::milliseconds ProbeInterval{1000};
+    // How long the probe waits for /alive before the server is taken for unreachable.
+    static constexpr std::chrono::milliseconds ProbeTimeout{2500};
+    // Asks /alive once; false when it did not answer (the list is then marked unreachable).
+    QCoro::Task<bool> probe();
+    bool isReachable() const { return m_reachable; }
+    // When the list was last read whole from the server (invalid before the first time).
+    QDateTime lastRefreshed() const { return m_lastRefreshed; }
     QCoro::Task<bool> refresh();
     // Past the rows a refresh reads, the filter box's text is also searched on the server
     // (titles, `q`), and what it finds joins the list; otherwise the oldest conversations could
@@ -104,6 +116,11 @@ private:
     QPointer<EventStream> m_stream;
     QTimer m_refreshTimer;
     bool m_refreshing = false;
+    QTimer m_probeTimer;
+    std::unique_ptr<ServerConnection> m_probeConnection; // its own TCP connection
+    bool m_probing = false;
+    bool m_unreachableByProbe = false; // the probe, not a refresh, found it unreachable
+    QDateTime m_lastRefreshed;
     bool m_unsettled = false; // an action's outcome awaits a refresh that begins after it
     // Conversations an answer or the stream changed (created, deleted, archived, ...) while a
     // refresh read its pages: what the refresh read of them is older than what the list shows.

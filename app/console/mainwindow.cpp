@@ -261,20 +261,27 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     });
     // The status bar says whether the list is current; a banner tells when it stops being, and
     // goes once it is again, unless it says something else by then.
-    connect(
-        controller, &ConsoleController::reachabilityChanged, this,
-        [this, serverLabel](bool reachable, const QString &why) {
-            if (reachable) {
-                m_connectionState->setText(tr("Connected to %1").arg(serverLabel));
-                if (m_banner->text() == m_unreachableText)
-                    m_bannerFrame->hide();
-                return;
-            }
-            m_connectionState->setText(
-                tr("Cannot refresh from %1; the list shows what it last knew").arg(serverLabel));
-            m_unreachableText = why;
-            showBanner(why);
-        });
+    connect(controller, &ConsoleController::reachabilityChanged, this,
+            [this, serverLabel](bool reachable, const QString &why) {
+                // Rows of a server that does not answer are what it last said: greyed, and dated.
+                for (QTableView *view : {m_activeView, m_archivedView})
+                    view->setStyleSheet(reachable ? QString() : u"QTableView { color: gray; }"_s);
+                updateActions();
+                if (reachable) {
+                    m_connectionState->setText(tr("Connected to %1").arg(serverLabel));
+                    if (m_banner->text() == m_unreachableText)
+                        m_bannerFrame->hide();
+                    return;
+                }
+                const QDateTime asOf = m_controller->lastRefreshed();
+                m_connectionState->setText(
+                    asOf.isValid() ? tr("Cannot refresh from %1; the list is as of %2")
+                                         .arg(serverLabel, asOf.toString(u"HH:mm:ss"_s))
+                                   : tr("Cannot refresh from %1; the list shows what it last knew")
+                                         .arg(serverLabel));
+                m_unreachableText = why;
+                showBanner(why);
+            });
     connect(controller, &ConsoleController::actionFinished, this,
             [this](Action action, bool ok, const QUuid &id) {
                 if (!ok)
@@ -433,7 +440,10 @@ void MainWindow::updateActions()
     const bool acting = info && m_controller->isActingOn(info->id);
     for (auto it = m_buttons.cbegin(); it != m_buttons.cend(); ++it) {
         const Lifecycle::Availability state =
-            !info    ? Lifecycle::Availability{false, tr("Select a conversation first")}
+            !info ? Lifecycle::Availability{false, tr("Select a conversation first")}
+            : !m_controller->isReachable()
+                ? Lifecycle::Availability{false, tr("The server does not answer; the row is "
+                                                    "what it last said")}
             : acting ? Lifecycle::Availability{false, tr("Waiting for the server to answer")}
                      : availability(it.key(), *info);
         // A button disabled while it has the focus hands it down the tab chain, to the filter,
@@ -444,8 +454,10 @@ void MainWindow::updateActions()
         it.value()->setToolTip(state.enabled ? QString() : state.reason);
     }
     const Lifecycle::Availability sending =
-        info ? Lifecycle::canSendMessage(*info)
-             : Lifecycle::Availability{false, tr("Select a conversation first")};
+        !info ? Lifecycle::Availability{false, tr("Select a conversation first")}
+        : !m_controller->isReachable()
+            ? Lifecycle::Availability{false, tr("The server does not answer")}
+            : Lifecycle::canSendMessage(*info);
     // Shortened in the middle to the pane's narrowest width: a long title without spaces
     // cannot wrap, and it widened the pane. Whole in the tooltip.
     const QString title = !info                   ? tr("No conversation selected")

@@ -8,6 +8,7 @@
 #include <QApplication>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QIcon>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenu>
@@ -30,6 +31,9 @@ using namespace Qt::StringLiterals;
 namespace AgentDeck {
 
 namespace {
+
+// Conversations needing attention the tray menu names.
+constexpr int MaxTrayConversations = 12;
 using Action = ConsoleController::Action;
 constexpr std::array AllActions{Action::Recover, Action::RunAgain,  Action::Dismiss,
                                 Action::Run,     Action::Pause,     Action::Interrupt,
@@ -316,9 +320,22 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     connect(controller->conversations(), &ConversationListModel::attentionNeeded, this,
             &MainWindow::notifyAttention);
 
+    setWindowIcon(appIcon());
+    m_trayMenu = new QMenu(this);
+    connect(m_trayMenu, &QMenu::aboutToShow, this, &MainWindow::fillTrayMenu);
+    fillTrayMenu();
     if (QSystemTrayIcon::isSystemTrayAvailable()) {
-        m_tray = new QSystemTrayIcon(QIcon::fromTheme(u"utilities-system-monitor"_s), this);
+        // Its own icon: a theme's (utilities-system-monitor) is not on every desktop, and
+        // without an icon the tray shows nothing at all.
+        m_tray = new QSystemTrayIcon(appIcon(), this);
         m_tray->setToolTip(tr("AgentDeck — %1").arg(serverLabel));
+        m_tray->setContextMenu(m_trayMenu);
+        connect(m_tray, &QSystemTrayIcon::messageClicked, this, &MainWindow::openNotified);
+        connect(m_tray, &QSystemTrayIcon::activated, this,
+                [this](QSystemTrayIcon::ActivationReason reason) {
+                    if (reason == QSystemTrayIcon::Trigger)
+                        bringUp();
+                });
         m_tray->show();
     }
     updateTabTitles();
@@ -589,8 +606,61 @@ void MainWindow::showBanner(const QString &text)
     m_bannerFrame->show();
 }
 
+QIcon MainWindow::appIcon()
+{
+    QIcon icon;
+    for (const int size : {48, 128, 256})
+        icon.addFile(u":/agentdeck/icons/agentdeck-%1.png"_s.arg(size), QSize(size, size));
+    return icon;
+}
+
+void MainWindow::bringUp()
+{
+    showNormal();
+    raise();
+    activateWindow();
+}
+
+void MainWindow::fillTrayMenu()
+{
+    m_trayMenu->clear();
+    m_trayMenu->addAction(tr("Show AgentDeck"), this, &MainWindow::bringUp);
+    m_trayMenu->addSeparator();
+    const ConversationListModel *rows = m_controller->conversations();
+    int needing = 0;
+    for (int row = 0; row < rows->rowCount(); ++row) {
+        const ConversationInfo &info = rows->at(row);
+        if (!Lifecycle::needsAttention(info))
+            continue;
+        // A dozen at most: a menu taller than the screen helps nobody; the list has the rest.
+        if (++needing > MaxTrayConversations)
+            continue;
+        const QString title = info.title.isEmpty() ? toWireId(info.id) : info.title;
+        m_trayMenu->addAction(tr("Needs attention: %1").arg(withControlsShown(title)), this,
+                              [this, id = info.id] {
+                                  bringUp();
+                                  selectConversation(id);
+                              });
+    }
+    if (needing == 0)
+        m_trayMenu->addAction(tr("Nothing needs attention"))->setEnabled(false);
+    else if (needing > MaxTrayConversations)
+        m_trayMenu->addAction(tr("%1 more in the list").arg(needing - MaxTrayConversations), this,
+                              &MainWindow::bringUp);
+    m_trayMenu->addSeparator();
+    m_trayMenu->addAction(tr("Quit"), qApp, &QCoreApplication::quit);
+}
+
+void MainWindow::openNotified()
+{
+    bringUp();
+    if (!m_notified.isNull())
+        selectConversation(m_notified);
+}
+
 void MainWindow::notifyAttention(const ConversationInfo &info)
 {
+    m_notified = info.id;
     if (!m_tray)
         return;
     QString why = Lifecycle::executionText(info);

@@ -6,7 +6,9 @@
 #include <QMainWindow>
 #include <QTimer>
 
+class QIcon;
 class QLabel;
+class QMenu;
 class QLineEdit;
 class QProgressBar;
 class QPushButton;
@@ -50,6 +52,15 @@ public:
     QQuickWidget *timeline() const { return m_timeline; }
     // Selects a conversation in whichever tab shows it.
     bool selectConversation(const QUuid &id);
+    // The application's own icon (48, 128 and 256 px), shipped with it.
+    static QIcon appIcon();
+    // The tray icon's menu (built whether or not a tray is there): show the window, the
+    // conversations needing attention (each selects its own), quit.
+    QMenu *trayMenu() const { return m_trayMenu; }
+    // Says in the tray that `info` needs attention; a click on the message selects it.
+    void notifyAttention(const ConversationInfo &info);
+    // What a click on the last message does: the window comes up with that conversation.
+    void openNotified();
 
 private:
     QTableView *makeView(ConversationFilterProxy *proxy);
@@ -68,7 +79,9 @@ private:
     bool confirmed(const QString &title, const QString &question);
     void showContextMenu(const QPoint &position);
     void showBanner(const QString &text);
-    void notifyAttention(const ConversationInfo &info);
+    // Brings the window up (from the tray, or minimized).
+    void bringUp();
+    void fillTrayMenu();
 
     ConsoleController *m_controller;
     ConversationFilterProxy *m_activeProxy;
@@ -90,6 +103,8 @@ private:
     QLabel *m_headingId;
     QLineEdit *m_message;
     QSystemTrayIcon *m_tray = nullptr;
+    QMenu *m_trayMenu;
+    QUuid m_notified;      // the conversation of the tray's last message
     QTimer m_tabTitlesDue; // the tabs' counts, after rows changed
     QHash<ConsoleController::Action, QPushButton *> m_buttons;
     bool m_rowsLeaving = false; // a view's rows are being removed

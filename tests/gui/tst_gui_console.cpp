@@ -21,9 +21,11 @@
 #include <QElapsedTimer>
 #include <QFile>
 #include <QFontMetricsF>
+#include <QIcon>
 #include <QJsonArray>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMenu>
 #include <QMessageBox>
 #include <QPushButton>
 #include <QQuickItem>
@@ -125,6 +127,45 @@ private Q_SLOTS:
         QCOMPARE(executionText(id), u"finished · exit 2"_s);
         QCOMPARE(executionBadge(id).colour, QColor(0x75, 0x75, 0x75));
         QVERIFY(!dismiss->isEnabled());
+    }
+
+    // The tray has the application's own icon (it asked the theme for one, and showed nothing
+    // where the theme had none), a menu naming what needs attention, and its message opens
+    // the conversation it names.
+    void theTrayShowsItsIconAndWhatNeedsAttention()
+    {
+        const QIcon icon = MainWindow::appIcon();
+        QVERIFY(!icon.isNull());
+        QVERIFY(icon.availableSizes().contains(QSize(48, 48)));
+        startConsole();
+        QVERIFY(!m_window->windowIcon().isNull());
+        const QUuid calm = create(u"calm"_s);
+        const QUuid failing = create(u"failing"_s, u"exit 2"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(status(failing), u"finished"_s, 15000);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QVERIFY(m_window->selectConversation(calm));
+
+        QMenu *menu = m_window->trayMenu();
+        Q_EMIT menu->aboutToShow();
+        QStringList texts;
+        QAction *open = nullptr;
+        for (QAction *action : menu->actions()) {
+            texts.append(action->text());
+            if (action->text() == u"Needs attention: failing"_s)
+                open = action;
+        }
+        QVERIFY2(open, qPrintable(texts.join(u" | "_s)));
+        QVERIFY(texts.contains(u"Show AgentDeck"_s) && texts.contains(u"Quit"_s));
+        QVERIFY(!texts.contains(u"Needs attention: calm"_s));
+        open->trigger();
+        QCOMPARE(m_controller->selected(), failing);
+
+        QVERIFY(m_window->selectConversation(calm));
+        const auto info = m_controller->conversations()->conversation(failing);
+        QVERIFY(info);
+        m_window->notifyAttention(*info);
+        m_window->openNotified();
+        QCOMPARE(m_controller->selected(), failing);
     }
 
     void unarchiveMovesTheRowBackToActive()

@@ -4,11 +4,16 @@
 #include "storage/database.h"
 
 #include <QCommandLineParser>
+#include <QCoreApplication>
+#include <QDir>
+#include <QFile>
 #include <QProcessEnvironment>
 #include <QRegularExpression>
+#include <QSaveFile>
 #include <QStandardPaths>
 
 #include <algorithm>
+#include <csignal>
 
 using namespace Qt::StringLiterals;
 
@@ -125,6 +130,56 @@ bool parseSandboxPolicy(const QCommandLineParser &parser, const QCommandLineOpti
 }
 
 } // namespace
+
+QString consoleServerFile()
+{
+    return QDir(QStandardPaths::writableLocation(QStandardPaths::RuntimeLocation))
+        .filePath(u"agentdeck-console"_s);
+}
+
+bool writeConsoleServer(const QUrl &url)
+{
+    QSaveFile file(consoleServerFile());
+    if (!file.open(QIODevice::WriteOnly))
+        return false;
+    file.write(url.toString().toUtf8() + ' ' +
+               QByteArray::number(QCoreApplication::applicationPid()) + '\n');
+    return file.commit();
+}
+
+void removeConsoleServer()
+{
+    // Only its own: a second console started later wrote its server there since.
+    const QStringList written =
+        QString::fromUtf8([] {
+            QFile file(consoleServerFile());
+            return file.open(QIODevice::ReadOnly) ? file.readAll() : QByteArray();
+        }())
+            .trimmed()
+            .split(u' ');
+    if (written.value(1).toLongLong() == QCoreApplication::applicationPid())
+        QFile::remove(consoleServerFile());
+}
+
+std::optional<QUrl> runningConsoleServer()
+{
+    QFile file(consoleServerFile());
+    if (!file.open(QIODevice::ReadOnly))
+        return std::nullopt;
+    const QStringList written = QString::fromUtf8(file.readAll()).trimmed().split(u' ');
+    const qint64 pid = written.value(1).toLongLong();
+    // A console killed leaves it behind, and its pid may be another process's in time: the
+    // pid must still be an agentdeck.
+    if (pid <= 0 || ::kill(pid_t(pid), 0) != 0)
+        return std::nullopt;
+    QFile command(u"/proc/%1/cmdline"_s.arg(pid));
+    if (!command.open(QIODevice::ReadOnly) || !command.readAll().contains("agentdeck"))
+        return std::nullopt;
+    const QUrl url(written.value(0));
+    if (!url.isValid() || url.scheme() != u"http"_s)
+        return std::nullopt;
+    return url;
+}
 
 std::optional<Options> parseOptions(const QStringList &arguments, QString *error, QString *message)
 {

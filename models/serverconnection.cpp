@@ -324,9 +324,11 @@ QCoro::Task<ApiReply> ServerConnection::request(QByteArray method, QString path,
         // Qt reports its transfer timeout as a cancellation. The request may have arrived: a
         // frozen server that wakes up carries it out.
         result.timedOut = reply->error() == QNetworkReply::OperationCanceledError;
-        result.detail = result.timedOut
-                            ? u"it did not answer within %1 ms"_s.arg(m_silenceTimeout.count())
-                            : reply->errorString();
+        // Which server: ctl and the console may have found it themselves (a console's server).
+        result.detail =
+            result.timedOut
+                ? u"it did not answer within %1 ms"_s.arg(m_silenceTimeout.count())
+                : u"%1 (%2)"_s.arg(reply->errorString(), m_baseUrl.toString(QUrl::RemoveUserInfo));
         co_return result;
     }
     QJsonParseError parseError;

@@ -84,6 +84,10 @@ int runConsole(int argc, char *argv[], const Options &options)
             return 1;
         }
         std::fprintf(stderr, "listening on %s\n", qPrintable(url.toString()));
+        // Where `agentdeck ctl` finds it without --server.
+        if (!writeConsoleServer(url))
+            std::fprintf(stderr, "agentdeck: cannot write %s; ctl needs --server %s\n",
+                         qPrintable(consoleServerFile()), qPrintable(url.toString()));
         // As the headless server does: stopped gracefully, exit 1.
         QObject::connect(embedded.get(), &EmbeddedServer::cannotGoOn, &app,
                          [&app](const QString &reason) {
@@ -97,11 +101,18 @@ int runConsole(int argc, char *argv[], const Options &options)
         connection.setApiKey(options.server.apiKeys.first());
     ConsoleController controller(&connection);
     MainWindow window(&controller, url);
+    // Its loopback URL changes with every start; the data dir names it.
+    if (embedded) {
+        window.setWindowTitle(QObject::tr("Embedded server · %1").arg(options.server.dataDir));
+        window.setEmbedded(true);
+    }
     window.show();
     controller.startRefreshing(std::chrono::seconds(3));
     const int status = app.exec();
-    if (embedded)
+    if (embedded) {
+        removeConsoleServer();
         embedded->stop();
+    }
     return status;
 }
 

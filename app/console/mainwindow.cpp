@@ -6,6 +6,7 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QCloseEvent>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QIcon>
@@ -649,6 +650,50 @@ void MainWindow::fillTrayMenu()
                               &MainWindow::bringUp);
     m_trayMenu->addSeparator();
     m_trayMenu->addAction(tr("Quit"), qApp, &QCoreApplication::quit);
+}
+
+void MainWindow::closeEvent(QCloseEvent *event)
+{
+    const ConversationListModel *rows = m_controller->conversations();
+    const auto running = [rows] {
+        int count = 0;
+        for (int row = 0; row < rows->rowCount(); ++row)
+            count += rows->at(row).executionStatus == ExecutionStatus::Running ? 1 : 0;
+        return count;
+    };
+    const int runs = m_embedded && !m_keptInBackground ? running() : 0;
+    if (runs == 0) {
+        event->accept();
+        return;
+    }
+    // Closed, the embedded server stops with the window: its runs paused, a command in flight
+    // interrupted after the grace. That was done without a word.
+    QMessageBox box(QMessageBox::Question, tr("Runs are going on"),
+                    tr("%n conversation(s) of this window's own server are running. Closing "
+                       "stops the server, which pauses them (a command still running after a "
+                       "few seconds is interrupted).",
+                       nullptr, runs),
+                    QMessageBox::NoButton, this);
+    QPushButton *stop = box.addButton(tr("Stop them and quit"), QMessageBox::DestructiveRole);
+    QPushButton *keep =
+        box.addButton(tr("Keep the server running until they end"), QMessageBox::AcceptRole);
+    box.addButton(QMessageBox::Cancel);
+    box.setDefaultButton(keep);
+    box.exec();
+    if (box.clickedButton() == stop) {
+        event->accept();
+        return;
+    }
+    event->ignore();
+    if (box.clickedButton() != keep)
+        return;
+    // Hidden, not closed: the application goes on, and quits once nothing runs.
+    m_keptInBackground = true;
+    hide();
+    connect(m_controller, &ConsoleController::refreshed, this, [this, running] {
+        if (m_keptInBackground && running() == 0)
+            QCoreApplication::quit();
+    });
 }
 
 void MainWindow::openNotified()

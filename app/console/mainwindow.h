@@ -6,6 +6,7 @@
 #include <QMainWindow>
 #include <QTimer>
 
+class QCloseEvent;
 class QIcon;
 class QLabel;
 class QMenu;
@@ -61,6 +62,15 @@ public:
     void notifyAttention(const ConversationInfo &info);
     // What a click on the last message does: the window comes up with that conversation.
     void openNotified();
+    // The server is this process's own (embedded): closing the window stops it, and with runs
+    // going the window asks first (stop them, keep the server running in the background until
+    // they end, or cancel).
+    void setEmbedded(bool embedded) { m_embedded = embedded; }
+    // Closed while runs went on, the server is kept until they end; then the application quits.
+    bool isKeptInBackground() const { return m_keptInBackground; }
+
+protected:
+    void closeEvent(QCloseEvent *event) override;
 
 private:
     QTableView *makeView(ConversationFilterProxy *proxy);
@@ -104,7 +114,9 @@ private:
     QLineEdit *m_message;
     QSystemTrayIcon *m_tray = nullptr;
     QMenu *m_trayMenu;
-    QUuid m_notified;      // the conversation of the tray's last message
+    QUuid m_notified; // the conversation of the tray's last message
+    bool m_embedded = false;
+    bool m_keptInBackground = false;
     QTimer m_tabTitlesDue; // the tabs' counts, after rows changed
     QHash<ConsoleController::Action, QPushButton *> m_buttons;
     bool m_rowsLeaving = false; // a view's rows are being removed

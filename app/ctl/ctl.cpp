@@ -68,7 +68,8 @@ Commands:
 ID is a conversation UUID, dashed or 32 hex digits.
 
 Options:
-  --server URL           the server (default http://127.0.0.1:8000)
+  --server URL           the server (default: the embedded server of a console of this
+                         user that runs, else http://127.0.0.1:8000)
   --session-api-key K    its session API key (default: $AGENTDECK_SESSION_API_KEY)
   --timeout DURATION     give up on a server silent this long, e.g. 10s (default 30s, at
                          most 24d); a followed stream reconnects instead

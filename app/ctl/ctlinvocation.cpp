@@ -89,8 +89,13 @@ std::optional<Invocation> parseInvocation(const QStringList &arguments, QString 
 
     Invocation invocation;
     invocation.command = spec->command;
-    const auto url = ServerConnection::baseUrlFrom(parser.isSet(server) ? parser.value(server)
-                                                                        : DefaultCtlServer);
+    // Without --server: a console's embedded server of this user, if one runs, else the
+    // default address of a headless one.
+    const std::optional<QUrl> console =
+        parser.isSet(server) ? std::nullopt : runningConsoleServer();
+    const auto url = console ? console
+                             : ServerConnection::baseUrlFrom(
+                                   parser.isSet(server) ? parser.value(server) : DefaultCtlServer);
     if (!url) {
         *error = u"--server takes an http:// or https:// URL, e.g. "_s + DefaultCtlServer;
         return std::nullopt;

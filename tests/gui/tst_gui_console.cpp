@@ -13,6 +13,7 @@
 #include "storage/database.h"
 #include "testevents.h"
 
+#include <QAbstractButton>
 #include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
@@ -166,6 +167,55 @@ private Q_SLOTS:
         m_window->notifyAttention(*info);
         m_window->openNotified();
         QCOMPARE(m_controller->selected(), failing);
+    }
+
+    // Closing the window of an embedded server stops its runs: it asks first, and may keep the
+    // server going in the background instead.
+    void closingWithRunsGoingAsks_data()
+    {
+        QTest::addColumn<QString>("answer");
+        QTest::addColumn<bool>("closed");
+        QTest::addColumn<bool>("keptInBackground");
+        QTest::newRow("cancel") << u"Cancel"_s << false << false;
+        QTest::newRow("keep") << u"Keep the server running until they end"_s << false << true;
+        QTest::newRow("stop") << u"Stop them and quit"_s << true << false;
+    }
+
+    void closingWithRunsGoingAsks()
+    {
+        QFETCH(QString, answer);
+        QFETCH(bool, closed);
+        QFETCH(bool, keptInBackground);
+        startConsole();
+        m_window->setEmbedded(true);
+        const QUuid id = create(u"long"_s, u"sleep 30"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"running"_s, 15000);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QString question;
+        QTimer::singleShot(0, this, [&] {
+            auto *box = qobject_cast<QMessageBox *>(QApplication::activeModalWidget());
+            if (!box)
+                return;
+            question = box->text();
+            for (QAbstractButton *button : box->buttons()) {
+                if (button->text() == answer)
+                    QTest::mouseClick(button, Qt::LeftButton);
+            }
+        });
+        QCOMPARE(m_window->close(), closed);
+        QVERIFY2(question.contains(u"1 conversation"_s), qPrintable(question));
+        QCOMPARE(m_window->isKeptInBackground(), keptInBackground);
+        QCOMPARE(m_window->isVisible(), !closed && !keptInBackground);
+        QCOMPARE(status(id), u"running"_s); // the server stops with the application, not here
+    }
+
+    void closingWithNothingRunningAsksNothing()
+    {
+        startConsole();
+        m_window->setEmbedded(true);
+        create(u"idle"_s);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QVERIFY(m_window->close());
     }
 
     void unarchiveMovesTheRowBackToActive()

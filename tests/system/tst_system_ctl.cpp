@@ -195,6 +195,33 @@ private Q_SLOTS:
         m_fleet.cleanUp();
     }
 
+    // Without --server, ctl finds the embedded server of the user's console (its URL changes
+    // with each start); with none running, the default address.
+    void ctlFindsTheConsolesServer()
+    {
+        QTemporaryDir runtime;
+        QVERIFY(runtime.isValid());
+        ServerProcess &console = m_fleet.add();
+        console.runAsConsole();
+        console.setEnvironmentVariable(u"XDG_RUNTIME_DIR"_s, runtime.path());
+        console.setEnvironmentVariable(u"QT_QPA_PLATFORM"_s, u"offscreen"_s);
+        QVERIFY2(console.startReady(), qPrintable(console.stderrText()));
+        const QUuid id = console.create(QJsonObject{{u"title"_s, u"in the console"_s}});
+        QVERIFY(!id.isNull());
+        const QMap<QString, QString> environment{{u"XDG_RUNTIME_DIR"_s, runtime.path()}};
+        QTRY_VERIFY(QFile::exists(runtime.filePath(u"agentdeck-console"_s)));
+        CtlResult result = ctl({u"list"_s}, environment);
+        QVERIFY2(result.exitCode == 0, qPrintable(result.describe()));
+        QVERIFY2(result.out.contains(u"in the console"_s), qPrintable(result.describe()));
+
+        // A console killed leaves its file; its pid is no agentdeck's any more.
+        console.kill();
+        QVERIFY(QFile::exists(runtime.filePath(u"agentdeck-console"_s)));
+        result = ctl({u"list"_s, u"--timeout"_s, u"2s"_s}, environment);
+        QVERIFY2(result.exitCode != 0 && result.err.contains(u"127.0.0.1:8000"_s),
+                 qPrintable(result.describe()));
+    }
+
     // Mistakes in the arguments are caught before any request: exit 2 and a sentence.
     void usageErrors_data()
     {

@@ -2,6 +2,7 @@
 
 #include "apierror.h"
 #include "clock.h"
+#include "eventlog.h"
 #include "execution/conversationrunner.h"
 #include "logging.h"
 #include "runtime/runtime.h"
@@ -160,6 +161,9 @@ QCoro::Task<ConversationInfo> ConversationService::reprovisionRuntime(QUuid id)
     m_runtimes.release(id);
     auto bringingUp = bringUpRuntime(info);
     co_await std::move(bringingUp);
+    // The history says so: what the commands before it left in the sandbox (its /tmp, its
+    // processes) is gone from here on.
+    m_log.append(id, {Event::stateUpdate(u"runtime"_s, u"reprovisioned"_s)});
     co_return require(id);
 }
 

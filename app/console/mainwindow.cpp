@@ -545,6 +545,12 @@ void MainWindow::trigger(Action action)
         !confirmed(tr("Archive conversation"),
                    tr("Archive %1? It is running: the command in flight is stopped.").arg(named())))
         return;
+    if (action == Action::Reprovision &&
+        !confirmed(tr("Reprovision runtime"),
+                   tr("Replace the sandbox of %1 with a fresh one? Its workspace stays; what its "
+                      "commands left elsewhere in the sandbox (/tmp, processes) is gone.")
+                       .arg(named())))
+        return;
     m_bannerFrame->hide();
     m_controller->perform(action, info->id);
 }

@@ -245,9 +245,27 @@ private Q_SLOTS:
         const qint64 before = sandboxPid(id);
         QVERIFY(before > 0);
         QVERIFY(showAndSelect(id));
-        QTest::mouseClick(m_window->actionButton(Action::Reprovision), Qt::LeftButton);
+        // It asks first: No leaves the sandbox, Yes replaces it and the history says so.
+        for (const auto answer : {QMessageBox::No, QMessageBox::Yes}) {
+            bool asked = false;
+            QTimer::singleShot(0, this, [&asked, answer] {
+                if (auto *box = qobject_cast<QMessageBox *>(QApplication::activeModalWidget())) {
+                    asked = true;
+                    QTest::mouseClick(box->button(answer), Qt::LeftButton);
+                }
+            });
+            QTest::mouseClick(m_window->actionButton(Action::Reprovision), Qt::LeftButton);
+            QVERIFY(asked);
+            if (answer == QMessageBox::No)
+                QVERIFY(!QTest::qWaitFor([&] { return sandboxPid(id) != before; }, 500));
+        }
         QTRY_VERIFY_WITH_TIMEOUT(sandboxPid(id) > 0 && sandboxPid(id) != before, 10000);
         QTRY_COMPARE_WITH_TIMEOUT(badgeText(m_window->activeView(), id), u"available"_s, 10000);
+        const QList<QJsonObject> updates =
+            Testing::ofKind(eventsOf(id), u"ConversationStateUpdateEvent"_s);
+        QVERIFY(std::any_of(updates.cbegin(), updates.cend(), [](const QJsonObject &update) {
+            return update[u"key"_s] == u"runtime"_s && update[u"value"_s] == u"reprovisioned"_s;
+        }));
     }
 
     void archiveMovesTheRowToArchived()

@@ -17,6 +17,21 @@ Rectangle {
         return "#6a1b9a"
     }
 
+    // What an event is, in words: "Command", "Output · exit 2", "State"; the kind names of
+    // the wire are for programs.
+    function labelFor(kind, source, exitCode, interrupted, errorCode) {
+        if (kind === "MessageEvent")
+            return source === "user" ? "Message from the user" : "Message from the agent"
+        if (kind === "ActionEvent") return "Command"
+        if (kind === "ObservationEvent")
+            return "Output · " + (interrupted ? "interrupted · " : "") + "exit " + exitCode
+        if (kind === "AgentErrorEvent") return "Error" + (errorCode ? " [" + errorCode + "]" : "")
+        if (kind === "ConversationStateUpdateEvent") return "State"
+        if (kind === "PauseEvent") return "Pause"
+        if (kind === "UserRejectObservation") return "Rejected"
+        return kind
+    }
+
     Text {
         anchors.centerIn: parent
         visible: list.count === 0
@@ -158,15 +173,26 @@ Rectangle {
                 x: 8; y: 6
                 width: parent.width - 16
                 spacing: 2
-                Text {
-                    text: "#" + seq + "  " + kind + " · " + source
-                          + (kind === "ObservationEvent" ? "  exit " + exitCode : "")
-                          + (interrupted ? "  (interrupted)" : "")
-                          + (errorCode ? "  [" + errorCode + "]" : "")
-                    textFormat: Text.PlainText // error codes come from the server
-                    font.bold: true
-                    font.pixelSize: 11
-                    color: root.colourFor(kind, source, exitCode, interrupted)
+                Item {
+                    width: parent.width
+                    height: label.implicitHeight
+                    Text {
+                        id: label
+                        objectName: "label"
+                        text: root.labelFor(kind, source, exitCode, interrupted, errorCode)
+                        textFormat: Text.PlainText // error codes come from the server
+                        font.bold: true
+                        font.pixelSize: 11
+                        color: root.colourFor(kind, source, exitCode, interrupted)
+                    }
+                    // When, in the machine's time, and where in the history.
+                    Text {
+                        objectName: "stamp"
+                        anchors.right: parent.right
+                        text: Qt.formatDateTime(timestamp, "HH:mm:ss") + "  #" + seq
+                        font.pixelSize: 11
+                        color: "#757575"
+                    }
                 }
                 Text {
                     id: body

@@ -32,6 +32,7 @@
 #include <QQuickItem>
 #include <QQuickWidget>
 #include <QQuickWindow>
+#include <QRegularExpression>
 #include <QSignalSpy>
 #include <QStatusBar>
 #include <QTabWidget>
@@ -589,7 +590,7 @@ private Q_SLOTS:
             const std::function<QQuickItem *(QQuickItem *)> find =
                 [&](QQuickItem *item) -> QQuickItem * {
                 if (item->inherits("QQuickText") &&
-                    item->property("text").toString().contains(u"ObservationEvent"_s) &&
+                    item->property("text").toString().startsWith(u"Output"_s) &&
                     item->property("text").toString().endsWith(ending))
                     return item;
                 for (QQuickItem *child : item->childItems()) {
@@ -605,6 +606,26 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(headerColour(u"exit 0"_s).isValid(), 10000);
         QCOMPARE(headerColour(u"exit 0"_s), QColor(u"#424242"_s));
         QCOMPARE(headerColour(u"exit 3"_s), QColor(u"#d84315"_s));
+
+        // In words, each with its time and place in the history.
+        QStringList labels;
+        QStringList stamps;
+        const std::function<void(QQuickItem *)> collect = [&](QQuickItem *item) {
+            if (item->objectName() == u"label"_s)
+                labels.append(item->property("text").toString());
+            if (item->objectName() == u"stamp"_s)
+                stamps.append(item->property("text").toString());
+            for (QQuickItem *child : item->childItems())
+                collect(child);
+        };
+        collect(m_window->timeline()->rootObject());
+        for (const QString &label : {u"Message from the user"_s, u"Command"_s, u"State"_s})
+            QVERIFY2(labels.contains(label), qPrintable(labels.join(u" | "_s)));
+        QVERIFY(!labels.join(u' ').contains(u"Event"_s));
+        static const QRegularExpression stamp(u"^\\d\\d:\\d\\d:\\d\\d  #\\d+$"_s);
+        QVERIFY(!stamps.isEmpty());
+        for (const QString &text : stamps)
+            QVERIFY2(stamp.match(text).hasMatch(), qPrintable(text));
     }
 
     // The button clicked is disabled while the server answers, and it handed the focus down the

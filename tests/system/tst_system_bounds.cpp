@@ -500,12 +500,11 @@ private Q_SLOTS:
         // The server holds all it can (the rest wait in the kernel's queue) and says so. Not a
         // count of its descriptors: closed ones leave holes below the lowest free one, which
         // is what the server goes by.
-        QVERIFY2(waitUntil(
-                     [&] {
-                         return server.stderrText().contains(u"open files are near the limit"_s);
-                     },
-                     10'000),
-                 qPrintable(server.stderrText().right(2000)));
+        QVERIFY2(
+            waitUntil(
+                [&] { return server.stderrText().contains(u"open files are near the limit"_s); },
+                10'000),
+            qPrintable(server.stderrText().right(2000)));
 
         // Health checks one after the other, while the slow connections trickle and come back
         // twice.

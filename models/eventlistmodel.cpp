@@ -104,8 +104,50 @@ QVariant EventListModel::data(const QModelIndex &index, int role) const
         return observation.value(u"interrupted"_s).toBool();
     case ErrorCodeRole:
         return event.fields.value(u"code"_s).toString();
+    case PreviewRole:
+        return event.kind == EventKind::Observation ? tailOf(textOf(event)) : textOf(event);
+    case ExpandedRole:
+        return m_expanded.contains(event.seq);
     }
     return {};
+}
+
+QString EventListModel::tailOf(const QString &text)
+{
+    // From the end: a 1 MiB output is not split whole for its last lines.
+    qsizetype start = text.size();
+    if (text.endsWith(u'\n'))
+        --start;
+    int lines = 0;
+    while (start > 0 && lines < PreviewLines - 1) {
+        start = text.lastIndexOf(u'\n', start - 1);
+        if (start < 0)
+            return text;
+        ++lines;
+    }
+    if (start <= 0)
+        return text;
+    const qsizetype hidden = QStringView(text).first(start).count(u'\n') + 1;
+    if (hidden <= 1) // a line saying so would take the place of the one it hides
+        return text;
+    return u"… %1 earlier lines\n"_s.arg(hidden) + QStringView(text).sliced(start + 1);
+}
+
+void EventListModel::setExpanded(qint64 seq, bool expanded)
+{
+    if (expanded == m_expanded.contains(seq))
+        return;
+    if (expanded)
+        m_expanded.insert(seq);
+    else
+        m_expanded.remove(seq);
+    for (qsizetype row = 0; row < m_events.size(); ++row) {
+        if (m_events[row].seq == seq) {
+            const QModelIndex changed = index(int(row));
+            Q_EMIT dataChanged(changed, changed, {ExpandedRole});
+            return;
+        }
+    }
 }
 
 QHash<int, QByteArray> EventListModel::roleNames() const
@@ -117,7 +159,9 @@ QHash<int, QByteArray> EventListModel::roleNames() const
             {TextRole, "text"},
             {ExitCodeRole, "exitCode"},
             {InterruptedRole, "interrupted"},
-            {ErrorCodeRole, "errorCode"}};
+            {ErrorCodeRole, "errorCode"},
+            {PreviewRole, "preview"},
+            {ExpandedRole, "expanded"}};
 }
 
 void EventListModel::append(const Event &event)
@@ -154,6 +198,7 @@ void EventListModel::clear(qint64 afterSeq)
 {
     beginResetModel();
     m_events.clear();
+    m_expanded.clear();
     m_startAfter = afterSeq;
     endResetModel();
     Q_EMIT countChanged();

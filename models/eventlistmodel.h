@@ -3,6 +3,7 @@
 #include "wiretypes.h"
 
 #include <QAbstractListModel>
+#include <QSet>
 
 namespace AgentDeck {
 
@@ -33,8 +34,20 @@ public:
         ExitCodeRole,               // int, observations only (else -1)
         InterruptedRole,            // bool, observations only
         ErrorCodeRole,              // QString, AgentErrorEvent only
+        // QString: what shows before a click: an output's last PreviewLines lines (where the
+        // errors and the truncation marker are), after a line saying how many went before;
+        // the first lines of anything else.
+        PreviewRole,
+        ExpandedRole, // bool: shown whole (setExpanded), kept while the row scrolls out
     };
     Q_ENUM(Role)
+
+    static constexpr int PreviewLines = 12;
+    // The operator shows an event whole, or its preview again.
+    Q_INVOKABLE void setExpanded(qint64 seq, bool expanded);
+    // An output's last lines, after a line saying how many went before (`text` whole when it
+    // has at most PreviewLines).
+    static QString tailOf(const QString &text);
 
     // The rows kept while the view shows the end, and the most a timeline opens with.
     static constexpr int KeptEvents = 1000;
@@ -87,6 +100,7 @@ private:
     bool m_showingEnd = true;
     bool m_following = false;
     bool m_live = false;
+    QSet<qint64> m_expanded; // seqs shown whole
 };
 
 } // namespace AgentDeck

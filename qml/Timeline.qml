@@ -160,9 +160,10 @@ Rectangle {
             width: ListView.view.width - (list.ScrollBar.vertical.visible
                                           ? list.ScrollBar.vertical.width : 0)
             height: column.implicitHeight + 12
-            // A long output shows its first lines; the rest, where the errors and the
-            // "[output truncated]" marker are, is one click away.
-            property bool expanded: false
+            // A long output shows its last lines, where the errors and the "[output truncated]"
+            // marker are; the rest is one click away. Shown whole, it stays so when the row
+            // scrolls out and back (the model keeps it: a delegate is made again).
+            property bool expanded: model.expanded
             radius: 4
             color: "white"
             border.color: root.colourFor(kind, source, exitCode, interrupted)
@@ -197,14 +198,14 @@ Rectangle {
                 Text {
                     id: body
                     width: parent.width
-                    text: model.text
+                    text: item.expanded ? model.text : model.preview
                     // Exactly as stored: as rich text, "ls <!-- ; rm -rf ~ --> /tmp" waiting
                     // for confirmation read "ls /tmp".
                     textFormat: Text.PlainText
                     wrapMode: Text.Wrap
                     // Expanded, every line: an output is at most 1 MiB (its end, the marker
                     // included, was cut at 100,000 lines).
-                    maximumLineCount: item.expanded ? 2147483647 : 12
+                    maximumLineCount: item.expanded ? 2147483647 : 12 // EventListModel::PreviewLines
                     elide: Text.ElideRight
                     font.family: kind === "ActionEvent" || kind === "ObservationEvent"
                                  ? "monospace" : font.family
@@ -214,6 +215,7 @@ Rectangle {
                 Text {
                     objectName: "expander"
                     visible: item.expanded || body.truncated
+                             || model.preview.length !== model.text.length
                     text: item.expanded ? "Show less" : "Show all"
                     font.pixelSize: 11
                     font.underline: true
@@ -222,11 +224,11 @@ Rectangle {
                         anchors.fill: parent
                         cursorShape: Qt.PointingHandCursor
                         onClicked: {
-                            item.expanded = !item.expanded
                             // Reading an output is not scrolling away from the newest event,
                             // but an expanded one must stay in view.
-                            if (item.expanded)
+                            if (!item.expanded)
                                 list.following = false
+                            timelineModel.setExpanded(seq, !item.expanded)
                         }
                     }
                 }

@@ -60,6 +60,12 @@ int runConsole(int argc, char *argv[], const Options &options)
         // the main loop runs, quit() ends nothing.
         if (QWidget *dialog = QApplication::activeModalWidget())
             dialog->close();
+        // The signal is the answer already: quit() closes the window, which asks no question
+        // about its runs then (offscreen, nobody would answer it, and the console never ended).
+        for (QWidget *widget : QApplication::topLevelWidgets()) {
+            if (auto *window = qobject_cast<MainWindow *>(widget))
+                window->setEmbedded(false);
+        }
         app.quit();
     });
 

@@ -2,6 +2,8 @@
 
 #include "execution/conversationrunner.h"
 
+#include <algorithm>
+
 namespace AgentDeck {
 
 ConversationRunner *ConversationLifecycle::runner() const
@@ -168,7 +170,10 @@ QList<ConversationRunner *> ConversationLifecycles::runners() const
 
 int ConversationLifecycles::runningCount() const
 {
-    return int(in(ConversationLifecycle::Run::Running).size());
+    return int(std::count_if(m_lifecycles.cbegin(), m_lifecycles.cend(),
+                             [](const ConversationLifecycle &lifecycle) {
+                                 return lifecycle.run() == ConversationLifecycle::Run::Running;
+                             }));
 }
 
 } // namespace AgentDeck

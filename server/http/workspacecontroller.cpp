@@ -7,13 +7,9 @@
 #include "wiretypes.h"
 #include "workspacetargets.h"
 
-#include <QDateTime>
-#include <QDir>
 #include <QFileInfo>
 #include <QJsonArray>
-#include <QJsonDocument>
 #include <QJsonObject>
-#include <QUuid>
 
 #include <algorithm>
 #include <memory>

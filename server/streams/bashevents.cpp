@@ -1,6 +1,7 @@
 #include "bashevents.h"
 
 #include <QJsonDocument>
+#include <QMetaMethod>
 
 namespace AgentDeck {
 
@@ -14,7 +15,9 @@ void BashEventLog::add(const QJsonObject &event)
         while (m_events.size() > MaxEvents)
             m_events.removeFirst();
     }
-    Q_EMIT added(number, QJsonDocument(event).toJson(QJsonDocument::Compact));
+    // Written out only for a bash-events socket that follows (an output may be 1 MiB).
+    if (isSignalConnected(QMetaMethod::fromSignal(&BashEventLog::added)))
+        Q_EMIT added(number, QJsonDocument(event).toJson(QJsonDocument::Compact));
 }
 
 std::optional<QJsonObject> BashEventLog::find(const QString &id) const

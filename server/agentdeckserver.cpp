@@ -37,7 +37,7 @@
 #include <QHostInfo>
 #include <QLockFile>
 #include <QStorageInfo>
-#include <QTcpServer>
+#include <QTcpSocket>
 #include <QThread>
 #include <QTimer>
 
@@ -121,6 +121,7 @@ struct AgentDeckServer::Private
     std::unique_ptr<ApiAuth> auth;
     Router router;
     std::unique_ptr<ApiServer> http;
+    HttpListener *listener = nullptr; // a child of http
     // The bash events of /api/bash, which the bash-events sockets follow.
     std::shared_ptr<BashEventLog> bashEvents = std::make_shared<BashEventLog>();
     std::unique_ptr<EventStreams> streams;
@@ -331,6 +332,10 @@ bool AgentDeckServer::start(QString *error)
 
     // The listener hands WebSocket upgrades to the streams and everything else to the HTTP API.
     auto *tcp = new HttpListener(httpLimits, d->metrics, d->http.get());
+    tcp->setRequestHandler([http = d->http.get()](HttpRequest request, QTcpSocket *socket) {
+        http->handle(std::move(request), socket);
+    });
+    d->listener = tcp;
     StreamSettings streamSettings;
     streamSettings.sendBudgetBytes = m_config.streamBudgetBytes;
     streamSettings.totalSendBudgetBytes = m_config.streamTotalBudgetBytes;
@@ -360,7 +365,6 @@ bool AgentDeckServer::start(QString *error)
             u"cannot listen on %1:%2: %3"_s.arg(host).arg(m_config.port).arg(tcp->errorString());
         return false;
     }
-    d->http->bind(tcp);
     d->port = tcp->serverPort();
 
     try {
@@ -515,8 +519,7 @@ QCoro::Task<> AgentDeckServer::stop()
     // New connections are refused from now on: one accepted during the stop was reset when the
     // process exited, its client not knowing whether its request had been taken. Connections
     // already open get 503 `shutting_down` for what they send meanwhile.
-    for (QTcpServer *tcp : d->http->servers())
-        tcp->close();
+    d->listener->close();
     d->reaper.reset();
     d->integrity.reset();
     // Requests already in a handler finish first, within the grace: their clients get answers

@@ -178,8 +178,10 @@ void ConversationService::describe(QList<ConversationInfo> &conversations) const
 
 void ConversationService::describeHere(const ConversationInfo &info, RuntimeInfo &runtime) const
 {
-    runtime.sandbox =
-        m_settings.isolation.describe(policyInForce(info.sandbox, m_settings.sandboxPolicy));
+    const SandboxPolicy policy = policyInForce(info.sandbox, m_settings.sandboxPolicy);
+    if (!m_described || m_described->first != policy)
+        m_described.emplace(policy, m_settings.isolation.describe(policy));
+    runtime.sandbox = m_described->second;
     runtime.missingSecrets.clear();
     if (info.secretNames.isEmpty())
         return;

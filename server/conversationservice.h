@@ -234,6 +234,9 @@ private:
     QHash<QUuid, QString> m_secrets;
     // The secrets of conversations' commands (updateSecrets()), in memory only too.
     QHash<QUuid, ConversationSecrets> m_commandSecrets;
+    // The last policy described for runtime_info and its description: nearly every conversation
+    // has the server's, and each read of one described it anew (a tenth of a GET by id).
+    mutable std::optional<std::pair<SandboxPolicy, QJsonObject>> m_described;
     quint64 m_startCount = 0;
     bool m_stopping = false; // shutdown() has begun: no run starts any more
     bool m_replaced = false; // replacedAsReplica() was emitted

@@ -3,7 +3,6 @@
 #include "answerline.h"
 #include "apiauth.h"
 #include "apierror.h"
-#include "httplistener.h"
 #include "logging.h"
 #include "metrics.h"
 #include "signalwait.h"
@@ -11,7 +10,6 @@
 #include "storage/leasestore.h"
 
 #include <QDeadlineTimer>
-#include <QHttpServerResponder>
 #include <QTcpSocket>
 #include <QUrlQuery>
 
@@ -73,29 +71,6 @@ std::optional<QString> notOffered(const QString &path)
     return std::nullopt;
 }
 
-HttpRequest copyRequest(const QHttpServerRequest &request)
-{
-    HttpRequest copy;
-    copy.method = request.method();
-    copy.path = request.url().path();
-    // An encoded slash is part of its segment, not a separator: `ID%2Fevents` named the events
-    // of ID. It stays encoded in the decoded path, so that the segment matches nothing.
-    if (QString encoded = request.url().path(QUrl::FullyEncoded);
-        encoded.contains(u"%2F"_s, Qt::CaseInsensitive)) {
-        encoded.replace(u"%2F"_s, u"%252F"_s, Qt::CaseInsensitive);
-        copy.path = QUrl::fromPercentEncoding(encoded.toUtf8());
-    }
-    // Query strings are form-encoded, as HTML forms, `curl --data-urlencode`, Python's urlencode
-    // and URLSearchParams write them: '+' stands for a space, a plus is %2B. QUrlQuery takes '+'
-    // as itself, and `q=fix+login` searched for "fix+login".
-    QString query = request.url().query(QUrl::FullyEncoded);
-    query.replace(u'+', u"%20"_s);
-    copy.query = QUrlQuery(query);
-    copy.body = request.body();
-    copy.headers = request.headers();
-    return copy;
-}
-
 } // namespace
 
 // Runs a handler, turning what it throws into an answer. Unexpected failures are logged and
@@ -149,7 +124,7 @@ template<typename Call> HttpResponse ApiServer::guarded(Call &&call)
 // What a request needs to be answered, taken when it arrives.
 struct ApiServer::Answer
 {
-    QHttpServerResponder responder;
+    QPointer<QTcpSocket> socket;
     QString route;
     QByteArray method;
     QElapsedTimer timer;
@@ -158,38 +133,31 @@ struct ApiServer::Answer
 
 ApiServer::ApiServer(const Router &router, const ApiAuth &auth, Metrics &metrics, HttpLimits limits,
                      QObject *parent)
-    : QAbstractHttpServer(parent)
+    : QObject(parent)
     , m_router(router)
     , m_auth(auth)
     , m_metrics(metrics)
     , m_limits(limits)
 {}
 
-bool ApiServer::handleRequest(const QHttpServerRequest &request, QTcpSocket *socket)
+void ApiServer::handle(HttpRequest copy, QTcpSocket *socket)
 {
-    HttpListener::requestTaken(socket);
-    // WebSocket upgrades are taken over by newWebSocketConnection; nothing may be written here.
-    if (request.value("upgrade"_ba).compare("websocket", Qt::CaseInsensitive) == 0)
-        return true;
-
     QElapsedTimer timer;
     timer.start();
-    HttpRequest copy = copyRequest(request);
+    const QByteArray method = Router::methodName(copy.method);
     // HEAD is GET without the body (RFC 9110): load balancers probe health routes with it.
-    const bool head = copy.method == QHttpServerRequest::Method::Head;
+    const bool head = copy.method == HttpMethod::Head;
     if (head)
-        copy.method = QHttpServerRequest::Method::Get;
+        copy.method = HttpMethod::Get;
     const Router::Match match = m_router.match(copy.method, copy.path);
-    Answer pending{makeResponder(request, socket),
-                   match.route ? match.route->pattern : UnmatchedRoute,
-                   Router::methodName(request.method()), timer, head};
+    Answer pending{socket, match.route ? match.route->pattern : UnmatchedRoute, method, timer,
+                   head};
 
     const auto reject = [&](const ApiError &error,
                             QList<QPair<QByteArray, QByteArray>> headers = {}) {
         HttpResponse response = HttpResponse::error(error);
         response.headers.append(headers);
         answer(socket, std::move(pending), std::move(response));
-        return true;
     };
 
     // Who asks first: without the key, or from a web page of another site, /api answers
@@ -229,23 +197,12 @@ bool ApiServer::handleRequest(const QHttpServerRequest &request, QTcpSocket *soc
     if (match.route->sync) {
         HttpResponse response = guarded([&] { return match.route->sync(copy); });
         answer(socket, std::move(pending), std::move(response));
-        return true;
+        return;
     }
     AnswerLine &line = AnswerLine::on(socket);
     const quint64 place = line.join();
     ++m_handling;
     answerAsync(match.route, std::move(copy), std::move(pending), &line, place);
-    return true;
-}
-
-void ApiServer::missingHandler(const QHttpServerRequest &request, QTcpSocket *socket)
-{
-    QElapsedTimer timer;
-    timer.start();
-    answer(socket,
-           {makeResponder(request, socket), UnmatchedRoute, Router::methodName(request.method()),
-            timer},
-           HttpResponse::error(ApiError::notFound(u"No route for "_s + request.url().path())));
 }
 
 QCoro::Task<> ApiServer::answerAsync(const Router::Route *route, HttpRequest request, Answer answer,
@@ -301,20 +258,14 @@ std::function<void()> ApiServer::writing(Answer answer, HttpResponse response)
 void ApiServer::write(Answer &answer, const HttpResponse &response)
 {
     const double seconds = answer.timer.nsecsElapsed() / 1e9;
-    if (answer.responder.socket()->state() != QAbstractSocket::ConnectedState) {
+    if (!answer.socket || answer.socket->state() != QAbstractSocket::ConnectedState) {
         m_metrics.recordRequest(answer.route, answer.method, 499, seconds);
         return;
     }
-    QHttpServerResponder &responder = answer.responder;
-    responder.writeStatusLine(static_cast<QHttpServerResponder::StatusCode>(response.status));
-    responder.writeHeader("Content-Type", response.contentType);
-    responder.writeHeader("Content-Length", QByteArray::number(response.body.size()));
-    for (const auto &[key, value] : response.headers)
-        responder.writeHeader(key, value);
-    responder.writeBody(answer.headOnly ? QByteArray() : response.body);
+    answer.socket->write(response.wireBytes(answer.headOnly));
     // Out now: a stopping server may not turn its event loop again before the socket goes.
     if (m_stopping)
-        answer.responder.socket()->flush();
+        answer.socket->flush();
     m_metrics.recordRequest(answer.route, answer.method, response.status, seconds);
 }
 

@@ -2,14 +2,13 @@
 
 #include "router.h"
 
-#include <QAbstractHttpServer>
 #include <QElapsedTimer>
+#include <QObject>
 #include <QPointer>
 
 #include <functional>
 
 class QTcpSocket;
-class QHttpServerResponder;
 
 namespace AgentDeck {
 
@@ -18,10 +17,11 @@ class ApiAuth;
 class Metrics;
 
 // The one dispatch point of the HTTP API: route lookup (404/405), readiness, authentication,
-// body limits, error mapping and metrics. Handlers never write to a socket themselves; the
-// answers of a connection go out in the order of its requests, however long each one's
-// handler takes (HTTP/1.1 pipelining).
-class ApiServer : public QAbstractHttpServer
+// body limits, error mapping and metrics. Its requests come from the connections of an
+// HttpListener (see handle()). Handlers never write to a socket themselves; the answers of a
+// connection go out in the order of its requests, however long each one's handler takes
+// (HTTP/1.1 pipelining).
+class ApiServer : public QObject
 {
     Q_OBJECT
 public:
@@ -44,12 +44,12 @@ public:
     // is. A stopping server lets them finish, so that their clients get answers.
     QCoro::Task<bool> drain(std::chrono::milliseconds timeout);
 
+    // Answers `request`, which came whole on `socket`: now, or once its handler has finished
+    // and the answers to the connection's earlier requests are out.
+    void handle(HttpRequest request, QTcpSocket *socket);
+
 Q_SIGNALS:
     void handlerFinished();
-
-protected:
-    bool handleRequest(const QHttpServerRequest &request, QTcpSocket *socket) override;
-    void missingHandler(const QHttpServerRequest &request, QTcpSocket *socket) override;
 
 private:
     struct Answer;

@@ -6,25 +6,20 @@
 #include <QTcpServer>
 #include <QTimer>
 
+#include <functional>
 #include <memory>
 
 class QTcpSocket;
 
 namespace AgentDeck {
 
-class HeadWaiters; // the connections waiting for a request head; httplistener.cpp
+class HeadWaiters;
 class Metrics;
-class RequestGate; // follows one connection's requests; httplistener.cpp
 
-// The listening socket of the HTTP API. It looks at the first request head of each connection:
-// a WebSocket upgrade is taken out of the stream and handed to upgradeRequested; any other
-// connection goes, with nothing read from it, to the QAbstractHttpServer bound to this listener.
-// On those it follows every request as it arrives (HttpRequestFollower): a body over the limit
-// is answered 413 and the connection closed before it is read, `Expect: 100-continue` is
-// answered, an incomplete request is acknowledged at once, and the limits' timeouts apply (408
-// for a request that does not arrive whole in time; an idle connection is closed).
-// (Qt 6.4's QAbstractHttpServer would make QWebSockets of upgrades, and a QWebSocket cannot
-// send one pre-built frame to many subscribers; see docs/ARCHITECTURE.md.)
+// The listening socket of the HTTP API. Each connection it accepts is an HttpConnection, which
+// parses its requests once and hands them to the request handler; one whose first request asks
+// for a WebSocket upgrade is handed to upgradeRequested instead. It also keeps the server's
+// descriptors: near the limit it evicts the connections that have waited longest for a head.
 class HttpListener : public QTcpServer
 {
     Q_OBJECT
@@ -33,16 +28,14 @@ public:
     HttpListener(const HttpLimits &limits, Metrics &metrics, QObject *parent = nullptr);
     ~HttpListener() override;
 
-    // A head (request line and headers) larger than this is left to the HTTP server to refuse.
-    static constexpr qsizetype MaxHeadBytes = 16 * 1024;
-
     // Whether a request head (without its final empty line) asks for a WebSocket upgrade.
     static bool isWebSocketUpgrade(QByteArrayView head);
 
-    // The HTTP server took a request of `socket` (its handler is called now). Qt's parser takes
-    // a chunked request as ended before its trailer fields, and before its final LF when that
-    // comes with the next request; the listener then keeps those bytes from it.
-    static void requestTaken(QTcpSocket *socket);
+    // Who answers the requests of every connection accepted from now on (ApiServer::handle).
+    void setRequestHandler(std::function<void(HttpRequest request, QTcpSocket *socket)> handler)
+    {
+        m_onRequest = std::move(handler);
+    }
 
     // Descriptors kept free for what the server opens itself (database files, sandbox sockets,
     // commands' pipes), an eighth of the limit at most. With fewer left, each new connection
@@ -60,8 +53,7 @@ protected:
     void incomingConnection(qintptr handle) override;
 
 private:
-    void inspect(QTcpSocket *socket, RequestGate *gate);
-    void handToHttp(QTcpSocket *socket, RequestGate *gate);
+    void handUpgrade(QTcpSocket *socket, const QByteArray &head);
     // Whether fewer than the reserved descriptors are free below the limit.
     bool nearDescriptorLimit() const;
     // Closes the connection that has waited longest for a request head; false when none does.
@@ -69,6 +61,7 @@ private:
 
     HttpLimits m_limits;
     Metrics &m_metrics;
+    std::function<void(HttpRequest, QTcpSocket *)> m_onRequest;
     qint64 m_descriptorLimit;
     qint64 m_reservedDescriptors;
     QTimer m_resume; // while accepting is paused at the limit: looks again

@@ -64,6 +64,7 @@ HttpRequestFollower::News HttpRequestFollower::follow(QByteArrayView bytes)
         case State::Body:
         case State::ChunkData: {
             const qint64 taken = std::min<qint64>(m_remaining, rest.size());
+            m_request.body.append(rest.first(taken));
             m_remaining -= taken;
             at += taken;
             if (m_remaining > 0)
@@ -77,8 +78,8 @@ HttpRequestFollower::News HttpRequestFollower::follow(QByteArrayView bytes)
             break;
         }
         case State::ChunkEnd: {
-            // Exactly CRLF: Qt's parser also takes a bare LF, and then where the chunks end
-            // would be read otherwise here than there.
+            // Exactly CRLF: a proxy in front that takes a bare LF too would end the chunks
+            // elsewhere, and smuggle a request past it.
             const QByteArrayView expected = QByteArrayView("\r\n").last(m_remaining);
             const qsizetype taken = std::min<qsizetype>(m_remaining, rest.size());
             if (rest.first(taken) != expected.first(taken)) {
@@ -104,8 +105,6 @@ HttpRequestFollower::News HttpRequestFollower::follow(QByteArrayView bytes)
             m_requestStart = m_followed + at;
             news.requestEnds.append(m_requestStart);
         }
-        if (std::exchange(m_closeEnded, false) && news.closeAfter < 0)
-            news.closeAfter = at;
     }
     m_followed += bytes.size();
     if (m_expectsContinue) {
@@ -127,10 +126,10 @@ qsizetype HttpRequestFollower::inHead(QByteArrayView bytes, News &news)
     const qsizetype before = m_pending.size();
     m_pending.append(bytes.first(std::min(bytes.size(), MaxHeadBytes + 1 - before)));
     const qsizetype taken = skipped + (m_pending.size() - before); // unless the head ends here
-    // One pass over the new bytes. Lines end in CRLF: Qt's parser takes a bare LF for a line
-    // end too, and such a head would never end here, so it is refused (RFC 9112, 2.2 allows
-    // either), as is a bare CR. The head ends at its first empty line; the bytes after it (a
-    // body, the next request) are not the head's.
+    // One pass over the new bytes. Lines end in CRLF: a head with a bare LF is refused (RFC
+    // 9112, 2.2 allows either, and a proxy in front may read such a head otherwise), as is a
+    // bare CR. The head ends at its first empty line; the bytes after it (a body, the next
+    // request) are not the head's.
     const char *pending = std::as_const(m_pending).constData();
     qsizetype end = -1;
     qsizetype requestLineEnd = -1;
@@ -166,13 +165,14 @@ qsizetype HttpRequestFollower::inHead(QByteArrayView bytes, News &news)
             fail(news, Problem::HeadTooLarge);
         return taken;
     }
-    const QByteArray head = std::exchange(m_pending, {});
+    m_request = {std::exchange(m_pending, {}), {}, false};
+    m_request.head.truncate(end);
     m_requestLineChecked = false;
-    if (!headerLinesAreWellFormed(QByteArrayView(head).first(end))) {
+    if (!headerLinesAreWellFormed(m_request.head)) {
         fail(news, Problem::MalformedHead);
         return skipped + (end + 4 - before);
     }
-    startBody(QByteArrayView(head).first(end), news);
+    startBody(m_request.head, news);
     return skipped + (end + 4 - before);
 }
 
@@ -191,9 +191,8 @@ void HttpRequestFollower::startBody(QByteArrayView head, News &news)
     const bool http10 = requestLine.trimmed().endsWith("HTTP/1.0");
     bool close = http10;
     forEachHeader(head, [&](QByteArrayView name, QByteArrayView value) {
-        // Framing that Qt's parser could read otherwise is refused (RFC 9112, 6.1 and 6.3):
-        // Qt takes the first of two lengths and any coding ending in "chunked", and then
-        // buffered a body of any size before the limit was checked.
+        // Framing that a proxy in front could read otherwise is refused (RFC 9112, 6.1 and
+        // 6.3): two lengths that differ, a coding other than "chunked" alone, both.
         if (isNamed(name, "content-length")) {
             const qint64 parsed = parseDigits(value.trimmed(), 10);
             readable = readable && parsed >= 0 && (!hasLength || parsed == length);
@@ -210,7 +209,7 @@ void HttpRequestFollower::startBody(QByteArrayView head, News &news)
                 headerHasToken(value, "close") || (http10 && !headerHasToken(value, "keep-alive"));
         }
     });
-    m_closeAfter = close;
+    m_request.closeAfter = close;
     if (!readable || (hasLength && hasTransferEncoding)) {
         fail(news, Problem::Malformed);
         return;
@@ -246,8 +245,8 @@ void HttpRequestFollower::endRequest(News &news)
 {
     m_state = State::Head;
     m_expectsContinue = false;
-    m_closeEnded = std::exchange(m_closeAfter, false);
     ++news.requestsEnded;
+    news.requests.append(std::exchange(m_request, {}));
 }
 
 void HttpRequestFollower::fail(News &news, Problem problem)
@@ -256,14 +255,14 @@ void HttpRequestFollower::fail(News &news, Problem problem)
     m_requestLineChecked = false;
     m_state = State::Lost;
     m_pending.clear();
+    m_request = {};
 }
 
 void HttpRequestFollower::endLine(News &news)
 {
     const QByteArray line = std::exchange(m_pending, {});
-    // Lines end in CRLF, with no CR before (as in the head): with a bare LF, Qt's parser and
-    // this one could end the chunks at different bytes, and a request pipelined behind went
-    // unanswered.
+    // Lines end in CRLF, with no CR before (as in the head): with a bare LF, a proxy in front
+    // and this parser could end the chunks at different bytes.
     if (!line.endsWith("\r\n") || line.indexOf('\r') != line.size() - 2) {
         fail(news, Problem::Malformed);
         return;

@@ -6,21 +6,18 @@
 
 namespace AgentDeck {
 
-// Follows the requests of one HTTP/1.1 connection as their bytes arrive, before the HTTP server
-// reads them: where each head ends and how much body follows it (Content-Length or chunked).
-// The listener uses it for what Qt 6.4's HTTP server does not do itself:
+// The one parser of the HTTP API's requests: takes the bytes of one HTTP/1.1 connection as they
+// arrive and hands back each request once it is whole, its head and its body (Content-Length
+// or chunked, decoded). It reports as soon as the bytes say so what HttpConnection acts on
+// before a request is whole:
 // - a body over the limit is refused as soon as its head (or its chunks) say so, instead of
-//   being buffered whole first; so is a head over MaxHeadBytes, and a framing it cannot read
-//   (Qt would buffer those without end too);
+//   being buffered whole first; so is a head over MaxHeadBytes, and a framing it cannot read;
 // - `Expect: 100-continue` is answered, so that a client waiting for it sends the body now
 //   (curl waits a second for bodies over 1 MiB);
 // - a request that has begun and not ended is acknowledged at once, so that a client with
 //   Nagle's algorithm on sends its last small piece without waiting for a delayed ACK;
 // - a head that does not come whole, or a body that pauses, in time is answered 408;
-// - a read that carries many whole requests (answered all at once) closes the connection;
-// - a request that asks for the connection to close after its answer has it closed (Qt 6.4
-//   keeps it open, and a client reading to the end waited for the idle timeout).
-// See RequestGate in httplistener.cpp.
+// - a request that asks for the connection to close after its answer has it closed.
 class HttpRequestFollower
 {
 public:
@@ -40,6 +37,15 @@ public:
         MalformedHead,      // a request line or header line HTTP/1.1 does not allow, a bare LF
         VersionNotSupported // a request line of an HTTP version other than 1.x
     };
+    // A request that arrived whole.
+    struct Request
+    {
+        QByteArray head; // the request line and header lines, without the empty line
+        QByteArray body; // decoded: a chunked body without its framing
+        // It asked for the connection to close after its answer (`Connection: close`, or
+        // HTTP/1.0 without `Connection: keep-alive`).
+        bool closeAfter = false;
+    };
     struct News
     {
         // A head asked for `100 Continue` and its body has not all arrived.
@@ -47,12 +53,10 @@ public:
         Problem problem = Problem::None;
         // Requests whose last byte came with these bytes,
         int requestsEnded = 0;
-        // ... and where each ended, counted as followed() is.
+        // ... where each ended, counted as followed() is,
         QList<qint64> requestEnds;
-        // How many of these bytes run to the end of the first of them that asked for the
-        // connection to close after its answer (`Connection: close`, or HTTP/1.0 without
-        // `Connection: keep-alive`); -1: none did.
-        qsizetype closeAfter = -1;
+        // ... and the requests themselves.
+        QList<Request> requests;
     };
     // Takes the next bytes of the connection.
     News follow(QByteArrayView bytes);
@@ -93,12 +97,11 @@ private:
     qint64 m_requestStart = 0;
     bool m_requestLineChecked = false;
     QByteArray m_pending;   // the head, or a chunk-size or trailer line, so far
+    Request m_request;      // the request being followed, once its head is whole
     qint64 m_remaining = 0; // bytes of the body (or chunk, or chunk end) still to come
     qint64 m_bodyBytes = 0; // decoded body bytes of a chunked request so far
     qint64 m_trailerBytes = 0;
     bool m_expectsContinue = false;
-    bool m_closeAfter = false; // the request being followed asked to close after its answer
-    bool m_closeEnded = false; // ... and it has just ended
 };
 
 } // namespace AgentDeck

@@ -172,24 +172,115 @@ HttpResponse HttpResponse::error(const ApiError &error)
     return response;
 }
 
+namespace {
+
+QByteArrayView reasonPhrase(int status)
+{
+    switch (status) {
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 204:
+        return "No Content";
+    case 206:
+        return "Partial Content";
+    case 304:
+        return "Not Modified";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 409:
+        return "Conflict";
+    case 410:
+        return "Gone";
+    case 411:
+        return "Length Required";
+    case 412:
+        return "Precondition Failed";
+    case 413:
+        return "Content Too Large";
+    case 415:
+        return "Unsupported Media Type";
+    case 416:
+        return "Range Not Satisfiable";
+    case 422:
+        return "Unprocessable Content";
+    case 426:
+        return "Upgrade Required";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    case 505:
+        return "HTTP Version Not Supported";
+    case 507:
+        return "Insufficient Storage";
+    default:
+        return status < 300 ? "OK" : "Error";
+    }
+}
+
+QByteArray answerBytes(const HttpResponse &response, bool headOnly, QByteArrayView connection)
+{
+    const QByteArrayView reason = reasonPhrase(response.status);
+    const QByteArray length = QByteArray::number(response.body.size());
+    qsizetype size = 64 + reason.size() + response.contentType.size() + length.size() +
+                     connection.size() + (headOnly ? 0 : response.body.size());
+    for (const auto &[name, value] : response.headers)
+        size += name.size() + value.size() + 4;
+    QByteArray answer;
+    answer.reserve(size);
+    answer.append("HTTP/1.1 ")
+        .append(QByteArray::number(response.status))
+        .append(' ')
+        .append(reason)
+        .append("\r\nContent-Type: ")
+        .append(response.contentType)
+        .append("\r\nContent-Length: ")
+        .append(length)
+        .append("\r\n");
+    if (!connection.isEmpty())
+        answer.append("Connection: ").append(connection).append("\r\n");
+    for (const auto &[name, value] : response.headers)
+        answer.append(name).append(": ").append(value).append("\r\n");
+    answer.append("\r\n");
+    if (!headOnly)
+        answer.append(response.body);
+    return answer;
+}
+
+} // namespace
+
+QByteArray HttpResponse::wireBytes(bool headOnly) const
+{
+    return answerBytes(*this, headOnly, {});
+}
+
 QByteArray HttpResponse::closingAnswer() const
 {
-    const QByteArray reason = status == 400   ? "Bad Request"
-                              : status == 403 ? "Forbidden"
-                              : status == 404 ? "Not Found"
-                              : status == 408 ? "Request Timeout"
-                              : status == 413 ? "Payload Too Large"
-                              : status == 426 ? "Upgrade Required"
-                              : status == 431 ? "Request Header Fields Too Large"
-                              : status == 505 ? "HTTP Version Not Supported"
-                                              : "Error";
-    QByteArray answer = "HTTP/1.1 " + QByteArray::number(status) + ' ' + reason +
-                        "\r\nContent-Type: " + contentType +
-                        "\r\nContent-Length: " + QByteArray::number(body.size()) +
-                        "\r\nConnection: close\r\n";
-    for (const auto &[name, value] : headers)
-        answer += name + ": " + value + "\r\n";
-    return answer + "\r\n" + body;
+    return answerBytes(*this, false, "close");
 }
 
 QByteArray joinJsonArray(const QList<QByteArray> &items)

@@ -1,7 +1,6 @@
 #pragma once
 
 #include <QByteArray>
-#include <QHttpServerRequest>
 #include <QJsonValue>
 #include <QList>
 #include <QStringList>
@@ -13,6 +12,21 @@
 namespace AgentDeck {
 
 struct ApiError;
+
+// The request methods of HTTP/1.1 (RFC 9110, 9.3, and PATCH); any other is Unknown.
+enum class HttpMethod
+{
+    Unknown,
+    Get,
+    Head,
+    Post,
+    Put,
+    Delete,
+    Patch,
+    Options,
+    Connect,
+    Trace
+};
 
 struct HttpLimits
 {
@@ -27,11 +41,11 @@ struct HttpLimits
     qint64 maxUnsentBytes = 16 * 1024 * 1024;
 };
 
-// A request as handlers see it: copied out of QHttpServerRequest, so it stays valid in a
-// coroutine after the connection is gone.
+// A request as handlers see it (HttpConnection::toRequest()); it owns its bytes, so it stays
+// valid in a coroutine after the connection is gone.
 struct HttpRequest
 {
-    QHttpServerRequest::Method method = QHttpServerRequest::Method::Get;
+    HttpMethod method = HttpMethod::Get;
     QString path;
     QUrlQuery query;
     QByteArray body;
@@ -63,8 +77,11 @@ struct HttpResponse
     static HttpResponse rawJson(QByteArray json, int status = 200);
     static HttpResponse error(const ApiError &error);
 
-    // The whole answer as HTTP/1.1 bytes, with `Connection: close`: for a connection answered
-    // outside the HTTP server (the listener's refusals, a refused WebSocket upgrade).
+    // The whole answer as HTTP/1.1 bytes; a HEAD's answer has no body (its Content-Length is
+    // the GET's).
+    QByteArray wireBytes(bool headOnly = false) const;
+    // ... with `Connection: close`: for a connection closed after it (the listener's refusals,
+    // a refused WebSocket upgrade).
     QByteArray closingAnswer() const;
 };
 

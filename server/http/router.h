@@ -13,7 +13,7 @@ namespace AgentDeck {
 class Router
 {
 public:
-    using Method = QHttpServerRequest::Method;
+    using Method = HttpMethod;
     using SyncHandler = std::function<HttpResponse(const HttpRequest &)>;
     using AsyncHandler = std::function<QCoro::Task<HttpResponse>(HttpRequest)>;
 

@@ -277,7 +277,7 @@ QJsonObject ConversationInfo::toJson() const
 QByteArray ConversationInfo::toJsonBytes() const
 {
     QByteArray out;
-    out.reserve(640);
+    out.reserve(1024);
     out += "{\"agent\":";
     if (agentConfig.isEmpty()) {
         out += "{\"kind\":";
@@ -319,7 +319,10 @@ QByteArray ConversationInfo::toJsonBytes() const
     }
     out += ",\"runtime_status\":";
     appendJsonString(out, toString(runtime.status));
-    if (!runtime.sandbox.isEmpty()) {
+    if (!runtime.sandboxJson.isEmpty()) {
+        out += ",\"sandbox\":";
+        out += runtime.sandboxJson;
+    } else if (!runtime.sandbox.isEmpty()) {
         out += ",\"sandbox\":";
         appendJsonValue(out, runtime.sandbox);
     }

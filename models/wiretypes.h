@@ -73,6 +73,9 @@ struct RuntimeInfo
     // The sandbox policy in force and how it is enforced (see SandboxIsolation::describe());
     // empty where the runtime has none to tell.
     QJsonObject sandbox;
+    // `sandbox` as compact JSON, when whoever described it wrote that once for many reads;
+    // toJsonBytes() then copies it instead of writing the object again.
+    QByteArray sandboxJson;
     // The conversation's secrets (ConversationInfo::secretNames) this server has no value of: a
     // restart lost them, or another replica got them. Its commands run without them.
     QStringList missingSecrets;

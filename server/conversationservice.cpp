@@ -9,6 +9,7 @@
 #include "runtime/runtime.h"
 #include "storage/database.h"
 #include "storage/replicastore.h"
+#include "wirebytes.h"
 
 #include <QCoroProcess>
 #include <QCoroTimer>
@@ -179,9 +180,14 @@ void ConversationService::describe(QList<ConversationInfo> &conversations) const
 void ConversationService::describeHere(const ConversationInfo &info, RuntimeInfo &runtime) const
 {
     const SandboxPolicy policy = policyInForce(info.sandbox, m_settings.sandboxPolicy);
-    if (!m_described || m_described->first != policy)
-        m_described.emplace(policy, m_settings.isolation.describe(policy));
-    runtime.sandbox = m_described->second;
+    if (!m_described || m_described->policy != policy) {
+        const QJsonObject description = m_settings.isolation.describe(policy);
+        QByteArray json;
+        appendJsonValue(json, description);
+        m_described = DescribedPolicy{policy, description, json};
+    }
+    runtime.sandbox = m_described->description;
+    runtime.sandboxJson = m_described->json;
     runtime.missingSecrets.clear();
     if (info.secretNames.isEmpty())
         return;

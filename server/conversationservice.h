@@ -236,7 +236,13 @@ private:
     QHash<QUuid, ConversationSecrets> m_commandSecrets;
     // The last policy described for runtime_info and its description: nearly every conversation
     // has the server's, and each read of one described it anew (a tenth of a GET by id).
-    mutable std::optional<std::pair<SandboxPolicy, QJsonObject>> m_described;
+    struct DescribedPolicy
+    {
+        SandboxPolicy policy;
+        QJsonObject description;
+        QByteArray json;
+    };
+    mutable std::optional<DescribedPolicy> m_described;
     quint64 m_startCount = 0;
     bool m_stopping = false; // shutdown() has begun: no run starts any more
     bool m_replaced = false; // replacedAsReplica() was emitted

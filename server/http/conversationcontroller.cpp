@@ -76,14 +76,18 @@ void ConversationController::registerRoutes(Router &router, ConversationService 
     router.add(Method::Get, u"/api/conversations/search"_s, [&service](const HttpRequest &request) {
         const SearchParameters p = searchParameters(request);
         const ConversationPageResult page = service.search(p.filter, p.sort, p.pageId, p.limit);
-        QList<QByteArray> items;
-        items.reserve(page.items.size());
-        for (const ConversationInfo &info : page.items)
-            items.append(info.toJsonBytes());
-        const QByteArray next =
-            page.nextPageId.isEmpty() ? "null"_ba : '"' + page.nextPageId.toUtf8() + '"';
-        return HttpResponse::rawJson("{\"items\":" + joinJsonArray(items) +
-                                     ",\"next_page_id\":" + next + '}');
+        QByteArray json;
+        json.reserve(64 + 1024 * page.items.size());
+        json += "{\"items\":[";
+        for (const ConversationInfo &info : page.items) {
+            if (json.size() > 10)
+                json += ',';
+            json += info.toJsonBytes();
+        }
+        json += "],\"next_page_id\":";
+        json += page.nextPageId.isEmpty() ? "null"_ba : '"' + page.nextPageId.toUtf8() + '"';
+        json += '}';
+        return HttpResponse::rawJson(std::move(json));
     });
 
     router.add(Method::Get, u"/api/conversations/count"_s, [&service](const HttpRequest &request) {

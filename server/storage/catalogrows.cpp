@@ -27,13 +27,6 @@ QDateTime fromMs(qint64 ms)
     return QDateTime::fromMSecsSinceEpoch(ms, Qt::UTC);
 }
 
-std::optional<QDateTime> optionalTime(const QVariant &value)
-{
-    if (value.isNull())
-        return std::nullopt;
-    return fromMs(value.toLongLong());
-}
-
 QVariant nullableMs(const std::optional<QDateTime> &time)
 {
     return time ? QVariant(time->toMSecsSinceEpoch()) : QVariant(QMetaType(QMetaType::LongLong));
@@ -47,46 +40,89 @@ QString tagsToJson(const QMap<QString, QString> &tags)
     return QString::fromUtf8(QJsonDocument(object).toJson(QJsonDocument::Compact));
 }
 
-ConversationInfo conversationFromRow(const QSqlQuery &q, const QString &instance)
+namespace {
+
+// A row of a result, column by column: QSqlQuery's or a Database::Statement's.
+class RowReader
+{
+public:
+    virtual ~RowReader() = default;
+    virtual QString text(int column) const = 0;
+    virtual qint64 int64(int column) const = 0;
+    virtual bool isNull(int column) const = 0;
+    std::optional<QDateTime> time(int column) const
+    {
+        return isNull(column) ? std::nullopt : std::optional(fromMs(int64(column)));
+    }
+};
+
+class QueryRow final : public RowReader
+{
+public:
+    explicit QueryRow(const QSqlQuery &query)
+        : m_query(query)
+    {}
+    QString text(int column) const override { return m_query.value(column).toString(); }
+    qint64 int64(int column) const override { return m_query.value(column).toLongLong(); }
+    bool isNull(int column) const override { return m_query.value(column).isNull(); }
+
+private:
+    const QSqlQuery &m_query;
+};
+
+class StatementRow final : public RowReader
+{
+public:
+    explicit StatementRow(const Database::Statement &statement)
+        : m_statement(statement)
+    {}
+    QString text(int column) const override { return m_statement.text(column); }
+    qint64 int64(int column) const override { return m_statement.int64(column); }
+    bool isNull(int column) const override { return m_statement.isNull(column); }
+
+private:
+    const Database::Statement &m_statement;
+};
+
+ConversationInfo conversationFrom(const RowReader &q, const QString &instance)
 {
     ConversationInfo info;
-    info.id = QUuid::fromString(q.value(0).toString());
-    info.title = q.value(1).toString();
-    if (const QString tagsJson = q.value(2).toString(); tagsJson != u"{}"_s) {
+    info.id = QUuid::fromString(q.text(0));
+    info.title = q.text(1);
+    if (const QString tagsJson = q.text(2); tagsJson != u"{}"_s) {
         const QJsonObject tags = QJsonDocument::fromJson(tagsJson.toUtf8()).object();
         for (auto it = tags.begin(); it != tags.end(); ++it)
             info.tags.insert(it.key(), it.value().toString());
     }
-    info.createdAt = fromMs(q.value(3).toLongLong());
-    info.updatedAt = fromMs(q.value(4).toLongLong());
-    info.archivedAt = optionalTime(q.value(5));
-    info.executionStatus =
-        executionStatusFromString(q.value(6).toString()).value_or(ExecutionStatus::Idle);
-    info.agentKind = q.value(7).toString();
-    info.workingDir = q.value(8).toString();
-    info.workspaceOwnedByServer = q.value(9).toBool();
-    info.alwaysConfirm = q.value(10).toBool();
-    info.eventCount = q.value(11).toLongLong();
-    info.lastEventAt = optionalTime(q.value(12));
-    if (const QString config = q.value(16).toString(); !config.isEmpty())
+    info.createdAt = fromMs(q.int64(3));
+    info.updatedAt = fromMs(q.int64(4));
+    info.archivedAt = q.time(5);
+    info.executionStatus = executionStatusFromString(q.text(6)).value_or(ExecutionStatus::Idle);
+    info.agentKind = q.text(7);
+    info.workingDir = q.text(8);
+    info.workspaceOwnedByServer = (q.int64(9) != 0);
+    info.alwaysConfirm = (q.int64(10) != 0);
+    info.eventCount = q.int64(11);
+    info.lastEventAt = q.time(12);
+    if (const QString config = q.text(16); !config.isEmpty())
         info.agentConfig = QJsonDocument::fromJson(config.toUtf8()).object();
-    info.promptTokens = q.value(17).toLongLong();
-    info.completionTokens = q.value(18).toLongLong();
-    info.llmRequests = q.value(19).toLongLong();
-    info.llmRetries = q.value(20).toLongLong();
-    if (const QString policy = q.value(21).toString(); !policy.isEmpty())
+    info.promptTokens = q.int64(17);
+    info.completionTokens = q.int64(18);
+    info.llmRequests = q.int64(19);
+    info.llmRetries = q.int64(20);
+    if (const QString policy = q.text(21); !policy.isEmpty())
         info.sandbox = SandboxPolicy::fromJson(QJsonDocument::fromJson(policy.toUtf8()).object());
-    if (const QString outcome = q.value(22).toString(); !outcome.isEmpty()) {
+    if (const QString outcome = q.text(22); !outcome.isEmpty()) {
         info.outcome = RunOutcome::fromJson(QJsonDocument::fromJson(outcome.toUtf8()).object());
         if (info.outcome)
-            info.outcome->dismissed = q.value(23).toBool();
+            info.outcome->dismissed = (q.int64(23) != 0);
     }
-    if (const QString names = q.value(24).toString(); names != u"[]"_s) {
+    if (const QString names = q.text(24); names != u"[]"_s) {
         for (const QJsonValue &name : QJsonDocument::fromJson(names.toUtf8()).array())
             info.secretNames.append(name.toString());
     }
-    const QString owner = instance.isEmpty() ? QString() : q.value(25).toString();
-    if (!q.value(15).isNull()) {
+    const QString owner = instance.isEmpty() ? QString() : q.text(25);
+    if (!q.isNull(15)) {
         info.runtime = {RuntimeStatus::Missing, false,
                         RuntimeError{u"runtime_expired"_s,
                                      u"The runtime expired; its workspace was deleted"_s}};
@@ -96,11 +132,43 @@ ConversationInfo conversationFromRow(const QSqlQuery &q, const QString &instance
             RuntimeStatus::OwnershipLost, false,
             RuntimeError{u"held_by_other_replica"_s,
                          u"The conversation runs on replica %1"_s.arg(owner.section(u'/', 0, 0))}};
-    } else if (!q.value(13).isNull()) {
-        info.runtime = {RuntimeStatus::Error, true,
-                        RuntimeError{q.value(13).toString(), q.value(14).toString()}};
+    } else if (!q.isNull(13)) {
+        info.runtime = {RuntimeStatus::Error, true, RuntimeError{q.text(13), q.text(14)}};
     }
     return info;
+}
+
+} // namespace
+
+ConversationInfo conversationFromRow(const QSqlQuery &q, const QString &instance)
+{
+    return conversationFrom(QueryRow(q), instance);
+}
+
+ConversationInfo conversationFromRow(const Database::Statement &statement, const QString &instance)
+{
+    return conversationFrom(StatementRow(statement), instance);
+}
+
+void Where::bindTo(Database::Statement &statement, int first) const
+{
+    for (qsizetype i = 0; i < values.size(); ++i) {
+        const QVariant &value = values[i];
+        const int index = first + int(i);
+        switch (value.typeId()) {
+        case QMetaType::Bool:
+            statement.bind(index, value.toBool());
+            break;
+        case QMetaType::Int:
+        case QMetaType::LongLong:
+        case QMetaType::UInt:
+        case QMetaType::ULongLong:
+            statement.bind(index, value.toLongLong());
+            break;
+        default:
+            statement.bind(index, value.toString());
+        }
+    }
 }
 
 // `text` inside a LIKE pattern, with its own wildcards taken literally.

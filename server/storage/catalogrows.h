@@ -1,6 +1,7 @@
 #pragma once
 
 #include "conversationfilter.h"
+#include "database.h"
 #include "wiretypes.h"
 
 #include <QSqlQuery>
@@ -33,6 +34,7 @@ QString tagsToJson(const QMap<QString, QString> &tags);
 // `instance`: this process's lease owner name when several replicas share the catalog; the
 // row then has LiveLeaseOwnerColumn at 25.
 ConversationInfo conversationFromRow(const QSqlQuery &q, const QString &instance);
+ConversationInfo conversationFromRow(const Database::Statement &statement, const QString &instance);
 
 // A WHERE clause with its bound values, built up condition by condition.
 struct Where
@@ -56,6 +58,8 @@ struct Where
         for (const QVariant &value : values)
             query.addBindValue(value);
     }
+    // From placeholder `first` on.
+    void bindTo(Database::Statement &statement, int first = 0) const;
 };
 
 Where conversationWhere(const ConversationFilter &filter, bool postgres);

@@ -228,22 +228,38 @@ ConversationPageResult ConversationStore::search(const ConversationFilter &filte
                       u" (?, ?)"_s,
                   {key, id});
     }
-    QSqlQuery q = m_db.prepare(u"SELECT "_s + columns() + u" FROM conversations"_s + where.sql() +
-                               u" ORDER BY "_s + keyColumn + direction + u", id"_s + direction +
-                               u" LIMIT ?"_s);
+    const QString sql = u"SELECT "_s + columns() + u" FROM conversations"_s + where.sql() +
+                        u" ORDER BY "_s + keyColumn + direction + u", id"_s + direction +
+                        u" LIMIT ?"_s;
+    ConversationPageResult page;
+    const auto take = [&](ConversationInfo info) {
+        if (page.items.size() < limit) {
+            page.items.append(std::move(info));
+            return true;
+        }
+        const QDateTime &key = byUpdated ? info.updatedAt : info.createdAt;
+        page.nextPageId = encodeCursor(key.toMSecsSinceEpoch(), toWireId(info.id));
+        return false;
+    };
+    // Prepared once for the shapes of search clients repeat (a list's pages, a filter or two),
+    // its rows read without Qt Sql's copy of each value: parsing the statement was a quarter
+    // of a page of 10, and Qt's rows a fifth. Every tag adds a condition: a statement of many
+    // tags is made for the request alone rather than kept without bound.
+    if (filter.tags.size() <= 2) {
+        Database::Statement &statement = m_db.statement(sql);
+        where.bindTo(statement);
+        statement.bind(int(where.values.size()), qint64(limit + 1));
+        statement.exec();
+        while (statement.next() && take(conversationFromRow(statement, m_instance))) {
+        }
+        statement.finish();
+        return page;
+    }
+    QSqlQuery q = m_db.prepare(sql);
     where.bindTo(q);
     q.addBindValue(limit + 1);
     m_db.exec(q);
-
-    ConversationPageResult page;
-    while (m_db.next(q)) {
-        ConversationInfo info = conversationFromRow(q, m_instance);
-        if (page.items.size() == limit) {
-            const QDateTime &key = byUpdated ? info.updatedAt : info.createdAt;
-            page.nextPageId = encodeCursor(key.toMSecsSinceEpoch(), toWireId(info.id));
-            break;
-        }
-        page.items.append(std::move(info));
+    while (m_db.next(q) && take(conversationFromRow(q, m_instance))) {
     }
     return page;
 }

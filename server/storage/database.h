@@ -216,6 +216,7 @@ public:
     bool next();
     qint64 int64(int column) const;
     QString text(int column) const;
+    bool isNull(int column) const;
     // Ends a read: SQLite keeps a statement's snapshot until it is reset.
     void finish();
 

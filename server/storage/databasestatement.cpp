@@ -143,6 +143,13 @@ QString Database::Statement::text(int column) const
     return QString::fromUtf8(utf8, sqlite3_column_bytes(m_sqlite, column));
 }
 
+bool Database::Statement::isNull(int column) const
+{
+    if (!m_sqlite)
+        return postgresQuery().value(column).isNull();
+    return sqlite3_column_type(m_sqlite, column) == SQLITE_NULL;
+}
+
 void Database::Statement::finish()
 {
     if (!m_sqlite) {

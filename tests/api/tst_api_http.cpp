@@ -738,9 +738,9 @@ private Q_SLOTS:
         QCOMPARE(get->body, R"({"status":"ok"})"_ba);
     }
 
-    // HTTP/1.1 answers pipelined requests in their order. Qt's server hands over every request
-    // of a read at once, so an answer from a handler that waits (here: a runtime being
-    // provisioned) went out after the answers to the requests behind it.
+    // HTTP/1.1 answers pipelined requests in their order. Every whole request of a read is taken
+    // at once, and an answer from a handler that waits (here: a runtime being provisioned) went
+    // out after the answers to the requests behind it.
     void pipelinedRequestsAreAnsweredInOrder()
     {
         HeldRun held;
@@ -822,6 +822,28 @@ private Q_SLOTS:
         QVERIFY2(client.waitForClose(), client.received().constData());
         QCOMPARE(client.received().count("HTTP/1.1 "), answers);
         QVERIFY(client.received().endsWith("}"));
+    }
+
+    // The streams take a connection whose first request asks for the upgrade; one asked later
+    // went unanswered, and its client waited without end.
+    void anUpgradeAfterTheFirstRequestIsRefused()
+    {
+        RawHttp client;
+        QVERIFY(client.connectTo(m_server->url()));
+        client.send("GET /alive HTTP/1.1\r\nHost: localhost\r\n\r\n"
+                    "GET /sockets/events/x HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+                    "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+                    "GET /alive HTTP/1.1\r\nHost: localhost\r\n\r\n");
+        const auto alive = client.nextResponse();
+        QVERIFY2(alive, client.received().constData());
+        QCOMPARE(alive->status, 200);
+        const auto refused = client.nextResponse();
+        QVERIFY2(refused, client.received().constData());
+        QCOMPARE(refused->status, 400);
+        QVERIFY2(refused->body.contains("first request"), refused->body.constData());
+        QVERIFY2(client.waitForClose(), client.received().constData());
+        QVERIFY2(client.received().isEmpty(), client.received().constData()); // nothing after
     }
 
     void anHttp10ClientMayKeepItsConnection()

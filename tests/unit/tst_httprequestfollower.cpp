@@ -1,10 +1,12 @@
 // Following HTTP/1.1 requests byte by byte: heads, Content-Length and chunked bodies, pipelining,
 // `Expect: 100-continue` and the body limit.
+#include "http/httpconnection.h"
 #include "http/httprequestfollower.h"
 
 #include <QTest>
 
 using namespace AgentDeck;
+using namespace Qt::StringLiterals;
 using News = HttpRequestFollower::News;
 
 namespace {
@@ -243,8 +245,58 @@ private Q_SLOTS:
         QCOMPARE(follower.follow("c").requestsEnded, 1);
     }
 
-    // The listener holds a refusal, or `100 Continue`, until the HTTP server has read the
-    // requests before the one it concerns.
+    // Each whole request comes back with its head and its body, a chunked one decoded, however
+    // its bytes were cut.
+    void wholeRequestsComeBackWithTheirBodies()
+    {
+        const QByteArray get = "GET /a?b=c HTTP/1.1\r\nHost: h\r\n\r\n";
+        const QByteArray stream = get + post("ab") + chunked({"c", QByteArray(300, 'd')}) +
+                                  "GET / HTTP/1.0\r\n\r\n" + get;
+        for (const qsizetype piece : {qsizetype(1), qsizetype(7), stream.size()}) {
+            HttpRequestFollower follower(Limit);
+            QList<HttpRequestFollower::Request> requests;
+            for (qsizetype at = 0; at < stream.size(); at += piece)
+                requests.append(follower
+                                    .follow(QByteArrayView(stream).sliced(at).first(
+                                        std::min(piece, stream.size() - at)))
+                                    .requests);
+            QCOMPARE(requests.size(), 5);
+            QCOMPARE(requests[0].head, get.chopped(4));
+            QCOMPARE(requests[0].body, QByteArray());
+            QCOMPARE(requests[1].body, "ab"_ba);
+            QVERIFY(requests[2].head.endsWith("Transfer-Encoding: chunked"));
+            QCOMPARE(requests[2].body, "c" + QByteArray(300, 'd'));
+            // HTTP/1.0 closes unless told otherwise; the request after it is still followed.
+            QCOMPARE(requests[3].closeAfter, true);
+            QCOMPARE(requests[4].closeAfter, false);
+        }
+    }
+
+    void aRequestIsWhatItsHeadSays()
+    {
+        HttpRequestFollower follower(Limit);
+        const News news = follower.follow(
+            "PATCH /api/conversations/a%2Fb/x%20y?q=fix+login&n=%2B1 HTTP/1.1\r\nHost: h\r\n"
+            "X-Session-API-Key:  key \r\nContent-Length: 2\r\n\r\n{}");
+        QCOMPARE(news.requests.size(), 1);
+        const HttpRequest request = HttpConnection::toRequest(news.requests.first());
+        QCOMPARE(request.method, HttpMethod::Patch);
+        // An encoded slash stays in its segment; a '+' in the query is a space.
+        QCOMPARE(request.path, u"/api/conversations/a%2Fb/x y"_s);
+        QCOMPARE(request.query.queryItemValue(u"q"_s, QUrl::FullyDecoded), u"fix login"_s);
+        QCOMPARE(request.query.queryItemValue(u"n"_s, QUrl::FullyDecoded), u"+1"_s);
+        QCOMPARE(request.header("x-session-api-key"), "key"_ba);
+        QCOMPARE(request.body, "{}"_ba);
+        const News absolute =
+            follower.follow("GET http://h:1/alive?x=1 HTTP/1.1\r\nHost: h\r\n\r\n");
+        const HttpRequest proxied = HttpConnection::toRequest(absolute.requests.first());
+        QCOMPARE(proxied.path, u"/alive"_s);
+        QCOMPARE(proxied.query.queryItemValue(u"x"_s), u"1"_s);
+        const News other = follower.follow("BREW / HTTP/1.1\r\nHost: h\r\n\r\n");
+        QCOMPARE(HttpConnection::toRequest(other.requests.first()).method, HttpMethod::Unknown);
+    }
+
+    // A refusal, or `100 Continue`, concerns the request being followed.
     void whereEachRequestStartsIsKnown()
     {
         HttpRequestFollower follower(Limit);

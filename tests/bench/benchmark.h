@@ -24,6 +24,7 @@ struct BenchOptions
     bool boundsOnly = false; // figures 6 and 7 alone
     bool keepData = false;
     bool sandboxOnly = false; // the sandbox figures alone (sandboxfigures.h)
+    bool httpOnly = false;    // figure 1 alone, on a catalogue of referenceConversations
     int sandboxConversations = 30;
     qint64 conversations = 100'000;
     qint64 referenceConversations = 1'000;
@@ -126,6 +127,7 @@ private:
     // The same fan-out from bare sockets in the bench; the subscribers' write -> read samples.
     QCoro::Task<Samples> measureFanoutReference(qsizetype payloadBytes);
     QCoro::Task<> measureFanoutAlone(QString dataDir);
+    QCoro::Task<> measureHttpAlone(QString dataDir);
     // Figures 6 and 7 (bounds.h), each on a server of its own under `root`.
     QCoro::Task<> measureBounds(QString root);
     QCoro::Task<> measureSandboxes(QString dataDir);

@@ -48,6 +48,10 @@ int main(int argc, char *argv[])
         u"bounds-only"_s, u"Measure figures 8 and 9 (server-wide bounds) alone: the growth with "
                           "100 subscribers that do not read, and /alive past 250 slow request "
                           "heads at 256 open files."_s);
+    const QCommandLineOption httpOnly(
+        u"http-only"_s, u"Measure figure 1 alone (GET by id, /alive and a search page of 10, "
+                        "against nginx serving the same bytes), on a catalogue of "
+                        "--reference-conversations."_s);
     const QCommandLineOption sandboxOnly(
         u"sandbox-only"_s,
         u"Measure the sandbox figures alone: cold resume with the policy in force, idle PSS."_s);
@@ -58,7 +62,8 @@ int main(int argc, char *argv[])
                                      u"Threads that read the fan-out's subscribers (default 1)."_s,
                                      u"N"_s, u"1"_s);
     parser.addOptions({binary, quick, conversations, reference, workDir, keepData, requireGoals,
-                       fanoutOnly, boundsOnly, readers, sandboxOnly, sandboxConversations});
+                       fanoutOnly, boundsOnly, readers, sandboxOnly, sandboxConversations,
+                       httpOnly});
     parser.process(app);
 
     BenchOptions options;
@@ -69,6 +74,7 @@ int main(int argc, char *argv[])
     options.boundsOnly = parser.isSet(boundsOnly);
     options.subscriberThreads = std::max(1, parser.value(readers).toInt());
     options.sandboxOnly = parser.isSet(sandboxOnly);
+    options.httpOnly = parser.isSet(httpOnly);
     options.sandboxConversations = std::clamp(parser.value(sandboxConversations).toInt(), 1, 1000);
     if (parser.isSet(quick)) {
         options.makeQuick();

@@ -90,6 +90,8 @@ private:
     bool decideUpgrade(const QByteArray &bytes, const HttpRequestFollower::News &news);
     void take(QList<HttpRequestFollower::Request> requests);
     void closeAfterAnswers();
+    // The connection did something: the idle timeout counts from now.
+    void noteActivity();
 
     // Whether the connection waits for a request head and owes nothing: no request of it is
     // being received or answered.
@@ -113,9 +115,10 @@ private:
     bool m_decided = false;   // the first request is not an upgrade
     qint64 m_seen = 0;        // until then: bytes at the front of the socket's buffer followed
     bool m_refused = false;
-    bool m_answered = false;   // the refusal has been written
-    bool m_closing = false;    // a request asked for the close: nothing more is read
-    QTimer m_idle{this};       // closes a connection that has had nothing to do
+    bool m_answered = false; // the refusal has been written
+    bool m_closing = false;  // a request asked for the close: nothing more is read
+    QTimer m_idle{this};     // closes a connection that has had nothing to do
+    QElapsedTimer m_lastActivity;
     QTimer m_requestDue{this}; // answers 408 to a request that does not arrive whole in time
     QTimer m_quiet{this};      // while refused: ends the connection once the client is quiet
     QDeadlineTimer m_lingerEnd;

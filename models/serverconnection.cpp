@@ -144,6 +144,18 @@ std::optional<ForkConversationRequest> ForkConversationRequest::fromJson(const Q
     return request;
 }
 
+std::optional<bool> alwaysConfirmFromPolicy(const QJsonValue &policy, QString *error)
+{
+    const QString kind = policy.toObject().value(u"kind"_s).toString();
+    if (kind == u"AlwaysConfirm"_s || kind == u"NeverConfirm"_s)
+        return kind == u"AlwaysConfirm"_s;
+    *error = kind.isEmpty() ? u"confirmation_policy must be an object with a kind"_s
+                            : u"confirmation_policy.kind must be NeverConfirm or AlwaysConfirm, "
+                              "not %1 (risk-based policies need a security analyzer, which "
+                              "AgentDeck does not offer)"_s.arg(kind);
+    return std::nullopt;
+}
+
 std::optional<CreateConversationRequest>
 CreateConversationRequest::fromJson(const QJsonObject &object, QString *error)
 {
@@ -197,10 +209,10 @@ CreateConversationRequest::fromJson(const QJsonObject &object, QString *error)
     }
     if (const QJsonValue policy = object.value(u"confirmation_policy"_s);
         !policy.isUndefined() && !policy.isNull()) {
-        const QString kind = policy.toObject().value(u"kind"_s).toString();
-        if (kind != u"AlwaysConfirm"_s && kind != u"NeverConfirm"_s)
-            return fail(u"confirmation_policy.kind must be NeverConfirm or AlwaysConfirm"_s);
-        request.alwaysConfirm = kind == u"AlwaysConfirm"_s;
+        const std::optional<bool> alwaysConfirm = alwaysConfirmFromPolicy(policy, error);
+        if (!alwaysConfirm)
+            return std::nullopt;
+        request.alwaysConfirm = *alwaysConfirm;
     }
     if (const QJsonValue message = object.value(u"initial_message"_s);
         !message.isUndefined() && !message.isNull()) {

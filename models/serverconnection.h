@@ -50,6 +50,11 @@ struct ConversationPage
     QString nextPageId;
 };
 
+// Whether an OpenHands confirmation policy (`{"kind": "AlwaysConfirm"}` or `NeverConfirm`) asks
+// for every action to be confirmed; nullopt with *error for another kind (the risk-based ones
+// need a security analyzer, which AgentDeck does not offer) or a value that is not a policy.
+std::optional<bool> alwaysConfirmFromPolicy(const QJsonValue &policy, QString *error);
+
 struct CreateConversationRequest
 {
     std::optional<QUuid> id;

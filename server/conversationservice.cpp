@@ -469,10 +469,16 @@ ConversationInfo ConversationService::update(const QUuid &id, const Conversation
         update.title = defaultTitle(id);
     // What changes nothing moves nothing: updated_at orders the lists and starts the retention.
     if ((!update.title || *update.title == current.title) &&
-        (!update.tags || *update.tags == current.tags))
+        (!update.tags || *update.tags == current.tags) &&
+        (!update.alwaysConfirm || *update.alwaysConfirm == current.alwaysConfirm))
         return current;
     if (!m_store.update(id, update, m_clock.nowMs()))
         throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
+    // A run going on asks (or stops asking) from its next action on.
+    if (update.alwaysConfirm) {
+        if (ConversationRunner *runner = m_lifecycles.runner(id))
+            runner->setAlwaysConfirm(*update.alwaysConfirm);
+    }
     return require(id);
 }
 

@@ -44,6 +44,8 @@ public:
     void start(const QUuid &confirmedActionId = {});
     // Stop after the current step.
     void requestPause();
+    // The confirmation policy changed while the run goes on: it applies from the next action.
+    void setAlwaysConfirm(bool on) { m_settings.alwaysConfirm = on; }
     // Cancel the command in flight (recorded as interrupted by `cause`, an InterruptCause),
     // then stop. The first cause given is the one recorded.
     void interrupt(QLatin1StringView cause = InterruptCause::Operator);

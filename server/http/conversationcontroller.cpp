@@ -110,6 +110,21 @@ void ConversationController::registerRoutes(Router &router, ConversationService 
         return HttpResponse::json(service.update(id, updateFrom(request.jsonObject())).toJson());
     });
 
+    // OpenHands' `{"policy": {"kind": ...}}`; a run going on follows it from its next action.
+    router.add(Method::Post, item + u"/confirmation_policy"_s,
+               [&service](const HttpRequest &request) {
+                   const QUuid id = request.idArg(0);
+                   QString error;
+                   const auto alwaysConfirm =
+                       alwaysConfirmFromPolicy(request.jsonObject().value(u"policy"_s), &error);
+                   if (!alwaysConfirm)
+                       throw ApiError::invalidParameter(u"policy: "_s + error);
+                   ConversationUpdate update;
+                   update.alwaysConfirm = *alwaysConfirm;
+                   service.update(id, update);
+                   return HttpResponse::json(QJsonObject{{u"success"_s, true}});
+               });
+
     router.addAsync(Method::Delete, item,
                     [&service](HttpRequest request) -> QCoro::Task<HttpResponse> {
                         auto removing = service.remove(request.idArg(0));

@@ -315,6 +315,8 @@ bool ConversationStore::update(const QUuid &id, const ConversationUpdate &update
         set.add(u"title = ?"_s, {*update.title});
     if (update.tags)
         set.add(u"tags = ?"_s, {tagsToJson(*update.tags)});
+    if (update.alwaysConfirm)
+        set.add(u"always_confirm = ?"_s, {int(*update.alwaysConfirm)});
     set.add(u"updated_at = ?"_s, {nowMs});
     QSqlQuery q = m_db.prepare(u"UPDATE conversations SET "_s + set.conditions.join(u", "_s) +
                                u" WHERE id = ?"_s);

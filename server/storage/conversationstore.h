@@ -85,6 +85,7 @@ struct ConversationUpdate
 {
     std::optional<QString> title;
     std::optional<QMap<QString, QString>> tags;
+    std::optional<bool> alwaysConfirm; // the confirmation policy
 };
 
 // The catalog of conversations and their histories, on top of Database. Every list route is one

@@ -456,6 +456,45 @@ private Q_SLOTS:
         QCOMPARE(observationOf(observations[0]).value(u"output"_s).toString(), u"approved\n"_s);
     }
 
+    // OpenHands' clients change the policy after the create (`setConfirmationPolicy`).
+    void theConfirmationPolicyIsChangedAfterTheCreate()
+    {
+        const QUuid id = m_server->create(shell(u"echo later"_s, false));
+        const QString route = ServerConnection::conversationPath(id, u"confirmation_policy");
+        const auto policy = [&](const QString &kind) {
+            return m_server->post(route,
+                                  QJsonObject{{u"policy"_s, QJsonObject{{u"kind"_s, kind}}}});
+        };
+        const ApiReply set = policy(u"AlwaysConfirm"_s);
+        QVERIFY2(set.ok(), qPrintable(set.detail));
+        QCOMPARE(set.json.toObject()[u"success"_s].toBool(), true);
+        QCOMPARE(m_server->get(ServerConnection::conversationPath(id))
+                     .json.toObject()[u"confirmation_policy"_s]
+                     .toObject()[u"kind"_s]
+                     .toString(),
+                 u"AlwaysConfirm"_s);
+        QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"run"), {}).ok());
+        QVERIFY(m_server->waitForStatus(id, u"waiting_for_confirmation"_s));
+        QCOMPARE(ofKind(m_server->events(id), u"ObservationEvent"_s).size(), 0);
+
+        const ApiReply risky = policy(u"ConfirmRisky"_s);
+        QCOMPARE(risky.status, 422);
+        QVERIFY2(risky.detail.contains(u"security analyzer"_s), qPrintable(risky.detail));
+        QCOMPARE(m_server->post(route, QJsonObject{}).status, 422);
+        QCOMPARE(m_server
+                     ->post(ServerConnection::conversationPath(QUuid::createUuid(),
+                                                               u"confirmation_policy"),
+                            QJsonObject{{u"policy"_s, QJsonObject{{u"kind"_s, u"NeverConfirm"_s}}}})
+                     .status,
+                 404);
+        QVERIFY(policy(u"NeverConfirm"_s).ok());
+        QCOMPARE(m_server->get(ServerConnection::conversationPath(id))
+                     .json.toObject()[u"confirmation_policy"_s]
+                     .toObject()[u"kind"_s]
+                     .toString(),
+                 u"NeverConfirm"_s);
+    }
+
     // With replicas, a rejection was written before its run was claimed: when the claim went
     // to an answer sent through another replica (409 here), the rejection stayed, and that
     // replica's accept found its action rejected. Here the claim fails: nothing may stay.

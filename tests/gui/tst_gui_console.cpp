@@ -107,6 +107,30 @@ private Q_SLOTS:
                  u"again\n"_s);
     }
 
+    // A conversation an OpenHands client made (its agent spec, its title) is listed like any
+    // other, and can be acted on.
+    void aConversationOfAnOpenHandsClientIsListed()
+    {
+        startConsole();
+        const QJsonObject agent{
+            {u"kind"_s, u"Agent"_s},
+            {u"llm"_s, QJsonObject{{u"model"_s, u"openai/gpt-4o"_s}, {u"api_key"_s, u"k"_s}}},
+            {u"tools"_s, QJsonArray{QJsonObject{{u"name"_s, u"terminal"_s}}}}};
+        const ApiReply created = QCoro::waitFor(
+            m_client->post(u"/api/conversations"_s,
+                           QJsonObject{{u"agent"_s, agent}, {u"title"_s, u"made by a client"_s}}));
+        QVERIFY2(created.ok(), qPrintable(created.errorSentence()));
+        const QUuid id =
+            parseWireId(created.json.toObject().value(u"id"_s).toString()).value_or(QUuid());
+        QCOMPARE(executionText(id), u"idle"_s);
+        ConversationListModel *list = m_controller->conversations();
+        QCOMPARE(list->index(list->rowOf(id), ConversationListModel::TitleColumn).data().toString(),
+                 u"made by a client"_s);
+        QVERIFY(showAndSelect(id));
+        QPushButton *archive = m_window->actionButton(Action::Archive);
+        QVERIFY2(archive->isEnabled(), qPrintable(archive->toolTip()));
+    }
+
     // `make` exiting 2 had a green check: it is marked, counted, and dismissed with a click.
     void aFailedRunNeedsAttentionUntilDismissed()
     {

@@ -210,7 +210,7 @@ void HttpConnection::onReadyRead()
     if (!news.requests.isEmpty())
         stopWaiting(); // it waits anew, from now, once the requests are answered
     take(std::move(news.requests));
-    if (m_closing)
+    if (m_closing || m_refused)
         return;
     // What concerns the request being followed takes its turn after the answers to the ones
     // before it: a refusal, and `100 Continue`.
@@ -274,22 +274,14 @@ bool HttpConnection::decideUpgrade(const QByteArray &bytes, const HttpRequestFol
 void HttpConnection::take(QList<HttpRequestFollower::Request> requests)
 {
     for (HttpRequestFollower::Request &received : requests) {
-        HttpRequest request = toRequest(received);
-        if (request.header("Upgrade").compare("websocket", Qt::CaseInsensitive) == 0) {
-            // The listener hands over only a connection's first request (its streams then
-            // own the socket); later ones would go unanswered.
-            AnswerLine::writeInTurn(m_socket, [socket = QPointer(m_socket)] {
-                if (socket)
-                    socket->write(
-                        HttpResponse::error(ApiError::badRequest(
-                                                u"A WebSocket upgrade must be the first request of "
-                                                "its connection"_s))
-                            .closingAnswer());
-            });
-            closeAfterAnswers();
+        if (HttpListener::isWebSocketUpgrade(received.head)) {
+            // The listener hands over only a connection's first request (its streams then own
+            // the socket); a later one would go unanswered.
+            refuse(ApiError::badRequest(
+                u"A WebSocket upgrade must be the first request of its connection"_s));
             return;
         }
-        m_onRequest(std::move(request), m_socket);
+        m_onRequest(toRequest(received), m_socket);
         if (received.closeAfter) {
             closeAfterAnswers();
             return;

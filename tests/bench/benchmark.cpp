@@ -935,11 +935,11 @@ QCoro::Task<bool> Benchmark::measureThroughput(ServerProcess &server, const QLis
         Endpoint endpoint;
         qint64 pid;
         QList<QByteArray> paths; // asked in turn
-        qint64 counted = 0;
+        double perSecond = 0;    // summed over rounds, as cpuUs
         qint64 errors = 0;
-        double seconds = 0;
-        double cpuUs = 0; // summed over rounds
-        double rate() const { return seconds > 0 ? double(counted) / seconds : 0; }
+        int rounds = 0;
+        double cpuUs = 0;
+        double rate() const { return rounds > 0 ? perSecond / rounds : 0; }
     };
     QList<Target> targets{
         {u"GET /conversations/{id}"_s, server.endpoint(), server.pid(), byIdPaths},
@@ -1002,10 +1002,9 @@ QCoro::Task<bool> Benchmark::measureThroughput(ServerProcess &server, const QLis
                 finished = result.finished;
                 latency = u", latency "_s + result.latency.summary();
             }
-            const double windowSeconds = double(m_options.throughputWindow.count()) / 1000.0;
-            target.counted += qint64(perSecond * windowSeconds);
+            target.perSecond += perSecond;
             target.errors += errors;
-            target.seconds += windowSeconds;
+            ++target.rounds;
             // Server CPU per answer: what a request costs the server, whatever limited the rate.
             const double cpuPerRequestUs = perSecond > 0 ? cpu.serverShare() * 1e6 / perSecond : 0;
             target.cpuUs += cpuPerRequestUs;
@@ -1020,14 +1019,13 @@ QCoro::Task<bool> Benchmark::measureThroughput(ServerProcess &server, const QLis
                     .arg(cpuPerRequestUs, 0, 'f', 1));
         }
     }
-    const int rounds = std::max(1, m_options.throughputRounds);
     bool valid = true;
     for (const Target &target : std::as_const(targets)) {
         say(u"   all rounds, %1: %2 requests/s, server CPU %3 us per request"_s
                 .arg(target.label, -23)
                 .arg(target.rate(), 0, 'f', 0)
-                .arg(target.cpuUs / rounds, 0, 'f', 1));
-        valid = valid && target.counted > 0 && target.errors == 0;
+                .arg(target.rounds > 0 ? target.cpuUs / target.rounds : 0, 0, 'f', 1));
+        valid = valid && target.perSecond > 0 && target.errors == 0;
     }
     if (!valid)
         m_failures.append(u"throughput: errors in the answers"_s);

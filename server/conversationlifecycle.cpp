@@ -2,6 +2,8 @@
 
 #include "execution/conversationrunner.h"
 
+#include <QCoreApplication>
+
 #include <algorithm>
 
 namespace AgentDeck {
@@ -110,6 +112,66 @@ void ConversationLifecycle::haltBegan()
 {
     ++m_halts;
     m_runsAgain = false;
+}
+
+ConversationLifecycles::Turn::Turn(ConversationLifecycles *owner, const QUuid &id)
+    : m_owner(owner)
+    , m_context(owner->m_context)
+    , m_guarded(owner->m_context != nullptr)
+    , m_id(id)
+{}
+
+ConversationLifecycles::Turn::Turn(Turn &&other) noexcept
+    : m_owner(std::exchange(other.m_owner, nullptr))
+    , m_context(std::move(other.m_context))
+    , m_guarded(other.m_guarded)
+    , m_id(other.m_id)
+{}
+
+ConversationLifecycles::Turn &ConversationLifecycles::Turn::operator=(Turn &&other) noexcept
+{
+    if (this != &other) {
+        release();
+        m_owner = std::exchange(other.m_owner, nullptr);
+        m_context = std::move(other.m_context);
+        m_guarded = other.m_guarded;
+        m_id = other.m_id;
+    }
+    return *this;
+}
+
+void ConversationLifecycles::Turn::release()
+{
+    ConversationLifecycles *owner = std::exchange(m_owner, nullptr);
+    if (owner && (!m_guarded || m_context))
+        owner->handOverTurn(m_id);
+}
+
+bool ConversationLifecycles::tryTakeTurn(const QUuid &id)
+{
+    ConversationLifecycle &lifecycle = at(id);
+    if (lifecycle.m_turnTaken)
+        return false;
+    lifecycle.m_turnTaken = true;
+    return true;
+}
+
+void ConversationLifecycles::handOverTurn(const QUuid &id)
+{
+    ConversationLifecycle *lifecycle = find(id);
+    if (!lifecycle)
+        return;
+    if (lifecycle->m_waitingForTurn.isEmpty()) {
+        lifecycle->m_turnTaken = false;
+        settle(id);
+        return;
+    }
+    // Still taken: it passes to the first waiting, resumed from the event loop rather than
+    // inside the request that let it go (which is in the middle of its own end).
+    const std::coroutine_handle<> next = lifecycle->m_waitingForTurn.takeFirst();
+    QObject *context = m_context ? m_context : QCoreApplication::instance();
+    QMetaObject::invokeMethod(
+        context, [next] { next.resume(); }, Qt::QueuedConnection);
 }
 
 ConversationLifecycle *ConversationLifecycles::find(const QUuid &id)

@@ -8,6 +8,8 @@
 #include <QPointer>
 #include <QUuid>
 
+#include <coroutine>
+
 namespace AgentDeck {
 
 class ConversationRunner;
@@ -59,7 +61,12 @@ public:
     // It runs, or its runtime is coming up (a run's start, a resume).
     bool isInUse() const { return isRunningHere() || m_bringUps > 0; }
     // Nothing is held of it: the object can go.
-    bool isSettled() const { return m_run == Run::None && m_bringUps == 0 && m_halts == 0; }
+    bool isSettled() const
+    {
+        return m_run == Run::None && m_bringUps == 0 && m_halts == 0 && !m_turnTaken;
+    }
+    // A request holds its turn (ConversationLifecycles::turn()).
+    bool isTurnTaken() const { return m_turnTaken; }
 
     quint64 startNumber() const { return m_run == Run::Starting ? m_start : 0; }
     bool isStart(quint64 number) const { return m_run == Run::Starting && m_start == number; }
@@ -103,6 +110,8 @@ public:
     void haltEnded() { m_halts = std::max(0, m_halts - 1); }
 
 private:
+    friend class ConversationLifecycles;
+
     Run m_run = Run::None;
     quint64 m_start = 0;
     LeaseToken m_lease;
@@ -112,13 +121,74 @@ private:
     UnwrittenEnd m_end;
     int m_bringUps = 0;
     int m_halts = 0;
+    // The turn (ConversationLifecycles::turn()): taken, and who waits for it, first come first.
+    // A delete (forget()) leaves both: those waiting find the conversation gone.
+    bool m_turnTaken = false;
+    QList<std::coroutine_handle<>> m_waitingForTurn;
 };
 
 // The lifecycles of the conversations this process holds anything of, by id; one that settles
 // goes (settle()). Never hold a reference across a suspension: look it up again.
+//
+// One request at a time changes what runs a conversation here: a run's start, a resume, a
+// reprovision, a stop of the runtime, an archive, a fork's copy of the workspace each take the
+// conversation's turn first and hold it until they are done. The others wait for it in the
+// order they came, and decide on the row as the one before them left it, never on one read
+// before it. What must not wait does not take it: a pause, an interrupt, a message to a live
+// run, and a delete, which calls off what holds the turn (forget()).
 class ConversationLifecycles
 {
 public:
+    // Held while a request changes the run or the runtime; the next one's when it goes.
+    class Turn
+    {
+    public:
+        Turn() = default;
+        Turn(Turn &&other) noexcept;
+        Turn &operator=(Turn &&other) noexcept;
+        Turn(const Turn &) = delete;
+        Turn &operator=(const Turn &) = delete;
+        ~Turn() { release(); }
+        void release();
+
+    private:
+        friend class ConversationLifecycles;
+        Turn(ConversationLifecycles *owner, const QUuid &id);
+
+        ConversationLifecycles *m_owner = nullptr;
+        QPointer<QObject> m_context; // the owner's: gone, it has nothing to hand over
+        bool m_guarded = false;
+        QUuid m_id;
+    };
+    // co_await it for the turn of one conversation (a Turn).
+    class TurnAwaiter
+    {
+    public:
+        bool await_ready() { return m_owner->tryTakeTurn(m_id); }
+        void await_suspend(std::coroutine_handle<> waiting)
+        {
+            m_owner->at(m_id).m_waitingForTurn.append(waiting);
+        }
+        Turn await_resume() { return Turn(m_owner, m_id); }
+
+    private:
+        friend class ConversationLifecycles;
+        TurnAwaiter(ConversationLifecycles *owner, const QUuid &id)
+            : m_owner(owner)
+            , m_id(id)
+        {}
+        ConversationLifecycles *m_owner;
+        QUuid m_id;
+    };
+
+    // `context`: what the turn is handed over through (a queued call on its thread), and whose
+    // end ends the handovers. Without one, the application object.
+    explicit ConversationLifecycles(QObject *context = nullptr)
+        : m_context(context)
+    {}
+    // The turn of `id`, at once when nobody holds it, else after those who came before.
+    TurnAwaiter turn(const QUuid &id) { return TurnAwaiter(this, id); }
+
     ConversationLifecycle *find(const QUuid &id);
     const ConversationLifecycle *find(const QUuid &id) const;
     ConversationLifecycle &at(const QUuid &id) { return m_lifecycles[id]; }
@@ -134,6 +204,10 @@ public:
     int runningCount() const;
 
 private:
+    bool tryTakeTurn(const QUuid &id);
+    void handOverTurn(const QUuid &id);
+
+    QObject *m_context;
     QHash<QUuid, ConversationLifecycle> m_lifecycles;
 };
 

@@ -61,13 +61,20 @@ private:
 
 } // namespace
 
-QCoro::Task<> ConversationService::startRun(ConversationInfo info,
+void ConversationService::refuseIfRunningHere(const QUuid &id, const QString &detail) const
+{
+    if (m_lifecycles.isRunningHere(id))
+        throw ApiError::conflict(u"conversation_already_running"_s, detail);
+}
+
+// `turn` is held until this returns: no other start, resume or stop interleaves with it.
+QCoro::Task<> ConversationService::startRun([[maybe_unused]] Turn turn, QUuid id,
                                             std::optional<ConfirmationAnswer> answer)
 {
+    // The row as the request that held the turn before left it (an archive, a stop).
+    const ConversationInfo info = require(id);
     requireUsableRuntime(info);
-    if (m_lifecycles.isRunningHere(info.id))
-        throw ApiError::conflict(u"conversation_already_running"_s,
-                                 u"Conversation is already running"_s);
+    refuseIfRunningHere(id, u"Conversation is already running"_s);
     writeUnwrittenEnd(info.id);
     const LeaseToken lease = claimOrThrow(info.id);
     // Running only once everything below succeeded; a failure leaves no lease held.
@@ -192,12 +199,14 @@ QCoro::Task<> ConversationService::startRun(ConversationInfo info,
 QCoro::Task<> ConversationService::runAgain(QUuid id)
 {
     try {
+        auto waiting = m_lifecycles.turn(id);
+        Turn turn = co_await std::move(waiting);
         // Its own status decides, as a /run's would: an archive or a delete meanwhile, or a
         // run that ended in error, is not started again.
         const auto info = m_store.find(id);
         if (!info || info->executionStatus == ExecutionStatus::Error)
             co_return;
-        auto starting = startRun(*info);
+        auto starting = startRun(std::move(turn), id);
         co_await std::move(starting);
     } catch (const ApiError &error) {
         qCInfo(lcExecution) << "the run a message asked for in" << id
@@ -210,7 +219,12 @@ QCoro::Task<> ConversationService::runAgain(QUuid id)
 
 QCoro::Task<ConversationInfo> ConversationService::run(QUuid id)
 {
-    auto starting = startRun(require(id));
+    requireUsableRuntime(require(id));
+    // Answered at once, not once the start before it is through.
+    refuseIfRunningHere(id, u"Conversation is already running"_s);
+    auto waiting = m_lifecycles.turn(id);
+    Turn turn = co_await std::move(waiting);
+    auto starting = startRun(std::move(turn), id);
     co_await std::move(starting);
     co_return require(id);
 }
@@ -303,7 +317,17 @@ QCoro::Task<StoredEvent> ConversationService::sendMessage(QUuid id, MessageReque
     // A live run picks the message up at its next step; otherwise start one.
     if (starts) {
         try {
-            auto starting = startRun(require(id));
+            auto waiting = m_lifecycles.turn(id);
+            Turn turn = co_await std::move(waiting);
+            // A start that held the turn before began a run, which picks the message up.
+            if (m_lifecycles.isRunningHere(id)) {
+                if (ConversationLifecycle *lifecycle = m_lifecycles.find(id)) {
+                    const ConversationRunner *runner = lifecycle->runner();
+                    lifecycle->askRunAfterStop(runner && runner->isStopping());
+                }
+                co_return stored.first();
+            }
+            auto starting = startRun(std::move(turn), id);
             co_await std::move(starting);
         } catch (ApiError &error) {
             // The message is stored, and a client told only that the run failed sent it again
@@ -334,10 +358,13 @@ QCoro::Task<ConversationInfo> ConversationService::respondToConfirmation(QUuid i
         throw ApiError::conflict(u"not_waiting_for_confirmation"_s,
                                  u"Conversation has no action waiting for a confirmation"_s);
     refuseIfHeldElsewhere(id);
+    const ConfirmationAnswer answer{action->id, accept, reason};
+    auto waiting = m_lifecycles.turn(id);
+    Turn turn = co_await std::move(waiting);
     // The answer is written once the run is claimed: a rejection written before the claim
     // stayed when another replica's answer won it (and was answered 409), and that replica's
     // accept then found its action rejected.
-    auto starting = startRun(require(id), ConfirmationAnswer{action->id, accept, reason});
+    auto starting = startRun(std::move(turn), id, answer);
     co_await std::move(starting);
     co_return require(id);
 }
@@ -375,6 +402,11 @@ QString ConversationService::finalResponse(const QUuid &id)
 
 QCoro::Task<ConversationInfo> ConversationService::recover(QUuid id)
 {
+    requireUsableRuntime(require(id));
+    if (m_lifecycles.isRunningHere(id))
+        co_return require(id);
+    auto waiting = m_lifecycles.turn(id);
+    Turn turn = co_await std::move(waiting);
     ConversationInfo info = require(id);
     requireUsableRuntime(info);
     if (!m_lifecycles.isRunningHere(id)) {
@@ -390,7 +422,7 @@ QCoro::Task<ConversationInfo> ConversationService::recover(QUuid id)
             co_await std::move(bringingUp);
             co_return require(id);
         }
-        auto starting = startRun(info);
+        auto starting = startRun(std::move(turn), id);
         co_await std::move(starting);
     }
     co_return require(id);

@@ -87,11 +87,10 @@ QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(Conver
     co_return acquisition.runtime;
 }
 
-QCoro::Task<> ConversationService::stopRunAndRuntime(QUuid id)
+QCoro::Task<> ConversationService::stopRunAndRuntime(QUuid id, std::function<void()> then)
 {
     // No run follows the one interrupted here (a message with run: true asked for one): the
-    // archive waited while a new run went through the conversation's whole backlog. One
-    // started meanwhile all the same (a /run) is interrupted too.
+    // archive waited while a new run went through the conversation's whole backlog.
     m_lifecycles.at(id).haltBegan();
     const auto halted = qScopeGuard([self = QPointer(this), id] {
         if (!self)
@@ -100,6 +99,14 @@ QCoro::Task<> ConversationService::stopRunAndRuntime(QUuid id)
             lifecycle->haltEnded();
         self->m_lifecycles.settle(id);
     });
+    // A start or a resume holding the turn is bringing the runtime up: called off, not waited
+    // for (a sandbox may take long to start, and its run is not to begin).
+    if (!m_lifecycles.runner(id))
+        m_runtimes.release(id);
+    auto waiting = m_lifecycles.turn(id);
+    const Turn turn = co_await std::move(waiting);
+    // With the turn held no run starts: the one running is the last to stop. (The wait is
+    // asked again when it outlasts the timeout.)
     while (auto *runner = m_lifecycles.runner(id)) {
         runner->interrupt();
         auto stopped =
@@ -107,6 +114,7 @@ QCoro::Task<> ConversationService::stopRunAndRuntime(QUuid id)
         co_await std::move(stopped);
     }
     m_runtimes.release(id);
+    then();
 }
 
 QCoro::Task<ConversationInfo> ConversationService::archive(QUuid id)
@@ -117,17 +125,19 @@ QCoro::Task<ConversationInfo> ConversationService::archive(QUuid id)
     // A run whose owner went quiet past its lease is taken over and resolved first: archived
     // without, it went on when its frozen owner woke, which found its lease still its own.
     resolveStale(info);
-    auto stopping = stopRunAndRuntime(id);
+    // Archived before the turn goes: a start waiting for it finds the conversation archived.
+    auto stopping = stopRunAndRuntime(id, [this, id] {
+        if (!m_store.setArchived(id, m_clock.nowMs()))
+            throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
+        // Archiving is acting on the outcome: unarchived, it does not ask for attention again.
+        m_store.dismissOutcome(id);
+        // Its runtime is stopped, as by a stop, which clears a failed start's error (an expiry
+        // stays: it is no error of a start).
+        if (require(id).runtime.error)
+            m_store.setRuntimeError(id, std::nullopt);
+        m_store.announce(id, u"release"_s);
+    });
     co_await std::move(stopping);
-    if (!m_store.setArchived(id, m_clock.nowMs()))
-        throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
-    // Archiving is acting on the outcome: unarchived, it does not ask for attention again.
-    m_store.dismissOutcome(id);
-    // Its runtime is stopped, as by a stop, which clears a failed start's error (an expiry
-    // stays: it is no error of a start).
-    if (info.runtime.error)
-        m_store.setRuntimeError(id, std::nullopt);
-    m_store.announce(id, u"release"_s);
     qCInfo(lcServer) << "archived conversation" << id;
     co_return require(id);
 }
@@ -141,6 +151,9 @@ ConversationInfo ConversationService::unarchive(const QUuid &id)
 
 QCoro::Task<ConversationInfo> ConversationService::resumeRuntime(QUuid id)
 {
+    require(id);
+    auto waiting = m_lifecycles.turn(id);
+    const Turn turn = co_await std::move(waiting);
     const ConversationInfo info = require(id);
     requireUsableRuntime(info);
     // A second sandbox on the workspace of a run going on elsewhere.
@@ -152,12 +165,17 @@ QCoro::Task<ConversationInfo> ConversationService::resumeRuntime(QUuid id)
 
 QCoro::Task<ConversationInfo> ConversationService::reprovisionRuntime(QUuid id)
 {
+    const QString running = u"Conversation is running; pause it before reprovisioning"_s;
+    requireUsableRuntime(require(id));
+    refuseIfRunningHere(id, running);
+    // A resume before it brings its sandbox up, which this one then replaces; one after it
+    // finds the new sandbox.
+    auto waiting = m_lifecycles.turn(id);
+    const Turn turn = co_await std::move(waiting);
     const ConversationInfo info = require(id);
     requireUsableRuntime(info);
     refuseIfHeldElsewhere(id);
-    if (m_lifecycles.isRunningHere(id))
-        throw ApiError::conflict(u"conversation_already_running"_s,
-                                 u"Conversation is running; pause it before reprovisioning"_s);
+    refuseIfRunningHere(id, running);
     m_runtimes.release(id);
     auto bringingUp = bringUpRuntime(info);
     co_await std::move(bringingUp);
@@ -171,10 +189,11 @@ QCoro::Task<ConversationInfo> ConversationService::stopRuntime(QUuid id)
 {
     require(id);
     refuseIfHeldElsewhere(id);
-    auto stopping = stopRunAndRuntime(id);
+    auto stopping = stopRunAndRuntime(id, [this, id] {
+        m_store.setRuntimeError(id, std::nullopt);
+        m_store.announce(id, u"release"_s);
+    });
     co_await std::move(stopping);
-    m_store.setRuntimeError(id, std::nullopt);
-    m_store.announce(id, u"release"_s);
     co_return require(id);
 }
 

@@ -82,6 +82,7 @@ ConversationService::ConversationService(ConversationStore &store, LeaseStore &l
     , m_agents(agents)
     , m_clock(clock)
     , m_settings(std::move(settings))
+    , m_lifecycles(this)
 {
     // Renewal at a third of the TTL: two ticks may be missed before a lease lapses.
     connect(&m_renewal, &QTimer::timeout, this, [this] {
@@ -251,7 +252,9 @@ ConversationService::create(CreateConversationRequest request)
                         auto sending = sendMessage(existing->id, *request.initialMessage);
                         co_await std::move(sending);
                     } else if (request.initialMessage->run) {
-                        auto starting = startRun(*existing);
+                        auto waiting = m_lifecycles.turn(existing->id);
+                        Turn turn = co_await std::move(waiting);
+                        auto starting = startRun(std::move(turn), existing->id);
                         co_await std::move(starting);
                     }
                 } catch (ApiError &error) {
@@ -336,6 +339,11 @@ ConversationService::create(CreateConversationRequest request)
 
 QCoro::Task<ConversationInfo> ConversationService::fork(QUuid id, ForkConversationRequest request)
 {
+    require(id);
+    // No run starts while the workspace is copied: the copy is of what the commands before
+    // left, not of what a run writes meanwhile.
+    auto waiting = m_lifecycles.turn(id);
+    const Turn turn = co_await std::move(waiting);
     const ConversationInfo source = require(id);
     // A run's history ends in the middle of a step: its fork started with an action nobody
     // runs, or answers.

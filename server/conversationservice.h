@@ -206,13 +206,21 @@ private:
         bool accept = true;
         QString reason;
     };
-    QCoro::Task<> startRun(ConversationInfo info, std::optional<ConfirmationAnswer> answer = {});
+    using Turn = ConversationLifecycles::Turn;
+    // Starts a run of `id` with its turn (ConversationLifecycles::turn()) held, deciding on the
+    // row as it is then; the turn goes once the runner runs, or the start failed.
+    QCoro::Task<> startRun(Turn turn, QUuid id, std::optional<ConfirmationAnswer> answer = {});
+    // 409 while a run is starting or running here.
+    void refuseIfRunningHere(const QUuid &id, const QString &detail) const;
     // Writes `answer` under `lease`; 409 when the action is no longer the one waiting.
     // The action `answer` is for, still waiting under this server's lease; 409 when an answer
     // through another replica came first.
     Event awaitedAction(const QUuid &id, const ConfirmationAnswer &answer);
     QCoro::Task<std::shared_ptr<Runtime>> bringUpRuntime(ConversationInfo info);
-    QCoro::Task<> stopRunAndRuntime(QUuid id);
+    // Stops the run and the runtime for good (an archive, a runtime stop), then does `then`
+    // with the turn still held: a request waiting for it decides on what `then` left. A
+    // runtime coming up for the request holding the turn is called off rather than waited for.
+    QCoro::Task<> stopRunAndRuntime(QUuid id, std::function<void()> then);
     // Starts the run a message asked for while the one before was stopping
     // (ConversationLifecycle::runsAgain()).
     QCoro::Task<> runAgain(QUuid id);

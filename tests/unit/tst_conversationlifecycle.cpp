@@ -5,6 +5,7 @@
 #include "eventlog.h"
 #include "execution/agent.h"
 #include "execution/conversationrunner.h"
+#include "signalwait.h"
 #include "storage/conversationstore.h"
 #include "storage/database.h"
 #include "streams/eventhub.h"
@@ -254,6 +255,50 @@ private Q_SLOTS:
         lifecycles.settle(id);
         QVERIFY(!lifecycles.find(id));
         QCOMPARE(lifecycles.runningCount(), 0);
+    }
+
+    // The turn of a conversation goes to one request at a time, first come first, and only to
+    // those of that conversation; a delete meanwhile (forget()) does not drop those waiting.
+    void turnsAreTakenOneAtATimeInTheOrderAsked()
+    {
+        ConversationLifecycles lifecycles;
+        const QUuid id = QUuid::createUuid();
+        const QUuid other = QUuid::createUuid();
+        QStringList order;
+        // Takes the turn, notes it, and holds it until `letGo` is emitted.
+        QObject letGo;
+        const auto request = [&](QString name, QUuid of) -> QCoro::Task<> {
+            auto waiting = lifecycles.turn(of);
+            const ConversationLifecycles::Turn turn = co_await std::move(waiting);
+            order.append(name);
+            auto released =
+                signalOrTimeout(&letGo, &QObject::objectNameChanged, std::chrono::seconds(10));
+            co_await std::move(released);
+        };
+        auto first = request(u"first"_s, id);
+        auto second = request(u"second"_s, id);
+        auto third = request(u"third"_s, id);
+        auto elsewhere = request(u"other"_s, other);
+        QCOMPARE(order, (QStringList{u"first"_s, u"other"_s}));
+        QVERIFY(lifecycles.find(id)->isTurnTaken());
+        lifecycles.at(id).forget();
+        lifecycles.settle(id);
+        QVERIFY(lifecycles.find(id)); // still held, and waited for
+
+        letGo.setObjectName(u"1"_s);
+        QCoro::waitFor(std::move(first));
+        QCoro::waitFor(std::move(elsewhere));
+        QVERIFY(QTest::qWaitFor([&] { return order.size() == 3; }, 5000));
+        QCOMPARE(order.last(), u"second"_s);
+        letGo.setObjectName(u"2"_s);
+        QCoro::waitFor(std::move(second));
+        QVERIFY(QTest::qWaitFor([&] { return order.size() == 4; }, 5000));
+        QCOMPARE(order.last(), u"third"_s);
+        letGo.setObjectName(u"3"_s);
+        QCoro::waitFor(std::move(third));
+        // Nothing is held once the last turn went.
+        QVERIFY(!lifecycles.find(id));
+        QVERIFY(!lifecycles.find(other));
     }
 
 private:

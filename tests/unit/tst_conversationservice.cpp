@@ -1,4 +1,5 @@
 // The conversation service with injected fakes: a clock, a scripted runtime provider.
+#include "apierror.h"
 #include "conversationservice.h"
 #include "execution/agent.h"
 #include "fakes.h"
@@ -756,6 +757,64 @@ private Q_SLOTS:
         QVERIFY(!m_server->server().service().isLive(id));
     }
 
+    // Requests that change what runs a conversation take its turn one at a time, each deciding
+    // on what the one before left. A reprovision called a resume's sandbox start off (the
+    // resume was answered 409 runtime_start_cancelled); a resume during an archive's stop
+    // brought the runtime up for a conversation about to be archived, and was answered 200.
+    void aRuntimeRequestWaitsForTheOneBeforeIt()
+    {
+        startServer();
+        m_control->holdProvisioning = true;
+        const QUuid id = m_server->create(shell(u"true"_s, false));
+        ConversationService &service = m_server->server().service();
+        auto resuming = service.resumeRuntime(id); // its sandbox is coming up
+        auto reprovisioning = service.reprovisionRuntime(id);
+        // Its turn comes after the resume's: nothing was released or started for it yet.
+        QCOMPARE(m_control->acquisitions, 1);
+        QCOMPARE(m_control->releasedIds.count(id), 0);
+        m_control->holdProvisioning = false;
+        m_control->finishProvisioning();
+        QCOMPARE(refusalOf(std::move(resuming)), QString());
+        QCOMPARE(refusalOf(std::move(reprovisioning)), QString());
+        QCOMPARE(m_control->acquisitions, 2);
+        QCOMPARE(m_control->releasedIds.count(id), 1); // the reprovision's, of the resumed one
+    }
+
+    void aResumeWhileAnArchiveStopsTheRunFindsItArchived()
+    {
+        startServer();
+        m_control->blocking = {u"long"_s};
+        QSignalSpy started(m_control.get(), &FakeRuntimeControl::commandStarted);
+        const QUuid id = m_server->create(shell(u"long"_s));
+        QVERIFY(started.count() == 1 || started.wait());
+        ConversationService &service = m_server->server().service();
+        auto archiving = service.archive(id); // waits for the run to stop
+        auto resuming = service.resumeRuntime(id);
+        QVERIFY(QCoro::waitFor(std::move(archiving)).isArchived());
+        QCOMPARE(refusalOf(std::move(resuming)), u"conversation_archived"_s);
+        QCOMPARE(m_control->acquisitions, 1);
+    }
+
+    // A fork copies the workspace with its turn held: a run asked meanwhile starts once the
+    // fork is made, and the fork's history is the one from before it.
+    void aRunAskedWhileAForkCopiesTheWorkspaceWaitsForIt()
+    {
+        startServer();
+        const QUuid id = m_server->create(shell(u"echo one"_s));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QVERIFY(m_server->send(id, u"echo two"_s).ok());
+        const qsizetype before = m_server->events(id).size();
+        ConversationService &service = m_server->server().service();
+        auto forking = service.fork(id, {});
+        auto running = service.run(id);
+        QCOMPARE(m_control->commands, QStringList{u"echo one"_s}); // not started yet
+        const ConversationInfo fork = QCoro::waitFor(std::move(forking));
+        QCoro::waitFor(std::move(running));
+        QCOMPARE(m_server->events(fork.id).size(), before);
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QCOMPARE(m_control->commands, (QStringList{u"echo one"_s, u"echo two"_s}));
+    }
+
     // With no stop asked for, the run in flight picks the message up (no second run).
     void aMessageToRunDuringARunIsPickedUpByIt()
     {
@@ -1150,6 +1209,21 @@ private Q_SLOTS:
     }
 
 private:
+    // The code of the ApiError `task` ended with; empty when it ended well. (QCoro 0.8's waitFor
+    // never returns from a task that threw.)
+    static QString refusalOf(QCoro::Task<ConversationInfo> task)
+    {
+        auto caught = [](QCoro::Task<ConversationInfo> task) -> QCoro::Task<QString> {
+            try {
+                co_await std::move(task);
+            } catch (const ApiError &error) {
+                co_return error.code;
+            }
+            co_return QString();
+        }(std::move(task));
+        return QCoro::waitFor(std::move(caught));
+    }
+
     TestServerOptions optionsWithFakes()
     {
         TestServerOptions options;

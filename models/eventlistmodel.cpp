@@ -108,6 +108,11 @@ QVariant EventListModel::data(const QModelIndex &index, int role) const
         return event.kind == EventKind::Observation ? tailOf(textOf(event)) : textOf(event);
     case ExpandedRole:
         return m_expanded.contains(event.seq);
+    case RunningRole:
+        return isRunning(index.row());
+    case LiveOutputRole:
+        return event.id == m_liveAction && isRunning(index.row()) ? tailOf(m_liveOutput)
+                                                                  : QString();
     }
     return {};
 }
@@ -161,19 +166,78 @@ QHash<int, QByteArray> EventListModel::roleNames() const
             {InterruptedRole, "interrupted"},
             {ErrorCodeRole, "errorCode"},
             {PreviewRole, "preview"},
-            {ExpandedRole, "expanded"}};
+            {ExpandedRole, "expanded"},
+            {RunningRole, "running"},
+            {LiveOutputRole, "liveOutput"}};
 }
 
 void EventListModel::append(const Event &event)
 {
     if (event.seq <= lastSeq())
         return;
+    // The newest action may stop running with this event (its observation, a pause).
+    const int action = newestActionRow();
     const int row = int(m_events.size());
     beginInsertRows({}, row, row);
     m_events.append(event);
     endInsertRows();
+    if (action >= 0) {
+        const QModelIndex changed = index(action);
+        Q_EMIT dataChanged(changed, changed, {RunningRole, LiveOutputRole});
+    }
+    if (event.kind == EventKind::Observation || event.kind == EventKind::UserReject) {
+        if (event.fields.value(u"action_id"_s).toString() == toWireId(m_liveAction)) {
+            m_liveAction = {};
+            m_liveOutput.clear();
+        }
+    }
     letGoOfOldest();
     Q_EMIT countChanged();
+}
+
+void EventListModel::addLiveOutput(const QUuid &actionId, const QString &piece)
+{
+    const int action = newestActionRow();
+    if (action < 0 || m_events[action].id != actionId || !isRunning(action))
+        return; // not the command running now (its end came first, or another timeline's)
+    if (m_liveAction != actionId) {
+        m_liveAction = actionId;
+        m_liveOutput.clear();
+    }
+    m_liveOutput += piece;
+    if (m_liveOutput.size() > LiveOutputBytes)
+        m_liveOutput.remove(0, m_liveOutput.size() - LiveOutputBytes);
+    const QModelIndex changed = index(action);
+    Q_EMIT dataChanged(changed, changed, {LiveOutputRole});
+}
+
+int EventListModel::newestActionRow() const
+{
+    for (qsizetype row = m_events.size() - 1; row >= 0; --row) {
+        if (m_events[row].kind == EventKind::Action)
+            return int(row);
+    }
+    return -1;
+}
+
+bool EventListModel::isRunning(int row) const
+{
+    const Event &action = m_events[row];
+    if (action.kind != EventKind::Action)
+        return false;
+    const QString id = toWireId(action.id);
+    for (qsizetype next = row + 1; next < m_events.size(); ++next) {
+        const Event &event = m_events[next];
+        if ((event.kind == EventKind::Observation || event.kind == EventKind::UserReject) &&
+            event.fields.value(u"action_id"_s).toString() == id)
+            return false;
+        if (event.kind == EventKind::Pause ||
+            (event.kind == EventKind::StateUpdate &&
+             event.fields.value(u"key"_s) == u"execution_status"_s &&
+             event.fields.value(u"value"_s) != u"running"_s))
+            return false;
+    }
+    return true;
 }
 
 void EventListModel::prepend(const QList<Event> &events)
@@ -199,6 +263,8 @@ void EventListModel::clear(qint64 afterSeq)
     beginResetModel();
     m_events.clear();
     m_expanded.clear();
+    m_liveAction = {};
+    m_liveOutput.clear();
     m_startAfter = afterSeq;
     endResetModel();
     Q_EMIT countChanged();

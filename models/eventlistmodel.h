@@ -39,6 +39,12 @@ public:
         // the first lines of anything else.
         PreviewRole,
         ExpandedRole, // bool: shown whole (setExpanded), kept while the row scrolls out
+        // bool: an action whose command runs now: no observation or rejection of it yet, and
+        // no stop of the run (a pause, a wait for confirmation, an end) after it.
+        RunningRole,
+        // QString: the last PreviewLines lines its command printed so far (addLiveOutput()),
+        // running actions only.
+        LiveOutputRole,
     };
     Q_ENUM(Role)
 
@@ -65,6 +71,10 @@ public:
     }
     // Appends an event after the last one; older or repeated seqs are ignored.
     void append(const Event &event);
+    // What the command of action `actionId` printed next, from a transient CommandOutput
+    // frame; shown under the action while it runs (the last LiveOutputBytes of it are kept).
+    void addLiveOutput(const QUuid &actionId, const QString &piece);
+    static constexpr qsizetype LiveOutputBytes = 64 * 1024;
     // Puts the events just before the first row in front of it (those that are not are
     // ignored), in seq order.
     void prepend(const QList<Event> &events);
@@ -94,6 +104,9 @@ Q_SIGNALS:
 private:
     static QString storedTextOf(const Event &event);
     void letGoOfOldest();
+    bool isRunning(int row) const;
+    // The row of the newest action, -1 without one.
+    int newestActionRow() const;
 
     QList<Event> m_events;
     qint64 m_startAfter = 0;
@@ -101,6 +114,9 @@ private:
     bool m_following = false;
     bool m_live = false;
     QSet<qint64> m_expanded; // seqs shown whole
+    // What the running command printed so far, and whose it is.
+    QUuid m_liveAction;
+    QString m_liveOutput;
 };
 
 } // namespace AgentDeck

@@ -571,6 +571,25 @@ void EventStream::connectSocket()
     m_socket->open(url);
 }
 
+CommandOutputFollower::Piece CommandOutputFollower::take(const QJsonObject &frame)
+{
+    const auto action = parseWireId(frame.value(u"action_id"_s).toString());
+    if (frame.value(u"kind"_s) != u"CommandOutput"_s || !action)
+        return {};
+    QString text = frame.value(u"text"_s).toString();
+    const qint64 offset = frame.value(u"offset"_s).toInteger();
+    if (*action != m_action) {
+        m_action = *action;
+        m_end = offset;
+    }
+    // Before the end of what was taken: the part after it is new. After it (what was missed
+    // while this stream was not live): taken as it is.
+    if (offset < m_end)
+        text.remove(0, std::min<qint64>(text.size(), m_end - offset));
+    m_end = std::max(m_end, offset + frame.value(u"text"_s).toString().size());
+    return {*action, text};
+}
+
 void EventStream::onTextMessage(const QString &message)
 {
     m_lastHeardMs = QDateTime::currentMSecsSinceEpoch();

@@ -159,6 +159,24 @@ private:
     QNetworkAccessManager m_network;
 };
 
+// Reads the CommandOutput frames of a stream: what each adds to the running command's output.
+// The server sends what the command printed so far when a stream goes live, then each piece with
+// its offset; a piece that repeats what that gave is cut to what is new.
+class CommandOutputFollower
+{
+public:
+    struct Piece
+    {
+        QUuid actionId;
+        QString text; // empty: nothing new (or no CommandOutput frame)
+    };
+    Piece take(const QJsonObject &frame);
+
+private:
+    QUuid m_action;
+    qint64 m_end = 0; // the offset after what was taken
+};
+
 // Follows one conversation's events over the WebSocket. Reconnects with backoff after a drop and
 // resubscribes after the last seq it delivered, so a consumer sees every event once and in order.
 class EventStream : public QObject
@@ -181,8 +199,8 @@ public:
 Q_SIGNALS:
     void connected();
     void eventReceived(const AgentDeck::Event &event);
-    // A transient frame ({"type": "transient", ...}: a streamed text delta); never stored, no
-    // seq, not replayed.
+    // A transient frame ({"type": "transient", ...}: a streamed text delta, what a running
+    // command printed, CommandOutputFollower); never stored, no seq, not replayed.
     void transientReceived(const QJsonObject &frame);
     void errorFrame(const QString &code, const QString &detail);
     // The server closed the stream for good (auth failure, unknown conversation); no

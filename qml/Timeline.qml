@@ -32,6 +32,28 @@ Rectangle {
         return kind
     }
 
+    // The clipboard, through a text editor nobody sees (QML has no clipboard of its own).
+    TextEdit {
+        id: clipboard
+        visible: false
+        textFormat: TextEdit.PlainText
+    }
+    function copyText(text) {
+        clipboard.text = text
+        clipboard.selectAll()
+        clipboard.copy()
+        clipboard.text = ""
+    }
+
+    // "42 s", "3:07", "1:02:09": how long a command has run.
+    function durationText(ms) {
+        const total = Math.max(0, Math.floor(ms / 1000))
+        const h = Math.floor(total / 3600), m = Math.floor(total / 60) % 60, s = total % 60
+        if (total < 60) return s + " s"
+        const ss = (s < 10 ? "0" : "") + s
+        return h > 0 ? h + ":" + (m < 10 ? "0" : "") + m + ":" + ss : m + ":" + ss
+    }
+
     Text {
         anchors.centerIn: parent
         visible: list.count === 0
@@ -186,8 +208,25 @@ Rectangle {
                         font.pixelSize: 11
                         color: root.colourFor(kind, source, exitCode, interrupted)
                     }
+                    // The whole text (an error, a command, every line of an output) to paste
+                    // elsewhere.
+                    Text {
+                        objectName: "copy"
+                        anchors.right: stamp.left
+                        anchors.rightMargin: 12
+                        text: "Copy"
+                        font.pixelSize: 11
+                        font.underline: true
+                        color: "#1565c0"
+                        MouseArea {
+                            anchors.fill: parent
+                            cursorShape: Qt.PointingHandCursor
+                            onClicked: root.copyText(model.text)
+                        }
+                    }
                     // When, in the machine's time, and where in the history.
                     Text {
+                        id: stamp
                         objectName: "stamp"
                         anchors.right: parent.right
                         text: Qt.formatDateTime(timestamp, "HH:mm:ss") + "  #" + seq
@@ -197,6 +236,7 @@ Rectangle {
                 }
                 Text {
                     id: body
+                    objectName: "body"
                     width: parent.width
                     text: item.expanded ? model.text : model.preview
                     // Exactly as stored: as rich text, "ls <!-- ; rm -rf ~ --> /tmp" waiting
@@ -211,6 +251,43 @@ Rectangle {
                                  ? "monospace" : font.family
                     font.pixelSize: 12
                     color: "#212121"
+                }
+                // The command running now: for how long, and what it printed so far (its
+                // last lines), before its output is stored.
+                Text {
+                    objectName: "elapsed"
+                    visible: model.running
+                    property double now: Date.now()
+                    Timer {
+                        interval: 1000
+                        repeat: true
+                        running: parent.visible
+                        onTriggered: parent.now = Date.now()
+                    }
+                    text: "running · " + root.durationText(now - timestamp.getTime())
+                    font.pixelSize: 11
+                    color: "#1565c0"
+                }
+                Rectangle {
+                    visible: model.running && model.liveOutput.length > 0
+                    width: parent.width
+                    height: visible ? liveText.implicitHeight + 8 : 0
+                    color: "#f5f5f5"
+                    radius: 2
+                    TextEdit {
+                        id: liveText
+                        objectName: "liveOutput"
+                        x: 4; y: 4
+                        width: parent.width - 8
+                        text: model.liveOutput.replace(/\n$/, "") // no empty last line
+                        textFormat: TextEdit.PlainText
+                        wrapMode: TextEdit.Wrap
+                        readOnly: true
+                        selectByMouse: true
+                        font.family: "monospace"
+                        font.pixelSize: 12
+                        color: "#424242"
+                    }
                 }
                 Text {
                     objectName: "expander"

@@ -33,21 +33,36 @@ public:
 
 // The runtime of a run, with the conversation's secrets (ConversationService::updateSecrets())
 // in each command's environment as they are when it starts, and their values masked out of
-// what it printed.
-class WithSecrets final : public Runtime
+// what it printed; what an action's command prints while it runs is published as it comes
+// (EventLog::publishCommandOutput()), masked too.
+class RunRuntime final : public Runtime
 {
 public:
-    WithSecrets(std::shared_ptr<Runtime> runtime, std::function<QMap<QString, QString>()> secrets)
+    RunRuntime(std::shared_ptr<Runtime> runtime, std::function<QMap<QString, QString>()> secrets,
+               EventLog &log, const QUuid &conversationId)
         : m_runtime(std::move(runtime))
         , m_secrets(std::move(secrets))
+        , m_log(log)
+        , m_conversationId(conversationId)
     {}
     QCoro::Task<CommandResult> execute(CommandRequest request) override
     {
         const QMap<QString, QString> secrets = m_secrets();
         request.environment.insert(secrets);
+        const QUuid actionId = request.actionId;
+        if (!actionId.isNull()) {
+            request.onOutput = [log = &m_log, id = m_conversationId, actionId,
+                                secrets](const QString &piece) {
+                log->publishCommandOutput(id, actionId, maskSecrets(piece, secrets));
+            };
+        }
         const std::shared_ptr<Runtime> runtime = m_runtime; // the run may end meanwhile
+        EventLog &log = m_log;
+        const QUuid conversationId = m_conversationId;
         auto executing = runtime->execute(std::move(request));
         CommandResult result = co_await std::move(executing);
+        if (!actionId.isNull())
+            log.endCommandOutput(conversationId);
         result.output = maskSecrets(std::move(result.output), secrets);
         co_return result;
     }
@@ -57,6 +72,8 @@ public:
 private:
     std::shared_ptr<Runtime> m_runtime;
     std::function<QMap<QString, QString>()> m_secrets;
+    EventLog &m_log;
+    QUuid m_conversationId;
 };
 
 } // namespace
@@ -149,8 +166,9 @@ QCoro::Task<> ConversationService::startRun([[maybe_unused]] Turn turn, QUuid id
         }
     }
 
-    runtime = std::make_shared<WithSecrets>(
-        std::move(runtime), [this, id = info.id] { return m_commandSecrets.value(id).values; });
+    runtime = std::make_shared<RunRuntime>(
+        std::move(runtime), [this, id = info.id] { return m_commandSecrets.value(id).values; },
+        m_log, info.id);
     auto *runner = new ConversationRunner(
         info.id, lease, m_log, m_store, std::move(agent), std::move(runtime),
         RunSettings{info.workingDir, info.alwaysConfirm, m_settings.commandTimeout,

@@ -28,6 +28,17 @@ QList<StoredEvent> EventLog::append(const QUuid &conversationId, QList<Event> ev
     return stored;
 }
 
+void EventLog::publishCommandOutput(const QUuid &conversationId, const QUuid &actionId,
+                                    const QString &piece)
+{
+    m_hub.publishCommandOutput(conversationId, actionId, piece);
+}
+
+void EventLog::endCommandOutput(const QUuid &conversationId)
+{
+    m_hub.endCommandOutput(conversationId);
+}
+
 void EventLog::publishTransient(const QUuid &conversationId, const QJsonObject &frame)
 {
     m_hub.publishTransient(conversationId, QJsonDocument(frame).toJson(QJsonDocument::Compact));

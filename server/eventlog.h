@@ -27,6 +27,11 @@ public:
 
     // Sends a frame to the live subscribers without storing it (no seq): streamed deltas.
     void publishTransient(const QUuid &conversationId, const QJsonObject &frame);
+    // What the command of the running action `actionId` printed next, and its end
+    // (EventHub::publishCommandOutput()).
+    void publishCommandOutput(const QUuid &conversationId, const QUuid &actionId,
+                              const QString &piece);
+    void endCommandOutput(const QUuid &conversationId);
 
     qint64 publishedCount() const { return m_published; }
 

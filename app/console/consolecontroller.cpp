@@ -306,6 +306,11 @@ void ConsoleController::select(const QUuid &id)
     m_stream = m_connection->openEventStream(id, afterSeq, this);
     connect(m_stream, &EventStream::connected, this, [this] { m_timeline.setLive(true); });
     connect(m_stream, &EventStream::disconnected, this, [this] { m_timeline.setLive(false); });
+    connect(m_stream, &EventStream::transientReceived, this,
+            [this, output = CommandOutputFollower()](const QJsonObject &frame) mutable {
+                if (const auto piece = output.take(frame); !piece.text.isEmpty())
+                    m_timeline.addLiveOutput(piece.actionId, piece.text);
+            });
     connect(m_stream, &EventStream::eventReceived, this, [this, id](const Event &event) {
         m_timeline.append(event);
         m_conversations.applyEvent(id, event);

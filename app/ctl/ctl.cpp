@@ -287,6 +287,14 @@ public:
         bool dropped = false;
         QObject::connect(stream, &EventStream::eventReceived, stream,
                          [this](const Event &event) { printEvent(event.toJson()); });
+        // What the running command prints, as it comes (not in --json, which lists events).
+        if (!m_invocation.json) {
+            QObject::connect(stream, &EventStream::transientReceived, stream,
+                             [output = CommandOutputFollower()](const QJsonObject &frame) mutable {
+                                 if (const auto piece = output.take(frame); !piece.text.isEmpty())
+                                     writeOut(CtlFormat::liveOutputLines(piece.text));
+                             });
+        }
         QObject::connect(stream, &EventStream::disconnected, stream, [stream, &dropped] {
             if (dropped)
                 return; // one line per outage, not one per reconnection attempt

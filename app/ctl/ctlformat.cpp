@@ -274,6 +274,18 @@ QString eventHeader()
            u"  DETAIL\n"_s;
 }
 
+QString liveOutputLines(const QString &piece)
+{
+    const QString indent = QString(SeqWidth + 2, u' ') + u"\u2502 "_s;
+    QList<QStringView> split = QStringView(piece).split(u'\n');
+    if (!split.isEmpty() && split.last().isEmpty())
+        split.removeLast(); // after the last line's end
+    QString lines;
+    for (const QStringView line : std::as_const(split))
+        lines += indent + terminalSafe(line.toString()) + u'\n';
+    return lines;
+}
+
 QString eventLine(const Event &event)
 {
     const QString line =

@@ -28,6 +28,9 @@ QString executionWord(const ConversationInfo &info);
 // followed stream stays aligned without knowing what comes next.
 QString eventHeader();
 QString eventLine(const Event &event);
+// What the running command printed next (a transient CommandOutput frame), each line indented
+// under the event columns after a bar: "   │ compiling foo.c".
+QString liveOutputLines(const QString &piece);
 // What an event says, on one line (newlines shown as \n).
 QString eventSummary(const Event &event);
 

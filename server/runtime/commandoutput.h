@@ -2,7 +2,12 @@
 
 #include <QByteArray>
 #include <QByteArrayView>
+#include <QElapsedTimer>
 #include <QString>
+#include <QTimer>
+
+#include <chrono>
+#include <functional>
 
 namespace AgentDeck {
 
@@ -25,6 +30,33 @@ public:
 
 private:
     QByteArray m_kept;
+};
+
+// Passes a command's output on while it runs (CommandRequest::onOutput), in pieces of whole
+// lines: at once when the last piece went Interval ago or longer, else once that much has
+// passed, so that a command printing without pause costs a piece per interval, not one per
+// write. A line is held back until it ends (secrets are masked within a piece: a value cut in
+// two would show its halves) unless it grows past MaxHeldBytes. What is held when the command
+// ends is the result's to carry, not a piece's.
+class LiveOutput
+{
+public:
+    static constexpr std::chrono::milliseconds Interval{250};
+    static constexpr qsizetype MaxHeldBytes = 4096;
+
+    explicit LiveOutput(std::function<void(const QString &piece)> send);
+    LiveOutput(const LiveOutput &) = delete;
+    LiveOutput &operator=(const LiveOutput &) = delete;
+    // What the command printed next (of what OutputCollector kept).
+    void add(QByteArrayView printed);
+
+private:
+    void sendWholeLines();
+
+    std::function<void(const QString &)> m_send;
+    QByteArray m_held;
+    QElapsedTimer m_sinceSent;
+    QTimer m_later;
 };
 
 } // namespace AgentDeck

@@ -22,6 +22,9 @@ namespace AgentDeck {
 QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
 {
     OutputCollector output; // before the process, which may still signal while it goes
+    std::optional<LiveOutput> live;
+    if (request.onOutput)
+        live.emplace(request.onOutput);
     auto process = std::make_unique<QProcess>();
     m_process = process.get();
     m_interrupted = false;
@@ -44,7 +47,12 @@ QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
         OpenFiles::setLimit(openFiles);
     });
     QObject::connect(process.get(), &QProcess::readyRead, process.get(),
-                     [&output, source = process.get()] { output.add(source->readAll()); });
+                     [&output, &live, source = process.get()] {
+                         const QByteArray chunk = source->readAll();
+                         const QByteArrayView kept = output.add(chunk);
+                         if (live)
+                             live->add(kept);
+                     });
     // "--": a command that starts with a dash is a command, not bash's options.
     const QStringList bash{u"-c"_s, u"--"_s, request.command};
     if (led) {

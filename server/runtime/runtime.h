@@ -21,6 +21,9 @@ struct CommandRequest
     // Variables the conversation was given on purpose (its secrets), over the allow-listed
     // environment (commandEnvironment()); what the command prints of their values is masked.
     QMap<QString, QString> environment;
+    // Called with what it prints while it runs, in pieces of whole lines (LiveOutput); the
+    // result still carries all of it. Unset: only the result.
+    std::function<void(const QString &piece)> onOutput;
 };
 
 struct CommandResult

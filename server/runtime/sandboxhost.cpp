@@ -221,6 +221,11 @@ void SandboxHost::startCommand(const QJsonObject &message)
     m_timedOut = false;
     m_ownerSilent = false;
     m_output = {};
+    m_live = std::make_unique<LiveOutput>([this](const QString &piece) {
+        send({{u"type"_s, u"output"_s},
+              {u"request_id"_s, m_requestId},
+              {u"text"_s, maskSecrets(piece, m_secrets)}});
+    });
     // The output first, then the state naming the action: a record never pairs an action with
     // an earlier command's output.
     m_outputFile.close();
@@ -367,6 +372,8 @@ void SandboxHost::onOutput()
 {
     const QByteArray chunk = m_process->readAll();
     const QByteArrayView kept = m_output.add(chunk);
+    if (m_live)
+        m_live->add(kept);
     if (kept.isEmpty() || !m_outputFile.isOpen())
         return;
     if (m_secrets.isEmpty())
@@ -382,6 +389,7 @@ void SandboxHost::onCommandFinished()
     m_commandTimeout.stop();
     m_ownerSilence.stop();
     onOutput();
+    m_live.reset(); // what it holds back is the result's
     QString output = maskSecrets(m_output.result(m_timedOut), m_secrets);
     // The record is written as the output comes: a value split between two reads of it is
     // masked only now.

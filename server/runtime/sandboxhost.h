@@ -41,6 +41,7 @@ struct SandboxHostOptions
 // newline-delimited JSON:
 //   -> {"op": "exec", "request_id": S, "command": S, "timeout_ms": N, "action_id": S,
 //       "owner_silence_ms": N}
+//   <- {"type": "output", "request_id": S, "text": S}   what it prints while it runs (LiveOutput)
 //   <- {"type": "result", "request_id": S, "output": S, "exit_code": N, "interrupted": B}
 //   -> {"op": "interrupt"}            stops the command in flight (its result follows)
 //   -> {"op": "owner_alive"}          the server still holds the conversation's lease
@@ -96,6 +97,7 @@ private:
     // The conversation's secrets the command has in its environment, masked out of its output.
     QMap<QString, QString> m_secrets;
     OutputCollector m_output;
+    std::unique_ptr<LiveOutput> m_live; // while a command runs
     QFile m_outputFile;
     QJsonObject m_queued;
     bool m_interrupted = false;

@@ -188,6 +188,11 @@ QCoro::Task<CommandResult> SandboxRuntime::executeNow(CommandRequest request)
             continue;
         }
         const QJsonObject reply = m_inbox.dequeue();
+        if (reply.value(u"type"_s) == u"output"_s) {
+            if (request.onOutput && reply.value(u"request_id"_s).toString() == requestId)
+                request.onOutput(reply.value(u"text"_s).toString());
+            continue;
+        }
         if (reply.value(u"type"_s) == u"lost"_s) {
             m_pendingRequest.clear();
             co_return wentAway;

@@ -1,8 +1,13 @@
 #include "eventhub.h"
 
 #include "websocketconnection.h"
+#include "wiretypes.h"
 
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QSet>
+
+using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
 
@@ -35,6 +40,52 @@ void EventHub::publish(const QUuid &conversationId, qint64 seq, const QByteArray
 void EventHub::publishTransient(const QUuid &conversationId, const QByteArray &json)
 {
     enqueue({conversationId, 0, json});
+}
+
+QByteArray EventHub::commandOutputJson(const QUuid &conversationId, const QUuid &actionId,
+                                       qint64 offset, const QString &text)
+{
+    return QJsonDocument(QJsonObject{{u"type"_s, u"transient"_s},
+                                     {u"kind"_s, u"CommandOutput"_s},
+                                     {u"conversation_id"_s, toWireId(conversationId)},
+                                     {u"action_id"_s, toWireId(actionId)},
+                                     {u"offset"_s, offset},
+                                     {u"text"_s, text}})
+        .toJson(QJsonDocument::Compact);
+}
+
+void EventHub::publishCommandOutput(const QUuid &conversationId, const QUuid &actionId,
+                                    const QString &piece)
+{
+    qint64 offset = 0;
+    {
+        const QMutexLocker lock(&m_mutex);
+        CommandOutput &output = m_commandOutput[conversationId];
+        if (output.actionId != actionId)
+            output = {actionId, 0, {}};
+        offset = output.total;
+        output.total += piece.size();
+        output.kept += piece;
+        if (output.kept.size() > CommandOutputKept)
+            output.kept.remove(0, output.kept.size() - CommandOutputKept);
+    }
+    enqueue({conversationId, 0, commandOutputJson(conversationId, actionId, offset, piece)});
+}
+
+void EventHub::endCommandOutput(const QUuid &conversationId)
+{
+    const QMutexLocker lock(&m_mutex);
+    m_commandOutput.remove(conversationId);
+}
+
+std::optional<QByteArray> EventHub::commandOutputSoFar(const QUuid &conversationId) const
+{
+    const QMutexLocker lock(&m_mutex);
+    const auto it = m_commandOutput.constFind(conversationId);
+    if (it == m_commandOutput.cend() || it->kept.isEmpty())
+        return std::nullopt;
+    return WebSocketConnection::textFrame(
+        commandOutputJson(conversationId, it->actionId, it->total - it->kept.size(), it->kept));
 }
 
 void EventHub::enqueue(Published event)

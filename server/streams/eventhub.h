@@ -5,7 +5,10 @@
 #include <QList>
 #include <QMutex>
 #include <QObject>
+#include <QString>
 #include <QUuid>
+
+#include <optional>
 
 namespace AgentDeck {
 
@@ -48,6 +51,17 @@ public:
     // Any thread.
     void publish(const QUuid &conversationId, qint64 seq, const QByteArray &json);
     void publishTransient(const QUuid &conversationId, const QByteArray &json);
+    // What the command of a conversation's running action prints, published as transient
+    // CommandOutput frames ({"action_id", "offset", "text"}; `offset` counts the characters of
+    // its output before the piece) and kept (the last CommandOutputKept characters) until
+    // endCommandOutput(): a subscriber that goes live while the command runs is sent that first
+    // (commandOutputSoFar()), and the offsets tell a client what a piece repeats of it.
+    void publishCommandOutput(const QUuid &conversationId, const QUuid &actionId,
+                              const QString &piece);
+    void endCommandOutput(const QUuid &conversationId);
+    // The frame of what the running command printed so far, as a complete text frame.
+    std::optional<QByteArray> commandOutputSoFar(const QUuid &conversationId) const;
+    static constexpr qsizetype CommandOutputKept = 64 * 1024;
     qsizetype subscriberCount(const QUuid &conversationId) const;
     QList<QUuid> subscribedConversations() const;
 
@@ -63,9 +77,19 @@ private:
     void enqueue(Published event);
     void deliverQueued();
 
-    mutable QMutex m_mutex; // guards both members below
+    struct CommandOutput
+    {
+        QUuid actionId;
+        qint64 total = 0; // characters printed
+        QString kept;     // the last of them
+    };
+    static QByteArray commandOutputJson(const QUuid &conversationId, const QUuid &actionId,
+                                        qint64 offset, const QString &text);
+
+    mutable QMutex m_mutex; // guards the members below
     QHash<QUuid, QList<EventSubscriber *>> m_subscribers;
     QList<Published> m_queue;
+    QHash<QUuid, CommandOutput> m_commandOutput;
 };
 
 } // namespace AgentDeck

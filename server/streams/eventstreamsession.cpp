@@ -103,7 +103,7 @@ void EventStreamSession::beginStreaming()
     if (!m_afterSeq) {
         // Live only: start after whatever is committed now.
         m_lastSeq = *committed;
-        m_state = State::Live;
+        goLive();
         return;
     }
     m_state = State::Replaying;
@@ -162,7 +162,7 @@ QCoro::Task<> EventStreamSession::replay()
         // after that read is published to us as live. (A page cut at its byte bound is not
         // short; one that ended there anyway is followed by an empty one.)
         if (!waited && page.size() < pageSize && bytes < pageBytes) {
-            m_state = State::Live;
+            goLive();
             co_return;
         }
     }
@@ -207,6 +207,14 @@ bool EventStreamSession::catchUp(qint64 untilSeq)
         return false;
     }
     return m_lastSeq == untilSeq;
+}
+
+void EventStreamSession::goLive()
+{
+    m_state = State::Live;
+    // A command running now printed before this stream was there to see it.
+    if (const auto soFar = m_streams.hub().commandOutputSoFar(m_id))
+        deliverTransient(*soFar);
 }
 
 void EventStreamSession::deliverTransient(const QByteArray &frame)

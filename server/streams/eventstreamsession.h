@@ -68,6 +68,9 @@ private:
         Live,
         Closed
     };
+    // Replayed (or live only from the start): from here on events come as they are published,
+    // and first what the command running now printed so far.
+    void goLive();
 
     QCoro::Task<> replay();
     // Sends the stored events after the last one sent up to `untilSeq`; false when the stream

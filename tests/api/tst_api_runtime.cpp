@@ -4,12 +4,14 @@
 #include "runtime/localsandboxprovider.h"
 #include "serverprocess.h"
 #include "storage/database.h"
+#include "testevents.h"
 #include "testserver.h"
 
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QJsonArray>
+#include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -48,6 +50,72 @@ private Q_SLOTS:
         QVERIFY(m_server->usesSandboxes());
     }
     void cleanup() { m_server.reset(); }
+
+    // What a command prints reaches the conversation's subscribers while it runs, as
+    // transient CommandOutput frames of its action (its secrets masked), not only once it ends:
+    // a command printing a line a second showed nothing for minutes. The command waits for a
+    // file the test makes once the first line came live.
+    void aCommandsOutputIsSeenWhileItRuns_data()
+    {
+        QTest::addColumn<bool>("inProcess");
+        QTest::addRow("sandbox host") << false;
+        QTest::addRow("in-server runtime") << true;
+    }
+    void aCommandsOutputIsSeenWhileItRuns()
+    {
+        QFETCH(bool, inProcess);
+        TestServerOptions options;
+        options.inProcessRuntime = inProcess;
+        m_server = std::make_unique<TestServer>(std::move(options));
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+        const QUuid id = m_server->create(shell(u"true"_s));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QVERIFY(m_server
+                    ->post(ServerConnection::conversationPath(id, u"secrets"_s),
+                           QJsonObject{{u"secrets"_s, QJsonObject{{u"TOKEN"_s, u"hunter22"_s}}}})
+                    .ok());
+        std::unique_ptr<EventStream> stream(m_server->client().openEventStream(id, 0));
+        QSignalSpy connected(stream.get(), &EventStream::connected);
+        QVERIFY(connected.wait(5000));
+        QString live;
+        QStringList actionIds;
+        connect(stream.get(), &EventStream::transientReceived, this, [&](const QJsonObject &frame) {
+            if (frame.value(u"kind"_s) != u"CommandOutput"_s)
+                return;
+            live += frame.value(u"text"_s).toString();
+            actionIds.append(frame.value(u"action_id"_s).toString());
+        });
+        QVERIFY(m_server
+                    ->send(id,
+                           u"echo \"first $TOKEN\"; while [ ! -e go ]; do sleep 0.05; done; "
+                           "echo second"_s,
+                           true)
+                    .ok());
+        QTRY_VERIFY_WITH_TIMEOUT(live.contains(u"first"_s), 10'000);
+        QCOMPARE(m_server->status(id), u"running"_s);
+        // A stream opened now is sent what the command printed before it, once.
+        std::unique_ptr<EventStream> late(m_server->client().openEventStream(id, 0));
+        QString lateText;
+        connect(late.get(), &EventStream::transientReceived, this,
+                [&, output = CommandOutputFollower()](const QJsonObject &frame) mutable {
+                    lateText += output.take(frame).text;
+                });
+        QTRY_VERIFY_WITH_TIMEOUT(lateText.contains(u"first"_s), 10'000);
+        QVERIFY(!live.contains(u"hunter22"_s));
+        QVERIFY(live.contains(u"first "_s));
+        const QString workspace = m_server->get(ServerConnection::conversationPath(id))
+                                      .json.toObject()
+                                      .value(u"workspace"_s)
+                                      .toObject()
+                                      .value(u"working_dir"_s)
+                                      .toString();
+        QVERIFY(QFile(QDir(workspace).filePath(u"go"_s)).open(QIODevice::WriteOnly));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        const QList<QJsonObject> actions = ofKind(m_server->events(id), u"ActionEvent"_s);
+        QVERIFY(!actions.isEmpty());
+        QCOMPARE(actionIds.first(), actions.last().value(u"id"_s).toString());
+        QCOMPARE(lateText, live);
+    }
 
     // Under bubblewrap a command sees its workspace and home in the data dir, and nothing else
     // of it: it read the catalog and every other conversation's files, and through another

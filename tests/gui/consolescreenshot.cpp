@@ -1,6 +1,6 @@
 // Renders the console with sample data to a PNG: an embedded server in a temporary data dir,
 // a handful of conversations in different states, one selected so the timeline shows.
-// Usage: agentdeck_screenshot OUTPUT.png
+// Usage: agentdeck_screenshot OUTPUT.png [--running]  (--running: the running one selected)
 #include "consolecontroller.h"
 #include "embeddedserver.h"
 #include "mainwindow.h"
@@ -64,7 +64,9 @@ int main(int argc, char *argv[])
                                false, {{u"team"_s, u"infra"_s}});
     create(client, u"Deploy to staging"_s, u"echo deploying"_s, true, {{u"env"_s, u"staging"_s}});
     const QUuid longRun =
-        create(client, u"Nightly data import"_s, u"sleep 60"_s, false, {{u"team"_s, u"data"_s}});
+        create(client, u"Nightly data import"_s,
+               u"for i in $(seq 60); do echo \"imported batch $i of 60\"; sleep 1; done"_s, false,
+               {{u"team"_s, u"data"_s}});
     create(client, u"Triage flaky test"_s, u"false"_s);
     const QUuid old = create(client, u"Last quarter's audit"_s, u"echo archived"_s);
     const bool seeded =
@@ -77,12 +79,16 @@ int main(int argc, char *argv[])
 
     ServerConnection connection(url);
     ConsoleController controller(&connection);
+    const bool running = argc > 2 && QByteArrayView(argv[2]) == "--running";
     MainWindow window(&controller, url);
     window.resize(1400, 720);
     window.show();
     const bool shown = QTest::qWaitForWindowExposed(&window) &&
-                       QCoro::waitFor(controller.refresh()) && window.selectConversation(build) &&
-                       QTest::qWaitFor([&] { return controller.timeline()->count() >= 6; }, 10000);
+                       QCoro::waitFor(controller.refresh()) &&
+                       window.selectConversation(running ? longRun : build) &&
+                       QTest::qWaitFor([&] { return controller.timeline()->count() >= 3; }, 10000);
+    if (running) // a few of its lines
+        QTest::qWait(3000);
     if (!shown)
         std::fputs("warning: the window did not show the sample conversation in time\n", stderr);
     QTest::qWait(300); // let the QML pane lay out the last rows before the grab

@@ -16,6 +16,7 @@
 #include <QAbstractButton>
 #include <QApplication>
 #include <QCheckBox>
+#include <QClipboard>
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QDir>
@@ -650,6 +651,49 @@ private Q_SLOTS:
         QVERIFY(!stamps.isEmpty());
         for (const QString &text : stamps)
             QVERIFY2(stamp.match(text).hasMatch(), qPrintable(text));
+    }
+
+    // What a command prints shows under it while it runs, with how long it has run; a command
+    // printing a line a second showed nothing until it ended. The text can be selected.
+    void aRunningCommandShowsItsOutputAsItComes()
+    {
+        startConsole();
+        const QUuid id = create(u"live"_s, u"echo started; sleep 600"_s);
+        QVERIFY(showAndSelect(id));
+        const auto shown = [this](const QString &name) -> QQuickItem * {
+            const std::function<QQuickItem *(QQuickItem *)> find =
+                [&](QQuickItem *item) -> QQuickItem * {
+                if (item->objectName() == name && item->isVisible())
+                    return item;
+                for (QQuickItem *child : item->childItems()) {
+                    if (QQuickItem *found = find(child))
+                        return found;
+                }
+                return nullptr;
+            };
+            return find(m_window->timeline()->rootObject());
+        };
+        const auto textOf = [&](const QString &name) {
+            QQuickItem *item = shown(name);
+            return item ? item->property("text").toString() : QString();
+        };
+        QTRY_COMPARE_WITH_TIMEOUT(textOf(u"liveOutput"_s), u"started"_s, 15000);
+        QVERIFY2(textOf(u"elapsed"_s).startsWith(u"running · "_s),
+                 qPrintable(textOf(u"elapsed"_s)));
+        QCOMPARE(shown(u"liveOutput"_s)->property("selectByMouse").toBool(), true);
+        // An event's whole text is a click away from the clipboard.
+        QQuickItem *copy = shown(u"copy"_s);
+        QVERIFY(copy);
+        QGuiApplication::clipboard()->clear();
+        QTest::mouseClick(
+            m_window->timeline(), Qt::LeftButton, {},
+            copy->mapToScene(QPointF(copy->width() / 2, copy->height() / 2)).toPoint());
+        QTRY_COMPARE_WITH_TIMEOUT(QGuiApplication::clipboard()->text(),
+                                  u"echo started; sleep 600"_s, 5000);
+
+        QVERIFY(QCoro::waitFor(m_client->conversationAction(id, u"interrupt"_s)).ok());
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"paused"_s, 15000);
+        QTRY_VERIFY_WITH_TIMEOUT(!shown(u"liveOutput"_s) && !shown(u"elapsed"_s), 10000);
     }
 
     // The button clicked is disabled while the server answers, and it handed the focus down the

@@ -58,6 +58,31 @@ private Q_SLOTS:
     {
         QCOMPARE(commandOutput("partial", true), u"partial\n[command timed out]\n"_s);
     }
+
+    // Live output goes in pieces of whole lines: the first at once, the next ones at most one
+    // per interval, however many writes came between; a line without its end waits for it
+    // unless it grows past what is held back.
+    void liveOutputGoesInPiecesOfWholeLines()
+    {
+        QStringList pieces;
+        LiveOutput live([&](const QString &piece) { pieces.append(piece); });
+        live.add("one\ntw");
+        QCOMPARE(pieces, QStringList{u"one\n"_s});
+        live.add("o\n");
+        live.add("three\nfou");
+        QCOMPARE(pieces.size(), 1); // within the interval: later, together
+        QTRY_COMPARE_WITH_TIMEOUT(pieces.size(), 2, 5000);
+        QCOMPARE(pieces.last(), u"two\nthree\n"_s);
+        // "fou" had no end: it waited for it, and goes with it.
+        live.add("r\n");
+        QTRY_COMPARE_WITH_TIMEOUT(pieces.size(), 3, 5000);
+        QCOMPARE(pieces.last(), u"four\n"_s);
+
+        // A line longer than what is held back goes, cut before a character.
+        live.add(QByteArray(QByteArray(LiveOutput::MaxHeldBytes - 3, 'x') + "\xc3\xa9\xc3\xa9"));
+        QTRY_COMPARE_WITH_TIMEOUT(pieces.size(), 4, 5000);
+        QCOMPARE(pieces.last(), QString(LiveOutput::MaxHeldBytes - 3, u'x') + u"\u00e9"_s);
+    }
 };
 
 QTEST_GUILESS_MAIN(CommandOutputTest)

@@ -284,6 +284,39 @@ private Q_SLOTS:
         QVERIFY(events.roleNames().values().contains("kind"_ba));
     }
 
+    // The command running now shows what it printed so far under it, until its output is
+    // stored; a stop of the run (a wait for confirmation) ends "running" too.
+    void theRunningCommandShowsItsLiveOutput()
+    {
+        EventListModel events;
+        qint64 seq = 0;
+        const auto add = [&](Event event) {
+            event.seq = ++seq;
+            events.append(event);
+            return event;
+        };
+        const auto role = [&](int row, int role) { return events.index(row).data(role); };
+        const Event action = add(Event::action(u"bash"_s, u"make"_s));
+        QVERIFY(role(0, EventListModel::RunningRole).toBool());
+        QSignalSpy changed(&events, &QAbstractItemModel::dataChanged);
+        events.addLiveOutput(action.id, u"cc a.c\n"_s);
+        events.addLiveOutput(action.id, u"cc b.c\n"_s);
+        events.addLiveOutput(QUuid::createUuid(), u"not this one\n"_s);
+        QCOMPARE(changed.size(), 2);
+        QCOMPARE(role(0, EventListModel::LiveOutputRole).toString(), u"cc a.c\ncc b.c\n"_s);
+        add(Event::observation(action, u"cc a.c\ncc b.c\n"_s, 2, false));
+        QVERIFY(!role(0, EventListModel::RunningRole).toBool());
+        QCOMPARE(role(0, EventListModel::LiveOutputRole).toString(), QString());
+
+        const Event waiting = add(Event::action(u"bash"_s, u"rm -rf build"_s));
+        QVERIFY(role(2, EventListModel::RunningRole).toBool());
+        add(Event::stateUpdate(u"execution_status"_s, u"waiting_for_confirmation"_s));
+        QVERIFY(!role(2, EventListModel::RunningRole).toBool());
+        events.addLiveOutput(waiting.id, u"late\n"_s);
+        QCOMPARE(role(2, EventListModel::LiveOutputRole).toString(), QString());
+        QVERIFY(events.roleNames().values().contains("liveOutput"_ba));
+    }
+
     void lifecycleNormalization_data()
     {
         QTest::addColumn<QString>("status");

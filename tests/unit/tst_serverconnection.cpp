@@ -166,6 +166,30 @@ private Q_SLOTS:
 
     // The server's details are sentences without their full stop: "... when one of them ends
     // Retry in 5 s." ran the two together.
+    // What the server sent of a running command's output when the stream went live is not
+    // shown twice when a piece sent before that comes after it; a new action starts over.
+    void commandOutputIsTakenOnce()
+    {
+        const QString action = toWireId(QUuid::createUuid());
+        const auto frame = [](const QString &action, qint64 offset, const QString &text) {
+            return QJsonObject{{u"type"_s, u"transient"_s},
+                               {u"kind"_s, u"CommandOutput"_s},
+                               {u"action_id"_s, action},
+                               {u"offset"_s, offset},
+                               {u"text"_s, text}};
+        };
+        CommandOutputFollower output;
+        QCOMPARE(output.take(frame(action, 0, u"a\nb\n"_s)).text, u"a\nb\n"_s); // so far
+        QCOMPARE(output.take(frame(action, 2, u"b\n"_s)).text, QString());      // repeated
+        QCOMPARE(output.take(frame(action, 2, u"b\nc\n"_s)).text, u"c\n"_s);    // partly new
+        QCOMPARE(output.take(frame(action, 6, u"d\n"_s)).text, u"d\n"_s);
+        const QString next = toWireId(QUuid::createUuid());
+        const CommandOutputFollower::Piece piece = output.take(frame(next, 0, u"e\n"_s));
+        QCOMPARE(piece.text, u"e\n"_s);
+        QCOMPARE(toWireId(piece.actionId), next);
+        QCOMPARE(output.take(QJsonObject{{u"kind"_s, u"MessageDelta"_s}}).text, QString());
+    }
+
     void anErrorSentenceIsSetApartFromItsRetryHint()
     {
         ApiReply reply;

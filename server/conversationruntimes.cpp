@@ -205,4 +205,21 @@ void ConversationService::releaseRequestedElsewhere(const QUuid &id)
     m_runtimes.release(id);
 }
 
+RuntimeDetails ConversationService::runtimeDetails(const QUuid &id)
+{
+    require(id);
+    RuntimeDetails details;
+    m_runtimes.describeProcess(id, details);
+    details.runtimeDir = m_runtimes.runtimeDirectory(id);
+    if (const auto holder = m_leases.holder(id)) {
+        details.leaseOwner = holder->owner;
+        details.ownerReplica = holder->replicaId;
+        details.ownerUrl = holder->advertiseUrl;
+        details.leaseEpoch = holder->epoch;
+        details.leaseMsLeft = holder->msLeft;
+        details.ownedHere = holder->owner == m_settings.leaseOwner;
+    }
+    return details;
+}
+
 } // namespace AgentDeck

@@ -2,6 +2,7 @@
 
 #include "conversationlifecycle.h"
 #include "conversationsecrets.h"
+#include "runtimedetails.h"
 #include "runtime/sandboxisolation.h"
 #include "serverconnection.h"
 #include "storage/conversationstore.h"
@@ -107,6 +108,8 @@ public:
     QCoro::Task<ConversationInfo> resumeRuntime(QUuid id);
     // Replaces the runtime with a fresh one on the same workspace; runs nothing.
     QCoro::Task<ConversationInfo> reprovisionRuntime(QUuid id);
+    // The sandbox's process and the lease of `id`, for GET .../runtime.
+    RuntimeDetails runtimeDetails(const QUuid &id);
     // Stops the runtime (and a run using it), keeping history; clears a runtime error.
     QCoro::Task<ConversationInfo> stopRuntime(QUuid id);
     // The console's one click: resolve stale state, bring the runtime up, continue the run.

@@ -28,8 +28,12 @@ void RuntimeController::registerRoutes(Router &router, ConversationService &serv
     const QString item = u"/api/conversations/{id}"_s;
     const QString runtime = item + u"/runtime"_s;
 
+    // The runtime info, with what only this one conversation's read tells (RuntimeDetails).
     router.add(Method::Get, runtime, [&service](const HttpRequest &request) {
-        return HttpResponse::json(service.get(request.idArg(0)).runtime.toJson());
+        const QUuid id = request.idArg(0);
+        QJsonObject body = service.get(id).runtime.toJson();
+        body.insert(u"details"_s, service.runtimeDetails(id).toJson());
+        return HttpResponse::json(body);
     });
     router.addAsync(Method::Post, runtime + u"/resume"_s,
                     conversationAction(service, &ConversationService::resumeRuntime));

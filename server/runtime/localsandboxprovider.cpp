@@ -316,11 +316,15 @@ RuntimeInfo LocalSandboxProvider::runtimeOf(const ConversationInfo &info) const
     return {RuntimeStatus::Missing, true, std::nullopt};
 }
 
-std::optional<qint64> LocalSandboxProvider::sandboxPid(const QUuid &id) const
+void LocalSandboxProvider::describeProcess(const QUuid &id, RuntimeDetails &details) const
 {
-    if (auto runtime = m_owned.value(id))
-        return runtime->pid();
-    return std::nullopt;
+    const std::shared_ptr<SandboxRuntime> runtime = m_owned.value(id);
+    if (!runtime)
+        return;
+    details.sandboxPid = runtime->pid();
+    details.startedAt = runtime->host().startedAt();
+    if (!runtime->isBusy())
+        details.idleSince = QDateTime::fromMSecsSinceEpoch(runtime->lastActivityMs(), Qt::UTC);
 }
 
 void LocalSandboxProvider::setIdleKeeper(std::function<bool(const QUuid &)> keeper)

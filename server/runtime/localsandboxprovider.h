@@ -59,7 +59,7 @@ public:
     void setIdleKeeper(std::function<bool(const QUuid &)> keeper) override;
     std::optional<RuntimeError> limitRefusal(const QUuid &conversationId) const override;
 
-    std::optional<qint64> sandboxPid(const QUuid &conversationId) const;
+    void describeProcess(const QUuid &conversationId, RuntimeDetails &details) const override;
 
 Q_SIGNALS:
     // A host's start for the conversation ended, up or not.

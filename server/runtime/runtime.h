@@ -1,5 +1,6 @@
 #pragma once
 
+#include "runtimedetails.h"
 #include "wiretypes.h"
 
 #include <QCoroTask>
@@ -94,6 +95,9 @@ public:
     virtual std::optional<CommandRecord> lastCommand(const QUuid &) const { return std::nullopt; }
     // Where the conversation's runtime keeps its files (sandbox home); empty when it keeps none.
     virtual QString runtimeDirectory(const QUuid &) const { return {}; }
+    // Fills in what `details` says of the conversation's sandbox process (pid, start, idle
+    // since), when this server keeps one.
+    virtual void describeProcess(const QUuid &, RuntimeDetails &) const {}
     // The server is stopping: let go of runtimes without stopping them.
     virtual void detachAll() {}
     // Asked before a runtime is stopped for being idle: true keeps it. Empty: none is kept.

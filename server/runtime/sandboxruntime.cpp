@@ -14,6 +14,7 @@
 #include <QTimer>
 
 #include <csignal>
+#include <unistd.h>
 
 using namespace Qt::StringLiterals;
 
@@ -42,6 +43,31 @@ bool SandboxHostProcess::isRunning() const
     const QString named = QFile::decodeName(arguments[at + 1]);
     return named == runtimeDir ||
            QFileInfo(named).canonicalFilePath() == QFileInfo(runtimeDir).canonicalFilePath();
+}
+
+std::optional<QDateTime> SandboxHostProcess::startedAt() const
+{
+    // Field 22 of /proc/PID/stat, in clock ticks since boot; the name before it (field 2) is in
+    // parentheses and may hold spaces and parentheses of its own, so fields count from its end.
+    QFile stat(u"/proc/%1/stat"_s.arg(pid));
+    QFile system(u"/proc/stat"_s);
+    if (pid <= 0 || !stat.open(QIODevice::ReadOnly) || !system.open(QIODevice::ReadOnly))
+        return std::nullopt;
+    const QByteArray line = stat.readAll();
+    const QList<QByteArray> fields = line.mid(line.lastIndexOf(')') + 2).split(' ');
+    constexpr int StartTimeAfterName = 22 - 3;
+    if (fields.size() <= StartTimeAfterName)
+        return std::nullopt;
+    const qint64 ticks = fields[StartTimeAfterName].toLongLong();
+    for (const QByteArray &entry : system.readAll().split('\n')) {
+        if (entry.startsWith("btime ")) {
+            const qint64 bootSeconds = entry.mid(6).trimmed().toLongLong();
+            const qint64 hertz = ::sysconf(_SC_CLK_TCK);
+            return QDateTime::fromMSecsSinceEpoch(bootSeconds * 1000 + ticks * 1000 / hertz,
+                                                  Qt::UTC);
+        }
+    }
+    return std::nullopt;
 }
 
 void SandboxHostProcess::kill() const

@@ -2,6 +2,7 @@
 
 #include "runtime.h"
 
+#include <QDateTime>
 #include <QJsonObject>
 #include <QObject>
 #include <QQueue>
@@ -22,6 +23,8 @@ struct SandboxHostProcess
     // The host whose pid file is in `runtimeDir` (pid 0 when there is none).
     static SandboxHostProcess of(const QString &runtimeDir);
     bool isRunning() const;
+    // When its process started, by the kernel's count (nothing when there is none).
+    std::optional<QDateTime> startedAt() const;
     // SIGKILL, if it is running.
     void kill() const;
 };
@@ -50,6 +53,7 @@ public:
     void keepWhileAlone();
 
     qint64 pid() const { return m_host.pid; }
+    const SandboxHostProcess &host() const { return m_host; }
     bool isConnected() const;
     bool isBusy() const { return !m_pendingRequest.isEmpty(); }
     qint64 lastActivityMs() const { return m_lastActivityMs; }

@@ -2,6 +2,7 @@
 // at hand (ctest passes it), and with a scripted provider where a failure must be provoked.
 #include "fakes.h"
 #include "runtime/localsandboxprovider.h"
+#include "runtimedetails.h"
 #include "serverprocess.h"
 #include "storage/database.h"
 #include "testevents.h"
@@ -115,6 +116,52 @@ private Q_SLOTS:
         QVERIFY(!actions.isEmpty());
         QCOMPARE(actionIds.first(), actions.last().value(u"id"_s).toString());
         QCOMPARE(lateText, live);
+    }
+
+    // GET .../runtime says which process the sandbox is, since when it runs and idles, and who
+    // holds the conversation: the details pane of the console shows it.
+    void theRuntimeSaysItsProcessAndItsOwner()
+    {
+        const QUuid id = m_server->create(shell(u"while [ ! -e go ]; do sleep 0.05; done"_s));
+        QVERIFY(m_server->waitForStatus(id, u"running"_s));
+        QTRY_VERIFY_WITH_TIMEOUT(sandboxPid(id).has_value(), 10'000);
+        const auto detailsOf = [this, id] {
+            const ApiReply reply =
+                m_server->get(ServerConnection::conversationPath(id, u"runtime"));
+            return reply.ok() ? RuntimeDetails::fromJson(reply.json.toObject().value(u"details"_s))
+                              : RuntimeDetails{};
+        };
+        const QDateTime now = QDateTime::currentDateTimeUtc();
+        RuntimeDetails running = detailsOf();
+        QCOMPARE(running.sandboxPid, sandboxPid(id));
+        QVERIFY(running.startedAt);
+        QVERIFY2(running.startedAt->secsTo(now) >= -2 && running.startedAt->secsTo(now) < 60,
+                 qPrintable(running.startedAt->toString(Qt::ISODateWithMs)));
+        QVERIFY(!running.idleSince); // a command runs
+        QVERIFY(running.runtimeDir.endsWith(toWireId(id)));
+        QVERIFY(running.ownedHere);
+        QVERIFY(!running.leaseOwner.isEmpty());
+        QVERIFY(running.leaseEpoch > 0);
+        QVERIFY(running.leaseMsLeft && *running.leaseMsLeft > 0);
+
+        const QString workspace = m_server->get(ServerConnection::conversationPath(id))
+                                      .json.toObject()
+                                      .value(u"workspace"_s)
+                                      .toObject()
+                                      .value(u"working_dir"_s)
+                                      .toString();
+        QVERIFY(QFile(QDir(workspace).filePath(u"go"_s)).open(QIODevice::WriteOnly));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QTRY_VERIFY_WITH_TIMEOUT(detailsOf().idleSince.has_value(), 5000);
+        QCOMPARE(detailsOf().sandboxPid, running.sandboxPid);
+
+        QVERIFY(
+            m_server->call("DELETE"_ba, ServerConnection::conversationPath(id, u"runtime")).ok());
+        QVERIFY(!detailsOf().sandboxPid);
+        QVERIFY(!detailsOf().startedAt);
+        QCOMPARE(m_server->get(ServerConnection::conversationPath(QUuid::createUuid(), u"runtime"))
+                     .status,
+                 404);
     }
 
     // Under bubblewrap a command sees its workspace and home in the data dir, and nothing else

@@ -1,5 +1,7 @@
 #include "consolecontroller.h"
 
+#include "lifecycle.h"
+
 #include <QJsonObject>
 
 #include <QJsonArray>
@@ -29,6 +31,36 @@ ConsoleController::ConsoleController(ServerConnection *connection, QObject *pare
     m_probeTimer.setInterval(ProbeInterval);
     connect(&m_probeTimer, &QTimer::timeout, this, [this] { probe(); });
     connect(&m_timeline, &EventListModel::earlierWanted, this, [this] { loadEarlierEvents(); });
+}
+
+Lifecycle::Availability ConsoleController::availability(Action action, const ConversationInfo &info)
+{
+    switch (action) {
+    case Action::Recover:
+        return Lifecycle::canRecover(info);
+    case Action::RunAgain:
+        return Lifecycle::canRunAgain(info);
+    case Action::Dismiss:
+        return Lifecycle::canDismiss(info);
+    case Action::Run:
+        return Lifecycle::canRun(info);
+    case Action::Pause:
+        return Lifecycle::canPause(info);
+    case Action::Interrupt:
+        return Lifecycle::canInterrupt(info);
+    case Action::Accept:
+    case Action::Reject:
+        return Lifecycle::canRespond(info);
+    case Action::Reprovision:
+        return Lifecycle::canReprovision(info);
+    case Action::Archive:
+        return Lifecycle::canArchive(info);
+    case Action::Unarchive:
+        return Lifecycle::canUnarchive(info);
+    case Action::Delete:
+        return {true, {}};
+    }
+    return {};
 }
 
 QString ConsoleController::actionName(Action action)
@@ -423,7 +455,8 @@ QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id)
     co_return true;
 }
 
-QCoro::Task<std::optional<QUuid>> ConsoleController::create(CreateConversationRequest request)
+QCoro::Task<std::optional<ConsoleController::Creation>>
+ConsoleController::create(CreateConversationRequest request)
 {
     QPointer<ConsoleController> self(this);
     setBusy(true);
@@ -431,8 +464,20 @@ QCoro::Task<std::optional<QUuid>> ConsoleController::create(CreateConversationRe
     const ApiReply reply = co_await std::move(creating);
     if (!self)
         co_return std::nullopt;
+    auto info = reply.ok() ? ConversationInfo::fromJson(reply.json.toObject()) : std::nullopt;
+    // Made, but its initial message failed: the answer names the conversation, which is read,
+    // listed and handed back with the failure. It was said in a banner only, and the
+    // conversation, not selected, later expired as a dead entry.
+    QString messageFailure;
+    if (const auto made = parseWireId(reply.json.toObject().value(u"conversation_id"_s).toString());
+        !reply.ok() && made) {
+        auto reading = m_connection->conversation(*made);
+        info = co_await std::move(reading);
+        if (!self)
+            co_return std::nullopt;
+        messageFailure = reply.errorSentence();
+    }
     setBusy(false);
-    const auto info = reply.ok() ? ConversationInfo::fromJson(reply.json.toObject()) : std::nullopt;
     if (!info) {
         Q_EMIT failed(tr("Creating the conversation failed: %1")
                           .arg(reply.ok() ? tr("the server's answer is not a conversation")
@@ -441,7 +486,7 @@ QCoro::Task<std::optional<QUuid>> ConsoleController::create(CreateConversationRe
     }
     noteChanged(info->id);
     m_conversations.upsert({*info});
-    co_return info->id;
+    co_return Creation{info->id, messageFailure};
 }
 
 QCoro::Task<bool> ConsoleController::sendMessage(QUuid id, QString text)

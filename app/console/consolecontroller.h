@@ -2,6 +2,7 @@
 
 #include "conversationlistmodel.h"
 #include "eventlistmodel.h"
+#include "lifecycle.h"
 #include "serverconnection.h"
 
 #include <QDateTime>
@@ -75,11 +76,20 @@ public:
     void select(const QUuid &id);
     QCoro::Task<bool> perform(Action action, QUuid id);
     QCoro::Task<bool> sendMessage(QUuid id, QString text);
-    // Creates a conversation; its id once the server made it and the list holds it, nothing
-    // when the server refused (failed() says why).
-    QCoro::Task<std::optional<QUuid>> create(CreateConversationRequest request);
+    struct Creation
+    {
+        QUuid id;
+        // The server made the conversation but its initial message did not start (every
+        // sandbox taken, say): why, in its words. Empty when it started, or there was none.
+        QString messageFailure;
+    };
+    // Creates a conversation; what was made once the server made it and the list holds it,
+    // nothing when the server refused (failed() says why).
+    QCoro::Task<std::optional<Creation>> create(CreateConversationRequest request);
 
     static QString actionName(Action action);
+    // Whether `action` can be done on `info` as it is, and if not, why.
+    static Lifecycle::Availability availability(Action action, const ConversationInfo &info);
     // How the server contains its commands, once it said (/server_info): empty when they are
     // isolated, else a sentence saying they are not, and why.
     QString isolationWarning() const { return m_isolationWarning; }

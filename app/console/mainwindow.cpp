@@ -1,15 +1,16 @@
 #include "mainwindow.h"
 
+#include "banner.h"
+#include "consoletray.h"
+#include "conversationview.h"
+#include "detailspane.h"
 #include "lifecycle.h"
 #include "newconversationdialog.h"
-#include "statusbadgedelegate.h"
 
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QHBoxLayout>
-#include <QHeaderView>
-#include <QIcon>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenu>
@@ -20,7 +21,6 @@
 #include <QQuickWidget>
 #include <QSplitter>
 #include <QStatusBar>
-#include <QSystemTrayIcon>
 #include <QTabWidget>
 #include <QTableView>
 #include <QTimer>
@@ -33,68 +33,12 @@ namespace AgentDeck {
 
 namespace {
 
-// Conversations needing attention the tray menu names.
-constexpr int MaxTrayConversations = 12;
 using Action = ConsoleController::Action;
 constexpr std::array AllActions{Action::Recover, Action::RunAgain,  Action::Dismiss,
                                 Action::Run,     Action::Pause,     Action::Interrupt,
                                 Action::Accept,  Action::Reject,    Action::Reprovision,
                                 Action::Archive, Action::Unarchive, Action::Delete};
 
-Lifecycle::Availability availability(Action action, const ConversationInfo &info)
-{
-    switch (action) {
-    case Action::Recover:
-        return Lifecycle::canRecover(info);
-    case Action::RunAgain:
-        return Lifecycle::canRunAgain(info);
-    case Action::Dismiss:
-        return Lifecycle::canDismiss(info);
-    case Action::Run:
-        return Lifecycle::canRun(info);
-    case Action::Pause:
-        return Lifecycle::canPause(info);
-    case Action::Interrupt:
-        return Lifecycle::canInterrupt(info);
-    case Action::Accept:
-    case Action::Reject:
-        return Lifecycle::canRespond(info);
-    case Action::Reprovision:
-        return Lifecycle::canReprovision(info);
-    case Action::Archive:
-        return Lifecycle::canArchive(info);
-    case Action::Unarchive:
-        return Lifecycle::canUnarchive(info);
-    case Action::Delete:
-        return {true, {}};
-    }
-    return {};
-}
-
-// Holds a list's order while the pointer is over its rows (ConversationFilterProxy::holdOrder).
-class OrderHoldUnderPointer : public QObject
-{
-public:
-    OrderHoldUnderPointer(QWidget *viewport, ConversationFilterProxy *proxy)
-        : QObject(viewport)
-        , m_proxy(proxy)
-    {
-        viewport->installEventFilter(this);
-    }
-
-protected:
-    bool eventFilter(QObject *watched, QEvent *event) override
-    {
-        if (event->type() == QEvent::Enter)
-            m_proxy->holdOrder(true);
-        else if (event->type() == QEvent::Leave || event->type() == QEvent::Hide)
-            m_proxy->holdOrder(false);
-        return QObject::eventFilter(watched, event);
-    }
-
-private:
-    ConversationFilterProxy *m_proxy;
-};
 } // namespace
 
 MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidget *parent)
@@ -112,22 +56,7 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     auto *central = new QWidget(this);
     auto *layout = new QVBoxLayout(central);
 
-    // The non-modal banner for failures, in the server's words.
-    m_bannerFrame = new QWidget(central);
-    m_bannerFrame->setObjectName(u"banner"_s);
-    m_bannerFrame->setStyleSheet(u"#banner { background: #fdecea; border: 1px solid #c62828; "
-                                 "border-radius: 4px; }"_s);
-    auto *bannerLayout = new QHBoxLayout(m_bannerFrame);
-    m_banner = new QLabel(m_bannerFrame);
-    m_banner->setTextFormat(Qt::PlainText); // the server's sentences, with the user's names
-    m_banner->setWordWrap(true);
-    auto *dismiss = new QToolButton(m_bannerFrame);
-    dismiss->setText(u"✕"_s);
-    dismiss->setToolTip(tr("Dismiss"));
-    connect(dismiss, &QToolButton::clicked, m_bannerFrame, &QWidget::hide);
-    bannerLayout->addWidget(m_banner, 1);
-    bannerLayout->addWidget(dismiss);
-    m_bannerFrame->hide();
+    m_banner = new Banner(central);
 
     // Actions.
     auto *actions = new QHBoxLayout;
@@ -165,18 +94,8 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     auto *detail = new QWidget(splitter);
     auto *detailLayout = new QVBoxLayout(detail);
     detailLayout->setContentsMargins(0, 0, 0, 0);
-    // What the buttons act on: with thousands of rows the selected one scrolls out of view.
-    m_heading = new QLabel(detail);
-    m_heading->setTextFormat(Qt::PlainText);
-    QFont headingFont = m_heading->font();
-    headingFont.setBold(true);
-    m_heading->setFont(headingFont);
-    m_headingId = new QLabel(detail);
-    m_headingId->setTextFormat(Qt::PlainText);
-    m_headingId->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    m_headingId->setStyleSheet(u"color: #616161"_s);
-    detailLayout->addWidget(m_heading);
-    detailLayout->addWidget(m_headingId);
+    m_details = new DetailsPane(controller, detail);
+    detailLayout->addWidget(m_details);
     m_timeline = new QQuickWidget(detail);
     m_timeline->setResizeMode(QQuickWidget::SizeRootObjectToView);
     m_timeline->rootContext()->setContextProperty(u"timelineModel"_s, controller->timeline());
@@ -186,19 +105,7 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     m_message = new QLineEdit(detail);
     m_message->setPlaceholderText(
         tr("Send a message to the selected conversation (Enter runs it)"));
-    connect(m_message, &QLineEdit::returnPressed, this, [this] {
-        const auto info = currentConversation();
-        if (!info || m_message->text().isEmpty())
-            return;
-        // The text stays until the server took it: cleared at once, it was lost when sending
-        // failed. Text typed meanwhile stays too.
-        const QString text = m_message->text();
-        m_controller->sendMessage(info->id, text)
-            .then([field = QPointer(m_message), text](bool sent) {
-                if (sent && field && field->text() == text)
-                    field->clear();
-            });
-    });
+    connect(m_message, &QLineEdit::returnPressed, this, &MainWindow::sendTypedMessage);
     detailLayout->addWidget(m_message);
     splitter->addWidget(detail);
     splitter->setStretchFactor(0, 3);
@@ -209,7 +116,7 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     // Below the list, so that its coming and going moves no button or row: it comes when the
     // server is lost, which is when an operator is clicking, and at the top it pushed
     // everything down under the pointer.
-    layout->addWidget(m_bannerFrame);
+    layout->addWidget(m_banner);
     setCentralWidget(central);
 
     m_progress = new QProgressBar(this);
@@ -253,17 +160,15 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     });
     connect(controller, &ConsoleController::busyChanged, m_progress, &QWidget::setVisible);
     connect(controller, &ConsoleController::actingChanged, this, &MainWindow::updateActions);
-    connect(controller, &ConsoleController::failed, this, &MainWindow::showBanner);
+    connect(controller, &ConsoleController::failed, m_banner, &Banner::say);
     // "Archive got no answer" stays until a later refresh shows what the server has, and goes
     // then: the row says whether the action took effect.
     connect(controller, &ConsoleController::outcomeUnknown, this, [this](const QString &sentence) {
         m_unsettledText = sentence;
-        showBanner(sentence);
+        m_banner->say(sentence);
     });
-    connect(controller, &ConsoleController::outcomeSettled, this, [this] {
-        if (m_banner->text() == m_unsettledText)
-            m_bannerFrame->hide();
-    });
+    connect(controller, &ConsoleController::outcomeSettled, this,
+            [this] { m_banner->withdraw(m_unsettledText); });
     // The status bar says whether the list is current; a banner tells when it stops being, and
     // goes once it is again, unless it says something else by then.
     connect(controller, &ConsoleController::reachabilityChanged, this,
@@ -274,8 +179,7 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
                 updateActions();
                 if (reachable) {
                     m_connectionState->setText(tr("Connected to %1").arg(serverLabel));
-                    if (m_banner->text() == m_unreachableText)
-                        m_bannerFrame->hide();
+                    m_banner->withdraw(m_unreachableText);
                     return;
                 }
                 const QDateTime asOf = m_controller->lastRefreshed();
@@ -285,7 +189,7 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
                                    : tr("Cannot refresh from %1; the list shows what it last knew")
                                          .arg(serverLabel));
                 m_unreachableText = why;
-                showBanner(why);
+                m_banner->say(why);
             });
     connect(controller, &ConsoleController::actionFinished, this,
             [this](Action action, bool ok, const QUuid &id) {
@@ -318,27 +222,14 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     connect(controller->conversations(), &QAbstractItemModel::dataChanged, this,
             &MainWindow::updateActions);
     connect(controller, &ConsoleController::refreshed, this, &MainWindow::updateTabTitles);
-    connect(controller->conversations(), &ConversationListModel::attentionNeeded, this,
-            &MainWindow::notifyAttention);
 
-    setWindowIcon(appIcon());
-    m_trayMenu = new QMenu(this);
-    connect(m_trayMenu, &QMenu::aboutToShow, this, &MainWindow::fillTrayMenu);
-    fillTrayMenu();
-    if (QSystemTrayIcon::isSystemTrayAvailable()) {
-        // Its own icon: a theme's (utilities-system-monitor) is not on every desktop, and
-        // without an icon the tray shows nothing at all.
-        m_tray = new QSystemTrayIcon(appIcon(), this);
-        m_tray->setToolTip(tr("AgentDeck — %1").arg(serverLabel));
-        m_tray->setContextMenu(m_trayMenu);
-        connect(m_tray, &QSystemTrayIcon::messageClicked, this, &MainWindow::openNotified);
-        connect(m_tray, &QSystemTrayIcon::activated, this,
-                [this](QSystemTrayIcon::ActivationReason reason) {
-                    if (reason == QSystemTrayIcon::Trigger)
-                        bringUp();
-                });
-        m_tray->show();
-    }
+    setWindowIcon(ConsoleTray::appIcon());
+    m_tray = new ConsoleTray(controller, serverLabel, this);
+    connect(m_tray, &ConsoleTray::showRequested, this, &MainWindow::bringUp);
+    connect(m_tray, &ConsoleTray::conversationRequested, this, [this](const QUuid &id) {
+        bringUp();
+        selectConversation(id);
+    });
     updateTabTitles();
     updateActions();
 }
@@ -351,34 +242,7 @@ QTableView *MainWindow::makeView(ConversationFilterProxy *proxy)
     connect(proxy, &QAbstractItemModel::rowsAboutToBeRemoved, this,
             [this] { m_rowsLeaving = true; });
     connect(proxy, &QAbstractItemModel::rowsRemoved, this, [this] { m_rowsLeaving = false; });
-    auto *view = new QTableView(this);
-    view->setModel(proxy);
-    view->setSelectionBehavior(QAbstractItemView::SelectRows);
-    view->setSelectionMode(QAbstractItemView::SingleSelection);
-    view->setSortingEnabled(true);
-    view->sortByColumn(ConversationListModel::UpdatedColumn, Qt::DescendingOrder);
-    new OrderHoldUnderPointer(view->viewport(), proxy);
-    // Badge columns as wide as their longest words, the rest to the title: sized to the rows,
-    // they did not grow for rows added later, and left the title some 30 px.
-    for (const auto &[column, kind] : {std::pair{int(ConversationListModel::ExecutionColumn),
-                                                 StatusBadgeDelegate::Kind::Execution},
-                                       std::pair{int(ConversationListModel::RuntimeColumn),
-                                                 StatusBadgeDelegate::Kind::Runtime}}) {
-        auto *delegate = new StatusBadgeDelegate(kind, view);
-        view->setItemDelegateForColumn(column, delegate);
-        view->horizontalHeader()->setSectionResizeMode(column, QHeaderView::Interactive);
-        view->horizontalHeader()->resizeSection(column, delegate->columnWidth(view->fontMetrics()));
-    }
-    view->horizontalHeader()->setSectionResizeMode(ConversationListModel::TitleColumn,
-                                                   QHeaderView::Stretch);
-    view->horizontalHeader()->setSectionResizeMode(ConversationListModel::UpdatedColumn,
-                                                   QHeaderView::ResizeToContents);
-    view->horizontalHeader()->setSectionResizeMode(ConversationListModel::TagsColumn,
-                                                   QHeaderView::Interactive);
-    view->horizontalHeader()->resizeSection(ConversationListModel::TagsColumn, 100);
-    view->setWordWrap(false);
-    view->verticalHeader()->hide();
-    view->setContextMenuPolicy(Qt::CustomContextMenu);
+    auto *view = new ConversationView(proxy, this);
     connect(view, &QWidget::customContextMenuRequested, this, &MainWindow::showContextMenu);
     connect(view->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this, view] {
         if (view != currentView())
@@ -416,6 +280,35 @@ bool MainWindow::shows(QTableView *view, const QUuid &id) const
         return false;
     const auto *proxy = static_cast<ConversationFilterProxy *>(view->model());
     return proxy->mapFromSource(m_controller->conversations()->index(sourceRow, 0)).isValid();
+}
+
+QLabel *MainWindow::banner() const
+{
+    return m_banner->label();
+}
+
+void MainWindow::sendTypedMessage()
+{
+    const auto info = currentConversation();
+    if (!info || m_message->text().isEmpty())
+        return;
+    // The text stays until the server took it: cleared at once, it was lost when sending
+    // failed. Text typed meanwhile stays too.
+    const QString text = m_message->text();
+    m_controller->sendMessage(info->id, text).then([field = QPointer(m_message), text](bool sent) {
+        if (sent && field && field->text() == text)
+            field->clear();
+    });
+}
+
+QLabel *MainWindow::heading() const
+{
+    return m_details->heading();
+}
+
+QLabel *MainWindow::headingId() const
+{
+    return m_details->headingId();
 }
 
 QTableView *MainWindow::currentView() const
@@ -463,7 +356,7 @@ void MainWindow::updateActions()
                 ? Lifecycle::Availability{false, tr("The server does not answer; the row is "
                                                     "what it last said")}
             : acting ? Lifecycle::Availability{false, tr("Waiting for the server to answer")}
-                     : availability(it.key(), *info);
+                     : ConsoleController::availability(it.key(), *info);
         // A button disabled while it has the focus hands it down the tab chain, to the filter,
         // which selected its text: the next key typed after any action replaced the filter.
         if (!state.enabled && it.value()->hasFocus())
@@ -476,15 +369,7 @@ void MainWindow::updateActions()
         : !m_controller->isReachable()
             ? Lifecycle::Availability{false, tr("The server does not answer")}
             : Lifecycle::canSendMessage(*info);
-    // Shortened in the middle to the pane's narrowest width: a long title without spaces
-    // cannot wrap, and it widened the pane. Whole in the tooltip.
-    const QString title = !info                   ? tr("No conversation selected")
-                          : info->title.isEmpty() ? tr("Untitled")
-                                                  : withControlsShown(info->title);
-    m_heading->setText(m_heading->fontMetrics().elidedText(title, Qt::ElideMiddle, 360));
-    m_heading->setToolTip(title);
-    m_headingId->setText(info ? toWireId(info->id) : QString());
-    m_headingId->setVisible(info.has_value());
+    m_details->showConversation(info);
     m_message->setEnabled(sending.enabled);
     m_message->setToolTip(sending.reason);
 }
@@ -551,7 +436,7 @@ void MainWindow::trigger(Action action)
                       "commands left elsewhere in the sandbox (/tmp, processes) is gone.")
                        .arg(named())))
         return;
-    m_bannerFrame->hide();
+    m_banner->hide();
     m_controller->perform(action, info->id);
 }
 
@@ -560,25 +445,43 @@ void MainWindow::createConversation()
     NewConversationDialog dialog(this);
     if (dialog.exec() != QDialog::Accepted)
         return;
-    m_bannerFrame->hide();
-    m_controller->create(dialog.request()).then([window = QPointer(this)](std::optional<QUuid> id) {
-        if (window && id)
-            window->showCreated(*id);
-    });
+    m_banner->hide();
+    const CreateConversationRequest request = dialog.request();
+    const QString text = request.initialMessage ? request.initialMessage->text : QString();
+    m_controller->create(request).then(
+        [window = QPointer(this), text](std::optional<ConsoleController::Creation> made) {
+            if (window && made)
+                window->showCreated(*made, text);
+        });
 }
 
-void MainWindow::showCreated(const QUuid &id)
+void MainWindow::showCreated(const ConsoleController::Creation &made, const QString &text)
 {
     // Whatever the filter: one that hides the new conversation is cleared. It was created and
     // neither shown nor selected, and nothing said so; the buttons still acted on the one
     // selected before.
-    if (!selectConversation(id) && !m_filter->text().isEmpty()) {
+    if (!selectConversation(made.id) && !m_filter->text().isEmpty()) {
         m_filter->clear();
-        selectConversation(id);
+        selectConversation(made.id);
     }
-    const auto info = m_controller->conversations()->conversation(id);
-    statusBar()->showMessage(
-        tr("Created %1").arg(info ? withControlsShown(info->title) : toWireId(id)), 4000);
+    const auto info = m_controller->conversations()->conversation(made.id);
+    if (made.messageFailure.isEmpty()) {
+        statusBar()->showMessage(
+            tr("Created %1").arg(info ? withControlsShown(info->title) : toWireId(made.id)), 4000);
+        return;
+    }
+    // Its first message did not start (every sandbox taken, say). Not stored, the text waits in
+    // the message box, where Enter or Retry sends it; stored, Retry runs it.
+    const bool stored = info && info->eventCount > 0;
+    if (!stored)
+        m_message->setText(text);
+    // The server's sentence names the conversation and says what failed.
+    m_banner->offer(made.messageFailure, tr("Retry"), [this, id = made.id, stored] {
+        if (stored)
+            m_controller->perform(Action::Run, id);
+        else if (currentConversation() && currentConversation()->id == id)
+            sendTypedMessage();
+    });
 }
 
 bool MainWindow::confirmed(const QString &title, const QString &question)
@@ -607,55 +510,11 @@ void MainWindow::showContextMenu(const QPoint &position)
     menu.exec(view->viewport()->mapToGlobal(position));
 }
 
-void MainWindow::showBanner(const QString &text)
-{
-    m_banner->setText(text);
-    m_bannerFrame->show();
-}
-
-QIcon MainWindow::appIcon()
-{
-    QIcon icon;
-    for (const int size : {48, 128, 256})
-        icon.addFile(u":/agentdeck/icons/agentdeck-%1.png"_s.arg(size), QSize(size, size));
-    return icon;
-}
-
 void MainWindow::bringUp()
 {
     showNormal();
     raise();
     activateWindow();
-}
-
-void MainWindow::fillTrayMenu()
-{
-    m_trayMenu->clear();
-    m_trayMenu->addAction(tr("Show AgentDeck"), this, &MainWindow::bringUp);
-    m_trayMenu->addSeparator();
-    const ConversationListModel *rows = m_controller->conversations();
-    int needing = 0;
-    for (int row = 0; row < rows->rowCount(); ++row) {
-        const ConversationInfo &info = rows->at(row);
-        if (!Lifecycle::needsAttention(info))
-            continue;
-        // A dozen at most: a menu taller than the screen helps nobody; the list has the rest.
-        if (++needing > MaxTrayConversations)
-            continue;
-        const QString title = info.title.isEmpty() ? toWireId(info.id) : info.title;
-        m_trayMenu->addAction(tr("Needs attention: %1").arg(withControlsShown(title)), this,
-                              [this, id = info.id] {
-                                  bringUp();
-                                  selectConversation(id);
-                              });
-    }
-    if (needing == 0)
-        m_trayMenu->addAction(tr("Nothing needs attention"))->setEnabled(false);
-    else if (needing > MaxTrayConversations)
-        m_trayMenu->addAction(tr("%1 more in the list").arg(needing - MaxTrayConversations), this,
-                              &MainWindow::bringUp);
-    m_trayMenu->addSeparator();
-    m_trayMenu->addAction(tr("Quit"), qApp, &QCoreApplication::quit);
 }
 
 void MainWindow::closeEvent(QCloseEvent *event)
@@ -700,27 +559,6 @@ void MainWindow::closeEvent(QCloseEvent *event)
         if (m_keptInBackground && running() == 0)
             QCoreApplication::quit();
     });
-}
-
-void MainWindow::openNotified()
-{
-    bringUp();
-    if (!m_notified.isNull())
-        selectConversation(m_notified);
-}
-
-void MainWindow::notifyAttention(const ConversationInfo &info)
-{
-    m_notified = info.id;
-    if (!m_tray)
-        return;
-    QString why = Lifecycle::executionText(info);
-    if (info.runtime.error)
-        why = info.runtime.error->message;
-    else if (info.outcome && info.outcome->needsAttention())
-        why = info.outcome->detail;
-    m_tray->showMessage(tr("Needs attention: %1").arg(withControlsShown(info.title)), why,
-                        QSystemTrayIcon::Warning, 8000);
 }
 
 } // namespace AgentDeck

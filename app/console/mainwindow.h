@@ -7,20 +7,20 @@
 #include <QTimer>
 
 class QCloseEvent;
-class QIcon;
 class QLabel;
-class QMenu;
 class QLineEdit;
 class QProgressBar;
 class QPushButton;
 class QQuickWidget;
-class QSystemTrayIcon;
 class QTabWidget;
 class QTableView;
 
 namespace AgentDeck {
 
+class Banner;
+class ConsoleTray;
 class ConversationFilterProxy;
+class DetailsPane;
 
 // The operator console: Active and Archived tabs over one list model, badges, a live timeline
 // pane in QML, and the one-click actions on buttons and a context menu.
@@ -41,27 +41,22 @@ public:
     QTabWidget *tabs() const { return m_tabs; }
     QTableView *activeView() const { return m_activeView; }
     QTableView *archivedView() const { return m_archivedView; }
-    QLabel *banner() const { return m_banner; }
+    // The banner's text, and the banner with what it offers to do.
+    QLabel *banner() const;
+    Banner *bannerBar() const { return m_banner; }
     // Whether the list is current, in the status bar under any passing message.
     QLabel *connectionState() const { return m_connectionState; }
     QLabel *isolationState() const { return m_isolationState; }
     QLineEdit *filterBox() const { return m_filter; }
     QLineEdit *messageBox() const { return m_message; }
-    // The title and id of the selected conversation, above the timeline.
-    QLabel *heading() const { return m_heading; }
-    QLabel *headingId() const { return m_headingId; }
+    // The selected conversation's title, id and details, above the timeline.
+    DetailsPane *details() const { return m_details; }
+    QLabel *heading() const;
+    QLabel *headingId() const;
     QQuickWidget *timeline() const { return m_timeline; }
     // Selects a conversation in whichever tab shows it.
     bool selectConversation(const QUuid &id);
-    // The application's own icon (48, 128 and 256 px), shipped with it.
-    static QIcon appIcon();
-    // The tray icon's menu (built whether or not a tray is there): show the window, the
-    // conversations needing attention (each selects its own), quit.
-    QMenu *trayMenu() const { return m_trayMenu; }
-    // Says in the tray that `info` needs attention; a click on the message selects it.
-    void notifyAttention(const ConversationInfo &info);
-    // What a click on the last message does: the window comes up with that conversation.
-    void openNotified();
+    ConsoleTray *tray() const { return m_tray; }
     // The server is this process's own (embedded): closing the window stops it, and with runs
     // going the window asks first (stop them, keep the server running in the background until
     // they end, or cancel).
@@ -81,17 +76,18 @@ private:
     void updateActions();
     void updateTabTitles();
     void trigger(ConsoleController::Action action);
+    // Sends what the message box holds to the selected conversation, and runs it.
+    void sendTypedMessage();
     // Asks for a new conversation's settings, creates it and selects it.
     void createConversation();
-    // Shows and selects the conversation just created, and says so.
-    void showCreated(const QUuid &id);
+    // Shows and selects the conversation just created, and says so; when its first message
+    // (`text`) did not start, keeps the text and offers to retry.
+    void showCreated(const ConsoleController::Creation &made, const QString &text);
     // Asks `question` (Yes or No, No by default); whether the answer was Yes.
     bool confirmed(const QString &title, const QString &question);
     void showContextMenu(const QPoint &position);
-    void showBanner(const QString &text);
     // Brings the window up (from the tray, or minimized).
     void bringUp();
-    void fillTrayMenu();
 
     ConsoleController *m_controller;
     ConversationFilterProxy *m_activeProxy;
@@ -101,20 +97,16 @@ private:
     QTableView *m_activeView;
     QTableView *m_archivedView;
     QLineEdit *m_filter;
-    QLabel *m_banner;
+    Banner *m_banner;
     QLabel *m_connectionState;
     QLabel *m_isolationState;
-    QWidget *m_bannerFrame;
     QString m_unreachableText; // the banner of the last failed refresh
     QString m_unsettledText;   // the banner of an action that got no answer
     QProgressBar *m_progress;
     QQuickWidget *m_timeline;
-    QLabel *m_heading;
-    QLabel *m_headingId;
+    DetailsPane *m_details;
     QLineEdit *m_message;
-    QSystemTrayIcon *m_tray = nullptr;
-    QMenu *m_trayMenu;
-    QUuid m_notified; // the conversation of the tray's last message
+    ConsoleTray *m_tray;
     bool m_embedded = false;
     bool m_keptInBackground = false;
     QTimer m_tabTitlesDue; // the tabs' counts, after rows changed

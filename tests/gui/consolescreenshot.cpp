@@ -1,7 +1,9 @@
 // Renders the console with sample data to a PNG: an embedded server in a temporary data dir,
-// a handful of conversations in different states, one selected so the timeline shows.
+// a handful of conversations in different states, one of them cut short by a restart of the
+// server and one failed, both flagged; the interrupted one selected with its details open.
 // Usage: agentdeck_screenshot OUTPUT.png [--running]  (--running: the running one selected)
 #include "consolecontroller.h"
+#include "detailspane.h"
 #include "embeddedserver.h"
 #include "mainwindow.h"
 
@@ -51,11 +53,39 @@ int main(int argc, char *argv[])
     config.port = 0;
     config.dataDir = dir.path();
     config.sandboxProgram = QStringLiteral(AGENTDECK_BINARY_PATH);
-    EmbeddedServer server(config);
+    config.shutdownGrace = std::chrono::milliseconds(500);
     QString error;
+    // A first server whose stop cuts a command short: the headline case of the console.
+    QUuid interrupted;
+    {
+        EmbeddedServer first(config);
+        const QUrl url = first.start(&error);
+        if (url.isEmpty()) {
+            std::fprintf(stderr, "cannot start the server: %s\n", qPrintable(error));
+            return 1;
+        }
+        ServerConnection client(url);
+        interrupted = create(client, u"Reindex search"_s,
+                             u"for i in $(seq 600); do echo \"indexed shard $i of 600\"; "
+                             "sleep 0.2; done"_s,
+                             false, {{u"team"_s, u"search"_s}});
+        const auto events = [&] {
+            return QCoro::waitFor(client.get(ServerConnection::conversationPath(interrupted)))
+                .json.toObject()
+                .value(u"stats"_s)
+                .toObject()
+                .value(u"event_count"_s)
+                .toInteger();
+        };
+        if (!QTest::qWaitFor([&] { return events() >= 3; }, 10000))
+            std::fputs("warning: the command to interrupt did not start\n", stderr);
+        QTest::qWait(1500); // some of its lines
+        first.stop();
+    }
+    EmbeddedServer server(config);
     const QUrl url = server.start(&error);
     if (url.isEmpty()) {
-        std::fprintf(stderr, "cannot start the server: %s\n", qPrintable(error));
+        std::fprintf(stderr, "cannot start the server again: %s\n", qPrintable(error));
         return 1;
     }
     ServerConnection client(url);
@@ -67,7 +97,9 @@ int main(int argc, char *argv[])
         create(client, u"Nightly data import"_s,
                u"for i in $(seq 60); do echo \"imported batch $i of 60\"; sleep 1; done"_s, false,
                {{u"team"_s, u"data"_s}});
-    create(client, u"Triage flaky test"_s, u"false"_s);
+    create(client, u"Run the test suite"_s,
+           u"echo 'test_login ... ok'; echo 'test_upload ... FAIL'; exit 2"_s, false,
+           {{u"team"_s, u"qa"_s}});
     const QUuid old = create(client, u"Last quarter's audit"_s, u"echo archived"_s);
     const bool seeded =
         QTest::qWaitFor([&] { return status(client, old) == u"finished"_s; }, 10000) &&
@@ -81,14 +113,16 @@ int main(int argc, char *argv[])
     ConsoleController controller(&connection);
     const bool running = argc > 2 && QByteArrayView(argv[2]) == "--running";
     MainWindow window(&controller, url);
-    window.resize(1400, 720);
+    window.resize(1400, 800);
     window.show();
     const bool shown = QTest::qWaitForWindowExposed(&window) &&
                        QCoro::waitFor(controller.refresh()) &&
-                       window.selectConversation(running ? longRun : build) &&
+                       window.selectConversation(running ? longRun : interrupted) &&
                        QTest::qWaitFor([&] { return controller.timeline()->count() >= 3; }, 10000);
     if (running) // a few of its lines
         QTest::qWait(3000);
+    else if (!QTest::qWaitFor([&] { return window.details()->hasRuntimeDetails(); }, 5000))
+        std::fputs("warning: the details pane did not get the runtime's details\n", stderr);
     if (!shown)
         std::fputs("warning: the window did not show the sample conversation in time\n", stderr);
     QTest::qWait(300); // let the QML pane lay out the last rows before the grab

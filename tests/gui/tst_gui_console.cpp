@@ -1,7 +1,11 @@
 // The console against a real embedded server (its own thread, real sandboxes), driven by
 // clicking the real buttons under the offscreen platform.
+#include "banner.h"
 #include "commandline.h"
 #include "consolecontroller.h"
+#include "consoletray.h"
+#include "conversationview.h"
+#include "detailspane.h"
 #include "embeddedserver.h"
 #include "fakes.h"
 #include "lifecycle.h"
@@ -25,6 +29,7 @@
 #include <QFontMetricsF>
 #include <QIcon>
 #include <QJsonArray>
+#include <QJsonDocument>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenu>
@@ -42,6 +47,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTimer>
+#include <QToolButton>
 
 #include <csignal>
 
@@ -156,12 +162,120 @@ private Q_SLOTS:
         QVERIFY(!dismiss->isEnabled());
     }
 
+    // The details pane says where the selected conversation's commands run (the sandbox's
+    // process, since when, idle or not), its workspace and policy, its agent without a key, its
+    // stats and who holds its lease; a fold hides it.
+    void theDetailsPaneSaysWhatRunsWhereAndWhoHoldsIt()
+    {
+        startConsole();
+        const QUuid id = create(u"details"_s, u"while [ ! -e go ]; do sleep 0.05; done"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"running"_s, 15000);
+        QTRY_VERIFY_WITH_TIMEOUT(sandboxPid(id) > 0, 10000);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QVERIFY(m_window->selectConversation(id));
+        DetailsPane *pane = m_window->details();
+        QVERIFY(pane->value(DetailsPane::Row::Runtime)->isVisible());
+        QTRY_VERIFY_WITH_TIMEOUT(pane->hasRuntimeDetails(), 10000);
+        const auto text = [pane](DetailsPane::Row row) { return pane->value(row)->text(); };
+        QVERIFY2(
+            text(DetailsPane::Row::Runtime).contains(u"Sandbox process %1"_s.arg(sandboxPid(id))),
+            qPrintable(text(DetailsPane::Row::Runtime)));
+        QVERIFY(text(DetailsPane::Row::Runtime).contains(u"running a command"_s));
+        QVERIFY2(text(DetailsPane::Row::Owner).startsWith(u"This server"_s),
+                 qPrintable(text(DetailsPane::Row::Owner)));
+        QVERIFY(text(DetailsPane::Row::Owner).contains(u"left"_s));
+        const auto info = m_controller->conversations()->conversation(id);
+        QVERIFY(info);
+        QVERIFY(text(DetailsPane::Row::Workspace).startsWith(info->workingDir));
+        QVERIFY2(text(DetailsPane::Row::Sandbox).contains(u"network"_s),
+                 qPrintable(text(DetailsPane::Row::Sandbox)));
+        QCOMPARE(text(DetailsPane::Row::Agent), u"shell"_s);
+
+        // Once the command ended, the next refresh says since when the sandbox idles.
+        QVERIFY(QFile(QDir(info->workingDir).filePath(u"go"_s)).open(QIODevice::WriteOnly));
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QTRY_VERIFY2_WITH_TIMEOUT(text(DetailsPane::Row::Runtime).contains(u"idle since"_s),
+                                  qPrintable(text(DetailsPane::Row::Runtime)), 10000);
+
+        // A model's agent says its model and endpoint, never its key.
+        CreateConversationRequest request;
+        request.title = u"model"_s;
+        request.agentKind = u"llm"_s;
+        request.agentConfig =
+            QJsonObject{{u"llm"_s, QJsonObject{{u"model"_s, u"scripted-model"_s},
+                                               {u"base_url"_s, u"http://127.0.0.1:9/v1"_s},
+                                               {u"api_key"_s, u"sk-not-for-screens"_s}}}};
+        const ApiReply made = QCoro::waitFor(m_client->createConversation(request));
+        QVERIFY2(made.ok(), qPrintable(made.errorSentence()));
+        const QUuid llm = parseWireId(made.json.toObject().value(u"id"_s).toString()).value();
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QVERIFY(m_window->selectConversation(llm));
+        QCOMPARE(text(DetailsPane::Row::Agent),
+                 u"llm · model scripted-model · http://127.0.0.1:9/v1"_s);
+        for (const QLabel *label : pane->findChildren<QLabel *>())
+            QVERIFY(!label->text().contains(u"sk-not-for-screens"_s));
+
+        QTest::mouseClick(pane->foldButton(), Qt::LeftButton);
+        QVERIFY(!pane->value(DetailsPane::Row::Runtime)->isVisible());
+        QVERIFY(m_window->heading()->isVisible());
+    }
+
+    // A create whose first message could not start (every sandbox taken) keeps the text in
+    // the message box, selects the conversation it made, and Retry runs it once a sandbox is
+    // free. The text was lost, the conversation not selected, and nothing retried.
+    void aCreateWhoseMessageCouldNotStartOffersRetry()
+    {
+        ServerConfig config = serverConfig();
+        config.maxSandboxes = 1;
+        startConsole(config);
+        const QUuid busy = create(u"busy"_s, u"while [ ! -e go ]; do sleep 0.05; done"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(status(busy), u"running"_s, 15000);
+        QTRY_VERIFY_WITH_TIMEOUT(sandboxPid(busy) > 0, 10000);
+
+        QTimer::singleShot(0, this, [] {
+            auto *dialog = qobject_cast<NewConversationDialog *>(QApplication::activeModalWidget());
+            if (!dialog)
+                return;
+            QTest::keyClicks(dialog->titleField(), u"waiting"_s);
+            QTest::keyClicks(dialog->messageField(), u"echo made it"_s);
+            QTest::mouseClick(dialog->buttons()->button(QDialogButtonBox::Ok), Qt::LeftButton);
+        });
+        QTest::mouseClick(m_window->newButton(), Qt::LeftButton);
+        QPushButton *retry = m_window->bannerBar()->actionButton();
+        QTRY_VERIFY_WITH_TIMEOUT(retry->isVisible(), 10000);
+        QCOMPARE(retry->text(), u"Retry"_s);
+        QVERIFY2(m_window->banner()->text().contains(u"was created"_s),
+                 qPrintable(m_window->banner()->text()));
+        QCOMPARE(m_window->heading()->text(), u"waiting"_s);
+        QCOMPARE(m_window->messageBox()->text(), u"echo made it"_s);
+        const QUuid waiting = m_controller->selected();
+        QVERIFY(!waiting.isNull() && waiting != busy);
+
+        const QString workspace =
+            conversation(busy).value(u"workspace"_s).toObject().value(u"working_dir"_s).toString();
+        QVERIFY(QFile(QDir(workspace).filePath(u"go"_s)).open(QIODevice::WriteOnly));
+        QTRY_COMPARE_WITH_TIMEOUT(status(busy), u"finished"_s, 15000);
+        // The busy one's sandbox idles now, and makes room at the next start.
+        QTest::mouseClick(retry, Qt::LeftButton);
+        QVERIFY(!m_window->banner()->isVisible());
+        QTRY_COMPARE_WITH_TIMEOUT(status(waiting), u"finished"_s, 15000);
+        QTRY_VERIFY_WITH_TIMEOUT(m_window->messageBox()->text().isEmpty(), 5000);
+        // Sent once: the first attempt stored nothing.
+        int sent = 0;
+        for (const QJsonObject &event : eventsOf(waiting)) {
+            sent += event.value(u"kind"_s) == u"MessageEvent"_s &&
+                    QJsonDocument(event).toJson().contains("echo made it");
+        }
+        QCOMPARE(sent, 1);
+    }
+
     // The tray has the application's own icon (it asked the theme for one, and showed nothing
     // where the theme had none), a menu naming what needs attention, and its message opens
     // the conversation it names.
     void theTrayShowsItsIconAndWhatNeedsAttention()
     {
-        const QIcon icon = MainWindow::appIcon();
+        const QIcon icon = ConsoleTray::appIcon();
         QVERIFY(!icon.isNull());
         QVERIFY(icon.availableSizes().contains(QSize(48, 48)));
         startConsole();
@@ -172,7 +286,7 @@ private Q_SLOTS:
         QVERIFY(QCoro::waitFor(m_controller->refresh()));
         QVERIFY(m_window->selectConversation(calm));
 
-        QMenu *menu = m_window->trayMenu();
+        QMenu *menu = m_window->tray()->menu();
         Q_EMIT menu->aboutToShow();
         QStringList texts;
         QAction *open = nullptr;
@@ -190,8 +304,8 @@ private Q_SLOTS:
         QVERIFY(m_window->selectConversation(calm));
         const auto info = m_controller->conversations()->conversation(failing);
         QVERIFY(info);
-        m_window->notifyAttention(*info);
-        m_window->openNotified();
+        m_window->tray()->notifyAttention(*info);
+        m_window->tray()->openNotified();
         QCOMPARE(m_controller->selected(), failing);
     }
 
@@ -995,9 +1109,14 @@ private Q_SLOTS:
     {
         startConsole();
         const QUuid older = create(u"older"_s);
+        // Two creates in the same millisecond tie on updated_at, and either may be first.
+        const auto updatedAt = [this](const QUuid &id) {
+            return parseWireTime(conversation(id).value(u"updated_at"_s).toString()).value();
+        };
+        QTRY_VERIFY(QDateTime::currentDateTimeUtc() > updatedAt(older));
         const QUuid newer = create(u"newer"_s);
         QVERIFY(QCoro::waitFor(m_controller->refresh()));
-        QTableView *view = m_window->activeView();
+        auto *view = static_cast<ConversationView *>(m_window->activeView());
         const auto topRow = [view] {
             return view->model()->index(0, ConversationListModel::TitleColumn).data().toString();
         };
@@ -1005,17 +1124,36 @@ private Q_SLOTS:
 
         QEvent enter(QEvent::Enter);
         QCoreApplication::sendEvent(view->viewport(), &enter);
+        QVERIFY(!view->holdNotice()->isVisible()); // nothing moved yet
+        QTRY_VERIFY(QDateTime::currentDateTimeUtc() > updatedAt(newer));
         QVERIFY(
             QCoro::waitFor(m_client->sendMessage(older, MessageRequest{u"user"_s, u"hi"_s, false}))
                 .ok());
         QVERIFY(QCoro::waitFor(m_controller->refresh()));
-        QVERIFY(conversation(older).value(u"updated_at"_s).toString() >
-                conversation(newer).value(u"updated_at"_s).toString());
+        QVERIFY(updatedAt(older) > updatedAt(newer));
         QCOMPARE(topRow(), u"newer"_s);
+        // The order held says so, and a conversation new meanwhile is counted where it went.
+        QVERIFY(view->holdNotice()->isVisible());
+        QVERIFY2(view->holdNotice()->text().startsWith(u"Order held"_s),
+                 qPrintable(view->holdNotice()->text()));
+        const QUuid newest = create(u"newest"_s);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QVERIFY2(view->holdNotice()->text().contains(u"1 new at the bottom"_s),
+                 qPrintable(view->holdNotice()->text()));
+        QCOMPARE(view->model()
+                     ->index(view->model()->rowCount() - 1, ConversationListModel::TitleColumn)
+                     .data()
+                     .toString(),
+                 u"newest"_s);
 
+        QVERIFY(m_window->selectConversation(newest));
         QEvent leave(QEvent::Leave);
         QCoreApplication::sendEvent(view->viewport(), &leave);
-        QCOMPARE(topRow(), u"older"_s);
+        QVERIFY(!view->holdNotice()->isVisible());
+        QCOMPARE(topRow(), u"newest"_s);
+        QCOMPARE(view->model()->index(1, ConversationListModel::TitleColumn).data().toString(),
+                 u"older"_s);
+        QCOMPARE(m_controller->selected(), newest);
     }
 
     void aRefusedRefreshSaysWhy()

@@ -1,0 +1,114 @@
+#include "conversationview.h"
+
+#include "conversationlistmodel.h"
+#include "statusbadgedelegate.h"
+
+#include <QEvent>
+#include <QHeaderView>
+#include <QLabel>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+ConversationView::ConversationView(ConversationFilterProxy *proxy, QWidget *parent)
+    : QTableView(parent)
+    , m_proxy(proxy)
+    , m_holdNotice(new QLabel(viewport()))
+{
+    setModel(proxy);
+    setSelectionBehavior(QAbstractItemView::SelectRows);
+    setSelectionMode(QAbstractItemView::SingleSelection);
+    setSortingEnabled(true);
+    sortByColumn(ConversationListModel::UpdatedColumn, Qt::DescendingOrder);
+    // Badge columns as wide as their longest words, the rest to the title: sized to the rows,
+    // they did not grow for rows added later, and left the title some 30 px.
+    for (const auto &[column, kind] : {std::pair{int(ConversationListModel::ExecutionColumn),
+                                                 StatusBadgeDelegate::Kind::Execution},
+                                       std::pair{int(ConversationListModel::RuntimeColumn),
+                                                 StatusBadgeDelegate::Kind::Runtime}}) {
+        auto *delegate = new StatusBadgeDelegate(kind, this);
+        setItemDelegateForColumn(column, delegate);
+        horizontalHeader()->setSectionResizeMode(column, QHeaderView::Interactive);
+        horizontalHeader()->resizeSection(column, delegate->columnWidth(fontMetrics()));
+    }
+    horizontalHeader()->setSectionResizeMode(ConversationListModel::TitleColumn,
+                                             QHeaderView::Stretch);
+    horizontalHeader()->setSectionResizeMode(ConversationListModel::UpdatedColumn,
+                                             QHeaderView::ResizeToContents);
+    horizontalHeader()->setSectionResizeMode(ConversationListModel::TagsColumn,
+                                             QHeaderView::Interactive);
+    horizontalHeader()->resizeSection(ConversationListModel::TagsColumn, 100);
+    setWordWrap(false);
+    verticalHeader()->hide();
+    setContextMenuPolicy(Qt::CustomContextMenu);
+
+    m_holdNotice->setObjectName(u"holdNotice"_s);
+    m_holdNotice->setTextFormat(Qt::PlainText);
+    m_holdNotice->setStyleSheet(u"background: #fff8e1; color: #5d4037; padding: 2px 6px; "
+                                "border-top: 1px solid #ffca28;"_s);
+    m_holdNotice->hide();
+    viewport()->installEventFilter(this);
+    connect(proxy, &QAbstractItemModel::rowsInserted, this,
+            [this](const QModelIndex &, int first, int last) {
+                if (!m_proxy->isOrderHeld())
+                    return;
+                m_newWhileHeld += last - first + 1;
+                updateHoldNotice();
+            });
+    connect(proxy, &QAbstractItemModel::dataChanged, this, [this] {
+        if (!m_proxy->isOrderHeld() || m_changedWhileHeld)
+            return;
+        m_changedWhileHeld = true;
+        updateHoldNotice();
+    });
+}
+
+bool ConversationView::eventFilter(QObject *watched, QEvent *event)
+{
+    if (watched == viewport()) {
+        if (event->type() == QEvent::Enter)
+            hold(true);
+        else if (event->type() == QEvent::Leave || event->type() == QEvent::Hide)
+            hold(false);
+    }
+    return QTableView::eventFilter(watched, event);
+}
+
+void ConversationView::resizeEvent(QResizeEvent *event)
+{
+    QTableView::resizeEvent(event);
+    updateHoldNotice();
+}
+
+void ConversationView::hold(bool held)
+{
+    if (held == m_proxy->isOrderHeld())
+        return;
+    m_changedWhileHeld = false;
+    m_newWhileHeld = 0;
+    m_proxy->holdOrder(held);
+    updateHoldNotice();
+    // Sorted again, the selected conversation may have moved out of sight.
+    if (!held && currentIndex().isValid())
+        scrollTo(currentIndex());
+}
+
+void ConversationView::updateHoldNotice()
+{
+    const bool show = m_proxy->isOrderHeld() && (m_changedWhileHeld || m_newWhileHeld > 0);
+    m_holdNotice->setVisible(show);
+    if (!show)
+        return;
+    QString text = tr("Order held while the pointer is on the list; it sorts again when the "
+                      "pointer leaves");
+    if (m_newWhileHeld > 0)
+        text += tr(" · %n new at the bottom", nullptr, m_newWhileHeld);
+    m_holdNotice->setText(text);
+    m_holdNotice->setToolTip(text);
+    const int height = m_holdNotice->sizeHint().height();
+    m_holdNotice->setGeometry(0, viewport()->height() - height, viewport()->width(), height);
+    m_holdNotice->raise();
+}
+
+} // namespace AgentDeck

@@ -1,0 +1,41 @@
+#pragma once
+
+#include <QTableView>
+
+class QLabel;
+
+namespace AgentDeck {
+
+class ConversationFilterProxy;
+
+// A list of conversations over one partition: badges for execution and runtime as wide as their
+// longest words, the title taking the rest, newest first. While the pointer rests on the rows
+// their order holds (ConversationFilterProxy::holdOrder) and, once a row changed or came
+// meanwhile, a line at the bottom says so: the order froze without a word, and a new
+// conversation sat below older ones. When the pointer leaves, the rows sort again and the
+// current one stays in sight.
+class ConversationView : public QTableView
+{
+    Q_OBJECT
+public:
+    explicit ConversationView(ConversationFilterProxy *proxy, QWidget *parent = nullptr);
+
+    ConversationFilterProxy *proxy() const { return m_proxy; }
+    // For tests: the line saying the order is held.
+    QLabel *holdNotice() const { return m_holdNotice; }
+
+protected:
+    bool eventFilter(QObject *watched, QEvent *event) override;
+    void resizeEvent(QResizeEvent *event) override;
+
+private:
+    void hold(bool held);
+    void updateHoldNotice();
+
+    ConversationFilterProxy *m_proxy;
+    QLabel *m_holdNotice;
+    bool m_changedWhileHeld = false;
+    int m_newWhileHeld = 0;
+};
+
+} // namespace AgentDeck

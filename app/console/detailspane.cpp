@@ -1,0 +1,242 @@
+#include "detailspane.h"
+
+#include "consolecontroller.h"
+#include "lifecycle.h"
+
+#include <QFormLayout>
+#include <QFrame>
+#include <QJsonArray>
+#include <QLabel>
+#include <QPointer>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+// With its zone: ctl prints UTC, and an operator compares the two.
+QString when(const QDateTime &time)
+{
+    return time.toUTC().toString(u"yyyy-MM-dd HH:mm:ss 'UTC'"_s);
+}
+
+QString seconds(qint64 ms)
+{
+    return DetailsPane::tr("%1 s").arg((std::abs(ms) + 500) / 1000);
+}
+
+// The sandbox policy as runtime_info.sandbox describes it: the mechanism, the network, the
+// limits set, and what this machine could not enforce.
+QString sandboxText(const QJsonObject &sandbox)
+{
+    if (sandbox.isEmpty())
+        return DetailsPane::tr("not described by this server");
+    QStringList parts{sandbox.value(u"isolation"_s).toString(),
+                      DetailsPane::tr("network %1").arg(sandbox.value(u"network"_s).toString())};
+    for (auto it = sandbox.constBegin(); it != sandbox.constEnd(); ++it) {
+        if (it.value().isDouble() && it.value().toInteger() > 0)
+            parts.append(
+                u"%1 %2"_s.arg(QString(it.key()).replace(u'_', u' ')).arg(it.value().toInteger()));
+    }
+    QStringList unenforced;
+    for (const QJsonValue &name : sandbox.value(u"not_enforced"_s).toArray())
+        unenforced.append(name.toString());
+    parts.removeAll(QString());
+    return parts.join(u" · "_s) + u"\n"_s +
+           (unenforced.isEmpty()
+                ? DetailsPane::tr("All of it is enforced")
+                : DetailsPane::tr("Not enforced here: %1").arg(unenforced.join(u", "_s)));
+}
+
+// The agent's kind, and for a model's agent its model and endpoint; never its key.
+QString agentText(const ConversationInfo &info)
+{
+    const QJsonObject llm = info.agentConfig.value(u"llm"_s).toObject();
+    if (info.agentKind != u"llm"_s)
+        return info.agentKind;
+    const QString model = llm.value(u"model"_s).toString();
+    const QString endpoint = llm.value(u"base_url"_s).toString();
+    return DetailsPane::tr("llm · model %1 · %2")
+        .arg(model.isEmpty() ? DetailsPane::tr("the server's default") : model,
+             endpoint.isEmpty() ? DetailsPane::tr("the server's endpoint") : endpoint);
+}
+
+QString statsText(const ConversationInfo &info)
+{
+    QString text = info.eventCount == 1 ? DetailsPane::tr("1 event")
+                                        : DetailsPane::tr("%1 events").arg(info.eventCount);
+    if (info.lastEventAt)
+        text += DetailsPane::tr(", the last at %1").arg(when(*info.lastEventAt));
+    if (info.llmRequests > 0)
+        text += DetailsPane::tr("\n%1 prompt + %2 completion tokens in %3 model requests")
+                    .arg(info.promptTokens)
+                    .arg(info.completionTokens)
+                    .arg(info.llmRequests) +
+                (info.llmRetries > 0 ? DetailsPane::tr(" (%1 retried)").arg(info.llmRetries)
+                                     : QString());
+    return text;
+}
+
+QString runtimeText(const ConversationInfo &info, const std::optional<RuntimeDetails> &details)
+{
+    QString text = Lifecycle::runtimeLabel(info);
+    if (info.runtime.error)
+        text += u" · "_s + info.runtime.error->message;
+    if (!details)
+        return text;
+    if (!details->sandboxPid)
+        return text + DetailsPane::tr(" · no sandbox process on this server");
+    text += DetailsPane::tr("\nSandbox process %1").arg(*details->sandboxPid);
+    if (details->startedAt)
+        text += DetailsPane::tr(", started %1").arg(when(*details->startedAt));
+    text += details->idleSince ? DetailsPane::tr(", idle since %1").arg(when(*details->idleSince))
+                               : DetailsPane::tr(", running a command");
+    return text;
+}
+
+QString ownerText(const RuntimeDetails &details)
+{
+    if (details.leaseOwner.isEmpty())
+        return DetailsPane::tr("Nobody holds its lease");
+    const QString who =
+        details.ownedHere ? DetailsPane::tr("This server (replica %1)").arg(details.ownerReplica)
+        : details.ownerReplica.isEmpty()
+            ? DetailsPane::tr("%1, not a listed replica").arg(details.leaseOwner)
+            : DetailsPane::tr("Replica %1%2")
+                  .arg(details.ownerReplica, details.ownerUrl.isEmpty()
+                                                 ? QString()
+                                                 : DetailsPane::tr(" at %1").arg(details.ownerUrl));
+    const qint64 left = details.leaseMsLeft.value_or(0);
+    return who +
+           (left > 0
+                ? DetailsPane::tr(" · lease %1, %2 left").arg(details.leaseEpoch).arg(seconds(left))
+                : DetailsPane::tr(" · lease %1 lapsed %2 ago")
+                      .arg(details.leaseEpoch)
+                      .arg(seconds(left)));
+}
+} // namespace
+
+DetailsPane::DetailsPane(ConsoleController *controller, QWidget *parent)
+    : QWidget(parent)
+    , m_controller(controller)
+    , m_heading(new QLabel(this))
+    , m_headingId(new QLabel(this))
+    , m_fold(new QToolButton(this))
+    , m_rows(new QFrame(this))
+{
+    auto *layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    // What the buttons act on: with thousands of rows the selected one scrolls out of view.
+    m_heading->setTextFormat(Qt::PlainText);
+    QFont headingFont = m_heading->font();
+    headingFont.setBold(true);
+    m_heading->setFont(headingFont);
+    m_headingId->setTextFormat(Qt::PlainText);
+    m_headingId->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_headingId->setStyleSheet(u"color: #616161"_s);
+    auto *idLine = new QHBoxLayout;
+    idLine->addWidget(m_headingId, 1);
+    m_fold->setObjectName(u"detailsFold"_s);
+    m_fold->setCheckable(true);
+    m_fold->setChecked(true);
+    m_fold->setAutoRaise(true);
+    m_fold->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+    m_fold->setArrowType(Qt::DownArrow);
+    m_fold->setText(tr("Details"));
+    connect(m_fold, &QToolButton::toggled, this, [this](bool open) {
+        m_fold->setArrowType(open ? Qt::DownArrow : Qt::RightArrow);
+        m_rows->setVisible(open && m_info);
+    });
+    idLine->addWidget(m_fold);
+    layout->addWidget(m_heading);
+    layout->addLayout(idLine);
+
+    m_rows->setObjectName(u"details"_s);
+    m_rows->setFrameShape(QFrame::StyledPanel);
+    auto *form = new QFormLayout(m_rows);
+    form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+    const std::pair<Row, QString> rows[] = {
+        {Row::Runtime, tr("Runtime")}, {Row::Workspace, tr("Workspace")},
+        {Row::Sandbox, tr("Sandbox")}, {Row::Agent, tr("Agent")},
+        {Row::Stats, tr("Stats")},     {Row::Owner, tr("Owner")}};
+    for (const auto &[row, name] : rows) {
+        auto *value = new QLabel(m_rows);
+        // The server's and the user's words (paths, model names): never markup.
+        value->setTextFormat(Qt::PlainText);
+        value->setWordWrap(true);
+        value->setTextInteractionFlags(Qt::TextSelectableByMouse);
+        m_values.insert(row, value);
+        form->addRow(name, value);
+    }
+    layout->addWidget(m_rows);
+    m_rows->hide();
+
+    // The sandbox's idle time and the lease's countdown move while the row stays the same.
+    connect(controller, &ConsoleController::refreshed, this, [this] {
+        if (m_info)
+            readDetails(m_info->id);
+    });
+}
+
+void DetailsPane::showConversation(const std::optional<ConversationInfo> &info)
+{
+    const bool another = !info || !m_info || m_info->id != info->id;
+    m_info = info;
+    if (another)
+        m_details.reset();
+    // Shortened in the middle to the pane's narrowest width: a long title without spaces
+    // cannot wrap, and it widened the pane. Whole in the tooltip.
+    const QString title = !info                   ? tr("No conversation selected")
+                          : info->title.isEmpty() ? tr("Untitled")
+                                                  : withControlsShown(info->title);
+    m_heading->setText(m_heading->fontMetrics().elidedText(title, Qt::ElideMiddle, 360));
+    m_heading->setToolTip(title);
+    m_headingId->setText(info ? toWireId(info->id) : QString());
+    m_headingId->setVisible(info.has_value());
+    m_fold->setVisible(info.has_value());
+    m_rows->setVisible(info && m_fold->isChecked());
+    fill();
+    if (info && another)
+        readDetails(info->id);
+}
+
+void DetailsPane::fill()
+{
+    if (!m_info)
+        return;
+    const ConversationInfo &info = *m_info;
+    m_values[Row::Runtime]->setText(runtimeText(info, m_details));
+    m_values[Row::Workspace]->setText(
+        info.workspaceOwnedByServer
+            ? tr("%1 (the server's)").arg(info.workingDir)
+            : tr("%1 (given at create; kept on delete)").arg(info.workingDir));
+    m_values[Row::Sandbox]->setText(sandboxText(info.runtime.sandbox));
+    m_values[Row::Agent]->setText(agentText(info));
+    m_values[Row::Stats]->setText(statsText(info));
+    m_values[Row::Owner]->setText(m_details ? ownerText(*m_details) : tr("…"));
+}
+
+QCoro::Task<> DetailsPane::readDetails(QUuid id)
+{
+    // One read at a time of a conversation: a refresh while one waits does not pile up more.
+    if (m_readingFor == id)
+        co_return;
+    m_readingFor = id;
+    QPointer<DetailsPane> self(this);
+    auto reading =
+        m_controller->connection()->get(ServerConnection::conversationPath(id, u"runtime"));
+    const ApiReply reply = co_await std::move(reading);
+    if (!self)
+        co_return;
+    if (m_readingFor == id)
+        m_readingFor = QUuid();
+    // Another was selected meanwhile, or the server did not answer: what is shown stays.
+    if (!m_info || m_info->id != id || !reply.ok())
+        co_return;
+    m_details = RuntimeDetails::fromJson(reply.json.toObject().value(u"details"_s));
+    fill();
+}
+
+} // namespace AgentDeck

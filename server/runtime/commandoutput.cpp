@@ -39,7 +39,24 @@ void LiveOutput::add(QByteArrayView printed)
 {
     if (printed.isEmpty())
         return;
-    m_held.append(printed);
+    // Only the last MaxPieceBytes are kept, from the start of a line where one starts in them:
+    // a command printing 100 MB between two pieces costs that much memory, not 100 MB.
+    if (const qsizetype over = m_held.size() + printed.size() - MaxPieceBytes; over > 0) {
+        const qsizetype fromHeld = std::min(over, m_held.size());
+        m_held.remove(0, fromHeld);
+        printed = printed.sliced(over - fromHeld);
+        m_held.append(printed);
+        qsizetype lineStart = m_held.indexOf('\n') + 1;
+        if (lineStart == 0 || lineStart == m_held.size())
+            lineStart = 0;
+        // Not inside a character (10xxxxxx continues one).
+        while (lineStart < m_held.size() && (uchar(m_held[lineStart]) & 0xC0) == 0x80)
+            ++lineStart;
+        m_held.remove(0, lineStart);
+        m_skipped += over + lineStart;
+    } else {
+        m_held.append(printed);
+    }
     const auto since =
         std::chrono::milliseconds(m_sinceSent.isValid() ? m_sinceSent.elapsed() : Interval.count());
     if (since >= Interval)
@@ -59,9 +76,15 @@ void LiveOutput::sendWholeLines()
     }
     if (end == 0)
         return;
-    const QString piece = QString::fromUtf8(m_held.first(end));
+    QString piece = QString::fromUtf8(m_held.first(end));
     m_held.remove(0, end);
+    if (m_skipped > 0) {
+        piece.prepend(QStringLiteral("[… %1 bytes more were printed meanwhile]\n").arg(m_skipped));
+        m_skipped = 0;
+    }
     m_sinceSent.start();
+    // A piece due later went now (add() came late, on a busy loop): the next waits an interval.
+    m_later.stop();
     m_send(piece);
 }
 

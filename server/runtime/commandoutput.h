@@ -36,18 +36,22 @@ private:
 // lines: at once when the last piece went Interval ago or longer, else once that much has
 // passed, so that a command printing without pause costs a piece per interval, not one per
 // write. A line is held back until it ends (secrets are masked within a piece: a value cut in
-// two would show its halves) unless it grows past MaxHeldBytes. What is held when the command
-// ends is the result's to carry, not a piece's.
+// two would show its halves) unless it grows past MaxHeldBytes. A piece carries at most the
+// last MaxPieceBytes printed since the one before, after a line saying how much was skipped:
+// what is live is the command's latest output, whatever it printed in all (the result keeps
+// the first MaxCommandOutputBytes). What is held when the command ends is the result's to
+// carry, not a piece's.
 class LiveOutput
 {
 public:
     static constexpr std::chrono::milliseconds Interval{250};
     static constexpr qsizetype MaxHeldBytes = 4096;
+    static constexpr qsizetype MaxPieceBytes = 64 * 1024;
 
     explicit LiveOutput(std::function<void(const QString &piece)> send);
     LiveOutput(const LiveOutput &) = delete;
     LiveOutput &operator=(const LiveOutput &) = delete;
-    // What the command printed next (of what OutputCollector kept).
+    // What the command printed next: all of it, not only what OutputCollector keeps.
     void add(QByteArrayView printed);
 
 private:
@@ -55,6 +59,7 @@ private:
 
     std::function<void(const QString &)> m_send;
     QByteArray m_held;
+    qint64 m_skipped = 0; // bytes dropped from the front of m_held since the last piece
     QElapsedTimer m_sinceSent;
     QTimer m_later;
 };

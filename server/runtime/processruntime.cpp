@@ -49,9 +49,9 @@ QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
     QObject::connect(process.get(), &QProcess::readyRead, process.get(),
                      [&output, &live, source = process.get()] {
                          const QByteArray chunk = source->readAll();
-                         const QByteArrayView kept = output.add(chunk);
+                         output.add(chunk);
                          if (live)
-                             live->add(kept);
+                             live->add(chunk);
                      });
     // "--": a command that starts with a dash is a command, not bash's options.
     const QStringList bash{u"-c"_s, u"--"_s, request.command};

@@ -373,7 +373,7 @@ void SandboxHost::onOutput()
     const QByteArray chunk = m_process->readAll();
     const QByteArrayView kept = m_output.add(chunk);
     if (m_live)
-        m_live->add(kept);
+        m_live->add(chunk);
     if (kept.isEmpty() || !m_outputFile.isOpen())
         return;
     if (m_secrets.isEmpty())

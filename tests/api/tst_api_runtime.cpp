@@ -1,6 +1,7 @@
 // Runtime lifecycle and archive over real HTTP, with real sandbox processes when the binary is
 // at hand (ctest passes it), and with a scripted provider where a failure must be provoked.
 #include "fakes.h"
+#include "runtime/commandoutput.h"
 #include "runtime/localsandboxprovider.h"
 #include "runtimedetails.h"
 #include "serverprocess.h"
@@ -12,6 +13,7 @@
 #include <QElapsedTimer>
 #include <QFile>
 #include <QJsonArray>
+#include <QJsonDocument>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -116,6 +118,70 @@ private Q_SLOTS:
         QVERIFY(!actions.isEmpty());
         QCOMPARE(actionIds.first(), actions.last().value(u"id"_s).toString());
         QCOMPARE(lateText, live);
+    }
+
+    // A command printing 100 MB: its live output goes on past the first MiB (the result
+    // keeps), to its last lines, in a bounded number of bounded frames.
+    void liveOutputIsBoundedWhateverACommandPrints_data()
+    {
+        QTest::addColumn<bool>("inProcess");
+        QTest::addRow("sandbox host") << false;
+        QTest::addRow("in-server runtime") << true;
+    }
+    void liveOutputIsBoundedWhateverACommandPrints()
+    {
+        QFETCH(bool, inProcess);
+        TestServerOptions options;
+        options.inProcessRuntime = inProcess;
+        m_server = std::make_unique<TestServer>(std::move(options));
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+        const QUuid id = m_server->create(shell(u"true"_s));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        std::unique_ptr<EventStream> stream(m_server->client().openEventStream(id, 0));
+        QSignalSpy connected(stream.get(), &EventStream::connected);
+        QVERIFY(connected.wait(5000));
+        qint64 frames = 0;
+        qint64 bytes = 0;
+        QElapsedTimer elapsed;
+        elapsed.start();
+        QString last;
+        connect(stream.get(), &EventStream::transientReceived, this, [&](const QJsonObject &frame) {
+            if (frame.value(u"kind"_s) != u"CommandOutput"_s)
+                return;
+            ++frames;
+            last = frame.value(u"text"_s).toString();
+            bytes += last.size();
+        });
+        QVERIFY(m_server
+                    ->send(id,
+                           u"head -c 100000000 /dev/zero | tr '\\0' x | fold -w 99; "
+                           "echo end-of-output; while [ ! -e go ]; do sleep 0.05; done"_s,
+                           true)
+                    .ok());
+        QTRY_VERIFY_WITH_TIMEOUT(last.contains(u"end-of-output"_s), 60'000);
+        // At most a piece per interval (and the first at once), each of at most a piece's
+        // bytes and the line saying what was skipped.
+        const qint64 intervals = elapsed.elapsed() / LiveOutput::Interval.count() + 2;
+        QVERIFY2(frames <= intervals,
+                 qPrintable(u"%1 frames in %2 ms"_s.arg(frames).arg(elapsed.elapsed())));
+        QVERIFY2(bytes <= frames * (LiveOutput::MaxPieceBytes + 100),
+                 qPrintable(QString::number(bytes)));
+        QVERIFY(bytes < 8 * 1024 * 1024);
+
+        const QString workspace = m_server->get(ServerConnection::conversationPath(id))
+                                      .json.toObject()
+                                      .value(u"workspace"_s)
+                                      .toObject()
+                                      .value(u"working_dir"_s)
+                                      .toString();
+        QVERIFY(QFile(QDir(workspace).filePath(u"go"_s)).open(QIODevice::WriteOnly));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s, 60'000));
+        // The record is the observation, bounded as before.
+        const QList<QJsonObject> observations = ofKind(m_server->events(id), u"ObservationEvent"_s);
+        QVERIFY(!observations.isEmpty());
+        const QByteArray output = QJsonDocument(observations.last()).toJson();
+        QVERIFY(output.size() < MaxCommandOutputBytes + 64 * 1024);
+        QVERIFY(output.contains("[output truncated]"));
     }
 
     // GET .../runtime says which process the sandbox is, since when it runs and idles, and who

@@ -83,6 +83,38 @@ private Q_SLOTS:
         QTRY_COMPARE_WITH_TIMEOUT(pieces.size(), 4, 5000);
         QCOMPARE(pieces.last(), QString(LiveOutput::MaxHeldBytes - 3, u'x') + u"\u00e9"_s);
     }
+
+    // A command printing far more between two pieces than a piece carries: the next piece is
+    // its latest lines, from a line's start, after one saying how much more was printed. Live
+    // output stopped at the first MiB (it was fed what the result keeps), and unbounded it
+    // would have held all that came within an interval.
+    void liveOutputIsTheLatestOfWhatWasPrinted()
+    {
+        QStringList pieces;
+        LiveOutput live([&](const QString &piece) { pieces.append(piece); });
+        live.add("first\n");
+        QCOMPARE(pieces.size(), 1);
+        QByteArray printed;
+        for (int line = 0; printed.size() < 10 * 1024 * 1024; ++line)
+            printed += "line " + QByteArray::number(line) + '\n';
+        for (qsizetype at = 0; at < printed.size(); at += 100'000)
+            live.add(QByteArrayView(printed).sliced(
+                at, std::min<qsizetype>(100'000, printed.size() - at)));
+        QTRY_COMPARE_WITH_TIMEOUT(pieces.size(), 2, 5000);
+        const QString piece = pieces.last();
+        const qsizetype markerEnd = piece.indexOf(u'\n') + 1;
+        const QString marker = piece.left(markerEnd);
+        QVERIFY2(marker.startsWith(u"[… "_s) &&
+                     marker.endsWith(u" bytes more were printed meanwhile]\n"_s),
+                 qPrintable(marker));
+        const QString shown = piece.mid(markerEnd);
+        QVERIFY(shown.size() <= LiveOutput::MaxPieceBytes);
+        QVERIFY(shown.size() > LiveOutput::MaxPieceBytes - 100);
+        QVERIFY(printed.endsWith(shown.toUtf8()));
+        QVERIFY(shown.startsWith(u"line "_s)); // a whole line
+        const qint64 skipped = marker.mid(3).section(u' ', 0, 0).toLongLong();
+        QCOMPARE(skipped + shown.toUtf8().size(), printed.size());
+    }
 };
 
 QTEST_GUILESS_MAIN(CommandOutputTest)

@@ -120,9 +120,18 @@ Availability canReprovision(const ConversationInfo &info)
     if (info.isArchived())
         return no(u"Archived: unarchive it first"_s);
     if (isExpired(info))
-        return no(u"The runtime expired; its workspace is gone"_s);
+        return no(u"The runtime expired; Start fresh starts it with an empty workspace"_s);
     if (info.executionStatus == ExecutionStatus::Running && !isStale(info))
         return no(u"Running: pause it first"_s);
+    return yes();
+}
+
+Availability canStartFresh(const ConversationInfo &info)
+{
+    if (info.isArchived())
+        return no(u"Archived: unarchive it first"_s);
+    if (!isExpired(info))
+        return no(u"The runtime has not expired"_s);
     return yes();
 }
 

@@ -35,6 +35,8 @@ Availability canInterrupt(const ConversationInfo &info);
 // Accept or reject the action a conversation waits on.
 Availability canRespond(const ConversationInfo &info);
 Availability canReprovision(const ConversationInfo &info);
+// Start an expired runtime again with an empty workspace (POST .../runtime/start_fresh).
+Availability canStartFresh(const ConversationInfo &info);
 Availability canArchive(const ConversationInfo &info);
 // Send a message (the server refuses one to an archived or expired conversation).
 Availability canSendMessage(const ConversationInfo &info);

@@ -185,6 +185,38 @@ QCoro::Task<ConversationInfo> ConversationService::reprovisionRuntime(QUuid id)
     co_return require(id);
 }
 
+QCoro::Task<ConversationInfo> ConversationService::startFresh(QUuid id)
+{
+    const auto refuseUnlessExpired = [this](const ConversationInfo &info) {
+        if (info.isArchived())
+            requireUsableRuntime(info);
+        if (!isRuntimeExpired(info))
+            throw ApiError::conflict(u"runtime_not_expired"_s,
+                                     u"The runtime has not expired; reprovision replaces a live "
+                                     "one, and resume brings a stopped one up"_s);
+    };
+    refuseUnlessExpired(require(id));
+    refuseIfHeldElsewhere(id);
+    auto waiting = m_lifecycles.turn(id);
+    const Turn turn = co_await std::move(waiting);
+    refuseUnlessExpired(require(id));
+    // The expiry is lifted before the bring-up, which refuses an expired runtime; a start that
+    // fails leaves the conversation with a runtime error of its own, as any start does. Not
+    // while a retention pass still deletes its files: they would go under the new sandbox.
+    if (!m_store.clearExpiry(id)) {
+        ApiError error{503, u"runtime_expiring"_s,
+                       u"The expired runtime's files are still being removed; try again"_s};
+        error.retryAfterSeconds = 1;
+        throw error;
+    }
+    auto bringingUp = bringUpRuntime(require(id));
+    co_await std::move(bringingUp);
+    // The history says so: what its commands left is gone, and the workspace (the server's)
+    // starts empty.
+    m_log.append(id, {Event::stateUpdate(u"runtime"_s, u"started_fresh"_s)});
+    co_return require(id);
+}
+
 QCoro::Task<ConversationInfo> ConversationService::stopRuntime(QUuid id)
 {
     require(id);

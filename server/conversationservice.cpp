@@ -215,7 +215,8 @@ void ConversationService::requireUsableRuntime(const ConversationInfo &info) con
     throw ApiError{
         410, u"runtime_expired"_s,
         u"The runtime of this conversation expired and %1: nothing can run in it "
-        "again. Its history is still readable; continue in a new conversation"_s.arg(what)};
+        "again as it was. Its history is still readable; start it again with an empty workspace "
+        "(POST .../runtime/start_fresh), or continue in a new conversation"_s.arg(what)};
 }
 
 QCoro::Task<std::pair<ConversationInfo, bool>>

@@ -1,13 +1,14 @@
 #pragma once
 
 #include "conversationlifecycle.h"
+#include "conversationrequests.h"
 #include "conversationsecrets.h"
-#include "runtimedetails.h"
 #include "runtime/sandboxisolation.h"
-#include "serverconnection.h"
+#include "runtimedetails.h"
 #include "storage/conversationstore.h"
 #include "trash.h"
 
+#include <QCoroTask>
 #include <QHash>
 #include <QObject>
 #include <QTimer>
@@ -108,6 +109,9 @@ public:
     QCoro::Task<ConversationInfo> resumeRuntime(QUuid id);
     // Replaces the runtime with a fresh one on the same workspace; runs nothing.
     QCoro::Task<ConversationInfo> reprovisionRuntime(QUuid id);
+    // Starts an expired runtime again, with an empty workspace when the server owns it (one it
+    // was given is used as it is), history kept; 409 `runtime_not_expired` otherwise.
+    QCoro::Task<ConversationInfo> startFresh(QUuid id);
     // The sandbox's process and the lease of `id`, for GET .../runtime.
     RuntimeDetails runtimeDetails(const QUuid &id);
     // Stops the runtime (and a run using it), keeping history; clears a runtime error.

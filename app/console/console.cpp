@@ -111,6 +111,7 @@ int runConsole(int argc, char *argv[], const Options &options)
     if (embedded) {
         window.setWindowTitle(QObject::tr("Embedded server · %1").arg(options.server.dataDir));
         window.setEmbedded(true);
+        QObject::connect(&window, &MainWindow::keptRunsEnded, &app, &QCoreApplication::quit);
     }
     window.show();
     controller.startRefreshing(std::chrono::seconds(3));

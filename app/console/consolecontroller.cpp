@@ -53,6 +53,8 @@ Lifecycle::Availability ConsoleController::availability(Action action, const Con
         return Lifecycle::canRespond(info);
     case Action::Reprovision:
         return Lifecycle::canReprovision(info);
+    case Action::StartFresh:
+        return Lifecycle::canStartFresh(info);
     case Action::Archive:
         return Lifecycle::canArchive(info);
     case Action::Unarchive:
@@ -84,6 +86,8 @@ QString ConsoleController::actionName(Action action)
         return tr("Reject");
     case Action::Reprovision:
         return tr("Reprovision");
+    case Action::StartFresh:
+        return tr("Start fresh");
     case Action::Archive:
         return tr("Archive");
     case Action::Unarchive:
@@ -415,6 +419,8 @@ QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id)
                 QJsonObject{{u"accept"_s, action == Action::Accept}});
         case Action::Reprovision:
             return m_connection->conversationAction(id, u"runtime/reprovision"_s);
+        case Action::StartFresh:
+            return m_connection->conversationAction(id, u"runtime/start_fresh"_s);
         case Action::Archive:
             return m_connection->conversationAction(id, u"archive"_s);
         case Action::Unarchive:

@@ -32,6 +32,7 @@ public:
         Accept,    // the action waiting for confirmation
         Reject,
         Reprovision,
+        StartFresh, // an expired runtime, with an empty workspace
         Archive,
         Unarchive,
         Delete

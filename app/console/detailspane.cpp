@@ -16,10 +16,13 @@ using namespace Qt::StringLiterals;
 namespace AgentDeck {
 
 namespace {
-// With its zone: ctl prints UTC, and an operator compares the two.
+// With its zone: ctl prints UTC, and an operator compares the two. The date only when it is not
+// today's: a line that stays short keeps the lines below it where they are.
 QString when(const QDateTime &time)
 {
-    return time.toUTC().toString(u"yyyy-MM-dd HH:mm:ss 'UTC'"_s);
+    const QDateTime utc = time.toUTC();
+    const bool today = utc.date() == QDateTime::currentDateTimeUtc().date();
+    return utc.toString(today ? u"HH:mm:ss 'UTC'"_s : u"yyyy-MM-dd HH:mm:ss 'UTC'"_s);
 }
 
 QString seconds(qint64 ms)
@@ -79,20 +82,23 @@ QString statsText(const ConversationInfo &info)
     return text;
 }
 
-QString runtimeText(const ConversationInfo &info, const std::optional<RuntimeDetails> &details)
+QString runtimeText(const ConversationInfo &info)
 {
     QString text = Lifecycle::runtimeLabel(info);
     if (info.runtime.error)
         text += u" · "_s + info.runtime.error->message;
-    if (!details)
-        return text;
-    if (!details->sandboxPid)
-        return text + DetailsPane::tr(" · no sandbox process on this server");
-    text += DetailsPane::tr("\nSandbox process %1").arg(*details->sandboxPid);
-    if (details->startedAt)
-        text += DetailsPane::tr(", started %1").arg(when(*details->startedAt));
-    text += details->idleSince ? DetailsPane::tr(", idle since %1").arg(when(*details->idleSince))
-                               : DetailsPane::tr(", running a command");
+    return text;
+}
+
+QString processText(const RuntimeDetails &details)
+{
+    if (!details.sandboxPid)
+        return DetailsPane::tr("None on this server");
+    QString text = DetailsPane::tr("pid %1").arg(*details.sandboxPid);
+    if (details.startedAt)
+        text += DetailsPane::tr(" · started %1").arg(when(*details.startedAt));
+    text += details.idleSince ? DetailsPane::tr(" · idle since %1").arg(when(*details.idleSince))
+                              : DetailsPane::tr(" · running a command");
     return text;
 }
 
@@ -158,9 +164,10 @@ DetailsPane::DetailsPane(ConsoleController *controller, QWidget *parent)
     auto *form = new QFormLayout(m_rows);
     form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
     const std::pair<Row, QString> rows[] = {
-        {Row::Runtime, tr("Runtime")}, {Row::Workspace, tr("Workspace")},
-        {Row::Sandbox, tr("Sandbox")}, {Row::Agent, tr("Agent")},
-        {Row::Stats, tr("Stats")},     {Row::Owner, tr("Owner")}};
+        {Row::Runtime, tr("Runtime")},     {Row::Process, tr("Process")},
+        {Row::Workspace, tr("Workspace")}, {Row::Sandbox, tr("Sandbox")},
+        {Row::Agent, tr("Agent")},         {Row::Stats, tr("Stats")},
+        {Row::Owner, tr("Owner")}};
     for (const auto &[row, name] : rows) {
         auto *value = new QLabel(m_rows);
         // The server's and the user's words (paths, model names): never markup.
@@ -207,7 +214,8 @@ void DetailsPane::fill()
     if (!m_info)
         return;
     const ConversationInfo &info = *m_info;
-    m_values[Row::Runtime]->setText(runtimeText(info, m_details));
+    m_values[Row::Runtime]->setText(runtimeText(info));
+    m_values[Row::Process]->setText(m_details ? processText(*m_details) : tr("…"));
     m_values[Row::Workspace]->setText(
         info.workspaceOwnedByServer
             ? tr("%1 (the server's)").arg(info.workingDir)

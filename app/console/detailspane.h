@@ -30,6 +30,7 @@ public:
     enum class Row
     {
         Runtime,
+        Process, // the sandbox host's
         Workspace,
         Sandbox,
         Agent,

@@ -6,6 +6,7 @@
 #include "detailspane.h"
 #include "lifecycle.h"
 #include "newconversationdialog.h"
+#include "replicasdialog.h"
 
 #include <QAction>
 #include <QApplication>
@@ -34,10 +35,10 @@ namespace AgentDeck {
 namespace {
 
 using Action = ConsoleController::Action;
-constexpr std::array AllActions{Action::Recover, Action::RunAgain,  Action::Dismiss,
-                                Action::Run,     Action::Pause,     Action::Interrupt,
-                                Action::Accept,  Action::Reject,    Action::Reprovision,
-                                Action::Archive, Action::Unarchive, Action::Delete};
+constexpr std::array AllActions{
+    Action::Recover,   Action::RunAgain,  Action::Dismiss, Action::Run,         Action::Pause,
+    Action::Interrupt, Action::Accept,    Action::Reject,  Action::Reprovision, Action::StartFresh,
+    Action::Archive,   Action::Unarchive, Action::Delete};
 
 } // namespace
 
@@ -134,6 +135,13 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     m_isolationState->setStyleSheet(u"color: #b71c1c; font-weight: bold;"_s);
     m_isolationState->hide();
     statusBar()->addPermanentWidget(m_isolationState);
+    // The servers sharing this one's catalog: what `ctl replicas` lists.
+    m_replicasButton = new QToolButton(this);
+    m_replicasButton->setObjectName(u"replicasButton"_s);
+    m_replicasButton->setText(tr("Replicas…"));
+    m_replicasButton->setAutoRaise(true);
+    connect(m_replicasButton, &QToolButton::clicked, this, &MainWindow::showReplicas);
+    statusBar()->addPermanentWidget(m_replicasButton);
     connect(controller, &ConsoleController::isolationWarningChanged, this,
             [this](const QString &warning) {
                 m_isolationState->setText(warning.isEmpty() ? QString()
@@ -364,6 +372,10 @@ void MainWindow::updateActions()
         it.value()->setEnabled(state.enabled);
         it.value()->setToolTip(state.enabled ? QString() : state.reason);
     }
+    // One place for the two ways to a fresh sandbox: Start fresh where the runtime expired.
+    const bool expired = info && Lifecycle::isExpired(*info);
+    m_buttons.value(Action::StartFresh)->setVisible(expired);
+    m_buttons.value(Action::Reprovision)->setVisible(!expired);
     const Lifecycle::Availability sending =
         !info ? Lifecycle::Availability{false, tr("Select a conversation first")}
         : !m_controller->isReachable()
@@ -435,6 +447,16 @@ void MainWindow::trigger(Action action)
                    tr("Replace the sandbox of %1 with a fresh one? Its workspace stays; what its "
                       "commands left elsewhere in the sandbox (/tmp, processes) is gone.")
                        .arg(named())))
+        return;
+    if (action == Action::StartFresh &&
+        !confirmed(tr("Start with an empty workspace"),
+                   info->workspaceOwnedByServer
+                       ? tr("Start the expired runtime of %1 again with an empty workspace? Its "
+                            "history stays, and says so; the files its commands made are gone.")
+                             .arg(named())
+                       : tr("Start the expired runtime of %1 again? It uses the workspace it was "
+                            "given, %2, as it is now; its history stays, and says so.")
+                             .arg(named(), info->workingDir)))
         return;
     m_banner->hide();
     m_controller->perform(action, info->id);
@@ -510,6 +532,15 @@ void MainWindow::showContextMenu(const QPoint &position)
     menu.exec(view->viewport()->mapToGlobal(position));
 }
 
+void MainWindow::showReplicas()
+{
+    if (!m_replicas)
+        m_replicas = new ReplicasDialog(m_controller->connection(), this);
+    m_replicas->show();
+    m_replicas->raise();
+    m_replicas->refresh();
+}
+
 void MainWindow::bringUp()
 {
     showNormal();
@@ -556,8 +587,10 @@ void MainWindow::closeEvent(QCloseEvent *event)
     m_keptInBackground = true;
     hide();
     connect(m_controller, &ConsoleController::refreshed, this, [this, running] {
-        if (m_keptInBackground && running() == 0)
-            QCoreApplication::quit();
+        if (m_keptInBackground && running() == 0) {
+            m_keptInBackground = false;
+            Q_EMIT keptRunsEnded();
+        }
     });
 }
 

@@ -14,6 +14,7 @@ class QPushButton;
 class QQuickWidget;
 class QTabWidget;
 class QTableView;
+class QToolButton;
 
 namespace AgentDeck {
 
@@ -21,6 +22,7 @@ class Banner;
 class ConsoleTray;
 class ConversationFilterProxy;
 class DetailsPane;
+class ReplicasDialog;
 
 // The operator console: Active and Archived tabs over one list model, badges, a live timeline
 // pane in QML, and the one-click actions on buttons and a context menu.
@@ -57,12 +59,19 @@ public:
     // Selects a conversation in whichever tab shows it.
     bool selectConversation(const QUuid &id);
     ConsoleTray *tray() const { return m_tray; }
+    // The status bar's button to the replicas view, and the view once opened.
+    QToolButton *replicasButton() const { return m_replicasButton; }
+    ReplicasDialog *replicas() const { return m_replicas; }
     // The server is this process's own (embedded): closing the window stops it, and with runs
     // going the window asks first (stop them, keep the server running in the background until
     // they end, or cancel).
     void setEmbedded(bool embedded) { m_embedded = embedded; }
-    // Closed while runs went on, the server is kept until they end; then the application quits.
+    // Closed while runs went on, the server is kept until they end (keptRunsEnded()).
     bool isKeptInBackground() const { return m_keptInBackground; }
+
+Q_SIGNALS:
+    // The runs the window was closed on have ended: the application may quit.
+    void keptRunsEnded();
 
 protected:
     void closeEvent(QCloseEvent *event) override;
@@ -88,6 +97,7 @@ private:
     void showContextMenu(const QPoint &position);
     // Brings the window up (from the tray, or minimized).
     void bringUp();
+    void showReplicas();
 
     ConsoleController *m_controller;
     ConversationFilterProxy *m_activeProxy;
@@ -107,6 +117,8 @@ private:
     DetailsPane *m_details;
     QLineEdit *m_message;
     ConsoleTray *m_tray;
+    QToolButton *m_replicasButton;
+    ReplicasDialog *m_replicas = nullptr;
     bool m_embedded = false;
     bool m_keptInBackground = false;
     QTimer m_tabTitlesDue; // the tabs' counts, after rows changed

@@ -3,6 +3,7 @@
 #include "commandline.h"
 #include "ctlformat.h"
 #include "ctlinvocation.h"
+#include "replicainfo.h"
 #include "serverconnection.h"
 
 #include <QCommandLineParser>
@@ -60,6 +61,7 @@ Commands:
   dismiss ID            acknowledge a failed or interrupted outcome: it no longer needs
                         attention
   reprovision ID        replace its runtime with a fresh one
+  start-fresh ID        start an expired runtime again, with an empty workspace
   delete ID [--yes]     delete it, its history and its server-owned workspace; asks for y on a
                         terminal, refuses without --yes otherwise
   send ID TEXT [--run]  send TEXT as a user message; --run also starts or continues the run
@@ -215,17 +217,10 @@ public:
         }
         QList<QStringList> rows;
         for (const QJsonValue &value : reply.json.toArray()) {
-            const QJsonObject replica = value.toObject();
-            const QString state = !replica.value(u"stopped_at"_s).isNull() ? u"stopped"_s
-                                  : replica.value(u"alive"_s).toBool()     ? u"alive"_s
-                                                                           : u"silent"_s;
-            rows.append({replica.value(u"id"_s).toString() +
-                             (replica.value(u"is_self"_s).toBool() ? u" *"_s : QString()),
-                         state,
-                         QString::number(replica.value(u"owned_conversations"_s).toInteger()),
-                         CtlFormat::shortTime(QDateTime::fromString(
-                             replica.value(u"last_heartbeat_at"_s).toString(), Qt::ISODateWithMs)),
-                         replica.value(u"advertise_url"_s).toString()});
+            const ReplicaInfo replica = ReplicaInfo::fromJson(value);
+            rows.append({replica.id + (replica.isSelf ? u" *"_s : QString()), replica.state(),
+                         QString::number(replica.ownedConversations),
+                         CtlFormat::shortTime(replica.lastHeartbeatAt), replica.advertiseUrl});
         }
         writeOut(CtlFormat::alignedTable(
             {u"REPLICA"_s, u"STATE"_s, u"RUNS"_s, u"LAST HEARTBEAT"_s, u"URL"_s}, rows));
@@ -577,6 +572,9 @@ int run(const Invocation &invocation)
         return QCoro::waitFor(ctl.action(u"outcome/dismiss"_s, u"Dismissed the outcome of %1."_s));
     case Command::Reprovision:
         return QCoro::waitFor(ctl.action(u"runtime/reprovision"_s, u"Reprovisioned %1."_s));
+    case Command::StartFresh:
+        return QCoro::waitFor(
+            ctl.action(u"runtime/start_fresh"_s, u"Started %1 again with an empty workspace."_s));
     case Command::Delete:
         return runDelete(ctl, invocation);
     case Command::Send:

@@ -34,6 +34,7 @@ const QList<CommandSpec> &commandSpecs()
         {"retry"_L1, Command::Retry, true, false, {u"json"_s}},
         {"dismiss"_L1, Command::Dismiss, true, false, {u"json"_s}},
         {"reprovision"_L1, Command::Reprovision, true, false, {u"json"_s}},
+        {"start-fresh"_L1, Command::StartFresh, true, false, {u"json"_s}},
         {"delete"_L1, Command::Delete, true, false, {u"yes"_s, u"json"_s}},
         {"send"_L1, Command::Send, true, true, {u"run"_s, u"json"_s}},
         {"replicas"_L1, Command::Replicas, false, false, {u"json"_s}},

@@ -29,6 +29,7 @@ enum class Command
     Retry,
     Dismiss,
     Reprovision,
+    StartFresh,
     Delete,
     Send,
     Replicas

@@ -39,6 +39,8 @@ void RuntimeController::registerRoutes(Router &router, ConversationService &serv
                     conversationAction(service, &ConversationService::resumeRuntime));
     router.addAsync(Method::Post, runtime + u"/reprovision"_s,
                     conversationAction(service, &ConversationService::reprovisionRuntime));
+    router.addAsync(Method::Post, runtime + u"/start_fresh"_s,
+                    conversationAction(service, &ConversationService::startFresh));
     router.addAsync(Method::Delete, runtime,
                     conversationAction(service, &ConversationService::stopRuntime));
     router.addAsync(Method::Post, item + u"/recover"_s,

@@ -506,6 +506,17 @@ bool ConversationStore::markExpired(const QUuid &id, qint64 inactiveBeforeMs, qi
     return q.numRowsAffected() > 0;
 }
 
+bool ConversationStore::clearExpiry(const QUuid &id)
+{
+    m_cache.remove(id);
+    QSqlQuery &q = m_db.prepared(
+        u"UPDATE conversations SET runtime_expired_at = NULL, runtime_cleaned = 0 "
+        "WHERE id = ? AND runtime_expired_at IS NOT NULL AND runtime_cleaned = 1"_s);
+    q.addBindValue(toWireId(id));
+    m_db.exec(q);
+    return q.numRowsAffected() > 0;
+}
+
 void ConversationStore::markCleaned(const QUuid &id)
 {
     QSqlQuery &q = m_db.prepared(u"UPDATE conversations SET runtime_cleaned = 1 WHERE id = ?"_s);

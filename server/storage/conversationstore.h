@@ -162,6 +162,9 @@ public:
     QList<ExpiryCandidate> expiryCandidates(qint64 inactiveBeforeMs);
     bool markExpired(const QUuid &id, qint64 inactiveBeforeMs, qint64 nowMs);
     void markCleaned(const QUuid &id);
+    // Lifts the expiry of a runtime whose files are gone (markCleaned()); false while they are
+    // still being deleted, or when it is not expired.
+    bool clearExpiry(const QUuid &id);
 
     QList<QUuid> idsWithStatus(ExecutionStatus status);
     QList<QPair<QString, qint64>> countByStatus();

@@ -79,6 +79,7 @@ private Q_SLOTS:
                  {"get", item + u"/runtime"_s},
                  {"post", item + u"/runtime/resume"_s},
                  {"post", item + u"/runtime/reprovision"_s},
+                 {"post", item + u"/runtime/start_fresh"_s},
                  {"delete", item + u"/runtime"_s},
                  {"post", item + u"/recover"_s},
                  {"post", item + u"/events"_s},

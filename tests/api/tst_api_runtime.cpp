@@ -1147,6 +1147,59 @@ private Q_SLOTS:
         QVERIFY(server.get(ServerConnection::conversationPath(id, u"events/search")).ok());
     }
 
+    // An expired runtime can be started again, fresh: the history stays and says so, the
+    // server's workspace starts empty, and the conversation runs again. It was a dead end.
+    void anExpiredRuntimeStartsAgainWithAnEmptyWorkspace()
+    {
+        RetainingServer retaining;
+        QVERIFY(retaining.start());
+        TestServer &server = *retaining.server;
+        const QUuid id = server.create();
+        const QUuid archived = server.create();
+        const QString startFresh = u"runtime/start_fresh"_s;
+        const ApiReply early = server.post(ServerConnection::conversationPath(id, startFresh));
+        QCOMPARE(early.status, 409);
+        QCOMPARE(early.errorCode, u"runtime_not_expired"_s);
+        const QString workspace = server.get(ServerConnection::conversationPath(id))
+                                      .json.toObject()
+                                      .value(u"workspace"_s)
+                                      .toObject()
+                                      .value(u"working_dir"_s)
+                                      .toString();
+        QVERIFY(QFile(QDir(workspace).filePath(u"left-behind"_s)).open(QIODevice::WriteOnly));
+        const qsizetype eventsBefore = server.events(id).size();
+
+        retaining.clock->advance(2 * 3600 * 1000);
+        QTRY_VERIFY_WITH_TIMEOUT(retaining.expired(id) && retaining.expired(archived), 5000);
+        const ApiReply refused = server.post(ServerConnection::conversationPath(id, u"run"_s));
+        QCOMPARE(refused.status, 410);
+        QVERIFY2(refused.detail.contains(u"runtime/start_fresh"_s), qPrintable(refused.detail));
+
+        const ApiReply fresh = server.post(ServerConnection::conversationPath(id, startFresh));
+        QVERIFY2(fresh.ok(), qPrintable(fresh.detail));
+        const QJsonObject runtime = fresh.json.toObject().value(u"runtime_info"_s).toObject();
+        QCOMPARE(runtime.value(u"runtime_status"_s).toString(), u"available"_s);
+        QVERIFY(runtime.value(u"runtime_error"_s).isNull());
+        QVERIFY(!retaining.expired(id));
+        QVERIFY(!QFile::exists(QDir(workspace).filePath(u"left-behind"_s)));
+        const QList<QJsonObject> events = server.events(id);
+        QCOMPARE(events.size(), eventsBefore + 1);
+        QCOMPARE(events.last().value(u"kind"_s).toString(), u"ConversationStateUpdateEvent"_s);
+        QCOMPARE(events.last().value(u"value"_s).toString(), u"started_fresh"_s);
+        QVERIFY(server.send(id, u"again"_s, true).ok());
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        // Once started, it is not expired any more: a second start_fresh is refused.
+        QCOMPARE(server.post(ServerConnection::conversationPath(id, startFresh)).errorCode,
+                 u"runtime_not_expired"_s);
+
+        QVERIFY(server.post(ServerConnection::conversationPath(archived, u"archive"_s)).ok());
+        QCOMPARE(server.post(ServerConnection::conversationPath(archived, startFresh)).errorCode,
+                 u"conversation_archived"_s);
+        QCOMPARE(
+            server.post(ServerConnection::conversationPath(QUuid::createUuid(), startFresh)).status,
+            404);
+    }
+
     // A resume found the conversation inactive past the retention: a pass during the start
     // expired it and deleted its workspace under the sandbox coming up. It is left alone until
     // its runtime is up, and counts as active from the resume on.

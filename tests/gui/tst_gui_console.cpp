@@ -11,6 +11,7 @@
 #include "lifecycle.h"
 #include "mainwindow.h"
 #include "newconversationdialog.h"
+#include "replicasdialog.h"
 #include "serverprocess.h"
 #include "statusbadgedelegate.h"
 #include "storage/conversationstore.h"
@@ -43,6 +44,7 @@
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
+#include <QTableWidget>
 #include <QTcpSocket>
 #include <QTemporaryDir>
 #include <QTest>
@@ -177,10 +179,11 @@ private Q_SLOTS:
         QVERIFY(pane->value(DetailsPane::Row::Runtime)->isVisible());
         QTRY_VERIFY_WITH_TIMEOUT(pane->hasRuntimeDetails(), 10000);
         const auto text = [pane](DetailsPane::Row row) { return pane->value(row)->text(); };
+        QCOMPARE(text(DetailsPane::Row::Runtime), u"available"_s);
         QVERIFY2(
-            text(DetailsPane::Row::Runtime).contains(u"Sandbox process %1"_s.arg(sandboxPid(id))),
-            qPrintable(text(DetailsPane::Row::Runtime)));
-        QVERIFY(text(DetailsPane::Row::Runtime).contains(u"running a command"_s));
+            text(DetailsPane::Row::Process).startsWith(u"pid %1 · started "_s.arg(sandboxPid(id))),
+            qPrintable(text(DetailsPane::Row::Process)));
+        QVERIFY(text(DetailsPane::Row::Process).endsWith(u" · running a command"_s));
         QVERIFY2(text(DetailsPane::Row::Owner).startsWith(u"This server"_s),
                  qPrintable(text(DetailsPane::Row::Owner)));
         QVERIFY(text(DetailsPane::Row::Owner).contains(u"left"_s));
@@ -195,8 +198,8 @@ private Q_SLOTS:
         QVERIFY(QFile(QDir(info->workingDir).filePath(u"go"_s)).open(QIODevice::WriteOnly));
         QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
         QVERIFY(QCoro::waitFor(m_controller->refresh()));
-        QTRY_VERIFY2_WITH_TIMEOUT(text(DetailsPane::Row::Runtime).contains(u"idle since"_s),
-                                  qPrintable(text(DetailsPane::Row::Runtime)), 10000);
+        QTRY_VERIFY2_WITH_TIMEOUT(text(DetailsPane::Row::Process).contains(u" · idle since "_s),
+                                  qPrintable(text(DetailsPane::Row::Process)), 10000);
 
         // A model's agent says its model and endpoint, never its key.
         CreateConversationRequest request;
@@ -268,6 +271,76 @@ private Q_SLOTS:
                     QJsonDocument(event).toJson().contains("echo made it");
         }
         QCOMPARE(sent, 1);
+    }
+
+    // An expired runtime is not a dead end: in Reprovision's place, Start fresh asks first,
+    // then starts it again with an empty workspace, and the history says so.
+    void anExpiredRuntimeStartsFreshWithOneClick()
+    {
+        const QUuid id = seedExpiredConversation();
+        QVERIFY(!id.isNull());
+        startConsole();
+        QCOMPARE(conversation(id)
+                     .value(u"runtime_info"_s)
+                     .toObject()
+                     .value(u"runtime_error"_s)
+                     .toObject()
+                     .value(u"code"_s)
+                     .toString(),
+                 u"runtime_expired"_s);
+        QVERIFY(showAndSelect(id));
+        QPushButton *fresh = m_window->actionButton(ConsoleController::Action::StartFresh);
+        QPushButton *reprovision = m_window->actionButton(ConsoleController::Action::Reprovision);
+        QVERIFY(fresh->isVisible() && fresh->isEnabled());
+        QVERIFY(!reprovision->isVisible());
+        QVERIFY(!m_window->messageBox()->isEnabled()); // expired: nothing can be sent
+
+        QString asked;
+        QTimer::singleShot(0, this, [&asked] {
+            auto *box = qobject_cast<QMessageBox *>(QApplication::activeModalWidget());
+            if (!box)
+                return;
+            asked = box->text();
+            box->button(QMessageBox::Yes)->click();
+        });
+        QTest::mouseClick(fresh, Qt::LeftButton);
+        QVERIFY2(asked.contains(u"empty workspace"_s), qPrintable(asked));
+        const auto startedFresh = [this, id] {
+            const QList<QJsonObject> events = eventsOf(id);
+            return std::any_of(events.cbegin(), events.cend(), [](const QJsonObject &event) {
+                return event.value(u"value"_s).toString() == u"started_fresh"_s;
+            });
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(startedFresh(), 10000);
+        QVERIFY(conversation(id)
+                    .value(u"runtime_info"_s)
+                    .toObject()
+                    .value(u"runtime_error"_s)
+                    .isNull());
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QTRY_VERIFY_WITH_TIMEOUT(reprovision->isVisible() && !fresh->isVisible(), 5000);
+        QVERIFY(m_window->messageBox()->isEnabled());
+    }
+
+    // The replicas view lists the servers sharing the catalog, as ctl replicas does, and
+    // marks the one the console watches.
+    void theReplicasViewListsTheServers()
+    {
+        startConsole();
+        const QUuid id = create(u"held"_s, u"true"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
+        QTest::mouseClick(m_window->replicasButton(), Qt::LeftButton);
+        ReplicasDialog *dialog = m_window->replicas();
+        QVERIFY(dialog && dialog->isVisible());
+        QTRY_VERIFY2_WITH_TIMEOUT(dialog->state()->text().contains(u"alive, as of"_s),
+                                  qPrintable(dialog->state()->text()), 5000);
+        QCOMPARE(dialog->table()->rowCount(), 1);
+        const QString replicaId =
+            call("GET"_ba, u"/server_info"_s).json.toObject().value(u"replica_id"_s).toString();
+        QVERIFY(!replicaId.isEmpty());
+        QCOMPARE(dialog->table()->item(0, 0)->text(), u"%1 (this server)"_s.arg(replicaId));
+        QCOMPARE(dialog->table()->item(0, 1)->text(), u"alive"_s);
+        QVERIFY(dialog->state()->text().startsWith(u"1 of 1 alive"_s));
     }
 
     // The tray has the application's own icon (it asked the theme for one, and showed nothing
@@ -347,6 +420,40 @@ private Q_SLOTS:
         QCOMPARE(m_window->isKeptInBackground(), keptInBackground);
         QCOMPARE(m_window->isVisible(), !closed && !keptInBackground);
         QCOMPARE(status(id), u"running"_s); // the server stops with the application, not here
+    }
+
+    // Kept in the background, the window says when its runs have ended, and the application
+    // then quits (console.cpp).
+    void aWindowKeptForItsRunsSaysWhenTheyEnd()
+    {
+        startConsole();
+        m_window->setEmbedded(true);
+        const QUuid id = create(u"long"_s, u"while [ ! -e go ]; do sleep 0.05; done"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"running"_s, 15000);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QTimer::singleShot(0, this, [] {
+            auto *box = qobject_cast<QMessageBox *>(QApplication::activeModalWidget());
+            if (!box)
+                return;
+            for (QAbstractButton *button : box->buttons()) {
+                if (button->text() == u"Keep the server running until they end"_s)
+                    QTest::mouseClick(button, Qt::LeftButton);
+            }
+        });
+        QSignalSpy ended(m_window.get(), &MainWindow::keptRunsEnded);
+        QVERIFY(!m_window->close());
+        QVERIFY(m_window->isKeptInBackground());
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QCOMPARE(ended.count(), 0); // it still runs
+
+        const QString workspace =
+            conversation(id).value(u"workspace"_s).toObject().value(u"working_dir"_s).toString();
+        QVERIFY(QFile(QDir(workspace).filePath(u"go"_s)).open(QIODevice::WriteOnly));
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QCOMPARE(ended.count(), 1);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QCOMPARE(ended.count(), 1); // once
     }
 
     void closingWithNothingRunningAsksNothing()
@@ -1089,6 +1196,8 @@ private Q_SLOTS:
         startConsole();
         const QUuid id = create(u"stays put"_s);
         QVERIFY(showAndSelect(id));
+        // The details come after the selection, and take the lines they take.
+        QTRY_VERIFY(m_window->details()->hasRuntimeDetails());
         const auto where = [this] {
             return QList<QPoint>{
                 m_window->actionButton(Action::Archive)->mapTo(m_window.get(), QPoint()),
@@ -1603,6 +1712,26 @@ private:
             store.insert(info);
         }
         transaction.commit();
+    }
+
+    // A shell conversation whose runtime expired and whose files are gone.
+    QUuid seedExpiredConversation()
+    {
+        QString error;
+        auto db = Database::openSqlite(m_dir->filePath(u"agentdeck.db"_s), &error);
+        if (!db)
+            return {};
+        ConversationStore store(*db);
+        ConversationInfo info{QUuid::createUuid(), u"expired"_s};
+        info.createdAt = info.updatedAt = QDateTime::currentDateTimeUtc().addSecs(-3600);
+        info.agentKind = u"shell"_s;
+        info.workingDir = m_dir->filePath(u"workspaces/"_s + toWireId(info.id));
+        store.insert(info);
+        const qint64 now = QDateTime::currentMSecsSinceEpoch();
+        if (!store.markExpired(info.id, now, now))
+            return {};
+        store.markCleaned(info.id);
+        return info.id;
     }
 
     QUuid seedInterruptedConversation(const QString &command = u"sleep 30"_s)

@@ -570,7 +570,10 @@ private Q_SLOTS:
             }
         }
         QCOMPARE(afterTitle.size(), 2);
-        QCOMPARE(afterTitle[0], afterTitle[1]);
+        // Up to the last column, the update time, which differs when the creates fell in two
+        // seconds.
+        const QRegularExpression updated(u"\\S+$"_s);
+        QCOMPARE(afterTitle[0].remove(updated), afterTitle[1].remove(updated));
         QVERIFY2(result.out.contains(QString(38, u'a') + u'…'), qPrintable(result.out));
         QVERIFY(!result.out.contains(QChar::ReplacementCharacter));
     }
@@ -706,6 +709,7 @@ private Q_SLOTS:
         QVERIFY(!sentence.isEmpty());
         for (const QStringList &arguments :
              {QStringList{u"recover"_s, wireId(id)}, QStringList{u"reprovision"_s, wireId(id)},
+              QStringList{u"start-fresh"_s, wireId(id)},
               QStringList{u"send"_s, wireId(id), u"true"_s, u"--run"_s}}) {
             result = ctl(server, arguments);
             QVERIFY2(result.exitCode == ExitConflict, qPrintable(result.describe()));

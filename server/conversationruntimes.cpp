@@ -237,6 +237,12 @@ void ConversationService::releaseRequestedElsewhere(const QUuid &id)
     m_runtimes.release(id);
 }
 
+void ConversationService::requireSandboxHere(const QUuid &id)
+{
+    requireUsableRuntime(require(id));
+    refuseIfHeldElsewhere(id);
+}
+
 RuntimeDetails ConversationService::runtimeDetails(const QUuid &id)
 {
     require(id);

@@ -112,6 +112,10 @@ public:
     // Starts an expired runtime again, with an empty workspace when the server owns it (one it
     // was given is used as it is), history kept; 409 `runtime_not_expired` otherwise.
     QCoro::Task<ConversationInfo> startFresh(QUuid id);
+    // A request about to use the sandbox of `id` outside a run (the workspace routes): refused
+    // while the runtime expired (410), or while another replica holds the conversation, whose
+    // sandbox is there (409 held_by_other_replica, or 503 while its lease lapses).
+    void requireSandboxHere(const QUuid &id);
     // The sandbox's process and the lease of `id`, for GET .../runtime.
     RuntimeDetails runtimeDetails(const QUuid &id);
     // Stops the runtime (and a run using it), keeping history; clears a runtime error.

@@ -53,7 +53,7 @@ struct ServerConfig
     int streamAuthTimeoutMs = 10'000;
     qsizetype maxBodyBytes = 4 * 1024 * 1024;
     // GET /api/file/download: the largest file it sends.
-    qint64 maxDownloadBytes = 16 * 1024 * 1024;
+    qint64 maxDownloadBytes = qint64(1024) * 1024 * 1024;
     // HTTP connections (see HttpLimits).
     std::chrono::milliseconds httpRequestTimeout{60'000};
     std::chrono::milliseconds httpIdleTimeout{300'000};

@@ -122,6 +122,52 @@ QString ownerText(const RuntimeDetails &details)
                       .arg(details.leaseEpoch)
                       .arg(seconds(left)));
 }
+// A value on lines of their own, each shortened in the middle to the width it is given: wrapped,
+// a long path took one more line once the pane was laid out at its width, and the timeline
+// below moved under the pointer. Whole in the tooltip.
+class ElidedLabel : public QLabel
+{
+public:
+    explicit ElidedLabel(QWidget *parent)
+        : QLabel(parent)
+    {
+        setTextFormat(Qt::PlainText); // the server's and the user's words: never markup
+        setTextInteractionFlags(Qt::TextSelectableByMouse);
+        setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+        setMinimumWidth(120);
+    }
+    void setFullText(const QString &text)
+    {
+        if (text == m_full)
+            return;
+        m_full = text;
+        elide();
+    }
+    QString fullText() const { return m_full; }
+
+protected:
+    void resizeEvent(QResizeEvent *event) override
+    {
+        QLabel::resizeEvent(event);
+        elide();
+    }
+
+private:
+    void elide()
+    {
+        QStringList lines = m_full.split(u'\n');
+        bool shortened = false;
+        for (QString &line : lines) {
+            const QString elided = fontMetrics().elidedText(line, Qt::ElideMiddle, width());
+            shortened = shortened || elided != line;
+            line = elided;
+        }
+        setText(lines.join(u'\n'));
+        setToolTip(shortened ? m_full : QString());
+    }
+
+    QString m_full;
+};
 } // namespace
 
 DetailsPane::DetailsPane(ConsoleController *controller, QWidget *parent)
@@ -169,11 +215,7 @@ DetailsPane::DetailsPane(ConsoleController *controller, QWidget *parent)
         {Row::Agent, tr("Agent")},         {Row::Stats, tr("Stats")},
         {Row::Owner, tr("Owner")}};
     for (const auto &[row, name] : rows) {
-        auto *value = new QLabel(m_rows);
-        // The server's and the user's words (paths, model names): never markup.
-        value->setTextFormat(Qt::PlainText);
-        value->setWordWrap(true);
-        value->setTextInteractionFlags(Qt::TextSelectableByMouse);
+        auto *value = new ElidedLabel(m_rows);
         m_values.insert(row, value);
         form->addRow(name, value);
     }
@@ -214,16 +256,23 @@ void DetailsPane::fill()
     if (!m_info)
         return;
     const ConversationInfo &info = *m_info;
-    m_values[Row::Runtime]->setText(runtimeText(info));
-    m_values[Row::Process]->setText(m_details ? processText(*m_details) : tr("…"));
-    m_values[Row::Workspace]->setText(
-        info.workspaceOwnedByServer
-            ? tr("%1 (the server's)").arg(info.workingDir)
-            : tr("%1 (given at create; kept on delete)").arg(info.workingDir));
-    m_values[Row::Sandbox]->setText(sandboxText(info.runtime.sandbox));
-    m_values[Row::Agent]->setText(agentText(info));
-    m_values[Row::Stats]->setText(statsText(info));
-    m_values[Row::Owner]->setText(m_details ? ownerText(*m_details) : tr("…"));
+    const auto set = [this](Row row, const QString &text) {
+        static_cast<ElidedLabel *>(m_values[row])->setFullText(text);
+    };
+    set(Row::Runtime, runtimeText(info));
+    set(Row::Process, m_details ? processText(*m_details) : tr("…"));
+    set(Row::Workspace, info.workspaceOwnedByServer
+                            ? tr("%1 (the server's)").arg(info.workingDir)
+                            : tr("%1 (given at create; kept on delete)").arg(info.workingDir));
+    set(Row::Sandbox, sandboxText(info.runtime.sandbox));
+    set(Row::Agent, agentText(info));
+    set(Row::Stats, statsText(info));
+    set(Row::Owner, m_details ? ownerText(*m_details) : tr("…"));
+}
+
+QString DetailsPane::text(Row row) const
+{
+    return static_cast<const ElidedLabel *>(m_values.value(row))->fullText();
 }
 
 QCoro::Task<> DetailsPane::readDetails(QUuid id)

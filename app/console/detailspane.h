@@ -49,6 +49,8 @@ public:
     QLabel *heading() const { return m_heading; }
     QLabel *headingId() const { return m_headingId; }
     QLabel *value(Row row) const { return m_values.value(row); }
+    // What `row` says, whole (the label may show it shortened).
+    QString text(Row row) const;
     QToolButton *foldButton() const { return m_fold; }
     // Whether the server's details of the shown conversation were read.
     bool hasRuntimeDetails() const { return m_details.has_value(); }

@@ -46,9 +46,15 @@ void AnswerLine::fill(quint64 place, std::function<void()> write)
     flush();
 }
 
+void AnswerLine::release()
+{
+    m_held = false;
+    flush();
+}
+
 void AnswerLine::flush()
 {
-    while (!m_places.empty() && m_places.front()) {
+    while (!m_held && !m_places.empty() && m_places.front()) {
         const std::function<void()> write = std::move(m_places.front());
         m_places.pop_front();
         ++m_front;

@@ -26,7 +26,12 @@ public:
     // Runs `write` now when the connection owes nothing, else once what it owes is written.
     static void writeInTurn(QTcpSocket *socket, std::function<void()> write);
 
-    bool isEmpty() const { return m_places.empty(); }
+    // Whether the connection owes nothing: no answer waits, and none is being streamed.
+    bool isEmpty() const { return m_places.empty() && !m_held; }
+    // An answer whose body is sent as it is made (HttpResponse::nextPart) holds the line from
+    // its head to its last byte: the answers behind it wait for release().
+    void hold() { m_held = true; }
+    void release();
     // A place at the end of the line for an answer still being made, and its number.
     quint64 join();
     // The answer of `place` is ready: `write` runs once the answers ahead of it are written.
@@ -38,6 +43,7 @@ private:
 
     std::deque<std::function<void()>> m_places; // empty: the answer is not ready yet
     quint64 m_front = 0;                        // the number of the place at the front
+    bool m_held = false;
 };
 
 } // namespace AgentDeck

@@ -10,6 +10,7 @@
 #include "storage/leasestore.h"
 
 #include <QDeadlineTimer>
+#include <QElapsedTimer>
 #include <QTcpSocket>
 #include <QUrlQuery>
 
@@ -263,10 +264,67 @@ void ApiServer::write(Answer &answer, const HttpResponse &response)
         return;
     }
     answer.socket->write(response.wireBytes(answer.headOnly));
+    if (response.nextPart && !answer.headOnly) {
+        AnswerLine &line = AnswerLine::on(answer.socket);
+        line.hold();
+        streamBody(std::move(answer), response);
+        return;
+    }
     // Out now: a stopping server may not turn its event loop again before the socket goes.
     if (m_stopping)
         answer.socket->flush();
     m_metrics.recordRequest(answer.route, answer.method, response.status, seconds);
+}
+
+QCoro::Task<> ApiServer::streamBody(Answer answer, HttpResponse response)
+{
+    const QPointer<QTcpSocket> socket = answer.socket;
+    const QPointer<AnswerLine> line = AnswerLine::of(socket);
+    qint64 sent = 0;
+    QElapsedTimer stalled;
+    stalled.start();
+    while (sent < response.streamedLength && socket &&
+           socket->state() == QAbstractSocket::ConnectedState) {
+        // What the client has not read yet stays bounded: the next part is made once most of
+        // the one before is out.
+        if (socket->bytesToWrite() > StreamedUnsentBytes) {
+            if (stalled.elapsed() > StreamStallLimit.count())
+                break;
+            auto written =
+                signalOrTimeout(socket.data(), &QTcpSocket::bytesWritten, std::chrono::seconds(1));
+            co_await std::move(written);
+            continue;
+        }
+        stalled.start();
+        std::optional<QByteArray> part;
+        try {
+            auto making = response.nextPart();
+            part = co_await std::move(making);
+        } catch (const std::exception &error) {
+            qCWarning(lcHttp) << "a streamed answer failed:" << error.what();
+        }
+        if (!part || part->isEmpty() || sent + part->size() > response.streamedLength)
+            break;
+        if (!socket)
+            break;
+        socket->write(*part);
+        sent += part->size();
+    }
+    const bool whole = sent == response.streamedLength;
+    m_metrics.recordRequest(answer.route, answer.method, whole ? response.status : 499,
+                            answer.timer.nsecsElapsed() / 1e9);
+    if (!socket)
+        co_return;
+    // Short of the length the head promised, the client would take the next answer for the
+    // rest of this one: the connection ends instead.
+    if (!whole) {
+        qCInfo(lcHttp) << "closing a connection whose streamed answer stopped after" << sent << "of"
+                       << response.streamedLength << "bytes";
+        socket->disconnectFromHost();
+        co_return;
+    }
+    if (line)
+        line->release();
 }
 
 } // namespace AgentDeck

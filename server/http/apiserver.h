@@ -59,6 +59,13 @@ private:
     // Writes `response` now, or once the answers to the connection's earlier requests are out.
     void answer(QTcpSocket *socket, Answer answer, HttpResponse response);
     void write(Answer &answer, const HttpResponse &response);
+    // Sends the body of a streamed answer (HttpResponse::nextPart) after its head, then lets
+    // the connection's next answers go.
+    QCoro::Task<> streamBody(Answer answer, HttpResponse response);
+    // What a streamed answer leaves unsent before it makes its next part, and how long a client
+    // may read nothing of it before the connection is closed.
+    static constexpr qint64 StreamedUnsentBytes = 1024 * 1024;
+    static constexpr std::chrono::seconds StreamStallLimit{60};
     // write() of this answer, for the AnswerLine to call in turn.
     std::function<void()> writing(Answer answer, HttpResponse response);
 

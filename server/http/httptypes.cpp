@@ -245,7 +245,8 @@ QByteArrayView reasonPhrase(int status)
 QByteArray answerBytes(const HttpResponse &response, bool headOnly, QByteArrayView connection)
 {
     const QByteArrayView reason = reasonPhrase(response.status);
-    const QByteArray length = QByteArray::number(response.body.size());
+    const QByteArray length =
+        QByteArray::number(response.nextPart ? response.streamedLength : response.body.size());
     qsizetype size = 64 + reason.size() + response.contentType.size() + length.size() +
                      connection.size() + (headOnly ? 0 : response.body.size());
     for (const auto &[name, value] : response.headers)

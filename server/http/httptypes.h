@@ -1,6 +1,7 @@
 #pragma once
 
 #include <QByteArray>
+#include <QCoroTask>
 #include <QJsonValue>
 #include <QList>
 #include <QStringList>
@@ -8,6 +9,8 @@
 #include <QUuid>
 
 #include <chrono>
+#include <functional>
+#include <optional>
 
 namespace AgentDeck {
 
@@ -72,6 +75,12 @@ struct HttpResponse
     QByteArray body;
     QByteArray contentType = "application/json";
     QList<QPair<QByteArray, QByteArray>> headers;
+    // A body made while it is sent, instead of `body`: `streamedLength` bytes in all, in the
+    // parts nextPart() gives, each asked for once the socket has sent most of the one before.
+    // A part it cannot make (nullopt) or one past the length ends the connection, since the
+    // length was promised in the head.
+    std::function<QCoro::Task<std::optional<QByteArray>>()> nextPart;
+    qint64 streamedLength = 0;
 
     static HttpResponse json(const QJsonValue &value, int status = 200);
     static HttpResponse rawJson(QByteArray json, int status = 200);

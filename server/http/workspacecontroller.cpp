@@ -165,9 +165,14 @@ QCoro::Task<HttpResponse> download(Workspaces workspaces, HttpRequest request)
         throw ApiError{
             413, u"file_too_large"_s,
             u"%1 has %2 bytes; downloads are limited to %3"_s.arg(given).arg(size).arg(maxBytes)};
-    QByteArray content;
-    content.reserve(size);
-    for (qint64 offset = 0; offset < size; offset += DownloadChunkBytes) {
+    // The file goes out a part at a time as the client reads it, each part read in the sandbox
+    // when the one before is mostly sent: never all of it in the server's memory. One that
+    // changed size meanwhile ends the connection short (the length is in the head).
+    HttpResponse response;
+    response.contentType = "application/octet-stream";
+    response.streamedLength = size;
+    response.nextPart = [workspaces, target, check, given,
+                         offset = qint64(0)]() mutable -> QCoro::Task<std::optional<QByteArray>> {
         const QString command =
             check + u"[ -f \"$p\" ] || exit %1\n"
                     "tail -c +%2 -- \"$p\" | head -c %3 | base64 -w0\n"_s.arg(MissingExit)
@@ -176,18 +181,13 @@ QCoro::Task<HttpResponse> download(Workspaces workspaces, HttpRequest request)
         auto reading = runOrThrow(workspaces.sandbox, target, command, FileCommandTimeout);
         const CommandResult read = co_await std::move(reading);
         throwForExit(read, given);
-        const auto decoded = QByteArray::fromBase64Encoding(
-            read.output.trimmed().toLatin1(), QByteArray::AbortOnBase64DecodingErrors);
+        auto decoded = QByteArray::fromBase64Encoding(read.output.trimmed().toLatin1(),
+                                                      QByteArray::AbortOnBase64DecodingErrors);
         if (!decoded)
-            throw ApiError{500, u"file_transfer_failed"_s,
-                           u"%1 did not come back intact"_s.arg(given)};
-        content += *decoded;
-        if (decoded.decoded.size() < DownloadChunkBytes)
-            break; // it shrank meanwhile
-    }
-    HttpResponse response;
-    response.contentType = "application/octet-stream";
-    response.body = std::move(content);
+            co_return std::nullopt;
+        offset += decoded.decoded.size();
+        co_return std::move(decoded.decoded);
+    };
     QString name = QFileInfo(path).fileName();
     name.replace(u'"', u'_');
     response.headers.append(

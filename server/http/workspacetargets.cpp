@@ -99,6 +99,9 @@ Target locate(const Workspaces &workspaces, const QString &given)
             archived = info;
             continue;
         }
+        // Its sandbox is where its lease is: a second one here, on the same workspace, would
+        // run beside the owner's.
+        workspaces.service.requireSandboxHere(info->id);
         return {path, root, info};
     }
     if (!archived && isInside(path, workspaces.sandbox.directory()))

@@ -1,7 +1,9 @@
 // The remote workspace of OpenHands' clients (/api/bash/execute_bash_command, /api/file/upload,
 // /api/file/download) over real HTTP, with the server workspace's real sandbox.
+#include "storage/leasestore.h"
 #include "testserver.h"
 
+#include <QCryptographicHash>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
@@ -14,6 +16,7 @@
 #include <QProcess>
 #include <QRandomGenerator>
 #include <QSignalSpy>
+#include <QTcpSocket>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QWebSocket>
@@ -285,6 +288,93 @@ private Q_SLOTS:
         QCOMPARE(download(target).body, QByteArray());
     }
 
+    // A download is sent as the client reads it, a part at a time: the server's memory grows by
+    // a fraction of the file, not by the file (and its base64) as when it was made whole
+    // first. A request pipelined behind it is answered after its last byte, and HEAD tells the
+    // length without a body.
+    void aDownloadStreamsAsTheClientReads()
+    {
+        constexpr qint64 Size = 64 * 1024 * 1024;
+        const QString target = QFileInfo(workspace()).canonicalFilePath() + u"/large.bin"_s;
+        QCryptographicHash written(QCryptographicHash::Sha256);
+        {
+            QFile file(target);
+            QVERIFY(file.open(QIODevice::WriteOnly));
+            QByteArray block(1024 * 1024, Qt::Uninitialized);
+            QRandomGenerator generator(11);
+            for (qint64 at = 0; at < Size; at += block.size()) {
+                generator.fillRange(reinterpret_cast<quint32 *>(block.data()),
+                                    block.size() / sizeof(quint32));
+                written.addData(block);
+                QCOMPARE(file.write(block), block.size());
+            }
+        }
+        const auto rssKiB = [](QByteArrayView field) {
+            QFile status(u"/proc/self/status"_s);
+            if (!status.open(QIODevice::ReadOnly))
+                return qint64(-1);
+            for (const QByteArray &line : status.readAll().split('\n')) {
+                if (line.startsWith(field))
+                    return line.mid(field.size()).trimmed().split(' ').first().toLongLong();
+            }
+            return qint64(-1);
+        };
+        // The peak is counted from here (clear_refs 5 resets VmHWM to the present size).
+        QFile clearRefs(u"/proc/self/clear_refs"_s);
+        QVERIFY(clearRefs.open(QIODevice::WriteOnly) && clearRefs.write("5") == 1);
+        clearRefs.close();
+        const qint64 before = rssKiB("VmRSS:");
+        QVERIFY(before > 0);
+
+        QTcpSocket socket;
+        socket.connectToHost(m_server->url().host(), quint16(m_server->url().port()));
+        QVERIFY(socket.waitForConnected(5000));
+        const QByteArray path = QUrl::toPercentEncoding(target, "/");
+        const QByteArray key =
+            m_key.isEmpty() ? QByteArray() : "X-Session-API-Key: " + m_key.toUtf8() + "\r\n";
+        const QByteArray host = "Host: " + m_server->url().authority().toUtf8() + "\r\n";
+        socket.write("GET /api/file/download?path=" + path + " HTTP/1.1\r\n" + host + key +
+                     "\r\nGET /alive HTTP/1.1\r\n" + host + "\r\n");
+        QByteArray head;
+        QByteArray rest;
+        qint64 bodyRead = 0;
+        QCryptographicHash received(QCryptographicHash::Sha256);
+        const auto readSome = [&] {
+            QByteArray bytes = socket.readAll();
+            if (head.isEmpty()) {
+                rest += bytes;
+                const qsizetype end = rest.indexOf("\r\n\r\n");
+                if (end < 0)
+                    return;
+                head = rest.first(end + 4);
+                bytes = rest.mid(end + 4);
+                rest.clear();
+            }
+            const qint64 body = std::min<qint64>(bytes.size(), Size - bodyRead);
+            received.addData(QByteArrayView(bytes).first(body));
+            bodyRead += body;
+            rest += bytes.mid(body);
+        };
+        QTRY_VERIFY_WITH_TIMEOUT((readSome(), bodyRead == Size && rest.contains("\r\n\r\n")) ||
+                                     head.contains(" 4"),
+                                 120'000);
+        QVERIFY2(head.startsWith("HTTP/1.1 200 "), QByteArray(head + rest.left(300)).constData());
+        QVERIFY2(head.contains(QByteArray("Content-Length: " + QByteArray::number(Size) + "\r\n")),
+                 head.constData());
+        QCOMPARE(received.result(), written.result());
+        QVERIFY2(rest.startsWith("HTTP/1.1 200 "), rest.left(200).constData());
+        const qint64 peakGrowth = rssKiB("VmHWM:") - before;
+        QVERIFY2(peakGrowth < Size / 1024 / 4,
+                 qPrintable(u"the peak grew by %1 KiB for a file of %2 KiB"_s.arg(peakGrowth)
+                                .arg(Size / 1024)));
+
+        QNetworkRequest headRequest =
+            request(u"/api/file/download"_s, QUrlQuery{{u"path"_s, target}});
+        const RawReply headOnly = finish(m_network.head(headRequest));
+        QCOMPARE(headOnly.status, 200);
+        QVERIFY(headOnly.body.isEmpty());
+    }
+
     void uploadRefusesPathsOutOfTheWorkspace()
     {
         QTemporaryDir outside;
@@ -382,6 +472,34 @@ private Q_SLOTS:
 
         QVERIFY(m_server->post(u"/api/conversations/"_s + toWireId(id) + u"/archive"_s).ok());
         QCOMPARE(download(dir + u"/sub/up.txt"_s).status, 409);
+    }
+
+    // A conversation another replica holds has its sandbox there: a workspace command at its
+    // path is refused here, with who holds it, rather than run in a second sandbox on the same
+    // workspace. An expired one's workspace is gone, and is not made again.
+    void aConversationHeldElsewhereIsNotRunHere()
+    {
+        const QUuid id = m_server->create();
+        const QString dir = m_server->get(u"/api/conversations/"_s + toWireId(id))
+                                .json[u"workspace"_s][u"working_dir"_s]
+                                .toString();
+        QVERIFY(QDir().mkpath(dir));
+        const QString real = QFileInfo(dir).canonicalFilePath();
+        LeaseStore leases(m_server->server().database(), std::chrono::seconds(30));
+        const auto held = leases.claim(id, u"other-replica-instance"_s);
+        QVERIFY(held);
+        const RawReply refused = execute({{u"command"_s, u"echo ran > ran"_s}, {u"cwd"_s, real}});
+        QCOMPARE(refused.status, 409);
+        QCOMPARE(refused.json()[u"code"_s].toString(), u"held_by_other_replica"_s);
+        QVERIFY(!QFile::exists(real + u"/ran"_s));
+        QCOMPARE(upload(real + u"/up.txt"_s, "x").status, 409);
+        QCOMPARE(download(real + u"/ran"_s).status, 409);
+        QVERIFY(!QDir(QDir(m_server->dataDir()).filePath(u"runtimes/"_s + toWireId(id)))
+                     .exists(u"sandbox.pid"_s));
+
+        leases.release(id, *held);
+        QCOMPARE(execute({{u"command"_s, u"echo ran > ran"_s}, {u"cwd"_s, real}}).status, 200);
+        QVERIFY(QFile::exists(real + u"/ran"_s));
     }
 
     // A conversation's run and a workspace command share its sandbox one after the other.

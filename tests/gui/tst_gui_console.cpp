@@ -178,7 +178,7 @@ private Q_SLOTS:
         DetailsPane *pane = m_window->details();
         QVERIFY(pane->value(DetailsPane::Row::Runtime)->isVisible());
         QTRY_VERIFY_WITH_TIMEOUT(pane->hasRuntimeDetails(), 10000);
-        const auto text = [pane](DetailsPane::Row row) { return pane->value(row)->text(); };
+        const auto text = [pane](DetailsPane::Row row) { return pane->text(row); };
         QCOMPARE(text(DetailsPane::Row::Runtime), u"available"_s);
         QVERIFY2(
             text(DetailsPane::Row::Process).startsWith(u"pid %1 · started "_s.arg(sandboxPid(id))),
@@ -217,7 +217,8 @@ private Q_SLOTS:
         QCOMPARE(text(DetailsPane::Row::Agent),
                  u"llm · model scripted-model · http://127.0.0.1:9/v1"_s);
         for (const QLabel *label : pane->findChildren<QLabel *>())
-            QVERIFY(!label->text().contains(u"sk-not-for-screens"_s));
+            QVERIFY(!label->text().contains(u"sk-not-for-screens"_s) &&
+                    !label->toolTip().contains(u"sk-not-for-screens"_s));
 
         QTest::mouseClick(pane->foldButton(), Qt::LeftButton);
         QVERIFY(!pane->value(DetailsPane::Row::Runtime)->isVisible());

@@ -16,6 +16,7 @@
 #include "runtime/processruntime.h"
 #include "runtime/retentionreaper.h"
 #include "runtime/workspacesandbox.h"
+#include "storage/basheventstore.h"
 #include "storage/conversationstore.h"
 #include "storage/database.h"
 #include "storage/integritycheck.h"
@@ -325,6 +326,7 @@ bool AgentDeckServer::start(QString *error)
     ConversationController::registerRoutes(d->router, *d->service);
     EventController::registerRoutes(d->router, *d->service, *d->store);
     RuntimeController::registerRoutes(d->router, *d->service);
+    d->bashEvents->attach(std::make_unique<BashEventStore>(*d->database));
     WorkspaceController::registerRoutes(d->router, *d->workspace, *d->service, *d->store,
                                         d->bashEvents, m_config.maxDownloadBytes);
     ReplicaController::registerRoutes(d->router, *d->replicas, d->identity);

@@ -191,45 +191,29 @@ HttpResponse searchBashEvents(const BashEventLog &events, const HttpRequest &req
     const QString order = request.query.queryItemValue(u"sort_order"_s);
     if (!order.isEmpty() && order != u"TIMESTAMP"_s && order != u"TIMESTAMP_DESC"_s)
         throw ApiError::invalidParameter(u"sort_order must be TIMESTAMP or TIMESTAMP_DESC"_s);
-    const int limit = request.intParam(u"limit"_s, 100, 1, 100);
-    const std::optional<qint64> after = request.timeParam(u"timestamp__gte"_s);
-    const std::optional<qint64> before = request.timeParam(u"timestamp__lt"_s);
-    const int offset = request.intParam(u"page_id"_s, 0, 0, int(BashEventLog::MaxEvents));
+    BashEventStore::Query query;
+    query.kind = kind;
+    query.commandId = commandId;
+    query.descending = order == u"TIMESTAMP_DESC"_s;
+    query.limit = request.intParam(u"limit"_s, 100, 1, 100);
+    query.fromMs = request.timeParam(u"timestamp__gte"_s);
+    query.beforeMs = request.timeParam(u"timestamp__lt"_s);
+    query.offset = request.intParam(u"page_id"_s, 0, 0, int(BashEventStore::MaxStored));
     // Polling for what is new: outputs past a part already read (each command has one, 0).
-    const bool byOrder = request.query.hasQueryItem(u"order__gt"_s);
-    bool orderValid = true;
-    const int orderAfter = byOrder ? request.stringParam(u"order__gt"_s).toInt(&orderValid) : 0;
-    if (!orderValid)
-        throw ApiError::invalidParameter(u"order__gt must be an integer"_s);
-    QList<QJsonObject> matching;
-    for (const QJsonObject &event : events.all()) {
-        if (!kind.isEmpty() && event.value(u"kind"_s).toString() != kind)
-            continue;
-        const QString id = event.value(u"kind"_s) == u"BashCommand"_s
-                               ? event.value(u"id"_s).toString()
-                               : event.value(u"command_id"_s).toString();
-        if (!commandId.isEmpty() && id != commandId)
-            continue;
-        const qint64 at =
-            QDateTime::fromString(event.value(u"timestamp"_s).toString(), Qt::ISODateWithMs)
-                .toMSecsSinceEpoch();
-        if ((after && at < *after) || (before && at >= *before))
-            continue;
-        if (byOrder && (event.value(u"kind"_s) != u"BashOutput"_s ||
-                        event.value(u"order"_s).toInt() <= orderAfter))
-            continue;
-        matching.append(event);
+    if (request.query.hasQueryItem(u"order__gt"_s)) {
+        bool valid = false;
+        query.orderAfter = request.stringParam(u"order__gt"_s).toInt(&valid);
+        if (!valid)
+            throw ApiError::invalidParameter(u"order__gt must be an integer"_s);
     }
-    if (order == u"TIMESTAMP_DESC"_s)
-        std::reverse(matching.begin(), matching.end());
+    const auto [page, more] = events.search(query);
     QJsonArray items;
-    for (qsizetype i = offset; i < matching.size() && items.size() < limit; ++i)
-        items.append(matching.at(i));
-    const qsizetype next = offset + items.size();
-    return HttpResponse::json(
-        QJsonObject{{u"items"_s, items},
-                    {u"next_page_id"_s, next < matching.size() ? QJsonValue(QString::number(next))
-                                                               : QJsonValue::Null}});
+    for (const QJsonObject &event : page)
+        items.append(event);
+    return HttpResponse::json(QJsonObject{
+        {u"items"_s, items},
+        {u"next_page_id"_s,
+         more ? QJsonValue(QString::number(query.offset + page.size())) : QJsonValue::Null}});
 }
 
 } // namespace

@@ -1,12 +1,39 @@
 #include "bashevents.h"
 
+#include "logging.h"
+#include "storage/database.h"
+
 #include <QJsonDocument>
 #include <QMetaMethod>
 
+using namespace Qt::StringLiterals;
+
 namespace AgentDeck {
+
+void BashEventLog::attach(std::unique_ptr<BashEventStore> store)
+{
+    QList<QJsonObject> kept;
+    try {
+        kept = store->newest(int(MaxEvents));
+    } catch (const StorageError &error) {
+        qCWarning(lcServer) << "cannot read the stored bash events:" << error.what();
+    }
+    const QMutexLocker lock(&m_mutex);
+    m_store = std::move(store);
+    for (const QJsonObject &event : std::as_const(kept))
+        m_events.append({++m_last, event});
+}
 
 void BashEventLog::add(const QJsonObject &event)
 {
+    // Kept for the sockets and the next searches even when storage refuses it (a full disk).
+    if (m_store) {
+        try {
+            m_store->insert(event);
+        } catch (const StorageError &error) {
+            qCWarning(lcServer) << "cannot store a bash event:" << error.what();
+        }
+    }
     quint64 number;
     {
         const QMutexLocker lock(&m_mutex);
@@ -22,30 +49,20 @@ void BashEventLog::add(const QJsonObject &event)
 
 std::optional<QJsonObject> BashEventLog::find(const QString &id) const
 {
-    const QMutexLocker lock(&m_mutex);
-    for (const Numbered &numbered : m_events) {
-        if (numbered.event.value(QLatin1StringView("id")).toString() == id)
-            return numbered.event;
-    }
-    return std::nullopt;
+    return m_store ? m_store->find(id) : std::nullopt;
 }
 
-QList<QJsonObject> BashEventLog::all() const
+std::pair<QList<QJsonObject>, bool> BashEventLog::search(const BashEventStore::Query &query) const
 {
-    const QMutexLocker lock(&m_mutex);
-    QList<QJsonObject> events;
-    events.reserve(m_events.size());
-    for (const Numbered &numbered : m_events)
-        events.append(numbered.event);
-    return events;
+    return m_store ? m_store->search(query) : std::pair<QList<QJsonObject>, bool>{};
 }
 
-qsizetype BashEventLog::clear()
+qint64 BashEventLog::clear()
 {
+    const qint64 stored = m_store ? m_store->clear() : 0;
     const QMutexLocker lock(&m_mutex);
-    const qsizetype count = m_events.size();
     m_events.clear();
-    return count;
+    return stored;
 }
 
 std::pair<QList<QByteArray>, quint64> BashEventLog::snapshot() const

@@ -221,12 +221,7 @@ private Q_SLOTS:
             QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"echo"_s}}},
                         {u"initial_message"_s, TestServer::message(u"hi"_s, true)}});
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
-        const QString workspace = m_server->get(ServerConnection::conversationPath(id))
-                                      .json.toObject()
-                                      .value(u"workspace"_s)
-                                      .toObject()
-                                      .value(u"working_dir"_s)
-                                      .toString();
+        const QString workspace = m_server->workingDir(id);
         QVERIFY(QDir(workspace).exists());
         QCOMPARE(m_server->call("DELETE"_ba, ServerConnection::conversationPath(id)).status, 200);
         QCOMPARE(m_server->get(ServerConnection::conversationPath(id)).status, 404);

@@ -58,19 +58,10 @@ private Q_SLOTS:
     // transient CommandOutput frames of its action (its secrets masked), not only once it ends:
     // a command printing a line a second showed nothing for minutes. The command waits for a
     // file the test makes once the first line came live.
-    void aCommandsOutputIsSeenWhileItRuns_data()
-    {
-        QTest::addColumn<bool>("inProcess");
-        QTest::addRow("sandbox host") << false;
-        QTest::addRow("in-server runtime") << true;
-    }
+    void aCommandsOutputIsSeenWhileItRuns_data() { bothRuntimes(); }
     void aCommandsOutputIsSeenWhileItRuns()
     {
-        QFETCH(bool, inProcess);
-        TestServerOptions options;
-        options.inProcessRuntime = inProcess;
-        m_server = std::make_unique<TestServer>(std::move(options));
-        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+        QVERIFY(startOnTheRowsRuntime());
         const QUuid id = m_server->create(shell(u"true"_s));
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
         QVERIFY(m_server
@@ -106,12 +97,7 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(lateText.contains(u"first"_s), 10'000);
         QVERIFY(!live.contains(u"hunter22"_s));
         QVERIFY(live.contains(u"first "_s));
-        const QString workspace = m_server->get(ServerConnection::conversationPath(id))
-                                      .json.toObject()
-                                      .value(u"workspace"_s)
-                                      .toObject()
-                                      .value(u"working_dir"_s)
-                                      .toString();
+        const QString workspace = m_server->workingDir(id);
         QVERIFY(QFile(QDir(workspace).filePath(u"go"_s)).open(QIODevice::WriteOnly));
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
         const QList<QJsonObject> actions = ofKind(m_server->events(id), u"ActionEvent"_s);
@@ -122,19 +108,10 @@ private Q_SLOTS:
 
     // A command printing 100 MB: its live output goes on past the first MiB (the result
     // keeps), to its last lines, in a bounded number of bounded frames.
-    void liveOutputIsBoundedWhateverACommandPrints_data()
-    {
-        QTest::addColumn<bool>("inProcess");
-        QTest::addRow("sandbox host") << false;
-        QTest::addRow("in-server runtime") << true;
-    }
+    void liveOutputIsBoundedWhateverACommandPrints_data() { bothRuntimes(); }
     void liveOutputIsBoundedWhateverACommandPrints()
     {
-        QFETCH(bool, inProcess);
-        TestServerOptions options;
-        options.inProcessRuntime = inProcess;
-        m_server = std::make_unique<TestServer>(std::move(options));
-        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+        QVERIFY(startOnTheRowsRuntime());
         const QUuid id = m_server->create(shell(u"true"_s));
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
         std::unique_ptr<EventStream> stream(m_server->client().openEventStream(id, 0));
@@ -168,12 +145,7 @@ private Q_SLOTS:
                  qPrintable(QString::number(bytes)));
         QVERIFY(bytes < 8 * 1024 * 1024);
 
-        const QString workspace = m_server->get(ServerConnection::conversationPath(id))
-                                      .json.toObject()
-                                      .value(u"workspace"_s)
-                                      .toObject()
-                                      .value(u"working_dir"_s)
-                                      .toString();
+        const QString workspace = m_server->workingDir(id);
         QVERIFY(QFile(QDir(workspace).filePath(u"go"_s)).open(QIODevice::WriteOnly));
         QVERIFY(m_server->waitForStatus(id, u"finished"_s, 60'000));
         // The record is the observation, bounded as before.
@@ -210,12 +182,7 @@ private Q_SLOTS:
         QVERIFY(running.leaseEpoch > 0);
         QVERIFY(running.leaseMsLeft && *running.leaseMsLeft > 0);
 
-        const QString workspace = m_server->get(ServerConnection::conversationPath(id))
-                                      .json.toObject()
-                                      .value(u"workspace"_s)
-                                      .toObject()
-                                      .value(u"working_dir"_s)
-                                      .toString();
+        const QString workspace = m_server->workingDir(id);
         QVERIFY(QFile(QDir(workspace).filePath(u"go"_s)).open(QIODevice::WriteOnly));
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
         QTRY_VERIFY_WITH_TIMEOUT(detailsOf().idleSince.has_value(), 5000);
@@ -985,6 +952,26 @@ private:
         return file.readAll().trimmed().toLongLong();
     }
     std::optional<qint64> sandboxPid(const QUuid &id) { return sandboxPidIn(*m_server, id); }
+    // Data rows: a command runs in a sandbox host, or in the server's own process.
+    static void bothRuntimes()
+    {
+        QTest::addColumn<bool>("inProcess");
+        QTest::addRow("sandbox host") << false;
+        QTest::addRow("in-server runtime") << true;
+    }
+    // A server running commands where the row says; false (and why, in the log) when it did
+    // not start.
+    bool startOnTheRowsRuntime()
+    {
+        QFETCH(bool, inProcess);
+        TestServerOptions options;
+        options.inProcessRuntime = inProcess;
+        m_server = std::make_unique<TestServer>(std::move(options));
+        if (m_server->start())
+            return true;
+        qWarning() << m_server->errorString();
+        return false;
+    }
     // How many sandbox hosts run for `id`, whether the server knows them or not.
     int hostsOf(const QUuid &id) const
     {
@@ -1113,12 +1100,7 @@ private Q_SLOTS:
         QVERIFY(retaining.start());
         TestServer &server = *retaining.server;
         const QUuid id = server.create();
-        const QString workspace = server.get(ServerConnection::conversationPath(id))
-                                      .json.toObject()
-                                      .value(u"workspace"_s)
-                                      .toObject()
-                                      .value(u"working_dir"_s)
-                                      .toString();
+        const QString workspace = server.workingDir(id);
         retaining.clock->advance(2 * 3600 * 1000);
         const auto runtime = [&] {
             return server.get(ServerConnection::conversationPath(id, u"runtime")).json.toObject();
@@ -1160,12 +1142,7 @@ private Q_SLOTS:
         const ApiReply early = server.post(ServerConnection::conversationPath(id, startFresh));
         QCOMPARE(early.status, 409);
         QCOMPARE(early.errorCode, u"runtime_not_expired"_s);
-        const QString workspace = server.get(ServerConnection::conversationPath(id))
-                                      .json.toObject()
-                                      .value(u"workspace"_s)
-                                      .toObject()
-                                      .value(u"working_dir"_s)
-                                      .toString();
+        const QString workspace = server.workingDir(id);
         QVERIFY(QFile(QDir(workspace).filePath(u"left-behind"_s)).open(QIODevice::WriteOnly));
         const qsizetype eventsBefore = server.events(id).size();
 

@@ -430,9 +430,7 @@ private Q_SLOTS:
     {
         const QUuid id = m_server->create();
         QVERIFY(!id.isNull());
-        const QString dir = m_server->get(u"/api/conversations/"_s + toWireId(id))
-                                .json[u"workspace"_s][u"working_dir"_s]
-                                .toString();
+        const QString dir = m_server->workingDir(id);
         QVERIFY(QDir().mkpath(dir));
         const QString real = QFileInfo(dir).canonicalFilePath();
         const RawReply reply =
@@ -476,13 +474,11 @@ private Q_SLOTS:
 
     // A conversation another replica holds has its sandbox there: a workspace command at its
     // path is refused here, with who holds it, rather than run in a second sandbox on the same
-    // workspace. An expired one's workspace is gone, and is not made again.
+    // workspace.
     void aConversationHeldElsewhereIsNotRunHere()
     {
         const QUuid id = m_server->create();
-        const QString dir = m_server->get(u"/api/conversations/"_s + toWireId(id))
-                                .json[u"workspace"_s][u"working_dir"_s]
-                                .toString();
+        const QString dir = m_server->workingDir(id);
         QVERIFY(QDir().mkpath(dir));
         const QString real = QFileInfo(dir).canonicalFilePath();
         LeaseStore leases(m_server->server().database(), std::chrono::seconds(30));
@@ -506,9 +502,7 @@ private Q_SLOTS:
     void aWorkspaceCommandWaitsForTheRunsCommand()
     {
         const QUuid id = m_server->create();
-        const QString dir = m_server->get(u"/api/conversations/"_s + toWireId(id))
-                                .json[u"workspace"_s][u"working_dir"_s]
-                                .toString();
+        const QString dir = m_server->workingDir(id);
         QVERIFY(QDir().mkpath(dir));
         QVERIFY(m_server->send(id, u"sleep 1; echo run-done"_s, true).ok());
         QVERIFY(m_server->waitForStatus(id, u"running"_s));
@@ -652,6 +646,50 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(frame.hasOutput(u"with-the-key\n"_s), 5'000);
         QVERIFY(frame.ofKind(u"BashError"_s).isEmpty());
         QCOMPARE(header.closeCode, 0);
+    }
+
+    // Bash events are stored in the catalog: a restarted server finds, searches and streams
+    // the ones recorded before it, and a clear is for good. They were in memory only, and a
+    // restart lost every one.
+    void bashEventsOutliveARestart()
+    {
+        const RawReply ran = execute({{u"command"_s, u"echo kept"_s}});
+        QCOMPARE(ran.status, 200);
+        const QString commandId = ran.json()[u"command_id"_s].toString();
+        QVERIFY(!commandId.isEmpty());
+        const QString dataDir = m_server->dataDir();
+        // The first server owns the data dir: kept (stopped) while the others use it.
+        const std::unique_ptr<TestServer> first = std::move(m_server);
+        first->stop();
+        TestServerOptions options;
+        options.dataDir = dataDir;
+        startServer(std::move(options));
+
+        const auto search = [this](const QUrlQuery &query) {
+            return finish(m_network.get(request(u"/api/bash/bash_events/search"_s, query))).json();
+        };
+        const QJsonArray items = search({{u"command_id__eq"_s, commandId}})[u"items"_s].toArray();
+        QCOMPARE(items.size(), 2);
+        QCOMPARE(items[0].toObject()[u"kind"_s].toString(), u"BashCommand"_s);
+        QCOMPARE(items[1].toObject()[u"stdout"_s].toString(), u"kept\n"_s);
+        QCOMPARE(finish(m_network.get(request(u"/api/bash/bash_events/"_s + commandId, {})))
+                     .json()[u"command"_s]
+                     .toString(),
+                 u"echo kept"_s);
+        BashSocket socket(bashSocketUrl(u"resend_mode=all"_s));
+        QTRY_COMPARE_WITH_TIMEOUT(socket.events.size(), 2, 10'000);
+        QCOMPARE(socket.events[0][u"id"_s].toString(), commandId);
+
+        QCOMPARE(finish(m_network.deleteResource(request(u"/api/bash/bash_events"_s, {})))
+                     .json()[u"cleared_count"_s]
+                     .toInt(),
+                 2);
+        m_server->stop();
+        options = {};
+        options.dataDir = dataDir;
+        startServer(std::move(options));
+        QVERIFY(search({})[u"items"_s].toArray().isEmpty());
+        m_server.reset(); // before the data dir goes with `first`
     }
 
     void startedCommandsAreBashEvents()

@@ -188,6 +188,16 @@ QString TestServer::status(const QUuid &id)
         .toString();
 }
 
+QString TestServer::workingDir(const QUuid &id)
+{
+    return get(ServerConnection::conversationPath(id))
+        .json.toObject()
+        .value(u"workspace"_s)
+        .toObject()
+        .value(u"working_dir"_s)
+        .toString();
+}
+
 bool TestServer::waitForStatus(const QUuid &id, const QString &wanted, int timeoutMs)
 {
     return QTest::qWaitFor([&] { return status(id) == wanted; }, timeoutMs);

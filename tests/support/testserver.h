@@ -67,6 +67,8 @@ public:
     // `body` with {"agent": {"kind": "shell"}} unless it names an agent: a create needs one.
     static QJsonObject withAgent(QJsonObject body);
     QString status(const QUuid &id);
+    // The conversation's workspace.working_dir.
+    QString workingDir(const QUuid &id);
     bool waitForStatus(const QUuid &id, const QString &status, int timeoutMs = 10'000);
     // Events of a conversation as JSON objects, in seq order.
     QList<QJsonObject> events(const QUuid &id, const QUrlQuery &query = {});

@@ -1,11 +1,13 @@
 // The SQL catalog: keyset paging, filters, seq assignment, and one statement per page.
 #include "apierror.h"
 #include "postgrescluster.h"
+#include "storage/basheventstore.h"
 #include "storage/conversationstore.h"
 #include "storage/database.h"
 #include "storage/replicastore.h"
 
 #include <QFile>
+#include <QJsonObject>
 #include <QRandomGenerator>
 #include <QSqlError>
 #include <QSqlQuery>
@@ -46,6 +48,57 @@ private Q_SLOTS:
         m_store.reset();
         m_db.reset();
         m_dir.reset();
+    }
+
+    // The bash events kept are the newest MaxStored (give or take a trim's interval), and the
+    // search pages them with OpenHands' filters in the order they came.
+    void bashEventsAreBoundedAndSearched()
+    {
+        BashEventStore events(*m_db);
+        const QString command = QUuid::createUuid().toString(QUuid::WithoutBraces);
+        const qint64 total = BashEventStore::MaxStored + 250;
+        {
+            Transaction transaction(*m_db);
+            for (qint64 i = 0; i < total; ++i) {
+                events.insert({{u"kind"_s, i % 2 ? u"BashOutput"_s : u"BashCommand"_s},
+                               {u"id"_s, QUuid::createUuid().toString(QUuid::WithoutBraces)},
+                               {u"command_id"_s, command},
+                               {u"order"_s, int(i % 3)},
+                               {u"timestamp"_s, toWireTime(1'000'000 + i)},
+                               {u"n"_s, i}});
+            }
+            transaction.commit();
+        }
+        QSqlQuery count(u"SELECT COUNT(*) FROM bash_events"_s, m_db->connection());
+        QVERIFY(count.next());
+        QVERIFY2(count.value(0).toLongLong() >= BashEventStore::MaxStored &&
+                     count.value(0).toLongLong() < BashEventStore::MaxStored + 100,
+                 qPrintable(count.value(0).toString()));
+        const QList<QJsonObject> newest = events.newest(3);
+        QCOMPARE(newest.size(), 3);
+        QCOMPARE(newest.last().value(u"n"_s).toInteger(), total - 1);
+
+        BashEventStore::Query outputs;
+        outputs.kind = u"BashOutput"_s;
+        outputs.orderAfter = 1;
+        outputs.descending = true;
+        outputs.limit = 2;
+        const auto [page, more] = events.search(outputs);
+        QVERIFY(more);
+        QCOMPARE(page.size(), 2);
+        for (const QJsonObject &event : page) {
+            QCOMPARE(event.value(u"kind"_s).toString(), u"BashOutput"_s);
+            QCOMPARE(event.value(u"order"_s).toInt(), 2);
+        }
+        QVERIFY(page[0].value(u"n"_s).toInteger() > page[1].value(u"n"_s).toInteger());
+        BashEventStore::Query window;
+        window.fromMs = 1'000'000 + total - 10;
+        window.beforeMs = 1'000'000 + total - 5;
+        QCOMPARE(events.search(window).first.size(), 5);
+        QVERIFY(!events.search(window).second);
+        QCOMPARE(events.find(page[0].value(u"id"_s).toString()), page[0]);
+        QVERIFY(events.clear() >= BashEventStore::MaxStored);
+        QVERIFY(events.newest(10).isEmpty());
     }
 
     void pagingVisitsEveryRowOnceEvenWithEqualTimestamps_data()

@@ -392,7 +392,7 @@ QCoro::Task<> ConsoleController::loadEarlierEvents()
     m_timeline.prepend(*events);
 }
 
-QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id)
+QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id, QString reason)
 {
     QPointer<ConsoleController> self(this);
     setBusy(true);
@@ -413,10 +413,13 @@ QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id)
         case Action::Interrupt:
             return m_connection->conversationAction(id, u"interrupt"_s);
         case Action::Accept:
-        case Action::Reject:
+        case Action::Reject: {
+            QJsonObject answer{{u"accept"_s, action == Action::Accept}};
+            if (!reason.isEmpty())
+                answer.insert(u"reason"_s, reason);
             return m_connection->post(
-                ServerConnection::conversationPath(id, u"events/respond_to_confirmation"),
-                QJsonObject{{u"accept"_s, action == Action::Accept}});
+                ServerConnection::conversationPath(id, u"events/respond_to_confirmation"), answer);
+        }
         case Action::Reprovision:
             return m_connection->conversationAction(id, u"runtime/reprovision"_s);
         case Action::StartFresh:

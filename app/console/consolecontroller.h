@@ -75,7 +75,8 @@ public:
     // not be found from the console.
     QCoro::Task<> findOnServer(QString text);
     void select(const QUuid &id);
-    QCoro::Task<bool> perform(Action action, QUuid id);
+    // `reason`: a Reject's, which the agent is told (none: the server's default).
+    QCoro::Task<bool> perform(Action action, QUuid id, QString reason = {});
     QCoro::Task<bool> sendMessage(QUuid id, QString text);
     struct Creation
     {

@@ -12,6 +12,7 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QHBoxLayout>
+#include <QInputDialog>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenu>
@@ -458,8 +459,27 @@ void MainWindow::trigger(Action action)
                             "given, %2, as it is now; its history stays, and says so.")
                              .arg(named(), info->workingDir)))
         return;
+    // A finished run has nothing left to do: run again, it only added a running and a finished
+    // state. What it needs is the next message.
+    if (action == Action::Run && info->executionStatus == ExecutionStatus::Finished) {
+        m_message->setFocus(Qt::OtherFocusReason);
+        statusBar()->showMessage(
+            tr("It has finished: type the next message below, and Enter runs it"), 8000);
+        return;
+    }
+    // The agent is told why, as `ctl reject --reason` tells it.
+    QString reason;
+    if (action == Action::Reject) {
+        QInputDialog dialog(this);
+        dialog.setWindowTitle(tr("Reject the action"));
+        dialog.setLabelText(tr("Why? The agent is told (optional):"));
+        dialog.setOkButtonText(tr("Reject"));
+        if (dialog.exec() != QDialog::Accepted)
+            return;
+        reason = dialog.textValue().trimmed();
+    }
     m_banner->hide();
-    m_controller->perform(action, info->id);
+    m_controller->perform(action, info->id, reason);
 }
 
 void MainWindow::createConversation()

@@ -29,6 +29,7 @@
 #include <QFile>
 #include <QFontMetricsF>
 #include <QIcon>
+#include <QInputDialog>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QLabel>
@@ -814,12 +815,54 @@ private Q_SLOTS:
                  u"Waiting for confirmation: accept or reject its action"_s);
         QPushButton *button = m_window->actionButton(accept ? Action::Accept : Action::Reject);
         QVERIFY2(button->isEnabled(), qPrintable(button->toolTip()));
+        // A rejection asks why, as ctl's --reason does, and the history keeps the answer.
+        bool asked = false;
+        if (!accept) {
+            QTimer::singleShot(0, this, [&asked] {
+                auto *dialog = qobject_cast<QInputDialog *>(QApplication::activeModalWidget());
+                if (!dialog)
+                    return;
+                asked = true;
+                dialog->setTextValue(u"not on a Friday"_s);
+                dialog->accept();
+            });
+        }
         QTest::mouseClick(button, Qt::LeftButton);
+        QCOMPARE(asked, !accept);
         QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
         QTRY_COMPARE_WITH_TIMEOUT(m_window->tabs()->tabText(0), u"Active (1)"_s, 10000);
         const QList<QJsonObject> events = eventsOf(id);
         QCOMPARE(Testing::ofKind(events, u"ObservationEvent"_s).size(), accept ? 1 : 0);
-        QCOMPARE(Testing::ofKind(events, u"UserRejectObservation"_s).size(), accept ? 0 : 1);
+        const QList<QJsonObject> rejections = Testing::ofKind(events, u"UserRejectObservation"_s);
+        QCOMPARE(rejections.size(), accept ? 0 : 1);
+        if (!accept)
+            QCOMPARE(rejections.first().value(u"rejection_reason"_s).toString(),
+                     u"not on a Friday"_s);
+    }
+
+    // Run on a finished conversation asks for the next message: it ran the agent with nothing
+    // new, which only added a running and a finished state.
+    void runOnAFinishedConversationAsksForTheNextMessage()
+    {
+        startConsole();
+        const QUuid id = create(u"done"_s, u"echo done"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
+        QVERIFY(showAndSelect(id));
+        const qsizetype events = eventsOf(id).size();
+        QPushButton *run = m_window->actionButton(Action::Run);
+        QVERIFY(run->isEnabled());
+        QTest::mouseClick(run, Qt::LeftButton);
+        QVERIFY2(m_window->statusBar()->currentMessage().contains(u"type the next message"_s),
+                 qPrintable(m_window->statusBar()->currentMessage()));
+        QTRY_VERIFY(m_window->messageBox()->hasFocus());
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QCOMPARE(eventsOf(id).size(), events);
+        QCOMPARE(status(id), u"finished"_s);
+
+        QTest::keyClicks(m_window->messageBox(), u"echo next"_s);
+        QTest::keyClick(m_window->messageBox(), Qt::Key_Return);
+        QTRY_VERIFY_WITH_TIMEOUT(eventsOf(id).size() > events, 10000);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
     }
 
     // A command that failed had the grey of one that succeeded; now it is marked in colour.
@@ -923,8 +966,7 @@ private Q_SLOTS:
     void anActionLeavesTheFocusOnTheList()
     {
         startConsole();
-        const QUuid id = create(u"focus here"_s, u"true"_s);
-        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
+        const QUuid id = create(u"focus here"_s); // idle: Run runs it
         QVERIFY(showAndSelect(id));
         m_window->filterBox()->setText(u"focus"_s);
         m_window->activateWindow();

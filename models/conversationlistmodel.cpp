@@ -35,6 +35,8 @@ QVariant ConversationListModel::data(const QModelIndex &index, int role) const
         case TitleColumn:
             return withControlsShown(info.title);
         case ExecutionColumn:
+            if (info.executionStatus == ExecutionStatus::Running && m_pausing.contains(info.id))
+                return tr("pausing…");
             return Lifecycle::executionText(info);
         case RuntimeColumn:
             return Lifecycle::runtimeLabel(info);
@@ -143,9 +145,20 @@ QHash<int, QByteArray> ConversationListModel::roleNames() const
     return names;
 }
 
+void ConversationListModel::markPausing(const QUuid &id)
+{
+    const int row = rowOf(id);
+    if (row < 0 || m_items[row].executionStatus != ExecutionStatus::Running)
+        return;
+    m_pausing.insert(id);
+    Q_EMIT dataChanged(index(row, ExecutionColumn), index(row, ExecutionColumn));
+}
+
 void ConversationListModel::replaceRow(int row, const ConversationInfo &info)
 {
     const bool neededAttention = Lifecycle::needsAttention(m_items[row]);
+    if (info.executionStatus != ExecutionStatus::Running)
+        m_pausing.remove(info.id);
     if (m_items[row].toJson() == info.toJson())
         return;
     m_items[row] = info;

@@ -70,6 +70,10 @@ public:
 
     std::optional<ConversationInfo> conversation(const QUuid &id) const;
     int rowOf(const QUuid &id) const { return m_rows.value(id, -1); }
+    // A pause was asked of the running `id` and has not taken effect: its badge says
+    // "pausing…" until its status changes.
+    void markPausing(const QUuid &id);
+    bool isPausing(const QUuid &id) const { return m_pausing.contains(id); }
     const ConversationInfo &at(int row) const { return m_items[row]; }
 
 Q_SIGNALS:
@@ -83,6 +87,7 @@ private:
 
     QList<ConversationInfo> m_items;
     QHash<QUuid, int> m_rows;
+    QSet<QUuid> m_pausing;
     bool m_loaded = false; // an upsert has been made
 };
 

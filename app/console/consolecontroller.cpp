@@ -460,6 +460,9 @@ QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id, QString re
     } else if (auto info = ConversationInfo::fromJson(reply.json.toObject())) {
         m_conversations.upsert({*info});
     }
+    // A pause lets the step finish: until the run stops, its badge says so.
+    if (action == Action::Pause)
+        m_conversations.markPausing(id);
     Q_EMIT actionFinished(action, true, id);
     co_return true;
 }

@@ -365,7 +365,9 @@ void MainWindow::updateActions()
                 ? Lifecycle::Availability{false, tr("The server does not answer; the row is "
                                                     "what it last said")}
             : acting ? Lifecycle::Availability{false, tr("Waiting for the server to answer")}
-                     : ConsoleController::availability(it.key(), *info);
+            : it.key() == Action::Pause && m_controller->conversations()->isPausing(info->id)
+                ? Lifecycle::Availability{false, tr("Pausing: the run stops after its step")}
+                : ConsoleController::availability(it.key(), *info);
         // A button disabled while it has the focus hands it down the tab chain, to the filter,
         // which selected its text: the next key typed after any action replaced the filter.
         if (!state.enabled && it.value()->hasFocus())

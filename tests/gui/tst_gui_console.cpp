@@ -981,6 +981,35 @@ private Q_SLOTS:
         QCOMPARE(m_window->filterBox()->text(), u"focus"_s);
     }
 
+    // A pause lets the step finish: until it has, the badge says "pausing…" and Pause is not
+    // offered again. The badge and the button stayed as they were, under "Pause requested".
+    void aPauseNotTakenEffectYetShowsAsPausing()
+    {
+        startConsole();
+        const QUuid id = create(u"long step"_s, u"while [ ! -e go ]; do sleep 0.05; done"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"running"_s, 15000);
+        QVERIFY(showAndSelect(id));
+        QPushButton *pause = m_window->actionButton(Action::Pause);
+        QVERIFY(pause->isEnabled());
+        QTest::mouseClick(pause, Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(m_window->statusBar()->currentMessage(), u"Pause requested"_s,
+                                  10000);
+        QCOMPARE(executionCell(id).data().toString(), u"pausing…"_s);
+        QVERIFY(!pause->isEnabled());
+        QCOMPARE(pause->toolTip(), u"Pausing: the run stops after its step"_s);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QCOMPARE(executionCell(id).data().toString(), u"pausing…"_s); // still running
+
+        const QString workspace =
+            conversation(id).value(u"workspace"_s).toObject().value(u"working_dir"_s).toString();
+        QVERIFY(QFile(QDir(workspace).filePath(u"go"_s)).open(QIODevice::WriteOnly));
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"paused"_s, 15000);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QTRY_VERIFY2_WITH_TIMEOUT(executionCell(id).data().toString().startsWith(u"paused"_s),
+                                  qPrintable(executionCell(id).data().toString()), 5000);
+        QVERIFY(!m_controller->conversations()->isPausing(id));
+    }
+
     // A pause of a conversation waiting for confirmation is done at once; it was said to be
     // "requested", as of a run that finishes its step first.
     void aPauseDoneAtOnceIsSaidToBeDone()

@@ -12,6 +12,8 @@
 #include <QSet>
 #include <QTimer>
 
+#include <array>
+
 namespace AgentDeck {
 
 // The console's logic without widgets: keeps the list model in step with the server (search
@@ -38,6 +40,12 @@ public:
         Delete
     };
     Q_ENUM(Action)
+    // In the order the window shows them.
+    static constexpr std::array AllActions{
+        Action::Recover,     Action::RunAgain,   Action::Dismiss, Action::Run,
+        Action::Pause,       Action::Interrupt,  Action::Accept,  Action::Reject,
+        Action::Reprovision, Action::StartFresh, Action::Archive, Action::Unarchive,
+        Action::Delete};
 
     explicit ConsoleController(ServerConnection *connection, QObject *parent = nullptr);
 

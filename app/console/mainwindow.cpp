@@ -5,17 +5,14 @@
 #include "conversationview.h"
 #include "detailspane.h"
 #include "lifecycle.h"
-#include "newconversationdialog.h"
 #include "replicasdialog.h"
 
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QHBoxLayout>
-#include <QInputDialog>
 #include <QLabel>
 #include <QLineEdit>
-#include <QMenu>
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
@@ -33,15 +30,8 @@ using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
 
-namespace {
-
 using Action = ConsoleController::Action;
-constexpr std::array AllActions{
-    Action::Recover,   Action::RunAgain,  Action::Dismiss, Action::Run,         Action::Pause,
-    Action::Interrupt, Action::Accept,    Action::Reject,  Action::Reprovision, Action::StartFresh,
-    Action::Archive,   Action::Unarchive, Action::Delete};
-
-} // namespace
+static constexpr const auto &AllActions = ConsoleController::AllActions;
 
 MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidget *parent)
     : QMainWindow(parent)
@@ -232,6 +222,7 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
             &MainWindow::updateActions);
     connect(controller, &ConsoleController::refreshed, this, &MainWindow::updateTabTitles);
 
+    buildMenus();
     setWindowIcon(ConsoleTray::appIcon());
     m_tray = new ConsoleTray(controller, serverLabel, this);
     connect(m_tray, &ConsoleTray::showRequested, this, &MainWindow::bringUp);
@@ -253,6 +244,9 @@ QTableView *MainWindow::makeView(ConversationFilterProxy *proxy)
     connect(proxy, &QAbstractItemModel::rowsRemoved, this, [this] { m_rowsLeaving = false; });
     auto *view = new ConversationView(proxy, this);
     connect(view, &QWidget::customContextMenuRequested, this, &MainWindow::showContextMenu);
+    // Enter (or a double click) opens the conversation: what to type next goes to it.
+    connect(view, &QAbstractItemView::activated, this,
+            [this] { m_message->setFocus(Qt::OtherFocusReason); });
     connect(view->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this, view] {
         if (view != currentView())
             return;
@@ -294,20 +288,6 @@ bool MainWindow::shows(QTableView *view, const QUuid &id) const
 QLabel *MainWindow::banner() const
 {
     return m_banner->label();
-}
-
-void MainWindow::sendTypedMessage()
-{
-    const auto info = currentConversation();
-    if (!info || m_message->text().isEmpty())
-        return;
-    // The text stays until the server took it: cleared at once, it was lost when sending
-    // failed. Text typed meanwhile stays too.
-    const QString text = m_message->text();
-    m_controller->sendMessage(info->id, text).then([field = QPointer(m_message), text](bool sent) {
-        if (sent && field && field->text() == text)
-            field->clear();
-    });
 }
 
 QLabel *MainWindow::heading() const
@@ -374,6 +354,10 @@ void MainWindow::updateActions()
             currentView()->setFocus(Qt::OtherFocusReason);
         it.value()->setEnabled(state.enabled);
         it.value()->setToolTip(state.enabled ? QString() : state.reason);
+        if (QAction *item = m_menuActions.value(it.key())) {
+            item->setEnabled(state.enabled);
+            item->setToolTip(state.reason);
+        }
     }
     // One place for the two ways to a fresh sandbox: Start fresh where the runtime expired.
     const bool expired = info && Lifecycle::isExpired(*info);
@@ -421,137 +405,6 @@ void MainWindow::updateTabTitles()
     m_tabs->setTabText(
         1, tr("Archived (%1%2)")
                .arg(count(m_archivedProxy, ArchiveFilter::Archived), attention(m_archivedProxy)));
-}
-
-void MainWindow::trigger(Action action)
-{
-    const auto info = currentConversation();
-    if (!info)
-        return;
-    // The question names the conversation whole: a long title was cut at its end, where two
-    // conversations differ most often, so it is shortened in the middle, and the id follows.
-    const auto named = [&info, this] {
-        return tr("“%1” (%2)")
-            .arg(fontMetrics().elidedText(withControlsShown(info->title), Qt::ElideMiddle, 480),
-                 toWireId(info->id));
-    };
-    if (action == Action::Delete &&
-        !confirmed(tr("Delete conversation"),
-                   tr("Delete %1 permanently? Its history and server-owned workspace are removed.")
-                       .arg(named())))
-        return;
-    if (action == Action::Archive && info->executionStatus == ExecutionStatus::Running &&
-        !Lifecycle::isStale(*info) &&
-        !confirmed(tr("Archive conversation"),
-                   tr("Archive %1? It is running: the command in flight is stopped.").arg(named())))
-        return;
-    if (action == Action::Reprovision &&
-        !confirmed(tr("Reprovision runtime"),
-                   tr("Replace the sandbox of %1 with a fresh one? Its workspace stays; what its "
-                      "commands left elsewhere in the sandbox (/tmp, processes) is gone.")
-                       .arg(named())))
-        return;
-    if (action == Action::StartFresh &&
-        !confirmed(tr("Start with an empty workspace"),
-                   info->workspaceOwnedByServer
-                       ? tr("Start the expired runtime of %1 again with an empty workspace? Its "
-                            "history stays, and says so; the files its commands made are gone.")
-                             .arg(named())
-                       : tr("Start the expired runtime of %1 again? It uses the workspace it was "
-                            "given, %2, as it is now; its history stays, and says so.")
-                             .arg(named(), info->workingDir)))
-        return;
-    // A finished run has nothing left to do: run again, it only added a running and a finished
-    // state. What it needs is the next message.
-    if (action == Action::Run && info->executionStatus == ExecutionStatus::Finished) {
-        m_message->setFocus(Qt::OtherFocusReason);
-        statusBar()->showMessage(
-            tr("It has finished: type the next message below, and Enter runs it"), 8000);
-        return;
-    }
-    // The agent is told why, as `ctl reject --reason` tells it.
-    QString reason;
-    if (action == Action::Reject) {
-        QInputDialog dialog(this);
-        dialog.setWindowTitle(tr("Reject the action"));
-        dialog.setLabelText(tr("Why? The agent is told (optional):"));
-        dialog.setOkButtonText(tr("Reject"));
-        if (dialog.exec() != QDialog::Accepted)
-            return;
-        reason = dialog.textValue().trimmed();
-    }
-    m_banner->hide();
-    m_controller->perform(action, info->id, reason);
-}
-
-void MainWindow::createConversation()
-{
-    NewConversationDialog dialog(this);
-    if (dialog.exec() != QDialog::Accepted)
-        return;
-    m_banner->hide();
-    const CreateConversationRequest request = dialog.request();
-    const QString text = request.initialMessage ? request.initialMessage->text : QString();
-    m_controller->create(request).then(
-        [window = QPointer(this), text](std::optional<ConsoleController::Creation> made) {
-            if (window && made)
-                window->showCreated(*made, text);
-        });
-}
-
-void MainWindow::showCreated(const ConsoleController::Creation &made, const QString &text)
-{
-    // Whatever the filter: one that hides the new conversation is cleared. It was created and
-    // neither shown nor selected, and nothing said so; the buttons still acted on the one
-    // selected before.
-    if (!selectConversation(made.id) && !m_filter->text().isEmpty()) {
-        m_filter->clear();
-        selectConversation(made.id);
-    }
-    const auto info = m_controller->conversations()->conversation(made.id);
-    if (made.messageFailure.isEmpty()) {
-        statusBar()->showMessage(
-            tr("Created %1").arg(info ? withControlsShown(info->title) : toWireId(made.id)), 4000);
-        return;
-    }
-    // Its first message did not start (every sandbox taken, say). Not stored, the text waits in
-    // the message box, where Enter or Retry sends it; stored, Retry runs it.
-    const bool stored = info && info->eventCount > 0;
-    if (!stored)
-        m_message->setText(text);
-    // The server's sentence names the conversation and says what failed.
-    m_banner->offer(made.messageFailure, tr("Retry"), [this, id = made.id, stored] {
-        if (stored)
-            m_controller->perform(Action::Run, id);
-        else if (currentConversation() && currentConversation()->id == id)
-            sendTypedMessage();
-    });
-}
-
-bool MainWindow::confirmed(const QString &title, const QString &question)
-{
-    // Plain text: a title with markup could make the question name another conversation.
-    QMessageBox box(QMessageBox::Question, title, question, QMessageBox::Yes | QMessageBox::No,
-                    this);
-    box.setTextFormat(Qt::PlainText);
-    box.setDefaultButton(QMessageBox::No);
-    return box.exec() == QMessageBox::Yes;
-}
-
-void MainWindow::showContextMenu(const QPoint &position)
-{
-    QTableView *view = currentView();
-    if (!view->indexAt(position).isValid())
-        return;
-    QMenu menu(this);
-    for (Action action : AllActions) {
-        QPushButton *button = m_buttons.value(action);
-        QAction *item = menu.addAction(button->text(), this, [this, action] { trigger(action); });
-        item->setEnabled(button->isEnabled());
-        item->setToolTip(button->toolTip());
-    }
-    menu.setToolTipsVisible(true);
-    menu.exec(view->viewport()->mapToGlobal(position));
 }
 
 void MainWindow::showReplicas()

@@ -6,6 +6,7 @@
 #include <QMainWindow>
 #include <QTimer>
 
+class QAction;
 class QCloseEvent;
 class QLabel;
 class QLineEdit;
@@ -40,6 +41,11 @@ public:
         return m_buttons.value(action);
     }
     QPushButton *newButton() const { return m_newButton; }
+    // The menu bar's entry for `action`.
+    QAction *menuAction(ConsoleController::Action action) const
+    {
+        return m_menuActions.value(action);
+    }
     QTabWidget *tabs() const { return m_tabs; }
     QTableView *activeView() const { return m_activeView; }
     QTableView *archivedView() const { return m_archivedView; }
@@ -98,6 +104,7 @@ private:
     // Brings the window up (from the tray, or minimized).
     void bringUp();
     void showReplicas();
+    void buildMenus();
 
     ConsoleController *m_controller;
     ConversationFilterProxy *m_activeProxy;
@@ -123,6 +130,8 @@ private:
     bool m_keptInBackground = false;
     QTimer m_tabTitlesDue; // the tabs' counts, after rows changed
     QHash<ConsoleController::Action, QPushButton *> m_buttons;
+    QHash<ConsoleController::Action, QAction *> m_menuActions; // the menu bar's
+
     bool m_rowsLeaving = false; // a view's rows are being removed
 };
 

@@ -35,7 +35,9 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenu>
+#include <QMenuBar>
 #include <QMessageBox>
+#include <QMetaEnum>
 #include <QPushButton>
 #include <QQuickItem>
 #include <QQuickWidget>
@@ -979,6 +981,66 @@ private Q_SLOTS:
         QVERIFY(!m_window->filterBox()->hasFocus());
         QTest::keyClick(QApplication::focusWidget(), Qt::Key_X);
         QCOMPARE(m_window->filterBox()->text(), u"focus"_s);
+    }
+
+    // Every action is in the menu bar with its shortcut, and the keys an operator of KDE or
+    // GNOME tries work: Ctrl+F to the filter, F5 refreshes, Enter opens the conversation (the
+    // message box takes the next keys), Delete deletes (asking first).
+    void theKeyboardReachesEveryAction()
+    {
+        startConsole();
+        const QUuid id = create(u"keys"_s);
+        QVERIFY(showAndSelect(id));
+        m_window->activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(m_window.get()));
+        QStringList listed;
+        for (QAction *menu : m_window->menuBar()->actions()) {
+            for (QAction *item : menu->menu()->actions())
+                listed.append(item->text());
+        }
+        for (int i = 0; i < QMetaEnum::fromType<Action>().keyCount(); ++i) {
+            const auto action = Action(QMetaEnum::fromType<Action>().value(i));
+            QVERIFY2(listed.contains(ConsoleController::actionName(action)),
+                     qPrintable(listed.join(u", "_s)));
+        }
+        QCOMPARE(m_window->menuAction(Action::Recover)->shortcut(),
+                 QKeySequence(Qt::CTRL | Qt::Key_R));
+        QCOMPARE(m_window->menuAction(Action::Delete)->shortcut(),
+                 QKeySequence(QKeySequence::Delete));
+
+        QTableView *view = m_window->activeView();
+        view->setFocus();
+        QTest::keyClick(view, Qt::Key_F, Qt::ControlModifier);
+        QVERIFY(m_window->filterBox()->hasFocus());
+
+        QSignalSpy refreshed(m_controller.get(), &ConsoleController::refreshed);
+        QTest::keyClick(view, Qt::Key_F5);
+        QVERIFY(refreshed.wait(5000));
+
+        view->setFocus();
+        QTest::keyClick(view, Qt::Key_Return);
+        QVERIFY(m_window->messageBox()->hasFocus());
+
+        view->setFocus();
+        QString asked;
+        QTimer::singleShot(0, this, [&asked] {
+            auto *box = qobject_cast<QMessageBox *>(QApplication::activeModalWidget());
+            if (!box)
+                return;
+            asked = box->text();
+            box->button(QMessageBox::No)->click();
+        });
+        QTest::keyClick(view, Qt::Key_Delete);
+        QVERIFY2(asked.startsWith(u"Delete “keys”"_s), qPrintable(asked));
+        QCOMPARE(call("GET"_ba, ServerConnection::conversationPath(id)).status, 200);
+        // In the filter, Delete is the filter's.
+        m_window->filterBox()->setText(u"kx"_s);
+        m_window->filterBox()->setFocus();
+        m_window->filterBox()->setCursorPosition(1);
+        asked.clear();
+        QTest::keyClick(m_window->filterBox(), Qt::Key_Delete);
+        QCOMPARE(m_window->filterBox()->text(), u"k"_s);
+        QVERIFY(asked.isEmpty());
     }
 
     // A pause lets the step finish: until it has, the badge says "pausing…" and Pause is not

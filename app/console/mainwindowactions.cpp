@@ -1,0 +1,212 @@
+#include "mainwindow.h"
+
+#include "banner.h"
+#include "lifecycle.h"
+#include "newconversationdialog.h"
+
+#include <QApplication>
+#include <QInputDialog>
+#include <QLineEdit>
+#include <QMenu>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QStatusBar>
+#include <QTableView>
+
+using namespace Qt::StringLiterals;
+
+// MainWindow: what its actions do, and where they are (buttons, menu bar, context menu); the
+// window's layout and its views are in mainwindow.cpp.
+
+namespace AgentDeck {
+
+using Action = ConsoleController::Action;
+static constexpr const auto &AllActions = ConsoleController::AllActions;
+
+void MainWindow::sendTypedMessage()
+{
+    const auto info = currentConversation();
+    if (!info || m_message->text().isEmpty())
+        return;
+    // The text stays until the server took it: cleared at once, it was lost when sending
+    // failed. Text typed meanwhile stays too.
+    const QString text = m_message->text();
+    m_controller->sendMessage(info->id, text).then([field = QPointer(m_message), text](bool sent) {
+        if (sent && field && field->text() == text)
+            field->clear();
+    });
+}
+
+void MainWindow::trigger(Action action)
+{
+    const auto info = currentConversation();
+    if (!info)
+        return;
+    // The question names the conversation whole: a long title was cut at its end, where two
+    // conversations differ most often, so it is shortened in the middle, and the id follows.
+    const auto named = [&info, this] {
+        return tr("“%1” (%2)")
+            .arg(fontMetrics().elidedText(withControlsShown(info->title), Qt::ElideMiddle, 480),
+                 toWireId(info->id));
+    };
+    if (action == Action::Delete &&
+        !confirmed(tr("Delete conversation"),
+                   tr("Delete %1 permanently? Its history and server-owned workspace are removed.")
+                       .arg(named())))
+        return;
+    if (action == Action::Archive && info->executionStatus == ExecutionStatus::Running &&
+        !Lifecycle::isStale(*info) &&
+        !confirmed(tr("Archive conversation"),
+                   tr("Archive %1? It is running: the command in flight is stopped.").arg(named())))
+        return;
+    if (action == Action::Reprovision &&
+        !confirmed(tr("Reprovision runtime"),
+                   tr("Replace the sandbox of %1 with a fresh one? Its workspace stays; what its "
+                      "commands left elsewhere in the sandbox (/tmp, processes) is gone.")
+                       .arg(named())))
+        return;
+    if (action == Action::StartFresh &&
+        !confirmed(tr("Start with an empty workspace"),
+                   info->workspaceOwnedByServer
+                       ? tr("Start the expired runtime of %1 again with an empty workspace? Its "
+                            "history stays, and says so; the files its commands made are gone.")
+                             .arg(named())
+                       : tr("Start the expired runtime of %1 again? It uses the workspace it was "
+                            "given, %2, as it is now; its history stays, and says so.")
+                             .arg(named(), info->workingDir)))
+        return;
+    // A finished run has nothing left to do: run again, it only added a running and a finished
+    // state. What it needs is the next message.
+    if (action == Action::Run && info->executionStatus == ExecutionStatus::Finished) {
+        m_message->setFocus(Qt::OtherFocusReason);
+        statusBar()->showMessage(
+            tr("It has finished: type the next message below, and Enter runs it"), 8000);
+        return;
+    }
+    // The agent is told why, as `ctl reject --reason` tells it.
+    QString reason;
+    if (action == Action::Reject) {
+        QInputDialog dialog(this);
+        dialog.setWindowTitle(tr("Reject the action"));
+        dialog.setLabelText(tr("Why? The agent is told (optional):"));
+        dialog.setOkButtonText(tr("Reject"));
+        if (dialog.exec() != QDialog::Accepted)
+            return;
+        reason = dialog.textValue().trimmed();
+    }
+    m_banner->hide();
+    m_controller->perform(action, info->id, reason);
+}
+
+void MainWindow::createConversation()
+{
+    NewConversationDialog dialog(this);
+    if (dialog.exec() != QDialog::Accepted)
+        return;
+    m_banner->hide();
+    const CreateConversationRequest request = dialog.request();
+    const QString text = request.initialMessage ? request.initialMessage->text : QString();
+    m_controller->create(request).then(
+        [window = QPointer(this), text](std::optional<ConsoleController::Creation> made) {
+            if (window && made)
+                window->showCreated(*made, text);
+        });
+}
+
+void MainWindow::showCreated(const ConsoleController::Creation &made, const QString &text)
+{
+    // Whatever the filter: one that hides the new conversation is cleared. It was created and
+    // neither shown nor selected, and nothing said so; the buttons still acted on the one
+    // selected before.
+    if (!selectConversation(made.id) && !m_filter->text().isEmpty()) {
+        m_filter->clear();
+        selectConversation(made.id);
+    }
+    const auto info = m_controller->conversations()->conversation(made.id);
+    if (made.messageFailure.isEmpty()) {
+        statusBar()->showMessage(
+            tr("Created %1").arg(info ? withControlsShown(info->title) : toWireId(made.id)), 4000);
+        return;
+    }
+    // Its first message did not start (every sandbox taken, say). Not stored, the text waits in
+    // the message box, where Enter or Retry sends it; stored, Retry runs it.
+    const bool stored = info && info->eventCount > 0;
+    if (!stored)
+        m_message->setText(text);
+    // The server's sentence names the conversation and says what failed.
+    m_banner->offer(made.messageFailure, tr("Retry"), [this, id = made.id, stored] {
+        if (stored)
+            m_controller->perform(Action::Run, id);
+        else if (currentConversation() && currentConversation()->id == id)
+            sendTypedMessage();
+    });
+}
+
+bool MainWindow::confirmed(const QString &title, const QString &question)
+{
+    // Plain text: a title with markup could make the question name another conversation.
+    QMessageBox box(QMessageBox::Question, title, question, QMessageBox::Yes | QMessageBox::No,
+                    this);
+    box.setTextFormat(Qt::PlainText);
+    box.setDefaultButton(QMessageBox::No);
+    return box.exec() == QMessageBox::Yes;
+}
+
+void MainWindow::showContextMenu(const QPoint &position)
+{
+    QTableView *view = currentView();
+    if (!view->indexAt(position).isValid())
+        return;
+    QMenu menu(this);
+    for (Action action : AllActions) {
+        QPushButton *button = m_buttons.value(action);
+        QAction *item = menu.addAction(button->text(), this, [this, action] { trigger(action); });
+        item->setEnabled(button->isEnabled());
+        item->setToolTip(button->toolTip());
+    }
+    menu.setToolTipsVisible(true);
+    menu.exec(view->viewport()->mapToGlobal(position));
+}
+
+void MainWindow::buildMenus()
+{
+    // Every action, with its shortcut, where KDE and GNOME users look for them.
+    QMenu *file = menuBar()->addMenu(tr("&File"));
+    file->addAction(tr("&New conversation…"), this, &MainWindow::createConversation)
+        ->setShortcut(QKeySequence::New);
+    file->addSeparator();
+    file->addAction(tr("&Quit"), qApp, &QCoreApplication::quit)->setShortcut(QKeySequence::Quit);
+
+    QMenu *conversation = menuBar()->addMenu(tr("&Conversation"));
+    conversation->setToolTipsVisible(true);
+    const QHash<Action, QKeySequence> shortcuts{
+        {Action::Recover, QKeySequence(Qt::CTRL | Qt::Key_R)},
+        {Action::Run, QKeySequence(Qt::CTRL | Qt::Key_Return)},
+        {Action::Pause, QKeySequence(Qt::CTRL | Qt::Key_P)},
+        {Action::Interrupt, QKeySequence(Qt::CTRL | Qt::Key_I)},
+        {Action::Archive, QKeySequence(Qt::CTRL | Qt::Key_E)},
+        {Action::Delete, QKeySequence(QKeySequence::Delete)}};
+    for (Action action : AllActions) {
+        QAction *item = conversation->addAction(ConsoleController::actionName(action), this,
+                                                [this, action] { trigger(action); });
+        item->setShortcut(shortcuts.value(action));
+        // The list's Delete, not the filter's or the message box's: those take their own keys.
+        item->setShortcutContext(Qt::WindowShortcut);
+        m_menuActions.insert(action, item);
+    }
+
+    QMenu *view = menuBar()->addMenu(tr("&View"));
+    view->addAction(tr("&Find…"), this,
+                    [this] {
+                        m_filter->setFocus(Qt::ShortcutFocusReason);
+                        m_filter->selectAll();
+                    })
+        ->setShortcut(QKeySequence::Find);
+    view->addAction(tr("&Refresh"), this, [this] { m_controller->refresh(); })
+        ->setShortcut(QKeySequence(Qt::Key_F5));
+    view->addSeparator();
+    view->addAction(tr("Re&plicas…"), this, &MainWindow::showReplicas);
+}
+
+} // namespace AgentDeck

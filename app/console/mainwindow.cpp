@@ -10,7 +10,6 @@
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
-#include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMessageBox>
@@ -23,6 +22,7 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QTimer>
+#include <QToolBar>
 #include <QToolButton>
 #include <QVBoxLayout>
 
@@ -50,38 +50,47 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
 
     m_banner = new Banner(central);
 
-    // Actions.
-    auto *actions = new QHBoxLayout;
-    m_newButton = new QPushButton(tr("New…"), central);
+    // Actions, in a tool bar: where the window is too narrow for all of them (1,024 px), the
+    // last go into its extension menu instead of holding the window wide.
+    QToolBar *actions = addToolBar(tr("Actions"));
+    actions->setObjectName(u"actions"_s);
+    actions->setMovable(false);
+    actions->setFloatable(false);
+    m_newButton = new QPushButton(tr("New…"), actions);
     m_newButton->setObjectName(u"newButton"_s);
     m_newButton->setToolTip(tr("Create a conversation"));
     connect(m_newButton, &QPushButton::clicked, this, &MainWindow::createConversation);
     actions->addWidget(m_newButton);
-    actions->addSpacing(12);
+    actions->addSeparator();
     for (Action action : AllActions) {
-        auto *button = new QPushButton(ConsoleController::actionName(action), central);
+        auto *button = new QPushButton(ConsoleController::actionName(action), actions);
         button->setObjectName(ConsoleController::actionName(action).toLower().remove(u' ') +
                               u"Button"_s);
         connect(button, &QPushButton::clicked, this, [this, action] { trigger(action); });
         m_buttons.insert(action, button);
-        actions->addWidget(button);
+        // Shown and hidden through its action: the tool bar lays out what its actions say.
+        m_buttonSlots.insert(action, actions->addWidget(button));
     }
-    actions->addStretch();
+    // Above the tabs it filters, always in sight.
     m_filter = new QLineEdit(central);
     m_filter->setPlaceholderText(tr("Filter by title"));
     m_filter->setClearButtonEnabled(true);
-    m_filter->setMinimumWidth(240);
-    actions->addWidget(m_filter);
-    layout->addLayout(actions);
+    m_filter->setMinimumWidth(200);
 
     // The list and the detail pane.
     auto *splitter = new QSplitter(Qt::Horizontal, central);
-    m_tabs = new QTabWidget(splitter);
+    auto *listSide = new QWidget(splitter);
+    auto *listLayout = new QVBoxLayout(listSide);
+    listLayout->setContentsMargins(0, 0, 0, 0);
+    m_filter->setParent(listSide);
+    listLayout->addWidget(m_filter);
+    m_tabs = new QTabWidget(listSide);
     m_activeView = makeView(m_activeProxy);
     m_archivedView = makeView(m_archivedProxy);
     m_tabs->addTab(m_activeView, {});
     m_tabs->addTab(m_archivedView, {});
-    splitter->addWidget(m_tabs);
+    listLayout->addWidget(m_tabs, 1);
+    splitter->addWidget(listSide);
 
     auto *detail = new QWidget(splitter);
     auto *detailLayout = new QVBoxLayout(detail);
@@ -103,7 +112,7 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     splitter->setStretchFactor(0, 3);
     splitter->setStretchFactor(1, 2);
     // The list first: its badge columns are wide, and its titles are what an operator scans.
-    splitter->setSizes({800, 480});
+    splitter->setSizes({840, 440});
     layout->addWidget(splitter, 1);
     // Below the list, so that its coming and going moves no button or row: it comes when the
     // server is lost, which is when an operator is clicking, and at the top it pushed
@@ -361,8 +370,8 @@ void MainWindow::updateActions()
     }
     // One place for the two ways to a fresh sandbox: Start fresh where the runtime expired.
     const bool expired = info && Lifecycle::isExpired(*info);
-    m_buttons.value(Action::StartFresh)->setVisible(expired);
-    m_buttons.value(Action::Reprovision)->setVisible(!expired);
+    m_buttonSlots.value(Action::StartFresh)->setVisible(expired);
+    m_buttonSlots.value(Action::Reprovision)->setVisible(!expired);
     const Lifecycle::Availability sending =
         !info ? Lifecycle::Availability{false, tr("Select a conversation first")}
         : !m_controller->isReachable()

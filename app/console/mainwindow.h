@@ -130,6 +130,7 @@ private:
     bool m_keptInBackground = false;
     QTimer m_tabTitlesDue; // the tabs' counts, after rows changed
     QHash<ConsoleController::Action, QPushButton *> m_buttons;
+    QHash<ConsoleController::Action, QAction *> m_buttonSlots; // the buttons' in the tool bar
     QHash<ConsoleController::Action, QAction *> m_menuActions; // the menu bar's
 
     bool m_rowsLeaving = false; // a view's rows are being removed

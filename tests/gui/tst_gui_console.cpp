@@ -295,7 +295,8 @@ private Q_SLOTS:
         QVERIFY(showAndSelect(id));
         QPushButton *fresh = m_window->actionButton(ConsoleController::Action::StartFresh);
         QPushButton *reprovision = m_window->actionButton(ConsoleController::Action::Reprovision);
-        QVERIFY(fresh->isVisible() && fresh->isEnabled());
+        // The tool bar lays the buttons out again once its actions changed.
+        QTRY_VERIFY(fresh->isVisible() && fresh->isEnabled());
         QVERIFY(!reprovision->isVisible());
         QVERIFY(!m_window->messageBox()->isEnabled()); // expired: nothing can be sent
 
@@ -981,6 +982,24 @@ private Q_SLOTS:
         QVERIFY(!m_window->filterBox()->hasFocus());
         QTest::keyClick(QApplication::focusWidget(), Qt::Key_X);
         QCOMPARE(m_window->filterBox()->text(), u"focus"_s);
+    }
+
+    // The window works at 1,024 px: the actions that do not fit go into the tool bar's
+    // extension, the filter stays beside the tabs. It could not be made narrower than ~1,220.
+    void theWindowWorksAt1024PixelsWide()
+    {
+        startConsole();
+        QVERIFY2(m_window->minimumSizeHint().width() <= 1024,
+                 qPrintable(QString::number(m_window->minimumSizeHint().width())));
+        m_window->resize(1024, 700);
+        QTRY_COMPARE(m_window->width(), 1024);
+        QVERIFY(m_window->filterBox()->isVisible());
+        QVERIFY(m_window->newButton()->isVisible());
+        QVERIFY(m_window->activeView()->isVisible());
+        QVERIFY(m_window->timeline()->isVisible());
+        // What went into the extension is still in the menu bar.
+        for (Action action : ConsoleController::AllActions)
+            QVERIFY(m_window->menuAction(action));
     }
 
     // Every action is in the menu bar with its shortcut, and the keys an operator of KDE or

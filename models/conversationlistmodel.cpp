@@ -41,7 +41,9 @@ QVariant ConversationListModel::data(const QModelIndex &index, int role) const
         case RuntimeColumn:
             return Lifecycle::runtimeLabel(info);
         case UpdatedColumn:
-            return info.updatedAt.toLocalTime().toString(u"yyyy-MM-dd HH:mm:ss"_s);
+            // In UTC and saying so, as ctl prints it: local time without its zone could not be
+            // compared with ctl's.
+            return info.updatedAt.toUTC().toString(u"yyyy-MM-dd HH:mm:ss 'UTC'"_s);
         case TagsColumn: {
             QStringList tags;
             for (auto it = info.tags.cbegin(); it != info.tags.cend(); ++it)

@@ -509,9 +509,9 @@ bool ConversationStore::markExpired(const QUuid &id, qint64 inactiveBeforeMs, qi
 bool ConversationStore::clearExpiry(const QUuid &id)
 {
     m_cache.remove(id);
-    QSqlQuery &q = m_db.prepared(
-        u"UPDATE conversations SET runtime_expired_at = NULL, runtime_cleaned = 0 "
-        "WHERE id = ? AND runtime_expired_at IS NOT NULL AND runtime_cleaned = 1"_s);
+    QSqlQuery &q =
+        m_db.prepared(u"UPDATE conversations SET runtime_expired_at = NULL, runtime_cleaned = 0 "
+                      "WHERE id = ? AND runtime_expired_at IS NOT NULL AND runtime_cleaned = 1"_s);
     q.addBindValue(toWireId(id));
     m_db.exec(q);
     return q.numRowsAffected() > 0;

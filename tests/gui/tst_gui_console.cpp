@@ -301,13 +301,7 @@ private Q_SLOTS:
         QVERIFY(!m_window->messageBox()->isEnabled()); // expired: nothing can be sent
 
         QString asked;
-        QTimer::singleShot(0, this, [&asked] {
-            auto *box = qobject_cast<QMessageBox *>(QApplication::activeModalWidget());
-            if (!box)
-                return;
-            asked = box->text();
-            box->button(QMessageBox::Yes)->click();
-        });
+        answerTheNextQuestion(QMessageBox::Yes, &asked);
         QTest::mouseClick(fresh, Qt::LeftButton);
         QVERIFY2(asked.contains(u"empty workspace"_s), qPrintable(asked));
         const auto startedFresh = [this, id] {
@@ -1042,13 +1036,7 @@ private Q_SLOTS:
 
         view->setFocus();
         QString asked;
-        QTimer::singleShot(0, this, [&asked] {
-            auto *box = qobject_cast<QMessageBox *>(QApplication::activeModalWidget());
-            if (!box)
-                return;
-            asked = box->text();
-            box->button(QMessageBox::No)->click();
-        });
+        answerTheNextQuestion(QMessageBox::No, &asked);
         QTest::keyClick(view, Qt::Key_Delete);
         QVERIFY2(asked.startsWith(u"Delete “keys”"_s), qPrintable(asked));
         QCOMPARE(call("GET"_ba, ServerConnection::conversationPath(id)).status, 200);
@@ -1865,6 +1853,18 @@ private:
             store.insert(info);
         }
         transaction.commit();
+    }
+
+    // Answers the question box about to come with `button`; *asked gets what it asked.
+    void answerTheNextQuestion(QMessageBox::StandardButton button, QString *asked)
+    {
+        QTimer::singleShot(0, this, [button, asked] {
+            auto *box = qobject_cast<QMessageBox *>(QApplication::activeModalWidget());
+            if (!box)
+                return;
+            *asked = box->text();
+            box->button(button)->click();
+        });
     }
 
     // A shell conversation whose runtime expired and whose files are gone.

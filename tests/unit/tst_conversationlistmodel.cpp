@@ -70,6 +70,22 @@ private Q_SLOTS:
         QCOMPARE(archived.rowCount(), 2);
     }
 
+    // The update time is shown in UTC with its zone, as ctl prints it, whatever the local zone:
+    // it was local time without one.
+    void theUpdateTimeSaysItsZone()
+    {
+        ConversationListModel model;
+        ConversationInfo info = conversation(u"zoned"_s);
+        info.updatedAt = QDateTime::fromString(u"2026-12-03T07:18:32Z"_s, Qt::ISODate);
+        model.upsert({info});
+        const QByteArray zone = qgetenv("TZ");
+        qputenv("TZ", "Pacific/Auckland");
+        const QString shown =
+            model.index(0, ConversationListModel::UpdatedColumn).data().toString();
+        zone.isNull() ? qunsetenv("TZ") : qputenv("TZ", zone);
+        QCOMPARE(shown, u"2026-12-03 07:18:32 UTC"_s);
+    }
+
     // Rows that leave together go in one removal per run of adjacent rows, and every row left
     // is found by its id.
     void manyRowsLeaveInRuns()

@@ -224,12 +224,13 @@ Rectangle {
                             onClicked: root.copyText(model.text)
                         }
                     }
-                    // When, in the machine's time, and where in the history.
+                    // When, in UTC as the list, the details and ctl say it, and where in the
+                    // history.
                     Text {
                         id: stamp
                         objectName: "stamp"
                         anchors.right: parent.right
-                        text: Qt.formatDateTime(timestamp, "HH:mm:ss") + "  #" + seq
+                        text: timestamp.toISOString().substring(11, 19) + " UTC  #" + seq
                         font.pixelSize: 11
                         color: "#757575"
                     }

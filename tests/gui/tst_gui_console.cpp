@@ -909,7 +909,7 @@ private Q_SLOTS:
         for (const QString &label : {u"Message from the user"_s, u"Command"_s, u"State"_s})
             QVERIFY2(labels.contains(label), qPrintable(labels.join(u" | "_s)));
         QVERIFY(!labels.join(u' ').contains(u"Event"_s));
-        static const QRegularExpression stamp(u"^\\d\\d:\\d\\d:\\d\\d  #\\d+$"_s);
+        static const QRegularExpression stamp(u"^\\d\\d:\\d\\d:\\d\\d UTC  #\\d+$"_s);
         QVERIFY(!stamps.isEmpty());
         for (const QString &text : stamps)
             QVERIFY2(stamp.match(text).hasMatch(), qPrintable(text));

@@ -41,9 +41,8 @@ QVariant ConversationListModel::data(const QModelIndex &index, int role) const
         case RuntimeColumn:
             return Lifecycle::runtimeLabel(info);
         case UpdatedColumn:
-            // In UTC and saying so, as ctl prints it: local time without its zone could not be
-            // compared with ctl's.
-            return info.updatedAt.toUTC().toString(u"yyyy-MM-dd HH:mm:ss 'UTC'"_s);
+            // Local time without its zone could not be compared with ctl's.
+            return toDisplayTime(info.updatedAt);
         case TagsColumn: {
             QStringList tags;
             for (auto it = info.tags.cbegin(); it != info.tags.cend(); ++it)

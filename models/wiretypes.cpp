@@ -91,6 +91,16 @@ std::optional<RuntimeStatus> runtimeStatusFromString(QStringView text)
     return valueOf(runtimeStatusNames, text);
 }
 
+QString toDisplayTime(const QDateTime &time, bool dateUnlessToday)
+{
+    if (!time.isValid())
+        return u"-"_s;
+    const QDateTime utc = time.toUTC();
+    const bool today = utc.date() == QDateTime::currentDateTimeUtc().date();
+    return utc.toString(dateUnlessToday && today ? u"HH:mm:ss 'UTC'"_s
+                                                 : u"yyyy-MM-dd HH:mm:ss 'UTC'"_s);
+}
+
 std::optional<QDateTime> parseWireTime(const QString &text)
 {
     QDateTime time = QDateTime::fromString(text, Qt::ISODateWithMs);

@@ -40,6 +40,10 @@ std::optional<RuntimeStatus> runtimeStatusFromString(QStringView text);
 QString toWireTime(const QDateTime &time);
 QString toWireTime(qint64 msecsSinceEpoch);
 std::optional<QDateTime> parseWireTime(const QString &text);
+// A time as the console shows it to people: UTC, saying so, as ctl prints it
+// ("2026-12-03 07:18:32 UTC"); without the date when `dateUnlessToday` and it is today's.
+// "-" for an invalid time.
+QString toDisplayTime(const QDateTime &time, bool dateUnlessToday = false);
 
 // Dashed, lowercase, no braces. Accepts dashed or 32-hex forms when parsing.
 QString toWireId(const QUuid &id);

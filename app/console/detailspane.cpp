@@ -16,13 +16,11 @@ using namespace Qt::StringLiterals;
 namespace AgentDeck {
 
 namespace {
-// With its zone: ctl prints UTC, and an operator compares the two. The date only when it is not
-// today's: a line that stays short keeps the lines below it where they are.
+// The date only when it is not today's: a line that stays short keeps the lines below it
+// where they are.
 QString when(const QDateTime &time)
 {
-    const QDateTime utc = time.toUTC();
-    const bool today = utc.date() == QDateTime::currentDateTimeUtc().date();
-    return utc.toString(today ? u"HH:mm:ss 'UTC'"_s : u"yyyy-MM-dd HH:mm:ss 'UTC'"_s);
+    return toDisplayTime(time, /*dateUnlessToday=*/true);
 }
 
 QString seconds(qint64 ms)

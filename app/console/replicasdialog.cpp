@@ -2,6 +2,7 @@
 
 #include "replicainfo.h"
 #include "serverconnection.h"
+#include "wiretypes.h"
 
 #include <QDialogButtonBox>
 #include <QHeaderView>
@@ -15,13 +16,6 @@
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
-
-namespace {
-QString when(const QDateTime &time)
-{
-    return time.isValid() ? time.toUTC().toString(u"yyyy-MM-dd HH:mm:ss 'UTC'"_s) : u"-"_s;
-}
-} // namespace
 
 ReplicasDialog::ReplicasDialog(ServerConnection *connection, QWidget *parent)
     : QDialog(parent)
@@ -76,8 +70,8 @@ QCoro::Task<bool> ReplicasDialog::refresh()
             replica.isSelf ? tr("%1 (this server)").arg(replica.id) : replica.id,
             replica.state(),
             QString::number(replica.ownedConversations),
-            when(replica.lastHeartbeatAt),
-            when(replica.startedAt),
+            toDisplayTime(replica.lastHeartbeatAt),
+            toDisplayTime(replica.startedAt),
             replica.advertiseUrl.isEmpty() ? tr("not advertised") : replica.advertiseUrl};
         for (int column = 0; column < cells.size(); ++column)
             m_table->setItem(row, column, new QTableWidgetItem(cells[column]));
@@ -90,7 +84,7 @@ QCoro::Task<bool> ReplicasDialog::refresh()
     m_state->setText(tr("%1 of %2 alive, as of %3")
                          .arg(alive)
                          .arg(items.size())
-                         .arg(when(QDateTime::currentDateTimeUtc())));
+                         .arg(toDisplayTime(QDateTime::currentDateTimeUtc())));
     co_return true;
 }
 

@@ -198,7 +198,7 @@ private Q_SLOTS:
         QCOMPARE(text(DetailsPane::Row::Agent), u"shell"_s);
 
         // Once the command ended, the next refresh says since when the sandbox idles.
-        QVERIFY(QFile(QDir(info->workingDir).filePath(u"go"_s)).open(QIODevice::WriteOnly));
+        QVERIFY(letItGo(id));
         QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
         QVERIFY(QCoro::waitFor(m_controller->refresh()));
         QTRY_VERIFY2_WITH_TIMEOUT(text(DetailsPane::Row::Process).contains(u" · idle since "_s),
@@ -259,9 +259,7 @@ private Q_SLOTS:
         const QUuid waiting = m_controller->selected();
         QVERIFY(!waiting.isNull() && waiting != busy);
 
-        const QString workspace =
-            conversation(busy).value(u"workspace"_s).toObject().value(u"working_dir"_s).toString();
-        QVERIFY(QFile(QDir(workspace).filePath(u"go"_s)).open(QIODevice::WriteOnly));
+        QVERIFY(letItGo(busy));
         QTRY_COMPARE_WITH_TIMEOUT(status(busy), u"finished"_s, 15000);
         // The busy one's sandbox idles now, and makes room at the next start.
         QTest::mouseClick(retry, Qt::LeftButton);
@@ -445,9 +443,7 @@ private Q_SLOTS:
         QVERIFY(QCoro::waitFor(m_controller->refresh()));
         QCOMPARE(ended.count(), 0); // it still runs
 
-        const QString workspace =
-            conversation(id).value(u"workspace"_s).toObject().value(u"working_dir"_s).toString();
-        QVERIFY(QFile(QDir(workspace).filePath(u"go"_s)).open(QIODevice::WriteOnly));
+        QVERIFY(letItGo(id));
         QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
         QVERIFY(QCoro::waitFor(m_controller->refresh()));
         QCOMPARE(ended.count(), 1);
@@ -1069,9 +1065,7 @@ private Q_SLOTS:
         QVERIFY(QCoro::waitFor(m_controller->refresh()));
         QCOMPARE(executionCell(id).data().toString(), u"pausing…"_s); // still running
 
-        const QString workspace =
-            conversation(id).value(u"workspace"_s).toObject().value(u"working_dir"_s).toString();
-        QVERIFY(QFile(QDir(workspace).filePath(u"go"_s)).open(QIODevice::WriteOnly));
+        QVERIFY(letItGo(id));
         QTRY_COMPARE_WITH_TIMEOUT(status(id), u"paused"_s, 15000);
         QVERIFY(QCoro::waitFor(m_controller->refresh()));
         QTRY_VERIFY2_WITH_TIMEOUT(executionCell(id).data().toString().startsWith(u"paused"_s),
@@ -1853,6 +1847,15 @@ private:
             store.insert(info);
         }
         transaction.commit();
+    }
+
+    // Ends a command `while [ ! -e go ]; ...` of conversation `id`: the file goes in its workspace.
+    bool letItGo(const QUuid &id)
+    {
+        const QString workspace =
+            conversation(id).value(u"workspace"_s).toObject().value(u"working_dir"_s).toString();
+        return !workspace.isEmpty() &&
+               QFile(QDir(workspace).filePath(u"go"_s)).open(QIODevice::WriteOnly);
     }
 
     // Answers the question box about to come with `button`; *asked gets what it asked.

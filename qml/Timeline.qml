@@ -235,23 +235,34 @@ Rectangle {
                         color: "#757575"
                     }
                 }
-                Text {
+                // Selectable, to copy a line or two (Copy takes the whole text). Before a
+                // click it shows its first PreviewLines lines (an output's are its last ones,
+                // EventListModel::tailOf()); the rest is clipped off.
+                TextEdit {
                     id: body
                     objectName: "body"
                     width: parent.width
+                    readonly property int previewLines: 12 // EventListModel::PreviewLines
+                    // Its lines as laid out (a long one is several), without the empty one
+                    // after a last newline; as many as show.
+                    readonly property int lines: lineCount - (text.endsWith("\n") ? 1 : 0)
+                    readonly property bool truncated: !item.expanded && lines > previewLines
+                    readonly property int shownLines: truncated ? previewLines : lines
+                    height: lineCount > 0 ? contentHeight / lineCount * shownLines : 0
+                    clip: true
                     text: item.expanded ? model.text : model.preview
                     // Exactly as stored: as rich text, "ls <!-- ; rm -rf ~ --> /tmp" waiting
                     // for confirmation read "ls /tmp".
-                    textFormat: Text.PlainText
-                    wrapMode: Text.Wrap
-                    // Expanded, every line: an output is at most 1 MiB (its end, the marker
-                    // included, was cut at 100,000 lines).
-                    maximumLineCount: item.expanded ? 2147483647 : 12 // EventListModel::PreviewLines
-                    elide: Text.ElideRight
+                    textFormat: TextEdit.PlainText
+                    wrapMode: TextEdit.Wrap
+                    readOnly: true
+                    selectByMouse: true
                     font.family: kind === "ActionEvent" || kind === "ObservationEvent"
                                  ? "monospace" : font.family
                     font.pixelSize: 12
                     color: "#212121"
+                    selectionColor: "#90caf9"
+                    selectedTextColor: "#212121"
                 }
                 // The command running now: for how long, and what it printed so far (its
                 // last lines), before its output is stored.

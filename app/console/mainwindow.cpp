@@ -6,6 +6,7 @@
 #include "detailspane.h"
 #include "lifecycle.h"
 #include "replicasdialog.h"
+#include "timelineview.h"
 
 #include <QAction>
 #include <QApplication>
@@ -15,8 +16,6 @@
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
-#include <QQmlContext>
-#include <QQuickWidget>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
@@ -97,11 +96,7 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     detailLayout->setContentsMargins(0, 0, 0, 0);
     m_details = new DetailsPane(controller, detail);
     detailLayout->addWidget(m_details);
-    m_timeline = new QQuickWidget(detail);
-    m_timeline->setResizeMode(QQuickWidget::SizeRootObjectToView);
-    m_timeline->rootContext()->setContextProperty(u"timelineModel"_s, controller->timeline());
-    m_timeline->setSource(QUrl(u"qrc:/agentdeck/qml/Timeline.qml"_s));
-    m_timeline->setMinimumWidth(380);
+    m_timeline = new TimelineView(controller->timeline(), detail);
     detailLayout->addWidget(m_timeline, 1);
     m_message = new QLineEdit(detail);
     m_message->setPlaceholderText(

@@ -1,6 +1,7 @@
 #include "mainwindow.h"
 
 #include "banner.h"
+#include "consolesettings.h"
 #include "consoletray.h"
 #include "conversationview.h"
 #include "detailspane.h"
@@ -11,11 +12,13 @@
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QSettings>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
@@ -77,7 +80,7 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     m_filter->setMinimumWidth(200);
 
     // The list and the detail pane.
-    auto *splitter = new QSplitter(Qt::Horizontal, central);
+    auto *splitter = m_splitter = new QSplitter(Qt::Horizontal, central);
     auto *listSide = new QWidget(splitter);
     auto *listLayout = new QVBoxLayout(listSide);
     listLayout->setContentsMargins(0, 0, 0, 0);
@@ -236,6 +239,12 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     });
     updateTabTitles();
     updateActions();
+    restoreLayout();
+}
+
+MainWindow::~MainWindow()
+{
+    saveLayout();
 }
 
 QTableView *MainWindow::makeView(ConversationFilterProxy *proxy)
@@ -425,6 +434,33 @@ void MainWindow::bringUp()
     showNormal();
     raise();
     activateWindow();
+}
+
+void MainWindow::restoreLayout()
+{
+    const auto settings = consoleSettings();
+    restoreGeometry(settings->value(u"layout/window"_s).toByteArray());
+    m_splitter->restoreState(settings->value(u"layout/splitter"_s).toByteArray());
+    for (auto [view, key] : {std::pair{m_activeView, u"layout/activeColumns"_s},
+                             std::pair{m_archivedView, u"layout/archivedColumns"_s}}) {
+        QHeaderView *header = view->horizontalHeader();
+        // A state of other columns (an older console's) would leave a column out or hide one.
+        const int columns = header->count();
+        if (!header->restoreState(settings->value(key).toByteArray()) || header->count() != columns)
+            continue;
+        // The state brings the sort indicator; the rows follow it.
+        view->sortByColumn(header->sortIndicatorSection(), header->sortIndicatorOrder());
+    }
+}
+
+void MainWindow::saveLayout() const
+{
+    const auto settings = consoleSettings();
+    settings->setValue(u"layout/window"_s, saveGeometry());
+    settings->setValue(u"layout/splitter"_s, m_splitter->saveState());
+    settings->setValue(u"layout/activeColumns"_s, m_activeView->horizontalHeader()->saveState());
+    settings->setValue(u"layout/archivedColumns"_s,
+                       m_archivedView->horizontalHeader()->saveState());
 }
 
 void MainWindow::closeEvent(QCloseEvent *event)

@@ -13,6 +13,7 @@ class QLineEdit;
 class QProgressBar;
 class QPushButton;
 class QQuickWidget;
+class QSplitter;
 class QTabWidget;
 class QTableView;
 class QToolButton;
@@ -32,8 +33,10 @@ class MainWindow : public QMainWindow
     Q_OBJECT
 public:
     // `server` is named in the title and the status bar, without a password it may hold.
+    // The window opens with the layout it had when it last went (restoreLayout()).
     explicit MainWindow(ConsoleController *controller, const QUrl &server,
                         QWidget *parent = nullptr);
+    ~MainWindow() override;
 
     // For tests and the screenshot: the widgets a user clicks.
     QPushButton *actionButton(ConsoleController::Action action) const
@@ -105,6 +108,10 @@ private:
     void bringUp();
     void showReplicas();
     void buildMenus();
+    // The window's size and place, the splitter, and each list's columns and sort, as the
+    // operator left them (QSettings "agentdeck/console", section "layout").
+    void restoreLayout();
+    void saveLayout() const;
 
     ConsoleController *m_controller;
     ConversationFilterProxy *m_activeProxy;
@@ -113,6 +120,7 @@ private:
     QTabWidget *m_tabs;
     QTableView *m_activeView;
     QTableView *m_archivedView;
+    QSplitter *m_splitter;
     QLineEdit *m_filter;
     Banner *m_banner;
     QLabel *m_connectionState;

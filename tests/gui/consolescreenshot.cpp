@@ -3,6 +3,7 @@
 // server and one failed, both flagged; the interrupted one selected with its details open.
 // Usage: agentdeck_screenshot OUTPUT.png [--running]  (--running: the running one selected)
 #include "consolecontroller.h"
+#include "consolesettings.h"
 #include "detailspane.h"
 #include "embeddedserver.h"
 #include "mainwindow.h"
@@ -10,6 +11,8 @@
 #include <QApplication>
 #include <QFile>
 #include <QQuickWindow>
+#include <QSettings>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -45,6 +48,9 @@ int main(int argc, char *argv[])
 {
     QQuickWindow::setGraphicsApi(QSGRendererInterface::Software);
     QApplication app(argc, argv);
+    // The window as it first opens, whatever layout a developer's console left.
+    QStandardPaths::setTestModeEnabled(true);
+    consoleSettings()->clear();
     if (argc < 2) {
         std::fputs("usage: agentdeck_screenshot OUTPUT.png\n", stderr);
         return 2;

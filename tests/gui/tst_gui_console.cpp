@@ -3,6 +3,7 @@
 #include "banner.h"
 #include "commandline.h"
 #include "consolecontroller.h"
+#include "consolesettings.h"
 #include "consoletray.h"
 #include "conversationview.h"
 #include "detailspane.h"
@@ -28,6 +29,7 @@
 #include <QElapsedTimer>
 #include <QFile>
 #include <QFontMetricsF>
+#include <QHeaderView>
 #include <QIcon>
 #include <QInputDialog>
 #include <QJsonArray>
@@ -43,7 +45,10 @@
 #include <QQuickWidget>
 #include <QQuickWindow>
 #include <QRegularExpression>
+#include <QSettings>
 #include <QSignalSpy>
+#include <QSplitter>
+#include <QStandardPaths>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
@@ -69,8 +74,14 @@ private Q_SLOTS:
     {
         if (qEnvironmentVariableIsEmpty("AGENTDECK_BINARY"))
             QSKIP("needs AGENTDECK_BINARY for real sandboxes; run via ctest");
+        // The layout a test leaves is not the next one's, nor the developer's own.
+        QStandardPaths::setTestModeEnabled(true);
     }
-    void init() { m_dir = std::make_unique<QTemporaryDir>(); }
+    void init()
+    {
+        consoleSettings()->clear();
+        m_dir = std::make_unique<QTemporaryDir>();
+    }
     void cleanup()
     {
         m_window.reset();
@@ -989,6 +1000,56 @@ private Q_SLOTS:
         QGuiApplication::clipboard()->clear();
         QTest::keyClick(timeline, Qt::Key_C, Qt::ControlModifier);
         QTRY_COMPARE_WITH_TIMEOUT(QGuiApplication::clipboard()->text(), u"alpha beta"_s, 5000);
+    }
+
+    // Sorted by title, a column widened, the splitter moved and the window made smaller: the
+    // console opened again as it was left, not as it first opens.
+    void theLayoutIsRememberedWhenTheConsoleOpensAgain()
+    {
+        startConsole();
+        for (const QString &title : {u"beta"_s, u"alpha"_s, u"gamma"_s})
+            create(title);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QTableView *view = m_window->activeView();
+        QTRY_COMPARE(view->model()->rowCount(), 3);
+        QHeaderView *header = view->horizontalHeader();
+        const auto clickHeader = [&] {
+            const int x = header->sectionViewportPosition(ConversationListModel::TitleColumn) + 10;
+            QTest::mouseClick(header->viewport(), Qt::LeftButton, {},
+                              QPoint(x, header->height() / 2));
+        };
+        clickHeader();
+        QCOMPARE(header->sortIndicatorSection(), int(ConversationListModel::TitleColumn));
+        if (header->sortIndicatorOrder() != Qt::DescendingOrder)
+            clickHeader();
+        QCOMPARE(header->sortIndicatorOrder(), Qt::DescendingOrder);
+        header->resizeSection(ConversationListModel::TagsColumn, 173);
+        auto *splitter = m_window->findChild<QSplitter *>();
+        QVERIFY(splitter);
+        m_window->resize(1100, 700);
+        splitter->setSizes({500, 600});
+        const QList<int> sizes = splitter->sizes();
+        const auto titles = [this] {
+            QStringList shown;
+            const QAbstractItemModel *rows = m_window->activeView()->model();
+            for (int row = 0; row < rows->rowCount(); ++row)
+                shown.append(
+                    rows->index(row, ConversationListModel::TitleColumn).data().toString());
+            return shown;
+        };
+        QCOMPARE(titles(), (QStringList{u"gamma"_s, u"beta"_s, u"alpha"_s}));
+
+        m_window.reset();
+        m_controller.reset();
+        openConsole(m_url);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QCOMPARE(m_window->size(), QSize(1100, 700));
+        QCOMPARE(m_window->findChild<QSplitter *>()->sizes(), sizes);
+        header = m_window->activeView()->horizontalHeader();
+        QCOMPARE(header->sectionSize(ConversationListModel::TagsColumn), 173);
+        QCOMPARE(header->sortIndicatorSection(), int(ConversationListModel::TitleColumn));
+        QCOMPARE(header->sortIndicatorOrder(), Qt::DescendingOrder);
+        QTRY_COMPARE(titles(), (QStringList{u"gamma"_s, u"beta"_s, u"alpha"_s}));
     }
 
     // The button clicked is disabled while the server answers, and it handed the focus down the

@@ -1,6 +1,7 @@
 // The console watching a real server process that is frozen (SIGSTOP), thawed and killed:
 // what it shows, and how soon.
 #include "consolecontroller.h"
+#include "consolesettings.h"
 #include "mainwindow.h"
 #include "serverprocess.h"
 
@@ -10,7 +11,9 @@
 #include <QLabel>
 #include <QPushButton>
 #include <QQuickWindow>
+#include <QSettings>
 #include <QSignalSpy>
+#include <QStandardPaths>
 #include <QTableView>
 #include <QTest>
 
@@ -30,6 +33,9 @@ private Q_SLOTS:
         QString problem;
         if (!m_fleet.findBinary(&problem))
             QSKIP(qPrintable(problem));
+        // The window opens as it first does, whatever layout a developer's console left.
+        QStandardPaths::setTestModeEnabled(true);
+        consoleSettings()->clear();
     }
     void cleanup()
     {

@@ -1,8 +1,20 @@
 #include "conversationfilter.h"
 
+#include <algorithm>
+
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
+
+bool isIdPrefix(QStringView text)
+{
+    if (text.isEmpty() || text.size() > 36)
+        return false;
+    return std::all_of(text.begin(), text.end(), [](QChar c) {
+        return c == u'-' || (c >= u'0' && c <= u'9') || (c >= u'a' && c <= u'f') ||
+               (c >= u'A' && c <= u'F');
+    });
+}
 
 bool ConversationFilter::matches(const ConversationInfo &info) const
 {
@@ -13,6 +25,8 @@ bool ConversationFilter::matches(const ConversationInfo &info) const
     if (status && info.executionStatus != *status)
         return false;
     if (!text.isEmpty() && !info.title.contains(text, Qt::CaseInsensitive))
+        return false;
+    if (!idPrefix.isEmpty() && !toWireId(info.id).startsWith(idPrefix))
         return false;
     for (const TagFilter &tag : tags) {
         const auto it = info.tags.constFind(tag.key);
@@ -60,6 +74,11 @@ std::optional<ConversationFilter> ConversationFilter::fromQuery(const QUrlQuery 
     *error = searchTextProblem(u"q"_s, filter.text);
     if (!error->isEmpty())
         return std::nullopt;
+    filter.idPrefix = query.queryItemValue(u"id_prefix"_s).toLower();
+    if (!isIdPrefix(filter.idPrefix) && !filter.idPrefix.isEmpty()) {
+        *error = u"id_prefix must be the start of an id: at most 36 hex digits and dashes"_s;
+        return std::nullopt;
+    }
     const QStringList tags = query.allQueryItemValues(u"tag"_s, QUrl::FullyDecoded);
     // No conversation has more tags, and a thousand made a statement SQLite refused (503).
     if (tags.size() > ConversationLabels::MaxTags) {
@@ -102,6 +121,8 @@ void ConversationFilter::writeTo(QUrlQuery &query) const
         query.addQueryItem(u"status"_s, toString(*status));
     if (!text.isEmpty())
         query.addQueryItem(u"q"_s, QString::fromUtf8(QUrl::toPercentEncoding(text)));
+    if (!idPrefix.isEmpty())
+        query.addQueryItem(u"id_prefix"_s, idPrefix);
     for (const TagFilter &tag : tags) {
         const QString item = tag.value ? tag.key + u':' + *tag.value : tag.key;
         query.addQueryItem(u"tag"_s, QString::fromUtf8(QUrl::toPercentEncoding(item)));

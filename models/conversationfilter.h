@@ -34,12 +34,13 @@ struct ConversationFilter
     ArchiveFilter archive = ArchiveFilter::Active;
     std::optional<ExecutionStatus> status;
     QString text; // case-insensitive "title contains"
+    QString idPrefix; // the dashed id starts with it: lowercase hex digits and dashes
     QList<TagFilter> tags;
 
     bool matches(const ConversationInfo &info) const;
 
-    // Reads `archived`, `archive_filter`, `status`, `q` and `tag` (repeatable, "key" or
-    // "key:value"). On bad input returns nullopt and names the parameter in *error.
+    // Reads `archived`, `archive_filter`, `status`, `q`, `id_prefix` and `tag` (repeatable,
+    // "key" or "key:value"). On bad input returns nullopt and names the parameter in *error.
     static std::optional<ConversationFilter> fromQuery(const QUrlQuery &query, QString *error);
     void writeTo(QUrlQuery &query) const;
 };
@@ -50,6 +51,9 @@ struct ConversationFilter
 // stop reading. Returns why `text` is refused, or nothing.
 inline constexpr qsizetype MaxSearchTextLength = 10'000;
 QString searchTextProblem(const QString &name, const QString &text);
+
+// Whether `text` could begin a dashed id (hex digits, either case, and dashes; at most 36).
+bool isIdPrefix(QStringView text);
 
 QString toString(ConversationSort sort);
 std::optional<ConversationSort> conversationSortFromString(QStringView text);

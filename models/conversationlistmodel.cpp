@@ -43,13 +43,16 @@ QVariant ConversationListModel::data(const QModelIndex &index, int role) const
         case UpdatedColumn:
             // Local time without its zone could not be compared with ctl's.
             return toDisplayTime(info.updatedAt);
-        case TagsColumn: {
-            QStringList tags;
-            for (auto it = info.tags.cbegin(); it != info.tags.cend(); ++it)
-                tags.append(withControlsShown(it.key()) + u'=' + withControlsShown(it.value()));
-            return tags.join(u", "_s);
+        case TagsColumn:
+            return withControlsShown(tagsText(info.tags));
         }
-        }
+        return {};
+    case Qt::EditRole:
+        // As stored: the editor shows a control character as itself, to keep or remove.
+        if (index.column() == TitleColumn)
+            return info.title;
+        if (index.column() == TagsColumn)
+            return tagsText(info.tags);
         return {};
     case Qt::ToolTipRole:
         if (index.column() == RuntimeColumn && info.runtime.error)
@@ -102,6 +105,72 @@ QVariant ConversationListModel::data(const QModelIndex &index, int role) const
         return Lifecycle::outcomeLabel(info);
     }
     return {};
+}
+
+Qt::ItemFlags ConversationListModel::flags(const QModelIndex &index) const
+{
+    Qt::ItemFlags flags = QAbstractTableModel::flags(index);
+    if (index.column() == TitleColumn || index.column() == TagsColumn)
+        flags |= Qt::ItemIsEditable;
+    return flags;
+}
+
+bool ConversationListModel::setData(const QModelIndex &index, const QVariant &value, int role)
+{
+    if (role != Qt::EditRole || !index.isValid() || index.row() >= m_items.size())
+        return false;
+    const ConversationInfo &info = m_items[index.row()];
+    ConversationLabels labels;
+    if (index.column() == TitleColumn) {
+        if (value.toString() == info.title)
+            return false;
+        labels.title = value.toString();
+    } else if (index.column() == TagsColumn) {
+        QString error;
+        labels.tags = tagsFromText(value.toString(), &error);
+        if (!labels.tags) {
+            Q_EMIT labelsRefused(info.id, error);
+            return false;
+        }
+        if (*labels.tags == info.tags)
+            return false;
+    } else {
+        return false;
+    }
+    Q_EMIT labelsEdited(info.id, labels);
+    return false;
+}
+
+QString ConversationListModel::tagsText(const QMap<QString, QString> &tags)
+{
+    QStringList shown;
+    for (auto it = tags.cbegin(); it != tags.cend(); ++it)
+        shown.append(it.value().isEmpty() ? it.key() : it.key() + u'=' + it.value());
+    return shown.join(u", "_s);
+}
+
+std::optional<QMap<QString, QString>> ConversationListModel::tagsFromText(const QString &text,
+                                                                          QString *error)
+{
+    QMap<QString, QString> tags;
+    for (const QString &item : text.split(u',', Qt::SkipEmptyParts)) {
+        const QString tag = item.trimmed();
+        if (tag.isEmpty())
+            continue;
+        const qsizetype equals = tag.indexOf(u'=');
+        const QString name = (equals < 0 ? tag : tag.left(equals)).trimmed();
+        const QString value = equals < 0 ? QString() : tag.mid(equals + 1).trimmed();
+        if (name.isEmpty()) {
+            *error = tr("A tag needs a name before its \"=\": \"%1\"").arg(tag);
+            return std::nullopt;
+        }
+        if (tags.contains(name)) {
+            *error = tr("The tag \"%1\" is given twice").arg(name);
+            return std::nullopt;
+        }
+        tags.insert(name, value);
+    }
+    return tags;
 }
 
 QVariant ConversationListModel::headerData(int section, Qt::Orientation orientation, int role) const

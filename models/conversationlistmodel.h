@@ -56,6 +56,17 @@ public:
     QVariant data(const QModelIndex &index, int role) const override;
     QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
     QHash<int, QByteArray> roleNames() const override;
+    // The title and the tags are edited in place; the edit goes to the server (labelsEdited())
+    // and the row changes when its answer comes, never before: a refused edit left nothing
+    // on screen that the server does not have.
+    Qt::ItemFlags flags(const QModelIndex &index) const override;
+    bool setData(const QModelIndex &index, const QVariant &value, int role) override;
+
+    // Tags as the Tags column shows and edits them: "team=ops, env=prod"; a bare name is a tag
+    // with an empty value. Parsing names what it cannot take in *error (an empty name, a name
+    // twice).
+    static QString tagsText(const QMap<QString, QString> &tags);
+    static std::optional<QMap<QString, QString>> tagsFromText(const QString &text, QString *error);
 
     // Inserts new conversations and updates known ones (only rows that changed emit), unless
     // a copy is older than its row: fewer events counted than the row has.
@@ -81,6 +92,10 @@ Q_SIGNALS:
     // needing it, except in the first upsert: opening the console announced every row that
     // needed attention, one notification each.
     void attentionNeeded(const AgentDeck::ConversationInfo &info);
+    // The operator edited a title or the tags in place: what the server is to be asked for.
+    // `error` is set instead when the text could not be read (the tags' syntax).
+    void labelsEdited(const QUuid &id, const AgentDeck::ConversationLabels &labels);
+    void labelsRefused(const QUuid &id, const QString &error);
 
 private:
     void replaceRow(int row, const ConversationInfo &info);

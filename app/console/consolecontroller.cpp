@@ -31,6 +31,12 @@ ConsoleController::ConsoleController(ServerConnection *connection, QObject *pare
     m_probeTimer.setInterval(ProbeInterval);
     connect(&m_probeTimer, &QTimer::timeout, this, [this] { probe(); });
     connect(&m_timeline, &EventListModel::earlierWanted, this, [this] { loadEarlierEvents(); });
+    connect(&m_conversations, &ConversationListModel::labelsEdited, this,
+            [this](const QUuid &id, const ConversationLabels &labels) { editLabels(id, labels); });
+    connect(&m_conversations, &ConversationListModel::labelsRefused, this,
+            [this](const QUuid &, const QString &error) {
+                Q_EMIT failed(tr("The tags were not changed: %1").arg(error));
+            });
 }
 
 Lifecycle::Availability ConsoleController::availability(Action action, const ConversationInfo &info)
@@ -514,6 +520,35 @@ QCoro::Task<bool> ConsoleController::sendMessage(QUuid id, QString text)
         Q_EMIT failed(tr("Sending failed: %1").arg(reply.errorSentence()));
         co_return false;
     }
+    co_return true;
+}
+
+QCoro::Task<bool> ConsoleController::editLabels(QUuid id, ConversationLabels labels)
+{
+    QJsonObject body;
+    if (labels.title)
+        body.insert(u"title"_s, *labels.title);
+    if (labels.tags) {
+        QJsonObject tags;
+        for (auto it = labels.tags->cbegin(); it != labels.tags->cend(); ++it)
+            tags.insert(it.key(), it.value());
+        body.insert(u"tags"_s, tags);
+    }
+    const QString what = labels.title ? tr("Renaming") : tr("Changing the tags");
+    QPointer<ConsoleController> self(this);
+    setBusy(true);
+    auto patching = m_connection->patch(ServerConnection::conversationPath(id), body);
+    const ApiReply reply = co_await std::move(patching);
+    if (!self)
+        co_return false;
+    setBusy(false);
+    if (!reply.ok()) {
+        Q_EMIT failed(tr("%1 failed: %2").arg(what, reply.errorSentence()));
+        co_return false;
+    }
+    noteChanged(id);
+    if (const auto info = ConversationInfo::fromJson(reply.json.toObject()))
+        m_conversations.upsert({*info});
     co_return true;
 }
 

@@ -86,6 +86,9 @@ public:
     // `reason`: a Reject's, which the agent is told (none: the server's default).
     QCoro::Task<bool> perform(Action action, QUuid id, QString reason = {});
     QCoro::Task<bool> sendMessage(QUuid id, QString text);
+    // A new title or new tags, as edited in the list (ConversationListModel::labelsEdited()):
+    // PATCHed, and the row follows the server's answer.
+    QCoro::Task<bool> editLabels(QUuid id, ConversationLabels labels);
     struct Creation
     {
         QUuid id;

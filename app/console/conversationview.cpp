@@ -19,6 +19,9 @@ ConversationView::ConversationView(ConversationFilterProxy *proxy, QWidget *pare
     setModel(proxy);
     setSelectionBehavior(QAbstractItemView::SelectRows);
     setSelectionMode(QAbstractItemView::SingleSelection);
+    // The title and the tags are edited through Rename (F2) and Edit tags: a double click
+    // opens the conversation, and typing in the list is no edit.
+    setEditTriggers(QAbstractItemView::NoEditTriggers);
     setSortingEnabled(true);
     sortByColumn(ConversationListModel::UpdatedColumn, Qt::DescendingOrder);
     // Badge columns as wide as their longest words, the rest to the title: sized to the rows,

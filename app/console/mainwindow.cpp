@@ -381,6 +381,15 @@ void MainWindow::updateActions()
         : !m_controller->isReachable()
             ? Lifecycle::Availability{false, tr("The server does not answer")}
             : Lifecycle::canSendMessage(*info);
+    const QString noEdit = !info                          ? tr("Select a conversation first")
+                           : !m_controller->isReachable() ? tr("The server does not answer")
+                                                          : QString();
+    for (QAction *edit : {m_renameAction, m_editTagsAction}) {
+        if (!edit)
+            continue; // before the menus are built
+        edit->setEnabled(noEdit.isEmpty());
+        edit->setToolTip(noEdit);
+    }
     m_details->showConversation(info);
     m_message->setEnabled(sending.enabled);
     m_message->setToolTip(sending.reason);

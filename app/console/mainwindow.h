@@ -49,6 +49,8 @@ public:
     {
         return m_menuActions.value(action);
     }
+    QAction *renameAction() const { return m_renameAction; }
+    QAction *editTagsAction() const { return m_editTagsAction; }
     QTabWidget *tabs() const { return m_tabs; }
     QTableView *activeView() const { return m_activeView; }
     QTableView *archivedView() const { return m_archivedView; }
@@ -108,6 +110,8 @@ private:
     void bringUp();
     void showReplicas();
     void buildMenus();
+    // Opens the editor of the current row's `column` (the title's or the tags').
+    void editInPlace(int column);
     // The window's size and place, the splitter, and each list's columns and sort, as the
     // operator left them (QSettings "agentdeck/console", section "layout").
     void restoreLayout();
@@ -140,6 +144,8 @@ private:
     QHash<ConsoleController::Action, QPushButton *> m_buttons;
     QHash<ConsoleController::Action, QAction *> m_buttonSlots; // the buttons' in the tool bar
     QHash<ConsoleController::Action, QAction *> m_menuActions; // the menu bar's
+    QAction *m_renameAction = nullptr;
+    QAction *m_editTagsAction = nullptr;
 
     bool m_rowsLeaving = false; // a view's rows are being removed
 };

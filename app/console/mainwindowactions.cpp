@@ -165,8 +165,23 @@ void MainWindow::showContextMenu(const QPoint &position)
         item->setEnabled(button->isEnabled());
         item->setToolTip(button->toolTip());
     }
+    menu.addSeparator();
+    for (QAction *edit : {m_renameAction, m_editTagsAction})
+        menu.addAction(edit);
     menu.setToolTipsVisible(true);
     menu.exec(view->viewport()->mapToGlobal(position));
+}
+
+void MainWindow::editInPlace(int column)
+{
+    QTableView *view = currentView();
+    const QModelIndex current = view->currentIndex();
+    if (!current.isValid())
+        return;
+    const QModelIndex cell = current.siblingAtColumn(column);
+    view->scrollTo(cell);
+    view->setCurrentIndex(cell);
+    view->edit(cell);
 }
 
 void MainWindow::buildMenus()
@@ -195,6 +210,15 @@ void MainWindow::buildMenus()
         item->setShortcutContext(Qt::WindowShortcut);
         m_menuActions.insert(action, item);
     }
+    conversation->addSeparator();
+    m_renameAction = conversation->addAction(
+        tr("Re&name"), this, [this] { editInPlace(ConversationListModel::TitleColumn); });
+    m_renameAction->setShortcut(QKeySequence(Qt::Key_F2));
+    m_renameAction->setShortcutContext(Qt::WindowShortcut);
+    m_editTagsAction = conversation->addAction(
+        tr("Edit &tags"), this, [this] { editInPlace(ConversationListModel::TagsColumn); });
+    m_editTagsAction->setShortcut(QKeySequence(Qt::SHIFT | Qt::Key_F2));
+    m_editTagsAction->setShortcutContext(Qt::WindowShortcut);
 
     QMenu *view = menuBar()->addMenu(tr("&View"));
     view->addAction(tr("&Find…"), this,

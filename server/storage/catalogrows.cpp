@@ -260,6 +260,9 @@ Where conversationWhere(const ConversationFilter &filter, bool postgres)
         where.add(u"execution_status = ?"_s, {toString(*filter.status)});
     if (!filter.text.isEmpty())
         where.add(containsCondition(u"title"_s, postgres), {likeContains(filter.text)});
+    // Hex digits and dashes only (ConversationFilter::fromQuery): nothing to escape.
+    if (!filter.idPrefix.isEmpty())
+        where.add(u"id LIKE ?"_s, {QString(filter.idPrefix + u'%')});
     // Key/value pairs of the tags object rather than a JSON path: any key, quotes and dots
     // included, matches as is.
     const QString pairs = postgres ? u"json_each_text(tags::json)"_s : u"json_each(tags)"_s;

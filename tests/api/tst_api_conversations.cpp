@@ -140,7 +140,7 @@ private Q_SLOTS:
                                      {u"tags"_s, QJsonObject{{u"team"_s, u"infra"_s}}}});
         m_server->create(QJsonObject{{u"title"_s, u"deploy db"_s},
                                      {u"tags"_s, QJsonObject{{u"team"_s, u"data"_s}}}});
-        m_server->create(QJsonObject{{u"title"_s, u"other"_s}});
+        const QUuid other = m_server->create(QJsonObject{{u"title"_s, u"other"_s}});
 
         const auto countOf = [this](const QUrlQuery &query) {
             const ApiReply count = m_server->get(u"/api/conversations/count"_s, query);
@@ -169,6 +169,23 @@ private Q_SLOTS:
         QUrlQuery all;
         all.addQueryItem(u"archive_filter"_s, u"ALL"_s);
         QCOMPARE(countOf(all), 3);
+        // The start of an id, as an operator copies it from a list or a log, in either case.
+        QUrlQuery prefix;
+        prefix.addQueryItem(u"id_prefix"_s, toWireId(other).left(8).toUpper());
+        QCOMPARE(countOf(prefix), 1);
+        const ApiReply found = m_server->get(u"/api/conversations/search"_s, prefix);
+        QCOMPARE(found.json[u"items"_s][0][u"id"_s].toString(), toWireId(other));
+        prefix.removeAllQueryItems(u"id_prefix"_s);
+        prefix.addQueryItem(u"id_prefix"_s, toWireId(other));
+        QCOMPARE(countOf(prefix), 1);
+        for (const QString &bad : {u"xyz"_s, u"%25"_s, QString(37, u'a')}) {
+            QUrlQuery refused;
+            refused.addQueryItem(u"id_prefix"_s, bad);
+            const ApiReply reply = m_server->get(u"/api/conversations/search"_s, refused);
+            QCOMPARE(reply.status, 422);
+            QVERIFY2(reply.errorSentence().contains(u"id_prefix"_s),
+                     qPrintable(reply.errorSentence()));
+        }
     }
 
     void patchUpdatesTitleAndTags()

@@ -1144,6 +1144,65 @@ private Q_SLOTS:
         QVERIFY(asked.isEmpty());
     }
 
+    // F2 edits the title where it is shown, Shift+F2 the tags; Enter sends the edit to the
+    // server, and the row shows what the server then has. Titles and tags could not be edited.
+    void aTitleAndTagsEditedInPlaceReachTheServer()
+    {
+        startConsole();
+        const QUuid id = create(u"old title"_s);
+        QVERIFY(showAndSelect(id));
+        m_window->activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(m_window.get()));
+        QTableView *view = m_window->activeView();
+        view->setFocus();
+        const auto editor = [view]() -> QLineEdit * {
+            return view->viewport()->findChild<QLineEdit *>();
+        };
+        const auto typeAndEnter = [&](const QString &text) {
+            QTRY_VERIFY(editor() && editor()->isVisible());
+            QLineEdit *line = editor();
+            line->selectAll();
+            QTest::keyClicks(line, text);
+            QTest::keyClick(line, Qt::Key_Return);
+        };
+
+        QTest::keyClick(view, Qt::Key_F2);
+        QVERIFY(editor());
+        QCOMPARE(editor()->text(), u"old title"_s);
+        typeAndEnter(u"deploy the fix"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(conversation(id).value(u"title"_s).toString(),
+                                  u"deploy the fix"_s, 5000);
+        const int row = m_controller->conversations()->rowOf(id);
+        const QAbstractItemModel *rows = m_controller->conversations();
+        QTRY_COMPARE(rows->index(row, ConversationListModel::TitleColumn).data().toString(),
+                     u"deploy the fix"_s);
+
+        view->setFocus();
+        QTest::keyClick(view, Qt::Key_F2, Qt::ShiftModifier);
+        typeAndEnter(u"team=ops, urgent"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(conversation(id).value(u"tags"_s).toObject(),
+                                  (QJsonObject{{u"team"_s, u"ops"_s}, {u"urgent"_s, u""_s}}), 5000);
+        QTRY_COMPARE(rows->index(row, ConversationListModel::TagsColumn).data().toString(),
+                     u"team=ops, urgent"_s);
+
+        // What the server refuses stays as the server has it, and the banner says why.
+        view->setFocus();
+        QTest::keyClick(view, Qt::Key_F2);
+        typeAndEnter(QString(ConversationLabels::MaxTitleLength + 1, u'x'));
+        QTRY_VERIFY_WITH_TIMEOUT(m_window->bannerBar()->isVisible(), 5000);
+        QVERIFY2(m_window->bannerBar()->text().startsWith(u"Renaming failed: "_s),
+                 qPrintable(m_window->bannerBar()->text()));
+        QCOMPARE(conversation(id).value(u"title"_s).toString(), u"deploy the fix"_s);
+        QCOMPARE(rows->index(row, ConversationListModel::TitleColumn).data().toString(),
+                 u"deploy the fix"_s);
+        // Tags that cannot be read are not sent.
+        view->setFocus();
+        QTest::keyClick(view, Qt::Key_F2, Qt::ShiftModifier);
+        typeAndEnter(u"=nameless"_s);
+        QTRY_VERIFY(m_window->bannerBar()->text().startsWith(u"The tags were not changed: "_s));
+        QCOMPARE(conversation(id).value(u"tags"_s).toObject().size(), 2);
+    }
+
     // A pause lets the step finish: until it has, the badge says "pausing…" and Pause is not
     // offered again. The badge and the button stayed as they were, under "Pause requested".
     void aPauseNotTakenEffectYetShowsAsPausing()

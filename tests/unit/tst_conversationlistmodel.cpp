@@ -225,6 +225,72 @@ private Q_SLOTS:
                      model.index(0, column).data(Qt::DisplayRole));
     }
 
+    // What the Tags column's editor takes: "name=value" and bare names, with commas between.
+    void tagsAreReadAsTheColumnWritesThem_data()
+    {
+        QTest::addColumn<QString>("text");
+        QTest::addColumn<QVariantMap>("tags"); // empty with `error`
+        QTest::addColumn<QString>("error");
+        QTest::addRow("none") << u""_s << QVariantMap{} << QString();
+        QTest::addRow("pairs and a bare name")
+            << u"team=ops, urgent,env = prod"_s
+            << QVariantMap{{u"team"_s, u"ops"_s}, {u"urgent"_s, u""_s}, {u"env"_s, u"prod"_s}}
+            << QString();
+        QTest::addRow("an = in the value")
+            << u"query=a=b"_s << QVariantMap{{u"query"_s, u"a=b"_s}} << QString();
+        QTest::addRow("empty items")
+            << u" , team=ops,, "_s << QVariantMap{{u"team"_s, u"ops"_s}} << QString();
+        QTest::addRow("no name") << u"=ops"_s << QVariantMap{} << u"needs a name"_s;
+        QTest::addRow("a name twice")
+            << u"team=ops, team=dev"_s << QVariantMap{} << u"given twice"_s;
+    }
+    void tagsAreReadAsTheColumnWritesThem()
+    {
+        QFETCH(QString, text);
+        QFETCH(QVariantMap, tags);
+        QFETCH(QString, error);
+        QString problem;
+        const auto read = ConversationListModel::tagsFromText(text, &problem);
+        if (!error.isEmpty()) {
+            QVERIFY(!read);
+            QVERIFY2(problem.contains(error), qPrintable(problem));
+            return;
+        }
+        QVERIFY2(read, qPrintable(problem));
+        QMap<QString, QString> expected;
+        for (auto it = tags.cbegin(); it != tags.cend(); ++it)
+            expected.insert(it.key(), it.value().toString());
+        QCOMPARE(*read, expected);
+        // Written back, they read the same.
+        QCOMPARE(
+            ConversationListModel::tagsFromText(ConversationListModel::tagsText(*read), &problem),
+            read);
+    }
+
+    // An edit is asked of the server, not made in the row: the row follows the answer.
+    void anEditAsksAndLeavesTheRowAsItIs()
+    {
+        ConversationListModel model;
+        ConversationInfo info = conversation(u"before"_s);
+        info.tags.insert(u"team"_s, u"ops"_s);
+        model.upsert({info});
+        QSignalSpy edited(&model, &ConversationListModel::labelsEdited);
+        const QModelIndex title = model.index(0, ConversationListModel::TitleColumn);
+        QVERIFY(model.flags(title) & Qt::ItemIsEditable);
+        QVERIFY(!(model.flags(model.index(0, ConversationListModel::ExecutionColumn)) &
+                  Qt::ItemIsEditable));
+        QVERIFY(!model.setData(title, u"after"_s, Qt::EditRole));
+        QCOMPARE(edited.size(), 1);
+        const auto labels = edited.first().at(1).value<ConversationLabels>();
+        QCOMPARE(labels.title, std::optional<QString>(u"after"_s));
+        QVERIFY(!labels.tags);
+        QCOMPARE(title.data().toString(), u"before"_s);
+        // Unchanged, nothing is asked.
+        QVERIFY(!model.setData(model.index(0, ConversationListModel::TagsColumn), u"team=ops"_s,
+                               Qt::EditRole));
+        QCOMPARE(edited.size(), 1);
+    }
+
     // An echo run brings no sandbox up: its row said "available" while followed, "missing"
     // after the next refresh.
     void anEchoRunLeavesItsRuntimeAsItWas()

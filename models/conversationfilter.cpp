@@ -36,6 +36,69 @@ bool ConversationFilter::matches(const ConversationInfo &info) const
     return true;
 }
 
+ConversationSearch ConversationSearch::parse(const QString &text,
+                                             std::optional<ExecutionStatus> status)
+{
+    ConversationSearch search;
+    const QString typed = text.simplified();
+    ConversationFilter base;
+    base.archive = ArchiveFilter::All;
+    base.status = status;
+    if (typed.isEmpty()) {
+        if (status)
+            search.alternatives.append(base);
+        return search;
+    }
+    QStringList words;
+    for (const QString &word : typed.split(u' ')) {
+        const qsizetype colon = word.indexOf(u':');
+        const qsizetype equals = word.indexOf(u'=');
+        const qsizetype at = colon < 0 ? equals : equals < 0 ? colon : std::min(colon, equals);
+        // "name:value"; "fix:" and ":x" are words of a title.
+        if (at > 0 && at < word.size() - 1)
+            base.tags.append(TagFilter{word.left(at), word.mid(at + 1)});
+        else
+            words.append(word);
+    }
+    const QString rest = words.join(u' ');
+    if (rest.isEmpty()) {
+        search.alternatives.append(base);
+    } else {
+        ConversationFilter inTitle = base;
+        inTitle.text = rest;
+        search.alternatives.append(inTitle);
+        if (words.size() == 1) {
+            ConversationFilter tagged = base;
+            tagged.tags.append(TagFilter{rest, std::nullopt});
+            search.alternatives.append(tagged);
+        }
+        if (rest.size() >= 4 && isIdPrefix(rest)) {
+            ConversationFilter byId = base;
+            byId.idPrefix = rest.toLower();
+            search.alternatives.append(byId);
+        }
+    }
+    if (!base.tags.isEmpty()) {
+        ConversationFilter asTyped;
+        asTyped.archive = ArchiveFilter::All;
+        asTyped.status = status;
+        asTyped.text = typed;
+        search.alternatives.append(asTyped);
+    }
+    return search;
+}
+
+bool ConversationSearch::matches(const ConversationInfo &info, ArchiveFilter partition) const
+{
+    ConversationFilter inPartition;
+    inPartition.archive = partition;
+    if (!inPartition.matches(info))
+        return false;
+    return alternatives.isEmpty() ||
+           std::any_of(alternatives.cbegin(), alternatives.cend(),
+                       [&info](const ConversationFilter &filter) { return filter.matches(info); });
+}
+
 std::optional<ConversationFilter> ConversationFilter::fromQuery(const QUrlQuery &query,
                                                                 QString *error)
 {

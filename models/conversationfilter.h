@@ -33,7 +33,7 @@ struct ConversationFilter
 {
     ArchiveFilter archive = ArchiveFilter::Active;
     std::optional<ExecutionStatus> status;
-    QString text; // case-insensitive "title contains"
+    QString text;     // case-insensitive "title contains"
     QString idPrefix; // the dashed id starts with it: lowercase hex digits and dashes
     QList<TagFilter> tags;
 
@@ -43,6 +43,23 @@ struct ConversationFilter
     // "key" or "key:value"). On bad input returns nullopt and names the parameter in *error.
     static std::optional<ConversationFilter> fromQuery(const QUrlQuery &query, QString *error);
     void writeTo(QUrlQuery &query) const;
+};
+
+// What the console's filter box finds, as alternatives the server can search one by one: a row
+// matches when it matches one of them. The text is read as words; `name:value` or `name=value`
+// is a tag (every one given must be there), and the other words, together, are found in a
+// title, as the start of an id (4 characters or more: hex digits and dashes) or, one word, as a
+// tag's name. The whole text is also found in titles as typed, so "fix: login" finds that title.
+// `status` (the drop-down) holds for every alternative.
+struct ConversationSearch
+{
+    QList<ConversationFilter> alternatives; // none: everything
+
+    static ConversationSearch parse(const QString &text,
+                                    std::optional<ExecutionStatus> status = std::nullopt);
+    bool isEmpty() const { return alternatives.isEmpty(); }
+    // In `partition` (the tab's), whatever the alternatives say of archives.
+    bool matches(const ConversationInfo &info, ArchiveFilter partition) const;
 };
 
 // A "contains" search text (`q`, and the events' `body`): at most this many characters (code

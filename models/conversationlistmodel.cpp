@@ -342,23 +342,22 @@ std::optional<ConversationInfo> ConversationListModel::conversation(const QUuid 
 
 ConversationFilterProxy::ConversationFilterProxy(ArchiveFilter partition, QObject *parent)
     : QSortFilterProxyModel(parent)
+    , m_partition(partition)
 {
-    m_filter.archive = partition;
     setDynamicSortFilter(true);
 }
 
-void ConversationFilterProxy::setText(const QString &text)
+void ConversationFilterProxy::setSearch(const ConversationSearch &search)
 {
-    if (m_filter.text == text)
-        return;
-    m_filter.text = text;
+    m_search = search;
     invalidateFilter();
+    Q_EMIT searchChanged();
 }
 
 bool ConversationFilterProxy::filterAcceptsRow(int sourceRow, const QModelIndex &) const
 {
     const auto *source = static_cast<const ConversationListModel *>(sourceModel());
-    return m_filter.matches(source->at(sourceRow));
+    return m_search.matches(source->at(sourceRow), m_partition);
 }
 
 void ConversationFilterProxy::holdOrder(bool hold)

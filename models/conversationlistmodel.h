@@ -106,16 +106,22 @@ private:
     bool m_loaded = false; // an upsert has been made
 };
 
-// One partition (active or archived) with the text filter, over the same source model. The
-// predicate is ConversationFilter::matches, the one the server's SQL search implements.
+// One partition (active or archived) with the filter box's search, over the same source model.
+// The predicate is ConversationSearch::matches, made of ConversationFilter::matches, the one
+// the server's SQL search implements.
 class ConversationFilterProxy : public QSortFilterProxyModel
 {
     Q_OBJECT
 public:
     explicit ConversationFilterProxy(ArchiveFilter partition, QObject *parent = nullptr);
-    void setText(const QString &text);
-    const ConversationFilter &filter() const { return m_filter; }
+    void setSearch(const ConversationSearch &search);
+    void setText(const QString &text) { setSearch(ConversationSearch::parse(text)); }
+    const ConversationSearch &search() const { return m_search; }
 
+Q_SIGNALS:
+    void searchChanged();
+
+public:
     // While held, rows keep their order: each sorts by its key as it was when the hold began,
     // and rows new since go last. The list refreshes every few seconds and rows sorted by
     // their update time moved under the pointer, so that a click meant for one conversation
@@ -130,7 +136,8 @@ protected:
 private:
     QVariant sortKey(const QModelIndex &index) const;
 
-    ConversationFilter m_filter;
+    ArchiveFilter m_partition;
+    ConversationSearch m_search;
     bool m_held = false;
     QHash<QUuid, QVariant> m_heldKeys; // of the sort column, when the hold began
     int m_heldColumn = -1;

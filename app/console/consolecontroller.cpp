@@ -267,19 +267,21 @@ QCoro::Task<bool> ConsoleController::refresh()
     co_return true;
 }
 
-QCoro::Task<> ConsoleController::findOnServer(QString text)
+QCoro::Task<> ConsoleController::findOnServer(ConversationSearch search)
 {
-    if (m_complete || text.trimmed().isEmpty())
+    if (m_complete)
         co_return;
     QPointer<ConsoleController> self(this);
-    ConversationFilter filter;
-    filter.archive = ArchiveFilter::All;
-    filter.text = text;
-    auto searching =
-        m_connection->searchConversations(filter, ConversationSort::UpdatedAtDesc, {}, 100);
-    const auto result = co_await std::move(searching);
-    if (self && result)
-        m_conversations.upsert(result->items);
+    // One search per alternative, each its newest 100: what any of them finds is a row.
+    for (const ConversationFilter &filter : std::as_const(search.alternatives)) {
+        auto searching =
+            m_connection->searchConversations(filter, ConversationSort::UpdatedAtDesc, {}, 100);
+        const auto result = co_await std::move(searching);
+        if (!self)
+            co_return;
+        if (result)
+            m_conversations.upsert(result->items);
+    }
 }
 
 void ConsoleController::noteChanged(const QUuid &id)

@@ -78,10 +78,10 @@ public:
     // When the list was last read whole from the server (invalid before the first time).
     QDateTime lastRefreshed() const { return m_lastRefreshed; }
     QCoro::Task<bool> refresh();
-    // Past the rows a refresh reads, the filter box's text is also searched on the server
-    // (titles, `q`), and what it finds joins the list; otherwise the oldest conversations could
-    // not be found from the console.
-    QCoro::Task<> findOnServer(QString text);
+    // Past the rows a refresh reads, the filter box's search is also made on the server (each
+    // of its alternatives: `q`, `tag`, `id_prefix`, `status`), and what it finds joins the
+    // list; otherwise the oldest conversations could not be found from the console.
+    QCoro::Task<> findOnServer(ConversationSearch search);
     void select(const QUuid &id);
     // `reason`: a Reject's, which the agent is told (none: the server's default).
     QCoro::Task<bool> perform(Action action, QUuid id, QString reason = {});

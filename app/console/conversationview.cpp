@@ -15,6 +15,7 @@ ConversationView::ConversationView(ConversationFilterProxy *proxy, QWidget *pare
     : QTableView(parent)
     , m_proxy(proxy)
     , m_holdNotice(new QLabel(viewport()))
+    , m_emptyNotice(new QLabel(tr("No conversations match"), viewport()))
 {
     setModel(proxy);
     setSelectionBehavior(QAbstractItemView::SelectRows);
@@ -51,6 +52,17 @@ ConversationView::ConversationView(ConversationFilterProxy *proxy, QWidget *pare
     m_holdNotice->setStyleSheet(u"background: #fff8e1; color: #5d4037; padding: 2px 6px; "
                                 "border-top: 1px solid #ffca28;"_s);
     m_holdNotice->hide();
+    // An empty result was a blank list, as if nothing had been looked for.
+    m_emptyNotice->setObjectName(u"emptyNotice"_s);
+    m_emptyNotice->setAlignment(Qt::AlignCenter);
+    m_emptyNotice->setStyleSheet(u"color: #757575;"_s);
+    m_emptyNotice->hide();
+    for (const auto signal : {&QAbstractItemModel::rowsInserted, &QAbstractItemModel::rowsRemoved})
+        connect(proxy, signal, this, &ConversationView::updateEmptyNotice);
+    connect(proxy, &ConversationFilterProxy::searchChanged, this,
+            &ConversationView::updateEmptyNotice);
+    connect(proxy, &QAbstractItemModel::modelReset, this, &ConversationView::updateEmptyNotice);
+    connect(proxy, &QAbstractItemModel::layoutChanged, this, &ConversationView::updateEmptyNotice);
     viewport()->installEventFilter(this);
     connect(proxy, &QAbstractItemModel::rowsInserted, this,
             [this](const QModelIndex &, int first, int last) {
@@ -82,6 +94,15 @@ void ConversationView::resizeEvent(QResizeEvent *event)
 {
     QTableView::resizeEvent(event);
     updateHoldNotice();
+    updateEmptyNotice();
+}
+
+void ConversationView::updateEmptyNotice()
+{
+    const bool show = m_proxy->rowCount() == 0 && !m_proxy->search().isEmpty();
+    m_emptyNotice->setVisible(show);
+    if (show)
+        m_emptyNotice->setGeometry(viewport()->rect());
 }
 
 void ConversationView::hold(bool held)

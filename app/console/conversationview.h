@@ -23,6 +23,8 @@ public:
     ConversationFilterProxy *proxy() const { return m_proxy; }
     // For tests: the line saying the order is held.
     QLabel *holdNotice() const { return m_holdNotice; }
+    // For tests: "No conversations match", over an empty list while a search is set.
+    QLabel *emptyNotice() const { return m_emptyNotice; }
 
 protected:
     bool eventFilter(QObject *watched, QEvent *event) override;
@@ -31,9 +33,11 @@ protected:
 private:
     void hold(bool held);
     void updateHoldNotice();
+    void updateEmptyNotice();
 
     ConversationFilterProxy *m_proxy;
     QLabel *m_holdNotice;
+    QLabel *m_emptyNotice;
     bool m_changedWhileHeld = false;
     int m_newWhileHeld = 0;
 };

@@ -12,6 +12,8 @@
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QComboBox>
+#include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
@@ -75,9 +77,20 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     }
     // Above the tabs it filters, always in sight.
     m_filter = new QLineEdit(central);
-    m_filter->setPlaceholderText(tr("Filter by title"));
+    m_filter->setPlaceholderText(tr("Find: title, id, tag (team=ops), or a tag's name"));
+    m_filter->setToolTip(
+        tr("Words are found in titles, as the start of an id, or as a tag's name; name=value "
+           "(or name:value) asks for that tag. The server is searched too."));
     m_filter->setClearButtonEnabled(true);
     m_filter->setMinimumWidth(200);
+    m_statusFilter = new QComboBox(central);
+    m_statusFilter->setObjectName(u"statusFilter"_s);
+    m_statusFilter->addItem(tr("Any status"));
+    for (ExecutionStatus status :
+         {ExecutionStatus::Idle, ExecutionStatus::Running, ExecutionStatus::Paused,
+          ExecutionStatus::WaitingForConfirmation, ExecutionStatus::Finished,
+          ExecutionStatus::Error, ExecutionStatus::Stuck})
+        m_statusFilter->addItem(Lifecycle::executionLabel(status), toString(status));
 
     // The list and the detail pane.
     auto *splitter = m_splitter = new QSplitter(Qt::Horizontal, central);
@@ -85,7 +98,11 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     auto *listLayout = new QVBoxLayout(listSide);
     listLayout->setContentsMargins(0, 0, 0, 0);
     m_filter->setParent(listSide);
-    listLayout->addWidget(m_filter);
+    m_statusFilter->setParent(listSide);
+    auto *findRow = new QHBoxLayout;
+    findRow->addWidget(m_filter, 1);
+    findRow->addWidget(m_statusFilter);
+    listLayout->addLayout(findRow);
     m_tabs = new QTabWidget(listSide);
     m_activeView = makeView(m_activeProxy);
     m_archivedView = makeView(m_archivedProxy);
@@ -153,12 +170,17 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     serverSearch->setSingleShot(true);
     serverSearch->setInterval(300);
     connect(serverSearch, &QTimer::timeout, this,
-            [this] { m_controller->findOnServer(m_filter->text()); });
-    connect(m_filter, &QLineEdit::textChanged, this, [this, serverSearch](const QString &text) {
-        m_activeProxy->setText(text);
-        m_archivedProxy->setText(text);
+            [this] { m_controller->findOnServer(m_activeProxy->search()); });
+    const auto applySearch = [this, serverSearch] {
+        const auto status = executionStatusFromString(m_statusFilter->currentData().toString());
+        const ConversationSearch search = ConversationSearch::parse(m_filter->text(), status);
+        m_activeProxy->setSearch(search);
+        m_archivedProxy->setSearch(search);
         serverSearch->start();
-    });
+        updateTabTitles();
+    };
+    connect(m_filter, &QLineEdit::textChanged, this, applySearch);
+    connect(m_statusFilter, &QComboBox::currentIndexChanged, this, applySearch);
     connect(m_tabs, &QTabWidget::currentChanged, this, [this] {
         const auto info = currentConversation();
         m_controller->select(info ? info->id : QUuid());

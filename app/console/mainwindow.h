@@ -12,6 +12,7 @@ class QLabel;
 class QLineEdit;
 class QProgressBar;
 class QPushButton;
+class QComboBox;
 class QQuickWidget;
 class QSplitter;
 class QTabWidget;
@@ -61,6 +62,7 @@ public:
     QLabel *connectionState() const { return m_connectionState; }
     QLabel *isolationState() const { return m_isolationState; }
     QLineEdit *filterBox() const { return m_filter; }
+    QComboBox *statusFilter() const { return m_statusFilter; }
     QLineEdit *messageBox() const { return m_message; }
     // The selected conversation's title, id and details, above the timeline.
     DetailsPane *details() const { return m_details; }
@@ -126,6 +128,7 @@ private:
     QTableView *m_archivedView;
     QSplitter *m_splitter;
     QLineEdit *m_filter;
+    QComboBox *m_statusFilter;
     Banner *m_banner;
     QLabel *m_connectionState;
     QLabel *m_isolationState;

@@ -1316,16 +1316,51 @@ private Q_SLOTS:
     }
 
     // Past the cap, the filter box also searches the server: the oldest conversations could
-    // not be found from the console at all.
+    // not be found from the console at all. Each kind of search finds it there: a title's words,
+    // a tag and its value, a tag's name, the start of its id, its status; the filter matched
+    // titles only, and not even those past the cap.
+    void theFilterFindsConversationsPastTheCap_data()
+    {
+        QTest::addColumn<QString>("text"); // "ID" stands for the start of the needle's id
+        QTest::addColumn<QString>("status");
+        QTest::addRow("title") << u"needle"_s << QString();
+        QTest::addRow("tag=value") << u"team=ops"_s << QString();
+        QTest::addRow("tag:value") << u"team:ops"_s << QString();
+        QTest::addRow("a tag's name") << u"oncall"_s << QString();
+        QTest::addRow("the start of the id") << u"ID"_s << QString();
+        QTest::addRow("a tag and a word") << u"team=ops haystack"_s << QString();
+        QTest::addRow("status") << QString() << u"finished"_s;
+        QTest::addRow("a word and a status") << u"needle"_s << u"finished"_s;
+    }
     void theFilterFindsConversationsPastTheCap()
     {
-        seedConversations(5'050, u"needle in the haystack"_s);
+        QFETCH(QString, text);
+        QFETCH(QString, status);
+        QUuid needle;
+        seedConversations(5'050, u"needle in the haystack"_s, &needle);
         startConsole();
         QCOMPARE(m_controller->conversations()->rowCount(), 5'000);
-        m_window->filterBox()->setText(u"needle"_s);
-        QTRY_COMPARE_WITH_TIMEOUT(m_window->activeView()->model()->rowCount(), 1, 10000);
-        QCOMPARE(m_window->activeView()->model()->index(0, 0).data().toString(),
-                 u"needle in the haystack"_s);
+        QVERIFY(m_controller->conversations()->rowOf(needle) < 0);
+        const QAbstractItemModel *shown = m_window->activeView()->model();
+        if (!status.isEmpty()) {
+            QComboBox *statuses = m_window->statusFilter();
+            statuses->setCurrentIndex(statuses->findData(status));
+            QVERIFY(statuses->currentIndex() > 0);
+        }
+        m_window->filterBox()->setText(text == u"ID"_s ? toWireId(needle).left(8) : text);
+        QTRY_COMPARE_WITH_TIMEOUT(shown->rowCount(), 1, 10000);
+        QCOMPARE(shown->index(0, 0).data().toString(), u"needle in the haystack"_s);
+        auto *view = static_cast<ConversationView *>(m_window->activeView());
+        QVERIFY(!view->emptyNotice()->isVisible());
+        // Nothing found says so, rather than showing a blank list.
+        m_window->filterBox()->setText(u"no such words"_s);
+        QTRY_COMPARE(shown->rowCount(), 0);
+        QVERIFY(view->emptyNotice()->isVisible());
+        QCOMPARE(view->emptyNotice()->text(), u"No conversations match"_s);
+        m_window->filterBox()->clear();
+        m_window->statusFilter()->setCurrentIndex(0);
+        QTRY_VERIFY(shown->rowCount() > 0);
+        QVERIFY(!view->emptyNotice()->isVisible());
     }
 
     // A refresh that fails says so once, in the status bar and a banner, and the banner goes
@@ -1991,7 +2026,9 @@ private:
 
     // Idle conversations written straight into the catalog, before the server starts; the
     // oldest is titled `oldestTitle` when one is given.
-    void seedConversations(int count, const QString &oldestTitle = {})
+    // The oldest, when titled, is also tagged team=ops and oncall, and finished; *oldest gets
+    // its id.
+    void seedConversations(int count, const QString &oldestTitle = {}, QUuid *oldest = nullptr)
     {
         QString error;
         auto db = Database::openSqlite(m_dir->filePath(u"agentdeck.db"_s), &error);
@@ -2005,6 +2042,12 @@ private:
                                                            : u"seeded %1"_s.arg(i)};
             info.createdAt = info.updatedAt = start.addSecs(i);
             info.agentKind = u"echo"_s;
+            if (i == 0 && !oldestTitle.isEmpty()) {
+                info.tags = {{u"team"_s, u"ops"_s}, {u"oncall"_s, QString()}};
+                info.executionStatus = ExecutionStatus::Finished;
+                if (oldest)
+                    *oldest = info.id;
+            }
             info.workingDir = m_dir->filePath(u"workspaces/"_s + toWireId(info.id));
             store.insert(info);
         }

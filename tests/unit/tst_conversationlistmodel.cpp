@@ -225,6 +225,56 @@ private Q_SLOTS:
                      model.index(0, column).data(Qt::DisplayRole));
     }
 
+    // The filter box's words, as the proxies read them (the server is asked the same
+    // alternatives): a title's words, a tag with its value, a tag's name, an id's start.
+    void theFilterBoxFindsEachKind_data()
+    {
+        QTest::addColumn<QString>("text");
+        QTest::addColumn<QStringList>("found"); // titles, in the rows' order
+        QTest::addRow("nothing") << u""_s
+                                 << QStringList{u"deploy web"_s, u"fix: login"_s, u"ops notes"_s};
+        QTest::addRow("title words") << u"DEPLOY web"_s << QStringList{u"deploy web"_s};
+        QTest::addRow("tag=value") << u"team=ops"_s << QStringList{u"deploy web"_s};
+        QTest::addRow("tag:value") << u"team:ops"_s << QStringList{u"deploy web"_s};
+        QTest::addRow("another value") << u"team=data"_s << QStringList{};
+        // A bare word is a tag's name, not its value: "ops" is team=ops's value.
+        QTest::addRow("a title word, not a tag's value") << u"ops"_s << QStringList{u"ops notes"_s};
+        QTest::addRow("a tag's name or a title word") << u"team"_s << QStringList{u"deploy web"_s};
+        QTest::addRow("a tag's name alone") << u"urgent"_s << QStringList{u"fix: login"_s};
+        QTest::addRow("a tag and a word") << u"team=ops web"_s << QStringList{u"deploy web"_s};
+        QTest::addRow("a tag and a word of another") << u"team=ops login"_s << QStringList{};
+        QTest::addRow("a colon in a title") << u"fix: login"_s << QStringList{u"fix: login"_s};
+        QTest::addRow("the start of an id") << u"ID"_s << QStringList{u"ops notes"_s};
+        QTest::addRow("too short for an id") << u"IDSHORT"_s << QStringList{};
+    }
+    void theFilterBoxFindsEachKind()
+    {
+        QFETCH(QString, text);
+        QFETCH(QStringList, found);
+        ConversationListModel model;
+        ConversationInfo web = conversation(u"deploy web"_s);
+        web.tags = {{u"team"_s, u"ops"_s}};
+        ConversationInfo login = conversation(u"fix: login"_s);
+        login.tags = {{u"urgent"_s, QString()}};
+        ConversationInfo notes = conversation(u"ops notes"_s);
+        notes.id = QUuid(u"{abcdef12-0000-4000-8000-000000000001}"_s);
+        model.upsert({web, login, notes});
+        ConversationFilterProxy proxy(ArchiveFilter::Active);
+        proxy.setSourceModel(&model);
+        proxy.sort(ConversationListModel::TitleColumn);
+        const QString typed = text == u"ID"_s        ? u"ABCDEF1"_s
+                              : text == u"IDSHORT"_s ? u"abc"_s
+                                                     : text;
+        proxy.setText(typed);
+        QStringList shown;
+        for (int row = 0; row < proxy.rowCount(); ++row)
+            shown.append(proxy.index(row, ConversationListModel::TitleColumn).data().toString());
+        QCOMPARE(shown, found);
+        // A status holds for every kind.
+        proxy.setSearch(ConversationSearch::parse(typed, ExecutionStatus::Finished));
+        QCOMPARE(proxy.rowCount(), 0);
+    }
+
     // What the Tags column's editor takes: "name=value" and bare names, with commas between.
     void tagsAreReadAsTheColumnWritesThem_data()
     {

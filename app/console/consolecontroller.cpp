@@ -400,7 +400,7 @@ QCoro::Task<> ConsoleController::loadEarlierEvents()
     m_timeline.prepend(*events);
 }
 
-QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id, QString reason)
+QCoro::Task<ApiReply> ConsoleController::act(Action action, QUuid id, QString reason)
 {
     QPointer<ConsoleController> self(this);
     setBusy(true);
@@ -443,10 +443,33 @@ QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id, QString re
     }();
     const ApiReply reply = co_await std::move(call);
     if (!self)
-        co_return false;
+        co_return reply;
     setBusy(false);
     m_acting.remove(id, action);
     Q_EMIT actingChanged(id);
+    if (!reply.ok())
+        co_return reply;
+    noteChanged(id);
+    if (action == Action::Delete) {
+        m_conversations.remove(id); // the window lets go of the row, and so of the selection
+        if (m_selected == id)
+            select({});
+    } else if (auto info = ConversationInfo::fromJson(reply.json.toObject())) {
+        m_conversations.upsert({*info});
+    }
+    // A pause lets the step finish: until the run stops, its badge says so.
+    if (action == Action::Pause)
+        m_conversations.markPausing(id);
+    co_return reply;
+}
+
+QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id, QString reason)
+{
+    QPointer<ConsoleController> self(this);
+    auto acting = act(action, id, reason);
+    const ApiReply reply = co_await std::move(acting);
+    if (!self)
+        co_return false;
     if (reply.timedOut) {
         m_unsettled = true;
         Q_EMIT outcomeUnknown(
@@ -460,19 +483,38 @@ QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id, QString re
         Q_EMIT actionFinished(action, false, id);
         co_return false;
     }
-    noteChanged(id);
-    if (action == Action::Delete) {
-        m_conversations.remove(id); // the window lets go of the row, and so of the selection
-        if (m_selected == id)
-            select({});
-    } else if (auto info = ConversationInfo::fromJson(reply.json.toObject())) {
-        m_conversations.upsert({*info});
-    }
-    // A pause lets the step finish: until the run stops, its badge says so.
-    if (action == Action::Pause)
-        m_conversations.markPausing(id);
     Q_EMIT actionFinished(action, true, id);
     co_return true;
+}
+
+QCoro::Task<ConsoleController::BulkResult> ConsoleController::performAll(Action action,
+                                                                         QList<QUuid> ids)
+{
+    QPointer<ConsoleController> self(this);
+    BulkResult result;
+    result.asked = int(ids.size());
+    Q_EMIT bulkProgress(0, result.asked);
+    // One at a time: the server serializes what it does to a conversation anyway, and a
+    // hundred requests at once held every other one of the console behind them.
+    for (const QUuid &id : std::as_const(ids)) {
+        const std::optional<ConversationInfo> info = m_conversations.conversation(id);
+        auto acting = act(action, id, {});
+        const ApiReply reply = co_await std::move(acting);
+        if (!self)
+            co_return result;
+        if (reply.ok()) {
+            ++result.done;
+        } else {
+            result.unanswered += reply.timedOut ? 1 : 0;
+            result.failures.append({id, info ? info->title : QString(), reply.errorSentence()});
+        }
+        Q_EMIT bulkProgress(result.done + int(result.failures.size()), result.asked);
+    }
+    if (result.unanswered > 0) {
+        m_unsettled = true;
+        refresh();
+    }
+    co_return result;
 }
 
 QCoro::Task<std::optional<ConsoleController::Creation>>

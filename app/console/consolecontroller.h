@@ -86,6 +86,22 @@ public:
     // `reason`: a Reject's, which the agent is told (none: the server's default).
     QCoro::Task<bool> perform(Action action, QUuid id, QString reason = {});
     QCoro::Task<bool> sendMessage(QUuid id, QString text);
+    // `action` on each of `ids` in turn (the list's bulk actions), with bulkProgress() after
+    // each: what was done, and what failed and why, for one summary instead of a banner each.
+    struct BulkFailure
+    {
+        QUuid id;
+        QString title;
+        QString why;
+    };
+    struct BulkResult
+    {
+        int asked = 0;
+        int done = 0;
+        int unanswered = 0; // of the failures: no answer in time, may still take effect
+        QList<BulkFailure> failures;
+    };
+    QCoro::Task<BulkResult> performAll(Action action, QList<QUuid> ids);
     // A new title or new tags, as edited in the list (ConversationListModel::labelsEdited()):
     // PATCHed, and the row follows the server's answer.
     QCoro::Task<bool> editLabels(QUuid id, ConversationLabels labels);
@@ -123,9 +139,13 @@ Q_SIGNALS:
                         const QUuid &conversationId);
     // An action on `id` began or got its answer (see isActingOn()).
     void actingChanged(const QUuid &id);
+    void bulkProgress(int finished, int total);
 
 private:
     void setBusy(bool busy);
+    // The request of `action` and what its success changes in the list; no signal of its
+    // outcome (perform() and performAll() say it, each in its way).
+    QCoro::Task<ApiReply> act(Action action, QUuid id, QString reason);
     void setReachable(bool reachable, const QString &why);
     // What a refresh under way read of the conversation is older than the list's row now.
     void noteChanged(const QUuid &id);

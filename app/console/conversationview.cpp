@@ -19,7 +19,8 @@ ConversationView::ConversationView(ConversationFilterProxy *proxy, QWidget *pare
 {
     setModel(proxy);
     setSelectionBehavior(QAbstractItemView::SelectRows);
-    setSelectionMode(QAbstractItemView::SingleSelection);
+    // Shift and Ctrl select several, Ctrl+A all that match the filter: for the bulk actions.
+    setSelectionMode(QAbstractItemView::ExtendedSelection);
     // The title and the tags are edited through Rename (F2) and Edit tags: a double click
     // opens the conversation, and typing in the list is no edit.
     setEditTriggers(QAbstractItemView::NoEditTriggers);

@@ -186,7 +186,15 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
         m_controller->select(info ? info->id : QUuid());
         updateActions();
     });
-    connect(controller, &ConsoleController::busyChanged, m_progress, &QWidget::setVisible);
+    connect(controller, &ConsoleController::busyChanged, m_progress,
+            [this](bool busy) { m_progress->setVisible(busy || m_bulkRunning); });
+    connect(controller, &ConsoleController::bulkProgress, this, [this](int finished, int total) {
+        m_progress->setRange(0, total);
+        m_progress->setValue(finished);
+        m_progress->setFormat(tr("%v of %m"));
+        m_progress->setTextVisible(true);
+        m_progress->show();
+    });
     connect(controller, &ConsoleController::actingChanged, this, &MainWindow::updateActions);
     connect(controller, &ConsoleController::failed, m_banner, &Banner::say);
     // "Archive got no answer" stays until a later refresh shows what the server has, and goes
@@ -282,6 +290,10 @@ QTableView *MainWindow::makeView(ConversationFilterProxy *proxy)
     // Enter (or a double click) opens the conversation: what to type next goes to it.
     connect(view, &QAbstractItemView::activated, this,
             [this] { m_message->setFocus(Qt::OtherFocusReason); });
+    connect(view->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this, view] {
+        if (view == currentView())
+            updateActions();
+    });
     connect(view->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this, view] {
         if (view != currentView())
             return;
@@ -348,6 +360,17 @@ std::optional<ConversationInfo> MainWindow::currentConversation() const
     return index.data(ConversationListModel::ConversationRole).value<ConversationInfo>();
 }
 
+QList<ConversationInfo> MainWindow::selectedConversations() const
+{
+    QModelIndexList rows = currentView()->selectionModel()->selectedRows();
+    std::sort(rows.begin(), rows.end(),
+              [](const QModelIndex &a, const QModelIndex &b) { return a.row() < b.row(); });
+    QList<ConversationInfo> chosen;
+    for (const QModelIndex &row : std::as_const(rows))
+        chosen.append(row.data(ConversationListModel::ConversationRole).value<ConversationInfo>());
+    return chosen;
+}
+
 bool MainWindow::selectConversation(const QUuid &id)
 {
     for (QTableView *view : {m_activeView, m_archivedView}) {
@@ -373,9 +396,28 @@ void MainWindow::updateActions()
     // One action at a time on a conversation: a second click before the first's answer gave
     // "Accept done" and "Accept failed" together.
     const bool acting = info && m_controller->isActingOn(info->id);
+    // Several rows selected: an action that applies to all of them is offered when it can be
+    // done to one at least, and says to how many.
+    const QList<ConversationInfo> chosen = selectedConversations();
+    const auto bulkAvailability = [&](Action action) -> Lifecycle::Availability {
+        if (!isBulk(action))
+            return {false, tr("%1 is done to one conversation at a time: select one")
+                               .arg(ConsoleController::actionName(action))};
+        if (!m_controller->isReachable())
+            return {false, tr("The server does not answer")};
+        if (m_bulkRunning)
+            return {false, tr("Waiting for the actions on the selected conversations")};
+        const auto can = std::count_if(chosen.cbegin(), chosen.cend(), [action](const auto &row) {
+            return ConsoleController::availability(action, row).enabled;
+        });
+        if (can == 0)
+            return {false, tr("None of the %1 selected can be changed so").arg(chosen.size())};
+        return {true, tr("%1 of the %2 selected").arg(can).arg(chosen.size())};
+    };
     for (auto it = m_buttons.cbegin(); it != m_buttons.cend(); ++it) {
         const Lifecycle::Availability state =
-            !info ? Lifecycle::Availability{false, tr("Select a conversation first")}
+            chosen.size() > 1 ? bulkAvailability(it.key())
+            : !info           ? Lifecycle::Availability{false, tr("Select a conversation first")}
             : !m_controller->isReachable()
                 ? Lifecycle::Availability{false, tr("The server does not answer; the row is "
                                                     "what it last said")}
@@ -388,7 +430,7 @@ void MainWindow::updateActions()
         if (!state.enabled && it.value()->hasFocus())
             currentView()->setFocus(Qt::OtherFocusReason);
         it.value()->setEnabled(state.enabled);
-        it.value()->setToolTip(state.enabled ? QString() : state.reason);
+        it.value()->setToolTip(state.enabled && chosen.size() <= 1 ? QString() : state.reason);
         if (QAction *item = m_menuActions.value(it.key())) {
             item->setEnabled(state.enabled);
             item->setToolTip(state.reason);

@@ -63,6 +63,7 @@ public:
     QLabel *isolationState() const { return m_isolationState; }
     QLineEdit *filterBox() const { return m_filter; }
     QComboBox *statusFilter() const { return m_statusFilter; }
+    QProgressBar *progress() const { return m_progress; }
     QLineEdit *messageBox() const { return m_message; }
     // The selected conversation's title, id and details, above the timeline.
     DetailsPane *details() const { return m_details; }
@@ -95,6 +96,14 @@ private:
     // Whether `view` has a row for conversation `id` (its filter and tab let it through).
     bool shows(QTableView *view, const QUuid &id) const;
     std::optional<ConversationInfo> currentConversation() const;
+    // The rows selected in the current tab (Shift and Ctrl clicks, Ctrl+A: all that match the
+    // filter), in the list's order.
+    QList<ConversationInfo> selectedConversations() const;
+    // The actions that apply to every selected row at once.
+    static bool isBulk(ConsoleController::Action action);
+    // `action` on those of `chosen` it can be done to, asking first as one would for each,
+    // once for all; one progress bar, and one summary of what failed and why.
+    void triggerBulk(ConsoleController::Action action, const QList<ConversationInfo> &chosen);
     void updateActions();
     void updateTabTitles();
     void trigger(ConsoleController::Action action);
@@ -150,6 +159,7 @@ private:
     QAction *m_renameAction = nullptr;
     QAction *m_editTagsAction = nullptr;
 
+    bool m_bulkRunning = false; // performAll() under way
     bool m_rowsLeaving = false; // a view's rows are being removed
 };
 

@@ -10,6 +10,7 @@
 #include <QMenu>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QStatusBar>
 #include <QTableView>
@@ -38,8 +39,90 @@ void MainWindow::sendTypedMessage()
     });
 }
 
+bool MainWindow::isBulk(Action action)
+{
+    switch (action) {
+    case Action::Archive:
+    case Action::Unarchive:
+    case Action::Delete:
+    case Action::Recover:
+    case Action::Pause:
+    case Action::Interrupt:
+        return true;
+    default:
+        return false;
+    }
+}
+
+void MainWindow::triggerBulk(Action action, const QList<ConversationInfo> &chosen)
+{
+    QList<QUuid> ids;
+    int running = 0;
+    for (const ConversationInfo &info : chosen) {
+        if (!ConsoleController::availability(action, info).enabled)
+            continue;
+        ids.append(info.id);
+        running += info.executionStatus == ExecutionStatus::Running && !Lifecycle::isStale(info);
+    }
+    if (ids.isEmpty())
+        return;
+    const int count = int(ids.size());
+    if (action == Action::Delete &&
+        !confirmed(tr("Delete conversations"),
+                   tr("Delete %1 conversations permanently? Their histories and server-owned "
+                      "workspaces are removed.")
+                       .arg(count)))
+        return;
+    if (action == Action::Archive && running > 0 &&
+        !confirmed(tr("Archive conversations"),
+                   tr("Archive %1 conversations? %2 of them running: the commands in flight "
+                      "are stopped.")
+                       .arg(count)
+                       .arg(running)))
+        return;
+    m_banner->hide();
+    m_bulkRunning = true;
+    updateActions();
+    const QString name = ConsoleController::actionName(action);
+    const int skipped = int(chosen.size()) - count;
+    m_controller->performAll(action, ids)
+        .then([self = QPointer(this), name, skipped](ConsoleController::BulkResult result) {
+            if (!self)
+                return;
+            self->m_bulkRunning = false;
+            self->m_progress->setRange(0, 0); // busy again, with no count
+            self->m_progress->setTextVisible(false);
+            self->m_progress->setVisible(self->m_controller->isBusy());
+            self->updateActions();
+            QString summary = tr("%1: %2 of %3 done").arg(name).arg(result.done).arg(result.asked);
+            if (skipped > 0)
+                summary += tr("; %n selected could not be changed so", nullptr, skipped);
+            self->statusBar()->showMessage(summary, 10000);
+            if (result.failures.isEmpty())
+                return;
+            // Why, for the first few; the rest are counted.
+            QStringList why;
+            for (const auto &failure : std::as_const(result.failures)
+                                           .first(std::min<qsizetype>(3, result.failures.size())))
+                why.append(
+                    tr("“%1”: %2").arg(withControlsShown(failure.title).left(60), failure.why));
+            if (result.failures.size() > 3)
+                why.append(tr("%n more", nullptr, int(result.failures.size()) - 3));
+            self->m_banner->say(tr("%1 failed for %2 of %3: %4")
+                                    .arg(name)
+                                    .arg(result.failures.size())
+                                    .arg(result.asked)
+                                    .arg(why.join(u"; "_s)));
+        });
+}
+
 void MainWindow::trigger(Action action)
 {
+    if (const QList<ConversationInfo> chosen = selectedConversations();
+        chosen.size() > 1 && isBulk(action)) {
+        triggerBulk(action, chosen);
+        return;
+    }
     const auto info = currentConversation();
     if (!info)
         return;

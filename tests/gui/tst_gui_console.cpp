@@ -40,6 +40,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMetaEnum>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QQuickItem>
 #include <QQuickWidget>
@@ -1201,6 +1202,62 @@ private Q_SLOTS:
         typeAndEnter(u"=nameless"_s);
         QTRY_VERIFY(m_window->bannerBar()->text().startsWith(u"The tags were not changed: "_s));
         QCOMPARE(conversation(id).value(u"tags"_s).toObject().size(), 2);
+    }
+
+    // Sixty load-test conversations were sixty select-and-click actions. Selected together
+    // (Ctrl+A selects what the filter shows), one click archives them all with one progress
+    // bar, Delete asks once naming how many, and what failed is said once, with why.
+    void fiftyConversationsAreArchivedAndDeletedAtOnce()
+    {
+        startConsole();
+        QList<QUuid> load;
+        for (int i = 0; i < 50; ++i)
+            load.append(create(u"load test %1"_s.arg(i)));
+        const QUuid kept = create(u"keep me"_s);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        m_window->activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(m_window.get()));
+        m_window->filterBox()->setText(u"load test"_s);
+        QTableView *view = m_window->activeView();
+        QTRY_COMPARE(view->model()->rowCount(), 50);
+        view->setFocus();
+        QTest::keyClick(view, Qt::Key_A, Qt::ControlModifier);
+        QCOMPARE(view->selectionModel()->selectedRows().size(), 50);
+        QPushButton *archive = m_window->actionButton(Action::Archive);
+        QTRY_VERIFY(archive->isEnabled());
+        QCOMPARE(archive->toolTip(), u"50 of the 50 selected"_s);
+        // One of them is deleted behind the console's back: its archive fails, and is said.
+        const QUuid gone = load.takeLast();
+        QCOMPARE(call("DELETE"_ba, ServerConnection::conversationPath(gone)).status, 200);
+        QSignalSpy progress(m_controller.get(), &ConsoleController::bulkProgress);
+        archive->click();
+        QTRY_COMPARE_WITH_TIMEOUT(m_window->statusBar()->currentMessage(),
+                                  u"Archive: 49 of 50 done"_s, 20000);
+        QCOMPARE(progress.size(), 51);
+        QCOMPARE(progress.last(), (QList<QVariant>{50, 50}));
+        QVERIFY2(m_window->bannerBar()->text().startsWith(u"Archive failed for 1 of 50: “load "
+                                                          u"test 49”: "_s),
+                 qPrintable(m_window->bannerBar()->text()));
+        for (const QUuid &id : std::as_const(load))
+            QVERIFY(!conversation(id).value(u"archived_at"_s).isNull());
+        QVERIFY(conversation(kept).value(u"archived_at"_s).isNull());
+        QTRY_COMPARE(view->model()->rowCount(), 0);
+
+        QTableView *archived = m_window->archivedView();
+        m_window->tabs()->setCurrentWidget(archived);
+        QTRY_COMPARE(archived->model()->rowCount(), 49);
+        archived->setFocus();
+        archived->selectAll();
+        QString asked;
+        answerTheNextQuestion(QMessageBox::Yes, &asked);
+        QTest::keyClick(archived, Qt::Key_Delete);
+        QVERIFY2(asked.startsWith(u"Delete 49 conversations permanently?"_s), qPrintable(asked));
+        QTRY_COMPARE_WITH_TIMEOUT(m_window->statusBar()->currentMessage(),
+                                  u"Delete: 49 of 49 done"_s, 20000);
+        for (const QUuid &id : std::as_const(load))
+            QCOMPARE(call("GET"_ba, ServerConnection::conversationPath(id)).status, 404);
+        QCOMPARE(call("GET"_ba, ServerConnection::conversationPath(kept)).status, 200);
+        QVERIFY(!m_window->progress()->isVisible());
     }
 
     // A pause lets the step finish: until it has, the badge says "pausing…" and Pause is not

@@ -79,9 +79,8 @@ ConversationSearch ConversationSearch::parse(const QString &text,
         }
     }
     if (!base.tags.isEmpty()) {
-        ConversationFilter asTyped;
-        asTyped.archive = ArchiveFilter::All;
-        asTyped.status = status;
+        ConversationFilter asTyped = base;
+        asTyped.tags.clear();
         asTyped.text = typed;
         search.alternatives.append(asTyped);
     }

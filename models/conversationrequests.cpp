@@ -20,12 +20,8 @@ QJsonObject CreateConversationRequest::toJson() const
         body.insert(u"conversation_id"_s, toWireId(*id));
     if (!title.isEmpty())
         body.insert(u"title"_s, title);
-    if (!tags.isEmpty()) {
-        QJsonObject tagObject;
-        for (auto it = tags.cbegin(); it != tags.cend(); ++it)
-            tagObject.insert(it.key(), it.value());
-        body.insert(u"tags"_s, tagObject);
-    }
+    if (!tags.isEmpty())
+        body.insert(u"tags"_s, toWireTags(tags));
     if (!workingDir.isEmpty())
         body.insert(u"workspace"_s, QJsonObject{{u"working_dir"_s, workingDir}});
     if (initialMessage)

@@ -112,6 +112,14 @@ std::optional<QDateTime> parseWireTime(const QString &text)
     return time.toUTC();
 }
 
+QJsonObject toWireTags(const QMap<QString, QString> &tags)
+{
+    QJsonObject object;
+    for (auto it = tags.cbegin(); it != tags.cend(); ++it)
+        object.insert(it.key(), it.value());
+    return object;
+}
+
 QString toWireId(const QUuid &id)
 {
     return id.toString(QUuid::WithoutBraces);
@@ -254,13 +262,10 @@ QJsonObject ConversationInfo::agentJson() const
 
 QJsonObject ConversationInfo::toJson() const
 {
-    QJsonObject tagObject;
-    for (auto it = tags.cbegin(); it != tags.cend(); ++it)
-        tagObject.insert(it.key(), it.value());
     QJsonObject object{
         {u"id"_s, toWireId(id)},
         {u"title"_s, title},
-        {u"tags"_s, tagObject},
+        {u"tags"_s, toWireTags(tags)},
         {u"created_at"_s, toWireTime(createdAt)},
         {u"updated_at"_s, toWireTime(updatedAt)},
         {u"archived_at"_s, optionalTime(archivedAt)},
@@ -475,6 +480,16 @@ std::optional<ConversationLabels> ConversationLabels::fromJson(const QJsonObject
         labels.tags = std::move(map);
     }
     return labels;
+}
+
+QJsonObject ConversationLabels::toJson() const
+{
+    QJsonObject object;
+    if (title)
+        object.insert(u"title"_s, *title);
+    if (tags)
+        object.insert(u"tags"_s, toWireTags(*tags));
+    return object;
 }
 
 std::optional<MessageRequest> MessageRequest::fromJson(const QJsonObject &object, QString *error)

@@ -45,6 +45,9 @@ std::optional<QDateTime> parseWireTime(const QString &text);
 // "-" for an invalid time.
 QString toDisplayTime(const QDateTime &time, bool dateUnlessToday = false);
 
+// A conversation's tags as the wire carries them: an object of strings.
+QJsonObject toWireTags(const QMap<QString, QString> &tags);
+
 // Dashed, lowercase, no braces. Accepts dashed or 32-hex forms when parsing.
 QString toWireId(const QUuid &id);
 std::optional<QUuid> parseWireId(QStringView text);
@@ -191,6 +194,8 @@ struct ConversationLabels
 
     // Names the offending field and the limit in *error.
     static std::optional<ConversationLabels> fromJson(const QJsonObject &object, QString *error);
+    // What is set, as a create or update body gives it.
+    QJsonObject toJson() const;
 };
 
 namespace EventKind {

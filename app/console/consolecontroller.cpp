@@ -569,19 +569,10 @@ QCoro::Task<bool> ConsoleController::sendMessage(QUuid id, QString text)
 
 QCoro::Task<bool> ConsoleController::editLabels(QUuid id, ConversationLabels labels)
 {
-    QJsonObject body;
-    if (labels.title)
-        body.insert(u"title"_s, *labels.title);
-    if (labels.tags) {
-        QJsonObject tags;
-        for (auto it = labels.tags->cbegin(); it != labels.tags->cend(); ++it)
-            tags.insert(it.key(), it.value());
-        body.insert(u"tags"_s, tags);
-    }
     const QString what = labels.title ? tr("Renaming") : tr("Changing the tags");
     QPointer<ConsoleController> self(this);
     setBusy(true);
-    auto patching = m_connection->patch(ServerConnection::conversationPath(id), body);
+    auto patching = m_connection->patch(ServerConnection::conversationPath(id), labels.toJson());
     const ApiReply reply = co_await std::move(patching);
     if (!self)
         co_return false;

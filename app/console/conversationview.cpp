@@ -58,10 +58,10 @@ ConversationView::ConversationView(ConversationFilterProxy *proxy, QWidget *pare
     m_emptyNotice->setAlignment(Qt::AlignCenter);
     m_emptyNotice->setStyleSheet(u"color: #757575;"_s);
     m_emptyNotice->hide();
-    for (const auto signal : {&QAbstractItemModel::rowsInserted, &QAbstractItemModel::rowsRemoved})
-        connect(proxy, signal, this, &ConversationView::updateEmptyNotice);
     connect(proxy, &ConversationFilterProxy::searchChanged, this,
             &ConversationView::updateEmptyNotice);
+    connect(proxy, &QAbstractItemModel::rowsInserted, this, &ConversationView::updateEmptyNotice);
+    connect(proxy, &QAbstractItemModel::rowsRemoved, this, &ConversationView::updateEmptyNotice);
     connect(proxy, &QAbstractItemModel::modelReset, this, &ConversationView::updateEmptyNotice);
     connect(proxy, &QAbstractItemModel::layoutChanged, this, &ConversationView::updateEmptyNotice);
     viewport()->installEventFilter(this);

@@ -34,10 +34,7 @@ QVariant nullableMs(const std::optional<QDateTime> &time)
 
 QString tagsToJson(const QMap<QString, QString> &tags)
 {
-    QJsonObject object;
-    for (auto it = tags.cbegin(); it != tags.cend(); ++it)
-        object.insert(it.key(), it.value());
-    return QString::fromUtf8(QJsonDocument(object).toJson(QJsonDocument::Compact));
+    return QString::fromUtf8(QJsonDocument(toWireTags(tags)).toJson(QJsonDocument::Compact));
 }
 
 namespace {

@@ -1580,8 +1580,16 @@ private Q_SLOTS:
         startConsole();
         const QUuid id = create(u"stays put"_s);
         QVERIFY(showAndSelect(id));
-        // The details come after the selection, and take the lines they take.
+        // The details come after the selection, and take the lines they take once laid out
+        // (a two-line value was measured one line high before the layout pass).
         QTRY_VERIFY(m_window->details()->hasRuntimeDetails());
+        const auto laidOut = [this] {
+            const QList<QLabel *> labels = m_window->details()->findChildren<QLabel *>();
+            return std::all_of(labels.cbegin(), labels.cend(), [](const QLabel *label) {
+                return !label->isVisible() || label->height() >= label->sizeHint().height();
+            });
+        };
+        QTRY_VERIFY(laidOut());
         const auto where = [this] {
             return QList<QPoint>{
                 m_window->actionButton(Action::Archive)->mapTo(m_window.get(), QPoint()),

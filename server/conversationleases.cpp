@@ -189,6 +189,21 @@ bool ConversationService::resolveStale(const ConversationInfo &info, QLatin1Stri
     return resolved;
 }
 
+bool ConversationService::resolveStaleOrRefuse(const ConversationInfo &info)
+{
+    // A claim refused by a lease that lapses at once: the next try finds it free.
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        if (resolveStale(info))
+            return true;
+        refuseIfHeldElsewhere(info.id);
+        const auto current = m_store.find(info.id);
+        if (!current || current->executionStatus != ExecutionStatus::Running ||
+            m_lifecycles.isRunningHere(info.id))
+            return false;
+    }
+    return false;
+}
+
 bool ConversationService::resolveStaleUnder(const QUuid &id, const LeaseToken &lease,
                                             QLatin1StringView cause)
 {

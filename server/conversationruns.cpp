@@ -431,7 +431,7 @@ QCoro::Task<ConversationInfo> ConversationService::recover(QUuid id)
         // Continued, the shell agent's run only said "[command interrupted]" and finished:
         // the crash read as a success. The runtime comes up, and the offer to run the command
         // again stays.
-        if (m_agents.offersRetry(info.agentKind) && resolveStale(info))
+        if (m_agents.offersRetry(info.agentKind) && resolveStaleOrRefuse(info))
             info = require(id);
         if (info.executionStatus != ExecutionStatus::Running && info.outcome &&
             !info.outcome->retryCommand.isEmpty() && !info.outcome->dismissed) {

@@ -202,6 +202,10 @@ private:
     // whose owner went away otherwise.
     bool resolveStale(const ConversationInfo &info,
                       QLatin1StringView cause = InterruptCause::Takeover);
+    // The same, but a `running` conversation another owner's live lease holds is refused as
+    // refuseIfHeldElsewhere refuses it: a lease that lapsed between the two was resolved by
+    // the start that followed, which then ran on from the interrupted command.
+    bool resolveStaleOrRefuse(const ConversationInfo &info);
     // Whether the conversation was `running` under `lease` and is resolved now.
     bool resolveStaleUnder(const QUuid &id, const LeaseToken &lease,
                            QLatin1StringView cause = InterruptCause::Takeover);

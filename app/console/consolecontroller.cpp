@@ -447,10 +447,12 @@ QCoro::Task<ApiReply> ConsoleController::act(Action action, QUuid id, QString re
     setBusy(false);
     m_acting.remove(id, action);
     Q_EMIT actingChanged(id);
-    if (!reply.ok())
+    // Deleted elsewhere: the row goes now, not at the next refresh.
+    const bool gone = reply.status == 404 && reply.errorCode == u"not_found"_s;
+    if (!reply.ok() && !gone)
         co_return reply;
     noteChanged(id);
-    if (action == Action::Delete) {
+    if (action == Action::Delete || gone) {
         m_conversations.remove(id); // the window lets go of the row, and so of the selection
         if (m_selected == id)
             select({});

@@ -1241,7 +1241,8 @@ private Q_SLOTS:
         for (const QUuid &id : std::as_const(load))
             QVERIFY(!conversation(id).value(u"archived_at"_s).isNull());
         QVERIFY(conversation(kept).value(u"archived_at"_s).isNull());
-        QTRY_COMPARE(view->model()->rowCount(), 0);
+        // The one deleted elsewhere leaves with the others, not at the next refresh.
+        QCOMPARE(view->model()->rowCount(), 0);
 
         QTableView *archived = m_window->archivedView();
         m_window->tabs()->setCurrentWidget(archived);

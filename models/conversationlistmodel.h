@@ -117,6 +117,7 @@ public:
     void setSearch(const ConversationSearch &search);
     void setText(const QString &text) { setSearch(ConversationSearch::parse(text)); }
     const ConversationSearch &search() const { return m_search; }
+    ArchiveFilter partition() const { return m_partition; }
 
 Q_SIGNALS:
     void searchChanged();

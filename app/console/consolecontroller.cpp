@@ -15,7 +15,6 @@ using namespace Qt::StringLiterals;
 namespace AgentDeck {
 
 namespace {
-constexpr int MaxRefreshPages = 50;
 // Rows missing from a pass and found still there, per refresh (the batch route takes 100 ids);
 // rows found gone do not count.
 constexpr int MaxConfirmedPerRefresh = 200;
@@ -162,13 +161,18 @@ QCoro::Task<bool> ConsoleController::refresh()
     QPointer<ConsoleController> self(this);
     ConversationFilter all;
     all.archive = ArchiveFilter::All;
+    // Read before what an answer or the stream changed meanwhile: a deleted row came back for
+    // a refresh, an archived one went back to Active, a finished run showed `running` again.
+    const auto changedSinceRead = [this](const ConversationInfo &info) {
+        return m_changedDuringRefresh.contains(info.id);
+    };
     QList<ConversationInfo> seen;
     QString pageId;
     bool complete = false;
-    for (int page = 0; page < MaxRefreshPages; ++page) {
+    for (int page = 0; page < RefreshedRows / PageSize; ++page) {
         ApiReply failure;
         auto searching = m_connection->searchConversations(all, ConversationSort::UpdatedAtDesc,
-                                                           pageId, 100, &failure);
+                                                           pageId, PageSize, &failure);
         const auto result = co_await std::move(searching);
         if (!self)
             co_return false;
@@ -179,6 +183,10 @@ QCoro::Task<bool> ConsoleController::refresh()
             setReachable(false, tr("Cannot list conversations: %1").arg(failure.errorSentence()));
             co_return false;
         }
+        // Shown as it comes: the first rows do not wait for the last page.
+        QList<ConversationInfo> fresh = result->items;
+        fresh.removeIf(changedSinceRead);
+        m_conversations.upsert(fresh);
         seen.append(result->items);
         pageId = result->nextPageId;
         if (pageId.isEmpty()) {
@@ -186,21 +194,13 @@ QCoro::Task<bool> ConsoleController::refresh()
             break;
         }
     }
-    // Read before what an answer or the stream changed meanwhile: a deleted row came back for
-    // a refresh, an archived one went back to Active, a finished run showed `running` again.
-    const auto changedSinceRead = [this](const ConversationInfo &info) {
-        return m_changedDuringRefresh.contains(info.id);
-    };
-    QList<ConversationInfo> fresh = seen;
-    fresh.removeIf(changedSinceRead);
-    m_conversations.upsert(fresh);
     // A row missing from the pass is not proof of a deletion: paging by update time, a
     // conversation updated meanwhile moves to a page already read (rows vanished for a refresh
-    // while conversations were busy), and past MaxRefreshPages the oldest are not read at all.
-    // Missing rows are looked up by id: gone ones leave, the others are brought up to date.
-    // Only those still there count towards the bound of a refresh: a server replaced by
-    // another at the same address (a new data dir) left its thousands of rows in the list,
-    // taken down 200 a refresh, for minutes.
+    // while conversations were busy), and rows loadMore() read lie past the pages a refresh
+    // reads. Missing rows are looked up by id: gone ones leave, the others are brought up to
+    // date. Only those still there count towards the bound of a refresh (a server replaced by
+    // another at the same address, a new data dir, left its thousands of rows in the list,
+    // taken down 200 a refresh, for minutes); each refresh starts where the last one stopped.
     QSet<QUuid> present;
     for (const ConversationInfo &info : std::as_const(seen))
         present.insert(info.id);
@@ -209,6 +209,9 @@ QCoro::Task<bool> ConsoleController::refresh()
         if (!present.contains(m_conversations.at(row).id))
             missing.append(m_conversations.at(row).id);
     }
+    if (m_confirmFrom >= missing.size())
+        m_confirmFrom = 0;
+    std::rotate(missing.begin(), missing.begin() + m_confirmFrom, missing.end());
     int stillThere = 0;
     for (qsizetype first = 0; first < missing.size() && stillThere < MaxConfirmedPerRefresh;
          first += 100) {
@@ -236,8 +239,11 @@ QCoro::Task<bool> ConsoleController::refresh()
         current.removeIf(changedSinceRead);
         m_conversations.upsert(current);
         stillThere += int(current.size());
+        m_confirmFrom += current.size();
     }
     m_complete = complete;
+    if (complete)
+        m_more = {};
     m_activeOnServer.reset();
     m_archivedOnServer.reset();
     if (!complete) {
@@ -265,6 +271,51 @@ QCoro::Task<bool> ConsoleController::refresh()
     if (settles)
         Q_EMIT outcomeSettled();
     co_return true;
+}
+
+bool ConsoleController::hasMore(ArchiveFilter partition) const
+{
+    return !m_complete && !m_more[partition == ArchiveFilter::Archived ? 1 : 0].exhausted;
+}
+
+QCoro::Task<> ConsoleController::loadMore(ArchiveFilter partition)
+{
+    if (!hasMore(partition) || m_loadingMore)
+        co_return;
+    QPointer<ConsoleController> self(this);
+    m_loadingMore = true;
+    MoreRows &more = moreRows(partition);
+    // The refresh's rows are of both partitions, newest first: where this partition's end in
+    // them is no page of its own. Its own search begins from the start, once, and reads on
+    // past the rows the list holds.
+    int held = 0;
+    for (int row = 0; row < m_conversations.rowCount(); ++row)
+        held += (m_conversations.at(row).archivedAt.has_value() ==
+                 (partition == ArchiveFilter::Archived));
+    const int wanted = std::max(more.read, held) + LoadMoreRows;
+    ConversationFilter filter;
+    filter.archive = partition;
+    while (more.read < wanted) {
+        auto searching = m_connection->searchConversations(filter, ConversationSort::UpdatedAtDesc,
+                                                           more.nextPageId, PageSize);
+        const auto result = co_await std::move(searching);
+        if (!self)
+            co_return;
+        if (!result)
+            break; // asked again when the view comes to its end again
+        QList<ConversationInfo> rows = result->items;
+        rows.removeIf([this](const ConversationInfo &info) {
+            return m_changedDuringRefresh.contains(info.id);
+        });
+        m_conversations.upsert(rows);
+        more.read += int(result->items.size());
+        more.nextPageId = result->nextPageId;
+        if (more.nextPageId.isEmpty()) {
+            more.exhausted = true;
+            break;
+        }
+    }
+    m_loadingMore = false;
 }
 
 QCoro::Task<> ConsoleController::findOnServer(ConversationSearch search)

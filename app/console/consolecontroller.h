@@ -56,8 +56,18 @@ public:
     bool isBusy() const { return m_busy > 0; }
     // Whether an action on `id` waits for the server's answer.
     bool isActingOn(const QUuid &id) const { return m_acting.contains(id); }
-    // Whether the last refresh read every page (it reads the 5,000 most recently updated).
+    // A refresh reads the RefreshedRows most recently updated conversations, a page of
+    // PageSize at a time, each shown as it comes; the list is not loaded whole. Scrolled to
+    // its end, a tab reads LoadMoreRows more of its partition (loadMore()).
+    static constexpr int PageSize = 100;
+    static constexpr int RefreshedRows = 1000;
+    static constexpr int LoadMoreRows = 1000;
+    // Whether the last refresh read every page.
     bool isListComplete() const { return m_complete; }
+    // Whether `partition` (Active or Archived) has rows on the server the list does not hold.
+    bool hasMore(ArchiveFilter partition) const;
+    // The next LoadMoreRows of `partition`, newest updated first, after those the list holds.
+    QCoro::Task<> loadMore(ArchiveFilter partition);
     // What the server counted in `partition` (Active or Archived) at the last refresh that
     // did not read every page; nothing once one did, or when the count failed.
     std::optional<qint64> serverCount(ArchiveFilter partition) const
@@ -172,7 +182,22 @@ private:
     QString m_isolationWarning;
     bool m_serverInfoRead = false;
     QCoro::Task<> readServerInfo();
-    bool m_complete = true;                 // the last refresh read every page
+    bool m_complete = true; // the last refresh read every page
+    // Where loadMore() goes on in a partition: its own search, which a refresh does not read.
+    struct MoreRows
+    {
+        QString nextPageId;
+        int read = 0; // rows its pages gave
+        bool exhausted = false;
+    };
+    std::array<MoreRows, 2> m_more;
+    bool m_loadingMore = false;
+    MoreRows &moreRows(ArchiveFilter partition)
+    {
+        return m_more[partition == ArchiveFilter::Archived ? 1 : 0];
+    }
+    // Where the next refresh starts looking up rows it did not read (loaded by loadMore()).
+    qsizetype m_confirmFrom = 0;
     std::optional<qint64> m_activeOnServer; // see serverCount()
     std::optional<qint64> m_archivedOnServer;
     int m_busy = 0;

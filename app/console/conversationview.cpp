@@ -6,6 +6,7 @@
 #include <QEvent>
 #include <QHeaderView>
 #include <QLabel>
+#include <QScrollBar>
 
 using namespace Qt::StringLiterals;
 
@@ -24,6 +25,12 @@ ConversationView::ConversationView(ConversationFilterProxy *proxy, QWidget *pare
     // The title and the tags are edited through Rename (F2) and Edit tags: a double click
     // opens the conversation, and typing in the list is no edit.
     setEditTriggers(QAbstractItemView::NoEditTriggers);
+    // Not QAbstractItemModel::fetchMore(): a view asks for it whenever its last row is in
+    // sight, so a short tab (Archived, or a filter finding three) read the whole catalog.
+    connect(verticalScrollBar(), &QScrollBar::valueChanged, this, [this](int value) {
+        if (value > 0 && value == verticalScrollBar()->maximum())
+            Q_EMIT scrolledToEnd();
+    });
     setSortingEnabled(true);
     sortByColumn(ConversationListModel::UpdatedColumn, Qt::DescendingOrder);
     // Badge columns as wide as their longest words, the rest to the title: sized to the rows,

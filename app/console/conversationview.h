@@ -26,6 +26,10 @@ public:
     // For tests: "No conversations match", over an empty list while a search is set.
     QLabel *emptyNotice() const { return m_emptyNotice; }
 
+Q_SIGNALS:
+    // Scrolled to its last row (the scroll bar, the wheel, End): the list may read more.
+    void scrolledToEnd();
+
 protected:
     bool eventFilter(QObject *watched, QEvent *event) override;
     void resizeEvent(QResizeEvent *event) override;

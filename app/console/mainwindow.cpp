@@ -20,6 +20,7 @@
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QSettings>
 #include <QSplitter>
 #include <QStatusBar>
@@ -185,6 +186,7 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
         const auto info = currentConversation();
         m_controller->select(info ? info->id : QUuid());
         updateActions();
+        readMoreIfShort();
     });
     connect(controller, &ConsoleController::busyChanged, m_progress,
             [this](bool busy) { m_progress->setVisible(busy || m_bulkRunning); });
@@ -258,6 +260,7 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     connect(controller->conversations(), &QAbstractItemModel::dataChanged, this,
             &MainWindow::updateActions);
     connect(controller, &ConsoleController::refreshed, this, &MainWindow::updateTabTitles);
+    connect(controller, &ConsoleController::refreshed, this, &MainWindow::readMoreIfShort);
 
     buildMenus();
     setWindowIcon(ConsoleTray::appIcon());
@@ -287,6 +290,7 @@ QTableView *MainWindow::makeView(ConversationFilterProxy *proxy)
     connect(proxy, &QAbstractItemModel::rowsRemoved, this, [this] { m_rowsLeaving = false; });
     auto *view = new ConversationView(proxy, this);
     connect(view, &QWidget::customContextMenuRequested, this, &MainWindow::showContextMenu);
+    connect(view, &ConversationView::scrolledToEnd, this, [this, proxy] { readMore(proxy); });
     // Enter (or a double click) opens the conversation: what to type next goes to it.
     connect(view, &QAbstractItemView::activated, this,
             [this] { m_message->setFocus(Qt::OtherFocusReason); });
@@ -321,6 +325,24 @@ QTableView *MainWindow::makeView(ConversationFilterProxy *proxy)
         updateActions();
     });
     return view;
+}
+
+void MainWindow::readMore(ConversationFilterProxy *proxy)
+{
+    // A search finds its rows on the server (findOnServer); without one, the end of the rows
+    // read so far is where the next ones are read.
+    if (proxy->search().isEmpty() && m_controller->hasMore(proxy->partition()))
+        m_controller->loadMore(proxy->partition());
+}
+
+void MainWindow::readMoreIfShort()
+{
+    // A tab whose rows do not fill it cannot be scrolled to its end: "Archived (0 of 40)",
+    // its forty past the rows a refresh reads, stayed empty.
+    // (Hidden, in the tray, a view has no size to fill.)
+    auto *view = static_cast<ConversationView *>(currentView());
+    if (view->isVisible() && view->verticalScrollBar()->maximum() == 0)
+        readMore(view->proxy());
 }
 
 bool MainWindow::shows(QTableView *view, const QUuid &id) const
@@ -461,8 +483,9 @@ void MainWindow::updateActions()
 
 void MainWindow::updateTabTitles()
 {
-    // A refresh reads the 5,000 most recently updated conversations: past them, a tab says how
-    // many the server has ("5000 of 5301"), or with a filter typed, that there may be more.
+    // A refresh reads the most recently updated conversations (ConsoleController::RefreshedRows)
+    // and scrolling reads more: short of them all, a tab says how many the server has ("1000
+    // of 5301"), or with a filter typed, that there may be more.
     const auto count = [this](ConversationFilterProxy *proxy, ArchiveFilter partition) {
         const qint64 shown = proxy->rowCount();
         if (m_controller->isListComplete())

@@ -106,6 +106,10 @@ private:
     void triggerBulk(ConsoleController::Action action, const QList<ConversationInfo> &chosen);
     void updateActions();
     void updateTabTitles();
+    // The next rows of `proxy`'s partition, when its list is at its end
+    // (ConsoleController::loadMore).
+    void readMore(ConversationFilterProxy *proxy);
+    void readMoreIfShort();
     void trigger(ConsoleController::Action action);
     // Sends what the message box holds to the selected conversation, and runs it.
     void sendTypedMessage();

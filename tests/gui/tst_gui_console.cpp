@@ -1303,26 +1303,65 @@ private Q_SLOTS:
         QCOMPARE(status(id), u"paused"_s);
     }
 
-    // Past the 5,000 rows a refresh reads, the tabs say there are more, and a conversation
+    // Past the rows a refresh reads, the tabs say there are more, and a conversation
     // deleted elsewhere still leaves the list: it stayed for good, every action enabled.
     void aListPastItsCapStillLosesDeletedRows()
     {
-        seedConversations(5'050);
+        constexpr int Read = ConsoleController::RefreshedRows;
+        seedConversations(Read + 50);
         startConsole();
         QVERIFY(!m_controller->isListComplete());
         // The server's counts: "+" was all the tabs said, on both, of an empty one too.
-        QCOMPARE(m_window->tabs()->tabText(0), u"Active (5000 of 5050)"_s);
+        QCOMPARE(m_window->tabs()->tabText(0), u"Active (%1 of %2)"_s.arg(Read).arg(Read + 50));
         QCOMPARE(m_window->tabs()->tabText(1), u"Archived (0)"_s);
         const QUuid newest = m_controller->conversations()->at(0).id;
         QVERIFY(call("DELETE"_ba, ServerConnection::conversationPath(newest)).ok());
         QVERIFY(QCoro::waitFor(m_controller->refresh()));
         QCOMPARE(m_controller->conversations()->rowOf(newest), -1);
-        // The rest stays, though the newest 5,000 now reach one row further back.
-        QCOMPARE(m_controller->conversations()->rowCount(), 5'000);
-        QCOMPARE(m_window->tabs()->tabText(0), u"Active (5000 of 5049)"_s);
+        // The rest stays, though the newest read now reach one row further back.
+        QCOMPARE(m_controller->conversations()->rowCount(), Read);
+        QCOMPARE(m_window->tabs()->tabText(0), u"Active (%1 of %2)"_s.arg(Read).arg(Read + 49));
         // With a filter typed, only the rows shown are counted.
         m_window->filterBox()->setText(u"seeded 1"_s);
         QVERIFY(m_window->tabs()->tabText(0).endsWith(u"+)"_s));
+    }
+
+    // The list is not read whole: a refresh reads the newest rows, and the rest come as the
+    // operator scrolls to the end, a page at a time, per tab. A short tab (the archived ones,
+    // all older than what a refresh reads) reads its rows as it is opened, with nothing to
+    // scroll.
+    void theListReadsMoreAsItIsScrolled()
+    {
+        constexpr int Read = ConsoleController::RefreshedRows;
+        constexpr int More = ConsoleController::LoadMoreRows;
+        constexpr int Archived = 7;
+        seedConversations(Read + More + 30 + Archived, {}, nullptr, Archived);
+        startConsole();
+        ConversationListModel *rows = m_controller->conversations();
+        QCOMPARE(rows->rowCount(), Read);
+        QTableView *active = m_window->activeView();
+        QCOMPARE(active->model()->rowCount(), Read);
+        QVERIFY(m_controller->hasMore(ArchiveFilter::Active));
+        // Scrolled to the end: the next rows of the tab, no more.
+        active->scrollToBottom();
+        QTRY_COMPARE(active->model()->rowCount(), Read + More);
+        QVERIFY(m_controller->hasMore(ArchiveFilter::Active));
+        QCOMPARE(m_window->tabs()->tabText(0),
+                 u"Active (%1 of %2)"_s.arg(Read + More).arg(Read + More + 30));
+        active->scrollToBottom();
+        QTRY_COMPARE(active->model()->rowCount(), Read + More + 30);
+        QVERIFY(!m_controller->hasMore(ArchiveFilter::Active));
+        QCOMPARE(m_window->tabs()->tabText(0), u"Active (%1)"_s.arg(Read + More + 30));
+        // What scrolling read stays with the next refreshes.
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QCOMPARE(active->model()->rowCount(), Read + More + 30);
+
+        QTableView *archived = m_window->archivedView();
+        QCOMPARE(archived->model()->rowCount(), 0);
+        m_window->tabs()->setCurrentWidget(archived);
+        QTRY_COMPARE(archived->model()->rowCount(), Archived);
+        QVERIFY(!m_controller->hasMore(ArchiveFilter::Archived));
+        QCOMPARE(m_window->tabs()->tabText(1), u"Archived (%1)"_s.arg(Archived));
     }
 
     // A refresh reads its pages one after the other (seconds over thousands of rows and a slow
@@ -1395,9 +1434,10 @@ private Q_SLOTS:
         QFETCH(QString, text);
         QFETCH(QString, status);
         QUuid needle;
-        seedConversations(5'050, u"needle in the haystack"_s, &needle);
+        seedConversations(ConsoleController::RefreshedRows + 50, u"needle in the haystack"_s,
+                          &needle);
         startConsole();
-        QCOMPARE(m_controller->conversations()->rowCount(), 5'000);
+        QCOMPARE(m_controller->conversations()->rowCount(), ConsoleController::RefreshedRows);
         QVERIFY(m_controller->conversations()->rowOf(needle) < 0);
         const QAbstractItemModel *shown = m_window->activeView()->model();
         if (!status.isEmpty()) {
@@ -2094,7 +2134,9 @@ private:
     // oldest is titled `oldestTitle` when one is given.
     // The oldest, when titled, is also tagged team=ops and oncall, and finished; *oldest gets
     // its id.
-    void seedConversations(int count, const QString &oldestTitle = {}, QUuid *oldest = nullptr)
+    // The oldest `archived` of them archived.
+    void seedConversations(int count, const QString &oldestTitle = {}, QUuid *oldest = nullptr,
+                           int archived = 0)
     {
         QString error;
         auto db = Database::openSqlite(m_dir->filePath(u"agentdeck.db"_s), &error);
@@ -2108,6 +2150,8 @@ private:
                                                            : u"seeded %1"_s.arg(i)};
             info.createdAt = info.updatedAt = start.addSecs(i);
             info.agentKind = u"echo"_s;
+            if (i < archived)
+                info.archivedAt = info.updatedAt;
             if (i == 0 && !oldestTitle.isEmpty()) {
                 info.tags = {{u"team"_s, u"ops"_s}, {u"oncall"_s, QString()}};
                 info.executionStatus = ExecutionStatus::Finished;

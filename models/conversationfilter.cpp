@@ -67,6 +67,11 @@ ConversationSearch ConversationSearch::parse(const QString &text,
         ConversationFilter inTitle = base;
         inTitle.text = rest;
         search.alternatives.append(inTitle);
+        if (rest.size() >= ConversationSearch::MinEventTextLength) {
+            ConversationFilter said = base;
+            said.bodyContains = rest;
+            search.alternatives.append(said);
+        }
         if (words.size() == 1) {
             ConversationFilter tagged = base;
             tagged.tags.append(TagFilter{rest, std::nullopt});
@@ -94,8 +99,11 @@ bool ConversationSearch::matches(const ConversationInfo &info, ArchiveFilter par
     if (!inPartition.matches(info))
         return false;
     return alternatives.isEmpty() ||
-           std::any_of(alternatives.cbegin(), alternatives.cend(),
-                       [&info](const ConversationFilter &filter) { return filter.matches(info); });
+           std::any_of(
+               alternatives.cbegin(), alternatives.cend(), [&](const ConversationFilter &filter) {
+                   return filter.matches(info) &&
+                          (filter.bodyContains.isEmpty() || foundInEvents.contains(info.id));
+               });
 }
 
 std::optional<ConversationFilter> ConversationFilter::fromQuery(const QUrlQuery &query,
@@ -134,6 +142,10 @@ std::optional<ConversationFilter> ConversationFilter::fromQuery(const QUrlQuery 
     }
     filter.text = query.queryItemValue(u"q"_s, QUrl::FullyDecoded);
     *error = searchTextProblem(u"q"_s, filter.text);
+    if (!error->isEmpty())
+        return std::nullopt;
+    filter.bodyContains = query.queryItemValue(u"body"_s, QUrl::FullyDecoded);
+    *error = searchTextProblem(u"body"_s, filter.bodyContains);
     if (!error->isEmpty())
         return std::nullopt;
     filter.idPrefix = query.queryItemValue(u"id_prefix"_s).toLower();
@@ -185,6 +197,8 @@ void ConversationFilter::writeTo(QUrlQuery &query) const
         query.addQueryItem(u"q"_s, QString::fromUtf8(QUrl::toPercentEncoding(text)));
     if (!idPrefix.isEmpty())
         query.addQueryItem(u"id_prefix"_s, idPrefix);
+    if (!bodyContains.isEmpty())
+        query.addQueryItem(u"body"_s, QString::fromUtf8(QUrl::toPercentEncoding(bodyContains)));
     for (const TagFilter &tag : tags) {
         const QString item = tag.value ? tag.key + u':' + *tag.value : tag.key;
         query.addQueryItem(u"tag"_s, QString::fromUtf8(QUrl::toPercentEncoding(item)));

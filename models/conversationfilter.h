@@ -3,7 +3,9 @@
 #include "wiretypes.h"
 
 #include <QList>
+#include <QSet>
 #include <QUrlQuery>
+#include <QUuid>
 
 namespace AgentDeck {
 
@@ -36,11 +38,15 @@ struct ConversationFilter
     QString text;     // case-insensitive "title contains"
     QString idPrefix; // the dashed id starts with it: lowercase hex digits and dashes
     QList<TagFilter> tags;
+    // One of its events has it in its text, as the events' `body` filter finds it.
+    QString bodyContains;
 
+    // The part of the filter a row holds: `bodyContains` needs the events, and is not looked at.
     bool matches(const ConversationInfo &info) const;
 
-    // Reads `archived`, `archive_filter`, `status`, `q`, `id_prefix` and `tag` (repeatable,
-    // "key" or "key:value"). On bad input returns nullopt and names the parameter in *error.
+    // Reads `archived`, `archive_filter`, `status`, `q`, `id_prefix`, `body` and `tag`
+    // (repeatable, "key" or "key:value"). On bad input returns nullopt and names the parameter
+    // in *error.
     static std::optional<ConversationFilter> fromQuery(const QUrlQuery &query, QString *error);
     void writeTo(QUrlQuery &query) const;
 };
@@ -50,10 +56,15 @@ struct ConversationFilter
 // is a tag (every one given must be there), and the other words, together, are found in a
 // title, as the start of an id (4 characters or more: hex digits and dashes) or, one word, as a
 // tag's name. The whole text is also found in titles as typed, so "fix: login" finds that title.
-// `status` (the drop-down) holds for every alternative.
+// `status` (the drop-down) holds for every alternative. Words of MinEventTextLength characters
+// or more are also looked for in what was said in a conversation (its events' text), which
+// only the server can tell: its answer fills `foundInEvents`.
 struct ConversationSearch
 {
     QList<ConversationFilter> alternatives; // none: everything
+    // The rows the server found for the alternatives that look in events (`bodyContains`).
+    QSet<QUuid> foundInEvents;
+    static constexpr qsizetype MinEventTextLength = 3;
 
     static ConversationSearch parse(const QString &text,
                                     std::optional<ExecutionStatus> status = std::nullopt);

@@ -318,21 +318,29 @@ QCoro::Task<> ConsoleController::loadMore(ArchiveFilter partition)
     m_loadingMore = false;
 }
 
-QCoro::Task<> ConsoleController::findOnServer(ConversationSearch search)
+QCoro::Task<QSet<QUuid>> ConsoleController::findOnServer(ConversationSearch search)
 {
-    if (m_complete)
-        co_return;
     QPointer<ConsoleController> self(this);
+    QSet<QUuid> inEvents;
     // One search per alternative, each its newest 100: what any of them finds is a row.
     for (const ConversationFilter &filter : std::as_const(search.alternatives)) {
+        const bool looksInEvents = !filter.bodyContains.isEmpty();
+        if (m_complete && !looksInEvents)
+            continue; // the rows tell
         auto searching =
             m_connection->searchConversations(filter, ConversationSort::UpdatedAtDesc, {}, 100);
         const auto result = co_await std::move(searching);
         if (!self)
-            co_return;
-        if (result)
-            m_conversations.upsert(result->items);
+            co_return {};
+        if (!result)
+            continue;
+        m_conversations.upsert(result->items);
+        if (looksInEvents) {
+            for (const ConversationInfo &info : result->items)
+                inEvents.insert(info.id);
+        }
     }
+    co_return inEvents;
 }
 
 void ConsoleController::noteChanged(const QUuid &id)

@@ -90,8 +90,9 @@ public:
     QCoro::Task<bool> refresh();
     // Past the rows a refresh reads, the filter box's search is also made on the server (each
     // of its alternatives: `q`, `tag`, `id_prefix`, `status`), and what it finds joins the
-    // list; otherwise the oldest conversations could not be found from the console.
-    QCoro::Task<> findOnServer(ConversationSearch search);
+    // list; otherwise the oldest conversations could not be found from the console. The
+    // alternatives that look in events (`body`) are always asked: the ids they found.
+    QCoro::Task<QSet<QUuid>> findOnServer(ConversationSearch search);
     void select(const QUuid &id);
     // `reason`: a Reject's, which the agent is told (none: the server's default).
     QCoro::Task<bool> perform(Action action, QUuid id, QString reason = {});

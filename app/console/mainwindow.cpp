@@ -170,8 +170,7 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     auto *serverSearch = new QTimer(this);
     serverSearch->setSingleShot(true);
     serverSearch->setInterval(300);
-    connect(serverSearch, &QTimer::timeout, this,
-            [this] { m_controller->findOnServer(m_activeProxy->search()); });
+    connect(serverSearch, &QTimer::timeout, this, &MainWindow::searchOnServer);
     const auto applySearch = [this, serverSearch] {
         const auto status = executionStatusFromString(m_statusFilter->currentData().toString());
         const ConversationSearch search = ConversationSearch::parse(m_filter->text(), status);
@@ -325,6 +324,24 @@ QTableView *MainWindow::makeView(ConversationFilterProxy *proxy)
         updateActions();
     });
     return view;
+}
+
+void MainWindow::searchOnServer()
+{
+    const QString text = m_filter->text();
+    const QVariant status = m_statusFilter->currentData();
+    ConversationSearch search = m_activeProxy->search();
+    m_controller->findOnServer(search).then(
+        [self = QPointer(this), text, status, search](QSet<QUuid> inEvents) mutable {
+            // Typed on meanwhile: that search is asked for already.
+            if (!self || self->m_filter->text() != text ||
+                self->m_statusFilter->currentData() != status || inEvents.isEmpty())
+                return;
+            search.foundInEvents = std::move(inEvents);
+            self->m_activeProxy->setSearch(search);
+            self->m_archivedProxy->setSearch(search);
+            self->updateTabTitles();
+        });
 }
 
 void MainWindow::readMore(ConversationFilterProxy *proxy)

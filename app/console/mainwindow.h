@@ -110,6 +110,8 @@ private:
     // (ConsoleController::loadMore).
     void readMore(ConversationFilterProxy *proxy);
     void readMoreIfShort();
+    // The filter box's search made on the server; what it found in events joins the filter.
+    void searchOnServer();
     void trigger(ConsoleController::Action action);
     // Sends what the message box holds to the selected conversation, and runs it.
     void sendTypedMessage();

@@ -246,6 +246,21 @@ void addBodyTextCondition(Where &where, const QString &pattern, bool postgres)
 
 } // namespace
 
+namespace {
+
+// The events' `body` filter, on the `body` column of the events in the statement.
+void addBodyContains(Where &where, const QString &text, bool postgres)
+{
+    const QString pattern = likeContains(text);
+    // The stored JSON holds such text as it is: a plain LIKE passes over most events before
+    // any is taken apart.
+    if (storedAsIs(text))
+        where.add(containsCondition(u"body"_s, postgres), {pattern});
+    addBodyTextCondition(where, pattern, postgres);
+}
+
+} // namespace
+
 Where conversationWhere(const ConversationFilter &filter, bool postgres)
 {
     Where where;
@@ -270,6 +285,14 @@ Where conversationWhere(const ConversationFilter &filter, bool postgres)
         else
             where.add(u"EXISTS (SELECT 1 FROM "_s + pairs + u" WHERE key = ?)"_s, {tag.key});
     }
+    // Every event of the conversation is read until one has it: a search of words no event
+    // holds reads the whole log (the index on (conversation_id, seq) finds each one's events).
+    if (!filter.bodyContains.isEmpty()) {
+        Where inEvents;
+        inEvents.add(u"events.conversation_id = conversations.id"_s);
+        addBodyContains(inEvents, filter.bodyContains, postgres);
+        where.add(u"EXISTS (SELECT 1 FROM events"_s + inEvents.sql() + u')', inEvents.values);
+    }
     return where;
 }
 
@@ -283,14 +306,8 @@ Where eventWhere(const QUuid &id, const EventFilter &filter, bool postgres)
         where.add(u"kind = ?"_s, {filter.kind});
     if (!filter.source.isEmpty())
         where.add(u"source = ?"_s, {filter.source});
-    if (!filter.bodyContains.isEmpty()) {
-        const QString pattern = likeContains(filter.bodyContains);
-        // The stored JSON holds such text as it is: a plain LIKE passes over most events before
-        // any is taken apart.
-        if (storedAsIs(filter.bodyContains))
-            where.add(containsCondition(u"body"_s, postgres), {pattern});
-        addBodyTextCondition(where, pattern, postgres);
-    }
+    if (!filter.bodyContains.isEmpty())
+        addBodyContains(where, filter.bodyContains, postgres);
     if (filter.timestampGteMs)
         where.add(u"timestamp >= ?"_s, {*filter.timestampGteMs});
     if (filter.timestampLtMs)

@@ -188,6 +188,46 @@ private Q_SLOTS:
         }
     }
 
+    // `body` finds the conversations one of whose events holds the text (as the events' `body`
+    // finds the events): what was said in a conversation, not only its title, finds it.
+    void searchFindsWhatWasSaidInAConversation()
+    {
+        const QUuid said = m_server->create(
+            QJsonObject{{u"title"_s, u"first"_s}, {u"tags"_s, QJsonObject{{u"team"_s, u"ops"_s}}}});
+        const QUuid quoted = m_server->create(QJsonObject{{u"title"_s, u"second"_s}});
+        const QUuid silent = m_server->create(QJsonObject{{u"title"_s, u"Disk FULL on db-3"_s}});
+        QVERIFY(m_server->send(said, u"the disk is full on db-3"_s).ok());
+        QVERIFY(m_server->send(quoted, u"she said \"restart db-3\" and left"_s).ok());
+        QVERIFY(m_server->send(silent, u"nothing to see"_s).ok());
+
+        const auto found = [this](const QList<std::pair<QString, QString>> &items) {
+            QUrlQuery query;
+            for (const auto &[name, value] : items)
+                query.addQueryItem(name, QString::fromUtf8(QUrl::toPercentEncoding(value)));
+            const ApiReply count = m_server->get(u"/api/conversations/count"_s, query);
+            const ApiReply search = m_server->get(u"/api/conversations/search"_s, query);
+            QSet<QUuid> ids;
+            for (const QJsonValue item : search.json.toObject().value(u"items"_s).toArray())
+                ids.insert(parseWireId(item[u"id"_s].toString()).value_or(QUuid()));
+            return count.json.toInteger() == ids.size() ? ids : QSet<QUuid>{QUuid()};
+        };
+        // Case-insensitive, as `q` is; a title is not a body.
+        QCOMPARE(found({{u"body"_s, u"DISK IS FULL"_s}}), (QSet<QUuid>{said}));
+        QCOMPARE(found({{u"body"_s, u"db-3"_s}}), (QSet<QUuid>{said, quoted}));
+        QCOMPARE(found({{u"body"_s, u"\"restart db-3\""_s}}), (QSet<QUuid>{quoted}));
+        QCOMPARE(found({{u"body"_s, u"db-3"_s}, {u"tag"_s, u"team:ops"_s}}), (QSet<QUuid>{said}));
+        QCOMPARE(found({{u"body"_s, u"db-3"_s}, {u"q"_s, u"second"_s}}), (QSet<QUuid>{quoted}));
+        // Not the envelope: every event has a kind and a source.
+        QCOMPARE(found({{u"body"_s, u"MessageEvent"_s}}), QSet<QUuid>{});
+        QCOMPARE(found({{u"body"_s, u"no one said this"_s}}), QSet<QUuid>{});
+
+        QUrlQuery tooLong;
+        tooLong.addQueryItem(u"body"_s, QString(MaxSearchTextLength + 1, u'x'));
+        const ApiReply refused = m_server->get(u"/api/conversations/search"_s, tooLong);
+        QCOMPARE(refused.status, 422);
+        QVERIFY2(refused.errorSentence().contains(u"body"_s), qPrintable(refused.errorSentence()));
+    }
+
     void patchUpdatesTitleAndTags()
     {
         const QUuid id = m_server->create(QJsonObject{{u"title"_s, u"before"_s}});

@@ -1461,6 +1461,27 @@ private Q_SLOTS:
         QVERIFY(!view->emptyNotice()->isVisible());
     }
 
+    // What a command printed finds its conversation: the words are looked for in events on
+    // the server, also while the list holds every row (a row alone cannot tell).
+    void theFilterFindsWhatACommandPrinted()
+    {
+        startConsole();
+        const QUuid said = create(u"nightly job"_s, u"printf 'seg%s in worker 7\\n' fault"_s);
+        const QUuid other = create(u"other job"_s, u"echo fine"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(status(said), u"finished"_s, 15000);
+        QTRY_COMPARE_WITH_TIMEOUT(status(other), u"finished"_s, 15000);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QVERIFY(m_controller->isListComplete());
+        const QAbstractItemModel *shown = m_window->activeView()->model();
+        m_window->filterBox()->setText(u"segfault"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(shown->rowCount(), 1, 10000);
+        QCOMPARE(shown->index(0, 0).data().toString(), u"nightly job"_s);
+        m_window->filterBox()->setText(u"nothing printed this"_s);
+        QTRY_COMPARE(shown->rowCount(), 0);
+        auto *view = static_cast<ConversationView *>(m_window->activeView());
+        QTRY_VERIFY(view->emptyNotice()->isVisible());
+    }
+
     // A refresh that fails says so once, in the status bar and a banner, and the banner goes
     // when the server answers again (it used to come back every 3 s over whatever else it said,
     // and to stay after the server was back).

@@ -275,6 +275,44 @@ private Q_SLOTS:
         QCOMPARE(proxy.rowCount(), 0);
     }
 
+    // Words said in a conversation are in its events, which a row does not hold: a row shows
+    // for them once the server found it there, and only in its partition, with the status and
+    // tags typed. Two letters are not looked for in events.
+    void whatTheServerFoundInEventsIsShown()
+    {
+        ConversationListModel model;
+        ConversationInfo login = conversation(u"fix: login"_s);
+        login.tags = {{u"urgent"_s, QString()}};
+        const ConversationInfo notes = conversation(u"ops notes"_s);
+        model.upsert({login, notes});
+        ConversationFilterProxy proxy(ArchiveFilter::Active);
+        proxy.setSourceModel(&model);
+        ConversationSearch search = ConversationSearch::parse(u"segfault"_s);
+        QVERIFY(std::any_of(
+            search.alternatives.cbegin(), search.alternatives.cend(),
+            [](const ConversationFilter &filter) { return filter.bodyContains == u"segfault"_s; }));
+        proxy.setSearch(search);
+        QCOMPARE(proxy.rowCount(), 0);
+        search.foundInEvents = {login.id};
+        proxy.setSearch(search);
+        QCOMPARE(proxy.rowCount(), 1);
+        QCOMPARE(proxy.index(0, ConversationListModel::TitleColumn).data().toString(),
+                 u"fix: login"_s);
+        ConversationFilterProxy archived(ArchiveFilter::Archived);
+        archived.setSourceModel(&model);
+        archived.setSearch(search);
+        QCOMPARE(archived.rowCount(), 0);
+        // The tag typed with the words holds too.
+        ConversationSearch tagged = ConversationSearch::parse(u"segfault ops=1"_s);
+        tagged.foundInEvents = {login.id};
+        proxy.setSearch(tagged);
+        QCOMPARE(proxy.rowCount(), 0);
+        const ConversationSearch short_ = ConversationSearch::parse(u"ab"_s);
+        QVERIFY(std::none_of(
+            short_.alternatives.cbegin(), short_.alternatives.cend(),
+            [](const ConversationFilter &filter) { return !filter.bodyContains.isEmpty(); }));
+    }
+
     // What the Tags column's editor takes: "name=value" and bare names, with commas between.
     void tagsAreReadAsTheColumnWritesThem_data()
     {

@@ -74,7 +74,9 @@ ConversationView::ConversationView(ConversationFilterProxy *proxy, QWidget *pare
     viewport()->installEventFilter(this);
     connect(proxy, &QAbstractItemModel::rowsInserted, this,
             [this](const QModelIndex &, int first, int last) {
-                if (!m_proxy->isOrderHeld())
+                // The first rows of an empty list sit below nothing: the pointer resting on
+                // the console as it opened said "1 new at the bottom" of a list of one.
+                if (!m_proxy->isOrderHeld() || m_proxy->rowCount() == last - first + 1)
                     return;
                 m_newWhileHeld += last - first + 1;
                 updateHoldNotice();

@@ -1668,6 +1668,26 @@ private Q_SLOTS:
     // The list is sorted by update time and refreshed every 3 s: a conversation that changed
     // jumped to the top under the pointer, and the click meant for the row there selected it.
     // While the pointer is over the rows they stay put; they sort again once it leaves.
+    // The pointer on the list as the console opens: its first rows are no news.
+    void theFirstRowsUnderThePointerAreNotNew()
+    {
+        startConsole(serverConfig(), /*refreshed=*/false);
+        create(u"first"_s);
+        auto *view = static_cast<ConversationView *>(m_window->activeView());
+        QEvent enter(QEvent::Enter);
+        QCoreApplication::sendEvent(view->viewport(), &enter);
+        QVERIFY(view->proxy()->isOrderHeld());
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QCOMPARE(view->model()->rowCount(), 1);
+        QVERIFY2(!view->holdNotice()->isVisible(), qPrintable(view->holdNotice()->text()));
+        // A second one is.
+        create(u"second"_s);
+        QVERIFY(QCoro::waitFor(m_controller->refresh()));
+        QTRY_VERIFY(view->holdNotice()->isVisible());
+        QVERIFY2(view->holdNotice()->text().endsWith(u"1 new at the bottom"_s),
+                 qPrintable(view->holdNotice()->text()));
+    }
+
     void rowsStayPutUnderThePointer()
     {
         startConsole();

@@ -4,6 +4,7 @@
 
 #include <QJsonObject>
 
+#include <QCoroTimer>
 #include <QJsonArray>
 #include <QSet>
 #include <QUrlQuery>
@@ -188,6 +189,25 @@ void ConsoleController::setReachable(bool reachable, const QString &why)
     if (reachable && m_stream)
         m_stream->reconnectNow();
     Q_EMIT reachabilityChanged(reachable, why);
+}
+
+QCoro::Task<bool> ConsoleController::useApiKey(QString key)
+{
+    m_connection->setApiKey(key);
+    if (m_probeConnection)
+        m_probeConnection->setApiKey(key);
+    // The stream asked with the old key: opened again with the new one.
+    const QUuid selected = std::exchange(m_selected, {});
+    select(selected);
+    // A refresh under way asked with the old key: the answer is the next one's.
+    QPointer<ConsoleController> self(this);
+    while (m_refreshing) {
+        co_await QCoro::sleepFor(std::chrono::milliseconds(20));
+        if (!self)
+            co_return false;
+    }
+    auto refreshing = refresh();
+    co_return co_await std::move(refreshing);
 }
 
 void ConsoleController::select(const QUuid &id)

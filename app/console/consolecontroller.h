@@ -85,6 +85,11 @@ public:
     // Asks /alive once; false when it did not answer (the list is then marked unreachable).
     QCoro::Task<bool> probe();
     bool isReachable() const { return m_reachable; }
+    // Whether the last refresh was refused for a missing or wrong session API key (401).
+    bool needsKey() const { return m_needsKey; }
+    // Uses `key` from now on (the list, the probe, the selected conversation's stream) and
+    // refreshes with it: whether the server took it.
+    QCoro::Task<bool> useApiKey(QString key);
     // When the list was last read whole from the server (invalid before the first time).
     QDateTime lastRefreshed() const { return m_lastRefreshed; }
     QCoro::Task<bool> refresh();
@@ -180,6 +185,7 @@ private:
     // refresh read its pages: what the refresh read of them is older than what the list shows.
     QSet<QUuid> m_changedDuringRefresh;
     bool m_reachable = true;
+    bool m_needsKey = false;
     QString m_isolationWarning;
     bool m_serverInfoRead = false;
     QCoro::Task<> readServerInfo();

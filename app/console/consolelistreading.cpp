@@ -47,6 +47,7 @@ QCoro::Task<bool> ConsoleController::refresh()
         if (!result) {
             m_refreshing = false;
             m_unsettled = m_unsettled || settles;
+            m_needsKey = failure.status == 401;
             // In the server's words: a wrong key or a 503 is not "the server did not answer".
             setReachable(false, tr("Cannot list conversations: %1").arg(failure.errorSentence()));
             co_return false;
@@ -131,6 +132,7 @@ QCoro::Task<bool> ConsoleController::refresh()
     // Read again once the server is back: it may be another one (restarted without bubblewrap).
     if (!m_serverInfoRead || !m_reachable)
         readServerInfo();
+    m_needsKey = false;
     m_lastRefreshed = QDateTime::currentDateTime();
     m_unreachableByProbe = false;
     setReachable(true, {});

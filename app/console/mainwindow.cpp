@@ -219,13 +219,19 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
                     return;
                 }
                 const QDateTime asOf = m_controller->lastRefreshed();
-                m_connectionState->setText(
-                    asOf.isValid() ? tr("Cannot refresh from %1; the list is as of %2")
-                                         .arg(serverLabel, asOf.toString(u"HH:mm:ss"_s))
-                                   : tr("Cannot refresh from %1; the list shows what it last knew")
-                                         .arg(serverLabel));
+                QString state = asOf.isValid()
+                                    ? tr("Cannot refresh from %1; the list is as of %2")
+                                          .arg(serverLabel, asOf.toString(u"HH:mm:ss"_s))
+                                    : tr("Cannot refresh from %1; the list shows what it last knew")
+                                          .arg(serverLabel);
+                if (m_controller->needsKey())
+                    state = tr("%1 asks for its session API key").arg(serverLabel);
+                m_connectionState->setText(state);
                 m_unreachableText = why;
-                m_banner->say(why);
+                if (m_controller->needsKey())
+                    keyNeeded(why);
+                else
+                    m_banner->say(why);
             });
     connect(controller, &ConsoleController::actionFinished, this,
             [this](Action action, bool ok, const QUuid &id) {

@@ -110,6 +110,10 @@ private:
     // (ConsoleController::loadMore).
     void readMore(ConversationFilterProxy *proxy);
     void readMoreIfShort();
+    // The server refused the key (401): the desktop's secret store is asked for the one kept
+    // for it, and the banner offers to enter one.
+    void keyNeeded(const QString &why);
+    void askForKey();
     // The filter box's search made on the server; what it found in events joins the filter.
     void searchOnServer();
     void trigger(ConsoleController::Action action);
@@ -165,8 +169,9 @@ private:
     QAction *m_renameAction = nullptr;
     QAction *m_editTagsAction = nullptr;
 
-    bool m_bulkRunning = false; // performAll() under way
-    bool m_rowsLeaving = false; // a view's rows are being removed
+    bool m_bulkRunning = false;   // performAll() under way
+    bool m_keyStoreAsked = false; // the secret store is asked once a start
+    bool m_rowsLeaving = false;   // a view's rows are being removed
 };
 
 } // namespace AgentDeck

@@ -1,6 +1,7 @@
 #include "mainwindow.h"
 
 #include "banner.h"
+#include "consolekeys.h"
 #include "lifecycle.h"
 #include "newconversationdialog.h"
 
@@ -314,6 +315,58 @@ void MainWindow::buildMenus()
         ->setShortcut(QKeySequence(Qt::Key_F5));
     view->addSeparator();
     view->addAction(tr("Re&plicas…"), this, &MainWindow::showReplicas);
+}
+
+void MainWindow::keyNeeded(const QString &why)
+{
+    m_banner->offer(why, tr("Enter key…"), [this] { askForKey(); });
+    if (std::exchange(m_keyStoreAsked, true))
+        return;
+    ConsoleKeys::read(m_controller->connection()->baseUrl())
+        .then([self = QPointer(this)](std::optional<QString> kept) {
+            // Taken, the list comes back and the banner goes.
+            if (self && kept && !kept->isEmpty() &&
+                *kept != self->m_controller->connection()->apiKey())
+                self->m_controller->useApiKey(*kept);
+        });
+}
+
+void MainWindow::askForKey()
+{
+    const QUrl server = m_controller->connection()->baseUrl();
+    bool given = false;
+    const QString key = QInputDialog::getText(this, tr("Session API key"),
+                                              tr("The server at %1 asks for its session API key:")
+                                                  .arg(server.toString(QUrl::RemoveUserInfo)),
+                                              QLineEdit::Password, {}, &given)
+                            .trimmed();
+    if (!given || key.isEmpty()) {
+        m_banner->offer(m_unreachableText, tr("Enter key…"), [this] { askForKey(); });
+        return;
+    }
+    if (!ServerConnection::isSendableApiKey(key)) {
+        m_banner->offer(tr("A key is printable ASCII without spaces"), tr("Enter key…"),
+                        [this] { askForKey(); });
+        return;
+    }
+    m_controller->useApiKey(key).then([self = QPointer(this), server, key](bool taken) {
+        if (!self)
+            return;
+        if (!taken) {
+            if (self->m_controller->needsKey())
+                self->m_banner->offer(tr("The key was refused: %1").arg(self->m_unreachableText),
+                                      tr("Enter key…"), [self] { self->askForKey(); });
+            return;
+        }
+        ConsoleKeys::write(server, key).then([self](const QString &problem) {
+            if (!self)
+                return;
+            self->statusBar()->showMessage(
+                problem.isEmpty() ? tr("The key is kept in the desktop's secret store")
+                                  : tr("The key serves this session only (%1)").arg(problem),
+                15000);
+        });
+    });
 }
 
 } // namespace AgentDeck

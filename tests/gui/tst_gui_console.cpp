@@ -45,6 +45,7 @@
 #include <QQuickItem>
 #include <QQuickWidget>
 #include <QQuickWindow>
+#include <QRandomGenerator>
 #include <QRegularExpression>
 #include <QSettings>
 #include <QSignalSpy>
@@ -1668,6 +1669,54 @@ private Q_SLOTS:
     // The list is sorted by update time and refreshed every 3 s: a conversation that changed
     // jumped to the top under the pointer, and the click meant for the row there selected it.
     // While the pointer is over the rows they stay put; they sort again once it leaves.
+    // A console started without the server's key said "Missing or wrong X-Session-API-Key
+    // header" with no way to give one. It asks for the key: a wrong one is said to be refused,
+    // the right one brings the list, and it is kept in the desktop's secret store or, where
+    // none runs, for the session only; never in the settings file.
+    void aMissingKeyIsAskedFor()
+    {
+        const QString key = u"the-server-key-%1"_s.arg(QRandomGenerator::global()->generate());
+        ServerConfig config = serverConfig();
+        config.apiKeys = {key};
+        m_server = std::make_unique<EmbeddedServer>(config);
+        QString error;
+        m_url = m_server->start(&error);
+        QVERIFY2(!m_url.isEmpty(), qPrintable(error));
+        openConsole(m_url);
+        m_client->setApiKey(key);
+        create(u"behind a key"_s);
+        QVERIFY(!QCoro::waitFor(m_controller->refresh()));
+        QVERIFY(m_controller->needsKey());
+        QTRY_VERIFY(m_window->bannerBar()->isVisible());
+        QPushButton *enter = m_window->bannerBar()->actionButton();
+        QTRY_VERIFY(enter->isVisible());
+        QCOMPARE(enter->text(), u"Enter key…"_s);
+        QCOMPARE(m_window->connectionState()->text(),
+                 m_url.toString() + u" asks for its session API key"_s);
+
+        QString asked;
+        answerTheNextPrompt(u"not-the-key"_s, &asked);
+        enter->click();
+        QVERIFY2(asked.contains(m_url.toString()), qPrintable(asked));
+        QTRY_VERIFY2(m_window->bannerBar()->text().startsWith(u"The key was refused"_s),
+                     qPrintable(m_window->bannerBar()->text()));
+        QCOMPARE(m_controller->conversations()->rowCount(), 0);
+
+        answerTheNextPrompt(key, &asked);
+        m_window->bannerBar()->actionButton()->click();
+        QTRY_COMPARE(m_controller->conversations()->rowCount(), 1);
+        QVERIFY(!m_controller->needsKey());
+        QTRY_VERIFY(!m_window->bannerBar()->isVisible());
+        QTRY_VERIFY2(m_window->statusBar()->currentMessage().startsWith(u"The key "_s),
+                     qPrintable(m_window->statusBar()->currentMessage()));
+        // The probe and the streams use it too.
+        QVERIFY(QCoro::waitFor(m_controller->probe()));
+        QVERIFY(m_controller->isReachable());
+        consoleSettings()->sync();
+        QFile settings(consoleSettings()->fileName());
+        QVERIFY(!settings.open(QIODevice::ReadOnly) || !settings.readAll().contains(key.toUtf8()));
+    }
+
     // The pointer on the list as the console opens: its first rows are no news.
     void theFirstRowsUnderThePointerAreNotNew()
     {
@@ -2223,6 +2272,19 @@ private:
                 return;
             *asked = box->text();
             box->button(button)->click();
+        });
+    }
+
+    // Types `text` into the text dialog about to come (QInputDialog) and accepts it.
+    void answerTheNextPrompt(const QString &text, QString *asked)
+    {
+        QTimer::singleShot(0, this, [text, asked] {
+            auto *dialog = qobject_cast<QInputDialog *>(QApplication::activeModalWidget());
+            if (!dialog)
+                return;
+            *asked = dialog->labelText();
+            dialog->setTextValue(text);
+            dialog->accept();
         });
     }
 

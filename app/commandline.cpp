@@ -193,8 +193,11 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     const QCommandLineOption version(u"version"_s, u"Show the version."_s);
     const QCommandLineOption headless(u"headless"_s,
                                       u"Run the server as a daemon, without a window."_s);
-    const QCommandLineOption connect(u"connect"_s, u"Watch the server at URL (console only)."_s,
-                                     u"URL"_s);
+    const QCommandLineOption connect(
+        u"connect"_s,
+        u"Watch the server at URL (console only). Given twice or more: "
+        "the All servers window, which remembers them."_s,
+        u"URL"_s);
     const QCommandLineOption listen(u"listen"_s,
                                     u"Address to listen on (default 127.0.0.1:8000; port 0 picks "
                                     "a free one)."_s,
@@ -341,15 +344,18 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     options.mode = parser.isSet(headless)  ? Mode::Headless
                    : parser.isSet(connect) ? Mode::Connect
                                            : Mode::Console;
-    if (parser.isSet(connect)) {
-        const auto url = ServerConnection::baseUrlFrom(parser.value(connect));
+    for (const QString &given : parser.values(connect)) {
+        const auto url = ServerConnection::baseUrlFrom(given);
         if (!url) {
             *error = u"--connect takes HOST:PORT or an http:// or https:// URL, e.g. "
                      "http://127.0.0.1:8000"_s;
             return std::nullopt;
         }
-        options.connectUrl = *url;
+        if (!options.connectUrls.contains(*url))
+            options.connectUrls.append(*url);
     }
+    if (!options.connectUrls.isEmpty())
+        options.connectUrl = options.connectUrls.first();
     options.listenGiven = parser.isSet(listen);
     if (parser.isSet(listen) && !parseListen(parser.value(listen), options.server)) {
         *error = u"--listen takes HOST:PORT, e.g. 127.0.0.1:8000"_s;

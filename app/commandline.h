@@ -20,7 +20,8 @@ struct Options
 {
     Mode mode = Mode::Console;
     ServerConfig server;
-    QUrl connectUrl; // the server of Mode::Connect
+    QUrl connectUrl;         // the server of Mode::Connect (the first one given)
+    QList<QUrl> connectUrls; // every --connect: two or more open the All servers window
     bool listenGiven = false;
 };
 

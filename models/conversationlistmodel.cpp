@@ -45,8 +45,12 @@ QVariant ConversationListModel::data(const QModelIndex &index, int role) const
             return toDisplayTime(info.updatedAt);
         case TagsColumn:
             return withControlsShown(tagsText(info.tags));
+        case ServerColumn:
+            return m_serverLabel;
         }
         return {};
+    case ServerDownRole:
+        return m_stale;
     case Qt::EditRole:
         // As stored: the editor shows a control character as itself, to keep or remove.
         if (index.column() == TitleColumn)
@@ -188,8 +192,27 @@ QVariant ConversationListModel::headerData(int section, Qt::Orientation orientat
         return tr("Updated");
     case TagsColumn:
         return tr("Tags");
+    case ServerColumn:
+        return tr("Server");
     }
     return {};
+}
+
+void ConversationListModel::setServerLabel(const QString &label)
+{
+    m_serverLabel = label;
+    if (!m_items.isEmpty())
+        Q_EMIT dataChanged(index(0, ServerColumn), index(int(m_items.size()) - 1, ServerColumn));
+}
+
+void ConversationListModel::setStale(bool stale)
+{
+    if (stale == m_stale)
+        return;
+    m_stale = stale;
+    if (!m_items.isEmpty())
+        Q_EMIT dataChanged(index(0, 0), index(int(m_items.size()) - 1, ColumnCount - 1),
+                           {ServerDownRole});
 }
 
 QHash<int, QByteArray> ConversationListModel::roleNames() const

@@ -23,6 +23,7 @@ public:
         RuntimeColumn,
         UpdatedColumn,
         TagsColumn,
+        ServerColumn, // the server's label: shown where several servers' rows are listed
         ColumnCount
     };
 
@@ -46,6 +47,7 @@ public:
         OutcomeKindRole,           // QString, wire value of outcome.kind; empty when none
         OutcomeAttentionRole,      // bool, RunOutcome::needsAttention
         OutcomeLabelRole,          // QString, Lifecycle::outcomeLabel ("exit 2")
+        ServerDownRole,            // bool, setStale(): its server does not answer
     };
     Q_ENUM(Role)
 
@@ -85,6 +87,12 @@ public:
     // "pausing…" until its status changes.
     void markPausing(const QUuid &id);
     bool isPausing(const QUuid &id) const { return m_pausing.contains(id); }
+    // The server these rows are of, as the Server column names it.
+    void setServerLabel(const QString &label);
+    QString serverLabel() const { return m_serverLabel; }
+    // Rows of a server that does not answer are what it last said (ServerDownRole).
+    void setStale(bool stale);
+    bool isStale() const { return m_stale; }
     const ConversationInfo &at(int row) const { return m_items[row]; }
 
 Q_SIGNALS:
@@ -103,6 +111,8 @@ private:
     QList<ConversationInfo> m_items;
     QHash<QUuid, int> m_rows;
     QSet<QUuid> m_pausing;
+    QString m_serverLabel;
+    bool m_stale = false;
     bool m_loaded = false; // an upsert has been made
 };
 

@@ -3,6 +3,7 @@
 #include "commandline.h"
 #include "consolecontroller.h"
 #include "embeddedserver.h"
+#include "fleetwindow.h"
 #include "mainwindow.h"
 #include "unixsignals.h"
 
@@ -68,6 +69,22 @@ int runConsole(int argc, char *argv[], const Options &options)
         }
         app.quit();
     });
+
+    // Several servers: the All servers window, with those it watched the last time.
+    if (options.mode == Mode::Connect && options.connectUrls.size() > 1) {
+        FleetWindow fleet;
+        for (const QUrl &server : FleetWindow::rememberedServers())
+            fleet.addServer(server);
+        // The key given on the command line is for the servers given with it.
+        const QString key =
+            options.server.apiKeys.isEmpty() ? QString() : options.server.apiKeys.first();
+        for (const QUrl &server : std::as_const(options.connectUrls)) {
+            fleet.removeServer(server); // remembered without the key given now
+            fleet.addServer(server, key);
+        }
+        fleet.show();
+        return app.exec();
+    }
 
     std::unique_ptr<EmbeddedServer> embedded;
     QUrl url;

@@ -185,6 +185,7 @@ void ConsoleController::setReachable(bool reachable, const QString &why)
     if (reachable == m_reachable)
         return;
     m_reachable = reachable;
+    m_unreachableReason = reachable ? QString() : why;
     // The list is back; the timeline follows now rather than after its stream's backoff.
     if (reachable && m_stream)
         m_stream->reconnectNow();

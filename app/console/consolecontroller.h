@@ -85,6 +85,8 @@ public:
     // Asks /alive once; false when it did not answer (the list is then marked unreachable).
     QCoro::Task<bool> probe();
     bool isReachable() const { return m_reachable; }
+    // Why the server is taken for unreachable, in the words reachabilityChanged() said it.
+    QString unreachableReason() const { return m_unreachableReason; }
     // Whether the last refresh was refused for a missing or wrong session API key (401).
     bool needsKey() const { return m_needsKey; }
     // Uses `key` from now on (the list, the probe, the selected conversation's stream) and
@@ -186,6 +188,7 @@ private:
     QSet<QUuid> m_changedDuringRefresh;
     bool m_reachable = true;
     bool m_needsKey = false;
+    QString m_unreachableReason;
     QString m_isolationWarning;
     bool m_serverInfoRead = false;
     QCoro::Task<> readServerInfo();

@@ -33,6 +33,8 @@ ConversationView::ConversationView(ConversationFilterProxy *proxy, QWidget *pare
     });
     setSortingEnabled(true);
     sortByColumn(ConversationListModel::UpdatedColumn, Qt::DescendingOrder);
+    // One server's rows: the column is for the All servers view.
+    hideColumn(ConversationListModel::ServerColumn);
     // Badge columns as wide as their longest words, the rest to the title: sized to the rows,
     // they did not grow for rows added later, and left the title some 30 px.
     for (const auto &[column, kind] : {std::pair{int(ConversationListModel::ExecutionColumn),

@@ -209,29 +209,7 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     // goes once it is again, unless it says something else by then.
     connect(controller, &ConsoleController::reachabilityChanged, this,
             [this, serverLabel](bool reachable, const QString &why) {
-                // Rows of a server that does not answer are what it last said: greyed, and dated.
-                for (QTableView *view : {m_activeView, m_archivedView})
-                    view->setStyleSheet(reachable ? QString() : u"QTableView { color: gray; }"_s);
-                updateActions();
-                if (reachable) {
-                    m_connectionState->setText(tr("Connected to %1").arg(serverLabel));
-                    m_banner->withdraw(m_unreachableText);
-                    return;
-                }
-                const QDateTime asOf = m_controller->lastRefreshed();
-                QString state = asOf.isValid()
-                                    ? tr("Cannot refresh from %1; the list is as of %2")
-                                          .arg(serverLabel, asOf.toString(u"HH:mm:ss"_s))
-                                    : tr("Cannot refresh from %1; the list shows what it last knew")
-                                          .arg(serverLabel);
-                if (m_controller->needsKey())
-                    state = tr("%1 asks for its session API key").arg(serverLabel);
-                m_connectionState->setText(state);
-                m_unreachableText = why;
-                if (m_controller->needsKey())
-                    keyNeeded(why);
-                else
-                    m_banner->say(why);
+                showReachability(serverLabel, reachable, why);
             });
     connect(controller, &ConsoleController::actionFinished, this,
             [this](Action action, bool ok, const QUuid &id) {
@@ -275,6 +253,10 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
         selectConversation(id);
     });
     updateTabTitles();
+    // Opened on a controller that watched the server before (the All servers window's): what
+    // it found out meanwhile.
+    if (!controller->isReachable())
+        showReachability(serverLabel, false, controller->unreachableReason());
     updateActions();
     restoreLayout();
 }
@@ -411,6 +393,33 @@ void MainWindow::updateActions()
     m_message->setToolTip(sending.reason);
 }
 
+void MainWindow::showReachability(const QString &serverLabel, bool reachable, const QString &why)
+{
+    // Rows of a server that does not answer are what it last said: greyed, and dated.
+    for (QTableView *view : {m_activeView, m_archivedView})
+        view->setStyleSheet(reachable ? QString() : u"QTableView { color: gray; }"_s);
+    updateActions();
+    if (reachable) {
+        m_connectionState->setText(tr("Connected to %1").arg(serverLabel));
+        m_banner->withdraw(m_unreachableText);
+        return;
+    }
+    const QDateTime asOf = m_controller->lastRefreshed();
+    QString state =
+        asOf.isValid()
+            ? tr("Cannot refresh from %1; the list is as of %2")
+                  .arg(serverLabel, asOf.toString(u"HH:mm:ss"_s))
+            : tr("Cannot refresh from %1; the list shows what it last knew").arg(serverLabel);
+    if (m_controller->needsKey())
+        state = tr("%1 asks for its session API key").arg(serverLabel);
+    m_connectionState->setText(state);
+    m_unreachableText = why;
+    if (m_controller->needsKey())
+        keyNeeded(why);
+    else
+        m_banner->say(why);
+}
+
 void MainWindow::showReplicas()
 {
     if (!m_replicas)
@@ -441,6 +450,8 @@ void MainWindow::restoreLayout()
             continue;
         // The state brings the sort indicator; the rows follow it.
         view->sortByColumn(header->sortIndicatorSection(), header->sortIndicatorOrder());
+        // A state of fewer columns shows the ones it did not know.
+        view->hideColumn(ConversationListModel::ServerColumn);
     }
 }
 

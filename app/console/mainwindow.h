@@ -113,6 +113,9 @@ private:
     // The server refused the key (401): the desktop's secret store is asked for the one kept
     // for it, and the banner offers to enter one.
     void keyNeeded(const QString &why);
+    // The status bar, the rows' colour, the actions and the banner as the server (un)reachable
+    // leaves them.
+    void showReachability(const QString &serverLabel, bool reachable, const QString &why);
     void askForKey();
     // The filter box's search made on the server; what it found in events joins the filter.
     void searchOnServer();

@@ -1,0 +1,339 @@
+#include "fleetwindow.h"
+
+#include "consolecontroller.h"
+#include "consolekeys.h"
+#include "consolesettings.h"
+#include "conversationlistmodel.h"
+#include "lifecycle.h"
+#include "mainwindow.h"
+#include "serverconnection.h"
+#include "statusbadgedelegate.h"
+
+#include <QColor>
+#include <QConcatenateTablesProxyModel>
+#include <QHeaderView>
+#include <QInputDialog>
+#include <QLabel>
+#include <QListWidget>
+#include <QPointer>
+#include <QSettings>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QTableView>
+#include <QToolBar>
+#include <QVBoxLayout>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+
+const QString ServersKey = u"servers"_s;
+
+// The active rows of every server, newest first; a down server's greyed.
+class ActiveRows : public QSortFilterProxyModel
+{
+public:
+    using QSortFilterProxyModel::QSortFilterProxyModel;
+
+    QVariant data(const QModelIndex &index, int role) const override
+    {
+        if (role == Qt::ForegroundRole &&
+            index.data(ConversationListModel::ServerDownRole).toBool())
+            return QColor(Qt::gray);
+        return QSortFilterProxyModel::data(index, role);
+    }
+
+protected:
+    bool filterAcceptsRow(int sourceRow, const QModelIndex &sourceParent) const override
+    {
+        return !sourceModel()
+                    ->index(sourceRow, 0, sourceParent)
+                    .data(ConversationListModel::ArchivedRole)
+                    .toBool();
+    }
+};
+
+QString labelOf(const QUrl &server)
+{
+    return server.toString(QUrl::RemoveUserInfo);
+}
+
+} // namespace
+
+struct FleetWindow::Watched
+{
+    QUrl url;
+    std::unique_ptr<ServerConnection> connection;
+    std::unique_ptr<ConsoleController> controller;
+    std::unique_ptr<MainWindow> window;
+    QListWidgetItem *line = nullptr;
+    QDateTime downSince;
+};
+
+FleetWindow::FleetWindow(QWidget *parent)
+    : QMainWindow(parent)
+    , m_all(new QConcatenateTablesProxyModel(this))
+    , m_active(new ActiveRows(this))
+    , m_view(new QTableView(this))
+    , m_servers(new QListWidget(this))
+    , m_summary(new QLabel(this))
+{
+    setWindowTitle(tr("All servers"));
+    m_active->setSourceModel(m_all);
+    m_view->setModel(m_active);
+    m_view->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_view->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    m_view->verticalHeader()->hide();
+    // A double click (or Enter) opens the conversation in its server's window.
+    connect(m_view, &QAbstractItemView::activated, this, [this](const QModelIndex &index) {
+        const QModelIndex source = m_all->mapToSource(m_active->mapToSource(index));
+        for (const auto &watched : m_watched) {
+            if (source.model() == watched->controller->conversations()) {
+                open(watched->url, QUuid(source.data(ConversationListModel::IdRole).toString()));
+                return;
+            }
+        }
+    });
+    connect(m_servers, &QListWidget::itemActivated, this,
+            [this](QListWidgetItem *item) { open(item->data(Qt::UserRole).toUrl(), {}); });
+    connect(m_active, &QAbstractItemModel::rowsInserted, this, &FleetWindow::updateSummary);
+    connect(m_active, &QAbstractItemModel::rowsRemoved, this, &FleetWindow::updateSummary);
+    connect(m_active, &QAbstractItemModel::modelReset, this, &FleetWindow::updateSummary);
+    connect(m_active, &QAbstractItemModel::layoutChanged, this, &FleetWindow::updateSummary);
+    connect(m_active, &QAbstractItemModel::dataChanged, this, &FleetWindow::updateSummary);
+
+    QToolBar *tools = addToolBar(tr("Servers"));
+    tools->setMovable(false);
+    tools->addAction(tr("Add server…"), this, &FleetWindow::askForServer);
+    tools->addAction(tr("Open server"), this, [this] {
+        if (QListWidgetItem *item = m_servers->currentItem())
+            open(item->data(Qt::UserRole).toUrl(), {});
+    });
+    tools->addAction(tr("Remove server"), this, [this] {
+        if (QListWidgetItem *item = m_servers->currentItem())
+            removeServer(item->data(Qt::UserRole).toUrl());
+    });
+
+    auto *splitter = new QSplitter(Qt::Vertical, this);
+    m_servers->setParent(splitter);
+    auto *rows = new QWidget(splitter);
+    auto *layout = new QVBoxLayout(rows);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addWidget(m_summary);
+    layout->addWidget(m_view, 1);
+    splitter->addWidget(m_servers);
+    splitter->addWidget(rows);
+    splitter->setStretchFactor(1, 4);
+    splitter->setSizes({120, 580});
+    setCentralWidget(splitter);
+    resize(1100, 700);
+    updateSummary();
+}
+
+FleetWindow::~FleetWindow()
+{
+    // The windows and controllers go before the models they show are let go of.
+    for (const auto &watched : m_watched)
+        m_all->removeSourceModel(watched->controller->conversations());
+}
+
+QList<QUrl> FleetWindow::rememberedServers()
+{
+    QList<QUrl> servers;
+    for (const QString &text : consoleSettings()->value(ServersKey).toStringList()) {
+        if (const auto url = ServerConnection::baseUrlFrom(text))
+            servers.append(*url);
+    }
+    return servers;
+}
+
+QList<QUrl> FleetWindow::servers() const
+{
+    QList<QUrl> urls;
+    for (const auto &watched : m_watched)
+        urls.append(watched->url);
+    return urls;
+}
+
+FleetWindow::Watched *FleetWindow::find(const QUrl &server) const
+{
+    for (const auto &watched : m_watched) {
+        if (watched->url == server)
+            return watched.get();
+    }
+    return nullptr;
+}
+
+void FleetWindow::addServer(const QUrl &server, const QString &apiKey)
+{
+    if (find(server))
+        return;
+    auto watched = std::make_unique<Watched>();
+    watched->url = server;
+    watched->connection = std::make_unique<ServerConnection>(server);
+    watched->connection->setApiKey(apiKey);
+    watched->controller = std::make_unique<ConsoleController>(watched->connection.get());
+    ConversationListModel *rows = watched->controller->conversations();
+    rows->setServerLabel(labelOf(server));
+    watched->line = new QListWidgetItem(m_servers);
+    watched->line->setData(Qt::UserRole, server);
+    Watched *raw = watched.get();
+    connect(watched->controller.get(), &ConsoleController::reachabilityChanged, this,
+            [this, raw](bool reachable) {
+                raw->controller->conversations()->setStale(!reachable);
+                raw->downSince = reachable ? QDateTime() : QDateTime::currentDateTime();
+                updateServerLine(*raw);
+                updateSummary();
+            });
+    connect(watched->controller.get(), &ConsoleController::refreshed, this,
+            [this, raw] { updateServerLine(*raw); });
+    m_all->addSourceModel(rows);
+    // The columns are there with the first server's rows.
+    if (m_watched.empty()) {
+        m_view->setSortingEnabled(true);
+        m_view->sortByColumn(ConversationListModel::UpdatedColumn, Qt::DescendingOrder);
+        QHeaderView *header = m_view->horizontalHeader();
+        header->setSectionResizeMode(ConversationListModel::TitleColumn, QHeaderView::Stretch);
+        for (const int column :
+             {int(ConversationListModel::UpdatedColumn), int(ConversationListModel::ServerColumn)})
+            header->setSectionResizeMode(column, QHeaderView::ResizeToContents);
+        // The badges of a server's own window.
+        for (const auto &[column, kind] : {std::pair{int(ConversationListModel::ExecutionColumn),
+                                                     StatusBadgeDelegate::Kind::Execution},
+                                           std::pair{int(ConversationListModel::RuntimeColumn),
+                                                     StatusBadgeDelegate::Kind::Runtime}}) {
+            auto *delegate = new StatusBadgeDelegate(kind, m_view);
+            m_view->setItemDelegateForColumn(column, delegate);
+            header->resizeSection(column, delegate->columnWidth(m_view->fontMetrics()));
+        }
+    }
+    m_watched.push_back(std::move(watched));
+    updateServerLine(*raw);
+    remember();
+    raw->controller->startRefreshing(std::chrono::seconds(3));
+    if (apiKey.isEmpty()) {
+        ConsoleKeys::read(server).then(
+            [self = QPointer(this), server](std::optional<QString> kept) {
+                Watched *watched = self ? self->find(server) : nullptr;
+                if (watched && kept && !kept->isEmpty())
+                    watched->controller->useApiKey(*kept);
+            });
+    }
+}
+
+void FleetWindow::removeServer(const QUrl &server)
+{
+    const auto it = std::find_if(m_watched.begin(), m_watched.end(),
+                                 [&server](const auto &watched) { return watched->url == server; });
+    if (it == m_watched.end())
+        return;
+    m_all->removeSourceModel((*it)->controller->conversations());
+    delete (*it)->line;
+    m_watched.erase(it);
+    remember();
+    updateSummary();
+}
+
+void FleetWindow::remember() const
+{
+    QStringList urls;
+    for (const auto &watched : m_watched)
+        urls.append(watched->url.toString());
+    consoleSettings()->setValue(ServersKey, urls);
+}
+
+MainWindow *FleetWindow::windowOf(const QUrl &server)
+{
+    Watched *watched = find(server);
+    if (!watched)
+        return nullptr;
+    if (!watched->window)
+        watched->window = std::make_unique<MainWindow>(watched->controller.get(), server);
+    return watched->window.get();
+}
+
+ConsoleController *FleetWindow::controllerOf(const QUrl &server) const
+{
+    const Watched *watched = find(server);
+    return watched ? watched->controller.get() : nullptr;
+}
+
+void FleetWindow::open(const QUrl &server, const QUuid &id)
+{
+    MainWindow *window = windowOf(server);
+    if (!window)
+        return;
+    window->show();
+    window->raise();
+    window->activateWindow();
+    if (!id.isNull())
+        window->selectConversation(id);
+}
+
+void FleetWindow::updateServerLine(Watched &watched)
+{
+    const QString label = labelOf(watched.url);
+    const ConversationListModel *rows = watched.controller->conversations();
+    int needing = 0;
+    for (int row = 0; row < rows->rowCount(); ++row)
+        needing += Lifecycle::needsAttention(rows->at(row)) ? 1 : 0;
+    QString line;
+    if (watched.controller->needsKey())
+        line = tr("⚠ %1 asks for its session API key: open it to enter the key").arg(label);
+    else if (!watched.controller->isReachable())
+        line = tr("✕ %1 is down since %2; its rows are as of %3")
+                   .arg(label, watched.downSince.toString(u"HH:mm:ss"_s),
+                        watched.controller->lastRefreshed().isValid()
+                            ? watched.controller->lastRefreshed().toString(u"HH:mm:ss"_s)
+                            : tr("never"));
+    else
+        line = (rows->rowCount() == 1
+                    ? tr("● %1 · 1 conversation").arg(label)
+                    : tr("● %1 · %2 conversations").arg(label).arg(rows->rowCount())) +
+               (needing == 0   ? QString()
+                : needing == 1 ? tr(", 1 needs attention")
+                               : tr(", %1 need attention").arg(needing));
+    watched.line->setText(line);
+}
+
+void FleetWindow::updateSummary()
+{
+    int needing = 0;
+    for (int row = 0; row < m_active->rowCount(); ++row)
+        needing += m_active->index(row, 0).data(ConversationListModel::NeedsAttentionRole).toBool();
+    int down = 0;
+    int keyed = 0; // answering, but not without a key
+    for (const auto &watched : m_watched) {
+        keyed += watched->controller->needsKey() ? 1 : 0;
+        down += watched->controller->isReachable() || watched->controller->needsKey() ? 0 : 1;
+    }
+    QString text = tr("Active (%1)").arg(m_active->rowCount());
+    if (needing > 0)
+        text += needing == 1 ? tr(", 1 needs attention") : tr(", %1 need attention").arg(needing);
+    text += m_watched.size() == 1 ? tr(" · 1 server") : tr(" · %1 servers").arg(m_watched.size());
+    if (down > 0)
+        text += tr(", %1 down").arg(down);
+    if (keyed > 0)
+        text += keyed == 1 ? tr(", 1 asks for its key") : tr(", %1 ask for their keys").arg(keyed);
+    m_summary->setText(text);
+}
+
+void FleetWindow::askForServer()
+{
+    bool given = false;
+    const QString text =
+        QInputDialog::getText(this, tr("Add server"), tr("The server's URL (or HOST:PORT):"),
+                              QLineEdit::Normal, {}, &given);
+    if (!given || text.trimmed().isEmpty())
+        return;
+    const auto url = ServerConnection::baseUrlFrom(text.trimmed());
+    if (!url) {
+        m_summary->setText(tr("“%1” is no server URL: HOST:PORT or http(s)://…").arg(text));
+        return;
+    }
+    addServer(*url);
+}
+
+} // namespace AgentDeck

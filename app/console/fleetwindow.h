@@ -1,0 +1,69 @@
+#pragma once
+
+#include <QMainWindow>
+#include <QUrl>
+
+#include <memory>
+#include <vector>
+
+class QConcatenateTablesProxyModel;
+class QLabel;
+class QListWidget;
+class QSortFilterProxyModel;
+class QTableView;
+
+namespace AgentDeck {
+
+class ConsoleController;
+class MainWindow;
+class ServerConnection;
+
+// The console watching several servers: "All servers" lists the active conversations of every
+// one with a Server column, one count and one attention count across them, and the servers
+// with their state (up, down since when, asking for its key). Each server keeps its own
+// window (MainWindow: its tabs, actions, timeline and replicas), opened from here; a server
+// that is down leaves its rows greyed and the others working. Servers are added and removed
+// here and remembered (consoleSettings(), URLs only: keys go to the secret store).
+class FleetWindow : public QMainWindow
+{
+    Q_OBJECT
+public:
+    explicit FleetWindow(QWidget *parent = nullptr);
+    ~FleetWindow() override;
+
+    // Watches `server` (again if it was removed); nothing when it is watched already. `apiKey`
+    // is used when given, else the one kept for it in the secret store, if any.
+    void addServer(const QUrl &server, const QString &apiKey = {});
+    void removeServer(const QUrl &server);
+    QList<QUrl> servers() const;
+    // The servers remembered from the last time, as addServer() takes them.
+    static QList<QUrl> rememberedServers();
+
+    // The server's own window, made when first asked for.
+    MainWindow *windowOf(const QUrl &server);
+    ConsoleController *controllerOf(const QUrl &server) const;
+    // Opens the server's window, and in it the conversation `id` (none: as it was).
+    void open(const QUrl &server, const QUuid &id);
+
+    // For tests.
+    QTableView *conversationsView() const { return m_view; }
+    QListWidget *serverList() const { return m_servers; }
+    QLabel *summary() const { return m_summary; }
+
+private:
+    struct Watched;
+    Watched *find(const QUrl &server) const;
+    void remember() const;
+    void updateSummary();
+    void updateServerLine(Watched &watched);
+    void askForServer();
+
+    std::vector<std::unique_ptr<Watched>> m_watched;
+    QConcatenateTablesProxyModel *m_all;
+    QSortFilterProxyModel *m_active;
+    QTableView *m_view;
+    QListWidget *m_servers;
+    QLabel *m_summary;
+};
+
+} // namespace AgentDeck

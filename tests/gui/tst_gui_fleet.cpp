@@ -1,0 +1,209 @@
+// The console watching several real servers at once (the All servers window): their rows in
+// one list with a Server column, one count across them, one of them killed while the other
+// keeps working, and the servers remembered for the next start.
+#include "banner.h"
+#include "commandline.h"
+#include "consolecontroller.h"
+#include "consolesettings.h"
+#include "conversationview.h"
+#include "embeddedserver.h"
+#include "fleetwindow.h"
+#include "mainwindow.h"
+
+#include <QApplication>
+#include <QColor>
+#include <QJsonObject>
+#include <QLabel>
+#include <QListWidget>
+#include <QPushButton>
+#include <QQuickWindow>
+#include <QSettings>
+#include <QStandardPaths>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace Qt::StringLiterals;
+using namespace AgentDeck;
+
+class GuiFleetTest : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        if (qEnvironmentVariableIsEmpty("AGENTDECK_BINARY"))
+            QSKIP("needs AGENTDECK_BINARY for real sandboxes; run via ctest");
+        QStandardPaths::setTestModeEnabled(true);
+    }
+    void init() { consoleSettings()->clear(); }
+    void cleanup()
+    {
+        m_fleet.reset();
+        for (auto &server : m_servers) {
+            if (server)
+                server->stop();
+        }
+        m_servers.clear();
+        m_dirs.clear();
+    }
+
+    void twoServersInOneListOneKilled()
+    {
+        const QUrl alpha = startServer();
+        const QUrl beta = startServer();
+        QVERIFY(!alpha.isEmpty() && !beta.isEmpty());
+        const QUuid first = create(alpha, u"on alpha"_s, u"exit 3"_s);
+        const QUuid second = create(beta, u"on beta"_s);
+        QVERIFY(!first.isNull() && !second.isNull());
+
+        m_fleet = std::make_unique<FleetWindow>();
+        m_fleet->addServer(alpha);
+        m_fleet->addServer(beta);
+        m_fleet->show();
+        QVERIFY(QTest::qWaitForWindowExposed(m_fleet.get()));
+        QTableView *view = m_fleet->conversationsView();
+        QTRY_COMPARE_WITH_TIMEOUT(view->model()->rowCount(), 2, 10000);
+        // The failed command needs attention, whichever server it is on; one count for all.
+        QTRY_COMPARE_WITH_TIMEOUT(m_fleet->summary()->text(),
+                                  u"Active (2), 1 needs attention · 2 servers"_s, 15000);
+        QCOMPARE(serverOf(view, u"on alpha"_s), alpha.toString());
+        QCOMPARE(serverOf(view, u"on beta"_s), beta.toString());
+        QCOMPARE(m_fleet->serverList()->count(), 2);
+
+        // Alpha goes away: shown down within seconds, its rows greyed; beta goes on.
+        m_servers.front()->stop();
+        QTRY_VERIFY_WITH_TIMEOUT(
+            m_fleet->serverList()->item(0)->text().startsWith(u"✕ "_s + alpha.toString()), 6000);
+        QCOMPARE(m_fleet->summary()->text(),
+                 u"Active (2), 1 needs attention · 2 servers, 1 down"_s);
+        const int alphaRow = rowOf(view, u"on alpha"_s);
+        QCOMPARE(view->model()->index(alphaRow, 0).data(Qt::ForegroundRole).value<QColor>(),
+                 QColor(Qt::gray));
+        QVERIFY(
+            !view->model()->index(rowOf(view, u"on beta"_s), 0).data(Qt::ForegroundRole).isValid());
+        create(beta, u"new on beta"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(view->model()->rowCount(), 3, 10000);
+        QVERIFY(m_fleet->serverList()->item(1)->text().startsWith(u"● "_s + beta.toString()));
+
+        // A row opens in its server's window, selected there.
+        view->setFocus();
+        view->setCurrentIndex(view->model()->index(rowOf(view, u"on beta"_s), 0));
+        QTest::keyClick(view, Qt::Key_Return);
+        MainWindow *betaWindow = m_fleet->windowOf(beta);
+        QVERIFY(betaWindow);
+        QTRY_VERIFY(betaWindow->isVisible());
+        QCOMPARE(m_fleet->controllerOf(beta)->selected(), second);
+
+        // Remembered for the next start, and forgotten when removed.
+        QCOMPARE(FleetWindow::rememberedServers(), (QList<QUrl>{alpha, beta}));
+        m_fleet->removeServer(alpha);
+        QCOMPARE(FleetWindow::rememberedServers(), (QList<QUrl>{beta}));
+        QTRY_COMPARE(view->model()->rowCount(), 2);
+        QCOMPARE(m_fleet->summary()->text(), u"Active (2) · 1 server"_s);
+    }
+
+    // `--connect` twice kept the last; each one given is watched, once.
+    void connectIsRepeatable()
+    {
+        QString error, message;
+        const auto options =
+            parseOptions({u"--connect"_s, u"127.0.0.1:8000"_s, u"--connect"_s,
+                          u"http://10.0.0.2:8000"_s, u"--connect"_s, u"127.0.0.1:8000"_s},
+                         &error, &message);
+        QVERIFY2(options, qPrintable(error));
+        QCOMPARE(options->connectUrls,
+                 (QList<QUrl>{QUrl(u"http://127.0.0.1:8000"_s), QUrl(u"http://10.0.0.2:8000"_s)}));
+        QCOMPARE(options->connectUrl, QUrl(u"http://127.0.0.1:8000"_s));
+        QVERIFY(!parseOptions({u"--connect"_s, u"127.0.0.1:8000"_s, u"--connect"_s, u"::bad"_s},
+                              &error, &message));
+        QVERIFY2(error.startsWith(u"--connect takes"_s), qPrintable(error));
+    }
+
+    // A server that wants a key says so in the list of servers, and its own window, opened
+    // afterwards, offers to enter it (it said "Connected", with no rows).
+    void aServerAskingForItsKeySaysSoInBothWindows()
+    {
+        const QUrl keyed = startServer({u"fleet-key"_s});
+        QVERIFY(!keyed.isEmpty());
+        m_fleet = std::make_unique<FleetWindow>();
+        m_fleet->addServer(keyed);
+        m_fleet->show();
+        QTRY_VERIFY_WITH_TIMEOUT(
+            m_fleet->serverList()->item(0)->text().startsWith(u"⚠ "_s + keyed.toString() +
+                                                              u" asks for its session API key"_s),
+            10000);
+        QCOMPARE(m_fleet->summary()->text(), u"Active (0) · 1 server, 1 asks for its key"_s);
+        MainWindow *window = m_fleet->windowOf(keyed);
+        window->show();
+        QVERIFY(QTest::qWaitForWindowExposed(window));
+        QVERIFY(window->bannerBar()->isVisible());
+        QCOMPARE(window->bannerBar()->actionButton()->text(), u"Enter key…"_s);
+        QCOMPARE(window->connectionState()->text(),
+                 keyed.toString() + u" asks for its session API key"_s);
+        // One server's rows: no Server column.
+        QVERIFY(window->activeView()->isColumnHidden(ConversationListModel::ServerColumn));
+    }
+
+private:
+    QUrl startServer(const QStringList &apiKeys = {})
+    {
+        auto dir = std::make_unique<QTemporaryDir>();
+        ServerConfig config;
+        config.apiKeys = apiKeys;
+        config.port = 0;
+        config.dataDir = dir->path();
+        config.sandboxProgram = qEnvironmentVariable("AGENTDECK_BINARY");
+        config.shutdownGrace = std::chrono::seconds(2);
+        auto server = std::make_unique<EmbeddedServer>(config);
+        QString error;
+        const QUrl url = server->start(&error);
+        if (url.isEmpty())
+            qWarning("cannot start a server: %s", qPrintable(error));
+        m_dirs.push_back(std::move(dir));
+        m_servers.push_back(std::move(server));
+        return url;
+    }
+    static QUuid create(const QUrl &server, const QString &title, const QString &command = {})
+    {
+        ServerConnection client(server);
+        CreateConversationRequest request;
+        request.title = title;
+        if (!command.isEmpty())
+            request.initialMessage = MessageRequest{u"user"_s, command, true};
+        const ApiReply reply = QCoro::waitFor(client.createConversation(request));
+        return parseWireId(reply.json.toObject().value(u"id"_s).toString()).value_or(QUuid());
+    }
+    static int rowOf(const QTableView *view, const QString &title)
+    {
+        for (int row = 0; row < view->model()->rowCount(); ++row) {
+            if (view->model()->index(row, ConversationListModel::TitleColumn).data() == title)
+                return row;
+        }
+        return -1;
+    }
+    static QString serverOf(const QTableView *view, const QString &title)
+    {
+        const int row = rowOf(view, title);
+        return row < 0 ? QString()
+                       : view->model()
+                             ->index(row, ConversationListModel::ServerColumn)
+                             .data()
+                             .toString();
+    }
+
+    std::vector<std::unique_ptr<QTemporaryDir>> m_dirs;
+    std::vector<std::unique_ptr<EmbeddedServer>> m_servers;
+    std::unique_ptr<FleetWindow> m_fleet;
+};
+
+int main(int argc, char *argv[])
+{
+    QQuickWindow::setGraphicsApi(QSGRendererInterface::Software);
+    QApplication app(argc, argv);
+    GuiFleetTest test;
+    return QTest::qExec(&test, argc, argv);
+}
+
+#include "tst_gui_fleet.moc"

@@ -70,18 +70,24 @@ int runConsole(int argc, char *argv[], const Options &options)
         app.quit();
     });
 
-    // Several servers: the All servers window, with those it watched the last time.
-    if (options.mode == Mode::Connect && options.connectUrls.size() > 1) {
+    // Several servers (given, or watched the last time in All servers): the All servers
+    // window.
+    QList<QUrl> watched = FleetWindow::rememberedServers();
+    for (const QUrl &server : std::as_const(options.connectUrls)) {
+        if (!watched.contains(server))
+            watched.append(server);
+    }
+    if (options.mode == Mode::Connect && watched.size() > 1) {
         FleetWindow fleet;
-        for (const QUrl &server : FleetWindow::rememberedServers())
-            fleet.addServer(server);
+        for (const QUrl &server : std::as_const(watched)) {
+            if (!options.connectUrls.contains(server))
+                fleet.addServer(server);
+        }
         // The key given on the command line is for the servers given with it.
         const QString key =
             options.server.apiKeys.isEmpty() ? QString() : options.server.apiKeys.first();
-        for (const QUrl &server : std::as_const(options.connectUrls)) {
-            fleet.removeServer(server); // remembered without the key given now
+        for (const QUrl &server : std::as_const(options.connectUrls))
             fleet.addServer(server, key);
-        }
         fleet.show();
         return app.exec();
     }

@@ -10,8 +10,10 @@
 #include "fleetwindow.h"
 #include "mainwindow.h"
 
+#include <QAction>
 #include <QApplication>
 #include <QColor>
+#include <QInputDialog>
 #include <QJsonObject>
 #include <QLabel>
 #include <QListWidget>
@@ -22,6 +24,7 @@
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTimer>
 
 using namespace Qt::StringLiterals;
 using namespace AgentDeck;
@@ -102,6 +105,41 @@ private Q_SLOTS:
         QCOMPARE(FleetWindow::rememberedServers(), (QList<QUrl>{beta}));
         QTRY_COMPARE(view->model()->rowCount(), 2);
         QCOMPARE(m_fleet->summary()->text(), u"Active (2) · 1 server"_s);
+    }
+
+    // Add server… asks for the URL; a wrong one is said, not added.
+    void aServerIsAddedInTheWindow()
+    {
+        const QUrl server = startServer();
+        create(server, u"added later"_s);
+        m_fleet = std::make_unique<FleetWindow>();
+        m_fleet->show();
+        QVERIFY(QTest::qWaitForWindowExposed(m_fleet.get()));
+        QAction *add = nullptr;
+        for (QAction *action : m_fleet->findChildren<QAction *>()) {
+            if (action->text() == u"Add server…"_s)
+                add = action;
+        }
+        QVERIFY(add);
+        const auto answer = [this](const QString &text) {
+            QTimer::singleShot(0, this, [text] {
+                if (auto *dialog =
+                        qobject_cast<QInputDialog *>(QApplication::activeModalWidget())) {
+                    dialog->setTextValue(text);
+                    dialog->accept();
+                }
+            });
+        };
+        answer(u"no such thing::"_s);
+        add->trigger();
+        QVERIFY2(m_fleet->summary()->text().contains(u"is no server URL"_s),
+                 qPrintable(m_fleet->summary()->text()));
+        QCOMPARE(m_fleet->servers().size(), 0);
+        answer(server.authority());
+        add->trigger();
+        QCOMPARE(m_fleet->servers(), QList<QUrl>{server});
+        QTRY_COMPARE_WITH_TIMEOUT(m_fleet->conversationsView()->model()->rowCount(), 1, 10000);
+        QCOMPARE(FleetWindow::rememberedServers(), QList<QUrl>{server});
     }
 
     // `--connect` twice kept the last; each one given is watched, once.

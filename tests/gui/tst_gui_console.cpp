@@ -9,6 +9,7 @@
 #include "detailspane.h"
 #include "embeddedserver.h"
 #include "fakes.h"
+#include "guitestmain.h"
 #include "lifecycle.h"
 #include "mainwindow.h"
 #include "newconversationdialog.h"
@@ -2435,12 +2436,6 @@ private:
     std::unique_ptr<MainWindow> m_window;
 };
 
-int main(int argc, char *argv[])
-{
-    QQuickWindow::setGraphicsApi(QSGRendererInterface::Software);
-    QApplication app(argc, argv);
-    GuiConsoleTest test;
-    return QTest::qExec(&test, argc, argv);
-}
+AGENTDECK_GUI_TEST_MAIN(GuiConsoleTest)
 
 #include "tst_gui_console.moc"

@@ -8,6 +8,7 @@
 #include "conversationview.h"
 #include "embeddedserver.h"
 #include "fleetwindow.h"
+#include "guitestmain.h"
 #include "mainwindow.h"
 
 #include <QAction>
@@ -236,12 +237,6 @@ private:
     std::unique_ptr<FleetWindow> m_fleet;
 };
 
-int main(int argc, char *argv[])
-{
-    QQuickWindow::setGraphicsApi(QSGRendererInterface::Software);
-    QApplication app(argc, argv);
-    GuiFleetTest test;
-    return QTest::qExec(&test, argc, argv);
-}
+AGENTDECK_GUI_TEST_MAIN(GuiFleetTest)
 
 #include "tst_gui_fleet.moc"

@@ -2,6 +2,7 @@
 // what it shows, and how soon.
 #include "consolecontroller.h"
 #include "consolesettings.h"
+#include "guitestmain.h"
 #include "mainwindow.h"
 #include "serverprocess.h"
 
@@ -128,12 +129,6 @@ private:
     std::unique_ptr<MainWindow> m_window;
 };
 
-int main(int argc, char *argv[])
-{
-    QQuickWindow::setGraphicsApi(QSGRendererInterface::Software);
-    QApplication app(argc, argv);
-    GuiOutageTest test;
-    return QTest::qExec(&test, argc, argv);
-}
+AGENTDECK_GUI_TEST_MAIN(GuiOutageTest)
 
 #include "tst_gui_outage.moc"

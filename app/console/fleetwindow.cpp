@@ -19,6 +19,7 @@
 #include <QSettings>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
+#include <QTabWidget>
 #include <QTableView>
 #include <QToolBar>
 #include <QVBoxLayout>
@@ -31,11 +32,14 @@ namespace {
 
 const QString ServersKey = u"servers"_s;
 
-// The active rows of every server, newest first; a down server's greyed.
-class ActiveRows : public QSortFilterProxyModel
+// One partition (active or archived) of every server's rows; a down server's greyed.
+class PartitionRows : public QSortFilterProxyModel
 {
 public:
-    using QSortFilterProxyModel::QSortFilterProxyModel;
+    PartitionRows(bool archived, QObject *parent)
+        : QSortFilterProxyModel(parent)
+        , m_archived(archived)
+    {}
 
     QVariant data(const QModelIndex &index, int role) const override
     {
@@ -48,11 +52,14 @@ public:
 protected:
     bool filterAcceptsRow(int sourceRow, const QModelIndex &sourceParent) const override
     {
-        return !sourceModel()
-                    ->index(sourceRow, 0, sourceParent)
-                    .data(ConversationListModel::ArchivedRole)
-                    .toBool();
+        return sourceModel()
+                   ->index(sourceRow, 0, sourceParent)
+                   .data(ConversationListModel::ArchivedRole)
+                   .toBool() == m_archived;
     }
+
+private:
+    bool m_archived;
 };
 
 QString labelOf(const QUrl &server)
@@ -75,34 +82,42 @@ struct FleetWindow::Watched
 FleetWindow::FleetWindow(QWidget *parent)
     : QMainWindow(parent)
     , m_all(new QConcatenateTablesProxyModel(this))
-    , m_active(new ActiveRows(this))
+    , m_active(new PartitionRows(false, this))
+    , m_archived(new PartitionRows(true, this))
     , m_view(new QTableView(this))
+    , m_archivedView(new QTableView(this))
+    , m_tabs(new QTabWidget(this))
     , m_servers(new QListWidget(this))
     , m_summary(new QLabel(this))
 {
     setWindowTitle(tr("All servers"));
-    m_active->setSourceModel(m_all);
-    m_view->setModel(m_active);
-    m_view->setSelectionBehavior(QAbstractItemView::SelectRows);
-    m_view->setEditTriggers(QAbstractItemView::NoEditTriggers);
-    m_view->verticalHeader()->hide();
-    // A double click (or Enter) opens the conversation in its server's window.
-    connect(m_view, &QAbstractItemView::activated, this, [this](const QModelIndex &index) {
-        const QModelIndex source = m_all->mapToSource(m_active->mapToSource(index));
-        for (const auto &watched : m_watched) {
-            if (source.model() == watched->controller->conversations()) {
-                open(watched->url, QUuid(source.data(ConversationListModel::IdRole).toString()));
-                return;
+    for (auto [view, rows] : {std::pair{m_view, m_active}, std::pair{m_archivedView, m_archived}}) {
+        rows->setSourceModel(m_all);
+        view->setModel(rows);
+        view->setSelectionBehavior(QAbstractItemView::SelectRows);
+        view->setEditTriggers(QAbstractItemView::NoEditTriggers);
+        view->verticalHeader()->hide();
+        // A double click (or Enter) opens the conversation in its server's window.
+        connect(view, &QAbstractItemView::activated, this, [this, rows](const QModelIndex &index) {
+            const QModelIndex source = m_all->mapToSource(rows->mapToSource(index));
+            for (const auto &watched : m_watched) {
+                if (source.model() == watched->controller->conversations()) {
+                    open(watched->url,
+                         QUuid(source.data(ConversationListModel::IdRole).toString()));
+                    return;
+                }
             }
-        }
-    });
+        });
+        connect(rows, &QAbstractItemModel::rowsInserted, this, &FleetWindow::updateSummary);
+        connect(rows, &QAbstractItemModel::rowsRemoved, this, &FleetWindow::updateSummary);
+        connect(rows, &QAbstractItemModel::modelReset, this, &FleetWindow::updateSummary);
+        connect(rows, &QAbstractItemModel::layoutChanged, this, &FleetWindow::updateSummary);
+        connect(rows, &QAbstractItemModel::dataChanged, this, &FleetWindow::updateSummary);
+    }
+    m_tabs->addTab(m_view, {});
+    m_tabs->addTab(m_archivedView, {});
     connect(m_servers, &QListWidget::itemActivated, this,
             [this](QListWidgetItem *item) { open(item->data(Qt::UserRole).toUrl(), {}); });
-    connect(m_active, &QAbstractItemModel::rowsInserted, this, &FleetWindow::updateSummary);
-    connect(m_active, &QAbstractItemModel::rowsRemoved, this, &FleetWindow::updateSummary);
-    connect(m_active, &QAbstractItemModel::modelReset, this, &FleetWindow::updateSummary);
-    connect(m_active, &QAbstractItemModel::layoutChanged, this, &FleetWindow::updateSummary);
-    connect(m_active, &QAbstractItemModel::dataChanged, this, &FleetWindow::updateSummary);
 
     QToolBar *tools = addToolBar(tr("Servers"));
     tools->setMovable(false);
@@ -122,7 +137,7 @@ FleetWindow::FleetWindow(QWidget *parent)
     auto *layout = new QVBoxLayout(rows);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addWidget(m_summary);
-    layout->addWidget(m_view, 1);
+    layout->addWidget(m_tabs, 1);
     splitter->addWidget(m_servers);
     splitter->addWidget(rows);
     splitter->setStretchFactor(1, 4);
@@ -192,21 +207,24 @@ void FleetWindow::addServer(const QUrl &server, const QString &apiKey)
     m_all->addSourceModel(rows);
     // The columns are there with the first server's rows.
     if (m_watched.empty()) {
-        m_view->setSortingEnabled(true);
-        m_view->sortByColumn(ConversationListModel::UpdatedColumn, Qt::DescendingOrder);
-        QHeaderView *header = m_view->horizontalHeader();
-        header->setSectionResizeMode(ConversationListModel::TitleColumn, QHeaderView::Stretch);
-        for (const int column :
-             {int(ConversationListModel::UpdatedColumn), int(ConversationListModel::ServerColumn)})
-            header->setSectionResizeMode(column, QHeaderView::ResizeToContents);
-        // The badges of a server's own window.
-        for (const auto &[column, kind] : {std::pair{int(ConversationListModel::ExecutionColumn),
-                                                     StatusBadgeDelegate::Kind::Execution},
-                                           std::pair{int(ConversationListModel::RuntimeColumn),
-                                                     StatusBadgeDelegate::Kind::Runtime}}) {
-            auto *delegate = new StatusBadgeDelegate(kind, m_view);
-            m_view->setItemDelegateForColumn(column, delegate);
-            header->resizeSection(column, delegate->columnWidth(m_view->fontMetrics()));
+        for (QTableView *view : {m_view, m_archivedView}) {
+            view->setSortingEnabled(true);
+            view->sortByColumn(ConversationListModel::UpdatedColumn, Qt::DescendingOrder);
+            QHeaderView *header = view->horizontalHeader();
+            header->setSectionResizeMode(ConversationListModel::TitleColumn, QHeaderView::Stretch);
+            for (const int column : {int(ConversationListModel::UpdatedColumn),
+                                     int(ConversationListModel::ServerColumn)})
+                header->setSectionResizeMode(column, QHeaderView::ResizeToContents);
+            // The badges of a server's own window.
+            for (const auto &[column, kind] :
+                 {std::pair{int(ConversationListModel::ExecutionColumn),
+                            StatusBadgeDelegate::Kind::Execution},
+                  std::pair{int(ConversationListModel::RuntimeColumn),
+                            StatusBadgeDelegate::Kind::Runtime}}) {
+                auto *delegate = new StatusBadgeDelegate(kind, view);
+                view->setItemDelegateForColumn(column, delegate);
+                header->resizeSection(column, delegate->columnWidth(view->fontMetrics()));
+            }
         }
     }
     m_watched.push_back(std::move(watched));
@@ -312,6 +330,8 @@ void FleetWindow::updateSummary()
     QString text = tr("Active (%1)").arg(m_active->rowCount());
     if (needing > 0)
         text += needing == 1 ? tr(", 1 needs attention") : tr(", %1 need attention").arg(needing);
+    m_tabs->setTabText(0, text);
+    m_tabs->setTabText(1, tr("Archived (%1)").arg(m_archived->rowCount()));
     text += m_watched.size() == 1 ? tr(" · 1 server") : tr(" · %1 servers").arg(m_watched.size());
     if (down > 0)
         text += tr(", %1 down").arg(down);

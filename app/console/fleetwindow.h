@@ -10,6 +10,7 @@ class QConcatenateTablesProxyModel;
 class QLabel;
 class QListWidget;
 class QSortFilterProxyModel;
+class QTabWidget;
 class QTableView;
 
 namespace AgentDeck {
@@ -18,8 +19,9 @@ class ConsoleController;
 class MainWindow;
 class ServerConnection;
 
-// The console watching several servers: "All servers" lists the active conversations of every
-// one with a Server column, one count and one attention count across them, and the servers
+// The console watching several servers: "All servers" lists the conversations of every one
+// (Active and Archived tabs) with a Server column, one count and one attention count across
+// them, and the servers
 // with their state (up, down since when, asking for its key). Each server keeps its own
 // window (MainWindow: its tabs, actions, timeline and replicas), opened from here; a server
 // that is down leaves its rows greyed and the others working. Servers are added and removed
@@ -47,6 +49,8 @@ public:
 
     // For tests.
     QTableView *conversationsView() const { return m_view; }
+    QTableView *archivedView() const { return m_archivedView; }
+    QTabWidget *tabs() const { return m_tabs; }
     QListWidget *serverList() const { return m_servers; }
     QLabel *summary() const { return m_summary; }
 
@@ -61,7 +65,10 @@ private:
     std::vector<std::unique_ptr<Watched>> m_watched;
     QConcatenateTablesProxyModel *m_all;
     QSortFilterProxyModel *m_active;
-    QTableView *m_view;
+    QSortFilterProxyModel *m_archived;
+    QTableView *m_view; // the active rows
+    QTableView *m_archivedView;
+    QTabWidget *m_tabs;
     QListWidget *m_servers;
     QLabel *m_summary;
 };

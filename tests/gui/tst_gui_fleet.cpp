@@ -22,6 +22,7 @@
 #include <QQuickWindow>
 #include <QSettings>
 #include <QStandardPaths>
+#include <QTabWidget>
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
@@ -87,8 +88,15 @@ private Q_SLOTS:
                  QColor(Qt::gray));
         QVERIFY(
             !view->model()->index(rowOf(view, u"on beta"_s), 0).data(Qt::ForegroundRole).isValid());
-        create(beta, u"new on beta"_s);
+        const QUuid third = create(beta, u"new on beta"_s);
         QTRY_COMPARE_WITH_TIMEOUT(view->model()->rowCount(), 3, 10000);
+        // Archived, it moves to the Archived tab.
+        QVERIFY(
+            QCoro::waitFor(ServerConnection(beta).conversationAction(third, u"archive"_s)).ok());
+        QTRY_COMPARE_WITH_TIMEOUT(m_fleet->archivedView()->model()->rowCount(), 1, 10000);
+        QCOMPARE(view->model()->rowCount(), 2);
+        QCOMPARE(m_fleet->tabs()->tabText(1), u"Archived (1)"_s);
+        QCOMPARE(m_fleet->tabs()->tabText(0), u"Active (2), 1 needs attention"_s);
         QVERIFY(m_fleet->serverList()->item(1)->text().startsWith(u"● "_s + beta.toString()));
 
         // A row opens in its server's window, selected there.
@@ -104,8 +112,8 @@ private Q_SLOTS:
         QCOMPARE(FleetWindow::rememberedServers(), (QList<QUrl>{alpha, beta}));
         m_fleet->removeServer(alpha);
         QCOMPARE(FleetWindow::rememberedServers(), (QList<QUrl>{beta}));
-        QTRY_COMPARE(view->model()->rowCount(), 2);
-        QCOMPARE(m_fleet->summary()->text(), u"Active (2) · 1 server"_s);
+        QTRY_COMPARE(view->model()->rowCount(), 1);
+        QCOMPARE(m_fleet->summary()->text(), u"Active (1) · 1 server"_s);
     }
 
     // Add server… asks for the URL; a wrong one is said, not added.

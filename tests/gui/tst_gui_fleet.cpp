@@ -14,6 +14,7 @@
 #include <QAction>
 #include <QApplication>
 #include <QColor>
+#include <QDir>
 #include <QInputDialog>
 #include <QJsonObject>
 #include <QLabel>
@@ -41,6 +42,9 @@ private Q_SLOTS:
         if (qEnvironmentVariableIsEmpty("AGENTDECK_BINARY"))
             QSKIP("needs AGENTDECK_BINARY for real sandboxes; run via ctest");
         QStandardPaths::setTestModeEnabled(true);
+        // This process's own (AGENTDECK_GUI_TEST_MAIN), not one another GUI test clears.
+        const QString settings = consoleSettings()->fileName();
+        QVERIFY2(settings.startsWith(QDir::tempPath()), qPrintable(settings));
     }
     void init() { consoleSettings()->clear(); }
     void cleanup()

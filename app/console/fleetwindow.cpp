@@ -14,13 +14,16 @@
 #include <QHeaderView>
 #include <QInputDialog>
 #include <QLabel>
+#include <QLineEdit>
 #include <QListWidget>
 #include <QPointer>
+#include <QScrollBar>
 #include <QSettings>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QTabWidget>
 #include <QTableView>
+#include <QTimer>
 #include <QToolBar>
 #include <QVBoxLayout>
 
@@ -41,6 +44,17 @@ public:
         , m_archived(archived)
     {}
 
+    // The filter box's, as a server's own window applies it.
+    void setSearch(const ConversationSearch &search)
+    {
+        m_search = search;
+        invalidateFilter();
+    }
+    ArchiveFilter partition() const
+    {
+        return m_archived ? ArchiveFilter::Archived : ArchiveFilter::Active;
+    }
+
     QVariant data(const QModelIndex &index, int role) const override
     {
         if (role == Qt::ForegroundRole &&
@@ -52,14 +66,18 @@ public:
 protected:
     bool filterAcceptsRow(int sourceRow, const QModelIndex &sourceParent) const override
     {
-        return sourceModel()
-                   ->index(sourceRow, 0, sourceParent)
-                   .data(ConversationListModel::ArchivedRole)
-                   .toBool() == m_archived;
+        const QModelIndex row = sourceModel()->index(sourceRow, 0, sourceParent);
+        if (row.data(ConversationListModel::ArchivedRole).toBool() != m_archived)
+            return false;
+        return m_search.isEmpty() ||
+               m_search.matches(
+                   row.data(ConversationListModel::ConversationRole).value<ConversationInfo>(),
+                   partition());
     }
 
 private:
     bool m_archived;
+    ConversationSearch m_search;
 };
 
 QString labelOf(const QUrl &server)
@@ -89,6 +107,7 @@ FleetWindow::FleetWindow(QWidget *parent)
     , m_tabs(new QTabWidget(this))
     , m_servers(new QListWidget(this))
     , m_summary(new QLabel(this))
+    , m_filter(new QLineEdit(this))
 {
     setWindowTitle(tr("All servers"));
     for (auto [view, rows] : {std::pair{m_view, m_active}, std::pair{m_archivedView, m_archived}}) {
@@ -113,7 +132,32 @@ FleetWindow::FleetWindow(QWidget *parent)
         connect(rows, &QAbstractItemModel::modelReset, this, &FleetWindow::updateSummary);
         connect(rows, &QAbstractItemModel::layoutChanged, this, &FleetWindow::updateSummary);
         connect(rows, &QAbstractItemModel::dataChanged, this, &FleetWindow::updateSummary);
+        // Scrolled to its end, every server reads the next rows of the tab's partition.
+        connect(view->verticalScrollBar(), &QScrollBar::valueChanged, this,
+                [this, view, rows](int value) {
+                    if (value == 0 || value != view->verticalScrollBar()->maximum() ||
+                        !m_filter->text().isEmpty())
+                        return;
+                    const ArchiveFilter partition = static_cast<PartitionRows *>(rows)->partition();
+                    for (const auto &watched : m_watched) {
+                        if (watched->controller->hasMore(partition))
+                            watched->controller->loadMore(partition);
+                    }
+                });
     }
+    // The filter box finds as a server's window's does: the rows here at once, and every
+    // server asked once typing pauses.
+    m_filter->setPlaceholderText(
+        tr("Find in all servers: title, id, tag (team=ops), or what was said"));
+    m_filter->setClearButtonEnabled(true);
+    auto *serverSearch = new QTimer(this);
+    serverSearch->setSingleShot(true);
+    serverSearch->setInterval(300);
+    connect(m_filter, &QLineEdit::textChanged, this, [this, serverSearch] {
+        applySearch(ConversationSearch::parse(m_filter->text()));
+        serverSearch->start();
+    });
+    connect(serverSearch, &QTimer::timeout, this, &FleetWindow::searchServers);
     m_tabs->addTab(m_view, {});
     m_tabs->addTab(m_archivedView, {});
     connect(m_servers, &QListWidget::itemActivated, this,
@@ -137,6 +181,7 @@ FleetWindow::FleetWindow(QWidget *parent)
     auto *layout = new QVBoxLayout(rows);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addWidget(m_summary);
+    layout->addWidget(m_filter);
     layout->addWidget(m_tabs, 1);
     splitter->addWidget(m_servers);
     splitter->addWidget(rows);
@@ -338,6 +383,34 @@ void FleetWindow::updateSummary()
     if (keyed > 0)
         text += keyed == 1 ? tr(", 1 asks for its key") : tr(", %1 ask for their keys").arg(keyed);
     m_summary->setText(text);
+}
+
+void FleetWindow::applySearch(const ConversationSearch &search)
+{
+    for (QSortFilterProxyModel *rows : {m_active, m_archived})
+        static_cast<PartitionRows *>(rows)->setSearch(search);
+    updateSummary();
+}
+
+void FleetWindow::searchServers()
+{
+    const QString text = m_filter->text();
+    const ConversationSearch search = ConversationSearch::parse(text);
+    if (search.isEmpty())
+        return;
+    auto found = std::make_shared<QSet<QUuid>>();
+    for (const auto &watched : m_watched) {
+        watched->controller->findOnServer(search).then(
+            [self = QPointer(this), text, search, found](const QSet<QUuid> &inEvents) {
+                // Typed on meanwhile: that search is asked for already.
+                if (!self || self->m_filter->text() != text || inEvents.isEmpty())
+                    return;
+                found->unite(inEvents);
+                ConversationSearch shown = search;
+                shown.foundInEvents = *found;
+                self->applySearch(shown);
+            });
+    }
 }
 
 void FleetWindow::askForServer()

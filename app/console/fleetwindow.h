@@ -8,6 +8,7 @@
 
 class QConcatenateTablesProxyModel;
 class QLabel;
+class QLineEdit;
 class QListWidget;
 class QSortFilterProxyModel;
 class QTabWidget;
@@ -16,6 +17,7 @@ class QTableView;
 namespace AgentDeck {
 
 class ConsoleController;
+struct ConversationSearch;
 class MainWindow;
 class ServerConnection;
 
@@ -53,6 +55,7 @@ public:
     QTabWidget *tabs() const { return m_tabs; }
     QListWidget *serverList() const { return m_servers; }
     QLabel *summary() const { return m_summary; }
+    QLineEdit *filterBox() const { return m_filter; }
 
 private:
     struct Watched;
@@ -61,6 +64,9 @@ private:
     void updateSummary();
     void updateServerLine(Watched &watched);
     void askForServer();
+    void applySearch(const ConversationSearch &search);
+    // The filter box's search on every server; what they found in events joins the filter.
+    void searchServers();
 
     std::vector<std::unique_ptr<Watched>> m_watched;
     QConcatenateTablesProxyModel *m_all;
@@ -71,6 +77,7 @@ private:
     QTabWidget *m_tabs;
     QListWidget *m_servers;
     QLabel *m_summary;
+    QLineEdit *m_filter;
 };
 
 } // namespace AgentDeck

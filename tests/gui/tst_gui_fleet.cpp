@@ -120,6 +120,42 @@ private Q_SLOTS:
         QCOMPARE(m_fleet->summary()->text(), u"Active (1) · 1 server"_s);
     }
 
+    // The filter box finds in every server's rows, and what was said in a conversation on
+    // any server; a down one's rows too, as they last were.
+    void theFilterFindsAcrossServers()
+    {
+        const QUrl alpha = startServer();
+        const QUrl beta = startServer();
+        create(alpha, u"deploy web"_s, {}, {{u"team"_s, u"ops"_s}});
+        create(beta, u"deploy db"_s);
+        const QUuid nightly = create(beta, u"nightly"_s, u"printf 'seg%s\\n' fault"_s);
+        m_fleet = std::make_unique<FleetWindow>();
+        m_fleet->addServer(alpha);
+        m_fleet->addServer(beta);
+        m_fleet->show();
+        QTableView *view = m_fleet->conversationsView();
+        QTRY_COMPARE_WITH_TIMEOUT(view->model()->rowCount(), 3, 10000);
+        // Its command ran and printed.
+        QTRY_VERIFY_WITH_TIMEOUT(m_fleet->controllerOf(beta)
+                                         ->conversations()
+                                         ->conversation(nightly)
+                                         .value_or(ConversationInfo{})
+                                         .executionStatus == ExecutionStatus::Finished,
+                                 15000);
+        m_fleet->filterBox()->setText(u"deploy"_s);
+        QCOMPARE(view->model()->rowCount(), 2);
+        m_fleet->filterBox()->setText(u"team=ops"_s);
+        QCOMPARE(view->model()->rowCount(), 1);
+        QCOMPARE(serverOf(view, u"deploy web"_s), alpha.toString());
+        m_fleet->filterBox()->setText(u"segfault"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(view->model()->rowCount(), 1, 10000);
+        QCOMPARE(serverOf(view, u"nightly"_s), beta.toString());
+        m_fleet->filterBox()->setText(u"nobody wrote this"_s);
+        QTRY_COMPARE(view->model()->rowCount(), 0);
+        m_fleet->filterBox()->clear();
+        QCOMPARE(view->model()->rowCount(), 3);
+    }
+
     // Add server… asks for the URL; a wrong one is said, not added.
     void aServerIsAddedInTheWindow()
     {
@@ -216,11 +252,13 @@ private:
         m_servers.push_back(std::move(server));
         return url;
     }
-    static QUuid create(const QUrl &server, const QString &title, const QString &command = {})
+    static QUuid create(const QUrl &server, const QString &title, const QString &command = {},
+                        QMap<QString, QString> tags = {})
     {
         ServerConnection client(server);
         CreateConversationRequest request;
         request.title = title;
+        request.tags = std::move(tags);
         if (!command.isEmpty())
             request.initialMessage = MessageRequest{u"user"_s, command, true};
         const ApiReply reply = QCoro::waitFor(client.createConversation(request));

@@ -10,6 +10,8 @@
 #include "fleetwindow.h"
 #include "guitestmain.h"
 #include "mainwindow.h"
+#include "storage/conversationstore.h"
+#include "storage/database.h"
 
 #include <QAction>
 #include <QApplication>
@@ -156,6 +158,27 @@ private Q_SLOTS:
         QCOMPARE(view->model()->rowCount(), 3);
     }
 
+    // A server's rows past what a refresh reads come as the All servers list is scrolled.
+    void theListReadsMoreAsItIsScrolled()
+    {
+        constexpr int Seeded = ConsoleController::RefreshedRows + 25;
+        const QUrl big = startServer({}, Seeded);
+        const QUrl small = startServer();
+        create(small, u"on the small one"_s);
+        m_fleet = std::make_unique<FleetWindow>();
+        m_fleet->addServer(big);
+        m_fleet->addServer(small);
+        m_fleet->show();
+        QVERIFY(QTest::qWaitForWindowExposed(m_fleet.get()));
+        QTableView *view = m_fleet->conversationsView();
+        QTRY_COMPARE_WITH_TIMEOUT(view->model()->rowCount(), ConsoleController::RefreshedRows + 1,
+                                  10000);
+        QVERIFY(m_fleet->controllerOf(big)->hasMore(ArchiveFilter::Active));
+        view->scrollToBottom();
+        QTRY_COMPARE_WITH_TIMEOUT(view->model()->rowCount(), Seeded + 1, 10000);
+        QVERIFY(!m_fleet->controllerOf(big)->hasMore(ArchiveFilter::Active));
+    }
+
     // Add server… asks for the URL; a wrong one is said, not added.
     void aServerIsAddedInTheWindow()
     {
@@ -234,9 +257,27 @@ private Q_SLOTS:
     }
 
 private:
-    QUrl startServer(const QStringList &apiKeys = {})
+    // `seeded` idle conversations are written into its catalogue before it starts.
+    QUrl startServer(const QStringList &apiKeys = {}, int seeded = 0)
     {
         auto dir = std::make_unique<QTemporaryDir>();
+        if (seeded > 0) {
+            QString error;
+            auto db = Database::openSqlite(dir->filePath(u"agentdeck.db"_s), &error);
+            if (!db)
+                return {};
+            ConversationStore store(*db);
+            Transaction transaction(*db);
+            const QDateTime start = QDateTime::currentDateTimeUtc().addSecs(-seeded);
+            for (int i = 0; i < seeded; ++i) {
+                ConversationInfo info{QUuid::createUuid(), u"seeded %1"_s.arg(i)};
+                info.createdAt = info.updatedAt = start.addSecs(i);
+                info.agentKind = u"echo"_s;
+                info.workingDir = dir->filePath(u"workspaces/"_s + toWireId(info.id));
+                store.insert(info);
+            }
+            transaction.commit();
+        }
         ServerConfig config;
         config.apiKeys = apiKeys;
         config.port = 0;

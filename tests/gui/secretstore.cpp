@@ -24,9 +24,7 @@ class SecretStoreTest : public QObject
 private Q_SLOTS:
     void initTestCase()
     {
-        if (qEnvironmentVariableIsEmpty("AGENTDECK_BINARY"))
-            QSKIP("needs AGENTDECK_BINARY for real sandboxes; run via ctest");
-        QStandardPaths::setTestModeEnabled(true);
+        AGENTDECK_GUI_TEST_INIT();
     }
 
     void aKeptKeyIsUsedAtTheNextStart()

@@ -75,10 +75,7 @@ class GuiConsoleTest : public QObject
 private Q_SLOTS:
     void initTestCase()
     {
-        if (qEnvironmentVariableIsEmpty("AGENTDECK_BINARY"))
-            QSKIP("needs AGENTDECK_BINARY for real sandboxes; run via ctest");
-        // The layout a test leaves is not the next one's, nor the developer's own.
-        QStandardPaths::setTestModeEnabled(true);
+        AGENTDECK_GUI_TEST_INIT();
     }
     void init()
     {

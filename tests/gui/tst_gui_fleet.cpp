@@ -41,9 +41,7 @@ class GuiFleetTest : public QObject
 private Q_SLOTS:
     void initTestCase()
     {
-        if (qEnvironmentVariableIsEmpty("AGENTDECK_BINARY"))
-            QSKIP("needs AGENTDECK_BINARY for real sandboxes; run via ctest");
-        QStandardPaths::setTestModeEnabled(true);
+        AGENTDECK_GUI_TEST_INIT();
         // This process's own (AGENTDECK_GUI_TEST_MAIN), not one another GUI test clears.
         const QString settings = consoleSettings()->fileName();
         QVERIFY2(settings.startsWith(QDir::tempPath()), qPrintable(settings));

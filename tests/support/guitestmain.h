@@ -3,6 +3,7 @@
 #include <QApplication>
 #include <QQuickWindow>
 #include <QSettings>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -19,3 +20,13 @@
         TestClass test;                                                                            \
         return QTest::qExec(&test, argc, argv);                                                    \
     }
+
+// The start of a GUI test's initTestCase(): skipped without the binary whose sandboxes its
+// servers run, and the console's own paths in test mode (the layout a test leaves is neither
+// the next one's nor the developer's).
+#define AGENTDECK_GUI_TEST_INIT()                                                                  \
+    do {                                                                                           \
+        if (qEnvironmentVariableIsEmpty("AGENTDECK_BINARY"))                                       \
+            QSKIP("needs AGENTDECK_BINARY for real sandboxes; run via ctest");                     \
+        QStandardPaths::setTestModeEnabled(true);                                                  \
+    } while (false)

@@ -22,10 +22,7 @@ class SecretStoreTest : public QObject
     Q_OBJECT
 
 private Q_SLOTS:
-    void initTestCase()
-    {
-        AGENTDECK_GUI_TEST_INIT();
-    }
+    void initTestCase() { AGENTDECK_GUI_TEST_INIT(); }
 
     void aKeptKeyIsUsedAtTheNextStart()
     {

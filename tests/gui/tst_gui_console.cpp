@@ -73,10 +73,7 @@ class GuiConsoleTest : public QObject
     Q_OBJECT
 
 private Q_SLOTS:
-    void initTestCase()
-    {
-        AGENTDECK_GUI_TEST_INIT();
-    }
+    void initTestCase() { AGENTDECK_GUI_TEST_INIT(); }
     void init()
     {
         consoleSettings()->clear();

@@ -110,6 +110,9 @@ FleetWindow::FleetWindow(QWidget *parent)
     , m_filter(new QLineEdit(this))
 {
     setWindowTitle(tr("All servers"));
+    m_summaryDue.setSingleShot(true);
+    m_summaryDue.setInterval(100);
+    connect(&m_summaryDue, &QTimer::timeout, this, &FleetWindow::updateSummary);
     for (auto [view, rows] : {std::pair{m_view, m_active}, std::pair{m_archivedView, m_archived}}) {
         rows->setSourceModel(m_all);
         view->setModel(rows);
@@ -131,7 +134,12 @@ FleetWindow::FleetWindow(QWidget *parent)
         connect(rows, &QAbstractItemModel::rowsRemoved, this, &FleetWindow::updateSummary);
         connect(rows, &QAbstractItemModel::modelReset, this, &FleetWindow::updateSummary);
         connect(rows, &QAbstractItemModel::layoutChanged, this, &FleetWindow::updateSummary);
-        connect(rows, &QAbstractItemModel::dataChanged, this, &FleetWindow::updateSummary);
+        // Counted once per 100 ms at most: a followed run changes its row with every event,
+        // and the count reads every row.
+        connect(rows, &QAbstractItemModel::dataChanged, this, [this] {
+            if (!m_summaryDue.isActive())
+                m_summaryDue.start();
+        });
         // Scrolled to its end, every server reads the next rows of the tab's partition.
         connect(view->verticalScrollBar(), &QScrollBar::valueChanged, this,
                 [this, view, rows](int value) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <QMainWindow>
+#include <QTimer>
 #include <QUrl>
 
 #include <memory>
@@ -78,6 +79,7 @@ private:
     QListWidget *m_servers;
     QLabel *m_summary;
     QLineEdit *m_filter;
+    QTimer m_summaryDue; // a row's change is counted with the next ones
 };
 
 } // namespace AgentDeck

@@ -59,9 +59,7 @@ ApiError ownershipError(const LeaseHolder &holder, std::chrono::milliseconds liv
 
 void ConversationService::renewLeases()
 {
-    QHash<QUuid, qint64> held;
-    for (const ConversationRunner *runner : m_lifecycles.runners())
-        held.insert(runner->conversationId(), runner->lease().epoch);
+    const QHash<QUuid, qint64> held = m_lifecycles.runningLeaseEpochs();
     Transaction transaction(m_store.database());
     const bool stillTheReplica = m_replicas.heartbeat(m_settings.replicaId, m_settings.leaseOwner);
     const QHash<QUuid, LeaseState> states = m_leases.renew(m_settings.leaseOwner, held);
@@ -71,8 +69,16 @@ void ConversationService::renewLeases()
         Q_EMIT replacedAsReplica();
     }
     for (auto it = states.cbegin(); it != states.cend(); ++it) {
-        if (auto *runner = m_lifecycles.runner(it.key()))
-            runner->onLeaseState(it.value());
+        const ConversationLifecycle *lifecycle = m_lifecycles.find(it.key());
+        if (!lifecycle || !lifecycle->runner())
+            continue;
+        // Still this server's: a sandbox that stops the commands of an owner gone silent hears
+        // that it is not.
+        Runtime *runtime = lifecycle->runtime();
+        if (runtime &&
+            (it.value() == LeaseState::Held || it.value() == LeaseState::CancelRequested))
+            runtime->ownerAlive();
+        lifecycle->runner()->onLeaseState(it.value());
     }
     if (m_settings.sharedCatalog) {
         resolveLapsedRuns();

@@ -1,6 +1,7 @@
 #include "conversationlifecycle.h"
 
 #include "execution/conversationrunner.h"
+#include "runtime/runtime.h"
 
 #include <QCoreApplication>
 
@@ -34,13 +35,15 @@ bool ConversationLifecycle::askStop(StopAsked how)
 }
 
 std::optional<ConversationLifecycle::StopAsked>
-ConversationLifecycle::startSucceeded(quint64 number, ConversationRunner *runner)
+ConversationLifecycle::startSucceeded(quint64 number, ConversationRunner *runner,
+                                      std::shared_ptr<Runtime> runtime)
 {
     if (!isStart(number))
         return std::nullopt;
     const StopAsked asked = m_stopAsked;
     m_run = Run::Running;
     m_runner = runner;
+    m_runtime = std::move(runtime);
     m_stopAsked = StopAsked::None;
     return asked;
 }
@@ -65,6 +68,7 @@ std::optional<bool> ConversationLifecycle::runnerStopped(const ConversationRunne
     const bool again = m_runsAgain;
     m_runsAgain = false;
     m_runner = nullptr;
+    m_runtime.reset();
     if (unwritten.events.isEmpty()) {
         m_run = Run::None;
         m_lease = {};
@@ -101,6 +105,7 @@ ConversationRunner *ConversationLifecycle::forget()
     ConversationRunner *runner = this->runner();
     m_run = Run::None;
     m_runner = nullptr;
+    m_runtime.reset();
     m_stopAsked = StopAsked::None;
     m_runsAgain = false;
     m_end = {};
@@ -228,6 +233,16 @@ QList<ConversationRunner *> ConversationLifecycles::runners() const
             runners.append(runner);
     }
     return runners;
+}
+
+QHash<QUuid, qint64> ConversationLifecycles::runningLeaseEpochs() const
+{
+    QHash<QUuid, qint64> epochs;
+    for (auto it = m_lifecycles.cbegin(); it != m_lifecycles.cend(); ++it) {
+        if (it->run() == ConversationLifecycle::Run::Running)
+            epochs.insert(it.key(), it->lease().epoch);
+    }
+    return epochs;
 }
 
 int ConversationLifecycles::runningCount() const

@@ -9,10 +9,12 @@
 #include <QUuid>
 
 #include <coroutine>
+#include <memory>
 
 namespace AgentDeck {
 
 class ConversationRunner;
+class Runtime;
 
 // What this process holds of one conversation beside its row: where its run is here (one state,
 // Run), what was asked of that run meanwhile, and how many requests are bringing its runtime up
@@ -20,6 +22,11 @@ class ConversationRunner;
 // (ConversationLifecycles) and changes it only through the transitions below, each of which
 // says from which states it leads where; the row stays the record of the conversation, this is
 // what is live of it in this process.
+//
+// It owns what a run here holds: the lease, and the runtime the run's commands go to (the
+// runner only borrows it, so a run this object let go of can start no command). The provider
+// keeps the sandbox process itself, which outlives runs (a shell conversation keeps its sandbox
+// between them, and the workspace routes use it).
 //
 //            beginStart()          startSucceeded()
 //     None ──────────────► Starting ───────────────► Running
@@ -36,7 +43,7 @@ public:
     {
         None,         // no run of it here
         Starting,     // a run's runtime is coming up, under the run's lease (startNumber())
-        Running,      // a runner runs it (runner())
+        Running,      // a runner runs it (runner()), its commands in runtime()
         EndUnwritten, // its run ended while storage refused the end (unwrittenEnd())
     };
     // A pause or an interrupt asked for while the run started, carried out once it runs (the
@@ -73,6 +80,8 @@ public:
     // The lease the run is started or run under.
     const LeaseToken &lease() const { return m_lease; }
     ConversationRunner *runner() const;
+    // The runtime of the run while it runs here (null in any other state).
+    Runtime *runtime() const { return m_runtime.get(); }
     StopAsked stopAsked() const { return m_stopAsked; }
     bool runsAgain() const { return m_runsAgain; }
     bool isHalting() const { return m_halts > 0; }
@@ -83,9 +92,11 @@ public:
     bool beginStart(quint64 number, const LeaseToken &lease);
     // Starting: a pause or an interrupt to carry out once it runs. False in any other state.
     bool askStop(StopAsked how);
-    // Starting → Running, with `runner`; returns the stop asked meanwhile. Nullopt when it is
-    // not the start `number` any more (a delete called it off): nothing changes then.
-    std::optional<StopAsked> startSucceeded(quint64 number, ConversationRunner *runner);
+    // Starting → Running, with `runner` running its commands in `runtime` (held from here until
+    // the run ends here); returns the stop asked meanwhile. Nullopt when it is not the start
+    // `number` any more (a delete called it off): nothing changes then.
+    std::optional<StopAsked> startSucceeded(quint64 number, ConversationRunner *runner,
+                                            std::shared_ptr<Runtime> runtime);
     // Starting → None, when it is still the start `number` (false: a later one, left alone).
     bool startFailed(quint64 number);
     // Running → None, or → EndUnwritten when `unwritten` has events. Returns whether a run was
@@ -98,7 +109,8 @@ public:
     // once it has stopped. Only while stopping, and never while it is halted for good; returns
     // whether it was taken.
     bool askRunAfterStop(bool runnerStopping);
-    // Any state → None: the conversation is gone (a delete). Returns the runner to abandon.
+    // Any state → None: the conversation is gone (a delete). Returns the runner to abandon; its
+    // runtime is let go of here (a command in flight keeps it until it returns).
     ConversationRunner *forget();
 
     // A runtime bring-up began or ended (ConversationService::bringUpRuntime()).
@@ -116,6 +128,7 @@ private:
     quint64 m_start = 0;
     LeaseToken m_lease;
     QPointer<ConversationRunner> m_runner;
+    std::shared_ptr<Runtime> m_runtime;
     StopAsked m_stopAsked = StopAsked::None;
     bool m_runsAgain = false;
     UnwrittenEnd m_end;
@@ -201,6 +214,8 @@ public:
     // The conversations whose lifecycle is in `run`.
     QList<QUuid> in(ConversationLifecycle::Run run) const;
     QList<ConversationRunner *> runners() const;
+    // The epoch of the lease of each run running here, by conversation (what a renewal renews).
+    QHash<QUuid, qint64> runningLeaseEpochs() const;
     int runningCount() const;
 
 private:

@@ -169,12 +169,14 @@ QCoro::Task<> ConversationService::startRun([[maybe_unused]] Turn turn, QUuid id
     runtime = std::make_shared<RunRuntime>(
         std::move(runtime), [this, id = info.id] { return m_commandSecrets.value(id).values; },
         m_log, info.id);
-    auto *runner = new ConversationRunner(
-        info.id, lease, m_log, m_store, std::move(agent), std::move(runtime),
-        RunSettings{info.workingDir, info.alwaysConfirm, m_settings.commandTimeout,
-                    m_agents.offersRetry(info.agentKind)},
-        this);
-    const auto stopAsked = m_lifecycles.at(info.id).startSucceeded(start, runner);
+    // The lifecycle holds the runtime from here; the runner borrows it.
+    auto *runner = new ConversationRunner(info.id, lease, m_log, m_store, std::move(agent), runtime,
+                                          RunSettings{info.workingDir, info.alwaysConfirm,
+                                                      m_settings.commandTimeout,
+                                                      m_agents.offersRetry(info.agentKind)},
+                                          this);
+    const auto stopAsked =
+        m_lifecycles.at(info.id).startSucceeded(start, runner, std::move(runtime));
     connect(runner, &ConversationRunner::stopped, this, [this, runner](const QUuid &id) {
         // Nullopt: a runner a delete let go of, whose conversation may have a run of its own
         // again (created again with the same id): it asked for no run after it.

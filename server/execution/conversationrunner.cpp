@@ -132,7 +132,7 @@ RunOutcome errorOutcome(const Event &agentError)
 
 ConversationRunner::ConversationRunner(const QUuid &conversationId, LeaseToken lease, EventLog &log,
                                        ConversationStore &store, std::unique_ptr<Agent> agent,
-                                       std::shared_ptr<Runtime> runtime, RunSettings settings,
+                                       std::weak_ptr<Runtime> runtime, RunSettings settings,
                                        QObject *parent)
     : QObject(parent)
     , m_id(conversationId)
@@ -174,7 +174,8 @@ void ConversationRunner::interrupt(QLatin1StringView cause)
     m_interrupted = true;
     if (m_agent)
         m_agent->cancel();
-    m_runtime->interrupt();
+    if (const auto runtime = m_runtime.lock())
+        runtime->interrupt();
 }
 
 void ConversationRunner::abandon()
@@ -187,10 +188,8 @@ void ConversationRunner::onLeaseState(LeaseState state)
 {
     switch (state) {
     case LeaseState::Held:
-        m_runtime->ownerAlive();
         break;
     case LeaseState::CancelRequested:
-        m_runtime->ownerAlive();
         requestPause();
         break;
     case LeaseState::InterruptRequested:
@@ -263,6 +262,13 @@ QCoro::Task<> ConversationRunner::loop()
                     m_log.setStatus(m_id, ExecutionStatus::WaitingForConfirmation, {}, &m_lease);
                     break;
                 }
+                // Held until the command returns, whatever lets go of the run meanwhile.
+                const std::shared_ptr<Runtime> runtime = m_runtime.lock();
+                if (!runtime) {
+                    // Its lifecycle let go of the run (a delete): it writes nothing more.
+                    m_abandoned = true;
+                    break;
+                }
                 const Event action = *pending.first();
                 m_confirmedActionId = QUuid();
                 m_commandInFlight = true;
@@ -271,9 +277,9 @@ QCoro::Task<> ConversationRunner::loop()
                 const QString toolName = action.fields.value(u"tool_name"_s).toString();
                 CommandResult result = Tools::notOffered(toolName);
                 if (toolName.isEmpty() || m_agent->offers(toolName)) {
-                    auto execution = Tools::run(
-                        *m_runtime, toolName, action.fields.value(u"action"_s).toObject(),
-                        m_settings.workingDir, m_settings.commandTimeout, action.id);
+                    auto execution =
+                        Tools::run(*runtime, toolName, action.fields.value(u"action"_s).toObject(),
+                                   m_settings.workingDir, m_settings.commandTimeout, action.id);
                     result = co_await std::move(execution);
                 }
                 m_commandInFlight = false;

@@ -26,13 +26,15 @@ struct RunSettings
 // The live executor of one conversation: asks the agent for the next step, runs commands in the
 // runtime, writes every result through the event log, and ends in a resting status (paused,
 // finished, waiting_for_confirmation or error). It deletes itself when its loop has ended.
+// The runtime is borrowed from the conversation's lifecycle (ConversationLifecycle::runtime()),
+// which owns it while the run runs there: let go of (a delete), no further command starts.
 class ConversationRunner : public QObject
 {
     Q_OBJECT
 public:
     ConversationRunner(const QUuid &conversationId, LeaseToken lease, EventLog &log,
                        ConversationStore &store, std::unique_ptr<Agent> agent,
-                       std::shared_ptr<Runtime> runtime, RunSettings settings,
+                       std::weak_ptr<Runtime> runtime, RunSettings settings,
                        QObject *parent = nullptr);
     ~ConversationRunner() override;
 
@@ -84,7 +86,7 @@ private:
     EventLog &m_log;
     ConversationStore &m_store;
     std::unique_ptr<Agent> m_agent;
-    std::shared_ptr<Runtime> m_runtime;
+    std::weak_ptr<Runtime> m_runtime;
     RunSettings m_settings;
     QUuid m_confirmedActionId;
     bool m_pauseRequested = false;

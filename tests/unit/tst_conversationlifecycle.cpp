@@ -70,6 +70,14 @@ QString describe(const ConversationLifecycle &lifecycle)
     return parts.join(u' ');
 }
 
+// A runtime no command is sent to.
+class IdleRuntime final : public Runtime
+{
+public:
+    QCoro::Task<CommandResult> execute(CommandRequest) override { co_return CommandResult{}; }
+    void interrupt() override {}
+};
+
 } // namespace
 
 class ConversationLifecycleTest : public QObject
@@ -181,9 +189,11 @@ private Q_SLOTS:
         QFETCH(QString, state);
         QCOMPARE(answers.size(), steps.size());
 
-        ConversationRunner a(QUuid::createUuid(), {}, *m_log, *m_store, nullptr, nullptr, {});
-        ConversationRunner b(QUuid::createUuid(), {}, *m_log, *m_store, nullptr, nullptr, {});
+        ConversationRunner a(QUuid::createUuid(), {}, *m_log, *m_store, nullptr, {}, {});
+        ConversationRunner b(QUuid::createUuid(), {}, *m_log, *m_store, nullptr, {}, {});
         const auto runnerNamed = [&](const QString &name) { return name == u"A"_s ? &a : &b; };
+        // The runtime each run was given, which the lifecycle alone holds.
+        QHash<const ConversationRunner *, std::weak_ptr<Runtime>> runtimes;
         const Event ended = Event::agentError(u"x"_s, u"the run's end"_s);
 
         ConversationLifecycle lifecycle;
@@ -199,8 +209,12 @@ private Q_SLOTS:
             } else if (verb == u"interrupt"_s) {
                 answer = yes(lifecycle.askStop(ConversationLifecycle::StopAsked::Interrupt));
             } else if (verb == u"succeed"_s) {
-                const auto asked =
-                    lifecycle.startSucceeded(words[1].toULongLong(), runnerNamed(words[2]));
+                auto runtime = std::make_shared<IdleRuntime>();
+                if (lifecycle.isStart(words[1].toULongLong()))
+                    runtimes.insert(runnerNamed(words[2]), runtime);
+                const auto asked = lifecycle.startSucceeded(words[1].toULongLong(),
+                                                            runnerNamed(words[2]), runtime);
+                runtime.reset();
                 answer = asked ? nameOf(*asked) : u"called off"_s;
             } else if (verb == u"fail"_s) {
                 answer = yes(lifecycle.startFailed(words[1].toULongLong()));
@@ -231,6 +245,20 @@ private Q_SLOTS:
             QVERIFY2(answer == answers[i],
                      qPrintable(u"step %1 (%2) answered %3, not %4"_s.arg(i + 1).arg(
                          steps[i], answer, answers[i])));
+            // A runtime is held while its run runs, and let go of in the same transition that
+            // ends the run here (nothing else holds it).
+            for (auto it = runtimes.cbegin(); it != runtimes.cend(); ++it) {
+                const bool runs = lifecycle.runner() == it.key();
+                QVERIFY2(
+                    it.value().expired() != runs,
+                    qPrintable(u"step %1 (%2): the runtime of runner %3 is %4"_s.arg(i + 1).arg(
+                        steps[i], it.key() == &a ? u"A"_s : u"B"_s,
+                        runs ? u"gone while it runs"_s : u"held after its run"_s)));
+                if (runs)
+                    QCOMPARE(lifecycle.runtime(), it.value().lock().get());
+            }
+            if (!lifecycle.runner())
+                QVERIFY(!lifecycle.runtime());
         }
         QCOMPARE(describe(lifecycle), state);
         if (lifecycle.run() == ConversationLifecycle::Run::EndUnwritten)

@@ -28,8 +28,20 @@ void printErr(const QString &text)
     std::fflush(stderr);
 }
 
+// The daemon runs on Qt's own event dispatcher, not GLib's: with GLib every socket notifier
+// switched on or off (one per answer written through a socket's buffer) also woke the main
+// loop through an eventfd, two writes more per request. Nothing of the daemon needs GLib's
+// loop (the console keeps it, for the desktop's platform theme). QT_NO_GLIB set by the operator
+// is left as it is.
+void useQtEventDispatcher()
+{
+    if (!qEnvironmentVariableIsSet("QT_NO_GLIB"))
+        qputenv("QT_NO_GLIB", "1");
+}
+
 int runHeadless(int argc, char *argv[], const Options &options)
 {
+    useQtEventDispatcher();
     QCoreApplication app(argc, argv);
     app.setApplicationName(u"agentdeck"_s);
     app.setApplicationVersion(QStringLiteral(AGENTDECK_VERSION));

@@ -91,15 +91,17 @@ bool ApiAuth::allowsHostHeader(QByteArrayView host) const
 {
     // Bounded: a client that sends a new value each time only makes it start over.
     constexpr qsizetype MaxRemembered = 64;
+    // Compared in place: a lookup by a copy of the header cost a GET by id 3 % of its time.
     const std::lock_guard lock(m_hostsMutex);
-    if (const auto known = m_hostVerdicts.constFind(host.toByteArray());
-        known != m_hostVerdicts.cend())
-        return *known;
+    for (const auto &[known, allowed] : std::as_const(m_hostVerdicts)) {
+        if (known == host)
+            return allowed;
+    }
     const QString name = hostName(host);
     const bool allowed = name.isEmpty() || allowsHost(name);
     if (m_hostVerdicts.size() >= MaxRemembered)
         m_hostVerdicts.clear();
-    m_hostVerdicts.insert(host.toByteArray(), allowed);
+    m_hostVerdicts.append({host.toByteArray(), allowed});
     return allowed;
 }
 

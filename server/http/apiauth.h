@@ -56,7 +56,7 @@ private:
     QStringList m_allowedHosts;   // lower case
     // The request thread and the streams thread both ask.
     mutable std::mutex m_hostsMutex;
-    mutable QHash<QByteArray, bool> m_hostVerdicts;
+    mutable QList<std::pair<QByteArray, bool>> m_hostVerdicts; // a few: looked through in turn
 };
 
 } // namespace AgentDeck

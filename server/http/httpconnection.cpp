@@ -19,18 +19,45 @@ using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
 
-quint64 HeadWaiters::add(HttpConnection *connection)
+HeadWaiters::Place &HeadWaiters::placeOf(HttpConnection *connection)
 {
-    const quint64 key = m_next++;
-    m_waiting.emplace_hint(m_waiting.end(), key, Waiting{connection, m_clock.elapsed()});
-    return key;
+    return connection->m_waiting;
+}
+
+void HeadWaiters::add(HttpConnection *connection)
+{
+    Place &place = placeOf(connection);
+    if (place.inLine)
+        return;
+    place = Place{m_last, nullptr, m_clock.elapsed(), true};
+    if (m_last)
+        placeOf(m_last).next = connection;
+    else
+        m_first = connection;
+    m_last = connection;
+}
+
+void HeadWaiters::remove(HttpConnection *connection)
+{
+    Place &place = placeOf(connection);
+    if (!place.inLine)
+        return;
+    if (place.previous)
+        placeOf(place.previous).next = place.next;
+    else
+        m_first = place.next;
+    if (place.next)
+        placeOf(place.next).previous = place.previous;
+    else
+        m_last = place.previous;
+    place = Place{};
 }
 
 HttpConnection *HeadWaiters::evictable() const
 {
-    if (m_waiting.empty() || m_clock.elapsed() - m_waiting.begin()->second.since < MinWaitMs)
+    if (!m_first || m_clock.elapsed() - m_first->m_waiting.since < MinWaitMs)
         return nullptr;
-    return m_waiting.begin()->second.connection;
+    return m_first;
 }
 
 namespace {
@@ -116,7 +143,7 @@ HttpConnection::HttpConnection(QTcpSocket *socket, const HttpLimits &limits, Met
     , m_onRequest(std::move(onRequest))
     , m_onUpgrade(std::move(onUpgrade))
 {
-    m_waitingKey = m_waiters->add(this);
+    m_waiters->add(this);
     // Activity moves the deadline, not the timer: restarting a timer at every request and every
     // write was a tenth of an /alive's CPU. When it fires early, it waits for the rest.
     m_idle.setSingleShot(true);
@@ -140,6 +167,9 @@ HttpConnection::HttpConnection(QTcpSocket *socket, const HttpLimits &limits, Met
     connect(m_socket, &QTcpSocket::readyRead, this, &HttpConnection::onReadyRead);
     // An answer being written is activity too: a slow handler does not make a connection idle.
     connect(m_socket, &QTcpSocket::bytesWritten, this, [this] {
+        // Answers written while the requests of a read are taken: the read ends as if they were.
+        if (m_taking)
+            return;
         if (m_idle.isActive())
             m_lastActivity.start();
         noteWaiting(); // an asynchronous answer may have been the last one owed
@@ -209,7 +239,9 @@ void HttpConnection::onReadyRead()
     }
     if (!news.requests.isEmpty())
         stopWaiting(); // it waits anew, from now, once the requests are answered
+    m_taking = true;
     take(std::move(news.requests));
+    m_taking = false;
     if (m_closing || m_refused)
         return;
     // What concerns the request being followed takes its turn after the answers to the ones
@@ -323,16 +355,15 @@ bool HttpConnection::isWaitingForHead() const
 void HttpConnection::noteWaiting()
 {
     const bool waiting = isWaitingForHead();
-    if (waiting && m_waitingKey == 0)
-        m_waitingKey = m_waiters->add(this);
-    else if (!waiting)
+    if (waiting)
+        m_waiters->add(this);
+    else
         stopWaiting();
 }
 
 void HttpConnection::stopWaiting()
 {
-    if (m_waitingKey != 0)
-        m_waiters->remove(std::exchange(m_waitingKey, 0));
+    m_waiters->remove(this);
 }
 
 void HttpConnection::closeUnread(const QString &why)

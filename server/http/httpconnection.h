@@ -9,7 +9,6 @@
 #include <QTimer>
 
 #include <functional>
-#include <map>
 #include <memory>
 
 class QTcpSocket;
@@ -32,20 +31,29 @@ public:
     // have its head in the kernel's buffer, not read yet.
     static constexpr qint64 MinWaitMs = 250;
 
+    // Where a connection is in the line: a part of each connection, so that joining and
+    // leaving the line (at every request) allocates nothing.
+    struct Place
+    {
+        HttpConnection *previous = nullptr;
+        HttpConnection *next = nullptr;
+        qint64 since = 0; // m_clock's time
+        bool inLine = false;
+    };
+
     HeadWaiters() { m_clock.start(); }
-    quint64 add(HttpConnection *connection);
-    void remove(quint64 key) { m_waiting.erase(key); }
+    // `connection` waits from now: last in the line. Nothing when it waits already.
+    void add(HttpConnection *connection);
+    void remove(HttpConnection *connection);
     // The one that has waited longest, if that is long enough to evict it.
     HttpConnection *evictable() const;
 
 private:
-    struct Waiting
-    {
-        HttpConnection *connection;
-        qint64 since; // m_clock's time
-    };
-    std::map<quint64, Waiting> m_waiting;
-    quint64 m_next = 1;
+    static Place &placeOf(HttpConnection *connection);
+
+    // Oldest first: a connection joins at the end, at the time it joins.
+    HttpConnection *m_first = nullptr;
+    HttpConnection *m_last = nullptr;
     QElapsedTimer m_clock;
 };
 
@@ -60,6 +68,8 @@ private:
 // that head read from the socket and every byte after it still there.
 class HttpConnection : public QObject
 {
+    friend class HeadWaiters;
+
 public:
     // Takes a whole request; it answers through ApiServer, in turn, on the socket.
     using RequestHandler = std::function<void(HttpRequest request, QTcpSocket *socket)>;
@@ -111,9 +121,10 @@ private:
     std::shared_ptr<HeadWaiters> m_waiters;
     RequestHandler m_onRequest;
     UpgradeHandler m_onUpgrade;
-    quint64 m_waitingKey = 0; // in m_waiters; 0: not waiting for a head
-    bool m_decided = false;   // the first request is not an upgrade
-    qint64 m_seen = 0;        // until then: bytes at the front of the socket's buffer followed
+    HeadWaiters::Place m_waiting; // in m_waiters' line while it waits for a request head
+    bool m_decided = false;       // the first request is not an upgrade
+    bool m_taking = false;        // in take(): the read's own end counts what is answered
+    qint64 m_seen = 0;            // until then: bytes at the front of the socket's buffer followed
     bool m_refused = false;
     bool m_answered = false; // the refusal has been written
     bool m_closing = false;  // a request asked for the close: nothing more is read

@@ -73,7 +73,7 @@ struct HttpResponse
 {
     int status = 200;
     QByteArray body;
-    QByteArray contentType = "application/json";
+    QByteArray contentType = QByteArrayLiteral("application/json"); // no allocation per answer
     QList<QPair<QByteArray, QByteArray>> headers;
     // A body made while it is sent, instead of `body`: `streamedLength` bytes in all, in the
     // parts nextPart() gives, each asked for once the socket has sent most of the one before.

@@ -1,5 +1,7 @@
 #include "router.h"
 
+#include <QVarLengthArray>
+
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
@@ -20,7 +22,25 @@ Router::Route makeRoute(Router::Method method, const QString &pattern)
     return route;
 }
 
-bool matches(const Router::Route &route, const QList<QStringView> &segments)
+// A path's segments, looked at in place.
+using Segments = QVarLengthArray<QStringView, 8>;
+
+Segments segmentsOf(QStringView path)
+{
+    Segments segments;
+    qsizetype start = 0;
+    while (start < path.size()) {
+        qsizetype end = path.indexOf(u'/', start);
+        if (end < 0)
+            end = path.size();
+        if (end > start)
+            segments.append(path.sliced(start, end - start));
+        start = end + 1;
+    }
+    return segments;
+}
+
+bool matches(const Router::Route &route, const Segments &segments)
 {
     if (route.segments.size() != segments.size())
         return false;
@@ -36,13 +56,22 @@ void Router::add(Method method, const QString &pattern, SyncHandler handler)
 {
     Route route = makeRoute(method, pattern);
     route.sync = std::move(handler);
-    m_routes.append(std::move(route));
+    index(std::move(route));
 }
 
 void Router::addAsync(Method method, const QString &pattern, AsyncHandler handler)
 {
     Route route = makeRoute(method, pattern);
     route.async = std::move(handler);
+    index(std::move(route));
+}
+
+void Router::index(Route route)
+{
+    const qsizetype count = route.segments.size();
+    if (m_bySegmentCount.size() <= count)
+        m_bySegmentCount.resize(count + 1);
+    m_bySegmentCount[count].append(m_routes.size());
     m_routes.append(std::move(route));
 }
 
@@ -52,10 +81,15 @@ Router::Match Router::match(Method method, const QString &path) const
     // /conversations/{id}); that pattern's routes decide which methods the path allows. Every
     // request comes here: nothing is copied until the route is known (this was a tenth of the
     // server's work for a GET by id).
-    const QList<QStringView> segments = QStringView(path).split(u'/', Qt::SkipEmptyParts);
+    const Segments segments = segmentsOf(path);
+    Match match;
+    if (segments.size() >= m_bySegmentCount.size())
+        return match;
+    const QList<qsizetype> &candidates = m_bySegmentCount[segments.size()];
     int bestLiterals = -1;
     const Route *chosen = nullptr;
-    for (const Route &route : m_routes) {
+    for (const qsizetype index : candidates) {
+        const Route &route = m_routes[index];
         if (route.literals < bestLiterals || !matches(route, segments))
             continue;
         if (route.literals > bestLiterals) {
@@ -66,7 +100,6 @@ Router::Match Router::match(Method method, const QString &path) const
         if (!chosen && route.method == method)
             chosen = &route;
     }
-    Match match;
     if (chosen) {
         match.route = chosen;
         for (qsizetype i = 0; i < segments.size(); ++i) {
@@ -74,7 +107,8 @@ Router::Match Router::match(Method method, const QString &path) const
                 match.args.append(segments[i].toString());
         }
     } else if (bestLiterals >= 0) {
-        for (const Route &route : m_routes) {
+        for (const qsizetype index : candidates) {
+            const Route &route = m_routes[index];
             if (route.literals == bestLiterals && matches(route, segments) &&
                 !match.allowedMethods.contains(methodName(route.method)))
                 match.allowedMethods.append(methodName(route.method));

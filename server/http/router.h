@@ -43,7 +43,12 @@ public:
     static QByteArray methodName(Method method);
 
 private:
+    void index(Route route);
+
     QList<Route> m_routes;
+    // The routes (indexes into m_routes) of each number of path segments, in the order they
+    // were added: a path is matched against those of its own length only.
+    QList<QList<qsizetype>> m_bySegmentCount;
 };
 
 } // namespace AgentDeck

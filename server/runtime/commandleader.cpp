@@ -1,5 +1,7 @@
 #include "commandleader.h"
 
+#include "usernamespacefilter.h"
+
 #include <QFile>
 
 #include <cerrno>
@@ -157,6 +159,10 @@ void endTree()
         ::_exit(126);
     }
     ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    if (!UserNamespaceFilter::install()) {
+        std::perror("agentdeck command-leader: seccomp");
+        ::_exit(126);
+    }
     ::execvp(options.command[0], options.command);
     std::fprintf(stderr, "agentdeck command-leader: cannot run %s: %s\n", options.command[0],
                  std::strerror(errno));

@@ -5,6 +5,7 @@
 #include "conversationsecrets.h"
 #include "logging.h"
 #include "openfiles.h"
+#include "usernamespacefilter.h"
 
 #include <QCommandLineParser>
 #include <QCoreApplication>
@@ -16,9 +17,12 @@
 #include <QLocalSocket>
 #include <QProcess>
 #include <QSaveFile>
+#include <QScopeGuard>
 #include <QStandardPaths>
 
 #include <csignal>
+#include <cstring>
+#include <fcntl.h>
 #include <pwd.h>
 #include <unistd.h>
 
@@ -245,8 +249,18 @@ void SandboxHost::startCommand(const QJsonObject &message)
     const bool egress = !m_isolation.isWeak() &&
                         m_options.policy.network == SandboxPolicy::Network::Egress &&
                         m_isolation.userModeNetwork && m_network.prepare(&m_networkProblem);
-    m_process->setChildProcessModifier([egress, network = &m_network] {
+    m_led = m_isolation.isWeak();
+    // bubblewrap loads the filter from a descriptor this command alone inherits; a leader
+    // installs it itself.
+    const int seccompFile = m_led ? -1 : UserNamespaceFilter::programFile();
+    const auto closeSeccompFile = qScopeGuard([seccompFile] {
+        if (seccompFile >= 0)
+            ::close(seccompFile);
+    });
+    m_process->setChildProcessModifier([egress, network = &m_network, seccompFile] {
         ::setsid();
+        if (seccompFile >= 0)
+            ::fcntl(seccompFile, F_SETFD, 0);
         if (egress)
             network->inChild();
     });
@@ -257,9 +271,14 @@ void SandboxHost::startCommand(const QJsonObject &message)
             onCommandFinished();
     });
     const QStringList bash{u"-c"_s, u"--"_s, m_command};
-    m_led = m_isolation.isWeak();
-    if (!m_led) {
-        m_process->start(u"bwrap"_s, bubblewrapArguments(egress) << u"bash"_s << bash);
+    if (!m_led && seccompFile < 0) {
+        // Not run without it: the command could make a user namespace of its own.
+        const QString why = u"cannot make the sandbox's seccomp filter: "_s +
+                            QString::fromLocal8Bit(std::strerror(errno));
+        qCWarning(lcRuntime).noquote() << why;
+        m_process->start(u"/bin/sh"_s, {u"-c"_s, u"echo \"$0\" >&2; exit 126"_s, why});
+    } else if (!m_led) {
+        m_process->start(u"bwrap"_s, bubblewrapArguments(egress, seccompFile) << u"bash"_s << bash);
         if (egress && !m_network.attach(m_isolation.root, &m_networkProblem))
             qCWarning(lcRuntime).noquote()
                 << "the command runs without network:" << m_networkProblem;
@@ -280,9 +299,9 @@ void SandboxHost::startCommand(const QJsonObject &message)
         m_ownerSilence.start(ownerSilenceMs);
 }
 
-QStringList SandboxHost::bubblewrapArguments(bool egress) const
+QStringList SandboxHost::bubblewrapArguments(bool egress, int seccompFile) const
 {
-    QStringList arguments;
+    QStringList arguments{u"--seccomp"_s, QString::number(seccompFile)};
     for (const char *dir : SystemDirs) {
         if (QFileInfo(QFile::decodeName(dir)).isDir())
             arguments << u"--ro-bind"_s << QFile::decodeName(dir) << QFile::decodeName(dir);

@@ -73,7 +73,8 @@ private:
     void onReadyRead();
     void handle(const QJsonObject &message);
     void startCommand(const QJsonObject &message);
-    QStringList bubblewrapArguments(bool egress) const;
+    // `seccompFile`: a descriptor of UserNamespaceFilter's program for bubblewrap to load.
+    QStringList bubblewrapArguments(bool egress, int seccompFile) const;
     // Whom a root host's commands run as; gives them the workspace and home when needed.
     bool chooseCommandUser(QString *error);
     void stopCommand();

@@ -1,5 +1,7 @@
 #include "answerline.h"
 
+#include <typeinfo>
+
 #include <QTcpSocket>
 
 namespace AgentDeck {
@@ -10,9 +12,11 @@ AnswerLine::AnswerLine(QTcpSocket *socket)
 
 AnswerLine *AnswerLine::of(QTcpSocket *socket)
 {
+    // By its exact type: asked twice per request, and a dynamic_cast of every child (the
+    // socket's engine among them) cost a GET by id 3 % of its time.
     for (QObject *child : socket->children()) {
-        if (auto *line = dynamic_cast<AnswerLine *>(child))
-            return line;
+        if (typeid(*child) == typeid(AnswerLine))
+            return static_cast<AnswerLine *>(child);
     }
     return nullptr;
 }

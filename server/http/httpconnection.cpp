@@ -124,9 +124,7 @@ HttpRequest HttpConnection::toRequest(const HttpRequestFollower::Request &receiv
         query.replace(u'+', u"%20"_s);
         request.query = QUrlQuery(query);
     }
-    forEachHeader(head, [&request](QByteArrayView name, QByteArrayView value) {
-        request.headers.append({name.toByteArray(), value.toByteArray()});
-    });
+    request.head = received.head;
     request.body = received.body;
     return request;
 }

@@ -2,8 +2,6 @@
 
 #include <QByteArrayView>
 
-#include <functional>
-
 // Reading the head of an HTTP/1.1 request (request line and header lines).
 namespace AgentDeck {
 
@@ -26,8 +24,21 @@ RequestLineFault checkRequestLine(QByteArrayView line);
 bool headerLinesAreWellFormed(QByteArrayView head);
 
 // Calls `visit` with the name and the value (both trimmed) of each header line of `head`; the
-// request line and lines without a colon are skipped.
-void forEachHeader(QByteArrayView head,
-                   const std::function<void(QByteArrayView name, QByteArrayView value)> &visit);
+// request line and lines without a colon are skipped. (A template: every request's head is
+// read through it, more than once.)
+template<typename Visit> void forEachHeader(QByteArrayView head, Visit &&visit)
+{
+    qsizetype lineStart = head.indexOf('\n');
+    while (lineStart >= 0 && lineStart + 1 < head.size()) {
+        ++lineStart;
+        qsizetype lineEnd = head.indexOf('\n', lineStart);
+        if (lineEnd < 0)
+            lineEnd = head.size();
+        const QByteArrayView line = head.sliced(lineStart, lineEnd - lineStart);
+        if (const qsizetype colon = line.indexOf(':'); colon > 0)
+            visit(line.first(colon).trimmed(), line.sliced(colon + 1).trimmed());
+        lineStart = lineEnd < head.size() ? lineEnd : -1;
+    }
+}
 
 } // namespace AgentDeck

@@ -1,6 +1,7 @@
 #include "httptypes.h"
 
 #include "apierror.h"
+#include "httphead.h"
 #include "wiretypes.h"
 
 #include <QJsonArray>
@@ -19,11 +20,15 @@ namespace AgentDeck {
 
 QByteArray HttpRequest::header(QByteArrayView name) const
 {
-    for (const auto &[key, value] : headers) {
-        if (name.compare(key, Qt::CaseInsensitive) == 0)
-            return value;
-    }
-    return {};
+    QByteArray found;
+    bool seen = false;
+    forEachHeader(head, [&](QByteArrayView key, QByteArrayView value) {
+        if (!seen && name.compare(key, Qt::CaseInsensitive) == 0) {
+            found = value.toByteArray();
+            seen = true;
+        }
+    });
+    return found;
 }
 
 QJsonObject HttpRequest::jsonObject() const
@@ -286,9 +291,9 @@ QByteArray answerBytes(const HttpResponse &response, bool headOnly, QByteArrayVi
 
 } // namespace
 
-QByteArray HttpResponse::wireBytes(bool headOnly) const
+QByteArray HttpResponse::wireHead() const
 {
-    return answerBytes(*this, headOnly, {});
+    return answerBytes(*this, true, {});
 }
 
 QByteArray HttpResponse::closingAnswer() const

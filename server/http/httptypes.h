@@ -52,7 +52,10 @@ struct HttpRequest
     QString path;
     QUrlQuery query;
     QByteArray body;
-    QList<QPair<QByteArray, QByteArray>> headers;
+    // The request line and header lines as they came (shared with the connection's copy, not
+    // split into a list: a list of headers cost every request three allocations); header()
+    // reads them.
+    QByteArray head;
     QStringList args; // the {placeholders} of the matched route, in order
 
     QByteArray header(QByteArrayView name) const;
@@ -86,9 +89,10 @@ struct HttpResponse
     static HttpResponse rawJson(QByteArray json, int status = 200);
     static HttpResponse error(const ApiError &error);
 
-    // The whole answer as HTTP/1.1 bytes; a HEAD's answer has no body (its Content-Length is
-    // the GET's).
-    QByteArray wireBytes(bool headOnly = false) const;
+    // The answer's status line and header lines as HTTP/1.1 bytes, up to the empty line; the
+    // body is sent beside it, not copied behind it. Its Content-Length is the body's, also for
+    // a HEAD's answer, which has no body.
+    QByteArray wireHead() const;
     // ... with `Connection: close`: for a connection closed after it (the listener's refusals,
     // a refused WebSocket upgrade).
     QByteArray closingAnswer() const;

@@ -119,27 +119,29 @@ Router::Match Router::match(Method method, const QString &path) const
 
 QByteArray Router::methodName(Method method)
 {
+    // Literals: asked at every request (its metrics), and a QByteArray made from a char array
+    // would be an allocation each time.
     switch (method) {
     case Method::Get:
-        return "GET";
+        return QByteArrayLiteral("GET");
     case Method::Put:
-        return "PUT";
+        return QByteArrayLiteral("PUT");
     case Method::Delete:
-        return "DELETE";
+        return QByteArrayLiteral("DELETE");
     case Method::Post:
-        return "POST";
+        return QByteArrayLiteral("POST");
     case Method::Head:
-        return "HEAD";
+        return QByteArrayLiteral("HEAD");
     case Method::Options:
-        return "OPTIONS";
+        return QByteArrayLiteral("OPTIONS");
     case Method::Patch:
-        return "PATCH";
+        return QByteArrayLiteral("PATCH");
     case Method::Connect:
-        return "CONNECT";
+        return QByteArrayLiteral("CONNECT");
     case Method::Trace:
-        return "TRACE";
+        return QByteArrayLiteral("TRACE");
     default:
-        return "UNKNOWN";
+        return QByteArrayLiteral("UNKNOWN");
     }
 }
 

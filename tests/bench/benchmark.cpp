@@ -925,7 +925,7 @@ QCoro::Task<bool> Benchmark::measureThroughput(ServerProcess &server, const QLis
     // wrk keeps a server of one core busy; the bench's own load generator (one Qt thread)
     // runs out of CPU first, and then both sides measure the client.
     const bool withWrk = !wrkBinary().isEmpty();
-    say(withWrk ? u"   load: wrk, 2 threads"_s
+    say(withWrk ? u"   load: wrk, %1 thread(s)"_s.arg(m_options.loadThreads)
                 : u"   load: the bench's own generator (wrk is not installed: apt-get install "
                   "wrk); it may be the limit on both sides"_s);
 
@@ -965,12 +965,12 @@ QCoro::Task<bool> Benchmark::measureThroughput(ServerProcess &server, const QLis
             bool finished = true;
             CpuMeter cpu(target.pid);
             if (withWrk) {
-                auto warming =
-                    runWrk(target.endpoint, target.paths, m_options.throughputConnections,
-                           std::max(m_options.throughputWarmup, 1000ms));
+                auto warming = runWrk(target.endpoint, target.paths, m_options.loadThreads,
+                                      m_options.throughputConnections,
+                                      std::max(m_options.throughputWarmup, 1000ms));
                 const WrkResult warm = co_await std::move(warming);
                 cpu.restart(); // not the warm-up
-                auto loading = runWrk(target.endpoint, target.paths,
+                auto loading = runWrk(target.endpoint, target.paths, m_options.loadThreads,
                                       m_options.throughputConnections, m_options.throughputWindow);
                 WrkResult result = co_await std::move(loading);
                 if (!warm.ran)
@@ -1031,7 +1031,10 @@ QCoro::Task<bool> Benchmark::measureThroughput(ServerProcess &server, const QLis
         m_failures.append(u"throughput: errors in the answers"_s);
     say(u"   GET by id / GET /alive: %1"_s.arg(
         formatRatio(ratioOf(targets[0].rate(), targets[1].rate()))));
-    const QString connections = u" (%1 conn.)"_s.arg(m_options.throughputConnections);
+    const QString connections =
+        u" (%1 conn., %2 load thread%3)"_s.arg(m_options.throughputConnections)
+            .arg(m_options.loadThreads)
+            .arg(m_options.loadThreads == 1 ? u""_s : u"s"_s);
     const double byIdRatio = withNginx ? ratioOf(targets[0].rate(), targets[3].rate()) : 0;
     const double aliveRatio = withNginx ? ratioOf(targets[1].rate(), targets[4].rate()) : 0;
     addGoal({u"1a. GET by id / nginx, same bytes"_s + connections,

@@ -31,6 +31,10 @@ struct BenchOptions
 
     int seedConnections = 16;
     int throughputConnections = 50;
+    // wrk's threads. One by default: on a 2-CPU machine the server and one load thread each
+    // have a CPU, and the figure is the server's; with two, three busy threads share two CPUs,
+    // and where the scheduler puts them decides the rate more than either server does.
+    int loadThreads = 1;
     int throughputRounds = 3;
     std::chrono::milliseconds throughputWarmup{500};
     std::chrono::milliseconds throughputWindow{3000};

@@ -61,9 +61,14 @@ int main(int argc, char *argv[])
     const QCommandLineOption readers(u"subscriber-threads"_s,
                                      u"Threads that read the fan-out's subscribers (default 1)."_s,
                                      u"N"_s, u"1"_s);
+    const QCommandLineOption loadThreads(
+        u"load-threads"_s,
+        u"wrk's threads for figure 1 (default 1: one CPU for the load, one "
+        "for the server on a 2-CPU machine)."_s,
+        u"N"_s, u"1"_s);
     parser.addOptions({binary, quick, conversations, reference, workDir, keepData, requireGoals,
-                       fanoutOnly, boundsOnly, readers, sandboxOnly, sandboxConversations,
-                       httpOnly});
+                       fanoutOnly, boundsOnly, readers, sandboxOnly, sandboxConversations, httpOnly,
+                       loadThreads});
     parser.process(app);
 
     BenchOptions options;
@@ -73,6 +78,7 @@ int main(int argc, char *argv[])
     options.fanoutOnly = parser.isSet(fanoutOnly);
     options.boundsOnly = parser.isSet(boundsOnly);
     options.subscriberThreads = std::max(1, parser.value(readers).toInt());
+    options.loadThreads = std::clamp(parser.value(loadThreads).toInt(), 1, 64);
     options.sandboxOnly = parser.isSet(sandboxOnly);
     options.httpOnly = parser.isSet(httpOnly);
     options.sandboxConversations = std::clamp(parser.value(sandboxConversations).toInt(), 1, 1000);

@@ -17,14 +17,15 @@ QString wrkBinary()
 
 namespace {
 
-QCoro::Task<WrkResult> runOnce(QString script, Endpoint endpoint, int connections,
+QCoro::Task<WrkResult> runOnce(QString script, Endpoint endpoint, int threads, int connections,
                                std::chrono::milliseconds duration)
 {
     WrkResult result;
     QProcess wrk;
     const QString seconds = QString::number(std::max<qint64>(1, duration.count() / 1000)) + u's';
-    wrk.start(wrkBinary(), {u"-t2"_s, u"-c%1"_s.arg(connections), u"-d"_s + seconds, u"-s"_s,
-                            script, u"http://%1:%2/"_s.arg(endpoint.host).arg(endpoint.port)});
+    wrk.start(wrkBinary(),
+              {u"-t%1"_s.arg(threads), u"-c%1"_s.arg(connections), u"-d"_s + seconds, u"-s"_s,
+               script, u"http://%1:%2/"_s.arg(endpoint.host).arg(endpoint.port)});
     auto waiting = qCoro(wrk).waitForFinished(duration + std::chrono::seconds(30));
     const bool finished = co_await std::move(waiting);
     const QString output = QString::fromUtf8(wrk.readAllStandardOutput());
@@ -52,8 +53,8 @@ QCoro::Task<WrkResult> runOnce(QString script, Endpoint endpoint, int connection
 
 } // namespace
 
-QCoro::Task<WrkResult> runWrk(Endpoint endpoint, QList<QByteArray> targets, int connections,
-                              std::chrono::milliseconds duration)
+QCoro::Task<WrkResult> runWrk(Endpoint endpoint, QList<QByteArray> targets, int threads,
+                              int connections, std::chrono::milliseconds duration)
 {
     // Each connection goes through the targets in turn, from a place of its own.
     QTemporaryFile script;
@@ -71,7 +72,7 @@ QCoro::Task<WrkResult> runWrk(Endpoint endpoint, QList<QByteArray> targets, int 
            "end\n";
     script.write(lua);
     script.flush();
-    auto running = runOnce(script.fileName(), endpoint, connections, duration);
+    auto running = runOnce(script.fileName(), endpoint, threads, connections, duration);
     co_return co_await std::move(running);
 }
 

@@ -8,6 +8,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QScopeGuard>
 #include <QUuid>
 
 #include <algorithm>
@@ -23,6 +24,10 @@ namespace {
 
 // The ids one batch get of bash events may ask for: as many as the events kept.
 constexpr qsizetype MaxBatchIds = BashEventLog::MaxEvents;
+// Started commands (start_bash_command, the bash-events socket) not ended yet, server-wide. A
+// sandbox runs one command at a time, so the others wait, each a coroutine holding its command:
+// without a bound a client could queue commands until the server ran out of memory.
+constexpr int MaxStartedCommands = 64;
 
 // A command of /api/bash, as OpenHands' BashCommand; its script runs it in the sandbox.
 struct BashCommand
@@ -142,13 +147,19 @@ executeBashCommand(Workspaces workspaces, std::shared_ptr<BashEventLog> events, 
     co_return HttpResponse::json(output);
 }
 
-// Runs a started command to its end; nobody awaits it, so it throws nothing.
-QCoro::Task<> runStarted(Workspaces workspaces, std::shared_ptr<BashEventLog> events,
-                         BashCommand command)
+// Runs a started command to its end; nobody awaits it, so it throws nothing. `started` counts
+// the commands started and not ended. The log is not held meanwhile: a server that goes while
+// the command waits takes its log (and the catalog it writes to) with it.
+QCoro::Task<> runStarted(Workspaces workspaces, std::weak_ptr<BashEventLog> log,
+                         BashCommand command, std::shared_ptr<int> started)
 {
+    const auto ended = qScopeGuard([started] { --*started; });
     auto running = runAt(workspaces.sandbox, command.target, command.script(),
                          std::chrono::seconds(command.timeout));
     const WorkspaceCommandResult outcome = co_await std::move(running);
+    const std::shared_ptr<BashEventLog> events = log.lock();
+    if (!events)
+        co_return;
     QJsonObject output;
     try {
         output = outputOrThrow(outcome, command);
@@ -164,15 +175,25 @@ QCoro::Task<> runStarted(Workspaces workspaces, std::shared_ptr<BashEventLog> ev
     events->add(output);
 }
 
-HttpResponse startBashCommand(const Workspaces &workspaces,
-                              const std::shared_ptr<BashEventLog> &events,
-                              const HttpRequest &request)
+// Starts the command `body` asks for (an ExecuteBashRequest) and returns its BashCommand event;
+// throws what is wrong with it, and 429 while MaxStartedCommands have not ended.
+QJsonObject startBashCommand(const Workspaces &workspaces,
+                             const std::shared_ptr<BashEventLog> &events,
+                             const std::shared_ptr<int> &started, const QJsonObject &body)
 {
-    BashCommand command = bashCommand(workspaces, request.jsonObject());
+    BashCommand command = bashCommand(workspaces, body);
+    if (*started >= MaxStartedCommands) {
+        ApiError error{429, u"too_many_commands"_s,
+                       u"%1 started commands have not ended yet; start more once they have"_s.arg(
+                           MaxStartedCommands)};
+        error.retryAfterSeconds = 1;
+        throw error;
+    }
     const QJsonObject json = command.toJson();
     events->add(json);
-    runStarted(workspaces, events, std::move(command));
-    return HttpResponse::json(json);
+    ++*started;
+    runStarted(workspaces, events, std::move(command), started);
+    return json;
 }
 
 // GET /api/bash/bash_events/search: OpenHands' filters and pages.
@@ -222,28 +243,28 @@ void registerBashRoutes(Router &router, const Workspaces &workspaces,
                         std::shared_ptr<BashEventLog> events)
 {
     using Method = Router::Method;
+    const auto started = std::make_shared<int>(0);
     // The commands the bash-events sockets ask for.
-    events->setStarter(
-        [workspaces, weak = std::weak_ptr(events)](
-            const QJsonObject &request, std::function<void(QString code, QString detail)> refused) {
-            const std::shared_ptr<BashEventLog> log = weak.lock();
-            if (!log)
-                return;
-            try {
-                BashCommand command = bashCommand(workspaces, request);
-                log->add(command.toJson());
-                runStarted(workspaces, log, std::move(command));
-            } catch (const ApiError &error) {
-                refused(error.code, error.detail);
-            }
-        });
+    events->setStarter([workspaces, weak = std::weak_ptr(events),
+                        started](const QJsonObject &request,
+                                 std::function<void(QString code, QString detail)> refused) {
+        const std::shared_ptr<BashEventLog> log = weak.lock();
+        if (!log)
+            return;
+        try {
+            startBashCommand(workspaces, log, started, request);
+        } catch (const ApiError &error) {
+            refused(error.code, error.detail);
+        }
+    });
     router.addAsync(Method::Post, u"/api/bash/execute_bash_command"_s,
                     [workspaces, events](HttpRequest request) {
                         return executeBashCommand(workspaces, events, std::move(request));
                     });
     router.add(Method::Post, u"/api/bash/start_bash_command"_s,
-               [workspaces, events](const HttpRequest &request) {
-                   return startBashCommand(workspaces, events, request);
+               [workspaces, events, started](const HttpRequest &request) {
+                   return HttpResponse::json(
+                       startBashCommand(workspaces, events, started, request.jsonObject()));
                });
     router.add(Method::Get, u"/api/bash/bash_events/search"_s,
                [events](const HttpRequest &request) { return searchBashEvents(*events, request); });

@@ -31,6 +31,7 @@ struct RawReply
 {
     int status = 0;
     QByteArray body;
+    QByteArray retryAfter;
     QJsonObject json() const { return QJsonDocument::fromJson(body).object(); }
 };
 
@@ -64,7 +65,7 @@ private:
         if (!reply->isFinished())
             finished.wait(60'000);
         RawReply result{reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt(),
-                        reply->readAll()};
+                        reply->readAll(), reply->rawHeader("Retry-After")};
         reply->deleteLater();
         return result;
     }
@@ -619,6 +620,29 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(live.hasOutput(u"live-only\n"_s), 20'000);
         QVERIFY(!live.hasOutput(u"before-socket\n"_s));
         QTRY_VERIFY_WITH_TIMEOUT(socket.hasOutput(u"live-only\n"_s), 5'000);
+    }
+
+    // Started commands wait for the sandbox one after another: past 64 not ended, a start is
+    // refused (429) rather than queued, from the route and from the socket alike.
+    void startedCommandsAreBounded()
+    {
+        QNetworkRequest r = request(u"/api/bash/start_bash_command"_s, {});
+        r.setHeader(QNetworkRequest::ContentTypeHeader, u"application/json"_s);
+        const QByteArray waiting =
+            QJsonDocument(QJsonObject{{u"command"_s, u"sleep 60"_s}, {u"timeout"_s, 60}}).toJson();
+        for (int i = 0; i < 64; ++i)
+            QCOMPARE(finish(m_network.post(r, waiting)).status, 200);
+        const RawReply refused = finish(m_network.post(r, waiting));
+        QCOMPARE(refused.status, 429);
+        QCOMPARE(refused.json()[u"code"_s].toString(), u"too_many_commands"_s);
+        QCOMPARE(refused.retryAfter, "1"_ba);
+        BashSocket socket(bashSocketUrl({}));
+        QTRY_VERIFY(socket.isOpen());
+        socket.send(R"({"command": "echo one-too-many"})");
+        QTRY_COMPARE_WITH_TIMEOUT(socket.ofKind(u"BashError"_s).size(), 1, 5'000);
+        QCOMPARE(socket.ofKind(u"BashError"_s).first()[u"code"_s].toString(),
+                 u"too_many_commands"_s);
+        QCOMPARE(socket.count(u"BashCommand"_s, u"echo one-too-many"_s), 0);
     }
 
     void theBashEventsSocketNeedsTheKey()

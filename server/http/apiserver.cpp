@@ -5,6 +5,7 @@
 #include "apierror.h"
 #include "logging.h"
 #include "metrics.h"
+#include "requestpath.h"
 #include "signalwait.h"
 #include "storage/database.h"
 #include "storage/leasestore.h"
@@ -194,15 +195,19 @@ void ApiServer::handle(HttpRequest copy, QTcpSocket *socket)
         answer(socket, std::move(pending), std::move(response));
     };
 
-    // Who asks first: without the key, or from a web page of another site, /api answers
-    // nothing else, not even which routes exist.
-    const bool isApi = copy.path.startsWith(u"/api/"_s) || copy.path == u"/api"_s;
-    if (isApi) {
+    // A path of another spelling is refused before anything looks at it: the checks below and
+    // the router see the one spelling (see RequestPath).
+    if (!copy.pathFault.isEmpty())
+        return reject(pathRefusal(copy.pathFault));
+    // Who asks first: without the key, or from a web page of another site, nothing but the
+    // open routes answers, not even whether a route exists.
+    const bool open = match.route && match.route->access == Router::Access::Open;
+    if (!open) {
         if (auto refusal = m_auth.browserRefusal(copy.header("Host"), copy.header("Origin")))
             return reject(*refusal);
+        if (m_auth.enabled() && !m_auth.accepts(copy.header("X-Session-API-Key")))
+            return reject({401, u"unauthorized"_s, u"Missing or wrong X-Session-API-Key header"_s});
     }
-    if (isApi && m_auth.enabled() && !m_auth.accepts(copy.header("X-Session-API-Key")))
-        return reject({401, u"unauthorized"_s, u"Missing or wrong X-Session-API-Key header"_s});
     if (!match.route) {
         if (!match.allowedMethods.isEmpty())
             return reject({405, u"method_not_allowed"_s,
@@ -219,12 +224,12 @@ void ApiServer::handle(HttpRequest copy, QTcpSocket *socket)
     // HttpRequestFollower); this is the backstop should a framing slip past it.
     if (copy.body.size() > m_limits.maxBodyBytes)
         return reject(ApiError::payloadTooLarge(m_limits.maxBodyBytes));
-    if (isApi && m_stopping)
+    if (!open && m_stopping)
         return reject({503, u"shutting_down"_s,
                        u"The server is stopping; send the request again once it has started "
                        "again, or to another replica"_s,
                        1});
-    if (isApi && !m_ready)
+    if (!open && !m_ready)
         return reject({503, u"not_ready"_s, u"The server is starting; retry shortly"_s, 1});
 
     copy.args = match.args;

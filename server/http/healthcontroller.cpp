@@ -17,15 +17,15 @@ void HealthController::registerRoutes(Router &router, const ApiServer &server,
 {
     using Method = Router::Method;
     // Asked every few seconds by every load balancer and console: the bytes are made once.
-    router.add(Method::Get, u"/alive"_s, [](const HttpRequest &) {
+    router.addOpen(Method::Get, u"/alive"_s, [](const HttpRequest &) {
         static const QByteArray alive = R"({"status":"ok"})";
         return HttpResponse::rawJson(alive);
     });
     // OpenHands' clients read "OK", a JSON string; /alive answers the object.
-    router.add(Method::Get, u"/health"_s,
-               [](const HttpRequest &) { return HttpResponse::json(QJsonValue(u"OK"_s)); });
+    router.addOpen(Method::Get, u"/health"_s,
+                   [](const HttpRequest &) { return HttpResponse::json(QJsonValue(u"OK"_s)); });
     // What this server is, and where to look next (OpenHands' clients ask for it).
-    router.add(Method::Get, u"/"_s, [identity](const HttpRequest &) {
+    router.addOpen(Method::Get, u"/"_s, [identity](const HttpRequest &) {
         return HttpResponse::json(QJsonObject{
             {u"name"_s, u"agentdeck"_s},
             {u"title"_s, u"AgentDeck agent server"_s},
@@ -35,7 +35,7 @@ void HealthController::registerRoutes(Router &router, const ApiServer &server,
             {u"server_info"_s, u"/server_info"_s},
         });
     });
-    router.add(Method::Get, u"/ready"_s, [&server](const HttpRequest &) {
+    router.addOpen(Method::Get, u"/ready"_s, [&server](const HttpRequest &) {
         if (!server.isReady())
             return HttpResponse::json(
                 QJsonObject{{u"status"_s, server.isStopping() ? u"stopping"_s : u"starting"_s}},
@@ -44,7 +44,7 @@ void HealthController::registerRoutes(Router &router, const ApiServer &server,
             return HttpResponse::json(QJsonObject{{u"status"_s, u"storage_corrupt"_s}}, 503);
         return HttpResponse::json(QJsonObject{{u"status"_s, u"ready"_s}});
     });
-    router.add(Method::Get, u"/server_info"_s, [&server, identity](const HttpRequest &) {
+    router.addOpen(Method::Get, u"/server_info"_s, [&server, identity](const HttpRequest &) {
         const qint64 now = QDateTime::currentMSecsSinceEpoch();
         return HttpResponse::json(QJsonObject{
             {u"name"_s, u"agentdeck"_s},
@@ -63,7 +63,7 @@ void MetricsController::registerRoutes(Router &router, const Metrics &metrics,
                                        ConversationStore &store, const EventLog &log,
                                        const ConversationService &service)
 {
-    router.add(Router::Method::Get, u"/metrics"_s, [&](const HttpRequest &) {
+    router.addOpen(Router::Method::Get, u"/metrics"_s, [&](const HttpRequest &) {
         HttpResponse response;
         response.contentType = "text/plain; version=0.0.4";
         response.body =

@@ -6,6 +6,7 @@
 #include "httplistener.h"
 #include "logging.h"
 #include "metrics.h"
+#include "requestpath.h"
 
 #include <QPointer>
 #include <QTcpSocket>
@@ -96,26 +97,16 @@ HttpRequest HttpConnection::toRequest(const HttpRequestFollower::Request &receiv
     if (!target.startsWith('/')) { // absolute-form, as a client speaking to a proxy sends it
         const QUrl url = QUrl::fromEncoded(target.toByteArray());
         absolute = url.path(QUrl::FullyEncoded).toUtf8();
+        if (absolute.isEmpty())
+            absolute = "/";
         if (url.hasQuery())
             absolute += '?' + url.query(QUrl::FullyEncoded).toUtf8();
         target = absolute;
     }
     const qsizetype question = target.indexOf('?');
-    const QByteArrayView path = question < 0 ? target : target.first(question);
-    if (!path.contains('%')) {
-        request.path = QString::fromUtf8(path);
-    } else {
-        // An encoded slash is part of its segment, not a separator: `ID%2Fevents` named the
-        // events of ID. It stays encoded in the decoded path, so that the segment matches
-        // nothing.
-        QByteArray encoded = path.toByteArray();
-        for (qsizetype at = 0; (at = encoded.indexOf('%', at)) >= 0 && at + 2 < encoded.size();
-             ++at) {
-            if (encoded[at + 1] == '2' && (encoded[at + 2] == 'F' || encoded[at + 2] == 'f'))
-                encoded.insert(at + 1, "25");
-        }
-        request.path = QString::fromUtf8(QByteArray::fromPercentEncoding(encoded));
-    }
+    const RequestPath path = decodeRequestPath(question < 0 ? target : target.first(question));
+    request.path = path.path;
+    request.pathFault = path.fault;
     if (question >= 0) {
         // Query strings are form-encoded, as HTML forms, `curl --data-urlencode`, Python's
         // urlencode and URLSearchParams write them: '+' stands for a space, a plus is %2B.

@@ -49,7 +49,9 @@ struct HttpLimits
 struct HttpRequest
 {
     HttpMethod method = HttpMethod::Get;
-    QString path;
+    QString path; // decoded, in its one spelling (see RequestPath)
+    // Why the target's spelling is refused (400) before routing and every check; empty when not.
+    QString pathFault;
     QUrlQuery query;
     QByteArray body;
     // The request line and header lines as they came (shared with the connection's copy, not

@@ -103,7 +103,7 @@ QJsonObject OpenApiController::document(const Router &router, const QString &ver
         QJsonObject operation{{u"operationId"_s, operationId(route)}, {u"responses"_s, responses}};
         if (!parameters.isEmpty())
             operation.insert(u"parameters"_s, parameters);
-        if (route.pattern.startsWith(u"/api/"_s))
+        if (route.access == Router::Access::KeyRequired)
             operation.insert(u"security"_s,
                              QJsonArray{QJsonObject{{u"sessionApiKey"_s, QJsonArray{}}}});
         const QByteArray method = Router::methodName(route.method);
@@ -158,9 +158,10 @@ QJsonObject OpenApiController::document(const Router &router, const QString &ver
 
 void OpenApiController::registerRoutes(Router &router, const QString &version)
 {
-    router.add(Router::Method::Get, u"/openapi.json"_s, [&router, version](const HttpRequest &) {
-        return HttpResponse::json(document(router, version));
-    });
+    router.addOpen(Router::Method::Get, u"/openapi.json"_s,
+                   [&router, version](const HttpRequest &) {
+                       return HttpResponse::json(document(router, version));
+                   });
 }
 
 } // namespace AgentDeck

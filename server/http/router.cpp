@@ -14,7 +14,10 @@ bool isPlaceholder(const QString &segment)
 
 Router::Route makeRoute(Router::Method method, const QString &pattern)
 {
-    Router::Route route{method, pattern, pattern.split(u'/', Qt::SkipEmptyParts), {}, 0, {}, {}};
+    Router::Route route;
+    route.method = method;
+    route.pattern = pattern;
+    route.segments = pattern.split(u'/', Qt::SkipEmptyParts);
     for (const QString &segment : route.segments) {
         route.placeholders.append(isPlaceholder(segment));
         route.literals += route.placeholders.last() ? 0 : 1;
@@ -55,6 +58,14 @@ bool matches(const Router::Route &route, const Segments &segments)
 void Router::add(Method method, const QString &pattern, SyncHandler handler)
 {
     Route route = makeRoute(method, pattern);
+    route.sync = std::move(handler);
+    index(std::move(route));
+}
+
+void Router::addOpen(Method method, const QString &pattern, SyncHandler handler)
+{
+    Route route = makeRoute(method, pattern);
+    route.access = Access::Open;
     route.sync = std::move(handler);
     index(std::move(route));
 }

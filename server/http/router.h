@@ -16,6 +16,14 @@ public:
     using Method = HttpMethod;
     using SyncHandler = std::function<HttpResponse(const HttpRequest &)>;
     using AsyncHandler = std::function<QCoro::Task<HttpResponse>(HttpRequest)>;
+    // Who may call a route. Everything asks for the key (when the server has one) and refuses
+    // web pages of other sites, but for the few routes that say what the server is and whether
+    // it is alive: load balancers and probes call those without a key.
+    enum class Access
+    {
+        KeyRequired,
+        Open
+    };
 
     struct Route
     {
@@ -24,6 +32,7 @@ public:
         QStringList segments;
         QList<bool> placeholders; // per segment
         int literals = 0;
+        Access access = Access::KeyRequired;
         SyncHandler sync;
         AsyncHandler async;
     };
@@ -36,6 +45,8 @@ public:
     };
 
     void add(Method method, const QString &pattern, SyncHandler handler);
+    // A route anyone may call (Access::Open).
+    void addOpen(Method method, const QString &pattern, SyncHandler handler);
     void addAsync(Method method, const QString &pattern, AsyncHandler handler);
     Match match(Method method, const QString &path) const;
     const QList<Route> &routes() const { return m_routes; }

@@ -223,7 +223,7 @@ void EventStreams::answerSession(quint64 serial, const QString &code, const QStr
 void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
 {
     WebSocketConnection::Handshake handshake = WebSocketConnection::parseHandshake(head);
-    const QStringList segments = handshake.url.path().split(u'/', Qt::SkipEmptyParts);
+    const QStringList segments = handshake.path.split(u'/', Qt::SkipEmptyParts);
     // Only a stream's path upgrades; another was switched, then closed with 4004.
     const bool bashPath =
         segments.size() == 2 && segments[0] == u"sockets"_s && segments[1] == u"bash-events"_s;
@@ -231,7 +231,7 @@ void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
                                          segments[1] == u"events"_s);
     if (handshake.refusal.isEmpty() && !streamPath)
         handshake.refusal =
-            HttpResponse::error(ApiError::notFound(u"No stream at %1"_s.arg(handshake.url.path())))
+            HttpResponse::error(ApiError::notFound(u"No stream at %1"_s.arg(handshake.path)))
                 .closingAnswer();
     if (handshake.refusal.isEmpty()) {
         if (auto refused = m_context.auth.browserRefusal(handshake.host, handshake.origin))
@@ -240,8 +240,9 @@ void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
     if (!handshake.refusal.isEmpty()) {
         // Without the query: it may hold a session API key.
         const QByteArray requestLine = head.left(head.indexOf('\r'));
+        const qsizetype query = requestLine.indexOf('?');
         qCInfo(lcStreams) << "refusing a WebSocket upgrade:"
-                          << requestLine.left(requestLine.indexOf('?'));
+                          << (query < 0 ? requestLine : requestLine.left(query));
         socket->setParent(this);
         connect(socket, &QTcpSocket::disconnected, socket, &QObject::deleteLater);
         socket->write(handshake.refusal);

@@ -3,6 +3,7 @@
 #include "apierror.h"
 #include "http/httphead.h"
 #include "http/httptypes.h"
+#include "http/requestpath.h"
 #include "logging.h"
 #include "sendbudget.h"
 #include "websocketframing.h"
@@ -75,6 +76,15 @@ WebSocketConnection::Handshake WebSocketConnection::parseHandshake(const QByteAr
     handshake.url = QUrl::fromEncoded(requestLine[1]);
     if (!handshake.url.isValid() || !handshake.url.path().startsWith(u'/'))
         return bad("Invalid request target");
+    // Decoded as an HTTP request's path is, for the same checks to see the same spelling.
+    const QByteArrayView target(requestLine[1]);
+    const qsizetype question = target.indexOf('?');
+    const RequestPath path = decodeRequestPath(question < 0 ? target : target.first(question));
+    if (!path.accepted()) {
+        handshake.refusal = HttpResponse::error(pathRefusal(path.fault)).closingAnswer();
+        return handshake;
+    }
+    handshake.path = path.path;
 
     bool host = false, upgrade = false, connectionUpgrade = false;
     QByteArray key, version;

@@ -45,6 +45,7 @@ public:
     struct Handshake
     {
         QUrl url;           // path and query of the request target
+        QString path;       // the target's path, decoded in its one spelling (RequestPath)
         QByteArray accept;  // Sec-WebSocket-Accept for the 101 answer
         QByteArray refusal; // a complete HTTP answer when the request is not a valid upgrade
         QByteArray host;    // the Host and Origin headers' values, empty when absent

@@ -276,13 +276,14 @@ private Q_SLOTS:
     {
         HttpRequestFollower follower(Limit);
         const News news = follower.follow(
-            "PATCH /api/conversations/a%2Fb/x%20y?q=fix+login&n=%2B1 HTTP/1.1\r\nHost: h\r\n"
+            "PATCH /api/conversations/a%41b/x%20y?q=fix+login&n=%2B1 HTTP/1.1\r\nHost: h\r\n"
             "X-Session-API-Key:  key \r\nContent-Length: 2\r\n\r\n{}");
         QCOMPARE(news.requests.size(), 1);
         const HttpRequest request = HttpConnection::toRequest(news.requests.first());
         QCOMPARE(request.method, HttpMethod::Patch);
-        // An encoded slash stays in its segment; a '+' in the query is a space.
-        QCOMPARE(request.path, u"/api/conversations/a%2Fb/x y"_s);
+        // The path decoded; a '+' in the query is a space.
+        QCOMPARE(request.path, u"/api/conversations/aAb/x y"_s);
+        QVERIFY(request.pathFault.isEmpty());
         QCOMPARE(request.query.queryItemValue(u"q"_s, QUrl::FullyDecoded), u"fix login"_s);
         QCOMPARE(request.query.queryItemValue(u"n"_s, QUrl::FullyDecoded), u"+1"_s);
         QCOMPARE(request.header("x-session-api-key"), "key"_ba);
@@ -292,6 +293,12 @@ private Q_SLOTS:
         const HttpRequest proxied = HttpConnection::toRequest(absolute.requests.first());
         QCOMPARE(proxied.path, u"/alive"_s);
         QCOMPARE(proxied.query.queryItemValue(u"x"_s), u"1"_s);
+        // A path not in its one spelling is not routed: it says why it is refused.
+        const News encodedSlash =
+            follower.follow("GET /api/conversations/a%2Fb HTTP/1.1\r\nHost: h\r\n\r\n");
+        const HttpRequest refused = HttpConnection::toRequest(encodedSlash.requests.first());
+        QVERIFY(refused.path.isEmpty());
+        QVERIFY2(refused.pathFault.contains(u"encoded /"_s), qPrintable(refused.pathFault));
         const News other = follower.follow("BREW / HTTP/1.1\r\nHost: h\r\n\r\n");
         QCOMPARE(HttpConnection::toRequest(other.requests.first()).method, HttpMethod::Unknown);
     }

@@ -1,5 +1,6 @@
 #include "commandline.h"
 
+#include "consoleserverfile.h"
 #include "serverconnection.h"
 #include "storage/database.h"
 
@@ -9,11 +10,8 @@
 #include <QFile>
 #include <QProcessEnvironment>
 #include <QRegularExpression>
-#include <QSaveFile>
-#include <QStandardPaths>
 
 #include <algorithm>
-#include <csignal>
 
 using namespace Qt::StringLiterals;
 
@@ -130,56 +128,6 @@ bool parseSandboxPolicy(const QCommandLineParser &parser, const QCommandLineOpti
 }
 
 } // namespace
-
-QString consoleServerFile()
-{
-    return QDir(QStandardPaths::writableLocation(QStandardPaths::RuntimeLocation))
-        .filePath(u"agentdeck-console"_s);
-}
-
-bool writeConsoleServer(const QUrl &url)
-{
-    QSaveFile file(consoleServerFile());
-    if (!file.open(QIODevice::WriteOnly))
-        return false;
-    file.write(url.toString().toUtf8() + ' ' +
-               QByteArray::number(QCoreApplication::applicationPid()) + '\n');
-    return file.commit();
-}
-
-void removeConsoleServer()
-{
-    // Only its own: a second console started later wrote its server there since.
-    const QStringList written =
-        QString::fromUtf8([] {
-            QFile file(consoleServerFile());
-            return file.open(QIODevice::ReadOnly) ? file.readAll() : QByteArray();
-        }())
-            .trimmed()
-            .split(u' ');
-    if (written.value(1).toLongLong() == QCoreApplication::applicationPid())
-        QFile::remove(consoleServerFile());
-}
-
-std::optional<QUrl> runningConsoleServer()
-{
-    QFile file(consoleServerFile());
-    if (!file.open(QIODevice::ReadOnly))
-        return std::nullopt;
-    const QStringList written = QString::fromUtf8(file.readAll()).trimmed().split(u' ');
-    const qint64 pid = written.value(1).toLongLong();
-    // A console killed leaves it behind, and its pid may be another process's in time: the
-    // pid must still be an agentdeck.
-    if (pid <= 0 || ::kill(pid_t(pid), 0) != 0)
-        return std::nullopt;
-    QFile command(u"/proc/%1/cmdline"_s.arg(pid));
-    if (!command.open(QIODevice::ReadOnly) || !command.readAll().contains("agentdeck"))
-        return std::nullopt;
-    const QUrl url(written.value(0));
-    if (!url.isValid() || url.scheme() != u"http"_s)
-        return std::nullopt;
-    return url;
-}
 
 std::optional<Options> parseOptions(const QStringList &arguments, QString *error, QString *message)
 {
@@ -361,11 +309,7 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         *error = u"--listen takes HOST:PORT, e.g. 127.0.0.1:8000"_s;
         return std::nullopt;
     }
-    options.server.dataDir =
-        parser.isSet(dataDir)
-            ? parser.value(dataDir)
-            : QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation) +
-                  u"/agentdeck"_s;
+    options.server.dataDir = parser.isSet(dataDir) ? parser.value(dataDir) : defaultDataDir();
     if (parser.isSet(workspaceDir)) {
         if (parser.value(workspaceDir).trimmed().isEmpty()) {
             *error = u"--workspace-dir cannot be empty"_s;

@@ -31,16 +31,6 @@ std::optional<std::chrono::milliseconds> parseDuration(const QString &text);
 // "64MiB", "512KiB", "1GiB" (K, M and G are the same binary units) or plain bytes.
 std::optional<qint64> parseSize(const QString &text);
 
-// Where a console's embedded server says where it listens, for `agentdeck ctl` to find it
-// without --server: "URL PID" in the user's runtime dir ($XDG_RUNTIME_DIR/agentdeck-console),
-// written when it starts and removed when it stops.
-QString consoleServerFile();
-bool writeConsoleServer(const QUrl &url);
-void removeConsoleServer();
-// The URL of the running console's embedded server; nothing when there is none (no file, or
-// its process is gone).
-std::optional<QUrl> runningConsoleServer();
-
 // Parses the arguments after the program name. On a mistake returns nullopt with a sentence in
 // *error; --help and --version fill *message and return nullopt with an empty *error.
 std::optional<Options> parseOptions(const QStringList &arguments, QString *error, QString *message);

@@ -44,6 +44,8 @@
 
 #include <cerrno>
 #include <csignal>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace Qt::StringLiterals;
 
@@ -93,6 +95,27 @@ bool takeOverOwnerlessLock(QLockFile &lock, const QString &path)
         return false;
     qCWarning(lcServer) << "taking over" << path << "which names no owner";
     return lock.removeStaleLockFile() && lock.tryLock(0);
+}
+
+// The data dir holds every conversation, key and workspace: other local users may not even
+// list it. One made before (by hand, a package, an older version) with more open permissions
+// is closed, when it is this user's.
+void keepDataDirPrivate(const QString &dataDir)
+{
+    struct stat status
+    {};
+    const QByteArray path = QFile::encodeName(dataDir);
+    if (::stat(path.constData(), &status) != 0 || (status.st_mode & 077) == 0 ||
+        status.st_uid != ::geteuid())
+        return;
+    if (::chmod(path.constData(), status.st_mode & 07700) == 0)
+        qCInfo(lcServer).noquote() << u"closed data dir %1 to other users (mode %2 to %3)"_s.arg(
+            dataDir, QString::number(status.st_mode & 07777, 8),
+            QString::number(status.st_mode & 07700, 8));
+    else
+        qCWarning(lcServer).noquote()
+            << u"data dir %1 is open to other users (mode %2) and cannot be closed"_s.arg(
+                   dataDir, QString::number(status.st_mode & 07777, 8));
 }
 } // namespace
 
@@ -194,6 +217,7 @@ bool AgentDeckServer::start(QString *error)
         *error = u"cannot use data dir %1: it cannot be created or is not writable"_s.arg(dataDir);
         return false;
     }
+    keepDataDirPrivate(dataDir);
     // One server per data dir for its whole life. With stale time 0 a lock left by a killed
     // process is recognised by its dead PID, never by its age.
     const QString lockPath = QDir(dataDir).filePath(u"agentdeck.lock"_s);

@@ -15,6 +15,7 @@
 
 #include <cstdio>
 #include <malloc.h>
+#include <sys/stat.h>
 
 using namespace Qt::StringLiterals;
 
@@ -118,6 +119,10 @@ int runApplication(int argc, char *argv[])
     // Before anything else: the leader of a command is a small process, without Qt.
     if (argc > 1 && qstrcmp(argv[1], "command-leader") == 0)
         return runCommandLeader(argc, argv);
+    // What the server makes is its user's alone: the data dir, the catalog, logs, keys and
+    // workspaces (other local users are not trusted; see docs/SECURITY.md). Sandbox hosts and
+    // their commands inherit it.
+    ::umask(077);
     // Large blocks (frames and pages of command outputs) go back to the system when freed.
     // glibc's threshold for that rises to the largest block freed so far, after which such
     // blocks stay in the heap: eight stalled replays of a 40 MB history left 200-300 MB behind

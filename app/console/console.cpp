@@ -2,6 +2,7 @@
 
 #include "commandline.h"
 #include "consolecontroller.h"
+#include "consoleserverfile.h"
 #include "embeddedserver.h"
 #include "fleetwindow.h"
 #include "mainwindow.h"
@@ -94,6 +95,7 @@ int runConsole(int argc, char *argv[], const Options &options)
 
     std::unique_ptr<EmbeddedServer> embedded;
     QUrl url;
+    QString apiKey = options.server.apiKeys.isEmpty() ? QString() : options.server.apiKeys.first();
     if (options.mode == Mode::Connect) {
         url = options.connectUrl;
     } else {
@@ -102,8 +104,18 @@ int runConsole(int argc, char *argv[], const Options &options)
         config.address = QHostAddress::LocalHost;
         if (!options.listenGiven)
             config.port = 0;
-        embedded = std::make_unique<EmbeddedServer>(config);
+        // And for this user only: loopback is every local user's, so it asks for a key of its
+        // data dir's (see docs/SECURITY.md), which ctl finds beside its URL.
         QString error;
+        if (apiKey.isEmpty()) {
+            apiKey = consoleApiKey(config.dataDir, &error);
+            if (apiKey.isEmpty()) {
+                std::fprintf(stderr, "agentdeck: %s\n", qPrintable(error));
+                return 1;
+            }
+            config.apiKeys = {apiKey};
+        }
+        embedded = std::make_unique<EmbeddedServer>(config);
         url = embedded->start(&error);
         if (url.isEmpty()) {
             std::fprintf(stderr, "agentdeck: the embedded server cannot start: %s\n",
@@ -114,9 +126,9 @@ int runConsole(int argc, char *argv[], const Options &options)
         }
         std::fprintf(stderr, "listening on %s\n", qPrintable(url.toString()));
         // Where `agentdeck ctl` finds it without --server.
-        if (!writeConsoleServer(url))
+        if (!writeConsoleServer(config.dataDir, url, apiKey))
             std::fprintf(stderr, "agentdeck: cannot write %s; ctl needs --server %s\n",
-                         qPrintable(consoleServerFile()), qPrintable(url.toString()));
+                         qPrintable(consoleServerFile(config.dataDir)), qPrintable(url.toString()));
         // As the headless server does: stopped gracefully, exit 1.
         QObject::connect(embedded.get(), &EmbeddedServer::cannotGoOn, &app,
                          [&app](const QString &reason) {
@@ -126,8 +138,8 @@ int runConsole(int argc, char *argv[], const Options &options)
     }
 
     ServerConnection connection(url);
-    if (!options.server.apiKeys.isEmpty())
-        connection.setApiKey(options.server.apiKeys.first());
+    if (!apiKey.isEmpty())
+        connection.setApiKey(apiKey);
     ConsoleController controller(&connection);
     MainWindow window(&controller, url);
     // Its loopback URL changes with every start; the data dir names it.
@@ -140,7 +152,7 @@ int runConsole(int argc, char *argv[], const Options &options)
     controller.startRefreshing(std::chrono::seconds(3));
     const int status = app.exec();
     if (embedded) {
-        removeConsoleServer();
+        removeConsoleServer(options.server.dataDir);
         embedded->stop();
     }
     return status;

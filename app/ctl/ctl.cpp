@@ -555,6 +555,9 @@ int runCtl(int argc, char *argv[])
         writeErr(error + u"\nTry agentdeck ctl --help."_s);
         return CtlExit::Usage;
     }
+    // Which server answers is never a guess: one not named is said.
+    if (!invocation->serverChoice.isEmpty())
+        writeErr(u"asking %1 (%2)"_s.arg(invocation->server.toString(), invocation->serverChoice));
     return run(*invocation);
 }
 

@@ -1,6 +1,7 @@
 #include "ctlinvocation.h"
 
 #include "commandline.h"
+#include "consoleserverfile.h"
 
 #include <QCommandLineParser>
 
@@ -90,11 +91,11 @@ std::optional<Invocation> parseInvocation(const QStringList &arguments, QString 
 
     Invocation invocation;
     invocation.command = spec->command;
-    // Without --server: a console's embedded server of this user, if one runs, else the
-    // default address of a headless one.
-    const std::optional<QUrl> console =
+    // Without --server: a console's embedded server of this user, if one runs (with its key),
+    // else the default address of a headless one.
+    const std::optional<ConsoleServer> console =
         parser.isSet(server) ? std::nullopt : runningConsoleServer();
-    const auto url = console ? console
+    const auto url = console ? std::optional(console->url)
                              : ServerConnection::baseUrlFrom(
                                    parser.isSet(server) ? parser.value(server) : DefaultCtlServer);
     if (!url) {
@@ -102,10 +103,17 @@ std::optional<Invocation> parseInvocation(const QStringList &arguments, QString 
         return std::nullopt;
     }
     invocation.server = *url;
+    if (console)
+        invocation.serverChoice = u"the console's server, found in "_s + console->file;
+    else if (!parser.isSet(server))
+        invocation.serverChoice = u"no console's server runs; --server names another"_s;
     // As the server takes it: HTTP drops the blanks around a header's value.
-    invocation.apiKey =
-        (parser.isSet(key) ? parser.value(key) : qEnvironmentVariable("AGENTDECK_SESSION_API_KEY"))
-            .trimmed();
+    invocation.apiKey = parser.isSet(key) ? parser.value(key)
+                        : qEnvironmentVariableIsSet("AGENTDECK_SESSION_API_KEY")
+                            ? qEnvironmentVariable("AGENTDECK_SESSION_API_KEY")
+                        : console ? console->apiKey
+                                  : QString();
+    invocation.apiKey = invocation.apiKey.trimmed();
     if (!ServerConnection::isSendableApiKey(invocation.apiKey)) {
         *error = u"the session API key cannot contain control characters (a line break, a tab)"_s;
         return std::nullopt;

@@ -51,6 +51,9 @@ struct Invocation
 {
     Command command = Command::List;
     QUrl server;
+    // How the server was chosen when --server did not name it, for ctl to say which it asks:
+    // the console's (and the file it was found in), or the default.
+    QString serverChoice;
     QString apiKey;
     std::chrono::milliseconds timeout = ServerConnection::DefaultSilenceTimeout;
     QUuid id;

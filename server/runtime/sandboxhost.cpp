@@ -4,6 +4,7 @@
 #include "commandoutput.h"
 #include "conversationsecrets.h"
 #include "logging.h"
+#include "mountaliases.h"
 #include "openfiles.h"
 #include "usernamespacefilter.h"
 
@@ -47,6 +48,17 @@ constexpr int FirstClientWaitMs = 10'000;
 const char *const SystemDirs[] = {"/usr", "/etc", "/opt", "/var"};
 // Often links into /usr (merged /usr): made as the same links.
 const char *const SystemLinks[] = {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
+
+// A file of the sandbox's view of /etc: every user reads it, as the host's own (the server's
+// umask would leave it to the server's user, and a command's uid could not read it).
+bool writeForEveryone(const QString &path, const QByteArray &content)
+{
+    QFile file(path);
+    return file.open(QIODevice::WriteOnly | QIODevice::Truncate) &&
+           file.write(content) == content.size() &&
+           file.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ReadGroup |
+                               QFile::ReadOther);
+}
 
 } // namespace
 
@@ -316,12 +328,14 @@ QStringList SandboxHost::bubblewrapArguments(bool egress, int seccompFile) const
     // /tmp as everywhere: anyone's to write in, the sticky bit keeping each to their files.
     arguments << u"--dev"_s << u"/dev"_s << u"--proc"_s << u"/proc"_s << u"--perms"_s << u"1777"_s
               << u"--tmpfs"_s << u"/tmp"_s;
-    // The data dir may be in the view (/var/lib/agentdeck): an empty dir in its place, before
-    // the workspace and home in it are bound.
+    // The data dir may be in the view (/var/lib/agentdeck), also under another name through a
+    // bind mount: an empty dir in each place, before the workspace and home in it are bound.
     for (const QString &dir : std::as_const(m_options.hidden)) {
         const QString canonical = QFileInfo(dir).canonicalFilePath();
         if (!canonical.isEmpty())
             arguments << u"--tmpfs"_s << canonical;
+        for (const QString &alias : mountAliasesOf(canonical))
+            arguments << u"--tmpfs"_s << alias;
     }
     // The dirs that lead to the workspace and home, where bubblewrap has to make them (in the
     // hidden data dir, in /tmp): it made them 0700 root's, which a command could not pass.
@@ -347,13 +361,10 @@ QStringList SandboxHost::bubblewrapArguments(bool egress, int seccompFile) const
                             .arg(m_options.home)},
               std::pair{u"group"_s, u"sandbox:x:%1:\n"_s.arg(m_user->gid)}}) {
             QFile host(u"/etc/"_s + name);
-            QFile own(QDir(m_options.runtimeDir).filePath(name));
+            const QString own = QDir(m_options.runtimeDir).filePath(name);
             if (host.open(QIODevice::ReadOnly) &&
-                own.open(QIODevice::WriteOnly | QIODevice::Truncate) &&
-                own.write(host.readAll() + line.toUtf8()) > 0) {
-                own.close();
-                arguments << u"--ro-bind"_s << own.fileName() << host.fileName();
-            }
+                writeForEveryone(own, host.readAll() + line.toUtf8()))
+                arguments << u"--ro-bind"_s << own << host.fileName();
         }
     }
     if (egress) {
@@ -361,13 +372,9 @@ QStringList SandboxHost::bubblewrapArguments(bool egress, int seccompFile) const
         // The host's resolver may be on its loopback, which the sandbox does not reach;
         // slirp4netns answers DNS itself. A resolv.conf that is a link is left as it is.
         const QString resolver = QDir(m_options.runtimeDir).filePath(u"resolv.conf"_s);
-        QFile file(resolver);
         if (!QFileInfo(u"/etc/resolv.conf"_s).isSymLink() &&
-            file.open(QIODevice::WriteOnly | QIODevice::Truncate) &&
-            file.write("nameserver 10.0.2.3\n") > 0) {
-            file.close();
+            writeForEveryone(resolver, "nameserver 10.0.2.3\n"))
             arguments << u"--ro-bind"_s << resolver << u"/etc/resolv.conf"_s;
-        }
     }
     arguments << u"--"_s;
     if (m_user)

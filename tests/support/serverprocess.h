@@ -21,6 +21,7 @@
 #include <QUuid>
 
 #include <csignal>
+#include <functional>
 #include <grp.h>
 #include <memory>
 #include <sys/resource.h>
@@ -125,7 +126,12 @@ public:
     ~ServerProcess() { kill(); }
 
     // Before start(): the desktop console with its embedded server instead of --headless.
-    void runAsConsole() { m_process->setArguments(m_process->arguments().mid(1)); }
+    // Calls carry the key the console made for its server (DATA/console.key).
+    void runAsConsole()
+    {
+        m_process->setArguments(m_process->arguments().mid(1));
+        m_console = true;
+    }
 
     // Before start(): a variable of the server's environment, on top of this process's.
     void setEnvironmentVariable(const QString &name, const QString &value)
@@ -144,6 +150,13 @@ public:
             const rlimit limit{soft, hard ? hard : soft};
             ::setrlimit(RLIMIT_NOFILE, &limit);
         });
+    }
+
+    // Before start(): what the server's process does before it runs the binary (in the child,
+    // after fork: system calls only). Takes the place of runAsUser() and setOpenFileLimit().
+    void setChildSetup(std::function<void()> setup)
+    {
+        m_process->setChildProcessModifier(std::move(setup));
     }
 
     // Before start(): the server runs as this user (a root test's unprivileged server), with
@@ -168,6 +181,11 @@ public:
         const bool listening = QTest::qWaitFor(
             [this] { return !listeningUrl().isEmpty() || !isRunning(); }, StartTimeoutMs);
         m_url = QUrl(listeningUrl());
+        if (m_console && !m_headers.contains("X-Session-API-Key")) {
+            QFile key(dataDir() + u"/console.key"_s);
+            if (key.open(QIODevice::ReadOnly))
+                setKey(QString::fromLatin1(key.readAll().trimmed()));
+        }
         return listening && !m_url.isEmpty();
     }
 
@@ -345,6 +363,7 @@ private:
     std::unique_ptr<QProcess> m_process;
     QByteArray m_stderr;
     QUrl m_url;
+    bool m_console = false;
     QMap<QByteArray, QByteArray> m_headers;
     QNetworkAccessManager m_network;
 };

@@ -4,6 +4,7 @@
 #include <QDir>
 #include <QEventLoop>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -214,12 +215,44 @@ private Q_SLOTS:
         QVERIFY2(result.exitCode == 0, qPrintable(result.describe()));
         QVERIFY2(result.out.contains(u"in the console"_s), qPrintable(result.describe()));
 
-        // A console killed leaves its file; its pid is no agentdeck's any more.
+        // It says which server it asked, and found the key with it.
+        QVERIFY2(result.err.contains(u"asking %1 (the console's server, found in %2)"_s.arg(
+                     console.urlText(), runtime.filePath(u"agentdeck-console"_s))),
+                 qPrintable(result.describe()));
+
+        // A console killed leaves its file; its pid is no agentdeck's any more. Whether a
+        // server listens there or not, ctl says it asks the default address.
         console.kill();
         QVERIFY(QFile::exists(runtime.filePath(u"agentdeck-console"_s)));
         result = ctl({u"list"_s, u"--timeout"_s, u"2s"_s}, environment);
-        QVERIFY2(result.exitCode != 0 && result.err.contains(u"127.0.0.1:8000"_s),
+        QVERIFY2(result.err.contains(u"asking http://127.0.0.1:8000 (no console's server runs"_s),
                  qPrintable(result.describe()));
+    }
+
+    // Where there is no runtime dir of the session's, the file is in the console's default
+    // data dir, which only its user can enter: never in a dir every login of the user shares.
+    void ctlFindsTheConsolesServerWithoutARuntimeDir()
+    {
+        QTemporaryDir home;
+        QVERIFY(home.isValid());
+        const QString dataDir = home.filePath(u".local/share/agentdeck"_s);
+        ServerProcess &console = m_fleet.add(dataDir);
+        console.runAsConsole();
+        console.setEnvironmentVariable(u"HOME"_s, home.path());
+        console.setEnvironmentVariable(u"XDG_RUNTIME_DIR"_s, QString());
+        console.setEnvironmentVariable(u"XDG_DATA_HOME"_s, QString());
+        console.setEnvironmentVariable(u"QT_QPA_PLATFORM"_s, u"offscreen"_s);
+        QVERIFY2(console.startReady(), qPrintable(console.stderrText()));
+        const QString file = dataDir + u"/console-server"_s;
+        QTRY_VERIFY(QFile::exists(file));
+        QCOMPARE(QFileInfo(file).permissions() & ~(QFile::ReadOwner | QFile::WriteOwner |
+                                                   QFile::ReadUser | QFile::WriteUser),
+                 QFileDevice::Permissions());
+        const CtlResult result = ctl({u"list"_s}, {{u"HOME"_s, home.path()},
+                                                   {u"XDG_RUNTIME_DIR"_s, QString()},
+                                                   {u"XDG_DATA_HOME"_s, QString()}});
+        QVERIFY2(result.exitCode == 0, qPrintable(result.describe()));
+        QVERIFY2(result.err.contains(u"found in "_s + file), qPrintable(result.describe()));
     }
 
     // Mistakes in the arguments are caught before any request: exit 2 and a sentence.

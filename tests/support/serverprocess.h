@@ -125,12 +125,16 @@ public:
 
     ~ServerProcess() { kill(); }
 
-    // Before start(): the desktop console with its embedded server instead of --headless.
-    // Calls carry the key the console made for its server (DATA/console.key).
-    void runAsConsole()
+    // Before start(): the desktop console with its embedded server instead of --headless,
+    // offscreen, with `runtimeDir` as its session's runtime dir when given. Calls carry the key
+    // the console made for its server (DATA/console.key).
+    void runAsConsole(const QString &runtimeDir = {})
     {
         m_process->setArguments(m_process->arguments().mid(1));
         m_console = true;
+        setEnvironmentVariable(u"QT_QPA_PLATFORM"_s, u"offscreen"_s);
+        if (!runtimeDir.isEmpty())
+            setEnvironmentVariable(u"XDG_RUNTIME_DIR"_s, runtimeDir);
     }
 
     // Before start(): a variable of the server's environment, on top of this process's.

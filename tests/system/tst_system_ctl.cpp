@@ -203,9 +203,7 @@ private Q_SLOTS:
         QTemporaryDir runtime;
         QVERIFY(runtime.isValid());
         ServerProcess &console = m_fleet.add();
-        console.runAsConsole();
-        console.setEnvironmentVariable(u"XDG_RUNTIME_DIR"_s, runtime.path());
-        console.setEnvironmentVariable(u"QT_QPA_PLATFORM"_s, u"offscreen"_s);
+        console.runAsConsole(runtime.path());
         QVERIFY2(console.startReady(), qPrintable(console.stderrText()));
         const QUuid id = console.create(QJsonObject{{u"title"_s, u"in the console"_s}});
         QVERIFY(!id.isNull());
@@ -241,12 +239,11 @@ private Q_SLOTS:
         console.setEnvironmentVariable(u"HOME"_s, home.path());
         console.setEnvironmentVariable(u"XDG_RUNTIME_DIR"_s, QString());
         console.setEnvironmentVariable(u"XDG_DATA_HOME"_s, QString());
-        console.setEnvironmentVariable(u"QT_QPA_PLATFORM"_s, u"offscreen"_s);
         QVERIFY2(console.startReady(), qPrintable(console.stderrText()));
         const QString file = dataDir + u"/console-server"_s;
         QTRY_VERIFY(QFile::exists(file));
-        QCOMPARE(QFileInfo(file).permissions() & ~(QFile::ReadOwner | QFile::WriteOwner |
-                                                   QFile::ReadUser | QFile::WriteUser),
+        QCOMPARE(QFileInfo(file).permissions() &
+                     ~(QFile::ReadOwner | QFile::WriteOwner | QFile::ReadUser | QFile::WriteUser),
                  QFileDevice::Permissions());
         const CtlResult result = ctl({u"list"_s}, {{u"HOME"_s, home.path()},
                                                    {u"XDG_RUNTIME_DIR"_s, QString()},

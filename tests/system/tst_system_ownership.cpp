@@ -5,6 +5,7 @@
 #include "serverprocess.h"
 
 #include <QDirIterator>
+#include <QFileInfo>
 #include <QJsonObject>
 #include <QTemporaryDir>
 #include <QTest>
@@ -35,16 +36,20 @@ mode_t modeOf(const QString &path)
     return ::lstat(QFile::encodeName(path).constData(), &status) == 0 ? status.st_mode : 0;
 }
 
-// Everything under `dir` that a user other than its owner may read, write or enter.
+// Everything under `dir` that a user other than its owner may read, write or enter, but for
+// the sandboxes' copies of what every user reads in the host's /etc.
 QStringList openToOthers(const QString &dir)
 {
+    const QStringList public_{u"passwd"_s, u"group"_s, u"resolv.conf"_s};
     QStringList open;
     QDirIterator it(dir, QDir::AllEntries | QDir::Hidden | QDir::System | QDir::NoDotAndDotDot,
                     QDirIterator::Subdirectories);
     while (it.hasNext()) {
         const QString path = it.next();
         const mode_t mode = modeOf(path);
-        if (!S_ISLNK(mode) && (mode & 077) != 0)
+        const bool sandboxEtc = public_.contains(it.fileName()) &&
+                                QFileInfo(it.fileInfo().path()).path().endsWith(u"/runtimes"_s);
+        if (!S_ISLNK(mode) && (mode & 077) != 0 && !sandboxEtc)
             open.append(u"%1 (%2)"_s.arg(path, QString::number(mode & 07777, 8)));
     }
     return open;
@@ -196,9 +201,7 @@ private Q_SLOTS:
         QTemporaryDir runtime;
         QVERIFY(runtime.isValid());
         ServerProcess &console = m_fleet.add();
-        console.runAsConsole();
-        console.setEnvironmentVariable(u"XDG_RUNTIME_DIR"_s, runtime.path());
-        console.setEnvironmentVariable(u"QT_QPA_PLATFORM"_s, u"offscreen"_s);
+        console.runAsConsole(runtime.path());
         QVERIFY2(console.startReady(), qPrintable(console.stderrText()));
         const QString keyFile = console.dataDir() + u"/console.key"_s;
         QVERIFY(QFile::exists(keyFile));
@@ -220,9 +223,7 @@ private Q_SLOTS:
         console.sendSignal(SIGTERM);
         QVERIFY(console.waitForExit(15'000));
         ServerProcess &again = m_fleet.add(console.dataDir());
-        again.runAsConsole();
-        again.setEnvironmentVariable(u"XDG_RUNTIME_DIR"_s, runtime.path());
-        again.setEnvironmentVariable(u"QT_QPA_PLATFORM"_s, u"offscreen"_s);
+        again.runAsConsole(runtime.path());
         QVERIFY2(again.startReady(), qPrintable(again.stderrText()));
         QVERIFY(key.open(QIODevice::ReadOnly));
         QCOMPARE(key.readAll(), first);

@@ -81,7 +81,7 @@ void UserModeNetwork::inChild() const
     ::dup2(m_block[0], BlockFd);
 }
 
-bool UserModeNetwork::attach(bool root, QString *error)
+bool UserModeNetwork::attach(bool root, const QList<Ipv4Range> &allowed, QString *error)
 {
     closeFd(m_info[1]);
     closeFd(m_block[0]);
@@ -138,6 +138,12 @@ bool UserModeNetwork::attach(bool root, QString *error)
     ::close(ready[0]);
     if (said.isEmpty()) {
         *error = u"slirp4netns did not bring the network up"_s;
+        stop();
+        go();
+        return false;
+    }
+    // Before the command goes: without the filter, the network goes (tap0 ends with slirp4netns).
+    if (!EgressFilter::install(pid.toInt(), root, allowed, error)) {
         stop();
         go();
         return false;

@@ -10,6 +10,7 @@
 #include <ifaddrs.h>
 #include <linux/fib_rules.h>
 #include <linux/netlink.h>
+#include <linux/nsfs.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -245,6 +246,12 @@ enum Step
     ::_exit(0);
 }
 
+int openNetwork(pid_t pid)
+{
+    return ::open(QByteArray("/proc/" + QByteArray::number(pid) + "/ns/net").constData(),
+                  O_RDONLY | O_CLOEXEC);
+}
+
 QString describeFailure(const Failure &failure, const std::vector<Message> &messages)
 {
     QString step;
@@ -304,15 +311,23 @@ QList<quint32> hostAddresses()
     return addresses;
 }
 
+int openNetworkOwner(pid_t pid)
+{
+    const int network = openNetwork(pid);
+    if (network < 0)
+        return -1;
+    const int owner = ::ioctl(network, NS_GET_USERNS);
+    const int error = errno;
+    ::close(network);
+    errno = error;
+    return owner;
+}
+
 bool install(pid_t pid, bool root, const QList<Ipv4Range> &allowed, QString *error)
 {
     std::vector<Message> messages = requests(allowed);
-    const auto open = [pid](const char *name) {
-        return ::open(QByteArray("/proc/" + QByteArray::number(pid) + "/ns/" + name).constData(),
-                      O_RDONLY | O_CLOEXEC);
-    };
-    const int userNamespace = root ? -1 : open("user");
-    const int networkNamespace = open("net");
+    const int networkNamespace = openNetwork(pid);
+    const int userNamespace = root ? -1 : openNetworkOwner(pid);
     int report[2] = {-1, -1};
     const auto closeAll = [&] {
         for (const int fd : {userNamespace, networkNamespace, report[0], report[1]}) {

@@ -46,9 +46,15 @@ const QList<Ipv4Range> &blockedRanges();
 // The IPv4 addresses of this host's interfaces, in the calling process's network namespace.
 QList<quint32> hostAddresses();
 
+// The user namespace that owns the network namespace of `pid` (a descriptor, close-on-exec), -1
+// with errno. bubblewrap's child moves on into a nested user namespace as it sets up
+// (--disable-userns), whose capabilities do not reach its parent's network: whoever configures
+// the network from outside enters this one.
+int openNetworkOwner(pid_t pid);
+
 // Puts the rules into the network namespace of `pid` (bubblewrap's child, slirp4netns attached
-// as `tap0`). A server that is not root enters the sandbox's user namespace first, as
-// slirp4netns does. False, with *error saying why, when any rule is missing.
+// as `tap0`). A server that is not root first enters the user namespace that owns it
+// (openNetworkOwner()). False, with *error saying why, when any rule is missing.
 bool install(pid_t pid, bool root, const QList<Ipv4Range> &allowed, QString *error);
 
 // runtime_info's `egress`: what the filter refuses and allows.

@@ -41,12 +41,13 @@ constexpr uid_t Nobody = 65534;
 constexpr gid_t NoGroup = 65534;
 
 // A listening socket on every address of the calling thread's network namespace: the handshake
-// completes in the kernel, no accept() needed. Its port, or 0.
-int listenEverywhere(int *fd)
+// completes in the kernel, no accept() needed. Its port (`port`, 0: any), or 0.
+int listenEverywhere(int *fd, quint16 port = 0)
 {
     *fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in address{};
     address.sin_family = AF_INET;
+    address.sin_port = htons(port);
     socklen_t length = sizeof address;
     if (*fd < 0 || ::bind(*fd, reinterpret_cast<sockaddr *>(&address), sizeof address) != 0 ||
         ::listen(*fd, 64) != 0 ||
@@ -87,7 +88,7 @@ private Q_SLOTS:
             QSKIP("slirp4netns is not installed, or there is no /dev/net/tun");
         QVERIFY2(!QStandardPaths::findExecutable(u"ip"_s).isEmpty(), "iproute2's ip is missing");
 
-        QVERIFY(openTunForEveryone());
+        QVERIFY(setUpMounts());
 
         m_origin = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
         QVERIFY(m_origin >= 0);
@@ -100,6 +101,7 @@ private Q_SLOTS:
             QVERIFY(run({u"addr", u"add", QString::fromLatin1(address), u"dev", u"lo"}));
         m_worldPort = listenEverywhere(&m_worldListener);
         QVERIFY(m_worldPort > 0);
+        QVERIFY(listenEverywhere(&m_worldDns, 53) == 53);
         QVERIFY2(::unshare(CLONE_NEWNET) == 0, std::strerror(errno));
         m_host = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
         QVERIFY(m_host >= 0);
@@ -126,7 +128,7 @@ private Q_SLOTS:
     void cleanupTestCase()
     {
         m_fleet.cleanUp();
-        for (const int fd : {m_hostListener, m_worldListener, m_world, m_host}) {
+        for (const int fd : {m_hostListener, m_worldListener, m_worldDns, m_world, m_host}) {
             if (fd >= 0)
                 ::close(fd);
         }
@@ -184,13 +186,31 @@ private Q_SLOTS:
             {u"private"_s, u"172.16.5.1"_s, world, false},
             {u"shared"_s, u"100.64.5.1"_s, world, false},
             {u"host-loopback"_s, u"10.0.2.2"_s, host, false},
+            // slirp's DNS forwarder, which connects to the resolver (the world), any port.
+            {u"dns"_s, u"10.0.2.3"_s, u"53"_s, true},
+            {u"dns-other-port"_s, u"10.0.2.3"_s, world, false},
+        };
+        // A socket bound to the interface, which the kernel lets send to a refused address as if
+        // it were on the link: slirp answers for its own addresses.
+        const QList<Target> boundTargets{
+            {u"bound-public"_s, u"198.51.100.1"_s, world, true},
+            {u"bound-dns-other-port"_s, u"10.0.2.3"_s, world, false},
+            {u"bound-neighbour"_s, u"10.203.0.2"_s, world, neighbourAllowed},
         };
         // The command first tries to take the filter away, as an attacker's would.
-        QString command = u"ip rule flush 2>/dev/null; ip route flush table 200 2>/dev/null;"
-                          "p() { (exec 3<>/dev/tcp/$2/$3) 2>/dev/null && echo \"REACHED $1\" || "
-                          "echo \"REFUSED $1\"; };"_s;
+        QString command =
+            u"ip rule flush 2>/dev/null; ip route flush table 200 2>/dev/null;"
+            "p() { (exec 3<>/dev/tcp/$2/$3) 2>/dev/null && echo \"REACHED $1\" || "
+            "echo \"REFUSED $1\"; };"
+            "b() { python3 -c \"import socket, sys; s = socket.socket(); s.settimeout(5); "
+            "s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, b'tap0'); "
+            "s.connect((sys.argv[1], int(sys.argv[2])))\" $2 $3 2>/dev/null && "
+            "echo \"REACHED $1\" || echo \"REFUSED $1\"; };"_s;
         for (const Target &target : targets)
             command += u" p %1 %2 %3;"_s.arg(target.name, target.address, target.port);
+        command += u" command -v python3 >/dev/null && echo HAS-PYTHON;"_s;
+        for (const Target &target : boundTargets)
+            command += u" b %1 %2 %3;"_s.arg(target.name, target.address, target.port);
         const QUuid id =
             server.create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}}},
                                       {u"initial_message"_s, userMessage(command, true)}});
@@ -198,7 +218,12 @@ private Q_SLOTS:
         QVERIFY(server.waitForStatus(id, u"finished"_s));
         const QString output = lastOutput(server, id);
         QVERIFY2(!output.contains(u"no network"_s), qPrintable(output));
-        for (const Target &target : targets) {
+        QList<Target> checked = targets;
+        if (output.contains(u"HAS-PYTHON"_s))
+            checked += boundTargets;
+        else
+            qWarning("no python3 in the sandbox: sockets bound to the interface are not tried");
+        for (const Target &target : std::as_const(checked)) {
             const QString expected =
                 (target.reached ? u"REACHED "_s : u"REFUSED "_s) + target.name + u'\n';
             QVERIFY2(output.contains(expected),
@@ -252,24 +277,34 @@ private Q_SLOTS:
     }
 
 private:
-    // An unprivileged server's slirp4netns opens /dev/net/tun as that user; where only root may
-    // (0600 here), this process's own mount namespace gets a node of the same device everyone
-    // may open. The host's /dev stays as it is.
-    bool openTunForEveryone()
+    // A mount namespace of this process's own, the servers' too:
+    // - an unprivileged server's slirp4netns opens /dev/net/tun as that user; where only root may
+    //   (0600 here), a node of the same device everyone may open;
+    // - slirp4netns's DNS forwarder asks the resolver of /etc/resolv.conf: the world's here, so
+    //   that whatever reaches it stays in the test's namespaces.
+    // The host's files stay as they are.
+    bool setUpMounts()
     {
         struct stat tun
         {};
-        if (::stat("/dev/net/tun", &tun) != 0)
-            return false;
-        if ((tun.st_mode & 0006) == 0006)
-            return true;
-        if (!m_tunDir.isValid() || ::unshare(CLONE_NEWNS) != 0 ||
+        if (!m_mountDir.isValid() || ::stat("/dev/net/tun", &tun) != 0 ||
+            ::unshare(CLONE_NEWNS) != 0 ||
             ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
             return false;
-        const QByteArray node = QFile::encodeName(m_tunDir.filePath(u"tun"_s));
-        return ::mknod(node.constData(), S_IFCHR | 0666, tun.st_rdev) == 0 &&
-               ::chmod(node.constData(), 0666) == 0 &&
-               ::mount(node.constData(), "/dev/net/tun", nullptr, MS_BIND, nullptr) == 0;
+        if ((tun.st_mode & 0006) != 0006) {
+            const QByteArray node = QFile::encodeName(m_mountDir.filePath(u"tun"_s));
+            if (::mknod(node.constData(), S_IFCHR | 0666, tun.st_rdev) != 0 ||
+                ::chmod(node.constData(), 0666) != 0 ||
+                ::mount(node.constData(), "/dev/net/tun", nullptr, MS_BIND, nullptr) != 0)
+                return false;
+        }
+        QFile resolver(m_mountDir.filePath(u"resolv.conf"_s));
+        if (!resolver.open(QIODevice::WriteOnly) || resolver.write("nameserver 198.51.100.1\n") < 0)
+            return false;
+        resolver.close();
+        resolver.setPermissions(resolver.permissions() | QFileDevice::ReadOther);
+        return ::mount(QFile::encodeName(resolver.fileName()).constData(), "/etc/resolv.conf",
+                       nullptr, MS_BIND, nullptr) == 0;
     }
 
     // `ip ARGUMENTS` in this thread's namespace; false, with what it said, when it fails.
@@ -289,11 +324,12 @@ private:
     }
 
     ServerFleet m_fleet;
-    QTemporaryDir m_tunDir;
+    QTemporaryDir m_mountDir;
     int m_origin = -1;
     int m_world = -1;
     int m_host = -1;
     int m_worldListener = -1;
+    int m_worldDns = -1;
     int m_hostListener = -1;
     int m_worldPort = 0;
     int m_hostPort = 0;

@@ -1,17 +1,16 @@
 // The `egress` network reaches public addresses only: a command's connections, tried as an
 // attacker's would, against listeners in network namespaces the test makes itself. The test
-// process moves into a namespace of its own ("the host", where the servers run) joined by a veth
-// pair to a second one ("the world"):
+// process moves into a network namespace of its own ("the host", where the servers run) joined by
+// a veth pair to a second one ("the world"):
 //   host:  up0 198.51.100.2/24 and 10.203.0.1/24 (its own addresses), default via the world;
 //          a listener on every address
 //   world: down0 198.51.100.1/24 (public) and 10.203.0.2/24 (a private neighbour); on its
 //          loopback 169.254.169.254 (metadata), 172.16.5.1 and 100.64.5.1; a listener on every
-//          address
+//          address, and one on port 53, the resolver slirp4netns's DNS forwarder asks (through a
+//          resolv.conf in a mount namespace of the test's own)
 // Nothing leaves these namespaces; they end with the test process.
-#include <QDir>
 #include <QFile>
 #include <QJsonArray>
-#include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
 #include <QStandardPaths>
@@ -29,7 +28,6 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 using namespace Qt::StringLiterals;

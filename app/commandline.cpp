@@ -1,6 +1,7 @@
 #include "commandline.h"
 
 #include "consoleserverfile.h"
+#include "runtime/egressfilter.h"
 #include "serverconnection.h"
 #include "storage/database.h"
 
@@ -233,8 +234,8 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     parser.addOptions({llmBaseUrl, llmModel, llmTimeout});
     const QCommandLineOption sandboxNetwork(
         u"sandbox-network"_s,
-        u"What network commands get: none (default), egress (the internet, not the host's "
-        "loopback) or host."_s,
+        u"What network commands get: none (default), egress (public addresses only, not the "
+        "host's) or host."_s,
         u"MODE"_s);
     const QCommandLineOption sandboxMemory(
         u"sandbox-memory"_s,
@@ -251,11 +252,16 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     const QCommandLineOption sandboxFileSize(
         u"sandbox-file-size"_s,
         u"The largest file a command may write, e.g. 1GiB (default and 0: no limit)."_s, u"SIZE"_s);
+    const QCommandLineOption sandboxEgressAllow(
+        u"sandbox-egress-allow"_s,
+        u"An IPv4 range (CIDR) the egress network reaches although it is not public, e.g. "
+        "10.20.0.0/16 (repeatable)."_s,
+        u"CIDR"_s);
     const QCommandLineOption requireIsolation(
         u"require-isolation"_s,
         u"Refuse to start when commands cannot be isolated (no bubblewrap, no namespaces)."_s);
     parser.addOptions({sandboxNetwork, sandboxMemory, sandboxProcesses, sandboxCpu, sandboxFileSize,
-                       requireIsolation});
+                       sandboxEgressAllow, requireIsolation});
 
     if (!parser.parse(QStringList{u"agentdeck"_s} + arguments)) {
         *error = parser.errorText();
@@ -410,6 +416,16 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     if (!parseSandboxPolicy(parser, sandboxNetwork, sandboxMemory, sandboxProcesses, sandboxCpu,
                             sandboxFileSize, options.server.sandboxPolicy, error))
         return std::nullopt;
+    for (const QString &text : parser.values(sandboxEgressAllow)) {
+        const auto range = Ipv4Range::parse(text);
+        if (!range) {
+            *error = u"--sandbox-egress-allow takes an IPv4 range such as 10.20.0.0/16 (egress has "
+                     "no IPv6), not \"%1\""_s.arg(text);
+            return std::nullopt;
+        }
+        if (!options.server.sandboxEgressAllow.contains(range->toString()))
+            options.server.sandboxEgressAllow.append(range->toString());
+    }
     options.server.requireIsolation = parser.isSet(requireIsolation);
     options.server.replicaId = parser.value(replicaId);
     if (options.server.replicaId.contains(u'/') || options.server.replicaId.contains(u' ')) {

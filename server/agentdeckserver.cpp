@@ -247,6 +247,7 @@ bool AgentDeckServer::start(QString *error)
     d->isolation = m_config.runtime == ServerConfig::RuntimeKind::Process
                        ? SandboxIsolation::forProcessRuntime()
                        : SandboxIsolation::probe();
+    d->isolation.egressAllowed = m_config.sandboxEgressAllow;
     if (d->isolation.isWeak()) {
         if (m_config.requireIsolation) {
             *error = u"--require-isolation: commands cannot be isolated: "_s + d->isolation.reason;
@@ -292,6 +293,7 @@ bool AgentDeckServer::start(QString *error)
                                           m_config.sandboxIdleTimeout, ownerSilenceLimit,
                                           m_config.maxSandboxes};
             settings.policy = m_config.sandboxPolicy;
+            settings.egressAllowed = m_config.sandboxEgressAllow;
             auto sandboxes = std::make_unique<LocalSandboxProvider>(settings);
             d->sandboxes = sandboxes.get();
             d->parts.runtimes = std::move(sandboxes);

@@ -74,6 +74,9 @@ struct ServerConfig
     int maxSandboxes = 256;
     // What commands may use (--sandbox-*): the default and the most of every conversation.
     SandboxPolicy sandboxPolicy = defaultSandboxPolicy();
+    // The ranges an `egress` network reaches beside the public addresses
+    // (--sandbox-egress-allow; IPv4 CIDRs, host bits cleared).
+    QStringList sandboxEgressAllow;
     // Refuse to start when commands cannot be isolated (--require-isolation).
     bool requireIsolation = false;
     // Off (0) by default.

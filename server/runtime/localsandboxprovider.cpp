@@ -168,6 +168,10 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
              QJsonDocument(policyInForce(conversation.sandbox, m_settings.policy).toJson())
                  .toJson(QJsonDocument::Compact)),
          u"--sandbox-uid"_s, QString::number(sandboxUid(id))});
+    QStringList arguments = process.arguments();
+    for (const QString &range : m_settings.egressAllowed)
+        arguments << u"--egress-allow"_s << range;
+    process.setArguments(arguments);
     process.setWorkingDirectory(runtimeDir);
     process.setProcessEnvironment(commandEnvironment());
     process.setStandardInputFile(QProcess::nullDevice());

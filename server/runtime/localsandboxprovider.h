@@ -32,6 +32,8 @@ struct LocalSandboxSettings
     std::chrono::milliseconds startTimeout{10'000};
     // The server's sandbox policy: each conversation's own within it.
     SandboxPolicy policy;
+    // The ranges an `egress` network reaches beside the public addresses (CIDRs).
+    QStringList egressAllowed;
 };
 
 // One sandbox host process per conversation, adopted across server restarts.

@@ -291,7 +291,8 @@ void SandboxHost::startCommand(const QJsonObject &message)
         m_process->start(u"/bin/sh"_s, {u"-c"_s, u"echo \"$0\" >&2; exit 126"_s, why});
     } else if (!m_led) {
         m_process->start(u"bwrap"_s, bubblewrapArguments(egress, seccompFile) << u"bash"_s << bash);
-        if (egress && !m_network.attach(m_isolation.root, &m_networkProblem))
+        if (egress &&
+            !m_network.attach(m_isolation.root, m_options.egressAllowed, &m_networkProblem))
             qCWarning(lcRuntime).noquote()
                 << "the command runs without network:" << m_networkProblem;
     } else {
@@ -566,8 +567,10 @@ int runSandboxHost(int argc, char *argv[])
     const QCommandLineOption policy(u"policy"_s, u"The sandbox policy (JSON)."_s, u"JSON"_s);
     const QCommandLineOption sandboxUid(u"sandbox-uid"_s, u"The uid of a root host's commands."_s,
                                         u"UID"_s);
-    parser.addOptions(
-        {runtimeDir, socket, workspace, home, idle, openFiles, hide, policy, sandboxUid});
+    const QCommandLineOption egressAllow(
+        u"egress-allow"_s, u"A range the egress network reaches (repeatable)."_s, u"CIDR"_s);
+    parser.addOptions({runtimeDir, socket, workspace, home, idle, openFiles, hide, policy,
+                       sandboxUid, egressAllow});
     parser.process(app.arguments().mid(1));
     if (!parser.isSet(runtimeDir) || !parser.isSet(socket) || !parser.isSet(workspace)) {
         std::fputs("agentdeck sandbox-host: --runtime-dir, --socket and --workspace are required "
@@ -585,6 +588,16 @@ int runSandboxHost(int argc, char *argv[])
     options.policy =
         SandboxPolicy::fromJson(QJsonDocument::fromJson(parser.value(policy).toUtf8()).object());
     options.sandboxUid = parser.value(sandboxUid).toUInt();
+    for (const QString &text : parser.values(egressAllow)) {
+        const auto range = Ipv4Range::parse(text);
+        if (!range) {
+            std::fputs(qPrintable(u"agentdeck sandbox-host: --egress-allow takes an IPv4 range "
+                                  "(CIDR), not \"%1\"\n"_s.arg(text)),
+                       stderr);
+            return 2;
+        }
+        options.egressAllowed.append(*range);
+    }
     // The server raised its own limit; the commands get the one it was started with.
     if (parser.isSet(openFiles))
         OpenFiles::setLimit(parser.value(openFiles).toLongLong());

@@ -31,6 +31,9 @@ struct SandboxHostOptions
     QStringList hidden;
     // What the commands may use, the conversation's policy within the server's.
     SandboxPolicy policy;
+    // The ranges an `egress` network reaches beside the public addresses
+    // (--sandbox-egress-allow, see EgressFilter).
+    QList<Ipv4Range> egressAllowed;
     // A root host's commands run as the workspace's owner, or, when root owns it, as this uid
     // (sandboxUid()), to which the workspace and home are then given.
     uint sandboxUid = 0;

@@ -1,5 +1,6 @@
 #include "sandboxisolation.h"
 
+#include "egressfilter.h"
 #include "usermodenetwork.h"
 
 #include <QJsonArray>
@@ -100,6 +101,8 @@ QJsonObject SandboxIsolation::describe(const SandboxPolicy &policy) const
     QJsonObject object = policy.toJson();
     object.insert(u"isolation"_s, mechanismName());
     object.insert(u"not_enforced"_s, QJsonArray::fromStringList(unenforced(policy)));
+    if (policy.network == SandboxPolicy::Network::Egress && !isWeak() && userModeNetwork)
+        object.insert(u"egress"_s, EgressFilter::describe(egressAllowed));
     return object;
 }
 

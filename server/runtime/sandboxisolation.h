@@ -39,6 +39,8 @@ struct SandboxIsolation
     bool inProcess = false;
     // slirp4netns is there for the `egress` network (UserModeNetwork).
     bool userModeNetwork = false;
+    // The ranges the `egress` network reaches beside the public addresses (EgressFilter).
+    QStringList egressAllowed;
 
     static SandboxIsolation probe();
     // bubblewrap's arguments for the namespaces of a command (the probe tries the same).

@@ -4,6 +4,7 @@
 #include <QFile>
 #include <QProcess>
 #include <QRegularExpression>
+#include <QScopeGuard>
 #include <QStandardPaths>
 
 #include <cerrno>
@@ -81,7 +82,7 @@ void UserModeNetwork::inChild() const
     ::dup2(m_block[0], BlockFd);
 }
 
-bool UserModeNetwork::attach(bool root, QString *error)
+bool UserModeNetwork::attach(bool root, const QList<Ipv4Range> &allowed, QString *error)
 {
     closeFd(m_info[1]);
     closeFd(m_block[0]);
@@ -115,6 +116,19 @@ bool UserModeNetwork::attach(bool root, QString *error)
             break;
         ::usleep(5000);
     }
+    // A user namespace's network is only that namespace's to configure: slirp4netns enters the
+    // one that owns it, not the nested one bubblewrap's child may be in by then.
+    const int owner = root ? -1 : EgressFilter::openNetworkOwner(pid.toInt());
+    if (!root && owner < 0) {
+        *error = u"cannot open the user namespace of the sandbox's network: "_s +
+                 QString::fromLocal8Bit(std::strerror(errno));
+        go();
+        return false;
+    }
+    const auto closeOwner = qScopeGuard([owner] {
+        if (owner >= 0)
+            ::close(owner);
+    });
     int ready[2];
     if (::pipe2(ready, O_CLOEXEC) != 0) {
         *error = u"cannot make the pipe of slirp4netns"_s;
@@ -124,12 +138,18 @@ bool UserModeNetwork::attach(bool root, QString *error)
     m_slirp = std::make_unique<QProcess>();
     m_slirp->setProcessChannelMode(QProcess::ForwardedChannels);
     m_slirp->setStandardInputFile(QProcess::nullDevice());
-    m_slirp->setChildProcessModifier([write = ready[1]] { ::dup2(write, 3); });
+    m_slirp->setChildProcessModifier([write = ready[1], owner] {
+        // Copies first: either may be 3 or 4.
+        const int readyCopy = ::fcntl(write, F_DUPFD_CLOEXEC, 10);
+        const int ownerCopy = owner >= 0 ? ::fcntl(owner, F_DUPFD_CLOEXEC, 10) : -1;
+        ::dup2(readyCopy, 3);
+        if (ownerCopy >= 0)
+            ::dup2(ownerCopy, 4);
+    });
     QStringList arguments{u"--configure"_s, u"--mtu=65520"_s, u"--disable-host-loopback"_s,
                           u"--ready-fd=3"_s};
-    // A user namespace's network is only that namespace's to configure.
     if (!root)
-        arguments << u"--userns-path=/proc/%1/ns/user"_s.arg(pid);
+        arguments << u"--userns-path=/proc/self/fd/4"_s;
     arguments << pid << u"tap0"_s;
     m_slirp->start(u"slirp4netns"_s, arguments);
     ::close(ready[1]);
@@ -138,6 +158,12 @@ bool UserModeNetwork::attach(bool root, QString *error)
     ::close(ready[0]);
     if (said.isEmpty()) {
         *error = u"slirp4netns did not bring the network up"_s;
+        stop();
+        go();
+        return false;
+    }
+    // Before the command goes: without the filter, the network goes (tap0 ends with slirp4netns).
+    if (!EgressFilter::install(pid.toInt(), root, allowed, error)) {
         stop();
         go();
         return false;

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "egressfilter.h"
+
 #include <QString>
 #include <QStringList>
 
@@ -11,11 +13,13 @@ namespace AgentDeck {
 
 // The `egress` network of a command in bubblewrap's network namespace: slirp4netns, a user-mode
 // network stack outside the sandbox, with the host's loopback refused (the server, PostgreSQL
-// and every other local service stay out of reach). bubblewrap reports its child's pid on one
-// pipe and waits on another before it runs the command, so the network is up when it starts:
+// and every other local service stay out of reach), and the EgressFilter in the namespace for
+// the host's other addresses and the non-public ranges. bubblewrap reports its child's pid on
+// one pipe and waits on another before it runs the command, so the network is up and filtered
+// when it starts:
 //     network.prepare(); start bubblewrap with network.bubblewrapArguments(), calling
 //     network.inChild() in the child; then network.attach().
-// Whatever fails, the command runs without network, never with the host's.
+// Whatever fails, the command runs without network, never with the host's or an unfiltered one.
 class UserModeNetwork
 {
 public:
@@ -28,9 +32,10 @@ public:
     QStringList bubblewrapArguments() const;
     // In the forked child, before exec: puts the pipes where the arguments say.
     void inChild() const;
-    // In the parent, once bubblewrap started: attaches the network to its child and lets the
-    // command go; false (the command going without network) with *error saying why.
-    bool attach(bool root, QString *error);
+    // In the parent, once bubblewrap started: attaches the network to its child, filters it
+    // (`allowed`: the operator's exceptions) and lets the command go; false (the command going
+    // without network) with *error saying why.
+    bool attach(bool root, const QList<Ipv4Range> &allowed, QString *error);
     void stop();
 
 private:

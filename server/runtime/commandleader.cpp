@@ -194,8 +194,9 @@ bool handOver(const QString &dir, uint uid, uint gid)
 
 } // namespace
 
-std::optional<CommandUser> commandUserFor(const QString &workspace, const QStringList &alsoGive,
-                                          uint sandboxUid, QString *error)
+std::optional<CommandUser> commandUserFor(const QString &workspace, bool madeByServer,
+                                          const QStringList &alsoGive, uint sandboxUid,
+                                          QString *error)
 {
     struct stat status
     {};
@@ -210,7 +211,7 @@ std::optional<CommandUser> commandUserFor(const QString &workspace, const QStrin
         return std::nullopt;
     }
     // Given away, a workspace is its sandbox's alone: other sandboxes' uids see none of it.
-    if (status.st_uid == 0 &&
+    if (status.st_uid == 0 && madeByServer &&
         (!handOver(workspace, user.uid, user.gid) ||
          !QFile::setPermissions(workspace,
                                 QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner))) {

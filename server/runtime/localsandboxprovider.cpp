@@ -168,6 +168,12 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
              QJsonDocument(policyInForce(conversation.sandbox, m_settings.policy).toJson())
                  .toJson(QJsonDocument::Compact)),
          u"--sandbox-uid"_s, QString::number(sandboxUid(id))});
+    QStringList more;
+    if (conversation.workspaceOwnedByServer)
+        more << u"--workspace-made-by-server"_s;
+    for (const QString &alias : m_settings.roots.aliasesOf(conversation.workingDir))
+        more << u"--workspace-alias"_s << alias;
+    process.setArguments(process.arguments() + more);
     process.setWorkingDirectory(runtimeDir);
     process.setProcessEnvironment(commandEnvironment());
     process.setStandardInputFile(QProcess::nullDevice());

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "sandboxruntime.h"
+#include "workspaceroots.h"
 
 #include <QHash>
 #include <QJsonObject>
@@ -32,6 +33,9 @@ struct LocalSandboxSettings
     std::chrono::milliseconds startTimeout{10'000};
     // The server's sandbox policy: each conversation's own within it.
     SandboxPolicy policy;
+    // Where workspaces may be: a workspace under a root named by a link is shown to its
+    // commands by that name too.
+    WorkspaceRoots roots;
 };
 
 // One sandbox host process per conversation, adopted across server restarts.

@@ -406,6 +406,62 @@ private Q_SLOTS:
         }
     }
 
+    // A root server gave a root-owned working dir to the sandbox's uid on its first command
+    // (chown -R, 0700): the operator's shared dir, someone's home. It changes nothing it did
+    // not make: the commands run as a uid of their own with what the dir's mode grants. One it
+    // made at the create is the conversation's.
+    void aDirTheServerDidNotMakeKeepsItsOwnerAndMode()
+    {
+        if (::geteuid() != 0 || !m_server->usesSandboxes())
+            QSKIP("needs a root server with sandboxes");
+        QTemporaryDir root;
+        QVERIFY(root.isValid());
+        const QString shared = root.filePath(u"shared"_s);
+        QVERIFY(QDir().mkpath(shared));
+        const auto readable = QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner |
+                              QFile::ReadGroup | QFile::ExeGroup | QFile::ReadOther |
+                              QFile::ExeOther;
+        QVERIFY(QFile::setPermissions(shared, readable));
+        QFile kept(shared + u"/kept.txt"_s);
+        QVERIFY(kept.open(QIODevice::WriteOnly));
+        kept.write("kept\n");
+        kept.close();
+        struct stat before
+        {};
+        QCOMPARE(::stat(QFile::encodeName(shared).constData(), &before), 0);
+        m_server.reset();
+        TestServerOptions options;
+        options.workspaceRoots = {root.path()};
+        m_server = std::make_unique<TestServer>(std::move(options));
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+
+        QJsonObject body = TestServer::shellConversation(
+            u"cat kept.txt; echo more >> kept.txt; touch made-here"_s);
+        body.insert(u"workspace"_s, QJsonObject{{u"working_dir"_s, shared}});
+        const QUuid id = m_server->create(body);
+        QVERIFY(!id.isNull());
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        struct stat status
+        {};
+        for (const QString &path : {shared, QString(shared + u"/kept.txt"_s)}) {
+            QCOMPARE(::stat(QFile::encodeName(path).constData(), &status), 0);
+            QCOMPARE(status.st_uid, uid_t(0));
+        }
+        QCOMPARE(::stat(QFile::encodeName(shared).constData(), &status), 0);
+        QCOMPARE(status.st_mode, before.st_mode);
+        QVERIFY(kept.open(QIODevice::ReadOnly));
+        QCOMPARE(kept.readAll(), QByteArray("kept\n"));
+        QVERIFY(!QFile::exists(shared + u"/made-here"_s));
+
+        const QString made = root.filePath(u"new/project"_s);
+        body = TestServer::shellConversation(u"touch made-here"_s);
+        body.insert(u"workspace"_s, QJsonObject{{u"working_dir"_s, made}});
+        const QUuid other = m_server->create(body);
+        QVERIFY(!other.isNull());
+        QVERIFY(m_server->waitForStatus(other, u"finished"_s));
+        QVERIFY(QFile::exists(made + u"/made-here"_s));
+    }
+
     void deleteKeepsCallerSuppliedWorkspace()
     {
         QTemporaryDir own;

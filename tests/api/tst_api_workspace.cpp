@@ -876,8 +876,9 @@ private Q_SLOTS:
         QCOMPARE(upload(from + u"/l/made"_s, "made").status, 403);
         if (QFileInfo(from + u"/l"_s).isDir())
             QVERIFY(!QFile::exists(QFileInfo(from + u"/l"_s).canonicalFilePath() + u"/made"_s));
-        QCOMPARE(execute({{u"command"_s, u"touch made"_s}, {u"cwd"_s, QString(from + u"/l"_s)}}).status,
-                 403);
+        QCOMPARE(
+            execute({{u"command"_s, u"touch made"_s}, {u"cwd"_s, QString(from + u"/l"_s)}}).status,
+            403);
     }
 
     // Links that stay inside the workspace lead where they point, relative or absolute.
@@ -901,7 +902,8 @@ private Q_SLOTS:
         QFile made(real + u"/sub/new.txt"_s);
         QVERIFY(made.open(QIODevice::ReadOnly));
         QCOMPARE(made.readAll(), QByteArray("new"));
-        const RawReply ran = execute({{u"command"_s, u"pwd -P"_s}, {u"cwd"_s, QString(real + u"/abs"_s)}});
+        const RawReply ran =
+            execute({{u"command"_s, u"pwd -P"_s}, {u"cwd"_s, QString(real + u"/abs"_s)}});
         QCOMPARE(ran.status, 200);
         QCOMPARE(ran.json()[u"stdout"_s].toString(), real + u"/sub\n"_s);
     }
@@ -963,8 +965,7 @@ private Q_SLOTS:
         options.workspaceDir = linked;
         startServer(std::move(options));
         // Made by the name the operator gave it.
-        const RawReply made =
-            execute({{u"command"_s, u"echo made > '%1/made.txt'"_s.arg(linked)}});
+        const RawReply made = execute({{u"command"_s, u"echo made > '%1/made.txt'"_s.arg(linked)}});
         QCOMPARE(made.status, 200);
         QVERIFY2(made.json()[u"exit_code"_s].toInt() == 0, made.body.constData());
         QVERIFY(QFile::exists(real.filePath(u"made.txt"_s)));

@@ -218,10 +218,10 @@ private Q_SLOTS:
         QVERIFY(server.waitForStatus(victim, u"finished"_s));
         const QString victimDir = QFileInfo(workingDir(victim)).canonicalFilePath();
         QVERIFY(QFile::exists(victimDir + u"/secret.txt"_s));
-        const QUuid attacker = server.create(shell(
-            u"ln -s %1/secret.txt file-link; ln -s %1 dir-link; ln -s %2 server-link; "
-            "ln -s ../%3/secret.txt up-link; true"_s.arg(victimDir, serverWorkspace,
-                                                         QFileInfo(victimDir).fileName())));
+        const QUuid attacker = server.create(
+            shell(u"ln -s %1/secret.txt file-link; ln -s %1 dir-link; ln -s %2 server-link; "
+                  "ln -s ../%3/secret.txt up-link; true"_s.arg(victimDir, serverWorkspace,
+                                                               QFileInfo(victimDir).fileName())));
         QVERIFY(server.waitForStatus(attacker, u"finished"_s));
         const QString attackerDir = QFileInfo(workingDir(attacker)).canonicalFilePath();
         QVERIFY(QFileInfo(attackerDir + u"/dir-link"_s).isSymLink());
@@ -245,10 +245,10 @@ private Q_SLOTS:
         QVERIFY(!QFile::exists(serverWorkspace + u"/planted.txt"_s));
         // Its own files still go both ways.
         QCOMPARE(server.upload(attackerDir + u"/own.txt"_s, "own\n").status, 200);
-        QCOMPARE(server.get(u"/api/file/download"_s,
-                            QUrlQuery{{u"path"_s, attackerDir + u"/own.txt"_s}})
-                     .body,
-                 QByteArray("own\n"));
+        QCOMPARE(
+            server.get(u"/api/file/download"_s, QUrlQuery{{u"path"_s, attackerDir + u"/own.txt"_s}})
+                .body,
+            QByteArray("own\n"));
     }
 
     // `egress` is a network of the sandbox's own (slirp4netns) from which the host's loopback,

@@ -193,12 +193,12 @@ Target locate(const Workspaces &workspaces, const QString &given)
     const auto [path, root] = walk(given, segments, [&](const QString &dir) {
         return dir == server || !index.ownersOf(dir).isEmpty();
     });
-    if (root.isEmpty()) {
-        if (!workspaces.roots.holds(path))
-            throw workspaces.roots.outside(given);
+    // A workspace given before its root was taken away is out of reach too.
+    if (!workspaces.roots.holds(path))
+        throw workspaces.roots.outside(given);
+    if (root.isEmpty())
         throw refused(given, u"it is neither inside a conversation's workspace nor inside the "
                              "server workspace (%1)"_s.arg(server));
-    }
     std::optional<ConversationInfo> archived;
     for (const QUuid &id : index.ownersOf(root)) {
         std::optional<ConversationInfo> info;

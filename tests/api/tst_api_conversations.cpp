@@ -381,7 +381,9 @@ private Q_SLOTS:
         {};
         QCOMPARE(::stat(QFile::encodeName(project).constData(), &before), 0);
 
-        QJsonObject body = TestServer::shellConversation(u"touch made-here"_s);
+        // Seen by the name the root was given too, which the private /tmp would hide.
+        QJsonObject body = TestServer::shellConversation(
+            u"touch made-here '%1/by-alias'"_s.arg(root.filePath(u"alias/project"_s)));
         body.insert(u"workspace"_s,
                     QJsonObject{{u"working_dir"_s, root.filePath(u"alias/project"_s)}});
         const ApiReply created = m_server->post(u"/api/conversations"_s, body);
@@ -391,6 +393,7 @@ private Q_SLOTS:
         QCOMPARE(m_server->workingDir(id), QFileInfo(project).canonicalFilePath());
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
         QVERIFY(QFile::exists(root.filePath(u"project/made-here"_s)));
+        QVERIFY(QFile::exists(root.filePath(u"project/by-alias"_s)));
         struct stat after
         {};
         QCOMPARE(::stat(QFile::encodeName(project).constData(), &after), 0);

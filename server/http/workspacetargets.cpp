@@ -107,7 +107,9 @@ std::pair<QString, QString> walk(const QString &given, const QStringList &segmen
         struct stat status
         {};
         if (::lstat(encoded.constData(), &status) != 0) {
-            if (errno != ENOENT && errno != ENOTDIR)
+            // Not to be resolved in a workspace: refused. Before one, what the path names is
+            // judged by the roots (a dir of the host the server may not enter, say).
+            if (errno != ENOENT && errno != ENOTDIR && !workspace.isEmpty())
                 throw refused(given, u"it cannot be resolved"_s);
             // Not there (yet): the rest as written, still within the workspace.
             pending.prepend(name);

@@ -6,6 +6,7 @@
 #include "execution/agent.h"
 #include "execution/conversationrunner.h"
 #include "logging.h"
+#include "runtime/commandleader.h"
 #include "runtime/runtime.h"
 #include "storage/database.h"
 #include "storage/replicastore.h"
@@ -14,7 +15,6 @@
 
 #include <QCoroProcess>
 #include <QDir>
-#include <QFile>
 #include <QFileInfo>
 #include <QPointer>
 #include <QProcess>
@@ -300,14 +300,10 @@ ConversationService::create(CreateConversationRequest request)
     // given away unless the server made it: one made here for the caller goes to the
     // conversation's own uid now, as the workspaces the server makes for itself do on their
     // first command.
-    if (madeForCaller && ::geteuid() == 0) {
-        const uint uid = sandboxUid(info.id);
-        if (::chown(QFile::encodeName(info.workingDir).constData(), uid, uid) != 0 ||
-            !QFile::setPermissions(info.workingDir,
-                                   QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner))
-            qCWarning(lcServer) << "cannot give the workspace" << info.workingDir << "to uid"
-                                << uid;
-    }
+    if (madeForCaller && ::geteuid() == 0 &&
+        !giveWorkspace(info.workingDir, sandboxUid(info.id), sandboxUid(info.id)))
+        qCWarning(lcServer) << "cannot give the workspace" << info.workingDir << "to uid"
+                            << sandboxUid(info.id);
     // The same id may have been created at the same moment through another replica: its row
     // is there now, and the answer is that conversation (it was 503 storage_unavailable).
     std::optional<ConversationInfo> createdElsewhere;

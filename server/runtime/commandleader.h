@@ -15,6 +15,10 @@ struct CommandUser
     uint gid = 0;
 };
 
+// Gives the workspace `dir`, and everything in it, to uid:gid, and makes it 0700. For a directory
+// the server made only.
+bool giveWorkspace(const QString &dir, uint uid, uint gid);
+
 // Whom a root server's commands in `workspace` run as: its owner, or when root owns it,
 // `sandboxUid`, to whom the workspace is then given if `madeByServer` (a directory the server
 // did not make keeps its owner and mode), and always the dirs of `alsoGive` (the sandbox

@@ -9,6 +9,7 @@
 #include <QCoreApplication>
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QProcessEnvironment>
 #include <QRegularExpression>
 
@@ -158,6 +159,11 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         u"The server workspace: where /api/bash and /api/file reach outside conversations' "
         "workspaces (default DATA/workspace)."_s,
         u"DIR"_s);
+    const QCommandLineOption workspaceRoot(
+        u"workspace-root"_s,
+        u"A directory under which clients may name a conversation's workspace.working_dir "
+        "(repeatable; beside the server workspace)."_s,
+        u"DIR"_s);
     const QCommandLineOption key(u"session-api-key"_s,
                                  u"Require this key in X-Session-API-Key (repeatable; also "
                                  "AGENTDECK_SESSION_API_KEYS, comma-separated)."_s,
@@ -222,7 +228,7 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
                        dataDir,       key,          allowOrigin, allowHost,    commandTimeout,
                        shutdownGrace, replicaId,    database,    advertiseUrl, runtime,
                        idleTimeout,   maxSandboxes, retention,   leaseTtl,     walLimit,
-                       workspaceDir});
+                       workspaceDir,  workspaceRoot});
     const QCommandLineOption llmBaseUrl(u"llm-base-url"_s,
                                         u"Default OpenAI-compatible endpoint of llm agents (e.g. "
                                         "http://127.0.0.1:8080/v1); the key comes from "
@@ -322,6 +328,14 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
             return std::nullopt;
         }
         options.server.workspaceDir = parser.value(workspaceDir);
+    }
+    for (const QString &root : parser.values(workspaceRoot)) {
+        if (!QDir::isAbsolutePath(root) || !QFileInfo(root).isDir()) {
+            *error = u"--workspace-root %1 must be an existing directory, named by an absolute "
+                     "path"_s.arg(root);
+            return std::nullopt;
+        }
+        options.server.workspaceRoots.append(root);
     }
     // A key is compared with the header as HTTP hands it over, without the blanks around it; an
     // empty one would turn the check off while the operator believes it is on.

@@ -278,6 +278,21 @@ bool AgentDeckServer::start(QString *error)
     d->database->checkpointInBackground(std::chrono::milliseconds(200),
                                         int(m_config.walLimitBytes / Database::PageSize));
     d->runtimesRoot = QDir(dataDir).filePath(u"runtimes"_s);
+    // Where callers' workspaces and the paths of the remote workspace routes may be.
+    const QString serverWorkspace = m_config.workspaceDir.isEmpty()
+                                        ? QDir(dataDir).filePath(u"workspace"_s)
+                                        : m_config.workspaceDir;
+    for (const QString &root : m_config.workspaceRoots) {
+        if (!QFileInfo(root).isDir()) {
+            *error = u"--workspace-root %1 is not a directory"_s.arg(root);
+            return false;
+        }
+    }
+    QDir().mkpath(serverWorkspace);
+    QDir().mkpath(QDir(dataDir).filePath(u"workspaces"_s));
+    const WorkspaceRoots roots(
+        QStringList{QDir(dataDir).filePath(u"workspaces"_s), serverWorkspace} +
+        m_config.workspaceRoots);
     if (!d->parts.runtimes) {
         if (m_config.runtime == ServerConfig::RuntimeKind::Process) {
             if (shared)
@@ -294,6 +309,7 @@ bool AgentDeckServer::start(QString *error)
                                           m_config.maxSandboxes};
             settings.policy = m_config.sandboxPolicy;
             settings.egressAllowed = m_config.sandboxEgressAllow;
+            settings.roots = roots;
             auto sandboxes = std::make_unique<LocalSandboxProvider>(settings);
             d->sandboxes = sandboxes.get();
             d->parts.runtimes = std::move(sandboxes);
@@ -311,12 +327,21 @@ bool AgentDeckServer::start(QString *error)
     // makes the owner unresponsive.
     d->replicas = std::make_unique<ReplicaStore>(*d->database, m_config.leaseTtl / 2);
     d->log = std::make_unique<EventLog>(*d->store, *d->hub, *d->parts.clock);
+    d->workspace = std::make_unique<WorkspaceSandbox>(*d->parts.runtimes, serverWorkspace,
+                                                      m_config.workspaceDir.isEmpty());
+    // Its sandbox sees the workspace: one holding the data dir would show it the catalog.
+    if (const QString real = QFileInfo(dataDir).canonicalFilePath();
+        d->workspace->directory() == u"/"_s || real == d->workspace->directory() ||
+        real.startsWith(d->workspace->directory() + u'/')) {
+        *error = u"--workspace-dir %1 holds the data dir"_s.arg(d->workspace->directory());
+        return false;
+    }
     d->service = std::make_unique<ConversationService>(
         *d->store, *d->leases, *d->replicas, *d->log, *d->parts.runtimes, *d->parts.agents,
         *d->parts.clock,
         ServiceSettings{QDir(dataDir).filePath(u"workspaces"_s), m_config.commandTimeout,
                         leaseOwner, m_config.replicaId, shared, discardInto(d->trash),
-                        m_config.sandboxPolicy, d->isolation});
+                        m_config.sandboxPolicy, d->isolation, roots});
     connect(d->service.get(), &ConversationService::replacedAsReplica, this, [this] {
         const QString reason =
             u"replica id %1 was taken over by a server started with it while this one was frozen "
@@ -335,17 +360,8 @@ bool AgentDeckServer::start(QString *error)
     d->http = std::make_unique<ApiServer>(d->router, *d->auth, d->metrics, httpLimits);
     d->identity = {QStringLiteral(AGENTDECK_VERSION), m_config.replicaId, d->parts.clock->nowMs(),
                    d->isolation.toJson(m_config.sandboxPolicy)};
-    d->workspace = std::make_unique<WorkspaceSandbox>(
-        *d->parts.runtimes, m_config.workspaceDir.isEmpty() ? QDir(dataDir).filePath(u"workspace"_s)
-                                                            : m_config.workspaceDir);
     d->identity.workspaceDir = d->workspace->directory();
-    // Its sandbox sees the workspace: one holding the data dir would show it the catalog.
-    if (const QString real = QFileInfo(dataDir).canonicalFilePath();
-        d->workspace->directory() == u"/"_s || real == d->workspace->directory() ||
-        real.startsWith(d->workspace->directory() + u'/')) {
-        *error = u"--workspace-dir %1 holds the data dir"_s.arg(d->workspace->directory());
-        return false;
-    }
+    d->identity.workspaceRoots = roots.dirs();
 
     HealthController::registerRoutes(d->router, *d->http, d->identity);
     MetricsController::registerRoutes(d->router, d->metrics, *d->store, *d->log, *d->service);
@@ -354,7 +370,7 @@ bool AgentDeckServer::start(QString *error)
     RuntimeController::registerRoutes(d->router, *d->service);
     d->bashEvents->attach(std::make_unique<BashEventStore>(*d->database));
     WorkspaceController::registerRoutes(d->router, *d->workspace, *d->service, *d->store,
-                                        d->bashEvents, m_config.maxDownloadBytes);
+                                        d->bashEvents, m_config.maxDownloadBytes, roots);
     ReplicaController::registerRoutes(d->router, *d->replicas, d->identity);
     OpenApiController::registerRoutes(d->router, d->identity.version);
 

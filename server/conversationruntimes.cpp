@@ -8,6 +8,7 @@
 #include "runtime/runtime.h"
 #include "signalwait.h"
 
+#include <QDir>
 #include <QPointer>
 #include <QScopeGuard>
 
@@ -20,11 +21,14 @@ namespace AgentDeck {
 
 QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(ConversationInfo info)
 {
-    // A supplied workspace is checked again: what it names may have become a link into the
-    // data dir since (made by a command of another conversation), which the sandbox then
-    // mounted writable, the catalog with it.
-    if (!info.workspaceOwnedByServer)
-        checkWorkingDir(info.workingDir);
+    // A supplied workspace is checked again: what it names may have become a link since (made
+    // by a command of another conversation), into the data dir or out of the workspace roots,
+    // which the sandbox then mounted writable.
+    if (!info.workspaceOwnedByServer &&
+        checkWorkingDir(info.workingDir) != QDir::cleanPath(info.workingDir))
+        throw ApiError::invalidParameter(
+            u"workspace.working_dir %1 has become a symbolic link since the conversation was "
+            "created; the sandbox does not follow it"_s.arg(info.workingDir));
     // Bringing a runtime up is activity: the retention counts from here (an update of nothing
     // moves updated_at only), and no retention pass of this server expires the conversation
     // while its runtime comes up (isInUse()). Expired on the way by another replica's pass, it

@@ -6,16 +6,20 @@
 #include "execution/agent.h"
 #include "execution/conversationrunner.h"
 #include "logging.h"
+#include "runtime/commandleader.h"
 #include "runtime/runtime.h"
 #include "storage/database.h"
 #include "storage/replicastore.h"
 #include "wirebytes.h"
+#include "workspaceroots.h"
 
 #include <QCoroProcess>
 #include <QDir>
 #include <QFileInfo>
 #include <QPointer>
 #include <QProcess>
+
+#include <unistd.h>
 
 using namespace Qt::StringLiterals;
 
@@ -108,10 +112,10 @@ QString ConversationService::workspaceFor(const QUuid &id) const
     return QDir(m_settings.workspaceRoot).filePath(toWireId(id));
 }
 
-// A caller's working dir is mounted writable into the sandbox: the host's root, or the data dir
-// (the catalog, other conversations' workspaces and sandboxes), or a dir holding it, would hand
-// the sandbox what it is there to keep out.
-void ConversationService::checkWorkingDir(const QString &path) const
+// A caller's working dir is mounted writable into the sandbox: it lies under a workspace root
+// the operator chose, and never is, holds or lies in the data dir (the catalog, other
+// conversations' workspaces and sandboxes) or the host's root. Returns its real path.
+QString ConversationService::checkWorkingDir(const QString &path) const
 {
     if (QDir::isRelativePath(path))
         throw ApiError::invalidParameter(u"workspace.working_dir must be an absolute path"_s);
@@ -122,25 +126,19 @@ void ConversationService::checkWorkingDir(const QString &path) const
             u"workspace.working_dir cannot hold a NUL or a surrogate without its pair"_s);
     // Symbolic links resolved as far as the path exists: a dir not made yet under a link into
     // the data dir lies in it all the same.
-    const auto canonical = [](const QString &dir) {
-        QString existing = QDir::cleanPath(dir);
-        QString rest;
-        while (!QFileInfo::exists(existing) && existing != u"/"_s) {
-            rest.prepend(u'/' + QFileInfo(existing).fileName());
-            existing = QFileInfo(existing).path();
-        }
-        const QString resolved = QFileInfo(existing).canonicalFilePath();
-        return QDir::cleanPath((resolved.isEmpty() ? existing : resolved) + rest);
-    };
-    const QString dir = canonical(path);
-    const QString data = canonical(QFileInfo(m_settings.workspaceRoot).path());
-    const auto within = [](const QString &inner, const QString &outer) {
-        return inner == outer || inner.startsWith(outer + u'/');
-    };
-    if (dir == u"/"_s || within(dir, data) || within(data, dir))
+    const QString dir = WorkspaceRoots::realPath(path);
+    if (dir.isEmpty())
+        throw ApiError::invalidParameter(
+            u"workspace.working_dir %1 cannot be resolved (a link to nothing, or a directory "
+            "the server may not enter)"_s.arg(path));
+    const QString data = WorkspaceRoots::realPath(QFileInfo(m_settings.workspaceRoot).path());
+    if (dir == u"/"_s || WorkspaceRoots::isInside(dir, data) || WorkspaceRoots::isInside(data, dir))
         throw ApiError::invalidParameter(
             u"workspace.working_dir cannot be %1: it is, holds or lies in the server's data dir "
             "or the root"_s.arg(path));
+    if (!m_settings.workspaceRoots.holds(dir))
+        throw m_settings.workspaceRoots.outside(path);
+    return dir;
 }
 
 ConversationInfo ConversationService::require(const QUuid &id)
@@ -262,8 +260,10 @@ ConversationService::create(CreateConversationRequest request)
     if (const QString problem = m_agents.validate(request.agentKind, agentConfig, &secret);
         !problem.isEmpty())
         throw ApiError::invalidParameter(problem);
-    if (!request.workingDir.isEmpty())
-        checkWorkingDir(request.workingDir);
+    // A caller's working dir is kept as its real path: a link on the way that changes later
+    // cannot move the workspace elsewhere.
+    const QString givenDir =
+        request.workingDir.isEmpty() ? QString() : checkWorkingDir(request.workingDir);
     std::optional<SandboxPolicy> sandbox;
     if (request.sandbox) {
         QString problem;
@@ -281,9 +281,10 @@ ConversationService::create(CreateConversationRequest request)
     info.agentKind = request.agentKind;
     info.agentConfig = agentConfig;
     info.workspaceOwnedByServer = request.workingDir.isEmpty();
-    info.workingDir = info.workspaceOwnedByServer ? workspaceFor(info.id) : request.workingDir;
+    info.workingDir = info.workspaceOwnedByServer ? workspaceFor(info.id) : givenDir;
     info.alwaysConfirm = request.alwaysConfirm;
     info.sandbox = sandbox;
+    const bool madeForCaller = !info.workspaceOwnedByServer && !QFileInfo::exists(info.workingDir);
     if (!QDir().mkpath(info.workingDir)) {
         // The caller's directory is the caller's to fix; the server's own is the server's.
         if (!info.workspaceOwnedByServer)
@@ -295,6 +296,14 @@ ConversationService::create(CreateConversationRequest request)
                        "is not writable or is full"_s.arg(info.workingDir),
                        30};
     }
+    // A root server's commands run as their workspace's owner, and a dir of root's is never
+    // given away unless the server made it: one made here for the caller goes to the
+    // conversation's own uid now, as the workspaces the server makes for itself do on their
+    // first command.
+    if (madeForCaller && ::geteuid() == 0 &&
+        !giveWorkspace(info.workingDir, sandboxUid(info.id), sandboxUid(info.id)))
+        qCWarning(lcServer) << "cannot give the workspace" << info.workingDir << "to uid"
+                            << sandboxUid(info.id);
     // The same id may have been created at the same moment through another replica: its row
     // is there now, and the answer is that conversation (it was 503 storage_unavailable).
     std::optional<ConversationInfo> createdElsewhere;

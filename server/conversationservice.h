@@ -7,6 +7,7 @@
 #include "runtimedetails.h"
 #include "storage/conversationstore.h"
 #include "trash.h"
+#include "workspaceroots.h"
 
 #include <QCoroTask>
 #include <QHash>
@@ -42,6 +43,8 @@ struct ServiceSettings
     // The server's sandbox policy, and how this machine enforces it (runtime_info.sandbox).
     SandboxPolicy sandboxPolicy;
     SandboxIsolation isolation;
+    // Where a caller's working dir may be.
+    WorkspaceRoots workspaceRoots;
 };
 
 // The conversations use case: everything the API can do to a conversation, independent of HTTP.
@@ -240,7 +243,7 @@ private:
     // (ConversationLifecycle::runsAgain()).
     QCoro::Task<> runAgain(QUuid id);
     QString workspaceFor(const QUuid &id) const;
-    void checkWorkingDir(const QString &path) const; // throws 422
+    QString checkWorkingDir(const QString &path) const; // throws 422
 
     ConversationStore &m_store;
     LeaseStore &m_leases;

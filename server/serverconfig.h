@@ -35,6 +35,9 @@ struct ServerConfig
     // The server workspace: where the remote workspace routes may reach outside a
     // conversation's workspace. Empty: DATA/workspace.
     QString workspaceDir;
+    // Further dirs a caller's working_dir, and so the paths of the remote workspace routes, may
+    // lie under (--workspace-root), beside the server workspace and DATA/workspaces.
+    QStringList workspaceRoots;
     QStringList apiKeys;
     // Web pages (origins) that may call /api and the sockets, and host names a server without a
     // key may be addressed by, beside the local ones (see ApiAuth).

@@ -2,6 +2,7 @@
 
 #include <QJsonObject>
 #include <QString>
+#include <QStringList>
 
 #include <memory>
 
@@ -15,6 +16,7 @@ class EventLog;
 class Metrics;
 class ReplicaStore;
 class Router;
+class WorkspaceRoots;
 class WorkspaceSandbox;
 
 struct ServerIdentity
@@ -26,6 +28,8 @@ struct ServerIdentity
     QJsonObject sandbox;
     // The server workspace (--workspace-dir), as a real path.
     QString workspaceDir;
+    // Where callers' workspaces may lie (WorkspaceRoots), as real paths.
+    QStringList workspaceRoots;
 };
 
 // One controller per resource; each adds its routes to the shared table.
@@ -58,7 +62,7 @@ namespace WorkspaceController {
 // `events`: the bash events of /api/bash, which the bash-events sockets follow too.
 void registerRoutes(Router &router, WorkspaceSandbox &sandbox, ConversationService &service,
                     ConversationStore &store, std::shared_ptr<BashEventLog> events,
-                    qint64 maxDownloadBytes);
+                    qint64 maxDownloadBytes, const WorkspaceRoots &roots);
 } // namespace WorkspaceController
 namespace EventController {
 void registerRoutes(Router &router, ConversationService &service, ConversationStore &store);

@@ -6,6 +6,7 @@
 #include "wiretypes.h"
 
 #include <QDateTime>
+#include <QJsonArray>
 #include <QJsonObject>
 
 using namespace Qt::StringLiterals;
@@ -55,6 +56,7 @@ void HealthController::registerRoutes(Router &router, const ApiServer &server,
             {u"ready"_s, server.isReady()},
             {u"sandbox"_s, identity.sandbox},
             {u"workspace_dir"_s, identity.workspaceDir},
+            {u"workspace_roots"_s, QJsonArray::fromStringList(identity.workspaceRoots)},
         });
     });
 }

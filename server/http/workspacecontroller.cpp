@@ -296,10 +296,10 @@ QCoro::Task<HttpResponse> gitDiff(Workspaces workspaces, HttpRequest request)
 void WorkspaceController::registerRoutes(Router &router, WorkspaceSandbox &sandbox,
                                          ConversationService &service, ConversationStore &store,
                                          std::shared_ptr<BashEventLog> events,
-                                         qint64 maxDownloadBytes)
+                                         qint64 maxDownloadBytes, const WorkspaceRoots &roots)
 {
     using Method = Router::Method;
-    const Workspaces workspaces{sandbox, service, store, maxDownloadBytes};
+    const Workspaces workspaces{sandbox, service, store, maxDownloadBytes, roots};
     registerBashRoutes(router, workspaces, std::move(events));
     router.addAsync(Method::Post, u"/api/file/upload"_s, [workspaces](HttpRequest request) {
         return upload(workspaces, std::move(request));

@@ -2,6 +2,7 @@
 
 #include "runtime/workspacesandbox.h"
 #include "wiretypes.h"
+#include "workspaceroots.h"
 
 #include <QCoroTask>
 #include <QString>
@@ -12,7 +13,9 @@
 
 // Where a path of the remote workspace routes (/api/bash, /api/file, /api/git) is, and the
 // sandbox that reaches it: inside a conversation's workspace, that conversation's; inside the
-// server workspace, its own; anything else is refused (403 path_refused).
+// server workspace, its own. A path whose links lead out of the workspace it entered is refused
+// (403 path_outside_workspace), one outside every workspace root too (422
+// workspace_outside_roots), and anything else (403 path_refused).
 namespace AgentDeck {
 
 class BashEventLog;
@@ -36,10 +39,12 @@ struct Workspaces
     ConversationService &service;
     ConversationStore &store;
     qint64 maxDownloadBytes = 0;
+    WorkspaceRoots roots;
 };
 
 // A path and the sandbox it is reached through: the server workspace's, or that of the
-// conversation whose workspace holds it.
+// conversation whose workspace holds it: the innermost one the path entered, by a directory of
+// its own, not by a link.
 struct Target
 {
     QString path; // real
@@ -51,7 +56,7 @@ struct Target
 QString quoted(const QString &text);
 // 403 path_refused, with the reason.
 ApiError refused(const QString &path, const QString &why);
-// The target of `given` (an absolute path), or refused().
+// The target of `given` (an absolute path); throws what is wrong with it.
 Target locate(const Workspaces &workspaces, const QString &given);
 QCoro::Task<WorkspaceCommandResult> runAt(WorkspaceSandbox &sandbox, const Target &target,
                                           QString command, std::chrono::milliseconds timeout);

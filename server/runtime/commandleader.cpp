@@ -194,8 +194,16 @@ bool handOver(const QString &dir, uint uid, uint gid)
 
 } // namespace
 
-std::optional<CommandUser> commandUserFor(const QString &workspace, const QStringList &alsoGive,
-                                          uint sandboxUid, QString *error)
+bool giveWorkspace(const QString &dir, uint uid, uint gid)
+{
+    // Given away, a workspace is its sandbox's alone: other sandboxes' uids see none of it.
+    return handOver(dir, uid, gid) &&
+           QFile::setPermissions(dir, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+}
+
+std::optional<CommandUser> commandUserFor(const QString &workspace, bool madeByServer,
+                                          const QStringList &alsoGive, uint sandboxUid,
+                                          QString *error)
 {
     struct stat status
     {};
@@ -209,11 +217,7 @@ std::optional<CommandUser> commandUserFor(const QString &workspace, const QStrin
         *error = u"no uid to run the commands as"_s;
         return std::nullopt;
     }
-    // Given away, a workspace is its sandbox's alone: other sandboxes' uids see none of it.
-    if (status.st_uid == 0 &&
-        (!handOver(workspace, user.uid, user.gid) ||
-         !QFile::setPermissions(workspace,
-                                QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner))) {
+    if (status.st_uid == 0 && madeByServer && !giveWorkspace(workspace, user.uid, user.gid)) {
         *error = u"cannot give the workspace %1 to uid %2"_s.arg(workspace).arg(user.uid);
         return std::nullopt;
     }

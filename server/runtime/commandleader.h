@@ -15,11 +15,17 @@ struct CommandUser
     uint gid = 0;
 };
 
+// Gives the workspace `dir`, and everything in it, to uid:gid, and makes it 0700. For a directory
+// the server made only.
+bool giveWorkspace(const QString &dir, uint uid, uint gid);
+
 // Whom a root server's commands in `workspace` run as: its owner, or when root owns it,
-// `sandboxUid`, to whom the workspace is then given (and always the dirs of `alsoGive`, the
-// sandbox home). Never root: an error names what failed.
-std::optional<CommandUser> commandUserFor(const QString &workspace, const QStringList &alsoGive,
-                                          uint sandboxUid, QString *error);
+// `sandboxUid`, to whom the workspace is then given if `madeByServer` (a directory the server
+// did not make keeps its owner and mode), and always the dirs of `alsoGive` (the sandbox
+// home). Never root: an error names what failed.
+std::optional<CommandUser> commandUserFor(const QString &workspace, bool madeByServer,
+                                          const QStringList &alsoGive, uint sandboxUid,
+                                          QString *error);
 
 // `agentdeck command-leader [--uid U --gid G] [limits] -- PROGRAM ARGS...`: runs PROGRAM as the
 // one child of a process that ends its whole process tree with it, for commands that have no

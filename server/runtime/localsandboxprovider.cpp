@@ -168,10 +168,14 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
              QJsonDocument(policyInForce(conversation.sandbox, m_settings.policy).toJson())
                  .toJson(QJsonDocument::Compact)),
          u"--sandbox-uid"_s, QString::number(sandboxUid(id))});
-    QStringList arguments = process.arguments();
+    QStringList more;
     for (const QString &range : m_settings.egressAllowed)
-        arguments << u"--egress-allow"_s << range;
-    process.setArguments(arguments);
+        more << u"--egress-allow"_s << range;
+    if (conversation.workspaceOwnedByServer)
+        more << u"--workspace-made-by-server"_s;
+    for (const QString &alias : m_settings.roots.aliasesOf(conversation.workingDir))
+        more << u"--workspace-alias"_s << alias;
+    process.setArguments(process.arguments() + more);
     process.setWorkingDirectory(runtimeDir);
     process.setProcessEnvironment(commandEnvironment());
     process.setStandardInputFile(QProcess::nullDevice());

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "sandboxruntime.h"
+#include "workspaceroots.h"
 
 #include <QHash>
 #include <QJsonObject>
@@ -34,6 +35,9 @@ struct LocalSandboxSettings
     SandboxPolicy policy;
     // The ranges an `egress` network reaches beside the public addresses (CIDRs).
     QStringList egressAllowed;
+    // Where workspaces may be: a workspace under a root named by a link is shown to its
+    // commands by that name too.
+    WorkspaceRoots roots;
 };
 
 // One sandbox host process per conversation, adopted across server restarts.

@@ -143,7 +143,8 @@ QCoro::Task<RuntimeAcquisition> ProcessRuntimeProvider::acquire(ConversationInfo
         if (::geteuid() == 0 && !m_leaderProgram.isEmpty()) {
             QString error;
             commands.user =
-                commandUserFor(conversation.workingDir, {}, sandboxUid(conversation.id), &error);
+                commandUserFor(conversation.workingDir, conversation.workspaceOwnedByServer, {},
+                               sandboxUid(conversation.id), &error);
             if (!commands.user)
                 co_return RuntimeAcquisition{nullptr, {u"provision_failed"_s, error}};
         }

@@ -21,6 +21,7 @@
 #include <QScopeGuard>
 #include <QStandardPaths>
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
@@ -349,7 +350,26 @@ QStringList SandboxHost::bubblewrapArguments(bool egress, int seccompFile) const
             arguments << u"--perms"_s << u"0755"_s << u"--dir"_s << parent;
     }
     arguments << u"--bind"_s << m_options.workspace << m_options.workspace << u"--bind"_s
-              << m_options.home << m_options.home << u"--chdir"_s << m_options.workspace
+              << m_options.home << m_options.home;
+    // The workspace by the name its root was given, where the view does not show the host's
+    // link already (the system dirs do).
+    for (const QString &alias : std::as_const(m_options.workspaceAliases)) {
+        const bool inSystemView =
+            std::any_of(std::begin(SystemDirs), std::end(SystemDirs), [&alias](const char *dir) {
+                const QString system = QFile::decodeName(dir);
+                return alias.startsWith(system + u'/');
+            });
+        if (!QDir::isAbsolutePath(alias) || inSystemView || alias == m_options.workspace)
+            continue;
+        QStringList parents;
+        for (QString parent = QFileInfo(alias).path(); parent != u"/"_s && !parent.isEmpty();
+             parent = QFileInfo(parent).path())
+            parents.prepend(parent);
+        for (const QString &parent : std::as_const(parents))
+            arguments << u"--perms"_s << u"0755"_s << u"--dir"_s << parent;
+        arguments << u"--symlink"_s << m_options.workspace << alias;
+    }
+    arguments << u"--chdir"_s << m_options.workspace
               << SandboxIsolation::namespaceArguments(
                      m_isolation.root, m_options.policy.network == SandboxPolicy::Network::Host)
               << u"--die-with-parent"_s << u"--new-session"_s;
@@ -391,7 +411,8 @@ bool SandboxHost::chooseCommandUser(QString *error)
 {
     if (!m_isolation.root)
         return true;
-    m_user = commandUserFor(m_options.workspace, {m_options.home}, m_options.sandboxUid, error);
+    m_user = commandUserFor(m_options.workspace, m_options.workspaceMadeByServer, {m_options.home},
+                            m_options.sandboxUid, error);
     return m_user.has_value();
 }
 
@@ -569,8 +590,13 @@ int runSandboxHost(int argc, char *argv[])
                                         u"UID"_s);
     const QCommandLineOption egressAllow(
         u"egress-allow"_s, u"A range the egress network reaches (repeatable)."_s, u"CIDR"_s);
+    const QCommandLineOption madeByServer(
+        u"workspace-made-by-server"_s,
+        u"The server made the workspace: a root host may give it to the commands' uid."_s);
+    const QCommandLineOption alias(u"workspace-alias"_s,
+                                   u"Another name of the workspace (repeatable)."_s, u"PATH"_s);
     parser.addOptions({runtimeDir, socket, workspace, home, idle, openFiles, hide, policy,
-                       sandboxUid, egressAllow});
+                       sandboxUid, egressAllow, madeByServer, alias});
     parser.process(app.arguments().mid(1));
     if (!parser.isSet(runtimeDir) || !parser.isSet(socket) || !parser.isSet(workspace)) {
         std::fputs("agentdeck sandbox-host: --runtime-dir, --socket and --workspace are required "
@@ -598,6 +624,8 @@ int runSandboxHost(int argc, char *argv[])
         }
         options.egressAllowed.append(*range);
     }
+    options.workspaceMadeByServer = parser.isSet(madeByServer);
+    options.workspaceAliases = parser.values(alias);
     // The server raised its own limit; the commands get the one it was started with.
     if (parser.isSet(openFiles))
         OpenFiles::setLimit(parser.value(openFiles).toLongLong());

@@ -35,8 +35,12 @@ struct SandboxHostOptions
     // (--sandbox-egress-allow, see EgressFilter).
     QList<Ipv4Range> egressAllowed;
     // A root host's commands run as the workspace's owner, or, when root owns it, as this uid
-    // (sandboxUid()), to which the workspace and home are then given.
+    // (sandboxUid()), to which the home is then given, and the workspace if the server made it.
     uint sandboxUid = 0;
+    bool workspaceMadeByServer = false;
+    // Other names of the workspace (through a workspace root named by a link): links to it
+    // there, which the private /tmp or the sandbox's own root would hide.
+    QStringList workspaceAliases;
 };
 
 // The per-conversation sandbox process (`agentdeck sandbox-host`). It runs in a session of its

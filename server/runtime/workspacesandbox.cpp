@@ -12,9 +12,11 @@ namespace AgentDeck {
 
 const QUuid WorkspaceSandbox::Id{u"5e7d2a1b-0c4f-4a8e-9d3b-77a0f5c1e001"_s};
 
-WorkspaceSandbox::WorkspaceSandbox(RuntimeProvider &runtimes, QString workspaceDir, QObject *parent)
+WorkspaceSandbox::WorkspaceSandbox(RuntimeProvider &runtimes, QString workspaceDir,
+                                   bool madeByServer, QObject *parent)
     : QObject(parent)
     , m_runtimes(runtimes)
+    , m_madeByServer(madeByServer)
 {
     QDir().mkpath(workspaceDir);
     const QString real = QFileInfo(workspaceDir).canonicalFilePath();
@@ -28,7 +30,7 @@ QCoro::Task<WorkspaceCommandResult> WorkspaceSandbox::run(QString command,
     ConversationInfo info;
     info.id = Id;
     info.workingDir = m_directory;
-    info.workspaceOwnedByServer = false;
+    info.workspaceOwnedByServer = m_madeByServer;
     return runIn(std::move(info), std::move(command), timeout);
 }
 

@@ -26,7 +26,10 @@ class WorkspaceSandbox : public QObject
 public:
     static const QUuid Id;
 
-    WorkspaceSandbox(RuntimeProvider &runtimes, QString workspaceDir, QObject *parent = nullptr);
+    // `madeByServer`: the server made the workspace (DATA/workspace), and a root server may give
+    // it to its sandbox's uid; one the operator named keeps its owner and mode.
+    WorkspaceSandbox(RuntimeProvider &runtimes, QString workspaceDir, bool madeByServer,
+                     QObject *parent = nullptr);
     // The server workspace, as the real path of the directory (made if missing).
     QString directory() const { return m_directory; }
 
@@ -42,6 +45,7 @@ Q_SIGNALS:
 private:
     RuntimeProvider &m_runtimes;
     QString m_directory;
+    bool m_madeByServer = false;
     QSet<QUuid> m_busy;
 };
 

@@ -5,7 +5,11 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QJsonArray>
+#include <QTemporaryDir>
 #include <QTest>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace Qt::StringLiterals;
 using namespace AgentDeck;
@@ -291,6 +295,174 @@ private Q_SLOTS:
         QVERIFY(trash.exists());
         QTRY_VERIFY_WITH_TIMEOUT(
             trash.isEmpty(QDir::AllEntries | QDir::Hidden | QDir::NoDotAndDotDot), 10'000);
+    }
+
+    // A caller's working dir lies under a workspace root once its links and `..` are resolved
+    // as the kernel does; anything else is 422 and stays as it was. A root server gave each
+    // one to the sandbox's uid (chown -R, 0700) on its first command: /etc, /usr, /root/.ssh,
+    // someone's home.
+    void aWorkingDirOutsideTheRootsIsRefused_data()
+    {
+        QTest::addColumn<QString>("workingDir"); // {root}, {outside}: the test's dirs
+        QTest::addColumn<bool>("run");           // a command runs (never in the host's dirs)
+        QTest::addRow("/etc") << u"/etc"_s << false;
+        QTest::addRow("/usr") << u"/usr"_s << false;
+        QTest::addRow("/proc") << u"/proc"_s << false;
+        QTest::addRow("/dev/shm") << u"/dev/shm"_s << false;
+        QTest::addRow("/root/.ssh") << u"/root/.ssh"_s << false;
+        QTest::addRow("outside every root") << u"{outside}"_s << true;
+        QTest::addRow("under it, not made yet") << u"{outside}/new"_s << true;
+        QTest::addRow("a link in a root to outside") << u"{root}/link"_s << true;
+        QTest::addRow("under that link, not made yet") << u"{root}/link/new"_s << true;
+        QTest::addRow("`..` out of a root") << u"{root}/../{outsideName}"_s << true;
+        QTest::addRow("`..` after a link") << u"{root}/link/../{outsideName}"_s << true;
+        QTest::addRow("`..` after a dir not made") << u"{root}/new/../../{outsideName}"_s << true;
+        QTest::addRow("`..` to the host") << u"{root}/../../../../../../../etc"_s << false;
+    }
+    void aWorkingDirOutsideTheRootsIsRefused()
+    {
+        QFETCH(QString, workingDir);
+        QFETCH(bool, run);
+        QTemporaryDir root;
+        QTemporaryDir outside;
+        QVERIFY(root.isValid() && outside.isValid());
+        QVERIFY(QFile::link(outside.path(), root.filePath(u"link"_s)));
+        m_server.reset();
+        TestServerOptions options;
+        options.workspaceRoots = {root.path()};
+        m_server = std::make_unique<TestServer>(std::move(options));
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+        workingDir.replace(u"{root}"_s, root.path())
+            .replace(u"{outsideName}"_s, QFileInfo(outside.path()).fileName())
+            .replace(u"{outside}"_s, outside.path());
+        const auto statusOf = [](const QString &path) {
+            struct stat status
+            {};
+            ::stat(QFile::encodeName(path).constData(), &status);
+            return std::pair{status.st_uid, status.st_mode};
+        };
+        const auto before = statusOf(outside.path());
+        QJsonObject body =
+            TestServer::withAgent({{u"workspace"_s, QJsonObject{{u"working_dir"_s, workingDir}}}});
+        if (run)
+            body.insert(u"initial_message"_s, TestServer::message(u"touch made-here"_s, true));
+        const ApiReply reply = m_server->post(u"/api/conversations"_s, body);
+        QVERIFY2(reply.status == 422, qPrintable(QString::number(reply.status)));
+        QCOMPARE(reply.errorCode, u"workspace_outside_roots"_s);
+        QVERIFY2(reply.detail.contains(QFileInfo(root.path()).canonicalFilePath()),
+                 qPrintable(reply.detail));
+        QCOMPARE(m_server->get(u"/api/conversations/count"_s).json.toInt(), 0);
+        QCOMPARE(statusOf(outside.path()), before);
+        QVERIFY(!QFile::exists(outside.filePath(u"made-here"_s)));
+        QVERIFY(!QFile::exists(outside.filePath(u"new"_s)));
+    }
+
+    // A root the operator adds holds callers' workspaces; a directory there that is not the
+    // server's keeps its owner and mode, and the commands run as its owner.
+    void anOperatorsRootHoldsWorkspaces()
+    {
+        QTemporaryDir root;
+        QVERIFY(root.isValid());
+        const QString project = root.filePath(u"project"_s);
+        QVERIFY(QDir().mkpath(project));
+        const bool asRoot = ::geteuid() == 0;
+        if (asRoot)
+            QCOMPARE(::chown(QFile::encodeName(project).constData(), 65534, 65534), 0);
+        QVERIFY(QFile::setPermissions(
+            project, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner | QFile::ReadGroup |
+                         QFile::ExeGroup | QFile::ReadOther | QFile::ExeOther));
+        QVERIFY(QFile::link(root.path(), root.filePath(u"alias"_s)));
+        m_server.reset();
+        TestServerOptions options;
+        options.workspaceRoots = {root.filePath(u"alias"_s)}; // named through a link
+        m_server = std::make_unique<TestServer>(std::move(options));
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+        struct stat before
+        {};
+        QCOMPARE(::stat(QFile::encodeName(project).constData(), &before), 0);
+
+        // Seen by the name the root was given too, which the private /tmp would hide.
+        QJsonObject body = TestServer::shellConversation(
+            u"touch made-here '%1/by-alias'"_s.arg(root.filePath(u"alias/project"_s)));
+        body.insert(u"workspace"_s,
+                    QJsonObject{{u"working_dir"_s, root.filePath(u"alias/project"_s)}});
+        const ApiReply created = m_server->post(u"/api/conversations"_s, body);
+        QCOMPARE(created.status, 201);
+        const QUuid id = QUuid::fromString(created.json[u"id"_s].toString());
+        // Kept as the real path: a link on the way that changes later moves nothing.
+        QCOMPARE(m_server->workingDir(id), QFileInfo(project).canonicalFilePath());
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QVERIFY(QFile::exists(root.filePath(u"project/made-here"_s)));
+        QVERIFY(QFile::exists(root.filePath(u"project/by-alias"_s)));
+        struct stat after
+        {};
+        QCOMPARE(::stat(QFile::encodeName(project).constData(), &after), 0);
+        QCOMPARE(after.st_uid, before.st_uid);
+        QCOMPARE(after.st_mode, before.st_mode);
+        if (asRoot && m_server->usesSandboxes()) {
+            struct stat made
+            {};
+            QCOMPARE(
+                ::stat(QFile::encodeName(root.filePath(u"project/made-here"_s)).constData(), &made),
+                0);
+            QCOMPARE(made.st_uid, uid_t(65534));
+        }
+    }
+
+    // A root server gave a root-owned working dir to the sandbox's uid on its first command
+    // (chown -R, 0700): the operator's shared dir, someone's home. It changes nothing it did
+    // not make: the commands run as a uid of their own with what the dir's mode grants. One it
+    // made at the create is the conversation's.
+    void aDirTheServerDidNotMakeKeepsItsOwnerAndMode()
+    {
+        if (::geteuid() != 0 || !m_server->usesSandboxes())
+            QSKIP("needs a root server with sandboxes");
+        QTemporaryDir root;
+        QVERIFY(root.isValid());
+        const QString shared = root.filePath(u"shared"_s);
+        QVERIFY(QDir().mkpath(shared));
+        const auto readable = QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner |
+                              QFile::ReadGroup | QFile::ExeGroup | QFile::ReadOther |
+                              QFile::ExeOther;
+        QVERIFY(QFile::setPermissions(shared, readable));
+        QFile kept(shared + u"/kept.txt"_s);
+        QVERIFY(kept.open(QIODevice::WriteOnly));
+        kept.write("kept\n");
+        kept.close();
+        struct stat before
+        {};
+        QCOMPARE(::stat(QFile::encodeName(shared).constData(), &before), 0);
+        m_server.reset();
+        TestServerOptions options;
+        options.workspaceRoots = {root.path()};
+        m_server = std::make_unique<TestServer>(std::move(options));
+        QVERIFY2(m_server->start(), qPrintable(m_server->errorString()));
+
+        QJsonObject body = TestServer::shellConversation(
+            u"cat kept.txt; echo more >> kept.txt; touch made-here"_s);
+        body.insert(u"workspace"_s, QJsonObject{{u"working_dir"_s, shared}});
+        const QUuid id = m_server->create(body);
+        QVERIFY(!id.isNull());
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        struct stat status
+        {};
+        for (const QString &path : {shared, QString(shared + u"/kept.txt"_s)}) {
+            QCOMPARE(::stat(QFile::encodeName(path).constData(), &status), 0);
+            QCOMPARE(status.st_uid, uid_t(0));
+        }
+        QCOMPARE(::stat(QFile::encodeName(shared).constData(), &status), 0);
+        QCOMPARE(status.st_mode, before.st_mode);
+        QVERIFY(kept.open(QIODevice::ReadOnly));
+        QCOMPARE(kept.readAll(), QByteArray("kept\n"));
+        QVERIFY(!QFile::exists(shared + u"/made-here"_s));
+
+        const QString made = root.filePath(u"new/project"_s);
+        body = TestServer::shellConversation(u"touch made-here"_s);
+        body.insert(u"workspace"_s, QJsonObject{{u"working_dir"_s, made}});
+        const QUuid other = m_server->create(body);
+        QVERIFY(!other.isNull());
+        QVERIFY(m_server->waitForStatus(other, u"finished"_s));
+        QVERIFY(QFile::exists(made + u"/made-here"_s));
     }
 
     void deleteKeepsCallerSuppliedWorkspace()

@@ -346,6 +346,7 @@ private Q_SLOTS:
     void callerSuppliedWorkspaceIsUsed()
     {
         QTemporaryDir own;
+        QVERIFY(TestServer::ownAsUser(own.path()));
         QJsonObject body = shell(u"touch made-here"_s);
         body.insert(u"workspace"_s, QJsonObject{{u"working_dir"_s, own.path()}});
         const QUuid id = m_server->create(body);

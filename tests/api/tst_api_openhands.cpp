@@ -70,6 +70,7 @@ private Q_SLOTS:
     void init()
     {
         QVERIFY(m_workspace.isValid());
+        QVERIFY(TestServer::ownAsUser(m_workspace.path()));
         m_fake = std::make_unique<FakeLlmServer>();
         QVERIFY(m_fake->listen());
         m_server = std::make_unique<TestServer>();

@@ -239,7 +239,7 @@ private Q_SLOTS:
         QTest::addRow("relative cwd")
             << QJsonObject{{u"command"_s, u"true"_s}, {u"cwd"_s, u"sub"_s}} << 400;
         QTest::addRow("cwd outside")
-            << QJsonObject{{u"command"_s, u"true"_s}, {u"cwd"_s, u"/etc"_s}} << 403;
+            << QJsonObject{{u"command"_s, u"true"_s}, {u"cwd"_s, u"/etc"_s}} << 422;
     }
     void executeRefusesBadInput()
     {
@@ -418,7 +418,7 @@ private Q_SLOTS:
         QVERIFY(QFile::link(u"/etc/passwd"_s, real + u"/passwd"_s));
         QCOMPARE(download(real + u"/missing"_s).status, 404);
         QCOMPARE(download(real).status, 400);
-        QCOMPARE(download(u"/etc/passwd"_s).status, 403);
+        QCOMPARE(download(u"/etc/passwd"_s).status, 422); // outside every workspace root
         QCOMPARE(download(real + u"/passwd"_s).status, 403);
         QCOMPARE(download(real + u"/../agentdeck.db"_s).status, 403);
         QCOMPARE(download(QDir(m_server->dataDir()).filePath(u"agentdeck.db"_s)).status, 403);
@@ -457,6 +457,7 @@ private Q_SLOTS:
         QTemporaryDir given;
         QVERIFY(given.isValid());
         const QString dir = QFileInfo(given.path()).canonicalFilePath();
+        QVERIFY(TestServer::ownAsUser(dir));
         const QUuid id =
             m_server->create(QJsonObject{{u"workspace"_s, QJsonObject{{u"working_dir"_s, dir}}}});
         QVERIFY(!id.isNull());
@@ -574,11 +575,11 @@ private Q_SLOTS:
         QCOMPARE(
             finish(m_network.get(request(u"/api/git/changes"_s, QUrlQuery{{u"path"_s, u"/etc"_s}})))
                 .status,
-            403);
+            422);
         QCOMPARE(finish(m_network.get(
                             request(u"/api/git/diff"_s, QUrlQuery{{u"path"_s, u"/etc/passwd"_s}})))
                      .status,
-                 403);
+                 422);
         QCOMPARE(finish(m_network.get(request(u"/api/git/changes"_s,
                                               QUrlQuery{{u"path"_s, plain + u"/missing"_s}})))
                      .status,
@@ -794,7 +795,185 @@ private Q_SLOTS:
                                                                     {u"cwd"_s, u"/etc"_s}})
                                               .toJson()))
                      .status,
-                 403);
+                 422);
+    }
+
+    // A link planted in a workspace cannot lead a transfer out of it, down- or upload: into
+    // another conversation's workspace, the server workspace, the catalog or the host. The
+    // transfer went through the sandbox of the workspace the link led to.
+    void aLinkCannotLeadOut_data()
+    {
+        QTest::addColumn<bool>("fromServer"); // planted in the server workspace, else in a
+                                              // conversation's
+        QTest::addColumn<QString>("target");  // {other}: another conversation's workspace,
+                                              // {server}: the server workspace, {data}
+        QTest::addColumn<QString>("through"); // after the link
+        QTest::addRow("to another conversation's file")
+            << false << u"{other}/secret.txt"_s << u""_s;
+        QTest::addRow("to another conversation's workspace")
+            << false << u"{other}"_s << u"/secret.txt"_s;
+        QTest::addRow("up and into another conversation's workspace")
+            << false << u"../{otherName}"_s << u"/secret.txt"_s;
+        QTest::addRow("to the server workspace's file")
+            << false << u"{server}/secret.txt"_s << u""_s;
+        QTest::addRow("to the server workspace") << false << u"{server}"_s << u"/secret.txt"_s;
+        QTest::addRow("to the catalog") << false << u"{data}/agentdeck.db"_s << u""_s;
+        QTest::addRow("to a host file") << false << u"/etc/passwd"_s << u""_s;
+        QTest::addRow("to a host dir") << false << u"/etc"_s << u"/passwd"_s;
+        QTest::addRow("from the server workspace to a conversation's file")
+            << true << u"{other}/secret.txt"_s << u""_s;
+        QTest::addRow("from the server workspace to a conversation's workspace")
+            << true << u"{other}"_s << u"/secret.txt"_s;
+    }
+    void aLinkCannotLeadOut()
+    {
+        QFETCH(bool, fromServer);
+        QFETCH(QString, target);
+        QFETCH(QString, through);
+        const QString server = QFileInfo(workspace()).canonicalFilePath();
+        const QUuid planter = m_server->create();
+        const QUuid other = m_server->create();
+        QVERIFY(!planter.isNull() && !other.isNull());
+        const QString planterDir = m_server->workingDir(planter);
+        const QString otherDir = m_server->workingDir(other);
+        QVERIFY(QDir().mkpath(planterDir) && QDir().mkpath(otherDir));
+        const QString from = fromServer ? server : QFileInfo(planterDir).canonicalFilePath();
+        const QString victim = QFileInfo(otherDir).canonicalFilePath();
+        for (const QString &dir : {victim, server}) {
+            QFile secret(dir + u"/secret.txt"_s);
+            QVERIFY(secret.open(QIODevice::WriteOnly));
+            secret.write("secret of " + QFile::encodeName(dir));
+        }
+        target.replace(u"{otherName}"_s, QFileInfo(victim).fileName())
+            .replace(u"{other}"_s, victim)
+            .replace(u"{server}"_s, server)
+            .replace(u"{data}"_s, QFileInfo(m_server->dataDir()).canonicalFilePath());
+        // Planted by a command of the workspace, as an attacker's would be.
+        const RawReply planted =
+            execute({{u"command"_s, u"ln -s -- '%1' l"_s.arg(target)}, {u"cwd"_s, from}});
+        QCOMPARE(planted.status, 200);
+        QVERIFY(QFileInfo(from + u"/l"_s).isSymLink());
+        const QString path = from + u"/l"_s + through;
+        const QString reached = QFileInfo(path).canonicalFilePath();
+        QByteArray original;
+        if (QFile file(reached); !reached.isEmpty() && file.open(QIODevice::ReadOnly))
+            original = file.readAll();
+
+        const RawReply downloaded = download(path);
+        QVERIFY2(downloaded.status == 403,
+                 qPrintable(QString::number(downloaded.status) + u' ' +
+                            QString::fromUtf8(downloaded.body.left(200))));
+        QCOMPARE(downloaded.json()[u"code"_s].toString(), u"path_outside_workspace"_s);
+        const RawReply uploaded = upload(path, "overwritten");
+        QCOMPARE(uploaded.status, 403);
+        QCOMPARE(uploaded.json()[u"code"_s].toString(), u"path_outside_workspace"_s);
+        if (!reached.isEmpty()) {
+            QFile file(reached);
+            QVERIFY(file.open(QIODevice::ReadOnly));
+            QCOMPARE(file.readAll(), original);
+        }
+        // Nor is anything made beyond it, nor a command run there.
+        QCOMPARE(upload(from + u"/l/made"_s, "made").status, 403);
+        if (QFileInfo(from + u"/l"_s).isDir())
+            QVERIFY(!QFile::exists(QFileInfo(from + u"/l"_s).canonicalFilePath() + u"/made"_s));
+        QCOMPARE(
+            execute({{u"command"_s, u"touch made"_s}, {u"cwd"_s, QString(from + u"/l"_s)}}).status,
+            403);
+    }
+
+    // Links that stay inside the workspace lead where they point, relative or absolute.
+    void aLinkInsideTheWorkspaceWorks()
+    {
+        const QUuid id = m_server->create();
+        const QString dir = m_server->workingDir(id);
+        QVERIFY(QDir().mkpath(dir));
+        const QString real = QFileInfo(dir).canonicalFilePath();
+        const RawReply planted = execute(
+            {{u"command"_s,
+              u"mkdir -p sub/deeper && echo inside > sub/file.txt && ln -s sub/file.txt rel && "
+              "ln -s \"$PWD/sub\" abs && ln -s ../file.txt sub/deeper/up"_s},
+             {u"cwd"_s, real}});
+        QCOMPARE(planted.status, 200);
+        QCOMPARE(planted.json()[u"exit_code"_s].toInt(), 0);
+        QCOMPARE(download(real + u"/rel"_s).body, QByteArray("inside\n"));
+        QCOMPARE(download(real + u"/abs/file.txt"_s).body, QByteArray("inside\n"));
+        QCOMPARE(download(real + u"/abs/deeper/up"_s).body, QByteArray("inside\n"));
+        QCOMPARE(upload(real + u"/abs/new.txt"_s, "new").status, 200);
+        QFile made(real + u"/sub/new.txt"_s);
+        QVERIFY(made.open(QIODevice::ReadOnly));
+        QCOMPARE(made.readAll(), QByteArray("new"));
+        const RawReply ran =
+            execute({{u"command"_s, u"pwd -P"_s}, {u"cwd"_s, QString(real + u"/abs"_s)}});
+        QCOMPARE(ran.status, 200);
+        QCOMPARE(ran.json()[u"stdout"_s].toString(), real + u"/sub\n"_s);
+    }
+
+    // Paths outside every workspace root are 422, naming the roots, on every route.
+    void aPathOutsideTheRootsIs422_data()
+    {
+        QTest::addColumn<QString>("route");
+        QTest::addRow("download") << u"download"_s;
+        QTest::addRow("upload") << u"upload"_s;
+        QTest::addRow("bash cwd") << u"bash"_s;
+        QTest::addRow("git changes") << u"changes"_s;
+        QTest::addRow("git diff") << u"diff"_s;
+    }
+    void aPathOutsideTheRootsIs422()
+    {
+        QFETCH(QString, route);
+        QTemporaryDir outside;
+        QVERIFY(outside.isValid());
+        m_server.reset();
+        TestServerOptions options;
+        options.workspaceRoots = {};
+        startServer(std::move(options));
+        const QString path = outside.filePath(u"f"_s);
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write("outside\n");
+        file.close();
+        RawReply reply;
+        if (route == u"download"_s)
+            reply = download(path);
+        else if (route == u"upload"_s)
+            reply = upload(outside.filePath(u"g"_s), "x");
+        else if (route == u"bash"_s)
+            reply = execute({{u"command"_s, u"touch g"_s}, {u"cwd"_s, outside.path()}});
+        else
+            reply = finish(m_network.get(
+                request(u"/api/git/"_s + route,
+                        QUrlQuery{{u"path"_s, route == u"diff"_s ? path : outside.path()}})));
+        QVERIFY2(reply.status == 422, qPrintable(QString::number(reply.status)));
+        QCOMPARE(reply.json()[u"code"_s].toString(), u"workspace_outside_roots"_s);
+        QVERIFY(reply.json()[u"detail"_s].toString().contains(
+            QFileInfo(workspace()).canonicalFilePath()));
+        QVERIFY(!QFile::exists(outside.filePath(u"g"_s)));
+    }
+
+    // A server workspace named through a link is where its commands' files are, for the
+    // routes too (it was hidden behind the per-command /tmp).
+    void aLinkedServerWorkspaceIsVisibleToItsCommands()
+    {
+        QTemporaryDir links;
+        QTemporaryDir real;
+        QVERIFY(links.isValid() && real.isValid());
+        QVERIFY(TestServer::ownAsUser(real.path())); // the operator's: not given away
+        const QString linked = links.filePath(u"ws"_s);
+        QVERIFY(QFile::link(real.path(), linked));
+        m_server.reset();
+        TestServerOptions options;
+        options.workspaceDir = linked;
+        startServer(std::move(options));
+        // Made by the name the operator gave it.
+        const RawReply made = execute({{u"command"_s, u"echo made > '%1/made.txt'"_s.arg(linked)}});
+        QCOMPARE(made.status, 200);
+        QVERIFY2(made.json()[u"exit_code"_s].toInt() == 0, made.body.constData());
+        QVERIFY(QFile::exists(real.filePath(u"made.txt"_s)));
+        QCOMPARE(download(linked + u"/made.txt"_s).body, QByteArray("made\n"));
+        QCOMPARE(download(real.filePath(u"made.txt"_s)).body, QByteArray("made\n"));
+        QCOMPARE(upload(linked + u"/up.txt"_s, "up").status, 200);
+        const RawReply read = execute({{u"command"_s, u"cat up.txt"_s}});
+        QCOMPARE(read.json()[u"stdout"_s].toString(), u"up"_s);
     }
 
     void aWrongMethodIs405()

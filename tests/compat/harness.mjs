@@ -3,7 +3,7 @@
 // a scripted OpenAI-compatible chat-completions server. Nothing leaves 127.0.0.1.
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
-import { mkdtempSync, rmSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -154,6 +154,7 @@ export class AgentDeck {
         const binary = binaryPath();
         this.process = spawn(binary, ['--headless', '--listen', '127.0.0.1:0',
                                       '--data-dir', this.dataDir,
+                                      '--workspace-root', this.workRoot,
                                       '--session-api-key', SESSION_API_KEY],
                              { stdio: ['ignore', 'ignore', 'pipe'] });
         // Not left running when this process ends without stop() (a failure, a signal).
@@ -180,10 +181,10 @@ export class AgentDeck {
     }
 
     // A fresh working dir for one conversation.
+    // Not made here: the server makes it at the create, and a root server gives what it made
+    // to the conversation's own uid (a dir it did not make keeps its owner and mode).
     workingDir(name) {
-        const dir = join(this.workRoot, name);
-        mkdirSync(dir, { recursive: true });
-        return dir;
+        return join(this.workRoot, name);
     }
 
     async stop() {

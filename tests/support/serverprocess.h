@@ -263,7 +263,7 @@ public:
     void setHeader(const QByteArray &name, const QByteArray &value) { m_headers[name] = value; }
 
     Reply call(const QByteArray &method, const QString &path, const QByteArray &body = {},
-               const QUrlQuery &query = {})
+               const QUrlQuery &query = {}, const QByteArray &contentType = "application/json"_ba)
     {
         QUrl url = m_url;
         url.setPath(path);
@@ -277,7 +277,7 @@ public:
                 request.setRawHeader(header.key(), header.value());
         }
         if (!body.isEmpty())
-            request.setHeader(QNetworkRequest::ContentTypeHeader, "application/json"_ba);
+            request.setHeader(QNetworkRequest::ContentTypeHeader, contentType);
         QNetworkReply *reply = m_network.sendCustomRequest(request, method, body);
         if (!reply->isFinished()) {
             QEventLoop loop;
@@ -308,6 +308,18 @@ public:
     Reply get(const QString &path, const QUrlQuery &query = {})
     {
         return call("GET"_ba, path, {}, query);
+    }
+
+    // POST /api/file/upload of `content` to `path`, as OpenHands' clients send it.
+    Reply upload(const QString &path, const QByteArray &content)
+    {
+        const QByteArray boundary = "agentdeck-test-boundary";
+        const QByteArray body = "--" + boundary +
+                                "\r\nContent-Disposition: form-data; name=\"file\"; "
+                                "filename=\"f\"\r\nContent-Type: application/octet-stream\r\n\r\n" +
+                                content + "\r\n--" + boundary + "--\r\n";
+        return call("POST"_ba, u"/api/file/upload"_s, body, QUrlQuery{{u"path"_s, path}},
+                    "multipart/form-data; boundary=" + boundary);
     }
 
     Reply post(const QString &path, const QJsonObject &body = {})

@@ -11,6 +11,7 @@
 #include <QTest>
 
 #include <csignal>
+#include <unistd.h>
 
 using namespace Qt::StringLiterals;
 
@@ -67,6 +68,8 @@ bool TestServer::start()
     config.port = 0;
     config.dataDir = m_options.dataDir;
     config.apiKeys = m_options.apiKeys;
+    config.workspaceRoots = m_options.workspaceRoots;
+    config.workspaceDir = m_options.workspaceDir;
     config.streamBudgetBytes = m_options.streamBudgetBytes;
     config.streamTotalBudgetBytes = m_options.streamTotalBudgetBytes;
     config.streamAuthTimeoutMs = m_options.streamAuthTimeoutMs;
@@ -186,6 +189,12 @@ QString TestServer::status(const QUuid &id)
         .json.toObject()
         .value(u"execution_status"_s)
         .toString();
+}
+
+bool TestServer::ownAsUser(const QString &dir)
+{
+    constexpr uid_t Nobody = 65534;
+    return ::geteuid() != 0 || ::chown(QFile::encodeName(dir).constData(), Nobody, Nobody) == 0;
 }
 
 QString TestServer::workingDir(const QUuid &id)

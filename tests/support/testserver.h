@@ -3,6 +3,7 @@
 #include "agentdeckserver.h"
 #include "serverconnection.h"
 
+#include <QDir>
 #include <QJsonObject>
 #include <QTemporaryDir>
 
@@ -25,7 +26,10 @@ struct TestServerOptions
     std::chrono::milliseconds httpRequestTimeout{60'000};
     std::chrono::milliseconds httpIdleTimeout{300'000};
     ServerParts parts;
-    QString dataDir; // empty: a fresh temporary dir
+    QString dataDir;      // empty: a fresh temporary dir
+    QString workspaceDir; // --workspace-dir; empty: DATA/workspace
+    // --workspace-root: the temporary dirs the tests make their callers' workspaces in.
+    QStringList workspaceRoots{QDir::tempPath()};
     // Server-wide llm agent defaults.
     QString llmBaseUrl;
     QString llmModel;
@@ -69,6 +73,10 @@ public:
     QString status(const QUuid &id);
     // The conversation's workspace.working_dir.
     QString workingDir(const QUuid &id);
+    // Makes `dir` a user's, as a caller's own workspace is: a root server runs the commands in
+    // it as its owner and gives away no directory it did not make. A root test gives it to
+    // nobody (65534); otherwise it is the test's user's already. False when that fails.
+    static bool ownAsUser(const QString &dir);
     bool waitForStatus(const QUuid &id, const QString &status, int timeoutMs = 10'000);
     // Events of a conversation as JSON objects, in seq order.
     QList<QJsonObject> events(const QUuid &id, const QUrlQuery &query = {});

@@ -125,7 +125,7 @@ private Q_SLOTS:
                 QCOMPARE(::chown(QFile::encodeName(dir).constData(), Nobody, NoGroup), 0);
             QCOMPARE(::chown(QFile::encodeName(secret.fileName()).constData(), Nobody, NoGroup), 0);
         }
-        ServerProcess &server = m_fleet.add(data);
+        ServerProcess &server = m_fleet.add(data, {u"--workspace-root"_s, otherWorkspace.path()});
         if (unprivileged)
             server.runAsUser(Nobody, NoGroup);
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
@@ -180,6 +180,75 @@ private Q_SLOTS:
              {u"WORKSPACE-WRITABLE"_s, u"HOME-WRITABLE"_s, u"TMP-WRITABLE"_s, u"HAS-A-NAME"_s})
             QVERIFY2(output.contains(writable), qPrintable(writable + u":\n"_s + output));
         QVERIFY(!QFile::exists(u"/usr/escaped"_s));
+    }
+
+    // A link a conversation's command plants leads a transfer nowhere outside its workspace:
+    // not to another conversation's files (read, or written through a link to its workspace),
+    // nor into the server workspace. It used to hand the transfer to the sandbox of the
+    // workspace it led to. With the server as root and as a plain user.
+    void aPlantedLinkLeadsNowhereElse_data() { escapesFail_data(); }
+    void aPlantedLinkLeadsNowhereElse()
+    {
+        QFETCH(bool, unprivileged);
+        QTemporaryDir dataParent(QDir::currentPath() + u"/sandbox-data-XXXXXX"_s);
+        QVERIFY(dataParent.isValid());
+        const QString data = dataParent.filePath(u"data"_s);
+        QVERIFY(QDir().mkpath(data));
+        if (unprivileged) {
+            for (const QString &dir : {dataParent.path(), data})
+                QCOMPARE(::chown(QFile::encodeName(dir).constData(), Nobody, NoGroup), 0);
+        }
+        ServerProcess &server = m_fleet.add(data);
+        if (unprivileged)
+            server.runAsUser(Nobody, NoGroup);
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QString serverWorkspace =
+            server.get(u"/server_info"_s).object().value(u"workspace_dir"_s).toString();
+        QVERIFY(!serverWorkspace.isEmpty());
+        const auto workingDir = [&server](const QUuid &id) {
+            return server.get(conversationPath(id))
+                .object()
+                .value(u"workspace"_s)
+                .toObject()
+                .value(u"working_dir"_s)
+                .toString();
+        };
+
+        const QUuid victim = server.create(shell(u"echo victim-secret > secret.txt"_s));
+        QVERIFY(server.waitForStatus(victim, u"finished"_s));
+        const QString victimDir = QFileInfo(workingDir(victim)).canonicalFilePath();
+        QVERIFY(QFile::exists(victimDir + u"/secret.txt"_s));
+        const QUuid attacker = server.create(
+            shell(u"ln -s %1/secret.txt file-link; ln -s %1 dir-link; ln -s %2 server-link; "
+                  "ln -s ../%3/secret.txt up-link; true"_s.arg(victimDir, serverWorkspace,
+                                                               QFileInfo(victimDir).fileName())));
+        QVERIFY(server.waitForStatus(attacker, u"finished"_s));
+        const QString attackerDir = QFileInfo(workingDir(attacker)).canonicalFilePath();
+        QVERIFY(QFileInfo(attackerDir + u"/dir-link"_s).isSymLink());
+
+        for (const QString &link : {u"file-link"_s, u"up-link"_s, u"dir-link/secret.txt"_s}) {
+            const Reply read = server.get(u"/api/file/download"_s,
+                                          QUrlQuery{{u"path"_s, attackerDir + u'/' + link}});
+            QVERIFY2(read.status == 403, qPrintable(link + u": "_s + read.describe()));
+            QVERIFY(!read.body.contains("victim-secret"));
+            QCOMPARE(read.object().value(u"code"_s).toString(), u"path_outside_workspace"_s);
+        }
+        for (const QString &link : {u"dir-link/.bashrc"_s, u"dir-link/secret.txt"_s,
+                                    u"server-link/planted.txt"_s, u"file-link"_s}) {
+            const Reply written = server.upload(attackerDir + u'/' + link, "overwritten\n");
+            QVERIFY2(written.status == 403, qPrintable(link + u": "_s + written.describe()));
+        }
+        QFile secret(victimDir + u"/secret.txt"_s);
+        QVERIFY(secret.open(QIODevice::ReadOnly));
+        QCOMPARE(secret.readAll(), QByteArray("victim-secret\n"));
+        QVERIFY(!QFile::exists(victimDir + u"/.bashrc"_s));
+        QVERIFY(!QFile::exists(serverWorkspace + u"/planted.txt"_s));
+        // Its own files still go both ways.
+        QCOMPARE(server.upload(attackerDir + u"/own.txt"_s, "own\n").status, 200);
+        QCOMPARE(
+            server.get(u"/api/file/download"_s, QUrlQuery{{u"path"_s, attackerDir + u"/own.txt"_s}})
+                .body,
+            QByteArray("own\n"));
     }
 
     // `egress` is a network of the sandbox's own (slirp4netns) from which the host's loopback,

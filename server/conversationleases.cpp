@@ -244,10 +244,15 @@ bool ConversationService::resolveStaleUnder(const QUuid &id, const LeaseToken &l
                 events.append(calledOffObservation(*rest));
         }
     }
-    events.append(
-        Event::agentError(u"run_interrupted"_s,
-                          u"The run was interrupted because the server that executed it stopped. "
-                          "Run the conversation again to continue."_s));
+    // What the operator's two answers do, said where they read it (the console's card, ctl).
+    const bool commandAgain = !outcome.retryCommand.isEmpty();
+    events.append(Event::agentError(
+        u"run_interrupted"_s,
+        u"The run was interrupted because the server that executed it stopped. %1 Dismiss "
+        "leaves it as it is and takes it off the list of what needs attention."_s.arg(
+            commandAgain
+                ? u"Run runs the interrupted command again: $ "_s + outcome.retryCommand + u'.'
+                : u"Run continues the conversation from where it stopped."_s)));
     m_log.setStatus(info.id, ExecutionStatus::Paused, events, &lease, OutcomeChange::set(outcome));
     qCDebug(lcExecution) << "resolved stale running conversation" << info.id;
     return true;

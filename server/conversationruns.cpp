@@ -244,6 +244,21 @@ QCoro::Task<ConversationInfo> ConversationService::run(QUuid id)
     refuseIfRunningHere(id, u"Conversation is already running"_s);
     auto waiting = m_lifecycles.turn(id);
     Turn turn = co_await std::move(waiting);
+    // Run continues where the run stopped. The shell agent's command that a stop, a takeover
+    // or a lost sandbox cut short is run again, as retry does (continued, the agent said
+    // "[command interrupted]" and finished, and the command was thrown away); one the operator
+    // interrupted is not (Run again does that, asked for). An llm agent goes on from the
+    // interrupted observation in its history.
+    if (ConversationInfo info = require(id); m_agents.offersRetry(info.agentKind)) {
+        if (resolveStaleOrRefuse(info))
+            info = require(id);
+        if (hasInterruptedCommand(info) && info.outcome->interruptedBy != u"operator"_s &&
+            !m_lifecycles.isRunningHere(id)) {
+            turn.release();
+            auto retrying = retry(id);
+            co_return co_await std::move(retrying);
+        }
+    }
     auto starting = startRun(std::move(turn), id);
     co_await std::move(starting);
     co_return require(id);
@@ -435,8 +450,7 @@ QCoro::Task<ConversationInfo> ConversationService::recover(QUuid id)
         // again stays.
         if (m_agents.offersRetry(info.agentKind) && resolveStaleOrRefuse(info))
             info = require(id);
-        if (info.executionStatus != ExecutionStatus::Running && info.outcome &&
-            !info.outcome->retryCommand.isEmpty() && !info.outcome->dismissed) {
+        if (info.executionStatus != ExecutionStatus::Running && hasInterruptedCommand(info)) {
             refuseIfHeldElsewhere(id);
             auto bringingUp = bringUpRuntime(info);
             co_await std::move(bringingUp);
@@ -455,11 +469,15 @@ ConversationInfo ConversationService::dismissOutcome(const QUuid &id)
     return require(id);
 }
 
+bool ConversationService::hasInterruptedCommand(const ConversationInfo &info)
+{
+    return info.outcome && !info.outcome->retryCommand.isEmpty() && !info.outcome->dismissed;
+}
+
 QCoro::Task<ConversationInfo> ConversationService::retry(QUuid id)
 {
     const ConversationInfo info = require(id);
-    if (!info.outcome || info.outcome->retryCommand.isEmpty() || info.outcome->dismissed ||
-        m_lifecycles.isRunningHere(id))
+    if (!hasInterruptedCommand(info) || m_lifecycles.isRunningHere(id))
         throw ApiError::conflict(u"nothing_to_retry"_s,
                                  u"The conversation has no interrupted command to run again"_s);
     try {

@@ -94,6 +94,7 @@ public:
     // for it stops too (it stayed up until its idle timeout).
     void releaseRequestedElsewhere(const QUuid &id);
 
+    // Starts or continues the run; a shell command that was interrupted runs again (retry()).
     QCoro::Task<ConversationInfo> run(QUuid id);
     ConversationInfo pause(const QUuid &id);
     ConversationInfo interrupt(const QUuid &id);
@@ -130,7 +131,8 @@ public:
     // The operator acknowledged the outcome: it no longer needs attention.
     ConversationInfo dismissOutcome(const QUuid &id);
     // Runs the interrupted command the outcome offers again, as a new message; 409
-    // `nothing_to_retry` when it offers none (any more).
+    // `nothing_to_retry` when it offers none (any more). run() does the same for such a
+    // conversation.
     QCoro::Task<ConversationInfo> retry(QUuid id);
 
     // Takes over the leases an earlier instance left (single node: it is provably dead), then
@@ -171,6 +173,8 @@ private:
     // tries again later (503, Retry-After).
     static ApiError runtimeLimitReached(const RuntimeError &error);
     static bool isRuntimeExpired(const ConversationInfo &info);
+    // Its outcome offers to run an interrupted command again, and nobody acknowledged it.
+    static bool hasInterruptedCommand(const ConversationInfo &info);
     // Stops this process's run and sandbox of the conversation; returns its runtime dir.
     QString releaseLocalParts(const QUuid &id);
     // Removes the files of a conversation whose row is gone: its runtime's, and its workspace

@@ -783,10 +783,8 @@ private Q_SLOTS:
         QVERIFY2(ofKind(events, u"AgentErrorEvent"_s).isEmpty(),
                  "a clean stop is not an interrupted run");
 
-        // The paused conversation continues through the normal API.
-        const Reply run = restarted.post(conversationPath(id, u"run"_s));
-        QVERIFY2(run.status == 200, qPrintable(run.describe()));
-        QVERIFY(restarted.waitForStatus(id, u"finished"_s));
+        // The paused conversation continues through the normal API: its command runs again.
+        QVERIFY(runRunsTheCommandAgain(restarted, id, marker));
     }
 
     // 3b. The console's embedded server stops as gracefully on a signal: the console used to
@@ -1067,12 +1065,15 @@ private Q_SLOTS:
         const QList<QJsonObject> errors = ofKind(events, u"AgentErrorEvent"_s);
         QCOMPARE(errors.size(), 1);
         QCOMPARE(errors.first().value(u"code"_s).toString(), u"run_interrupted"_s);
+        // It says what Run and Dismiss do.
+        const QString advice = errors.first().value(u"error"_s).toString();
+        QVERIFY2(advice.contains(u"Run runs the interrupted command again: $ "_s +
+                                 sleepCommand(run.marker)) &&
+                     advice.contains(u"Dismiss"_s),
+                 qPrintable(advice));
 
-        if (!continueWithMessage) {
-            const Reply run = restarted.post(conversationPath(id, u"run"_s));
-            QCOMPARE(run.status, 200);
-            QVERIFY(restarted.waitForStatus(id, u"finished"_s));
-        }
+        if (!continueWithMessage)
+            QVERIFY(runRunsTheCommandAgain(restarted, id, run.marker));
         // A "continue" message with run: true resumes the interrupted run (and is answered).
         const Reply sent = restarted.post(conversationPath(id, u"events"_s),
                                           userMessage(u"echo second-run-ok"_s, true));
@@ -1087,7 +1088,8 @@ private Q_SLOTS:
         events = restarted.events(id);
         QVERIFY2(seqsAreGapless(events, &problem), qPrintable(problem));
         QCOMPARE(ofKind(events, u"AgentErrorEvent"_s).size(), 1);
-        QCOMPARE(ofKind(events, u"ObservationEvent"_s).size(), 2);
+        // With /run, the command ran again (and the test interrupted it).
+        QCOMPARE(ofKind(events, u"ObservationEvent"_s).size(), continueWithMessage ? 2 : 3);
     }
 
     // 5b. DESIGN, Lifecycle: a stale run's command that is still running is stopped, so that the
@@ -1673,6 +1675,36 @@ private:
             return {};
         }
         return id;
+    }
+
+    // Run on a conversation whose command a stop cut short runs the command again (a second
+    // action with the same command, alive), and the test interrupts it rather than wait for it.
+    static bool runRunsTheCommandAgain(ServerProcess &server, const QUuid &id,
+                                       const QByteArray &marker)
+    {
+        const QList<QJsonObject> before = ofKind(server.events(id), u"ActionEvent"_s);
+        const Reply run = server.post(conversationPath(id, u"run"_s));
+        if (run.status != 200) {
+            qWarning().noquote() << "run:" << run.describe();
+            return false;
+        }
+        const auto commandOf = [](const QJsonObject &action) {
+            return action.value(u"action"_s).toObject().value(u"command"_s).toString();
+        };
+        const bool again = QTest::qWaitFor(
+            [&] {
+                const QList<QJsonObject> actions = ofKind(server.events(id), u"ActionEvent"_s);
+                return actions.size() == before.size() + 1 &&
+                       commandOf(actions.last()) == commandOf(before.last()) &&
+                       !processesWith(marker).isEmpty();
+            },
+            10'000);
+        if (!again) {
+            qWarning() << "the interrupted command did not run again";
+            return false;
+        }
+        return server.post(conversationPath(id, u"interrupt"_s)).ok() &&
+               QTest::qWaitFor([&] { return server.status(id) != u"running"_s; }, 10'000);
     }
 
     static void verifyRefuses(ServerProcess &server, const QStringList &messageParts)

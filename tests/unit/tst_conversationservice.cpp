@@ -132,10 +132,11 @@ private Q_SLOTS:
             if (event.value(u"kind"_s) == u"AgentErrorEvent"_s)
                 QCOMPARE(event.value(u"code"_s).toString(), u"run_interrupted"_s);
         }
-        // Run continues with a fresh agent and no command is re-run.
+        // Run continues where the run stopped: the command the restart cut short runs again,
+        // the one called off with it does not.
         QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"run")).ok());
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
-        QVERIFY(m_control->commands.isEmpty());
+        QCOMPARE(m_control->commands, QStringList{u"sleep 30"_s});
     }
 
     // The outcome from what the runtime said of the command.

@@ -56,7 +56,9 @@ Commands:
   reject ID [--reason TEXT]
                         refuse the action waiting for confirmation; the agent is told (with
                         TEXT as the reason) and goes on without it
-  archive ID            stop its runtime, then archive it (history and workspace stay)
+  archive ID [--force]  stop its runtime, then archive it (history and workspace stay); one
+                        running a command asks for y on a terminal, refuses without --force
+                        otherwise
   unarchive ID          make it active again (starts nothing)
   recover ID            resolve stale state, bring the runtime up, continue the interrupted run
                         (a shell command cut short is offered to run again instead: retry)
@@ -276,10 +278,9 @@ public:
     // is said so: "Unarchived" was said of a conversation never archived.
     QCoro::Task<int> archiveAction(bool archiving)
     {
-        auto reading = m_connection.get(ServerConnection::conversationPath(m_invocation.id));
-        const ApiReply before = co_await std::move(reading);
-        const auto info =
-            before.ok() ? ConversationInfo::fromJson(before.json.toObject()) : std::nullopt;
+        ApiReply before;
+        auto reading = peek(&before);
+        const auto info = co_await std::move(reading);
         if (info && info->isArchived() == archiving) {
             const QString already =
                 archiving ? u"%1 is archived already."_s : u"%1 is not archived."_s;
@@ -379,6 +380,18 @@ public:
     }
 
     // For delete's question: the conversation, so the person sees what they are deleting.
+    // The conversation as it is, or nothing when it cannot be read: the action that follows
+    // says why. `reply`, when given, is the answer.
+    QCoro::Task<std::optional<ConversationInfo>> peek(ApiReply *reply = nullptr)
+    {
+        auto reading = m_connection.get(ServerConnection::conversationPath(m_invocation.id));
+        ApiReply answer = co_await std::move(reading);
+        auto info = answer.ok() ? ConversationInfo::fromJson(answer.json.toObject()) : std::nullopt;
+        if (reply)
+            *reply = std::move(answer);
+        co_return info;
+    }
+
     QCoro::Task<std::optional<ConversationInfo>> fetch(int *exitCode)
     {
         auto getting = m_connection.get(ServerConnection::conversationPath(m_invocation.id));
@@ -482,6 +495,29 @@ int runDelete(Ctl &ctl, const Invocation &invocation)
     return QCoro::waitFor(ctl.remove());
 }
 
+// Archiving stops a command that runs: asked first, as the console asks.
+int runArchive(Ctl &ctl, const Invocation &invocation)
+{
+    if (!invocation.force) {
+        const auto info = QCoro::waitFor(ctl.peek());
+        if (info && info->executionStatus == ExecutionStatus::Running && !info->isArchived()) {
+            if (!::isatty(STDIN_FILENO)) {
+                writeErr(
+                    u"%1 is running: archiving stops its command. Pass --force to archive it "
+                    "anyway (stdin is not a terminal to ask on)"_s.arg(toWireId(invocation.id)));
+                return CtlExit::Usage;
+            }
+            const QString title = info->title.isEmpty() ? QString() : u" \""_s + info->title + u'"';
+            if (!confirmed(u"Conversation %1%2 is running: archive it and stop its command?"_s.arg(
+                    toWireId(invocation.id), title))) {
+                writeErr(u"not archived"_s);
+                return CtlExit::Failed;
+            }
+        }
+    }
+    return QCoro::waitFor(ctl.archiveAction(true));
+}
+
 int run(const Invocation &invocation)
 {
     Ctl ctl(invocation);
@@ -509,7 +545,7 @@ int run(const Invocation &invocation)
     case Command::Reject:
         return QCoro::waitFor(ctl.respondToConfirmation(false));
     case Command::Archive:
-        return QCoro::waitFor(ctl.archiveAction(true));
+        return runArchive(ctl, invocation);
     case Command::Unarchive:
         return QCoro::waitFor(ctl.archiveAction(false));
     case Command::Recover:

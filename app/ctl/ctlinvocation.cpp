@@ -29,7 +29,7 @@ const QList<CommandSpec> &commandSpecs()
         {"interrupt"_L1, Command::Interrupt, true, false, {u"json"_s}},
         {"accept"_L1, Command::Accept, true, false, {u"json"_s}},
         {"reject"_L1, Command::Reject, true, false, {u"reason"_s, u"json"_s}},
-        {"archive"_L1, Command::Archive, true, false, {u"json"_s}},
+        {"archive"_L1, Command::Archive, true, false, {u"force"_s, u"json"_s}},
         {"unarchive"_L1, Command::Unarchive, true, false, {u"json"_s}},
         {"recover"_L1, Command::Recover, true, false, {u"json"_s}},
         {"retry"_L1, Command::Retry, true, false, {u"json"_s}},
@@ -56,8 +56,8 @@ std::optional<Invocation> parseInvocation(const QStringList &arguments, QString 
     const QCommandLineOption title(u"title"_s, {}, u"T"_s);
     const QCommandLineOption agent(u"agent"_s, {}, u"KIND"_s);
     parser.addOptions({server, key, help, status, timeout, reason, title, agent});
-    for (const QString &flag :
-         {u"json"_s, u"follow"_s, u"yes"_s, u"run"_s, u"archived"_s, u"all"_s, u"confirm"_s})
+    for (const QString &flag : {u"json"_s, u"follow"_s, u"yes"_s, u"force"_s, u"run"_s,
+                                u"archived"_s, u"all"_s, u"confirm"_s})
         parser.addOption(QCommandLineOption(flag));
 
     if (!parser.parse(QStringList{u"agentdeck ctl"_s} + arguments)) {
@@ -180,6 +180,7 @@ std::optional<Invocation> parseInvocation(const QStringList &arguments, QString 
     invocation.json = parser.isSet(u"json"_s);
     invocation.follow = parser.isSet(u"follow"_s);
     invocation.yes = parser.isSet(u"yes"_s);
+    invocation.force = parser.isSet(u"force"_s);
     invocation.run = parser.isSet(u"run"_s);
     return invocation;
 }

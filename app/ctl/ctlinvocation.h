@@ -66,6 +66,7 @@ struct Invocation
     bool json = false;
     bool follow = false;
     bool yes = false;
+    bool force = false; // archive's, of a running conversation
     bool run = false;
 };
 

@@ -912,6 +912,43 @@ private Q_SLOTS:
                               u"agent:-now answer"_s}));
     }
 
+    // archive of a running conversation stops its command: refused without --force when
+    // nobody can be asked, asked on a terminal. One that runs nothing is archived at once.
+    void archiveOfARunningCommandAsksFirst()
+    {
+        ServerProcess &server = m_fleet.add();
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QUuid id = server.create(conversationBody(u"shell"_s, u"busy"_s, u"sleep 600"_s));
+        QVERIFY(server.waitForStatus(id, u"running"_s));
+        const auto archived = [&] {
+            return server.conversation(id).value(u"archived_at"_s).isString();
+        };
+
+        CtlResult result = ctl(server, {u"archive"_s, wireId(id)});
+        QVERIFY2(result.exitCode == ExitUsage, qPrintable(result.describe()));
+        QVERIFY2(result.err.contains(u"--force"_s), qPrintable(result.describe()));
+        QVERIFY(!archived());
+        QCOMPARE(server.status(id), u"running"_s);
+
+        result = ctlOnTerminal(server, {u"archive"_s, wireId(id)}, "n\n");
+        QVERIFY2(result.exitCode == ExitFailed, qPrintable(result.describe()));
+        QVERIFY2(result.err.contains(u"\"busy\" is running"_s) && result.err.contains(u"[y/N]"_s),
+                 qPrintable(result.describe()));
+        QVERIFY2(result.err.contains(u"not archived"_s), qPrintable(result.describe()));
+        QVERIFY(!archived());
+
+        result = ctlOnTerminal(server, {u"archive"_s, wireId(id)}, "y\n");
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY(archived());
+
+        const QUuid second =
+            server.create(conversationBody(u"shell"_s, u"busy too"_s, u"sleep 600"_s));
+        QVERIFY(server.waitForStatus(second, u"running"_s));
+        result = ctl(server, {u"archive"_s, wireId(second), u"--force"_s});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY(server.conversation(second).value(u"archived_at"_s).isString());
+    }
+
     // delete: refuses without --yes when nobody can be asked; asks on a terminal.
     void deleteAsksFirst()
     {

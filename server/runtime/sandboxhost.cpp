@@ -50,6 +50,16 @@ const char *const SystemDirs[] = {"/usr", "/etc", "/opt", "/var"};
 // Often links into /usr (merged /usr): made as the same links.
 const char *const SystemLinks[] = {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
 
+// The dirs above `path`, outermost first ("/a/b/c": "/a", "/a/b").
+QStringList parentsOf(const QString &path)
+{
+    QStringList parents;
+    for (QString parent = QFileInfo(path).path(); parent != u"/"_s && !parent.isEmpty();
+         parent = QFileInfo(parent).path())
+        parents.prepend(parent);
+    return parents;
+}
+
 // A file of the sandbox's view of /etc: every user reads it, as the host's own (the server's
 // umask would leave it to the server's user, and a command's uid could not read it).
 bool writeForEveryone(const QString &path, const QByteArray &content)
@@ -342,11 +352,7 @@ QStringList SandboxHost::bubblewrapArguments(bool egress, int seccompFile) const
     // The dirs that lead to the workspace and home, where bubblewrap has to make them (in the
     // hidden data dir, in /tmp): it made them 0700 root's, which a command could not pass.
     for (const QString &dir : {m_options.workspace, m_options.home}) {
-        QStringList parents;
-        for (QString parent = QFileInfo(dir).path(); parent != u"/"_s && !parent.isEmpty();
-             parent = QFileInfo(parent).path())
-            parents.prepend(parent);
-        for (const QString &parent : std::as_const(parents))
+        for (const QString &parent : parentsOf(dir))
             arguments << u"--perms"_s << u"0755"_s << u"--dir"_s << parent;
     }
     arguments << u"--bind"_s << m_options.workspace << m_options.workspace << u"--bind"_s
@@ -361,11 +367,7 @@ QStringList SandboxHost::bubblewrapArguments(bool egress, int seccompFile) const
             });
         if (!QDir::isAbsolutePath(alias) || inSystemView || alias == m_options.workspace)
             continue;
-        QStringList parents;
-        for (QString parent = QFileInfo(alias).path(); parent != u"/"_s && !parent.isEmpty();
-             parent = QFileInfo(parent).path())
-            parents.prepend(parent);
-        for (const QString &parent : std::as_const(parents))
+        for (const QString &parent : parentsOf(alias))
             arguments << u"--perms"_s << u"0755"_s << u"--dir"_s << parent;
         arguments << u"--symlink"_s << m_options.workspace << alias;
     }

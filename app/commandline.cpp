@@ -204,7 +204,7 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
                                        u"DURATION"_s);
     const QCommandLineOption leaseTtl(u"lease-ttl"_s,
                                       u"How long a run's lease lasts without renewal (default "
-                                      "30s; renewed every third of it)."_s,
+                                      "3s; renewed every third of it)."_s,
                                       u"DURATION"_s);
     const QCommandLineOption replicaId(u"replica-id"_s,
                                        u"Name of this server among the replicas (default: host "

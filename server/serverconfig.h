@@ -50,7 +50,9 @@ struct ServerConfig
     QString advertiseUrl;
     std::chrono::milliseconds commandTimeout{0};
     std::chrono::milliseconds shutdownGrace{10'000};
-    std::chrono::milliseconds leaseTtl{30'000};
+    // Short: a dead replica's runs are taken over within seconds (fencing keeps a replica that
+    // only stalled from writing once it has lost them).
+    std::chrono::milliseconds leaseTtl{3'000};
     qint64 streamBudgetBytes = 16 * 1024 * 1024;
     qint64 streamTotalBudgetBytes = 128 * 1024 * 1024; // every stream's unsent bytes together
     int streamAuthTimeoutMs = 10'000;

@@ -2,7 +2,6 @@
 
 #include "commandenvironment.h"
 #include "commandoutput.h"
-#include "conversationsecrets.h"
 #include "logging.h"
 #include "openfiles.h"
 #include "usernamespacefilter.h"
@@ -224,11 +223,8 @@ void SandboxHost::startCommand(const QJsonObject &message)
     m_interrupted = false;
     m_timedOut = false;
     m_ownerSilent = false;
-    m_output = {};
-    m_live = std::make_unique<LiveOutput>([this](const QString &piece) {
-        send({{u"type"_s, u"output"_s},
-              {u"request_id"_s, m_requestId},
-              {u"text"_s, maskSecrets(piece, m_secrets)}});
+    m_output = std::make_unique<CommandOutputSink>(m_secrets, [this](const QString &piece) {
+        send({{u"type"_s, u"output"_s}, {u"request_id"_s, m_requestId}, {u"text"_s, piece}});
     });
     // The output first, then the state naming the action: a record never pairs an action with
     // an earlier command's output.
@@ -389,16 +385,14 @@ bool SandboxHost::chooseCommandUser(QString *error)
 
 void SandboxHost::onOutput()
 {
-    const QByteArray chunk = m_process->readAll();
-    const QByteArrayView kept = m_output.add(chunk);
-    if (m_live)
-        m_live->add(chunk);
-    if (kept.isEmpty() || !m_outputFile.isOpen())
-        return;
-    if (m_secrets.isEmpty())
+    if (m_process && m_output)
+        record(m_output->add(m_process->readAll()));
+}
+
+void SandboxHost::record(QByteArrayView kept)
+{
+    if (!kept.isEmpty() && m_outputFile.isOpen())
         m_outputFile.write(kept.data(), kept.size());
-    else
-        m_outputFile.write(maskSecrets(kept.toByteArray(), m_secrets));
 }
 
 void SandboxHost::onCommandFinished()
@@ -408,13 +402,8 @@ void SandboxHost::onCommandFinished()
     m_commandTimeout.stop();
     m_ownerSilence.stop();
     onOutput();
-    m_live.reset(); // what it holds back is the result's
-    QString output = maskSecrets(m_output.result(m_timedOut), m_secrets);
-    // The record is written as the output comes: a value split between two reads of it is
-    // masked only now.
-    if (!m_secrets.isEmpty() && m_outputFile.isOpen() && m_outputFile.resize(0) &&
-        m_outputFile.seek(0))
-        m_outputFile.write(maskSecrets(m_output.kept(), m_secrets));
+    record(m_output->finish());
+    QString output = m_output->result(m_timedOut);
     if (m_ownerSilent)
         output += u"\n[stopped: the server running this conversation did not renew its lease "
                   "for %1 ms]\n"_s.arg(m_ownerSilence.interval());
@@ -455,7 +444,7 @@ void SandboxHost::onCommandFinished()
     m_process = nullptr;
     m_requestId.clear();
     m_command.clear();
-    m_output = {};
+    m_output.reset();
     touch();
     if (const QJsonObject next = std::exchange(m_queued, {}); !next.isEmpty())
         handle(next);

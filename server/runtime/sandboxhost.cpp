@@ -310,8 +310,12 @@ QStringList SandboxHost::bubblewrapArguments(bool egress, int seccompFile) const
             arguments << u"--ro-bind"_s << info.filePath() << info.filePath();
     }
     // /tmp as everywhere: anyone's to write in, the sticky bit keeping each to their files.
-    arguments << u"--dev"_s << u"/dev"_s << u"--proc"_s << u"/proc"_s << u"--perms"_s << u"1777"_s
-              << u"--tmpfs"_s << u"/tmp"_s;
+    // It and /dev/shm are memory no rlimit counts: sized, they hold the policy's tmpfsBytes().
+    arguments << u"--dev"_s << u"/dev"_s << u"--proc"_s << u"/proc"_s;
+    for (const auto &[dir, bytes] : {std::pair{u"/dev/shm"_s, m_options.policy.shmBytes()},
+                                     std::pair{u"/tmp"_s, m_options.policy.tmpBytes()}})
+        arguments << u"--size"_s << QString::number(bytes) << u"--perms"_s << u"1777"_s
+                  << u"--tmpfs"_s << dir;
     // The data dir may be in the view (/var/lib/agentdeck): an empty dir in its place, before
     // the workspace and home in it are bound.
     for (const QString &dir : std::as_const(m_options.hidden)) {
@@ -364,6 +368,14 @@ QStringList SandboxHost::bubblewrapArguments(bool egress, int seccompFile) const
             file.close();
             arguments << u"--ro-bind"_s << resolver << u"/etc/resolv.conf"_s;
         }
+    }
+    // The other tmpfs, of no size (the root bubblewrap makes, /dev, the hidden dirs), read-only:
+    // a command wrote gigabytes into them. The mounts in them (the workspace, /tmp) stay as
+    // they are.
+    arguments << u"--remount-ro"_s << u"/"_s << u"--remount-ro"_s << u"/dev"_s;
+    for (const QString &dir : std::as_const(m_options.hidden)) {
+        if (const QString canonical = QFileInfo(dir).canonicalFilePath(); !canonical.isEmpty())
+            arguments << u"--remount-ro"_s << canonical;
     }
     arguments << u"--"_s;
     if (m_user)

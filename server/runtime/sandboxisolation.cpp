@@ -82,6 +82,8 @@ QStringList SandboxIsolation::unenforced(const SandboxPolicy &policy) const
                                            reason);
         if (policy.network != SandboxPolicy::Network::Host)
             parts << u"network: commands share the host's network, its loopback included"_s;
+        parts << u"temporary files: commands write to the host's /tmp and /dev/shm, not to "
+                 "sized ones of their own"_s;
         if (policy.processes > 0 && !root)
             parts << u"processes: not limited (without a user namespace, the limit would count "
                      "every process of the server's user)"_s;
@@ -99,6 +101,10 @@ QJsonObject SandboxIsolation::describe(const SandboxPolicy &policy) const
 {
     QJsonObject object = policy.toJson();
     object.insert(u"isolation"_s, mechanismName());
+    // What /tmp and /dev/shm hold at most: commands without bubblewrap use the host's.
+    if (!isWeak())
+        object.insert(u"tmpfs_bytes"_s, QJsonObject{{u"/tmp"_s, policy.tmpBytes()},
+                                                    {u"/dev/shm"_s, policy.shmBytes()}});
     object.insert(u"not_enforced"_s, QJsonArray::fromStringList(unenforced(policy)));
     return object;
 }

@@ -182,6 +182,55 @@ private Q_SLOTS:
         QVERIFY(!QFile::exists(u"/usr/escaped"_s));
     }
 
+    // /tmp and /dev/shm are memory no rlimit counts: together they hold at most the memory
+    // limit (a command under 256 MiB held 2 GB in them, 12 GB each), and the other memory file
+    // systems of a sandbox (its /, /dev) are read-only. With the server as root and as nobody.
+    void memoryFileSystemsAreBounded_data() { escapesFail_data(); }
+    void memoryFileSystemsAreBounded()
+    {
+        QFETCH(bool, unprivileged);
+        if (!m_bubblewrap)
+            QSKIP("bubblewrap cannot create namespaces here");
+        QTemporaryDir dataParent(QDir::currentPath() + u"/sandbox-data-XXXXXX"_s);
+        QVERIFY(dataParent.isValid());
+        const QString data = dataParent.filePath(u"data"_s);
+        QVERIFY(QDir().mkpath(data));
+        if (unprivileged) {
+            for (const QString &dir : {dataParent.path(), data})
+                QCOMPARE(::chown(QFile::encodeName(dir).constData(), Nobody, NoGroup), 0);
+        }
+        const qint64 memory = qint64(128) << 20;
+        ServerProcess &server = m_fleet.add(data, {u"--sandbox-memory"_s, u"128MiB"_s});
+        if (unprivileged)
+            server.runAsUser(Nobody, NoGroup);
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        // One byte past the limit into each; what each kept, and why it stopped.
+        const QUuid id = server.create(shell(u"for d in /tmp /dev/shm / /dev; do "
+                                             "( head -c %1 /dev/zero > $d/fill ) 2>\"$HOME/err\"; "
+                                             "echo \"$d: $(stat -c %s $d/fill 2>/dev/null || echo "
+                                             "0) $(sed 's/.*: //' \"$HOME/err\")\"; "
+                                             "rm -f $d/fill; done"_s.arg(memory + 1)));
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        const QString output = lastObservation(server, id).output;
+        const QStringList lines = output.split(u'\n', Qt::SkipEmptyParts);
+        QCOMPARE(lines.size(), 4);
+        const auto kept = [&](int line) { return lines[line].section(u' ', 1, 1).toLongLong(); };
+        QVERIFY2(lines[0].endsWith(u"No space left on device"_s), qPrintable(output));
+        QVERIFY2(lines[1].endsWith(u"No space left on device"_s), qPrintable(output));
+        QVERIFY2(kept(0) + kept(1) <= memory && kept(0) > memory / 2, qPrintable(output));
+        QVERIFY2(lines[2].endsWith(u"Read-only file system"_s), qPrintable(output));
+        QVERIFY2(lines[3].endsWith(u"Read-only file system"_s), qPrintable(output));
+        const QJsonObject tmpfs = server.conversation(id)
+                                      .value(u"runtime_info"_s)
+                                      .toObject()
+                                      .value(u"sandbox"_s)
+                                      .toObject()
+                                      .value(u"tmpfs_bytes"_s)
+                                      .toObject();
+        QCOMPARE(tmpfs.value(u"/tmp"_s).toInteger() + tmpfs.value(u"/dev/shm"_s).toInteger(),
+                 memory);
+    }
+
     // `egress` is a network of the sandbox's own (slirp4netns) from which the host's loopback,
     // the server's port on it included, cannot be reached.
     void egressReachesNoHostLoopback()

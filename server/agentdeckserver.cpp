@@ -13,6 +13,7 @@
 #include "logging.h"
 #include "metrics.h"
 #include "runtime/localsandboxprovider.h"
+#include "runtime/processbudget.h"
 #include "runtime/processruntime.h"
 #include "runtime/retentionreaper.h"
 #include "runtime/workspacesandbox.h"
@@ -229,6 +230,11 @@ bool AgentDeckServer::start(QString *error)
             return false;
         }
         qCWarning(lcServer).noquote() << d->isolation.warning();
+    }
+    if (const QString problem = fitSandboxProcesses(m_config, HostProcesses::read());
+        !problem.isEmpty()) {
+        *error = problem;
+        return false;
     }
     const QString sandboxProgram = m_config.sandboxProgram.isEmpty()
                                        ? QCoreApplication::applicationFilePath()

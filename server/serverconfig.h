@@ -74,6 +74,9 @@ struct ServerConfig
     int maxSandboxes = 256;
     // What commands may use (--sandbox-*): the default and the most of every conversation.
     SandboxPolicy sandboxPolicy = defaultSandboxPolicy();
+    // The operator did not give --sandbox-processes: the server lowers the default to what fits
+    // the host with --max-sandboxes sandboxes (fitSandboxProcesses()).
+    bool fitSandboxProcesses = true;
     // Refuse to start when commands cannot be isolated (--require-isolation).
     bool requireIsolation = false;
     // Off (0) by default.

@@ -4,6 +4,7 @@
 
 #include "clock.h"
 #include "conversationservice.h"
+#include "diskreserve.h"
 #include "eventlog.h"
 #include "execution/agent.h"
 #include "http/apiauth.h"
@@ -131,6 +132,7 @@ struct AgentDeckServer::Private
     // The server workspace's sandbox.
     std::unique_ptr<WorkspaceSandbox> workspace;
     std::unique_ptr<IntegrityCheck> integrity; // SQLite: read once after startup
+    std::unique_ptr<DiskReserve> reserve;      // SQLite: the catalog's room on its disk
     LocalSandboxProvider *sandboxes = nullptr; // when the runtime provider is the local one
     QString runtimesRoot;                      // where the local one keeps its sandboxes
     ServerIdentity identity;
@@ -255,6 +257,12 @@ bool AgentDeckServer::start(QString *error)
     if (!d->database) {
         *error = dbError;
         return false;
+    }
+    // The catalog's room on the file system the workspaces fill (PostgreSQL's is elsewhere).
+    if (!shared) {
+        d->reserve = std::make_unique<DiskReserve>(QDir(dataDir).filePath(u"disk-reserve"_s),
+                                                   DiskReserve::DefaultBytes);
+        d->reserve->start();
     }
     d->database->checkpointInBackground(std::chrono::milliseconds(200),
                                         int(m_config.walLimitBytes / Database::PageSize));

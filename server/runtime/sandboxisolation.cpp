@@ -105,6 +105,8 @@ QJsonObject SandboxIsolation::describe(const SandboxPolicy &policy) const
     if (!isWeak())
         object.insert(u"tmpfs_bytes"_s, QJsonObject{{u"/tmp"_s, policy.tmpBytes()},
                                                     {u"/dev/shm"_s, policy.shmBytes()}});
+    // No quota: a workspace may fill the data dir's file system (docs/OPERATIONS.md, Disk).
+    object.insert(u"disk_limit"_s, u"not enforced"_s);
     object.insert(u"not_enforced"_s, QJsonArray::fromStringList(unenforced(policy)));
     return object;
 }

@@ -313,9 +313,11 @@ QStringList SandboxHost::bubblewrapArguments(bool egress, int seccompFile) const
     // It and /dev/shm are memory no rlimit counts: sized, they hold the policy's tmpfsBytes().
     arguments << u"--dev"_s << u"/dev"_s << u"--proc"_s << u"/proc"_s;
     for (const auto &[dir, bytes] : {std::pair{u"/dev/shm"_s, m_options.policy.shmBytes()},
-                                     std::pair{u"/tmp"_s, m_options.policy.tmpBytes()}})
-        arguments << u"--size"_s << QString::number(bytes) << u"--perms"_s << u"1777"_s
-                  << u"--tmpfs"_s << dir;
+                                     std::pair{u"/tmp"_s, m_options.policy.tmpBytes()}}) {
+        if (m_isolation.sizedTmpfs)
+            arguments << u"--size"_s << QString::number(bytes);
+        arguments << u"--perms"_s << u"1777"_s << u"--tmpfs"_s << dir;
+    }
     // The data dir may be in the view (/var/lib/agentdeck): an empty dir in its place, before
     // the workspace and home in it are bound.
     for (const QString &dir : std::as_const(m_options.hidden)) {

@@ -39,6 +39,9 @@ struct SandboxIsolation
     bool inProcess = false;
     // slirp4netns is there for the `egress` network (UserModeNetwork).
     bool userModeNetwork = false;
+    // bubblewrap sizes a tmpfs (--size, 0.8 and later): /tmp and /dev/shm are bounded. probe()
+    // finds out.
+    bool sizedTmpfs = true;
 
     static SandboxIsolation probe();
     // bubblewrap's arguments for the namespaces of a command (the probe tries the same).

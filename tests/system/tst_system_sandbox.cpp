@@ -476,6 +476,40 @@ private Q_SLOTS:
                  qPrintable(strict.stderrText()));
     }
 
+    // A bubblewrap older than 0.8 knows no --size: its commands still run in it, with /tmp and
+    // /dev/shm unsized, and runtime_info says so. Sized unconditionally, every command failed.
+    void anOldBubblewrapRunsCommandsWithUnsizedTmpfs()
+    {
+        if (!m_bubblewrap)
+            QSKIP("bubblewrap cannot create namespaces here");
+        QTemporaryDir fakeBin;
+        QFile bwrap(fakeBin.filePath(u"bwrap"_s));
+        QVERIFY(bwrap.open(QIODevice::WriteOnly));
+        bwrap.write("#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = --size ] && "
+                    "{ echo 'bwrap: Unknown option --size' >&2; exit 1; }; done\n"
+                    "exec " +
+                    QFile::encodeName(QStandardPaths::findExecutable(u"bwrap"_s)) + " \"$@\"\n");
+        bwrap.close();
+        bwrap.setPermissions(bwrap.permissions() | QFileDevice::ExeOwner | QFileDevice::ExeOther);
+        ServerProcess &server = m_fleet.add();
+        server.setEnvironmentVariable(u"PATH"_s,
+                                      fakeBin.path() + u':' + qEnvironmentVariable("PATH"));
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QUuid id = server.create(shell(u"echo ran"_s));
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        QCOMPARE(lastObservation(server, id).output, u"ran\n"_s);
+        const QJsonObject sandbox = server.conversation(id)
+                                        .value(u"runtime_info"_s)
+                                        .toObject()
+                                        .value(u"sandbox"_s)
+                                        .toObject();
+        QCOMPARE(sandbox.value(u"isolation"_s).toString(), u"bubblewrap"_s);
+        QVERIFY(!sandbox.contains(u"tmpfs_bytes"_s));
+        const QString unenforced =
+            sandbox.value(u"not_enforced"_s).toVariant().toStringList().join(u'\n');
+        QVERIFY2(unenforced.contains(u"older than 0.8"_s), qPrintable(unenforced));
+    }
+
 private:
     ServerFleet m_fleet;
     QList<QByteArray> m_markers;

@@ -9,12 +9,16 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QRegularExpression>
+#include <QScopeGuard>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
 
 #include "serverprocess.h"
 
+
+#include <sched.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 using namespace Qt::StringLiterals;
@@ -474,6 +478,40 @@ private Q_SLOTS:
         QVERIFY(strict.exitCode() != 0);
         QVERIFY2(strict.stderrText().contains(u"--require-isolation"_s),
                  qPrintable(strict.stderrText()));
+    }
+
+    // A command that fills the data dir's file system (a workspace has no quota) does not stop
+    // the catalog: its reserve is freed, and other conversations are created and run. Without
+    // it, runs failed ("database or disk is full") and creates answered 503. The file system is
+    // a small tmpfs in a mount namespace of this test's own.
+    void aFullDiskLeavesTheCatalogRoom()
+    {
+        if (::geteuid() != 0)
+            QSKIP("needs root, for a file system of the test's own");
+        QVERIFY(::unshare(CLONE_NEWNS) == 0);
+        QVERIFY(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0);
+        QTemporaryDir disk(QDir::currentPath() + u"/small-disk-XXXXXX"_s);
+        QVERIFY(disk.isValid());
+        const QByteArray mountPoint = QFile::encodeName(disk.path());
+        QVERIFY(::mount("none", mountPoint.constData(), "tmpfs", 0, "size=200m") == 0);
+        const auto unmount = qScopeGuard([&] { ::umount2(mountPoint.constData(), MNT_DETACH); });
+        const QString data = disk.filePath(u"data"_s);
+        ServerProcess &server = m_fleet.add(data);
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QString reserve = data + u"/disk-reserve"_s;
+        QVERIFY(QFile::exists(reserve));
+        const QUuid filler = server.create(shell(u"head -c 1G /dev/zero > fill; echo filled"_s));
+        QTRY_VERIFY_WITH_TIMEOUT(!QFile::exists(reserve), 20'000);
+        QTRY_VERIFY_WITH_TIMEOUT(server.status(filler) != u"running"_s, 20'000);
+        for (int i = 0; i < 3; ++i) {
+            const QUuid id = server.create(shell(u"echo ok"_s));
+            QVERIFY2(!id.isNull(), qPrintable(server.stderrText().right(2000)));
+            QVERIFY2(server.waitForStatus(id, u"finished"_s),
+                     qPrintable(server.stderrText().right(2000)));
+            QCOMPARE(lastObservation(server, id).output, u"ok\n"_s);
+        }
+        QVERIFY(server.stderrText().contains(u"its reserve of 67108864 bytes is freed"_s));
+        m_fleet.cleanUp();
     }
 
     // A bubblewrap older than 0.8 knows no --size: its commands still run in it, with /tmp and

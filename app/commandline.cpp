@@ -195,8 +195,9 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
                                          u"DURATION"_s);
     const QCommandLineOption maxSandboxes(u"max-sandboxes"_s,
                                           u"Keep at most N sandboxes at once; at the limit the "
-                                          "one idle the longest is stopped (default 256; 0: no "
-                                          "limit)."_s,
+                                          "one idle the longest is stopped (default 256; with "
+                                          "--runtime local, it and --sandbox-processes must fit "
+                                          "kernel.pid_max)."_s,
                                           u"N"_s);
     const QCommandLineOption retention(u"runtime-retention"_s,
                                        u"Expire runtimes inactive for longer than this, deleting "
@@ -250,7 +251,9 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         u"SIZE"_s);
     const QCommandLineOption sandboxProcesses(
         u"sandbox-processes"_s,
-        u"Processes and threads a sandbox may have at once (default 1024; 0: no limit)."_s, u"N"_s);
+        u"Processes and threads a sandbox may have at once (default 1024, or what fits "
+        "kernel.pid_max with --max-sandboxes sandboxes)."_s,
+        u"N"_s);
     const QCommandLineOption sandboxCpu(
         u"sandbox-cpu"_s,
         u"CPU time of each process of a command, e.g. 10m (default and 0: no limit)."_s,
@@ -440,6 +443,7 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         if (!options.server.sandboxEgressAllow.contains(range->toString()))
             options.server.sandboxEgressAllow.append(range->toString());
     }
+    options.server.fitSandboxProcesses = !parser.isSet(sandboxProcesses);
     options.server.requireIsolation = parser.isSet(requireIsolation);
     options.server.replicaId = parser.value(replicaId);
     if (options.server.replicaId.contains(u'/') || options.server.replicaId.contains(u' ')) {

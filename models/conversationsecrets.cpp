@@ -3,6 +3,7 @@
 #include <QRegularExpression>
 
 #include <algorithm>
+#include <utility>
 
 using namespace Qt::StringLiterals;
 
@@ -102,4 +103,71 @@ QByteArray maskSecrets(QByteArray bytes, const QMap<QString, QString> &secrets)
     return bytes;
 }
 
+SecretMasker::SecretMasker(const QMap<QString, QString> &secrets)
+{
+    for (const QString &text : hidden(secrets)) {
+        Value value{text.toUtf8(), {}};
+        const QByteArray &bytes = value.bytes;
+        value.border.resize(bytes.size(), 0);
+        for (qsizetype i = 1, k = 0; i < bytes.size(); ++i) {
+            while (k > 0 && bytes[i] != bytes[k])
+                k = value.border[k - 1];
+            if (bytes[i] == bytes[k])
+                ++k;
+            value.border[i] = k;
+        }
+        m_values.append(std::move(value));
+    }
+}
+
+QByteArray SecretMasker::add(QByteArrayView piece)
+{
+    if (m_values.isEmpty())
+        return piece.toByteArray();
+    QByteArray text = std::exchange(m_held, {}) + piece;
+    // Held back: the longest end of `text` that begins a value (only its last length - 1 bytes
+    // can), found before anything is masked: a shorter value inside a longer one, masked
+    // first, hid what the longer one needed to be recognised, and the rest of it showed.
+    qsizetype cut = text.size();
+    for (const Value &value : std::as_const(m_values)) {
+        const QByteArray &bytes = value.bytes;
+        qsizetype k = 0;
+        for (qsizetype i = std::max<qsizetype>(0, text.size() - bytes.size() + 1); i < text.size();
+             ++i) {
+            while (k > 0 && text[i] != bytes[k])
+                k = value.border[k - 1];
+            if (text[i] == bytes[k])
+                ++k;
+        }
+        cut = std::min(cut, text.size() - k);
+    }
+    // Nor is a value that the cut would split: it goes whole, with what follows it.
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (const Value &value : std::as_const(m_values)) {
+            const qsizetype length = value.bytes.size();
+            for (qsizetype at = text.indexOf(value.bytes, std::max<qsizetype>(0, cut - length + 1));
+                 at >= 0 && at < cut; at = text.indexOf(value.bytes, at + 1)) {
+                if (at + length > cut) {
+                    cut = at;
+                    moved = true;
+                    break;
+                }
+            }
+        }
+    }
+    m_held = text.sliced(cut);
+    text.truncate(cut);
+    for (const Value &value : std::as_const(m_values))
+        text.replace(value.bytes, QByteArrayView(HiddenSecret.data(), HiddenSecret.size()));
+    return text;
+}
+
+QByteArray SecretMasker::finish()
+{
+    QByteArray text = std::exchange(m_held, {});
+    for (const Value &value : std::as_const(m_values))
+        text.replace(value.bytes, QByteArrayView(HiddenSecret.data(), HiddenSecret.size()));
+    return text;
+}
 } // namespace AgentDeck

@@ -1,6 +1,9 @@
 #pragma once
 
+#include <QByteArray>
+#include <QByteArrayView>
 #include <QJsonObject>
+#include <QList>
 #include <QMap>
 #include <QString>
 
@@ -38,5 +41,30 @@ inline constexpr QLatin1StringView HiddenSecret("<secret-hidden>");
 // common as the characters around them: hiding each "1" would hide every number.
 QString maskSecrets(QString text, const QMap<QString, QString> &secrets);
 QByteArray maskSecrets(QByteArray bytes, const QMap<QString, QString> &secrets);
+
+// maskSecrets() over output that comes in pieces, as a command prints it: a value split between
+// two pieces is masked all the same. The end of a piece that could still begin a value is held
+// back until the next piece says whether it does, or finish() says that none comes. Whatever
+// cuts the output afterwards (a limit, a window) cuts masked text and shows no part of a value.
+class SecretMasker
+{
+public:
+    explicit SecretMasker(const QMap<QString, QString> &secrets = {});
+    // `piece` masked, without what it ends with that could begin a value.
+    QByteArray add(QByteArrayView piece);
+    // What was held back: the output ended, so it is no value.
+    QByteArray finish();
+    qsizetype heldBytes() const { return m_held.size(); }
+
+private:
+    struct Value
+    {
+        QByteArray bytes;
+        // border[i]: the longest proper prefix of bytes[0..i] that is also its suffix (KMP).
+        QList<qsizetype> border;
+    };
+    QList<Value> m_values; // the longest first
+    QByteArray m_held;
+};
 
 } // namespace AgentDeck

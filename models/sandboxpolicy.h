@@ -42,6 +42,15 @@ struct SandboxPolicy
     // The tighter of the two, field by field: what a conversation gets of the server's policy.
     SandboxPolicy within(const SandboxPolicy &server) const;
 
+    // The memory file systems of a command's sandbox, /tmp and /dev/shm (one each per
+    // command), hold at most this much together: memory no rlimit counts, so the memory limit
+    // bounds it, or UnlimitedTmpfsBytes where there is none. /dev/shm has a quarter of it,
+    // /tmp the rest.
+    static constexpr qint64 UnlimitedTmpfsBytes = qint64(1) << 30;
+    qint64 tmpfsBytes() const { return memoryBytes > 0 ? memoryBytes : UnlimitedTmpfsBytes; }
+    qint64 shmBytes() const { return tmpfsBytes() / 4; }
+    qint64 tmpBytes() const { return tmpfsBytes() - shmBytes(); }
+
     bool isEmpty() const { return *this == SandboxPolicy{}; }
     friend bool operator==(const SandboxPolicy &, const SandboxPolicy &) = default;
 };

@@ -4,6 +4,7 @@
 
 #include "clock.h"
 #include "conversationservice.h"
+#include "diskreserve.h"
 #include "eventlog.h"
 #include "execution/agent.h"
 #include "http/apiauth.h"
@@ -13,6 +14,7 @@
 #include "logging.h"
 #include "metrics.h"
 #include "runtime/localsandboxprovider.h"
+#include "runtime/processbudget.h"
 #include "runtime/processruntime.h"
 #include "runtime/retentionreaper.h"
 #include "runtime/workspacesandbox.h"
@@ -153,6 +155,7 @@ struct AgentDeckServer::Private
     // The server workspace's sandbox.
     std::unique_ptr<WorkspaceSandbox> workspace;
     std::unique_ptr<IntegrityCheck> integrity; // SQLite: read once after startup
+    std::unique_ptr<DiskReserve> reserve;      // SQLite: the catalog's room on its disk
     LocalSandboxProvider *sandboxes = nullptr; // when the runtime provider is the local one
     QString runtimesRoot;                      // where the local one keeps its sandboxes
     ServerIdentity identity;
@@ -255,6 +258,11 @@ bool AgentDeckServer::start(QString *error)
         }
         qCWarning(lcServer).noquote() << d->isolation.warning();
     }
+    if (const QString problem = fitSandboxProcesses(m_config, HostProcesses::read());
+        !problem.isEmpty()) {
+        *error = problem;
+        return false;
+    }
     const QString sandboxProgram = m_config.sandboxProgram.isEmpty()
                                        ? QCoreApplication::applicationFilePath()
                                        : m_config.sandboxProgram;
@@ -274,6 +282,12 @@ bool AgentDeckServer::start(QString *error)
     if (!d->database) {
         *error = dbError;
         return false;
+    }
+    // The catalog's room on the file system the workspaces fill (PostgreSQL's is elsewhere).
+    if (!shared) {
+        d->reserve = std::make_unique<DiskReserve>(QDir(dataDir).filePath(u"disk-reserve"_s),
+                                                   DiskReserve::DefaultBytes);
+        d->reserve->start();
     }
     d->database->checkpointInBackground(std::chrono::milliseconds(200),
                                         int(m_config.walLimitBytes / Database::PageSize));

@@ -82,6 +82,9 @@ struct ServerConfig
     // The ranges an `egress` network reaches beside the public addresses
     // (--sandbox-egress-allow; IPv4 CIDRs, host bits cleared).
     QStringList sandboxEgressAllow;
+    // The operator did not give --sandbox-processes: the server lowers the default to what fits
+    // the host with --max-sandboxes sandboxes (fitSandboxProcesses()).
+    bool fitSandboxProcesses = true;
     // Refuse to start when commands cannot be isolated (--require-isolation).
     bool requireIsolation = false;
     // Off (0) by default.

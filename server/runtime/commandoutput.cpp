@@ -88,4 +88,27 @@ void LiveOutput::sendWholeLines()
     m_send(piece);
 }
 
+CommandOutputSink::CommandOutputSink(const QMap<QString, QString> &secrets,
+                                     std::function<void(const QString &piece)> live)
+    : m_masker(secrets)
+{
+    if (live)
+        m_live = std::make_unique<LiveOutput>(std::move(live));
+}
+
+QByteArrayView CommandOutputSink::add(QByteArrayView printed)
+{
+    m_masked = m_masker.add(printed);
+    if (m_live)
+        m_live->add(m_masked);
+    return m_collector.add(m_masked);
+}
+
+QByteArrayView CommandOutputSink::finish()
+{
+    m_live.reset();
+    m_masked = m_masker.finish();
+    return m_collector.add(m_masked);
+}
+
 } // namespace AgentDeck

@@ -1,13 +1,17 @@
 #pragma once
 
+#include "conversationsecrets.h"
+
 #include <QByteArray>
 #include <QByteArrayView>
 #include <QElapsedTimer>
+#include <QMap>
 #include <QString>
 #include <QTimer>
 
 #include <chrono>
 #include <functional>
+#include <memory>
 
 namespace AgentDeck {
 
@@ -35,11 +39,11 @@ private:
 // Passes a command's output on while it runs (CommandRequest::onOutput), in pieces of whole
 // lines: at once when the last piece went Interval ago or longer, else once that much has
 // passed, so that a command printing without pause costs a piece per interval, not one per
-// write. A line is held back until it ends (secrets are masked within a piece: a value cut in
-// two would show its halves) unless it grows past MaxHeldBytes. A piece carries at most the
-// last MaxPieceBytes printed since the one before, after a line saying how much was skipped:
-// what is live is the command's latest output, whatever it printed in all (the result keeps
-// the first MaxCommandOutputBytes). What is held when the command ends is the result's to
+// write. A line is held back until it ends unless it grows past MaxHeldBytes. It is fed
+// output whose secrets are masked already (CommandOutputSink): a piece may cut anywhere. A piece
+// carries at most the last MaxPieceBytes printed since the one before, after a line saying how much
+// was skipped: what is live is the command's latest output, whatever it printed in all (the result
+// keeps the first MaxCommandOutputBytes). What is held when the command ends is the result's to
 // carry, not a piece's.
 class LiveOutput
 {
@@ -62,6 +66,32 @@ private:
     qint64 m_skipped = 0; // bytes dropped from the front of m_held since the last piece
     QElapsedTimer m_sinceSent;
     QTimer m_later;
+};
+
+// A command's output as it comes, its secrets masked before anything else sees it: then kept
+// for the result (OutputCollector) and passed on live (LiveOutput, when `live` is set). Masked
+// after them, a value cut by the result's limit, by the live window or between two pieces
+// showed all of it but a character. The in-server runtime and the sandbox host both use it.
+class CommandOutputSink
+{
+public:
+    CommandOutputSink(const QMap<QString, QString> &secrets,
+                      std::function<void(const QString &piece)> live);
+    // What the command printed next; returns what the result keeps of it, masked (a view that
+    // holds until the next call).
+    QByteArrayView add(QByteArrayView printed);
+    // The command ended: what was held back as the possible start of a value is none, and goes
+    // to the result (the live output ends; what it holds is the result's to carry). Returns
+    // what the result keeps of it, as add() does.
+    QByteArrayView finish();
+    const QByteArray &kept() const { return m_collector.kept(); }
+    QString result(bool timedOut) const { return m_collector.result(timedOut); }
+
+private:
+    SecretMasker m_masker;
+    OutputCollector m_collector;
+    std::unique_ptr<LiveOutput> m_live;
+    QByteArray m_masked; // what add() returns a view into
 };
 
 } // namespace AgentDeck

@@ -21,10 +21,8 @@ namespace AgentDeck {
 
 QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
 {
-    OutputCollector output; // before the process, which may still signal while it goes
-    std::optional<LiveOutput> live;
-    if (request.onOutput)
-        live.emplace(request.onOutput);
+    // Before the process, which may still signal while it goes.
+    CommandOutputSink output(request.environment, request.onOutput);
     auto process = std::make_unique<QProcess>();
     m_process = process.get();
     m_interrupted = false;
@@ -47,12 +45,7 @@ QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
         OpenFiles::setLimit(openFiles);
     });
     QObject::connect(process.get(), &QProcess::readyRead, process.get(),
-                     [&output, &live, source = process.get()] {
-                         const QByteArray chunk = source->readAll();
-                         output.add(chunk);
-                         if (live)
-                             live->add(chunk);
-                     });
+                     [&output, source = process.get()] { output.add(source->readAll()); });
     // "--": a command that starts with a dash is a command, not bash's options.
     const QStringList bash{u"-c"_s, u"--"_s, request.command};
     if (led) {
@@ -94,6 +87,7 @@ QCoro::Task<CommandResult> ProcessRuntime::execute(CommandRequest request)
     ::kill(-group, SIGKILL);
     const bool timedOut = !finished && !m_interrupted;
     output.add(process->readAll());
+    output.finish();
     result.output = output.result(timedOut);
     result.interrupted = m_interrupted;
     result.exitCode = process->exitStatus() == QProcess::NormalExit ? process->exitCode() : -1;

@@ -6,6 +6,7 @@
 #include <QCoroTask>
 #include <QString>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -32,6 +33,44 @@ struct CommandResult
     QString output;
     int exitCode = 0;
     bool interrupted = false;
+};
+
+// When a command with a timeout must have ended, counted from its request: the time it waits
+// for its turn (behind the other commands of its sandbox) counts too. A command asked for with
+// 2 s behind a long one answered after the long one, and 2 s more.
+class CommandDeadline
+{
+public:
+    using Clock = std::chrono::steady_clock;
+
+    explicit CommandDeadline(std::chrono::milliseconds timeout)
+        : m_at(timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max())
+    {}
+    bool passed() const { return Clock::now() >= m_at; }
+    // What is left of the timeout (at least 1 ms, for a deadline not passed); 0: none was set.
+    std::chrono::milliseconds remaining() const
+    {
+        if (m_at == Clock::time_point::max())
+            return std::chrono::milliseconds(0);
+        return std::max(std::chrono::milliseconds(1),
+                        std::chrono::ceil<std::chrono::milliseconds>(m_at - Clock::now()));
+    }
+    // How long to wait for a turn before looking again: `most`, or until the deadline.
+    std::chrono::milliseconds nextWait(std::chrono::milliseconds most) const
+    {
+        const std::chrono::milliseconds left = remaining();
+        return left.count() > 0 ? std::min(most, left) : most;
+    }
+    // The result of a command whose time ran out before it started: it did not run.
+    static CommandResult timedOutWaiting()
+    {
+        return {QStringLiteral("[command timed out waiting for the sandbox's earlier commands; "
+                               "it did not run]\n"),
+                124, false};
+    }
+
+private:
+    Clock::time_point m_at;
 };
 
 // What a runtime kept of the last command it ran for an action, for a server that did not see

@@ -2,7 +2,6 @@
 
 #include "commandenvironment.h"
 #include "commandoutput.h"
-#include "conversationsecrets.h"
 #include "logging.h"
 #include "mountaliases.h"
 #include "openfiles.h"
@@ -49,6 +48,20 @@ constexpr int FirstClientWaitMs = 10'000;
 const char *const SystemDirs[] = {"/usr", "/etc", "/opt", "/var"};
 // Often links into /usr (merged /usr): made as the same links.
 const char *const SystemLinks[] = {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
+
+// Where the dirs commands do not see are: their real paths, and the other names a bind mount
+// gives them.
+QStringList hiddenPaths(const QStringList &dirs)
+{
+    QStringList paths;
+    for (const QString &dir : dirs) {
+        const QString canonical = QFileInfo(dir).canonicalFilePath();
+        if (canonical.isEmpty())
+            continue;
+        paths << canonical << mountAliasesOf(canonical);
+    }
+    return paths;
+}
 
 // The dirs above `path`, outermost first ("/a/b/c": "/a", "/a/b").
 QStringList parentsOf(const QString &path)
@@ -247,11 +260,8 @@ void SandboxHost::startCommand(const QJsonObject &message)
     m_interrupted = false;
     m_timedOut = false;
     m_ownerSilent = false;
-    m_output = {};
-    m_live = std::make_unique<LiveOutput>([this](const QString &piece) {
-        send({{u"type"_s, u"output"_s},
-              {u"request_id"_s, m_requestId},
-              {u"text"_s, maskSecrets(piece, m_secrets)}});
+    m_output = std::make_unique<CommandOutputSink>(m_secrets, [this](const QString &piece) {
+        send({{u"type"_s, u"output"_s}, {u"request_id"_s, m_requestId}, {u"text"_s, piece}});
     });
     // The output first, then the state naming the action: a record never pairs an action with
     // an earlier command's output.
@@ -338,17 +348,19 @@ QStringList SandboxHost::bubblewrapArguments(bool egress, int seccompFile) const
             arguments << u"--ro-bind"_s << info.filePath() << info.filePath();
     }
     // /tmp as everywhere: anyone's to write in, the sticky bit keeping each to their files.
-    arguments << u"--dev"_s << u"/dev"_s << u"--proc"_s << u"/proc"_s << u"--perms"_s << u"1777"_s
-              << u"--tmpfs"_s << u"/tmp"_s;
+    // It and /dev/shm are memory no rlimit counts: sized, they hold the policy's tmpfsBytes().
+    arguments << u"--dev"_s << u"/dev"_s << u"--proc"_s << u"/proc"_s;
+    for (const auto &[dir, bytes] : {std::pair{u"/dev/shm"_s, m_options.policy.shmBytes()},
+                                     std::pair{u"/tmp"_s, m_options.policy.tmpBytes()}}) {
+        if (m_isolation.sizedTmpfs)
+            arguments << u"--size"_s << QString::number(bytes);
+        arguments << u"--perms"_s << u"1777"_s << u"--tmpfs"_s << dir;
+    }
     // The data dir may be in the view (/var/lib/agentdeck), also under another name through a
     // bind mount: an empty dir in each place, before the workspace and home in it are bound.
-    for (const QString &dir : std::as_const(m_options.hidden)) {
-        const QString canonical = QFileInfo(dir).canonicalFilePath();
-        if (!canonical.isEmpty())
-            arguments << u"--tmpfs"_s << canonical;
-        for (const QString &alias : mountAliasesOf(canonical))
-            arguments << u"--tmpfs"_s << alias;
-    }
+    const QStringList hidden = hiddenPaths(m_options.hidden);
+    for (const QString &dir : hidden)
+        arguments << u"--tmpfs"_s << dir;
     // The dirs that lead to the workspace and home, where bubblewrap has to make them (in the
     // hidden data dir, in /tmp): it made them 0700 root's, which a command could not pass.
     for (const QString &dir : {m_options.workspace, m_options.home}) {
@@ -399,6 +411,12 @@ QStringList SandboxHost::bubblewrapArguments(bool egress, int seccompFile) const
             writeForEveryone(resolver, "nameserver 10.0.2.3\n"))
             arguments << u"--ro-bind"_s << resolver << u"/etc/resolv.conf"_s;
     }
+    // The other tmpfs, of no size (the root bubblewrap makes, /dev, the hidden dirs), read-only:
+    // a command wrote gigabytes into them. The mounts in them (the workspace, /tmp) stay as
+    // they are.
+    arguments << u"--remount-ro"_s << u"/"_s << u"--remount-ro"_s << u"/dev"_s;
+    for (const QString &dir : hidden)
+        arguments << u"--remount-ro"_s << dir;
     arguments << u"--"_s;
     if (m_user)
         arguments << u"setpriv"_s << u"--reuid=%1"_s.arg(m_user->uid)
@@ -420,16 +438,14 @@ bool SandboxHost::chooseCommandUser(QString *error)
 
 void SandboxHost::onOutput()
 {
-    const QByteArray chunk = m_process->readAll();
-    const QByteArrayView kept = m_output.add(chunk);
-    if (m_live)
-        m_live->add(chunk);
-    if (kept.isEmpty() || !m_outputFile.isOpen())
-        return;
-    if (m_secrets.isEmpty())
+    if (m_process && m_output)
+        record(m_output->add(m_process->readAll()));
+}
+
+void SandboxHost::record(QByteArrayView kept)
+{
+    if (!kept.isEmpty() && m_outputFile.isOpen())
         m_outputFile.write(kept.data(), kept.size());
-    else
-        m_outputFile.write(maskSecrets(kept.toByteArray(), m_secrets));
 }
 
 void SandboxHost::onCommandFinished()
@@ -439,13 +455,8 @@ void SandboxHost::onCommandFinished()
     m_commandTimeout.stop();
     m_ownerSilence.stop();
     onOutput();
-    m_live.reset(); // what it holds back is the result's
-    QString output = maskSecrets(m_output.result(m_timedOut), m_secrets);
-    // The record is written as the output comes: a value split between two reads of it is
-    // masked only now.
-    if (!m_secrets.isEmpty() && m_outputFile.isOpen() && m_outputFile.resize(0) &&
-        m_outputFile.seek(0))
-        m_outputFile.write(maskSecrets(m_output.kept(), m_secrets));
+    record(m_output->finish());
+    QString output = m_output->result(m_timedOut);
     if (m_ownerSilent)
         output += u"\n[stopped: the server running this conversation did not renew its lease "
                   "for %1 ms]\n"_s.arg(m_ownerSilence.interval());
@@ -486,7 +497,7 @@ void SandboxHost::onCommandFinished()
     m_process = nullptr;
     m_requestId.clear();
     m_command.clear();
-    m_output = {};
+    m_output.reset();
     touch();
     if (const QJsonObject next = std::exchange(m_queued, {}); !next.isEmpty())
         handle(next);

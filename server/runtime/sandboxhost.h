@@ -86,6 +86,8 @@ private:
     bool chooseCommandUser(QString *error);
     void stopCommand();
     void onOutput();
+    // Writes what the result keeps of the output to the command's record.
+    void record(QByteArrayView kept);
     void onCommandFinished();
     void recordCommand(const QJsonObject &state);
     void interruptCommand();
@@ -104,8 +106,7 @@ private:
     QString m_actionId;
     // The conversation's secrets the command has in its environment, masked out of its output.
     QMap<QString, QString> m_secrets;
-    OutputCollector m_output;
-    std::unique_ptr<LiveOutput> m_live; // while a command runs
+    std::unique_ptr<CommandOutputSink> m_output; // while a command runs
     QFile m_outputFile;
     QJsonObject m_queued;
     bool m_interrupted = false;

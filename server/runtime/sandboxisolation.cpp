@@ -39,14 +39,20 @@ SandboxIsolation SandboxIsolation::probe()
         isolation.reason = u"setpriv (util-linux) is not installed"_s;
         return isolation;
     }
-    // Installed is not enough: some containers forbid the namespaces it needs.
+    // Installed is not enough: some containers forbid the namespaces it needs. A sized tmpfs
+    // is tried too; a bubblewrap older than 0.8 knows no --size, and is tried again without.
     QProcess probe;
     probe.setProcessChannelMode(QProcess::MergedChannels);
-    probe.start(bwrap, QStringList{u"--ro-bind"_s, u"/"_s, u"/"_s, u"--dev"_s, u"/dev"_s,
-                                   u"--proc"_s, u"/proc"_s} +
-                           namespaceArguments(isolation.root, false) + QStringList{u"true"_s});
-    if (!probe.waitForFinished(5000) || probe.exitStatus() != QProcess::NormalExit ||
-        probe.exitCode() != 0) {
+    const auto run = [&](const QStringList &tmpfs) {
+        probe.start(bwrap, QStringList{u"--ro-bind"_s, u"/"_s, u"/"_s, u"--dev"_s, u"/dev"_s,
+                                       u"--proc"_s, u"/proc"_s} +
+                               tmpfs + namespaceArguments(isolation.root, false) +
+                               QStringList{u"true"_s});
+        return probe.waitForFinished(5000) && probe.exitStatus() == QProcess::NormalExit &&
+               probe.exitCode() == 0;
+    };
+    isolation.sizedTmpfs = run({u"--size"_s, u"1048576"_s, u"--tmpfs"_s, u"/tmp"_s});
+    if (!isolation.sizedTmpfs && !run({})) {
         const QString said = QString::fromLocal8Bit(probe.readAll()).trimmed();
         isolation.reason =
             u"bubblewrap cannot create its namespaces here"_s +
@@ -83,12 +89,18 @@ QStringList SandboxIsolation::unenforced(const SandboxPolicy &policy) const
                                            reason);
         if (policy.network != SandboxPolicy::Network::Host)
             parts << u"network: commands share the host's network, its loopback included"_s;
+        parts << u"temporary files: commands write to the host's /tmp and /dev/shm, not to "
+                 "sized ones of their own"_s;
         if (policy.processes > 0 && !root)
             parts << u"processes: not limited (without a user namespace, the limit would count "
                      "every process of the server's user)"_s;
-    } else if (policy.network == SandboxPolicy::Network::Egress && !userModeNetwork) {
-        parts << u"network egress: slirp4netns is not installed or cannot open /dev/net/tun; "
-                 "commands have no network"_s;
+    } else {
+        if (policy.network == SandboxPolicy::Network::Egress && !userModeNetwork)
+            parts << u"network egress: slirp4netns is not installed or cannot open "
+                     "/dev/net/tun; commands have no network"_s;
+        if (!sizedTmpfs)
+            parts << u"temporary files: bubblewrap is older than 0.8 and cannot size /tmp and "
+                     "/dev/shm"_s;
     }
     if (policy.memoryBytes > 0 || policy.cpuSeconds > 0)
         parts << u"memory and CPU time are limited per process, not for the command as a "
@@ -100,6 +112,12 @@ QJsonObject SandboxIsolation::describe(const SandboxPolicy &policy) const
 {
     QJsonObject object = policy.toJson();
     object.insert(u"isolation"_s, mechanismName());
+    // What /tmp and /dev/shm hold at most: commands without bubblewrap use the host's.
+    if (!isWeak() && sizedTmpfs)
+        object.insert(u"tmpfs_bytes"_s, QJsonObject{{u"/tmp"_s, policy.tmpBytes()},
+                                                    {u"/dev/shm"_s, policy.shmBytes()}});
+    // No quota: a workspace may fill the data dir's file system (docs/OPERATIONS.md, Disk).
+    object.insert(u"disk_limit"_s, u"not enforced"_s);
     object.insert(u"not_enforced"_s, QJsonArray::fromStringList(unenforced(policy)));
     if (policy.network == SandboxPolicy::Network::Egress && !isWeak() && userModeNetwork)
         object.insert(u"egress"_s, EgressFilter::describe(egressAllowed));

@@ -41,6 +41,9 @@ struct SandboxIsolation
     bool userModeNetwork = false;
     // The ranges the `egress` network reaches beside the public addresses (EgressFilter).
     QStringList egressAllowed;
+    // bubblewrap sizes a tmpfs (--size, 0.8 and later): /tmp and /dev/shm are bounded. probe()
+    // finds out.
+    bool sizedTmpfs = true;
 
     static SandboxIsolation probe();
     // bubblewrap's arguments for the namespaces of a command (the probe tries the same).

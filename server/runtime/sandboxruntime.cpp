@@ -150,13 +150,17 @@ void SandboxRuntime::onReadyRead()
 QCoro::Task<CommandResult> SandboxRuntime::execute(CommandRequest request)
 {
     QPointer<SandboxRuntime> self(this);
-    while (self && m_executing) {
-        auto waiting =
-            signalOrTimeout(this, &SandboxRuntime::commandEnded, std::chrono::seconds(1));
+    const CommandDeadline deadline(request.timeout);
+    while (self && m_executing && !deadline.passed()) {
+        auto waiting = signalOrTimeout(this, &SandboxRuntime::commandEnded,
+                                       deadline.nextWait(std::chrono::seconds(1)));
         co_await std::move(waiting);
     }
     if (!self)
         co_return CommandResult{u"[the sandbox went away while the command ran]"_s, -1, true};
+    if (m_executing)
+        co_return CommandDeadline::timedOutWaiting();
+    request.timeout = deadline.remaining();
     m_executing = true;
     auto running = executeNow(std::move(request));
     const CommandResult result = co_await std::move(running);

@@ -40,12 +40,16 @@ QCoro::Task<WorkspaceCommandResult> WorkspaceSandbox::runIn(ConversationInfo con
 {
     QPointer<WorkspaceSandbox> self(this);
     const QUuid id = conversation.id;
-    while (self && m_busy.contains(id)) {
-        auto waiting = signalOrTimeout(this, &WorkspaceSandbox::freed, std::chrono::seconds(1));
+    const CommandDeadline deadline(timeout);
+    while (self && m_busy.contains(id) && !deadline.passed()) {
+        auto waiting = signalOrTimeout(this, &WorkspaceSandbox::freed,
+                                       deadline.nextWait(std::chrono::seconds(1)));
         co_await std::move(waiting);
     }
     if (!self)
         co_return WorkspaceCommandResult{{}, {u"stopping"_s, u"the server is stopping"_s}};
+    if (m_busy.contains(id))
+        co_return WorkspaceCommandResult{CommandDeadline::timedOutWaiting(), {}};
     m_busy.insert(id);
     const QString workingDir = conversation.workingDir;
     auto acquiring = m_runtimes.acquire(std::move(conversation));
@@ -54,10 +58,13 @@ QCoro::Task<WorkspaceCommandResult> WorkspaceSandbox::runIn(ConversationInfo con
     if (!acquired.runtime) {
         outcome.error = acquired.error;
         outcome.atLimit = acquired.atLimit;
+    } else if (deadline.passed()) {
+        outcome.result = CommandDeadline::timedOutWaiting(); // the sandbox's start took it all
     } else {
         // Held for the command: a release meanwhile (the idle timeout) leaves it valid.
         const std::shared_ptr<Runtime> runtime = acquired.runtime;
-        auto executing = runtime->execute(CommandRequest{command, workingDir, timeout, {}});
+        auto executing =
+            runtime->execute(CommandRequest{command, workingDir, deadline.remaining(), {}});
         outcome.result = co_await std::move(executing);
     }
     if (self) {

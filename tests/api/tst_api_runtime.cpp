@@ -14,6 +14,7 @@
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
+#include <QRegularExpression>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -104,6 +105,86 @@ private Q_SLOTS:
         QVERIFY(!actions.isEmpty());
         QCOMPARE(actionIds.first(), actions.last().value(u"id"_s).toString());
         QCOMPARE(lateText, live);
+    }
+
+    // A secret where a command's output is cut, at every byte of it: at the result's limit
+    // (the observation, agent_final_response) and at the end of a live piece of a line too
+    // long to hold back (the live frames). Masked after the cut, all of it but what fell on the
+    // other side showed. The command waits at the end of the long line for a file the test
+    // makes once a piece of it came live, so that the piece is cut there.
+    void noPartOfASecretShowsWhereOutputIsCut_data()
+    {
+        QTest::addColumn<bool>("inProcess");
+        QTest::addColumn<bool>("live"); // the cut of a live piece, else the result's
+        for (const bool inProcess : {false, true}) {
+            const char *runtime = inProcess ? "in-server runtime" : "sandbox host";
+            QTest::addRow("%s, result limit", runtime) << inProcess << false;
+            QTest::addRow("%s, live piece", runtime) << inProcess << true;
+        }
+    }
+    void noPartOfASecretShowsWhereOutputIsCut()
+    {
+        QFETCH(bool, live);
+        QVERIFY(startOnTheRowsRuntime());
+        const QString secret = u"31415926535897"_s;
+        const QUuid id = m_server->create(shell(u"true"_s));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        QVERIFY(m_server
+                    ->post(ServerConnection::conversationPath(id, u"secrets"_s),
+                           QJsonObject{{u"secrets"_s, QJsonObject{{u"TOKEN"_s, secret}}}})
+                    .ok());
+        std::unique_ptr<EventStream> stream(m_server->client().openEventStream(id, 0));
+        QSignalSpy connected(stream.get(), &EventStream::connected);
+        QVERIFY(connected.wait(5000));
+        QString liveText;
+        connect(stream.get(), &EventStream::transientReceived, this, [&](const QJsonObject &frame) {
+            if (frame.value(u"kind"_s) == u"CommandOutput"_s)
+                liveText += frame.value(u"text"_s).toString();
+        });
+        // The line saying how much the live window skipped is the only one with digits.
+        const auto digits = [](QString text) {
+            static const QRegularExpression skipped(
+                u"\\[… \\d+ bytes more were printed meanwhile\\]"_s);
+            text.remove(skipped);
+            return std::count_if(text.cbegin(), text.cend(), [](QChar c) { return c.isDigit(); });
+        };
+        const QString workspace = m_server->workingDir(id);
+        for (int cut = 1; cut < secret.size(); ++cut) {
+            const qsizetype limit = live ? LiveOutput::MaxHeldBytes : MaxCommandOutputBytes;
+            const QString go = u"go-%1"_s.arg(cut);
+            QVERIFY(m_server
+                        ->send(id,
+                               u"head -c %1 /dev/zero | tr '\\0' x; printf '%s' \"$TOKEN\"; "_s.arg(
+                                   limit - cut) +
+                                   (live ? u"while [ ! -e %1 ]; do sleep 0.05; done; "_s.arg(go)
+                                         : QString()) +
+                                   u"echo"_s,
+                               true)
+                        .ok());
+            if (live) {
+                QTRY_VERIFY_WITH_TIMEOUT(liveText.contains(u'x'), 20'000);
+                QVERIFY(QFile(QDir(workspace).filePath(go)).open(QIODevice::WriteOnly));
+            }
+            QTRY_COMPARE_WITH_TIMEOUT(ofKind(m_server->events(id), u"ObservationEvent"_s).size(),
+                                      cut + 1, 20'000);
+            const QString output = ofKind(m_server->events(id), u"ObservationEvent"_s)
+                                       .last()
+                                       .value(u"observation"_s)
+                                       .toObject()
+                                       .value(u"output"_s)
+                                       .toString();
+            QVERIFY2(digits(output) == 0, qPrintable(output.right(100)));
+            QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+            const QString response =
+                m_server->get(ServerConnection::conversationPath(id, u"agent_final_response"))
+                    .json.toObject()
+                    .value(u"response"_s)
+                    .toString();
+            QVERIFY2(digits(response) == 0, qPrintable(response.right(100)));
+            QVERIFY2(digits(liveText) == 0,
+                     qPrintable(QString::number(cut) + u": "_s + liveText.right(200)));
+            liveText.clear();
+        }
     }
 
     // A command printing 100 MB: its live output goes on past the first MiB (the result

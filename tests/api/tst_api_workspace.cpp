@@ -646,6 +646,27 @@ private Q_SLOTS:
         QCOMPARE(socket.count(u"BashCommand"_s, u"echo one-too-many"_s), 0);
     }
 
+    // A command's timeout counts from its request, its wait for the sandbox included: behind a
+    // long command, one with "timeout": 2 answers timed out about 2 s later, without running.
+    // It answered once the long one had ended, and 2 s more (behind 64, after 300 s, empty).
+    void aQueuedCommandTimesOutFromItsRequest()
+    {
+        QNetworkRequest r = request(u"/api/bash/start_bash_command"_s, {});
+        r.setHeader(QNetworkRequest::ContentTypeHeader, u"application/json"_s);
+        const QByteArray first =
+            QJsonDocument(QJsonObject{{u"command"_s, u"sleep 40"_s}, {u"timeout"_s, 60}}).toJson();
+        QCOMPARE(finish(m_network.post(r, first)).status, 200);
+        QElapsedTimer timer;
+        timer.start();
+        const RawReply reply = execute({{u"command"_s, u"echo ran"_s}, {u"timeout"_s, 2}});
+        const qint64 elapsed = timer.elapsed();
+        QCOMPARE(reply.status, 200);
+        QCOMPARE(reply.json()[u"timeout_occurred"_s].toBool(), true);
+        QCOMPARE(reply.json()[u"exit_code"_s].toInt(), -1);
+        QVERIFY2(!reply.json()[u"stdout"_s].toString().contains(u"ran"_s), reply.body.constData());
+        QVERIFY2(elapsed >= 1'900 && elapsed < 10'000, qPrintable(QString::number(elapsed)));
+    }
+
     void theBashEventsSocketNeedsTheKey()
     {
         TestServerOptions options;

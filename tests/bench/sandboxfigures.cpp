@@ -153,9 +153,10 @@ bool isGone(qint64 pid)
 
 QStringList sandboxPolicyArguments()
 {
+    // 64 sandboxes of 256 processes fit a host of 32,768 PIDs (fitSandboxProcesses()).
     return {u"--sandbox-memory"_s,  u"1GiB"_s, u"--sandbox-processes"_s, u"256"_s,
             u"--sandbox-cpu"_s,     u"10m"_s,  u"--sandbox-file-size"_s, u"1GiB"_s,
-            u"--sandbox-network"_s, u"none"_s};
+            u"--sandbox-network"_s, u"none"_s, u"--max-sandboxes"_s,     u"64"_s};
 }
 
 std::optional<SmapsRollup> readSmapsRollup(qint64 pid)

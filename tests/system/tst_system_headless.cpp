@@ -375,6 +375,68 @@ private Q_SLOTS:
         verifyRefuses(server, {words});
     }
 
+    // The processes of every sandbox the server may keep, with their own, fit the host's PIDs
+    // and threads with room for the rest of the host: three fork loops took 3,094 of the host's
+    // 32,768 PIDs when 256 sandboxes of 1,024 each were allowed. A policy that does not fit,
+    // or has no bound, is refused at start.
+    void refusesSandboxesPastTheHostsProcesses_data()
+    {
+        QTest::addColumn<QStringList>("arguments");
+        QTest::addColumn<QString>("words");
+        QTest::addRow("too many")
+            << QStringList{u"--max-sandboxes"_s, u"1000000"_s, u"--sandbox-processes"_s,
+                           u"100000"_s}
+            << u"--max-sandboxes 1000000 sandboxes of --sandbox-processes 100000"_s;
+        QTest::addRow("no process limit") << QStringList{u"--sandbox-processes"_s, u"0"_s}
+                                          << u"--sandbox-processes 0 (no limit) puts no bound"_s;
+        QTest::addRow("no sandbox limit")
+            << QStringList{u"--max-sandboxes"_s, u"0"_s} << u"--max-sandboxes 0 (no limit)"_s;
+        QTest::addRow("too many to fit a default")
+            << QStringList{u"--max-sandboxes"_s, u"1000000"_s}
+            << u"leaves fewer than 64 processes to each sandbox"_s;
+    }
+    void refusesSandboxesPastTheHostsProcesses()
+    {
+        QFETCH(QStringList, arguments);
+        QFETCH(QString, words);
+        ServerProcess &server = m_fleet.add({}, arguments);
+        verifyRefuses(server, {words, u"kernel.pid_max"_s});
+    }
+
+    // A policy that fits starts as given; without --sandbox-processes, the default is lowered
+    // to what fits (at most 1,024).
+    void startsWithSandboxesThatFit_data()
+    {
+        QTest::addColumn<QStringList>("arguments");
+        QTest::addColumn<qint64>("processes"); // 0: the default, fitted
+        QTest::addRow("given") << QStringList{u"--max-sandboxes"_s, u"4"_s,
+                                              u"--sandbox-processes"_s, u"64"_s}
+                               << qint64(64);
+        QTest::addRow("default") << QStringList{} << qint64(0);
+    }
+    void startsWithSandboxesThatFit()
+    {
+        QFETCH(QStringList, arguments);
+        QFETCH(qint64, processes);
+        ServerProcess &server = m_fleet.add({}, arguments);
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const qint64 inForce = server.get(u"/server_info"_s)
+                                   .object()
+                                   .value(u"sandbox"_s)
+                                   .toObject()
+                                   .value(u"processes"_s)
+                                   .toInteger();
+        if (processes > 0) {
+            QCOMPARE(inForce, processes);
+            return;
+        }
+        QFile pidMax(u"/proc/sys/kernel/pid_max"_s);
+        QVERIFY(pidMax.open(QIODevice::ReadOnly));
+        QVERIFY2(inForce >= 64 && inForce <= 1024, qPrintable(QString::number(inForce)));
+        QVERIFY2(256 * (inForce + 16) <= pidMax.readAll().trimmed().toLongLong(),
+                 qPrintable(QString::number(inForce)));
+    }
+
     // "$KEY1,$KEY2" with neither set ran the server open while the operator believed it keyed;
     // left empty, as agentdeck.conf ships it, the variable still means no key.
     void refusesAKeyListWithoutKeys_data()

@@ -9,12 +9,15 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QRegularExpression>
+#include <QScopeGuard>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
 
 #include "serverprocess.h"
 
+#include <sched.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 using namespace Qt::StringLiterals;
@@ -184,8 +187,8 @@ private Q_SLOTS:
 
     // A link a conversation's command plants leads a transfer nowhere outside its workspace:
     // not to another conversation's files (read, or written through a link to its workspace),
-    // nor into the server workspace. It used to hand the transfer to the sandbox of the
-    // workspace it led to. With the server as root and as a plain user.
+    // nor into the server workspace; the transfer is not handed to the sandbox of the
+    // workspace the link leads to. With the server as root and as a plain user.
     void aPlantedLinkLeadsNowhereElse_data() { escapesFail_data(); }
     void aPlantedLinkLeadsNowhereElse()
     {
@@ -249,6 +252,55 @@ private Q_SLOTS:
             server.get(u"/api/file/download"_s, QUrlQuery{{u"path"_s, attackerDir + u"/own.txt"_s}})
                 .body,
             QByteArray("own\n"));
+    }
+
+    // /tmp and /dev/shm are memory no rlimit counts: together they hold at most the memory
+    // limit (a command under 256 MiB held 2 GB in them, 12 GB each), and the other memory file
+    // systems of a sandbox (its /, /dev) are read-only. With the server as root and as nobody.
+    void memoryFileSystemsAreBounded_data() { escapesFail_data(); }
+    void memoryFileSystemsAreBounded()
+    {
+        QFETCH(bool, unprivileged);
+        if (!m_bubblewrap)
+            QSKIP("bubblewrap cannot create namespaces here");
+        QTemporaryDir dataParent(QDir::currentPath() + u"/sandbox-data-XXXXXX"_s);
+        QVERIFY(dataParent.isValid());
+        const QString data = dataParent.filePath(u"data"_s);
+        QVERIFY(QDir().mkpath(data));
+        if (unprivileged) {
+            for (const QString &dir : {dataParent.path(), data})
+                QCOMPARE(::chown(QFile::encodeName(dir).constData(), Nobody, NoGroup), 0);
+        }
+        const qint64 memory = qint64(128) << 20;
+        ServerProcess &server = m_fleet.add(data, {u"--sandbox-memory"_s, u"128MiB"_s});
+        if (unprivileged)
+            server.runAsUser(Nobody, NoGroup);
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        // One byte past the limit into each; what each kept, and why it stopped.
+        const QUuid id = server.create(shell(u"for d in /tmp /dev/shm / /dev; do "
+                                             "( head -c %1 /dev/zero > $d/fill ) 2>\"$HOME/err\"; "
+                                             "echo \"$d: $(stat -c %s $d/fill 2>/dev/null || echo "
+                                             "0) $(sed 's/.*: //' \"$HOME/err\")\"; "
+                                             "rm -f $d/fill; done"_s.arg(memory + 1)));
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        const QString output = lastObservation(server, id).output;
+        const QStringList lines = output.split(u'\n', Qt::SkipEmptyParts);
+        QCOMPARE(lines.size(), 4);
+        const auto kept = [&](int line) { return lines[line].section(u' ', 1, 1).toLongLong(); };
+        QVERIFY2(lines[0].endsWith(u"No space left on device"_s), qPrintable(output));
+        QVERIFY2(lines[1].endsWith(u"No space left on device"_s), qPrintable(output));
+        QVERIFY2(kept(0) + kept(1) <= memory && kept(0) > memory / 2, qPrintable(output));
+        QVERIFY2(lines[2].endsWith(u"Read-only file system"_s), qPrintable(output));
+        QVERIFY2(lines[3].endsWith(u"Read-only file system"_s), qPrintable(output));
+        const QJsonObject tmpfs = server.conversation(id)
+                                      .value(u"runtime_info"_s)
+                                      .toObject()
+                                      .value(u"sandbox"_s)
+                                      .toObject()
+                                      .value(u"tmpfs_bytes"_s)
+                                      .toObject();
+        QCOMPARE(tmpfs.value(u"/tmp"_s).toInteger() + tmpfs.value(u"/dev/shm"_s).toInteger(),
+                 memory);
     }
 
     // `egress` is a network of the sandbox's own (slirp4netns) from which the host's loopback,
@@ -494,6 +546,74 @@ private Q_SLOTS:
         QVERIFY(strict.exitCode() != 0);
         QVERIFY2(strict.stderrText().contains(u"--require-isolation"_s),
                  qPrintable(strict.stderrText()));
+    }
+
+    // A command that fills the data dir's file system (a workspace has no quota) does not stop
+    // the catalog: its reserve is freed, and other conversations are created and run. Without
+    // it, runs failed ("database or disk is full") and creates answered 503. The file system is
+    // a small tmpfs in a mount namespace of this test's own.
+    void aFullDiskLeavesTheCatalogRoom()
+    {
+        if (::geteuid() != 0)
+            QSKIP("needs root, for a file system of the test's own");
+        QVERIFY(::unshare(CLONE_NEWNS) == 0);
+        QVERIFY(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0);
+        QTemporaryDir disk(QDir::currentPath() + u"/small-disk-XXXXXX"_s);
+        QVERIFY(disk.isValid());
+        const QByteArray mountPoint = QFile::encodeName(disk.path());
+        QVERIFY(::mount("none", mountPoint.constData(), "tmpfs", 0, "size=200m") == 0);
+        const auto unmount = qScopeGuard([&] { ::umount2(mountPoint.constData(), MNT_DETACH); });
+        const QString data = disk.filePath(u"data"_s);
+        ServerProcess &server = m_fleet.add(data);
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QString reserve = data + u"/disk-reserve"_s;
+        QVERIFY(QFile::exists(reserve));
+        const QUuid filler = server.create(shell(u"head -c 1G /dev/zero > fill; echo filled"_s));
+        QTRY_VERIFY_WITH_TIMEOUT(!QFile::exists(reserve), 20'000);
+        QTRY_VERIFY_WITH_TIMEOUT(server.status(filler) != u"running"_s, 20'000);
+        for (int i = 0; i < 3; ++i) {
+            const QUuid id = server.create(shell(u"echo ok"_s));
+            QVERIFY2(!id.isNull(), qPrintable(server.stderrText().right(2000)));
+            QVERIFY2(server.waitForStatus(id, u"finished"_s),
+                     qPrintable(server.stderrText().right(2000)));
+            QCOMPARE(lastObservation(server, id).output, u"ok\n"_s);
+        }
+        QVERIFY(server.stderrText().contains(u"its reserve of 67108864 bytes is freed"_s));
+        m_fleet.cleanUp();
+    }
+
+    // A bubblewrap older than 0.8 knows no --size: its commands still run in it, with /tmp and
+    // /dev/shm unsized, and runtime_info says so. Sized unconditionally, every command failed.
+    void anOldBubblewrapRunsCommandsWithUnsizedTmpfs()
+    {
+        if (!m_bubblewrap)
+            QSKIP("bubblewrap cannot create namespaces here");
+        QTemporaryDir fakeBin;
+        QFile bwrap(fakeBin.filePath(u"bwrap"_s));
+        QVERIFY(bwrap.open(QIODevice::WriteOnly));
+        bwrap.write("#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = --size ] && "
+                    "{ echo 'bwrap: Unknown option --size' >&2; exit 1; }; done\n"
+                    "exec " +
+                    QFile::encodeName(QStandardPaths::findExecutable(u"bwrap"_s)) + " \"$@\"\n");
+        bwrap.close();
+        bwrap.setPermissions(bwrap.permissions() | QFileDevice::ExeOwner | QFileDevice::ExeOther);
+        ServerProcess &server = m_fleet.add();
+        server.setEnvironmentVariable(u"PATH"_s,
+                                      fakeBin.path() + u':' + qEnvironmentVariable("PATH"));
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        const QUuid id = server.create(shell(u"echo ran"_s));
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        QCOMPARE(lastObservation(server, id).output, u"ran\n"_s);
+        const QJsonObject sandbox = server.conversation(id)
+                                        .value(u"runtime_info"_s)
+                                        .toObject()
+                                        .value(u"sandbox"_s)
+                                        .toObject();
+        QCOMPARE(sandbox.value(u"isolation"_s).toString(), u"bubblewrap"_s);
+        QVERIFY(!sandbox.contains(u"tmpfs_bytes"_s));
+        const QString unenforced =
+            sandbox.value(u"not_enforced"_s).toVariant().toStringList().join(u'\n');
+        QVERIFY2(unenforced.contains(u"older than 0.8"_s), qPrintable(unenforced));
     }
 
 private:

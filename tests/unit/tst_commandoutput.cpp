@@ -2,7 +2,10 @@
 // marked when cut or when the command ran out of time.
 #include "runtime/commandoutput.h"
 
+#include <QRegularExpression>
 #include <QTest>
+
+#include <algorithm>
 
 using namespace Qt::StringLiterals;
 using namespace AgentDeck;
@@ -115,6 +118,64 @@ private Q_SLOTS:
         const qint64 skipped = marker.mid(3).section(u' ', 0, 0).toLongLong();
         QCOMPARE(skipped + shown.toUtf8().size(), printed.size());
     }
+
+    // A secret where the output is cut, at every byte of it: between two reads of the output,
+    // at the result's limit, at the front of the live window (a command printing more between
+    // two pieces than a piece carries) and at the end of a piece of a line too long to hold.
+    // Masked after the cut, each showed all of the value but what fell on the other side.
+    void noPartOfASecretShows_data()
+    {
+        QTest::addColumn<QString>("boundary");
+        QTest::addColumn<int>("cut"); // bytes of the value before the boundary
+        for (const char *boundary : {"read", "result limit", "live window", "long line"}) {
+            for (int cut = 1; cut < Secret.size(); ++cut)
+                QTest::addRow("%s, %d bytes before it", boundary, cut)
+                    << QString::fromLatin1(boundary) << cut;
+        }
+    }
+    void noPartOfASecretShows()
+    {
+        QFETCH(QString, boundary);
+        QFETCH(int, cut);
+        QStringList pieces;
+        CommandOutputSink output({{u"TOKEN"_s, QString::fromLatin1(Secret)}},
+                                 [&](const QString &piece) { pieces.append(piece); });
+        qsizetype wanted = 1; // live pieces
+        const auto add = [&output](const QByteArray &printed) { output.add(printed); };
+        if (boundary == u"read") {
+            add("before " + Secret.first(cut));
+            add(Secret.sliced(cut) + " after\n");
+        } else if (boundary == u"result limit") {
+            add(QByteArray(MaxCommandOutputBytes - cut, 'x') + Secret + '\n');
+        } else if (boundary == u"live window") {
+            add("first\n");
+            QCOMPARE(pieces.size(), 1);
+            // The window's front falls `cut` bytes into what this prints.
+            add(Secret + QByteArray(LiveOutput::MaxPieceBytes + cut - Secret.size() - 1, 'x') +
+                '\n');
+            wanted = 2;
+        } else {
+            add(QByteArray(LiveOutput::MaxHeldBytes - cut, 'x') + Secret.first(cut));
+            add(Secret.sliced(cut) + '\n');
+        }
+        QTRY_VERIFY_WITH_TIMEOUT(pieces.size() >= wanted, 5000);
+        output.finish();
+        const auto digits = [](QString text) {
+            // The line saying how much the live window skipped is the only one with digits.
+            static const QRegularExpression skipped(
+                u"\\[… \\d+ bytes more were printed meanwhile\\]"_s);
+            text.remove(skipped);
+            return std::count_if(text.cbegin(), text.cend(), [](QChar c) { return c.isDigit(); });
+        };
+        const QString result = output.result(false);
+        QCOMPARE(digits(result), 0);
+        QCOMPARE(digits(pieces.join(QString())), 0);
+        if (boundary != u"result limit")
+            QVERIFY(result.contains(HiddenSecret));
+    }
+
+private:
+    inline static const QByteArray Secret = "31415926535897"_ba;
 };
 
 QTEST_GUILESS_MAIN(CommandOutputTest)

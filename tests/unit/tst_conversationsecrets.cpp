@@ -41,6 +41,59 @@ private Q_SLOTS:
         QCOMPARE(maskSecrets(text.toUtf8(), secrets), masked.toUtf8());
     }
 
+    // Output comes in pieces, as a command prints it: a value split between two of them, at
+    // any of its bytes (inside a character too), is masked all the same, and so is one that
+    // comes a byte at a time.
+    void aValueSplitBetweenPiecesIsMasked_data()
+    {
+        QTest::addColumn<QString>("value");
+        QTest::addColumn<int>("cut");
+        for (const QString &value : {u"31415926535897"_s, u"pässwörd"_s, u"abab-abac"_s}) {
+            for (int cut = 1; cut < value.toUtf8().size(); ++cut)
+                QTest::addRow("%s cut after byte %d", qPrintable(value), cut) << value << cut;
+        }
+    }
+    void aValueSplitBetweenPiecesIsMasked()
+    {
+        QFETCH(QString, value);
+        QFETCH(int, cut);
+        const QMap<QString, QString> secrets{{u"A"_s, value}, {u"B"_s, u"aba"_s}};
+        const QByteArray output = "before " + value.toUtf8() + " after aba\n";
+        const QByteArray masked = "before <secret-hidden> after <secret-hidden>\n";
+        QCOMPARE(maskSecrets(output, secrets), masked);
+
+        SecretMasker masker(secrets);
+        const QByteArray first = masker.add(QByteArrayView(output).first(7 + cut));
+        QVERIFY2(first.size() <= 7, first.constData()); // what could begin a value waits
+        QByteArray joined = first;
+        joined += masker.add(QByteArrayView(output).sliced(7 + cut));
+        joined += masker.finish();
+        QCOMPARE(joined, masked);
+
+        SecretMasker bytewise(secrets);
+        QByteArray bytes;
+        for (const char byte : output)
+            bytes += bytewise.add(QByteArrayView(&byte, 1));
+        bytes += bytewise.finish();
+        QCOMPARE(bytes, masked);
+    }
+
+    // Only what could still begin a value is held back: output without one goes on at once,
+    // and what was held goes with the end of the output.
+    void onlyWhatCouldBeginAValueIsHeld()
+    {
+        SecretMasker masker({{u"A"_s, u"tok-123"_s}});
+        QCOMPARE(masker.add("line\n"), "line\n"_ba);
+        QCOMPARE(masker.add("a to"), "a "_ba);
+        QCOMPARE(masker.heldBytes(), 2);
+        QCOMPARE(masker.add("o"), "too"_ba);
+        QCOMPARE(masker.add("tok-12"), ""_ba);
+        QCOMPARE(masker.finish(), "tok-12"_ba);
+        QCOMPARE(masker.heldBytes(), 0);
+        SecretMasker none;
+        QCOMPARE(none.add("tok"), "tok"_ba);
+    }
+
     void aRequestIsReadAsOpenHandsSendsIt()
     {
         QString error;

@@ -24,6 +24,7 @@
 #include <functional>
 #include <grp.h>
 #include <memory>
+#include <optional>
 #include <sys/resource.h>
 #include <unistd.h>
 #include <vector>
@@ -106,6 +107,39 @@ inline void killProcessesWith(const QByteArray &marker)
         ::kill(pid, SIGKILL);
     }
 }
+
+// The observation's output of a conversation's last command (empty when there is none).
+inline QString lastCommandOutput(const QList<QJsonObject> &events)
+{
+    QString output;
+    for (const QJsonObject &event : events) {
+        if (event.value(u"kind"_s) == u"ObservationEvent"_s)
+            output = event.value(u"observation"_s).toObject().value(u"output"_s).toString();
+    }
+    return output;
+}
+
+// A data dir as one usually is: outside /tmp (every command has a /tmp of its own), in a parent
+// of its own that goes with the test.
+struct TestDataDir
+{
+    QTemporaryDir parent{QDir::currentPath() + u"/data-XXXXXX"_s};
+    QString path = parent.filePath(u"data"_s);
+
+    // Makes it; with an owner, gives it and its parent to that user (a root test's
+    // unprivileged server).
+    bool make(std::optional<std::pair<uid_t, gid_t>> owner = std::nullopt) const
+    {
+        if (!parent.isValid() || !QDir().mkpath(path))
+            return false;
+        for (const QString &dir : {parent.path(), path}) {
+            if (owner &&
+                ::chown(QFile::encodeName(dir).constData(), owner->first, owner->second) != 0)
+                return false;
+        }
+        return true;
+    }
+};
 
 class ServerProcess
 {

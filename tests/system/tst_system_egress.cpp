@@ -54,16 +54,6 @@ int listenEverywhere(int *fd, quint16 port = 0)
     return ntohs(address.sin_port);
 }
 
-QString lastOutput(ServerProcess &server, const QUuid &id)
-{
-    QString output;
-    for (const QJsonObject &event : server.events(id)) {
-        if (event.value(u"kind"_s) == u"ObservationEvent"_s)
-            output = event.value(u"observation"_s).toObject().value(u"output"_s).toString();
-    }
-    return output;
-}
-
 } // namespace
 
 class SystemEgressTest : public QObject
@@ -214,7 +204,7 @@ private Q_SLOTS:
                                       {u"initial_message"_s, userMessage(command, true)}});
         QVERIFY(!id.isNull());
         QVERIFY(server.waitForStatus(id, u"finished"_s));
-        const QString output = lastOutput(server, id);
+        const QString output = lastCommandOutput(server.events(id));
         QVERIFY2(!output.contains(u"no network"_s), qPrintable(output));
         QList<Target> checked = targets;
         if (output.contains(u"HAS-PYTHON"_s))

@@ -55,16 +55,6 @@ QStringList openToOthers(const QString &dir)
     return open;
 }
 
-QString lastOutput(ServerProcess &server, const QUuid &id)
-{
-    QString output;
-    for (const QJsonObject &event : server.events(id)) {
-        if (event.value(u"kind"_s) == u"ObservationEvent"_s)
-            output = event.value(u"observation"_s).toObject().value(u"output"_s).toString();
-    }
-    return output;
-}
-
 } // namespace
 
 class SystemOwnershipTest : public QObject
@@ -158,14 +148,10 @@ private Q_SLOTS:
         probe.start(u"bwrap"_s, {u"--ro-bind"_s, u"/"_s, u"/"_s, u"--unshare-pid"_s, u"true"_s});
         if (!probe.waitForFinished(5000) || probe.exitCode() != 0)
             QSKIP("bubblewrap cannot create namespaces here");
-        QTemporaryDir parent(QDir::currentPath() + u"/alias-XXXXXX"_s);
-        QVERIFY(parent.isValid());
-        const QString data = parent.filePath(u"data"_s);
-        QVERIFY(QDir().mkpath(data));
-        if (unprivileged) {
-            for (const QString &dir : {parent.path(), data})
-                QCOMPARE(::chown(QFile::encodeName(dir).constData(), Nobody, NoGroup), 0);
-        }
+        const TestDataDir dataDir;
+        QVERIFY(
+            dataDir.make(unprivileged ? std::optional(std::pair{Nobody, NoGroup}) : std::nullopt));
+        const QString &data = dataDir.path;
         const QByteArray source = QFile::encodeName(data);
         ServerProcess &server = m_fleet.add(data);
         // /opt in the server's own mount namespace: a tmpfs with the alias in it; then the
@@ -188,7 +174,7 @@ private Q_SLOTS:
                       data)));
         QVERIFY(!id.isNull());
         QVERIFY(server.waitForStatus(id, u"finished"_s));
-        const QString output = lastOutput(server, id);
+        const QString output = lastCommandOutput(server.events(id));
         QVERIFY2(output.startsWith(u".\n..\n"_s), qPrintable(output));
         QVERIFY2(!output.contains(u"VISIBLE"_s), qPrintable(output));
         QVERIFY2(!output.contains(u"agentdeck.db"_s), qPrintable(output));

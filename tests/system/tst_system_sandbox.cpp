@@ -64,6 +64,19 @@ QString sandboxLog(ServerProcess &server, const QUuid &id)
     return log.open(QIODevice::ReadOnly) ? QString::fromUtf8(log.readAll()) : QString();
 }
 
+// The command lines of the processes that hold `marker`, for a failure to show.
+QString commandLinesWith(const QByteArray &marker)
+{
+    QStringList lines;
+    for (const pid_t pid : processesWith(marker)) {
+        QFile cmdline(u"/proc/%1/cmdline"_s.arg(pid));
+        if (cmdline.open(QIODevice::ReadOnly))
+            lines << u"%1: %2"_s.arg(pid).arg(
+                QString::fromLocal8Bit(cmdline.readAll().replace('\0', ' ')));
+    }
+    return lines.join(u'\n');
+}
+
 // A fake bubblewrap that cannot create namespaces, first on a server's PATH.
 QString brokenBubblewrapDir(QTemporaryDir &dir)
 {
@@ -113,19 +126,18 @@ private Q_SLOTS:
         QFETCH(bool, unprivileged);
         if (!m_bubblewrap)
             QSKIP("bubblewrap cannot create namespaces here: the fallback is tested below");
-        // Outside /tmp, which every command has a private one of: as a data dir usually is.
-        QTemporaryDir dataParent(QDir::currentPath() + u"/sandbox-data-XXXXXX"_s);
-        QVERIFY(dataParent.isValid());
-        const QString data = dataParent.filePath(u"data"_s);
-        QVERIFY(QDir().mkpath(data));
+        const TestDataDir dataDir;
+        QVERIFY(
+            dataDir.make(unprivileged ? std::optional(std::pair{Nobody, NoGroup}) : std::nullopt));
+        const QString &data = dataDir.path;
         QTemporaryDir otherWorkspace(QDir::currentPath() + u"/other-workspace-XXXXXX"_s);
         QFile secret(otherWorkspace.filePath(u"secret.txt"_s));
         QVERIFY(secret.open(QIODevice::WriteOnly));
         secret.write("other conversation's file\n");
         secret.close();
         if (unprivileged) {
-            for (const QString &dir : {dataParent.path(), data, otherWorkspace.path()})
-                QCOMPARE(::chown(QFile::encodeName(dir).constData(), Nobody, NoGroup), 0);
+            QCOMPARE(::chown(QFile::encodeName(otherWorkspace.path()).constData(), Nobody, NoGroup),
+                     0);
             QCOMPARE(::chown(QFile::encodeName(secret.fileName()).constData(), Nobody, NoGroup), 0);
         }
         ServerProcess &server = m_fleet.add(data, {u"--workspace-root"_s, otherWorkspace.path()});
@@ -193,14 +205,10 @@ private Q_SLOTS:
     void aPlantedLinkLeadsNowhereElse()
     {
         QFETCH(bool, unprivileged);
-        QTemporaryDir dataParent(QDir::currentPath() + u"/sandbox-data-XXXXXX"_s);
-        QVERIFY(dataParent.isValid());
-        const QString data = dataParent.filePath(u"data"_s);
-        QVERIFY(QDir().mkpath(data));
-        if (unprivileged) {
-            for (const QString &dir : {dataParent.path(), data})
-                QCOMPARE(::chown(QFile::encodeName(dir).constData(), Nobody, NoGroup), 0);
-        }
+        const TestDataDir dataDir;
+        QVERIFY(
+            dataDir.make(unprivileged ? std::optional(std::pair{Nobody, NoGroup}) : std::nullopt));
+        const QString &data = dataDir.path;
         ServerProcess &server = m_fleet.add(data);
         if (unprivileged)
             server.runAsUser(Nobody, NoGroup);
@@ -263,14 +271,10 @@ private Q_SLOTS:
         QFETCH(bool, unprivileged);
         if (!m_bubblewrap)
             QSKIP("bubblewrap cannot create namespaces here");
-        QTemporaryDir dataParent(QDir::currentPath() + u"/sandbox-data-XXXXXX"_s);
-        QVERIFY(dataParent.isValid());
-        const QString data = dataParent.filePath(u"data"_s);
-        QVERIFY(QDir().mkpath(data));
-        if (unprivileged) {
-            for (const QString &dir : {dataParent.path(), data})
-                QCOMPARE(::chown(QFile::encodeName(dir).constData(), Nobody, NoGroup), 0);
-        }
+        const TestDataDir dataDir;
+        QVERIFY(
+            dataDir.make(unprivileged ? std::optional(std::pair{Nobody, NoGroup}) : std::nullopt));
+        const QString &data = dataDir.path;
         const qint64 memory = qint64(128) << 20;
         ServerProcess &server = m_fleet.add(data, {u"--sandbox-memory"_s, u"128MiB"_s});
         if (unprivileged)
@@ -475,29 +479,34 @@ private Q_SLOTS:
             server.setEnvironmentVariable(u"PATH"_s, brokenBubblewrapDir(fakeBin) + u':' +
                                                          qEnvironmentVariable("PATH"));
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
-        const QByteArray ended = "6211", interrupted = "6212", deleted = "6213";
+        // Markers no port, address or temporary name holds (the tests beside this one have
+        // processes with ports such as 36212 on their command lines).
+        const QByteArray ended = "6211.25", interrupted = "6212.25", deleted = "6213.25";
         m_markers << ended << interrupted << deleted;
 
         // A finished command's session of its own, and its child in the background.
-        const QUuid first = server.create(shell(u"(setsid sleep 6211 &); (sleep 6211 &); true"_s));
+        const QUuid first =
+            server.create(shell(u"(setsid sleep 6211.25 &); (sleep 6211.25 &); true"_s));
         QVERIFY(server.waitForStatus(first, u"finished"_s));
         QTRY_VERIFY_WITH_TIMEOUT(processesWith(ended).isEmpty(), 5000);
 
         // An interrupted one.
-        const QUuid second = server.create(shell(u"(setsid sleep 6212 &); sleep 6212"_s));
+        const QUuid second = server.create(shell(u"(setsid sleep 6212.25 &); sleep 6212.25"_s));
         QTRY_VERIFY_WITH_TIMEOUT(processesWith(interrupted).size() >= 2, 10'000);
         QVERIFY(server.post(conversationPath(second, u"interrupt"_s)).ok());
-        QTRY_VERIFY_WITH_TIMEOUT(processesWith(interrupted).isEmpty(), 5000);
+        QTRY_VERIFY2_WITH_TIMEOUT(processesWith(interrupted).isEmpty(),
+                                  qPrintable(commandLinesWith(interrupted)), 5000);
 
         // One whose conversation is deleted while it runs.
-        const QUuid third = server.create(shell(u"(setsid sleep 6213 &); sleep 6213"_s));
+        const QUuid third = server.create(shell(u"(setsid sleep 6213.25 &); sleep 6213.25"_s));
         QTRY_VERIFY_WITH_TIMEOUT(processesWith(deleted).size() >= 2, 10'000);
         QVERIFY(server.call("DELETE", conversationPath(third)).ok());
         QTRY_VERIFY_WITH_TIMEOUT(processesWith(deleted).isEmpty(), 5000);
 
         // One whose conversation is archived, and one whose runtime is stopped, while it runs.
-        for (const auto &[marker, stop] : {std::pair{QByteArray("6214"), QByteArray("archive")},
-                                           std::pair{QByteArray("6215"), QByteArray("runtime")}}) {
+        for (const auto &[marker, stop] :
+             {std::pair{QByteArray("6214.25"), QByteArray("archive")},
+              std::pair{QByteArray("6215.25"), QByteArray("runtime")}}) {
             m_markers << marker;
             const QString sleep = u"sleep "_s + QString::fromLatin1(marker);
             const QUuid id = server.create(shell(u"(setsid %1 &); %1"_s.arg(sleep)));

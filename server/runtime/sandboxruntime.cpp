@@ -1,5 +1,7 @@
 #include "sandboxruntime.h"
 
+#include "commandoutput.h"
+
 #include "logging.h"
 #include "signalwait.h"
 
@@ -173,7 +175,16 @@ QCoro::Task<CommandResult> SandboxRuntime::execute(CommandRequest request)
 
 QCoro::Task<CommandResult> SandboxRuntime::executeNow(CommandRequest request)
 {
-    const CommandResult wentAway{u"[the sandbox went away while the command ran]"_s, -1, true};
+    // What the command printed, as its live pieces brought it: a sandbox that goes away sends no
+    // result, and the observation said only that it went (a subscriber had seen the lines).
+    OutputCollector printed;
+    const auto endedWithout = [&printed](const QString &why) {
+        QString output = commandOutput(printed.kept(), false);
+        if (!output.isEmpty() && !output.endsWith(u'\n'))
+            output += u'\n';
+        return CommandResult{output + why, -1, true};
+    };
+    const QString wentAway = u"[the sandbox went away while the command ran]"_s;
     QPointer<SandboxRuntime> self(this);
     const QString requestId = QUuid::createUuid().toString(QUuid::WithoutBraces);
     m_pendingRequest = requestId;
@@ -193,10 +204,10 @@ QCoro::Task<CommandResult> SandboxRuntime::executeNow(CommandRequest request)
           {u"environment"_s, environment}});
     for (;;) {
         if (!self)
-            co_return wentAway;
+            co_return endedWithout(wentAway);
         if (m_inbox.isEmpty()) {
             if (!isConnected())
-                co_return wentAway;
+                co_return endedWithout(wentAway);
             // A host that does not stop the command when asked, or at its timeout, is frozen
             // (SIGSTOP, a paused VM): only killing it ends the command.
             const qint64 now = QDateTime::currentMSecsSinceEpoch();
@@ -209,8 +220,7 @@ QCoro::Task<CommandResult> SandboxRuntime::executeNow(CommandRequest request)
                 m_host.kill();
                 m_socket->abort();
                 m_pendingRequest.clear();
-                co_return CommandResult{u"[the sandbox did not answer and was stopped]"_s, -1,
-                                        true};
+                co_return endedWithout(u"[the sandbox did not answer and was stopped]"_s);
             }
             auto waiting =
                 signalOrTimeout(this, &SandboxRuntime::received, std::chrono::seconds(1));
@@ -219,13 +229,17 @@ QCoro::Task<CommandResult> SandboxRuntime::executeNow(CommandRequest request)
         }
         const QJsonObject reply = m_inbox.dequeue();
         if (reply.value(u"type"_s) == u"output"_s) {
-            if (request.onOutput && reply.value(u"request_id"_s).toString() == requestId)
-                request.onOutput(reply.value(u"text"_s).toString());
+            if (reply.value(u"request_id"_s).toString() == requestId) {
+                const QString piece = reply.value(u"text"_s).toString();
+                printed.add(piece.toUtf8());
+                if (request.onOutput)
+                    request.onOutput(piece);
+            }
             continue;
         }
         if (reply.value(u"type"_s) == u"lost"_s) {
             m_pendingRequest.clear();
-            co_return wentAway;
+            co_return endedWithout(wentAway);
         }
         if (reply.value(u"type"_s) == u"result"_s &&
             reply.value(u"request_id"_s).toString() == requestId) {

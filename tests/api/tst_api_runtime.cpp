@@ -768,6 +768,37 @@ private Q_SLOTS:
         QVERIFY(runtimeError().isNull());
     }
 
+    // A sandbox killed while its command runs: what the command printed (seen live by a
+    // subscriber) stays in the observation, before the reason it ended. It held only the reason.
+    void whatACommandPrintedOutlivesItsSandbox()
+    {
+        const QUuid id = m_server->create(shell(u"true"_s));
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        std::unique_ptr<EventStream> stream(m_server->client().openEventStream(id, 0));
+        QSignalSpy connected(stream.get(), &EventStream::connected);
+        QVERIFY(connected.wait(5000));
+        QString live;
+        connect(stream.get(), &EventStream::transientReceived, this, [&](const QJsonObject &frame) {
+            if (frame.value(u"kind"_s) == u"CommandOutput"_s)
+                live += frame.value(u"text"_s).toString();
+        });
+        QVERIFY(m_server->send(id, u"for i in $(seq 1 10); do echo line-$i; done; sleep 60"_s, true)
+                    .ok());
+        QTRY_VERIFY_WITH_TIMEOUT(live.contains(u"line-10"_s), 10'000);
+        QVERIFY(sandboxPid(id).has_value());
+        QCOMPARE(::kill(pid_t(*sandboxPid(id)), SIGKILL), 0);
+        QTRY_VERIFY_WITH_TIMEOUT(m_server->status(id) != u"running"_s, 10'000);
+        const QList<QJsonObject> observations = ofKind(m_server->events(id), u"ObservationEvent"_s);
+        QVERIFY(!observations.isEmpty());
+        const QJsonObject observation = observations.last().value(u"observation"_s).toObject();
+        QString expected;
+        for (int i = 1; i <= 10; ++i)
+            expected += u"line-%1\n"_s.arg(i);
+        expected += u"[the sandbox went away while the command ran]"_s;
+        QCOMPARE(observation.value(u"output"_s).toString(), expected);
+        QVERIFY(observation.value(u"interrupted"_s).toBool());
+    }
+
     // With replicas, a server frozen past its lease cannot stop its command, and the replica
     // that takes the conversation over starts a sandbox of its own on the workspace: the old
     // command ran on next to the new ones. A sandbox now stops the command of a server that

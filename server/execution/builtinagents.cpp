@@ -114,9 +114,12 @@ private:
             return u"Command rejected: "_s + (reason.isEmpty() ? u"no reason given"_s : reason);
         }
         const QJsonObject observation = outcome.fields.value(u"observation"_s).toObject();
-        QString reply = observation.value(u"output"_s).toString();
+        // What an interrupted command printed is in its observation, once: repeated here, a
+        // reply written when the conversation ran again (a retry, after a restart) read as that
+        // run's fresh output, and was glued to the interruption's own line.
         if (observation.value(u"interrupted"_s).toBool())
-            return reply + u"[command interrupted]"_s;
+            return u"[command interrupted]"_s;
+        QString reply = observation.value(u"output"_s).toString();
         const int exitCode = observation.value(u"exit_code"_s).toInt();
         if (exitCode != 0)
             reply += u"[exit code %1]"_s.arg(exitCode);

@@ -782,8 +782,9 @@ private Q_SLOTS:
             if (frame.value(u"kind"_s) == u"CommandOutput"_s)
                 live += frame.value(u"text"_s).toString();
         });
-        QVERIFY(m_server->send(id, u"for i in $(seq 1 10); do echo line-$i; done; sleep 60"_s, true)
-                    .ok());
+        const QString command =
+            u"for i in $(seq 1 10); do echo line-$i; done; [ -e go ] || sleep 60"_s;
+        QVERIFY(m_server->send(id, command, true).ok());
         QTRY_VERIFY_WITH_TIMEOUT(live.contains(u"line-10"_s), 10'000);
         QVERIFY(sandboxPid(id).has_value());
         QCOMPARE(::kill(pid_t(*sandboxPid(id)), SIGKILL), 0);
@@ -797,6 +798,22 @@ private Q_SLOTS:
         expected += u"[the sandbox went away while the command ran]"_s;
         QCOMPARE(observation.value(u"output"_s).toString(), expected);
         QVERIFY(observation.value(u"interrupted"_s).toBool());
+
+        // Run again: the history shows the old attempt once, as the old attempt; the agent's
+        // reply to it, written now, does not repeat its output as if it were the new run's.
+        QVERIFY(QFile(QDir(m_server->workingDir(id)).filePath(u"go"_s)).open(QIODevice::WriteOnly));
+        QVERIFY(post(id, u"outcome/retry"_s).ok());
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        const QList<QJsonObject> events = m_server->events(id);
+        QStringList replies;
+        for (const QJsonObject &message : ofKind(events, u"MessageEvent"_s)) {
+            if (message.value(u"source"_s) == u"agent"_s)
+                replies << messageText(message);
+        }
+        QCOMPARE(replies.size(), 3); // to `true`, to the interrupted attempt, to the retry
+        QCOMPARE(replies[1], u"[command interrupted]"_s);
+        QVERIFY2(replies[2].startsWith(u"line-1\n"_s), qPrintable(replies[2]));
+        QCOMPARE(ofKind(events, u"ObservationEvent"_s).size(), 3);
     }
 
     // With replicas, a server frozen past its lease cannot stop its command, and the replica

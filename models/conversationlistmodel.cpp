@@ -393,17 +393,65 @@ void ConversationFilterProxy::holdOrder(bool hold)
     if (hold) {
         const auto *source = static_cast<const ConversationListModel *>(sourceModel());
         for (int row = 0; source && row < source->rowCount(); ++row)
-            m_heldKeys.insert(source->at(row).id, sortKey(source->index(row, m_heldColumn)));
+            m_heldKeys.insert(source->at(row).id,
+                              conversationSortKey(source->index(row, m_heldColumn)));
     } else {
         invalidate();
     }
 }
 
-QVariant ConversationFilterProxy::sortKey(const QModelIndex &index) const
+QVariant conversationSortKey(const QModelIndex &index)
 {
     if (index.column() == ConversationListModel::UpdatedColumn)
         return index.data(ConversationListModel::UpdatedAtRole);
     return index.data();
+}
+
+namespace {
+// The run of digits, or of anything else, that starts at `at`.
+QStringView runAt(QStringView text, qsizetype at)
+{
+    const bool digits = text[at].isDigit();
+    qsizetype end = at;
+    while (end < text.size() && text[end].isDigit() == digits)
+        ++end;
+    return text.sliced(at, end - at);
+}
+
+// Text as people read it: runs of digits by their value, the rest without regard to case.
+// (QCollator's numeric mode does nothing in the C locale, which a server's console may run in.)
+int naturalCompare(QStringView left, QStringView right)
+{
+    qsizetype i = 0, j = 0;
+    while (i < left.size() && j < right.size()) {
+        const QStringView a = runAt(left, i), b = runAt(right, j);
+        i += a.size();
+        j += b.size();
+        if (a[0].isDigit() && b[0].isDigit()) {
+            QStringView x = a, y = b;
+            while (x.size() > 1 && x[0] == u'0')
+                x = x.sliced(1);
+            while (y.size() > 1 && y[0] == u'0')
+                y = y.sliced(1);
+            if (x.size() != y.size())
+                return x.size() < y.size() ? -1 : 1;
+            if (const int order = x.compare(y); order != 0)
+                return order;
+        } else if (const int order = a.compare(b, Qt::CaseInsensitive); order != 0) {
+            return order;
+        }
+    }
+    if (i < left.size() || j < right.size())
+        return i < left.size() ? 1 : -1;
+    return left.compare(right);
+}
+} // namespace
+
+bool conversationSortKeyLess(const QVariant &left, const QVariant &right, int column)
+{
+    if (column == ConversationListModel::UpdatedColumn)
+        return left.toDateTime() < right.toDateTime();
+    return naturalCompare(left.toString(), right.toString()) < 0;
 }
 
 bool ConversationFilterProxy::lessThan(const QModelIndex &left, const QModelIndex &right) const
@@ -419,12 +467,10 @@ bool ConversationFilterProxy::lessThan(const QModelIndex &left, const QModelInde
             return leftKey.isValid() == (sortOrder() == Qt::AscendingOrder);
     }
     if (!leftKey.isValid() || !rightKey.isValid()) {
-        leftKey = sortKey(left);
-        rightKey = sortKey(right);
+        leftKey = conversationSortKey(left);
+        rightKey = conversationSortKey(right);
     }
-    if (left.column() == ConversationListModel::UpdatedColumn)
-        return leftKey.toDateTime() < rightKey.toDateTime();
-    return QString::localeAwareCompare(leftKey.toString(), rightKey.toString()) < 0;
+    return conversationSortKeyLess(leftKey, rightKey, left.column());
 }
 
 } // namespace AgentDeck

@@ -145,14 +145,18 @@ protected:
     bool lessThan(const QModelIndex &left, const QModelIndex &right) const override;
 
 private:
-    QVariant sortKey(const QModelIndex &index) const;
-
     ArchiveFilter m_partition;
     ConversationSearch m_search;
     bool m_held = false;
     QHash<QUuid, QVariant> m_heldKeys; // of the sort column, when the hold began
     int m_heldColumn = -1;
 };
+
+// How the list's rows sort by a column, in a server's window and in All servers alike: the
+// update time as a time; text as people read it, numbers by their value (build-2 before
+// build-10), letters without regard to case.
+QVariant conversationSortKey(const QModelIndex &index);
+bool conversationSortKeyLess(const QVariant &left, const QVariant &right, int column);
 
 } // namespace AgentDeck
 

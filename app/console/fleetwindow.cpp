@@ -64,6 +64,12 @@ public:
     }
 
 protected:
+    bool lessThan(const QModelIndex &left, const QModelIndex &right) const override
+    {
+        return conversationSortKeyLess(conversationSortKey(left), conversationSortKey(right),
+                                       left.column());
+    }
+
     bool filterAcceptsRow(int sourceRow, const QModelIndex &sourceParent) const override
     {
         const QModelIndex row = sourceModel()->index(sourceRow, 0, sourceParent);

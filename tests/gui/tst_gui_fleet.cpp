@@ -156,6 +156,26 @@ private Q_SLOTS:
         QCOMPARE(view->model()->rowCount(), 3);
     }
 
+    // Titles sort as people read them across servers: build-2 before build-10.
+    void titlesSortNaturallyAcrossServers()
+    {
+        const QUrl alpha = startServer();
+        const QUrl beta = startServer();
+        create(alpha, u"build-10"_s);
+        create(beta, u"build-2"_s);
+        create(alpha, u"build-1"_s);
+        m_fleet = std::make_unique<FleetWindow>();
+        m_fleet->addServer(alpha);
+        m_fleet->addServer(beta);
+        m_fleet->show();
+        QTableView *view = m_fleet->conversationsView();
+        QTRY_COMPARE_WITH_TIMEOUT(view->model()->rowCount(), 3, 10000);
+        view->sortByColumn(ConversationListModel::TitleColumn, Qt::AscendingOrder);
+        QCOMPARE(rowOf(view, u"build-1"_s), 0);
+        QCOMPARE(rowOf(view, u"build-2"_s), 1);
+        QCOMPARE(rowOf(view, u"build-10"_s), 2);
+    }
+
     // A server's rows past what a refresh reads come as the All servers list is scrolled.
     void theListReadsMoreAsItIsScrolled()
     {

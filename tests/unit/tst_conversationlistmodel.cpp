@@ -275,6 +275,26 @@ private Q_SLOTS:
         QCOMPARE(proxy.rowCount(), 0);
     }
 
+    // Titles sort as people read them: numbers by their value (build-2 before build-10), case
+    // aside; one order for a server's window and All servers (conversationSortKeyLess).
+    void titlesSortNaturally()
+    {
+        ConversationListModel model;
+        QList<ConversationInfo> rows;
+        for (const QString &title :
+             {u"build-10"_s, u"build-2"_s, u"Build-1"_s, u"alpha"_s, u"build-2a"_s})
+            rows.append(conversation(title));
+        model.upsert(rows);
+        ConversationFilterProxy proxy(ArchiveFilter::Active);
+        proxy.setSourceModel(&model);
+        proxy.sort(ConversationListModel::TitleColumn);
+        QStringList shown;
+        for (int row = 0; row < proxy.rowCount(); ++row)
+            shown.append(proxy.index(row, ConversationListModel::TitleColumn).data().toString());
+        QCOMPARE(shown, (QStringList{u"alpha"_s, u"Build-1"_s, u"build-2"_s, u"build-2a"_s,
+                                     u"build-10"_s}));
+    }
+
     // Words said in a conversation are in its events, which a row does not hold: a row shows
     // for them once the server found it there, and only in its partition, with the status and
     // tags typed. Two letters are not looked for in events.

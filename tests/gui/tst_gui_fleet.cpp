@@ -129,11 +129,7 @@ private Q_SLOTS:
         create(alpha, u"deploy web"_s, {}, {{u"team"_s, u"ops"_s}});
         create(beta, u"deploy db"_s);
         const QUuid nightly = create(beta, u"nightly"_s, u"printf 'seg%s\\n' fault"_s);
-        m_fleet = std::make_unique<FleetWindow>();
-        m_fleet->addServer(alpha);
-        m_fleet->addServer(beta);
-        m_fleet->show();
-        QTableView *view = m_fleet->conversationsView();
+        QTableView *view = showFleet({alpha, beta});
         QTRY_COMPARE_WITH_TIMEOUT(view->model()->rowCount(), 3, 10000);
         // Its command ran and printed.
         QTRY_VERIFY_WITH_TIMEOUT(m_fleet->controllerOf(beta)
@@ -164,11 +160,7 @@ private Q_SLOTS:
         create(alpha, u"build-10"_s);
         create(beta, u"build-2"_s);
         create(alpha, u"build-1"_s);
-        m_fleet = std::make_unique<FleetWindow>();
-        m_fleet->addServer(alpha);
-        m_fleet->addServer(beta);
-        m_fleet->show();
-        QTableView *view = m_fleet->conversationsView();
+        QTableView *view = showFleet({alpha, beta});
         QTRY_COMPARE_WITH_TIMEOUT(view->model()->rowCount(), 3, 10000);
         view->sortByColumn(ConversationListModel::TitleColumn, Qt::AscendingOrder);
         QCOMPARE(rowOf(view, u"build-1"_s), 0);
@@ -322,6 +314,15 @@ private:
             request.initialMessage = MessageRequest{u"user"_s, command, true};
         const ApiReply reply = QCoro::waitFor(client.createConversation(request));
         return parseWireId(reply.json.toObject().value(u"id"_s).toString()).value_or(QUuid());
+    }
+    // All servers on `servers`, shown; its Active list.
+    QTableView *showFleet(const QList<QUrl> &servers)
+    {
+        m_fleet = std::make_unique<FleetWindow>();
+        for (const QUrl &server : servers)
+            m_fleet->addServer(server);
+        m_fleet->show();
+        return m_fleet->conversationsView();
     }
     static int rowOf(const QTableView *view, const QString &title)
     {

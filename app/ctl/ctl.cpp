@@ -276,11 +276,10 @@ public:
 
     // Archiving an archived conversation, or unarchiving one that is not, changes nothing, and
     // is said so: "Unarchived" was said of a conversation never archived.
-    QCoro::Task<int> archiveAction(bool archiving)
+    // `before`: the conversation as read just now (read()).
+    QCoro::Task<int> archiveAction(bool archiving, ApiReply before)
     {
-        ApiReply before;
-        auto reading = peek(&before);
-        const auto info = co_await std::move(reading);
+        const auto info = conversationIn(before);
         if (info && info->isArchived() == archiving) {
             const QString already =
                 archiving ? u"%1 is archived already."_s : u"%1 is not archived."_s;
@@ -380,21 +379,20 @@ public:
     }
 
     // For delete's question: the conversation, so the person sees what they are deleting.
-    // The conversation as it is, or nothing when it cannot be read: the action that follows
-    // says why. `reply`, when given, is the answer.
-    QCoro::Task<std::optional<ConversationInfo>> peek(ApiReply *reply = nullptr)
+    // The conversation as it is; a failure is left to the action that follows to say.
+    QCoro::Task<ApiReply> read()
     {
         auto reading = m_connection.get(ServerConnection::conversationPath(m_invocation.id));
-        ApiReply answer = co_await std::move(reading);
-        auto info = answer.ok() ? ConversationInfo::fromJson(answer.json.toObject()) : std::nullopt;
-        if (reply)
-            *reply = std::move(answer);
-        co_return info;
+        co_return co_await std::move(reading);
+    }
+    static std::optional<ConversationInfo> conversationIn(const ApiReply &reply)
+    {
+        return reply.ok() ? ConversationInfo::fromJson(reply.json.toObject()) : std::nullopt;
     }
 
     QCoro::Task<std::optional<ConversationInfo>> fetch(int *exitCode)
     {
-        auto getting = m_connection.get(ServerConnection::conversationPath(m_invocation.id));
+        auto getting = read();
         const ApiReply reply = co_await std::move(getting);
         if (!reply.ok()) {
             *exitCode = fail(reply);
@@ -498,8 +496,9 @@ int runDelete(Ctl &ctl, const Invocation &invocation)
 // Archiving stops a command that runs: asked first, as the console asks.
 int runArchive(Ctl &ctl, const Invocation &invocation)
 {
+    const ApiReply before = QCoro::waitFor(ctl.read());
     if (!invocation.force) {
-        const auto info = QCoro::waitFor(ctl.peek());
+        const auto info = Ctl::conversationIn(before);
         if (info && info->executionStatus == ExecutionStatus::Running && !info->isArchived()) {
             if (!::isatty(STDIN_FILENO)) {
                 writeErr(
@@ -515,7 +514,7 @@ int runArchive(Ctl &ctl, const Invocation &invocation)
             }
         }
     }
-    return QCoro::waitFor(ctl.archiveAction(true));
+    return QCoro::waitFor(ctl.archiveAction(true, before));
 }
 
 int run(const Invocation &invocation)
@@ -547,7 +546,7 @@ int run(const Invocation &invocation)
     case Command::Archive:
         return runArchive(ctl, invocation);
     case Command::Unarchive:
-        return QCoro::waitFor(ctl.archiveAction(false));
+        return QCoro::waitFor(ctl.archiveAction(false, QCoro::waitFor(ctl.read())));
     case Command::Recover:
         return QCoro::waitFor(ctl.action(u"recover"_s, u"Recovered %1."_s));
     case Command::Retry:

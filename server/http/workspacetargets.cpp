@@ -92,6 +92,7 @@ std::pair<QString, QString> walk(const QString &given, const QStringList &segmen
     QString workspace;
     QStringList pending = segments;
     int links = 0;
+    bool missing = false; // from here on the path is not there (yet): the rest as written
     while (!pending.isEmpty()) {
         const QString name = pending.takeFirst();
         if (name.isEmpty() || name == u"."_s)
@@ -103,6 +104,10 @@ std::pair<QString, QString> walk(const QString &given, const QStringList &segmen
             continue;
         }
         const QString next = childOf(current, name);
+        if (missing) {
+            current = next;
+            continue;
+        }
         const QByteArray encoded = QFile::encodeName(next);
         struct stat status
         {};
@@ -111,20 +116,9 @@ std::pair<QString, QString> walk(const QString &given, const QStringList &segmen
             // judged by the roots (a dir of the host the server may not enter, say).
             if (errno != ENOENT && errno != ENOTDIR && !workspace.isEmpty())
                 throw refused(given, u"it cannot be resolved"_s);
-            // Not there (yet): the rest as written, still within the workspace.
-            pending.prepend(name);
-            for (const QString &rest : std::as_const(pending)) {
-                if (rest.isEmpty() || rest == u"."_s)
-                    continue;
-                if (rest == u".."_s) {
-                    if (!workspace.isEmpty() && current == workspace)
-                        throw leadsOut(given, workspace);
-                    current = parentOf(current);
-                } else {
-                    current = childOf(current, rest);
-                }
-            }
-            break;
+            missing = true;
+            current = next;
+            continue;
         }
         if (!S_ISLNK(status.st_mode)) {
             current = next;

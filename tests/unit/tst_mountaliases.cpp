@@ -22,8 +22,8 @@ private Q_SLOTS:
         m_root = std::make_unique<QTemporaryDir>();
         QVERIFY(m_root->isValid());
         m_base = QDir(m_root->path()).canonicalPath();
-        for (const QString &dir : {u"fs/var/lib/agentdeck"_s, u"fs/var/lib/other"_s,
-                                   u"mnt"_s, u"elsewhere"_s})
+        for (const QString &dir :
+             {u"fs/var/lib/agentdeck"_s, u"fs/var/lib/other"_s, u"mnt"_s, u"elsewhere"_s})
             QVERIFY(QDir().mkpath(m_base + u'/' + dir));
     }
 
@@ -43,8 +43,7 @@ private Q_SLOTS:
         QTest::addRow("a sibling bound elsewhere")
             << fs + u"/var/lib/other %B/mnt/alias 8:1\n"_s << QString() << QStringList{};
         QTest::addRow("another device with the same paths")
-            << fs + u"/var/lib/agentdeck %B/mnt/alias 8:2\n"_s << u"mnt/alias"_s
-            << QStringList{};
+            << fs + u"/var/lib/agentdeck %B/mnt/alias 8:2\n"_s << u"mnt/alias"_s << QStringList{};
         QTest::addRow("a name in the table that is not the same dir")
             << fs + u"/var/lib/agentdeck %B/mnt/alias 8:1\n"_s << QString() << QStringList{};
     }
@@ -68,8 +67,7 @@ private Q_SLOTS:
         int id = 20;
         for (const QString &line : mounts.split(u'\n', Qt::SkipEmptyParts)) {
             const QStringList fields = line.split(u' ');
-            table.write(u"%1 1 %2 %3 %4 rw,relatime - ext4 /dev/x rw\n"_s
-                            .arg(id++)
+            table.write(u"%1 1 %2 %3 %4 rw,relatime - ext4 /dev/x rw\n"_s.arg(id++)
                             .arg(fields[2], fields[0], fields[1])
                             .toUtf8());
         }

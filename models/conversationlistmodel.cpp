@@ -37,9 +37,9 @@ QVariant ConversationListModel::data(const QModelIndex &index, int role) const
         case ExecutionColumn:
             if (info.executionStatus == ExecutionStatus::Running && m_pausing.contains(info.id))
                 return tr("pausing…");
-            return Lifecycle::executionText(info);
+            return withAsOf(Lifecycle::executionText(info));
         case RuntimeColumn:
-            return Lifecycle::runtimeLabel(info);
+            return withAsOf(Lifecycle::runtimeLabel(info));
         case UpdatedColumn:
             // Local time without its zone could not be compared with ctl's.
             return toDisplayTime(info.updatedAt);
@@ -59,14 +59,27 @@ QVariant ConversationListModel::data(const QModelIndex &index, int role) const
             return tagsText(info.tags);
         return {};
     case Qt::ToolTipRole:
-        if (index.column() == RuntimeColumn && info.runtime.error)
-            return info.runtime.error->message;
+        // The badge's words may be cut: whole here, and how old they are.
+        if (m_stale && (index.column() == RuntimeColumn || index.column() == ExecutionColumn))
+            return tr("%1 — what the server said %2; it does not answer now")
+                .arg(index.column() == RuntimeColumn ? Lifecycle::runtimeLabel(info)
+                                                     : Lifecycle::executionText(info),
+                     asOfText());
+        // The badge's words whole (a narrow column cuts them), then what they stand for.
+        if (index.column() == RuntimeColumn)
+            return info.runtime.error
+                       ? Lifecycle::runtimeLabel(info) + u": " + info.runtime.error->message
+                       : Lifecycle::runtimeLabel(info);
         if (index.column() == ExecutionColumn && info.outcome &&
-            info.outcome->kind != RunOutcome::Kind::Succeeded)
-            return QString(info.outcome->detail +
+            info.outcome->kind != RunOutcome::Kind::Succeeded &&
+            info.executionStatus != ExecutionStatus::Running)
+            return QString(Lifecycle::executionText(info) + u": " + info.outcome->detail +
                            (info.outcome->dismissed ? tr(" (dismissed)") : QString()));
+        if (index.column() == ExecutionColumn)
+            return data(index, Qt::DisplayRole);
         // Whole, where the column cuts them: titles read "Deploy to production (ne…".
-        if (index.column() == TitleColumn || index.column() == TagsColumn)
+        if (index.column() == TitleColumn || index.column() == TagsColumn ||
+            index.column() == ServerColumn)
             return data(index, Qt::DisplayRole);
         return {};
     case IdRole:
@@ -205,14 +218,22 @@ void ConversationListModel::setServerLabel(const QString &label)
         Q_EMIT dataChanged(index(0, ServerColumn), index(int(m_items.size()) - 1, ServerColumn));
 }
 
-void ConversationListModel::setStale(bool stale)
+void ConversationListModel::setStale(bool stale, const QDateTime &asOf)
 {
-    if (stale == m_stale)
+    const QDateTime shownAsOf = stale ? asOf : QDateTime();
+    if (stale == m_stale && shownAsOf == m_staleAsOf)
         return;
     m_stale = stale;
+    m_staleAsOf = shownAsOf;
     if (!m_items.isEmpty())
         Q_EMIT dataChanged(index(0, 0), index(int(m_items.size()) - 1, ColumnCount - 1),
-                           {ServerDownRole});
+                           {ServerDownRole, Qt::DisplayRole, Qt::ToolTipRole});
+}
+
+QString ConversationListModel::asOfText() const
+{
+    return m_staleAsOf.isValid() ? tr("as of %1").arg(m_staleAsOf.toString(u"HH:mm:ss"_s))
+                                 : tr("as last read");
 }
 
 QHash<int, QByteArray> ConversationListModel::roleNames() const

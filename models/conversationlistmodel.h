@@ -90,9 +90,11 @@ public:
     // The server these rows are of, as the Server column names it.
     void setServerLabel(const QString &label);
     QString serverLabel() const { return m_serverLabel; }
-    // Rows of a server that does not answer are what it last said (ServerDownRole).
-    void setStale(bool stale);
+    // Rows of a server that does not answer are what it last said, at `asOf` (ServerDownRole):
+    // greyed, their badges saying "as of HH:MM:SS".
+    void setStale(bool stale, const QDateTime &asOf = {});
     bool isStale() const { return m_stale; }
+    QDateTime staleAsOf() const { return m_staleAsOf; }
     const ConversationInfo &at(int row) const { return m_items[row]; }
 
 Q_SIGNALS:
@@ -107,12 +109,20 @@ Q_SIGNALS:
 
 private:
     void replaceRow(int row, const ConversationInfo &info);
+    // "as of 14:02:11", when the rows are stale.
+    QString asOfText() const;
+    // A badge's words, with how old they are when the server does not answer.
+    QString withAsOf(const QString &words) const
+    {
+        return m_stale ? words + u" · " + asOfText() : words;
+    }
 
     QList<ConversationInfo> m_items;
     QHash<QUuid, int> m_rows;
     QSet<QUuid> m_pausing;
     QString m_serverLabel;
     bool m_stale = false;
+    QDateTime m_staleAsOf;
     bool m_loaded = false; // an upsert has been made
 };
 

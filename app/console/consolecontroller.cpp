@@ -119,7 +119,7 @@ void ConsoleController::startRefreshing(std::chrono::milliseconds interval)
 QCoro::Task<bool> ConsoleController::probe()
 {
     if (m_probing)
-        co_return m_reachable;
+        co_return isReachable();
     m_probing = true;
     QPointer<ConsoleController> self(this);
     if (!m_probeConnection) {
@@ -134,17 +134,19 @@ QCoro::Task<bool> ConsoleController::probe()
     m_probing = false;
     if (reply.ok()) {
         // Back: the list is read again now, not at the next refresh, and says so then.
-        if (!m_reachable && m_unreachableByProbe)
+        if (!isReachable() && m_unreachableByProbe)
             refresh();
         co_return true;
     }
-    if (m_reachable) {
+    // The probe tells a frozen server from a stopped one as it goes on failing.
+    if (isReachable() || m_unreachableByProbe) {
         m_unreachableByProbe = true;
         setReachable(
-            false, tr("The server does not answer: its health check %1")
-                       .arg(reply.timedOut
-                                ? tr("got no answer within %1 s").arg(ProbeTimeout.count() / 1000.0)
-                                : reply.errorSentence()));
+            outageOf(reply),
+            tr("The server does not answer: its health check %1")
+                .arg(reply.timedOut
+                         ? tr("got no answer within %1 s").arg(ProbeTimeout.count() / 1000.0)
+                         : reply.errorSentence()));
     }
     co_return false;
 }
@@ -177,15 +179,25 @@ QCoro::Task<> ConsoleController::readServerInfo()
     Q_EMIT isolationWarningChanged(warning);
 }
 
-void ConsoleController::setReachable(bool reachable, const QString &why)
+ConsoleController::Outage ConsoleController::outageOf(const ApiReply &failure)
+{
+    if (!failure.unreachable())
+        return Outage::Failing;
+    return failure.timedOut ? Outage::NotAnswering : Outage::Down;
+}
+
+void ConsoleController::setReachable(Outage outage, const QString &why)
 {
     // Said once per change: a refresh failing every 3 s used to replace whatever the banner
     // said (an action's failure among others), and nothing took it down once the server was
     // back.
-    if (reachable == m_reachable)
+    if (outage == m_outage)
         return;
-    m_reachable = reachable;
+    m_outage = outage;
+    const bool reachable = outage == Outage::None;
     m_unreachableReason = reachable ? QString() : why;
+    // Its rows are what it said when the list was last read whole.
+    m_conversations.setStale(!reachable, m_lastRefreshed);
     // The list is back; the timeline follows now rather than after its stream's backoff.
     if (reachable && m_stream)
         m_stream->reconnectNow();

@@ -84,7 +84,19 @@ public:
     static constexpr std::chrono::milliseconds ProbeTimeout{2500};
     // Asks /alive once; false when it did not answer (the list is then marked unreachable).
     QCoro::Task<bool> probe();
-    bool isReachable() const { return m_reachable; }
+    bool isReachable() const { return m_outage == Outage::None; }
+    // How the server is out of reach: it refused the connection or has no address (Down),
+    // took the connection and said nothing in time (NotAnswering: frozen, or overloaded), or
+    // answered with an error (Failing: a key asked for, a 503).
+    enum class Outage
+    {
+        None,
+        Down,
+        NotAnswering,
+        Failing
+    };
+    Q_ENUM(Outage)
+    Outage outage() const { return m_outage; }
     // Why the server is taken for unreachable, in the words reachabilityChanged() said it.
     QString unreachableReason() const { return m_unreachableReason; }
     // Whether the last refresh was refused for a missing or wrong session API key (401).
@@ -149,7 +161,8 @@ Q_SIGNALS:
     // for; outcomeSettled() follows once one that began afterwards has read the list.
     void outcomeUnknown(const QString &sentence);
     void outcomeSettled();
-    // The list could (not) be refreshed; `why` says what failed. Emitted on changes only.
+    // The list could (not) be refreshed; `why` says what failed. Emitted on changes only, of
+    // reachability or of the outage's kind (outage()).
     void reachabilityChanged(bool reachable, const QString &why);
     void isolationWarningChanged(const QString &warning);
     void refreshed();
@@ -164,7 +177,8 @@ private:
     // The request of `action` and what its success changes in the list; no signal of its
     // outcome (perform() and performAll() say it, each in its way).
     QCoro::Task<ApiReply> act(Action action, QUuid id, QString reason);
-    void setReachable(bool reachable, const QString &why);
+    void setReachable(Outage outage, const QString &why);
+    static Outage outageOf(const ApiReply &failure);
     // What a refresh under way read of the conversation is older than the list's row now.
     void noteChanged(const QUuid &id);
     // Puts the events before the timeline's first row in front of it, a page at a time.
@@ -186,7 +200,7 @@ private:
     // Conversations an answer or the stream changed (created, deleted, archived, ...) while a
     // refresh read its pages: what the refresh read of them is older than what the list shows.
     QSet<QUuid> m_changedDuringRefresh;
-    bool m_reachable = true;
+    Outage m_outage = Outage::None;
     bool m_needsKey = false;
     QString m_unreachableReason;
     QString m_isolationWarning;

@@ -49,7 +49,8 @@ QCoro::Task<bool> ConsoleController::refresh()
             m_unsettled = m_unsettled || settles;
             m_needsKey = failure.status == 401;
             // In the server's words: a wrong key or a 503 is not "the server did not answer".
-            setReachable(false, tr("Cannot list conversations: %1").arg(failure.errorSentence()));
+            setReachable(outageOf(failure),
+                         tr("Cannot list conversations: %1").arg(failure.errorSentence()));
             co_return false;
         }
         // Shown as it comes: the first rows do not wait for the last page.
@@ -130,12 +131,12 @@ QCoro::Task<bool> ConsoleController::refresh()
         m_archivedOnServer = archivedCount;
     }
     // Read again once the server is back: it may be another one (restarted without bubblewrap).
-    if (!m_serverInfoRead || !m_reachable)
+    if (!m_serverInfoRead || !isReachable())
         readServerInfo();
     m_needsKey = false;
     m_lastRefreshed = QDateTime::currentDateTime();
     m_unreachableByProbe = false;
-    setReachable(true, {});
+    setReachable(Outage::None, {});
     m_refreshing = false;
     Q_EMIT refreshed();
     if (settles)

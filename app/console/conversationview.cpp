@@ -37,22 +37,7 @@ ConversationView::ConversationView(ConversationFilterProxy *proxy, QWidget *pare
     hideColumn(ConversationListModel::ServerColumn);
     // Badge columns as wide as their longest words, the rest to the title: sized to the rows,
     // they did not grow for rows added later, and left the title some 30 px.
-    for (const auto &[column, kind] : {std::pair{int(ConversationListModel::ExecutionColumn),
-                                                 StatusBadgeDelegate::Kind::Execution},
-                                       std::pair{int(ConversationListModel::RuntimeColumn),
-                                                 StatusBadgeDelegate::Kind::Runtime}}) {
-        auto *delegate = new StatusBadgeDelegate(kind, this);
-        setItemDelegateForColumn(column, delegate);
-        horizontalHeader()->setSectionResizeMode(column, QHeaderView::Interactive);
-        horizontalHeader()->resizeSection(column, delegate->columnWidth(fontMetrics()));
-    }
-    horizontalHeader()->setSectionResizeMode(ConversationListModel::TitleColumn,
-                                             QHeaderView::Stretch);
-    horizontalHeader()->setSectionResizeMode(ConversationListModel::UpdatedColumn,
-                                             QHeaderView::ResizeToContents);
-    horizontalHeader()->setSectionResizeMode(ConversationListModel::TagsColumn,
-                                             QHeaderView::Interactive);
-    horizontalHeader()->resizeSection(ConversationListModel::TagsColumn, 100);
+    layOutColumns(this);
     setWordWrap(false);
     verticalHeader()->hide();
     setContextMenuPolicy(Qt::CustomContextMenu);
@@ -100,6 +85,31 @@ bool ConversationView::eventFilter(QObject *watched, QEvent *event)
             hold(false);
     }
     return QTableView::eventFilter(watched, event);
+}
+
+void ConversationView::layOutColumns(QTableView *view)
+{
+    QHeaderView *header = view->horizontalHeader();
+    const QFontMetrics metrics = view->fontMetrics();
+    for (const auto &[column, kind] : {std::pair{int(ConversationListModel::ExecutionColumn),
+                                                 StatusBadgeDelegate::Kind::Execution},
+                                       std::pair{int(ConversationListModel::RuntimeColumn),
+                                                 StatusBadgeDelegate::Kind::Runtime}}) {
+        auto *delegate = new StatusBadgeDelegate(kind, view);
+        view->setItemDelegateForColumn(column, delegate);
+        header->setSectionResizeMode(column, QHeaderView::Interactive);
+        header->resizeSection(column, delegate->columnWidth(metrics));
+    }
+    header->setSectionResizeMode(ConversationListModel::TitleColumn, QHeaderView::Stretch);
+    header->setSectionResizeMode(ConversationListModel::UpdatedColumn, QHeaderView::Interactive);
+    // Its widest text (toDisplayTime()), whatever the digits.
+    int digit = 0;
+    for (char16_t c = u'0'; c <= u'9'; ++c)
+        digit = std::max(digit, metrics.horizontalAdvance(QChar(c)));
+    header->resizeSection(ConversationListModel::UpdatedColumn,
+                          metrics.horizontalAdvance(u"-- :: UTC"_s) + 14 * digit + 8);
+    header->setSectionResizeMode(ConversationListModel::TagsColumn, QHeaderView::Interactive);
+    header->resizeSection(ConversationListModel::TagsColumn, 100);
 }
 
 void ConversationView::resizeEvent(QResizeEvent *event)

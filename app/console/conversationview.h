@@ -21,6 +21,11 @@ public:
     explicit ConversationView(ConversationFilterProxy *proxy, QWidget *parent = nullptr);
 
     ConversationFilterProxy *proxy() const { return m_proxy; }
+    // The columns of a list of conversations, in a server's window and in All servers: badges
+    // as wide as their longest words, the update time as wide as any, tags at a fixed width,
+    // the title taking the rest. Fixed, they do not follow the rows: fitted to them, they
+    // moved at every refresh and filter change. What a column cuts is whole in its tooltip.
+    static void layOutColumns(QTableView *view);
     // For tests: the line saying the order is held.
     QLabel *holdNotice() const { return m_holdNotice; }
     // For tests: "No conversations match", over an empty list while a search is set.

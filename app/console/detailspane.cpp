@@ -100,7 +100,9 @@ QString processText(const RuntimeDetails &details)
     return text;
 }
 
-QString ownerText(const RuntimeDetails &details)
+// `live`: the server answers. When it does not, its lease is not counted down (nothing says
+// how it went on): `asOf` says when the list was last read (invalid: never whole).
+QString ownerText(const RuntimeDetails &details, bool live, const QDateTime &asOf)
 {
     if (details.leaseOwner.isEmpty())
         return DetailsPane::tr("Nobody holds its lease");
@@ -112,6 +114,12 @@ QString ownerText(const RuntimeDetails &details)
                   .arg(details.ownerReplica, details.ownerUrl.isEmpty()
                                                  ? QString()
                                                  : DetailsPane::tr(" at %1").arg(details.ownerUrl));
+    if (!live)
+        return who + DetailsPane::tr(" · lease %1, as the server last said%2")
+                         .arg(details.leaseEpoch)
+                         .arg(asOf.isValid()
+                                  ? DetailsPane::tr(" at %1").arg(asOf.toString(u"HH:mm:ss"_s))
+                                  : QString());
     const qint64 left = details.leaseMsLeft.value_or(0);
     return who +
            (left > 0
@@ -220,6 +228,8 @@ DetailsPane::DetailsPane(ConsoleController *controller, QWidget *parent)
     layout->addWidget(m_rows);
     m_rows->hide();
 
+    // Out of reach, the server's lease is no longer counted down.
+    connect(controller, &ConsoleController::reachabilityChanged, this, [this] { fill(); });
     // The sandbox's idle time and the lease's countdown move while the row stays the same.
     connect(controller, &ConsoleController::refreshed, this, [this] {
         if (m_info)
@@ -265,7 +275,9 @@ void DetailsPane::fill()
     set(Row::Sandbox, sandboxText(info.runtime.sandbox));
     set(Row::Agent, agentText(info));
     set(Row::Stats, statsText(info));
-    set(Row::Owner, m_details ? ownerText(*m_details) : tr("…"));
+    set(Row::Owner, m_details ? ownerText(*m_details, m_controller->isReachable(),
+                                          m_controller->lastRefreshed())
+                              : tr("…"));
 }
 
 QString DetailsPane::text(Row row) const

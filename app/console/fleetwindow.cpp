@@ -1,14 +1,17 @@
 #include "fleetwindow.h"
 
+#include "addserverdialog.h"
 #include "consolecontroller.h"
 #include "consolekeys.h"
 #include "consolesettings.h"
 #include "conversationlistmodel.h"
+#include "conversationview.h"
 #include "lifecycle.h"
 #include "mainwindow.h"
 #include "serverconnection.h"
 #include "statusbadgedelegate.h"
 
+#include <QCloseEvent>
 #include <QColor>
 #include <QConcatenateTablesProxyModel>
 #include <QHeaderView>
@@ -21,6 +24,7 @@
 #include <QSettings>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
+#include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
 #include <QTimer>
@@ -35,7 +39,7 @@ namespace {
 
 const QString ServersKey = u"servers"_s;
 
-// One partition (active or archived) of every server's rows; a down server's greyed.
+// One partition (active or archived) of every server's rows.
 class PartitionRows : public QSortFilterProxyModel
 {
 public:
@@ -55,6 +59,7 @@ public:
         return m_archived ? ArchiveFilter::Archived : ArchiveFilter::Active;
     }
 
+    // A down server's rows are greyed.
     QVariant data(const QModelIndex &index, int role) const override
     {
         if (role == Qt::ForegroundRole &&
@@ -86,16 +91,27 @@ private:
     ConversationSearch m_search;
 };
 
-QString labelOf(const QUrl &server)
-{
-    return server.toString(QUrl::RemoveUserInfo);
-}
+const QString NamesKey = u"serverNames"_s;
+const QString GeometryKey = u"fleet/window"_s;
 
 } // namespace
 
+QString FleetWindow::hostAndPort(const QUrl &server)
+{
+    // The port even where the scheme implies it: two servers on one host differ by it alone.
+    QUrl named = server;
+    named.setUserInfo({});
+    named.setPort(server.port(server.scheme() == u"https"_s ? 443 : 80));
+    const QString path = server.path();
+    return named.authority() + (path == u"/"_s ? QString() : path);
+}
+
 struct FleetWindow::Watched
 {
+    QString label() const { return name.isEmpty() ? hostAndPort(url) : name; }
+
     QUrl url;
+    QString name; // the operator's, if any
     std::unique_ptr<ServerConnection> connection;
     std::unique_ptr<ConsoleController> controller;
     std::unique_ptr<MainWindow> window;
@@ -184,6 +200,7 @@ FleetWindow::FleetWindow(QWidget *parent)
         if (QListWidgetItem *item = m_servers->currentItem())
             open(item->data(Qt::UserRole).toUrl(), {});
     });
+    tools->addAction(tr("Name server…"), this, &FleetWindow::askForName);
     tools->addAction(tr("Remove server"), this, [this] {
         if (QListWidgetItem *item = m_servers->currentItem())
             removeServer(item->data(Qt::UserRole).toUrl());
@@ -203,11 +220,13 @@ FleetWindow::FleetWindow(QWidget *parent)
     splitter->setSizes({120, 580});
     setCentralWidget(splitter);
     resize(1100, 700);
+    restoreGeometry(consoleSettings()->value(GeometryKey).toByteArray());
     updateSummary();
 }
 
 FleetWindow::~FleetWindow()
 {
+    consoleSettings()->setValue(GeometryKey, saveGeometry());
     // The windows and controllers go before the models they show are let go of.
     for (const auto &watched : m_watched)
         m_all->removeSourceModel(watched->controller->conversations());
@@ -240,25 +259,33 @@ FleetWindow::Watched *FleetWindow::find(const QUrl &server) const
     return nullptr;
 }
 
-void FleetWindow::addServer(const QUrl &server, const QString &apiKey)
+void FleetWindow::addServer(const QUrl &server, const QString &apiKey, const QString &name)
 {
     if (find(server))
         return;
     auto watched = std::make_unique<Watched>();
     watched->url = server;
+    watched->name =
+        name.isEmpty()
+            ? consoleSettings()->value(NamesKey).toMap().value(server.toString()).toString()
+            : name;
     watched->connection = std::make_unique<ServerConnection>(server);
     watched->connection->setApiKey(apiKey);
     watched->controller = std::make_unique<ConsoleController>(watched->connection.get());
     ConversationListModel *rows = watched->controller->conversations();
-    rows->setServerLabel(labelOf(server));
+    rows->setServerLabel(watched->label());
     watched->line = new QListWidgetItem(m_servers);
     watched->line->setData(Qt::UserRole, server);
     Watched *raw = watched.get();
     connect(watched->controller.get(), &ConsoleController::reachabilityChanged, this,
             [this, raw](bool reachable) {
-                raw->controller->conversations()->setStale(!reachable);
-                raw->downSince = reachable ? QDateTime() : QDateTime::currentDateTime();
+                // Since it stopped answering, whatever it is taken for as it goes on failing.
+                if (reachable)
+                    raw->downSince = QDateTime();
+                else if (!raw->downSince.isValid())
+                    raw->downSince = QDateTime::currentDateTime();
                 updateServerLine(*raw);
+                arrangeServers();
                 updateSummary();
             });
     connect(watched->controller.get(), &ConsoleController::refreshed, this,
@@ -269,21 +296,15 @@ void FleetWindow::addServer(const QUrl &server, const QString &apiKey)
         for (QTableView *view : {m_view, m_archivedView}) {
             view->setSortingEnabled(true);
             view->sortByColumn(ConversationListModel::UpdatedColumn, Qt::DescendingOrder);
+            ConversationView::layOutColumns(view);
+            const QFontMetrics metrics = view->fontMetrics();
             QHeaderView *header = view->horizontalHeader();
-            header->setSectionResizeMode(ConversationListModel::TitleColumn, QHeaderView::Stretch);
-            for (const int column : {int(ConversationListModel::UpdatedColumn),
-                                     int(ConversationListModel::ServerColumn)})
-                header->setSectionResizeMode(column, QHeaderView::ResizeToContents);
-            // The badges of a server's own window.
-            for (const auto &[column, kind] :
-                 {std::pair{int(ConversationListModel::ExecutionColumn),
-                            StatusBadgeDelegate::Kind::Execution},
-                  std::pair{int(ConversationListModel::RuntimeColumn),
-                            StatusBadgeDelegate::Kind::Runtime}}) {
-                auto *delegate = new StatusBadgeDelegate(kind, view);
-                view->setItemDelegateForColumn(column, delegate);
-                header->resizeSection(column, delegate->columnWidth(view->fontMetrics()));
-            }
+            header->resizeSection(ConversationListModel::ServerColumn,
+                                  metrics.horizontalAdvance(u"255.255.255.255:65535"_s) + 16);
+            // No details pane beside it: room for the longest outcome, whole.
+            header->resizeSection(ConversationListModel::ExecutionColumn,
+                                  StatusBadgeDelegate::widthFor(
+                                      metrics, u"finished · interrupted by the operator"_s));
         }
     }
     m_watched.push_back(std::move(watched));
@@ -316,9 +337,31 @@ void FleetWindow::removeServer(const QUrl &server)
 void FleetWindow::remember() const
 {
     QStringList urls;
-    for (const auto &watched : m_watched)
+    QVariantMap names;
+    for (const auto &watched : m_watched) {
         urls.append(watched->url.toString());
+        if (!watched->name.isEmpty())
+            names.insert(watched->url.toString(), watched->name);
+    }
     consoleSettings()->setValue(ServersKey, urls);
+    consoleSettings()->setValue(NamesKey, names);
+}
+
+void FleetWindow::setServerName(const QUrl &server, const QString &name)
+{
+    Watched *watched = find(server);
+    if (!watched)
+        return;
+    watched->name = name.simplified();
+    watched->controller->conversations()->setServerLabel(watched->label());
+    updateServerLine(*watched);
+    remember();
+}
+
+QString FleetWindow::serverName(const QUrl &server) const
+{
+    const Watched *watched = find(server);
+    return watched ? watched->label() : QString();
 }
 
 MainWindow *FleetWindow::windowOf(const QUrl &server)
@@ -351,28 +394,79 @@ void FleetWindow::open(const QUrl &server, const QUuid &id)
 
 void FleetWindow::updateServerLine(Watched &watched)
 {
-    const QString label = labelOf(watched.url);
+    const QString label = watched.label();
+    const ConsoleController *controller = watched.controller.get();
     const ConversationListModel *rows = watched.controller->conversations();
     int needing = 0;
     for (int row = 0; row < rows->rowCount(); ++row)
         needing += Lifecycle::needsAttention(rows->at(row)) ? 1 : 0;
+    const QString since = watched.downSince.toString(u"HH:mm:ss"_s);
+    const QString asOf = controller->lastRefreshed().isValid()
+                             ? controller->lastRefreshed().toString(u"HH:mm:ss"_s)
+                             : tr("never");
     QString line;
-    if (watched.controller->needsKey())
-        line = tr("⚠ %1 asks for its session API key: open it to enter the key").arg(label);
-    else if (!watched.controller->isReachable())
-        line = tr("✕ %1 is down since %2; its rows are as of %3")
-                   .arg(label, watched.downSince.toString(u"HH:mm:ss"_s),
-                        watched.controller->lastRefreshed().isValid()
-                            ? watched.controller->lastRefreshed().toString(u"HH:mm:ss"_s)
-                            : tr("never"));
-    else
+    switch (controller->needsKey() ? ConsoleController::Outage::Failing : controller->outage()) {
+    case ConsoleController::Outage::None:
         line = (rows->rowCount() == 1
                     ? tr("● %1 · 1 conversation").arg(label)
                     : tr("● %1 · %2 conversations").arg(label).arg(rows->rowCount())) +
                (needing == 0   ? QString()
                 : needing == 1 ? tr(", 1 needs attention")
                                : tr(", %1 need attention").arg(needing));
+        break;
+    case ConsoleController::Outage::Down:
+        line = tr("✕ %1 is down since %2 (it refuses connections); its rows are as of %3")
+                   .arg(label, since, asOf);
+        break;
+    case ConsoleController::Outage::NotAnswering:
+        line = tr("⏸ %1 is not answering since %2 (it takes connections and says nothing: "
+                  "frozen or overloaded); its rows are as of %3")
+                   .arg(label, since, asOf);
+        break;
+    case ConsoleController::Outage::Failing:
+        line = controller->needsKey()
+                   ? tr("⚠ %1 asks for its session API key: open it to enter the key").arg(label)
+                   : tr("✕ %1 answers with errors since %2; its rows are as of %3")
+                         .arg(label, since, asOf);
+        break;
+    }
     watched.line->setText(line);
+    watched.line->setToolTip(controller->isReachable() ? watched.url.toString(QUrl::RemoveUserInfo)
+                                                       : controller->unreachableReason());
+    // Out of reach, it stands out: tinted, in bold.
+    const bool out = !controller->isReachable();
+    watched.line->setBackground(
+        out ? QColor(controller->outage() == ConsoleController::Outage::NotAnswering ? 0xfff3e0
+                                                                                     : 0xffebee)
+            : QBrush());
+    watched.line->setForeground(out ? QColor(0xb7, 0x1c, 0x1c) : QBrush());
+    QFont font = m_servers->font();
+    font.setBold(out);
+    watched.line->setFont(font);
+}
+
+void FleetWindow::arrangeServers()
+{
+    // Those out of reach first, each kind in the order the servers were added.
+    QListWidgetItem *current = m_servers->currentItem();
+    std::vector<QListWidgetItem *> order;
+    for (const bool out : {true, false}) {
+        for (const auto &watched : m_watched) {
+            if (watched->controller->isReachable() != out)
+                order.push_back(watched->line);
+        }
+    }
+    bool arranged = true;
+    for (int row = 0; row < int(order.size()); ++row)
+        arranged = arranged && m_servers->item(row) == order[row];
+    if (arranged)
+        return;
+    while (m_servers->count() > 0)
+        m_servers->takeItem(0);
+    for (QListWidgetItem *item : order)
+        m_servers->addItem(item);
+    if (current)
+        m_servers->setCurrentItem(current);
 }
 
 void FleetWindow::updateSummary()
@@ -381,10 +475,15 @@ void FleetWindow::updateSummary()
     for (int row = 0; row < m_active->rowCount(); ++row)
         needing += m_active->index(row, 0).data(ConversationListModel::NeedsAttentionRole).toBool();
     int down = 0;
-    int keyed = 0; // answering, but not without a key
+    int silent = 0; // not answering: frozen, or overloaded
+    int keyed = 0;  // answering, but not without a key
     for (const auto &watched : m_watched) {
-        keyed += watched->controller->needsKey() ? 1 : 0;
-        down += watched->controller->isReachable() || watched->controller->needsKey() ? 0 : 1;
+        const ConsoleController *controller = watched->controller.get();
+        keyed += controller->needsKey() ? 1 : 0;
+        silent += !controller->needsKey() &&
+                  controller->outage() == ConsoleController::Outage::NotAnswering;
+        down += !controller->needsKey() && !controller->isReachable() &&
+                controller->outage() != ConsoleController::Outage::NotAnswering;
     }
     QString text = tr("Active (%1)").arg(m_active->rowCount());
     if (needing > 0)
@@ -394,6 +493,8 @@ void FleetWindow::updateSummary()
     text += m_watched.size() == 1 ? tr(" · 1 server") : tr(" · %1 servers").arg(m_watched.size());
     if (down > 0)
         text += tr(", %1 down").arg(down);
+    if (silent > 0)
+        text += tr(", %1 not answering").arg(silent);
     if (keyed > 0)
         text += keyed == 1 ? tr(", 1 asks for its key") : tr(", %1 ask for their keys").arg(keyed);
     m_summary->setText(text);
@@ -429,18 +530,42 @@ void FleetWindow::searchServers()
 
 void FleetWindow::askForServer()
 {
+    AddServerDialog dialog(this);
+    if (dialog.exec() != QDialog::Accepted || dialog.url().isEmpty())
+        return;
+    const QUrl server = dialog.url();
+    const QString key = dialog.apiKey();
+    addServer(server, key, dialog.name());
+    if (key.isEmpty())
+        return;
+    ConsoleKeys::write(server, key).then([self = QPointer(this)](const QString &problem) {
+        if (self)
+            self->statusBar()->showMessage(
+                problem.isEmpty() ? tr("The key is kept in the desktop's secret store")
+                                  : tr("The key serves this session only (%1)").arg(problem),
+                15000);
+    });
+}
+
+void FleetWindow::askForName()
+{
+    QListWidgetItem *item = m_servers->currentItem();
+    if (!item)
+        return;
+    const QUrl server = item->data(Qt::UserRole).toUrl();
     bool given = false;
-    const QString text =
-        QInputDialog::getText(this, tr("Add server"), tr("The server's URL (or HOST:PORT):"),
-                              QLineEdit::Normal, {}, &given);
-    if (!given || text.trimmed().isEmpty())
-        return;
-    const auto url = ServerConnection::baseUrlFrom(text.trimmed());
-    if (!url) {
-        m_summary->setText(tr("“%1” is no server URL: HOST:PORT or http(s)://…").arg(text));
-        return;
-    }
-    addServer(*url);
+    const QString name = QInputDialog::getText(
+        this, tr("Name server"),
+        tr("A name for %1 (empty: host:port):").arg(server.toString(QUrl::RemoveUserInfo)),
+        QLineEdit::Normal, find(server) ? find(server)->name : QString(), &given);
+    if (given)
+        setServerName(server, name);
+}
+
+void FleetWindow::closeEvent(QCloseEvent *event)
+{
+    consoleSettings()->setValue(GeometryKey, saveGeometry());
+    QMainWindow::closeEvent(event);
 }
 
 } // namespace AgentDeck

@@ -24,11 +24,13 @@ class ServerConnection;
 
 // The console watching several servers: "All servers" lists the conversations of every one
 // (Active and Archived tabs) with a Server column, one count and one attention count across
-// them, and the servers
-// with their state (up, down since when, asking for its key). Each server keeps its own
-// window (MainWindow: its tabs, actions, timeline and replicas), opened from here; a server
-// that is down leaves its rows greyed and the others working. Servers are added and removed
-// here and remembered (consoleSettings(), URLs only: keys go to the secret store).
+// them, and the servers with their state: answering, down since when (its connections
+// refused), not answering since when (frozen or overloaded), asking for its key; those out of
+// reach first and tinted. Each server keeps its own window (MainWindow: its tabs, actions,
+// timeline and replicas), opened from here; a server that is down leaves its rows greyed, their
+// badges dated, and the others working. Servers are added (URL, an optional name, an optional
+// key), named and removed here and remembered with their names (consoleSettings(); keys go to
+// the secret store), and so is the window's geometry.
 class FleetWindow : public QMainWindow
 {
     Q_OBJECT
@@ -38,8 +40,15 @@ public:
 
     // Watches `server` (again if it was removed); nothing when it is watched already. `apiKey`
     // is used when given, else the one kept for it in the secret store, if any.
-    void addServer(const QUrl &server, const QString &apiKey = {});
+    // `name` is shown instead of host:port (none: the one remembered for it, if any).
+    void addServer(const QUrl &server, const QString &apiKey = {}, const QString &name = {});
     void removeServer(const QUrl &server);
+    // The name `server` is shown by (empty: host:port), remembered with it.
+    void setServerName(const QUrl &server, const QString &name);
+    // What the list and the Server column call `server`.
+    QString serverName(const QUrl &server) const;
+    // "host:port" (and the path, behind a proxy), the port even where the scheme implies it.
+    static QString hostAndPort(const QUrl &server);
     QList<QUrl> servers() const;
     // The servers remembered from the last time, as addServer() takes them.
     static QList<QUrl> rememberedServers();
@@ -58,6 +67,9 @@ public:
     QLabel *summary() const { return m_summary; }
     QLineEdit *filterBox() const { return m_filter; }
 
+protected:
+    void closeEvent(QCloseEvent *event) override;
+
 private:
     struct Watched;
     Watched *find(const QUrl &server) const;
@@ -65,6 +77,9 @@ private:
     void updateSummary();
     void updateServerLine(Watched &watched);
     void askForServer();
+    void askForName();
+    // The servers out of reach first, then the others, each in the order they were added.
+    void arrangeServers();
     void applySearch(const ConversationSearch &search);
     // The filter box's search on every server; what they found in events joins the filter.
     void searchServers();

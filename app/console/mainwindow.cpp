@@ -127,7 +127,7 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     splitter->setStretchFactor(0, 3);
     splitter->setStretchFactor(1, 2);
     // The list first: its badge columns are wide, and its titles are what an operator scans.
-    splitter->setSizes({880, 400});
+    splitter->setSizes({900, 380});
     layout->addWidget(splitter, 1);
     // Below the list, so that its coming and going moves no button or row: it comes when the
     // server is lost, which is when an operator is clicking, and at the top it pushed

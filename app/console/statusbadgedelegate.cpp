@@ -70,7 +70,7 @@ void StatusBadgeDelegate::paint(QPainter *painter, const QStyleOptionViewItem &o
     style->drawPrimitive(QStyle::PE_PanelItemViewItem, &background, painter, option.widget);
 
     const QString text = index.data(Qt::DisplayRole).toString();
-    const Badge badge =
+    Badge badge =
         m_kind == Kind::Runtime
             ? runtimeBadge(index.data(ConversationListModel::RuntimeStatusRole).toString(),
                            index.data(ConversationListModel::RuntimeLabelRole).toString(),
@@ -79,6 +79,9 @@ void StatusBadgeDelegate::paint(QPainter *painter, const QStyleOptionViewItem &o
                              index.data(ConversationListModel::StaleRole).toBool(),
                              index.data(ConversationListModel::OutcomeKindRole).toString(),
                              index.data(ConversationListModel::OutcomeAttentionRole).toBool());
+    // What a server that does not answer last said: no colour claims it holds now.
+    if (index.data(ConversationListModel::ServerDownRole).toBool())
+        badge.colour = QColor(0x9e, 0x9e, 0x9e);
     // The glyph gets a square of its own: it may come from a fallback font whose width the
     // primary font's metrics do not know.
     const QFontMetrics metrics(option.font);
@@ -108,10 +111,10 @@ int StatusBadgeDelegate::widthFor(const QFontMetrics &metrics, const QString &te
 
 int StatusBadgeDelegate::columnWidth(const QFontMetrics &metrics) const
 {
-    const QStringList longest =
-        m_kind == Kind::Runtime
-            ? QStringList{u"missing (resumable)"_s, u"on another replica"_s}
-            : QStringList{u"waiting for confirmation"_s, u"paused · interrupted by a restart"_s};
+    const QStringList longest = m_kind == Kind::Runtime
+                                    ? QStringList{u"missing (resumable)"_s, u"on another replica"_s}
+                                    : QStringList{u"waiting for confirmation"_s,
+                                                  u"finished · interrupted by the operator"_s};
     int width = 0;
     for (const QString &text : longest)
         width = std::max(width, widthFor(metrics, text));

@@ -630,9 +630,15 @@ private Q_SLOTS:
             if (!dialog)
                 return;
             QTest::keyClicks(dialog->titleField(), u"made here"_s);
+            // Tags as the list's column writes them; a wrong one holds Create back and says why.
+            QPushButton *create = dialog->buttons()->button(QDialogButtonBox::Ok);
+            QTest::keyClicks(dialog->tagsField(), u"team=ops, =x"_s);
+            const bool refused = !create->isEnabled() && dialog->tagsProblem()->isVisible() &&
+                                 dialog->tagsProblem()->text().contains(u"needs a name"_s);
+            dialog->tagsField()->setText(u"team=ops, urgent"_s);
             dialog->agentField()->setCurrentIndex(dialog->agentField()->findData(u"shell"_s));
             QTest::keyClicks(dialog->messageField(), u"echo from the console"_s);
-            filled = true;
+            filled = refused && create->isEnabled() && !dialog->tagsProblem()->isVisible();
             QTest::mouseClick(dialog->buttons()->button(QDialogButtonBox::Ok), Qt::LeftButton);
         });
         QTest::mouseClick(m_window->newButton(), Qt::LeftButton);
@@ -644,6 +650,8 @@ private Q_SLOTS:
         QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
         QCOMPARE(conversation(id).value(u"agent"_s).toObject().value(u"kind"_s).toString(),
                  u"shell"_s);
+        QCOMPARE(conversation(id).value(u"tags"_s).toObject(),
+                 (QJsonObject{{u"team"_s, u"ops"_s}, {u"urgent"_s, u""_s}}));
         QTRY_VERIFY_WITH_TIMEOUT(
             textItem(m_window->timeline()->rootObject(), u"from the console\n"_s) != nullptr,
             10000);
@@ -1623,6 +1631,13 @@ private Q_SLOTS:
                 StatusBadgeDelegate::widthFor(metrics, u"waiting for confirmation"_s));
         QVERIFY(view->columnWidth(ConversationListModel::RuntimeColumn) >=
                 StatusBadgeDelegate::widthFor(metrics, u"missing (resumable)"_s));
+        // The update time whole, at a width that does not follow the rows.
+        const QString updated =
+            view->model()->index(0, ConversationListModel::UpdatedColumn).data().toString();
+        QVERIFY(view->columnWidth(ConversationListModel::UpdatedColumn) >=
+                metrics.horizontalAdvance(updated));
+        QCOMPARE(view->horizontalHeader()->sectionResizeMode(ConversationListModel::UpdatedColumn),
+                 QHeaderView::Interactive);
         QVERIFY2(
             view->columnWidth(ConversationListModel::TitleColumn) >= 160,
             qPrintable(QString::number(view->columnWidth(ConversationListModel::TitleColumn))));

@@ -1,6 +1,7 @@
 // The console watching several real servers at once (the All servers window): their rows in
 // one list with a Server column, one count across them, one of them killed while the other
 // keeps working, and the servers remembered for the next start.
+#include "addserverdialog.h"
 #include "banner.h"
 #include "commandline.h"
 #include "consolecontroller.h"
@@ -16,7 +17,9 @@
 #include <QAction>
 #include <QApplication>
 #include <QColor>
+#include <QDialogButtonBox>
 #include <QDir>
+#include <QFile>
 #include <QInputDialog>
 #include <QJsonObject>
 #include <QLabel>
@@ -67,9 +70,10 @@ private Q_SLOTS:
         const QUuid second = create(beta, u"on beta"_s);
         QVERIFY(!first.isNull() && !second.isNull());
 
+        // Beta is added first: listed first while both answer.
         m_fleet = std::make_unique<FleetWindow>();
-        m_fleet->addServer(alpha);
         m_fleet->addServer(beta);
+        m_fleet->addServer(alpha);
         m_fleet->show();
         QVERIFY(QTest::qWaitForWindowExposed(m_fleet.get()));
         QTableView *view = m_fleet->conversationsView();
@@ -77,19 +81,50 @@ private Q_SLOTS:
         // The failed command needs attention, whichever server it is on; one count for all.
         QTRY_COMPARE_WITH_TIMEOUT(m_fleet->summary()->text(),
                                   u"Active (2), 1 needs attention · 2 servers"_s, 15000);
-        QCOMPARE(serverOf(view, u"on alpha"_s), alpha.toString());
-        QCOMPARE(serverOf(view, u"on beta"_s), beta.toString());
+        // Each server by host:port: the scheme, the same for all, cut the rest off.
+        const QString alphaLabel = u"127.0.0.1:%1"_s.arg(alpha.port());
+        QCOMPARE(serverOf(view, u"on alpha"_s), alphaLabel);
+        QCOMPARE(serverOf(view, u"on beta"_s), u"127.0.0.1:%1"_s.arg(beta.port()));
         QCOMPARE(m_fleet->serverList()->count(), 2);
+        QVERIFY(m_fleet->serverList()->item(0)->text().startsWith(u"● "_s +
+                                                                  serverOf(view, u"on beta"_s)));
+        const int alphaRow = rowOf(view, u"on alpha"_s);
+        QVERIFY(!view->model()
+                     ->index(alphaRow, ConversationListModel::RuntimeColumn)
+                     .data()
+                     .toString()
+                     .contains(u"as of"_s));
 
-        // Alpha goes away: shown down within seconds, its rows greyed; beta goes on.
+        // Alpha goes away: shown down within seconds, first in the list and tinted, its rows
+        // greyed and their badges dated; beta goes on.
         m_servers.front()->stop();
-        QTRY_VERIFY_WITH_TIMEOUT(
-            m_fleet->serverList()->item(0)->text().startsWith(u"✕ "_s + alpha.toString()), 6000);
+        QTRY_VERIFY_WITH_TIMEOUT(m_fleet->serverList()->item(0)->text().startsWith(
+                                     u"✕ "_s + alphaLabel + u" is down since"_s),
+                                 6000);
+        QListWidgetItem *alphaLine = m_fleet->serverList()->item(0);
+        QVERIFY2(alphaLine->text().contains(u"refuses connections"_s),
+                 qPrintable(alphaLine->text()));
+        QVERIFY(alphaLine->font().bold());
+        QCOMPARE(alphaLine->background().color(), QColor(0xffebee));
+        QVERIFY(!m_fleet->serverList()->item(1)->font().bold());
         QCOMPARE(m_fleet->summary()->text(),
                  u"Active (2), 1 needs attention · 2 servers, 1 down"_s);
-        const int alphaRow = rowOf(view, u"on alpha"_s);
         QCOMPARE(view->model()->index(alphaRow, 0).data(Qt::ForegroundRole).value<QColor>(),
                  QColor(Qt::gray));
+        const QString asOf =
+            u" · as of "_s + m_fleet->controllerOf(alpha)->lastRefreshed().toString(u"HH:mm:ss"_s);
+        for (const int column : {int(ConversationListModel::ExecutionColumn),
+                                 int(ConversationListModel::RuntimeColumn)}) {
+            const QModelIndex badge = view->model()->index(alphaRow, column);
+            QVERIFY2(badge.data().toString().endsWith(asOf), qPrintable(badge.data().toString()));
+            QVERIFY(badge.data(Qt::ToolTipRole).toString().contains(u"does not answer"_s));
+            QVERIFY(badge.data(ConversationListModel::ServerDownRole).toBool());
+        }
+        QVERIFY(!view->model()
+                     ->index(rowOf(view, u"on beta"_s), ConversationListModel::RuntimeColumn)
+                     .data()
+                     .toString()
+                     .contains(u"as of"_s));
         QVERIFY(
             !view->model()->index(rowOf(view, u"on beta"_s), 0).data(Qt::ForegroundRole).isValid());
         const QUuid third = create(beta, u"new on beta"_s);
@@ -101,7 +136,8 @@ private Q_SLOTS:
         QCOMPARE(view->model()->rowCount(), 2);
         QCOMPARE(m_fleet->tabs()->tabText(1), u"Archived (1)"_s);
         QCOMPARE(m_fleet->tabs()->tabText(0), u"Active (2), 1 needs attention"_s);
-        QVERIFY(m_fleet->serverList()->item(1)->text().startsWith(u"● "_s + beta.toString()));
+        QVERIFY(m_fleet->serverList()->item(1)->text().startsWith(u"● "_s +
+                                                                  serverOf(view, u"on beta"_s)));
 
         // A row opens in its server's window, selected there.
         view->setFocus();
@@ -113,7 +149,7 @@ private Q_SLOTS:
         QCOMPARE(m_fleet->controllerOf(beta)->selected(), second);
 
         // Remembered for the next start, and forgotten when removed.
-        QCOMPARE(FleetWindow::rememberedServers(), (QList<QUrl>{alpha, beta}));
+        QCOMPARE(FleetWindow::rememberedServers(), (QList<QUrl>{beta, alpha}));
         m_fleet->removeServer(alpha);
         QCOMPARE(FleetWindow::rememberedServers(), (QList<QUrl>{beta}));
         QTRY_COMPARE(view->model()->rowCount(), 1);
@@ -142,10 +178,10 @@ private Q_SLOTS:
         QCOMPARE(view->model()->rowCount(), 2);
         m_fleet->filterBox()->setText(u"team=ops"_s);
         QCOMPARE(view->model()->rowCount(), 1);
-        QCOMPARE(serverOf(view, u"deploy web"_s), alpha.toString());
+        QCOMPARE(serverOf(view, u"deploy web"_s), FleetWindow::hostAndPort(alpha));
         m_fleet->filterBox()->setText(u"segfault"_s);
         QTRY_COMPARE_WITH_TIMEOUT(view->model()->rowCount(), 1, 10000);
-        QCOMPARE(serverOf(view, u"nightly"_s), beta.toString());
+        QCOMPARE(serverOf(view, u"nightly"_s), FleetWindow::hostAndPort(beta));
         m_fleet->filterBox()->setText(u"nobody wrote this"_s);
         QTRY_COMPARE(view->model()->rowCount(), 0);
         m_fleet->filterBox()->clear();
@@ -189,11 +225,11 @@ private Q_SLOTS:
         QVERIFY(!m_fleet->controllerOf(big)->hasMore(ArchiveFilter::Active));
     }
 
-    // Add server… asks for the URL; a wrong one is said, not added.
+    // Add server… asks for the URL, a name and the key; a wrong URL is said, and Add waits.
     void aServerIsAddedInTheWindow()
     {
-        const QUrl server = startServer();
-        create(server, u"added later"_s);
+        const QUrl server = startServer({u"added-key"_s});
+        create(server, u"added later"_s, {}, {}, u"added-key"_s);
         m_fleet = std::make_unique<FleetWindow>();
         m_fleet->show();
         QVERIFY(QTest::qWaitForWindowExposed(m_fleet.get()));
@@ -203,25 +239,63 @@ private Q_SLOTS:
                 add = action;
         }
         QVERIFY(add);
-        const auto answer = [this](const QString &text) {
-            QTimer::singleShot(0, this, [text] {
-                if (auto *dialog =
-                        qobject_cast<QInputDialog *>(QApplication::activeModalWidget())) {
-                    dialog->setTextValue(text);
-                    dialog->accept();
-                }
-            });
-        };
-        answer(u"no such thing::"_s);
+        bool checked = false;
+        QTimer::singleShot(0, this, [&] {
+            auto *dialog = qobject_cast<AddServerDialog *>(QApplication::activeModalWidget());
+            if (!dialog)
+                return;
+            QPushButton *ok = dialog->buttons()->button(QDialogButtonBox::Ok);
+            QTest::keyClicks(dialog->urlField(), u"no such thing::"_s);
+            const bool refused =
+                !ok->isEnabled() && dialog->problem()->text().contains(u"is no server URL"_s);
+            dialog->urlField()->setText(server.authority());
+            dialog->nameField()->setText(u"  build   farm "_s);
+            dialog->keyField()->setText(u"added-key"_s);
+            checked =
+                refused && ok->isEnabled() && dialog->keyField()->echoMode() == QLineEdit::Password;
+            ok->click();
+        });
         add->trigger();
-        QVERIFY2(m_fleet->summary()->text().contains(u"is no server URL"_s),
-                 qPrintable(m_fleet->summary()->text()));
-        QCOMPARE(m_fleet->servers().size(), 0);
-        answer(server.authority());
-        add->trigger();
+        QVERIFY(checked);
         QCOMPARE(m_fleet->servers(), QList<QUrl>{server});
+        // The key given is used: the server asks for one.
         QTRY_COMPARE_WITH_TIMEOUT(m_fleet->conversationsView()->model()->rowCount(), 1, 10000);
+        QCOMPARE(serverOf(m_fleet->conversationsView(), u"added later"_s), u"build farm"_s);
+        QCOMPARE(m_fleet->serverName(server), u"build farm"_s);
         QCOMPARE(FleetWindow::rememberedServers(), QList<QUrl>{server});
+        // The name is remembered with it; the key is not in the settings file.
+        m_fleet = std::make_unique<FleetWindow>();
+        m_fleet->addServer(server);
+        QCOMPARE(m_fleet->serverName(server), u"build farm"_s);
+        consoleSettings()->sync();
+        QFile settings(consoleSettings()->fileName());
+        QVERIFY(settings.open(QIODevice::ReadOnly));
+        QVERIFY(!settings.readAll().contains("added-key"));
+        // A name taken away: host:port again.
+        m_fleet->setServerName(server, {});
+        QCOMPARE(m_fleet->serverName(server), FleetWindow::hostAndPort(server));
+    }
+
+    // The window opens where and as large as it was closed.
+    void theWindowKeepsItsGeometry()
+    {
+        m_fleet = std::make_unique<FleetWindow>();
+        m_fleet->show();
+        QVERIFY(QTest::qWaitForWindowExposed(m_fleet.get()));
+        m_fleet->resize(913, 587);
+        QTRY_COMPARE(m_fleet->size(), QSize(913, 587));
+        m_fleet->close();
+        m_fleet = std::make_unique<FleetWindow>();
+        QCOMPARE(m_fleet->size(), QSize(913, 587));
+    }
+
+    // host:port names a server, the port even where the scheme implies it, never a password.
+    void serversAreNamedByHostAndPort()
+    {
+        QCOMPARE(FleetWindow::hostAndPort(QUrl(u"http://10.0.0.2:8000"_s)), u"10.0.0.2:8000"_s);
+        QCOMPARE(FleetWindow::hostAndPort(QUrl(u"https://ops.example"_s)), u"ops.example:443"_s);
+        QCOMPARE(FleetWindow::hostAndPort(QUrl(u"http://admin:secret@[::1]:9000/agentdeck"_s)),
+                 u"[::1]:9000/agentdeck"_s);
     }
 
     // `--connect` twice kept the last; each one given is watched, once.
@@ -251,8 +325,8 @@ private Q_SLOTS:
         m_fleet->addServer(keyed);
         m_fleet->show();
         QTRY_VERIFY_WITH_TIMEOUT(
-            m_fleet->serverList()->item(0)->text().startsWith(u"⚠ "_s + keyed.toString() +
-                                                              u" asks for its session API key"_s),
+            m_fleet->serverList()->item(0)->text().startsWith(
+                u"⚠ "_s + FleetWindow::hostAndPort(keyed) + u" asks for its session API key"_s),
             10000);
         QCOMPARE(m_fleet->summary()->text(), u"Active (0) · 1 server, 1 asks for its key"_s);
         MainWindow *window = m_fleet->windowOf(keyed);
@@ -304,9 +378,10 @@ private:
         return url;
     }
     static QUuid create(const QUrl &server, const QString &title, const QString &command = {},
-                        QMap<QString, QString> tags = {})
+                        QMap<QString, QString> tags = {}, const QString &apiKey = {})
     {
         ServerConnection client(server);
+        client.setApiKey(apiKey);
         CreateConversationRequest request;
         request.title = title;
         request.tags = std::move(tags);

@@ -2,14 +2,18 @@
 // what it shows, and how soon.
 #include "consolecontroller.h"
 #include "consolesettings.h"
+#include "detailspane.h"
+#include "fleetwindow.h"
 #include "guitestmain.h"
 #include "mainwindow.h"
 #include "serverprocess.h"
 
 #include <QApplication>
+#include <QColor>
 #include <QElapsedTimer>
 #include <QJsonObject>
 #include <QLabel>
+#include <QListWidget>
 #include <QPushButton>
 #include <QQuickWindow>
 #include <QSettings>
@@ -46,6 +50,7 @@ private Q_SLOTS:
         if (m_server && m_server->isRunning())
             m_server->sendSignal(SIGCONT);
         m_fleet.cleanUp();
+        m_server = nullptr;
     }
 
     // Frozen, the server answers nothing, but its socket is open: the list said "Connected" and
@@ -85,6 +90,78 @@ private Q_SLOTS:
         qInfo("a killed server shown as not answering after %lld ms", killedMs);
         QVERIFY2(killedMs >= 0 && killedMs <= Deadline, qPrintable(QString::number(killedMs)));
         QVERIFY(!m_window->actionButton(ConsoleController::Action::Archive)->isEnabled());
+    }
+
+    // All servers tells a frozen server from a stopped one: "not answering", tinted amber, and
+    // "down"; both listed before the one that answers. A server window's details stop counting
+    // its lease down.
+    void aFrozenServerIsToldFromADownOne()
+    {
+        ServerProcess &answering = m_fleet.add();
+        ServerProcess &frozen = m_fleet.add();
+        ServerProcess &stopped = m_fleet.add();
+        for (ServerProcess *server : {&answering, &frozen, &stopped})
+            QVERIFY2(server->startReady(), qPrintable(server->stderrText()));
+        // Running, it holds its lease.
+        const Reply created =
+            frozen.post(u"/api/conversations"_s,
+                        QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}}},
+                                    {u"title"_s, u"f"_s},
+                                    {u"initial_message"_s, userMessage(u"sleep 300"_s, true)}});
+        QVERIFY2(created.status == 201, created.body.constData());
+        FleetWindow fleet;
+        for (ServerProcess *server : {&answering, &frozen, &stopped})
+            fleet.addServer(server->url());
+        fleet.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&fleet));
+        QTRY_COMPARE_WITH_TIMEOUT(fleet.conversationsView()->model()->rowCount(), 1, 10000);
+        QTRY_VERIFY(fleet.controllerOf(frozen.url())->lastRefreshed().isValid());
+        // Its window, with the conversation's details read.
+        MainWindow *window = fleet.windowOf(frozen.url());
+        window->show();
+        QTRY_COMPARE(window->activeView()->model()->rowCount(), 1);
+        window->activeView()->selectRow(0);
+        QTRY_VERIFY(window->details()->hasRuntimeDetails());
+        QTRY_VERIFY_WITH_TIMEOUT(
+            window->details()->text(DetailsPane::Row::Owner).contains(u" left"_s), 10000);
+
+        m_server = &frozen; // thawed by cleanup()
+        frozen.sendSignal(SIGSTOP);
+        stopped.kill();
+        const QString frozenLabel = FleetWindow::hostAndPort(frozen.url());
+        const QString stoppedLabel = FleetWindow::hostAndPort(stopped.url());
+        QListWidget *servers = fleet.serverList();
+        const auto lineOf = [servers](const QString &label) -> QListWidgetItem * {
+            for (int row = 0; row < servers->count(); ++row) {
+                if (servers->item(row)->text().mid(2).startsWith(label + u' '))
+                    return servers->item(row);
+            }
+            return nullptr;
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(
+            lineOf(frozenLabel) && lineOf(frozenLabel)->text().startsWith(u"⏸ "_s), Deadline * 2);
+        QTRY_VERIFY_WITH_TIMEOUT(lineOf(stoppedLabel)->text().startsWith(u"✕ "_s), Deadline);
+        QVERIFY2(lineOf(frozenLabel)->text().contains(u"is not answering since"_s),
+                 qPrintable(lineOf(frozenLabel)->text()));
+        QVERIFY2(lineOf(stoppedLabel)->text().contains(u"is down since"_s),
+                 qPrintable(lineOf(stoppedLabel)->text()));
+        QCOMPARE(lineOf(frozenLabel)->background().color(), QColor(0xfff3e0));
+        QCOMPARE(lineOf(stoppedLabel)->background().color(), QColor(0xffebee));
+        QVERIFY(servers->item(2)->text().startsWith(u"● "_s));
+        QVERIFY(fleet.summary()->text().endsWith(u"3 servers, 1 down, 1 not answering"_s));
+
+        // The frozen server's row: greyed badges as of its last answer, and no countdown.
+        const QString asOf =
+            fleet.controllerOf(frozen.url())->lastRefreshed().toString(u"HH:mm:ss"_s);
+        const QModelIndex badge =
+            fleet.conversationsView()->model()->index(0, ConversationListModel::RuntimeColumn);
+        QVERIFY2(badge.data().toString().endsWith(u"as of "_s + asOf),
+                 qPrintable(badge.data().toString()));
+        const QString owner = window->details()->text(DetailsPane::Row::Owner);
+        QVERIFY2(!owner.contains(u" left"_s) && !owner.contains(u"lapsed"_s) &&
+                     owner.contains(u"as the server last said at "_s + asOf),
+                 qPrintable(owner));
+        window->close();
     }
 
 private:

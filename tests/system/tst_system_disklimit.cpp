@@ -209,6 +209,13 @@ private Q_SLOTS:
                      again.contains(u"exit=1"_s),
                  qPrintable(again));
         QCOMPARE(mountsUnder(workspace), QStringList{workspace});
+        // A reprovisioned sandbox is on the same disk.
+        QVERIFY(restarted.post(conversationPath(filler, u"runtime/reprovision"_s)).ok());
+        const QString reprovisioned =
+            runNext(restarted, filler, u"cat kept.txt; head -c 1M /dev/zero > more; echo exit=$?"_s);
+        QVERIFY2(reprovisioned.startsWith(u"kept\n"_s) &&
+                     reprovisioned.contains(u"No space left on device"_s),
+                 qPrintable(reprovisioned));
         QCOMPARE(runNext(restarted, other, u"echo more >> note && cat note"_s), u"ok\nmore\n"_s);
 
         // A delete takes the mount, the image and its loop device.

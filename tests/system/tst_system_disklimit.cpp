@@ -23,16 +23,6 @@ using namespace AgentDeck::Testing;
 
 namespace {
 
-constexpr uid_t Nobody = 65534;
-constexpr gid_t NoGroup = 65534;
-
-QJsonObject shell(const QString &command, const QJsonObject &extra = {})
-{
-    QJsonObject body = extra;
-    body.insert(u"initial_message"_s, userMessage(command, true));
-    return body;
-}
-
 QStringList observations(ServerProcess &server, const QUuid &id)
 {
     QStringList outputs;
@@ -152,7 +142,7 @@ private Q_SLOTS:
         QCOMPARE(diskLimitOf(info.value(u"sandbox"_s).toObject()), u"16 MiB (enforced)"_s);
 
         const QUuid filler = server.create(
-            shell(u"echo kept > kept.txt && head -c 32M /dev/zero > fill; echo exit=$?"_s));
+            shellCreate(u"echo kept > kept.txt && head -c 32M /dev/zero > fill; echo exit=$?"_s));
         QVERIFY(!filler.isNull());
         QVERIFY(server.waitForStatus(filler, u"finished"_s));
         const QString filled = observations(server, filler).value(0);
@@ -170,12 +160,12 @@ private Q_SLOTS:
 
         // Others write on: a conversation of its own (the catalog stores its events), and one
         // in a caller's directory, which no limit covers and runtime_info says so.
-        const QUuid other = server.create(shell(u"echo ok > note && cat note"_s));
+        const QUuid other = server.create(shellCreate(u"echo ok > note && cat note"_s));
         QVERIFY(server.waitForStatus(other, u"finished"_s));
         QCOMPARE(observations(server, other).value(0), u"ok\n"_s);
-        const QUuid outside = server.create(
-            shell(u"echo ok"_s,
-                  {{u"workspace"_s, QJsonObject{{u"working_dir"_s, callers.filePath(u"ws"_s)}}}}));
+        const QUuid outside = server.create(shellCreate(
+            u"echo ok"_s,
+            {{u"workspace"_s, QJsonObject{{u"working_dir"_s, callers.filePath(u"ws"_s)}}}}));
         QVERIFY(server.waitForStatus(outside, u"finished"_s));
         QVERIFY2(diskLimit(server, outside)
                      .startsWith(u"not enforced: the workspace is a directory the caller named"_s),
@@ -211,8 +201,8 @@ private Q_SLOTS:
         QCOMPARE(mountsUnder(workspace), QStringList{workspace});
         // A reprovisioned sandbox is on the same disk.
         QVERIFY(restarted.post(conversationPath(filler, u"runtime/reprovision"_s)).ok());
-        const QString reprovisioned =
-            runNext(restarted, filler, u"cat kept.txt; head -c 1M /dev/zero > more; echo exit=$?"_s);
+        const QString reprovisioned = runNext(
+            restarted, filler, u"cat kept.txt; head -c 1M /dev/zero > more; echo exit=$?"_s);
         QVERIFY2(reprovisioned.startsWith(u"kept\n"_s) &&
                      reprovisioned.contains(u"No space left on device"_s),
                  qPrintable(reprovisioned));
@@ -252,7 +242,7 @@ private Q_SLOTS:
         const QString expected = u"not enforced: the server is not root (a loop mount needs "
                                  "root); the catalog keeps a 64 MiB reserve"_s;
         QCOMPARE(diskLimitOf(sandbox), expected);
-        const QUuid id = server.create(shell(u"echo ran"_s));
+        const QUuid id = server.create(shellCreate(u"echo ran"_s));
         QVERIFY(server.waitForStatus(id, u"finished"_s));
         QCOMPARE(diskLimit(server, id), expected);
         QVERIFY(!QDir(dataDir.path + u"/workspace-disks"_s).exists());

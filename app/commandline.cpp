@@ -4,6 +4,7 @@
 #include "runtime/egressfilter.h"
 #include "serverconnection.h"
 #include "storage/database.h"
+#include "workspacedisks.h"
 
 #include <QCommandLineParser>
 #include <QCoreApplication>
@@ -261,6 +262,11 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     const QCommandLineOption sandboxFileSize(
         u"sandbox-file-size"_s,
         u"The largest file a command may write, e.g. 1GiB (default and 0: no limit)."_s, u"SIZE"_s);
+    const QCommandLineOption sandboxDisk(
+        u"sandbox-disk"_s,
+        u"The size of each conversation's workspace the server makes, e.g. 4GiB (at least 16MiB; "
+        "default and 0: no limit). Enforced by a root server with loop devices and mkfs.ext4."_s,
+        u"SIZE"_s);
     const QCommandLineOption sandboxEgressAllow(
         u"sandbox-egress-allow"_s,
         u"An IPv4 range (CIDR) the egress network reaches although it is not public, e.g. "
@@ -270,7 +276,7 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         u"require-isolation"_s,
         u"Refuse to start when commands cannot be isolated (no bubblewrap, no namespaces)."_s);
     parser.addOptions({sandboxNetwork, sandboxMemory, sandboxProcesses, sandboxCpu, sandboxFileSize,
-                       sandboxEgressAllow, requireIsolation});
+                       sandboxDisk, sandboxEgressAllow, requireIsolation});
 
     if (!parser.parse(QStringList{u"agentdeck"_s} + arguments)) {
         *error = parser.errorText();
@@ -433,6 +439,14 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     if (!parseSandboxPolicy(parser, sandboxNetwork, sandboxMemory, sandboxProcesses, sandboxCpu,
                             sandboxFileSize, options.server.sandboxPolicy, error))
         return std::nullopt;
+    if (parser.isSet(sandboxDisk)) {
+        const auto size = parseSize(parser.value(sandboxDisk));
+        if (!size || (*size != 0 && *size < WorkspaceDisks::MinBytes)) {
+            *error = u"--sandbox-disk takes a size of 16MiB or more, e.g. 4GiB (0: no limit)"_s;
+            return std::nullopt;
+        }
+        options.server.sandboxDiskBytes = *size;
+    }
     for (const QString &text : parser.values(sandboxEgressAllow)) {
         const auto range = Ipv4Range::parse(text);
         if (!range) {

@@ -10,7 +10,7 @@ packages=(
     qtkeychain-qt6-dev gnome-keyring dbus-daemon
     qml6-module-qtquick qml6-module-qtquick-controls qml6-module-qtquick-layouts
     qml6-module-qtquick-templates qml6-module-qtquick-window qml6-module-qtqml-workerscript
-    postgresql xvfb xauth bubblewrap slirp4netns procps
+    postgresql xvfb xauth bubblewrap slirp4netns procps e2fsprogs
     dpkg-dev file systemd desktop-file-utils appstream
 )
 

@@ -28,6 +28,7 @@
 #include "streams/eventhub.h"
 #include "streams/eventstreams.h"
 #include "trash.h"
+#include "workspacedisks.h"
 
 #include <QCoreApplication>
 #include <QCoroTask>
@@ -130,6 +131,8 @@ struct AgentDeckServer::Private
 {
     // First, so that it goes last: the services discard trees into it until they go.
     Trash trash;
+    // Before the services that make and remove workspaces.
+    std::unique_ptr<WorkspaceDisks> disks;
     ServerParts parts;
     std::unique_ptr<QLockFile> lock;
     SandboxIsolation isolation;
@@ -289,6 +292,26 @@ bool AgentDeckServer::start(QString *error)
                                                    DiskReserve::DefaultBytes);
         d->reserve->start();
     }
+    // A workspace of the server's own disk where this machine can mount one; otherwise the
+    // reserve above is all that keeps a full workspace from stopping the catalog's writes.
+    d->disks = std::make_unique<WorkspaceDisks>(
+        QDir(dataDir).filePath(u"workspaces"_s), QDir(dataDir).filePath(u"workspace-disks"_s),
+        m_config.sandboxDiskBytes,
+        shared ? QString()
+               : u"; the catalog keeps a %1 reserve"_s.arg(
+                     WorkspaceDisks::sizeText(DiskReserve::DefaultBytes)));
+    d->disks->probe();
+    if (m_config.sandboxDiskBytes > 0 && !d->disks->enforced()) {
+        const QString why = d->disks->whyNotEnforced();
+        if (m_config.requireIsolation) {
+            *error = u"--require-isolation: --sandbox-disk cannot be enforced: "_s + why;
+            return false;
+        }
+        qCWarning(lcServer).noquote()
+            << u"--sandbox-disk %1 is not enforced: %2. A workspace may fill the data dir's file "
+               "system; use --require-isolation to refuse to start instead"_s.arg(
+                   WorkspaceDisks::sizeText(m_config.sandboxDiskBytes), why);
+    }
     d->database->checkpointInBackground(std::chrono::milliseconds(200),
                                         int(m_config.walLimitBytes / Database::PageSize));
     d->runtimesRoot = QDir(dataDir).filePath(u"runtimes"_s);
@@ -354,8 +377,9 @@ bool AgentDeckServer::start(QString *error)
         *d->store, *d->leases, *d->replicas, *d->log, *d->parts.runtimes, *d->parts.agents,
         *d->parts.clock,
         ServiceSettings{QDir(dataDir).filePath(u"workspaces"_s), m_config.commandTimeout,
-                        leaseOwner, m_config.replicaId, shared, discardInto(d->trash),
-                        m_config.sandboxPolicy, d->isolation, roots});
+                        leaseOwner, m_config.replicaId, shared,
+                        d->disks->removing(discardInto(d->trash)), m_config.sandboxPolicy,
+                        d->isolation, roots, d->disks.get()});
     connect(d->service.get(), &ConversationService::replacedAsReplica, this, [this] {
         const QString reason =
             u"replica id %1 was taken over by a server started with it while this one was frozen "
@@ -373,7 +397,7 @@ bool AgentDeckServer::start(QString *error)
                                 m_config.httpIdleTimeout};
     d->http = std::make_unique<ApiServer>(d->router, *d->auth, d->metrics, httpLimits);
     d->identity = {QStringLiteral(AGENTDECK_VERSION), m_config.replicaId, d->parts.clock->nowMs(),
-                   d->isolation.toJson(m_config.sandboxPolicy)};
+                   d->isolation.toJson(m_config.sandboxPolicy, d->disks->describeServer())};
     d->identity.workspaceDir = d->workspace->directory();
     d->identity.workspaceRoots = roots.dirs();
 
@@ -508,9 +532,9 @@ void AgentDeckServer::recover()
         qCCritical(lcServer) << "recovery failed:" << error.what();
     }
     if (m_config.runtimeRetention.count() > 0) {
-        d->reaper =
-            std::make_unique<RetentionReaper>(*d->store, *d->parts.runtimes, *d->parts.clock,
-                                              m_config.runtimeRetention, discardInto(d->trash));
+        d->reaper = std::make_unique<RetentionReaper>(*d->store, *d->parts.runtimes,
+                                                      *d->parts.clock, m_config.runtimeRetention,
+                                                      d->disks->removing(discardInto(d->trash)));
         d->reaper->setKeeper(
             [service = d->service.get()](const QUuid &id) { return service->isInUse(id); });
         try {

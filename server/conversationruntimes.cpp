@@ -29,6 +29,7 @@ QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(Conver
         throw ApiError::invalidParameter(
             u"workspace.working_dir %1 has become a symbolic link since the conversation was "
             "created; the sandbox does not follow it"_s.arg(info.workingDir));
+    mountWorkspace(info);
     // Bringing a runtime up is activity: the retention counts from here (an update of nothing
     // moves updated_at only), and no retention pass of this server expires the conversation
     // while its runtime comes up (isInUse()). Expired on the way by another replica's pass, it
@@ -213,6 +214,12 @@ QCoro::Task<ConversationInfo> ConversationService::startFresh(QUuid id)
         error.retryAfterSeconds = 1;
         throw error;
     }
+    // The expiry removed the workspace and its disk: a server's starts on a new one.
+    if (const ConversationInfo info = require(id); info.workspaceOwnedByServer) {
+        QDir().mkpath(info.workingDir);
+        auto making = makeWorkspaceDisk(id, info.workingDir);
+        co_await std::move(making);
+    }
     auto bringingUp = bringUpRuntime(require(id));
     co_await std::move(bringingUp);
     // The history says so: what its commands left is gone, and the workspace (the server's)
@@ -243,8 +250,10 @@ void ConversationService::releaseRequestedElsewhere(const QUuid &id)
 
 void ConversationService::requireSandboxHere(const QUuid &id)
 {
-    requireUsableRuntime(require(id));
+    const ConversationInfo info = require(id);
+    requireUsableRuntime(info);
     refuseIfHeldElsewhere(id);
+    mountWorkspace(info);
 }
 
 RuntimeDetails ConversationService::runtimeDetails(const QUuid &id)

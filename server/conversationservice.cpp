@@ -112,6 +112,32 @@ QString ConversationService::workspaceFor(const QUuid &id) const
     return QDir(m_settings.workspaceRoot).filePath(toWireId(id));
 }
 
+void ConversationService::mountWorkspace(const ConversationInfo &info) const
+{
+    if (!m_settings.disks || !info.workspaceOwnedByServer)
+        return;
+    if (const QString failed = m_settings.disks->mount(info.id, info.workingDir);
+        !failed.isEmpty()) {
+        qCWarning(lcServer).noquote() << failed;
+        throw ApiError{503, u"workspace_unavailable"_s,
+                       u"The conversation's workspace cannot be mounted: "_s + failed, 30};
+    }
+}
+
+QCoro::Task<> ConversationService::makeWorkspaceDisk(QUuid id, QString dir)
+{
+    if (!m_settings.disks)
+        co_return;
+    auto making = m_settings.disks->make(id, dir);
+    if (const QString failed = co_await std::move(making); !failed.isEmpty()) {
+        qCWarning(lcServer).noquote() << failed;
+        QDir().rmdir(dir);
+        throw ApiError{
+            503, u"workspace_unavailable"_s,
+            u"The server cannot make the disk of the conversation's workspace: "_s + failed, 30};
+    }
+}
+
 // A caller's working dir is mounted writable into the sandbox: it lies under a workspace root
 // the operator chose, and never is, holds or lies in the data dir (the catalog, other
 // conversations' workspaces and sandboxes) or the host's root. Returns its real path.
@@ -168,14 +194,25 @@ void ConversationService::describe(QList<ConversationInfo> &conversations) const
 void ConversationService::describeHere(const ConversationInfo &info, RuntimeInfo &runtime) const
 {
     const SandboxPolicy policy = policyInForce(info.sandbox, m_settings.sandboxPolicy);
-    if (!m_described || m_described->policy != policy) {
-        const QJsonObject description = m_settings.isolation.describe(policy);
+    const QString diskLimit = m_settings.disks
+                                  ? m_settings.disks->describe(info.id, info.workspaceOwnedByServer)
+                                  : QString();
+    const auto same = [&](const DescribedPolicy &described) {
+        return described.policy == policy && described.diskLimit == diskLimit;
+    };
+    auto described = std::find_if(m_described.begin(), m_described.end(), same);
+    if (described == m_described.end()) {
+        constexpr qsizetype Kept = 8;
+        if (m_described.size() >= Kept)
+            m_described.removeLast();
+        const QJsonObject description = m_settings.isolation.describe(policy, diskLimit);
         QByteArray json;
         appendJsonValue(json, description);
-        m_described = DescribedPolicy{policy, description, json};
+        m_described.prepend(DescribedPolicy{policy, diskLimit, description, json});
+        described = m_described.begin();
     }
-    runtime.sandbox = m_described->description;
-    runtime.sandboxJson = m_described->json;
+    runtime.sandbox = described->description;
+    runtime.sandboxJson = described->json;
     runtime.missingSecrets.clear();
     if (info.secretNames.isEmpty())
         return;
@@ -296,6 +333,10 @@ ConversationService::create(CreateConversationRequest request)
                        "is not writable or is full"_s.arg(info.workingDir),
                        30};
     }
+    if (info.workspaceOwnedByServer) {
+        auto making = makeWorkspaceDisk(info.id, info.workingDir);
+        co_await std::move(making);
+    }
     // A root server's commands run as their workspace's owner, and a dir of root's is never
     // given away unless the server made it: one made here for the caller goes to the
     // conversation's own uid now, as the workspaces the server makes for itself do on their
@@ -315,7 +356,7 @@ ConversationService::create(CreateConversationRequest request)
         // a race, unless the winner's workspace is the same directory.
         if (info.workspaceOwnedByServer &&
             (!createdElsewhere || createdElsewhere->workingDir != info.workingDir))
-            QDir(info.workingDir).removeRecursively();
+            m_settings.removeTree(info.workingDir);
         if (!createdElsewhere)
             throw;
     }
@@ -370,8 +411,12 @@ QCoro::Task<ConversationInfo> ConversationService::fork(QUuid id, ForkConversati
     info.workingDir = source.workspaceOwnedByServer ? workspaceFor(info.id) : source.workingDir;
     if (info.workspaceOwnedByServer) {
         // Its files are the fork's own, to go another way with. Not their owner: a root
-        // server gives the copy to the fork's uid when its runtime comes up.
+        // server gives the copy to the fork's uid when its runtime comes up. The source's
+        // are on its disk, which a reboot unmounted.
+        mountWorkspace(source);
         QDir().mkpath(info.workingDir);
+        auto making = makeWorkspaceDisk(info.id, info.workingDir);
+        co_await std::move(making);
         QProcess copy;
         copy.setProcessChannelMode(QProcess::MergedChannels);
         auto copying =
@@ -382,7 +427,7 @@ QCoro::Task<ConversationInfo> ConversationService::fork(QUuid id, ForkConversati
         const bool finished = started && co_await std::move(finishing);
         if (!finished || copy.exitStatus() != QProcess::NormalExit || copy.exitCode() != 0) {
             const QString said = QString::fromLocal8Bit(copy.readAll()).section(u'\n', 0, 0);
-            QDir(info.workingDir).removeRecursively();
+            m_settings.removeTree(info.workingDir);
             throw ApiError::conflict(
                 u"workspace_copy_failed"_s,
                 u"The workspace of conversation %1 could not be copied for its fork: %2"_s.arg(
@@ -398,7 +443,7 @@ QCoro::Task<ConversationInfo> ConversationService::fork(QUuid id, ForkConversati
             m_store.setSecretNames(info.id, source.secretNames);
     } catch (...) {
         if (info.workspaceOwnedByServer)
-            QDir(info.workingDir).removeRecursively();
+            m_settings.removeTree(info.workingDir);
         throw;
     }
     if (const auto secret = m_secrets.constFind(id); secret != m_secrets.cend())

@@ -7,6 +7,7 @@
 #include "runtimedetails.h"
 #include "storage/conversationstore.h"
 #include "trash.h"
+#include "workspacedisks.h"
 #include "workspaceroots.h"
 
 #include <QCoroTask>
@@ -45,6 +46,8 @@ struct ServiceSettings
     SandboxIsolation isolation;
     // Where a caller's working dir may be.
     WorkspaceRoots workspaceRoots;
+    // The size limit of the workspaces the server makes; none: no limit, no images.
+    WorkspaceDisks *disks = nullptr;
 };
 
 // The conversations use case: everything the API can do to a conversation, independent of HTTP.
@@ -247,6 +250,12 @@ private:
     // (ConversationLifecycle::runsAgain()).
     QCoro::Task<> runAgain(QUuid id);
     QString workspaceFor(const QUuid &id) const;
+    // Mounts the disk of a workspace the server made, when it has one that is not mounted (after
+    // a reboot); 503 when that fails: commands would write beside the files, unlimited.
+    void mountWorkspace(const ConversationInfo &info) const;
+    // Makes the disk of a workspace the server makes, where sizes are enforced; 503 when that
+    // fails.
+    QCoro::Task<> makeWorkspaceDisk(QUuid id, QString dir);
     QString checkWorkingDir(const QString &path) const; // throws 422
 
     ConversationStore &m_store;
@@ -264,15 +273,18 @@ private:
     QHash<QUuid, QString> m_secrets;
     // The secrets of conversations' commands (updateSecrets()), in memory only too.
     QHash<QUuid, ConversationSecrets> m_commandSecrets;
-    // The last policy described for runtime_info and its description: nearly every conversation
-    // has the server's, and each read of one described it anew (a tenth of a GET by id).
+    // The policies described last for runtime_info and their descriptions: nearly every
+    // conversation has the server's, and each read of one described it anew (a tenth of a GET
+    // by id).
     struct DescribedPolicy
     {
         SandboxPolicy policy;
+        QString diskLimit;
         QJsonObject description;
         QByteArray json;
     };
-    mutable std::optional<DescribedPolicy> m_described;
+    // The few there are (policies in force, a workspace limited or not), the last used first.
+    mutable QList<DescribedPolicy> m_described;
     quint64 m_startCount = 0;
     bool m_stopping = false; // shutdown() has begun: no run starts any more
     bool m_replaced = false; // replacedAsReplica() was emitted

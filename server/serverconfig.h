@@ -79,6 +79,9 @@ struct ServerConfig
     int maxSandboxes = 256;
     // What commands may use (--sandbox-*): the default and the most of every conversation.
     SandboxPolicy sandboxPolicy = defaultSandboxPolicy();
+    // The size of each workspace the server makes (--sandbox-disk; 0: no limit), where the
+    // machine can enforce it (WorkspaceDisks).
+    qint64 sandboxDiskBytes = 0;
     // The ranges an `egress` network reaches beside the public addresses
     // (--sandbox-egress-allow; IPv4 CIDRs, host bits cleared).
     QStringList sandboxEgressAllow;

@@ -108,7 +108,7 @@ QStringList SandboxIsolation::unenforced(const SandboxPolicy &policy) const
     return parts;
 }
 
-QJsonObject SandboxIsolation::describe(const SandboxPolicy &policy) const
+QJsonObject SandboxIsolation::describe(const SandboxPolicy &policy, const QString &diskLimit) const
 {
     QJsonObject object = policy.toJson();
     object.insert(u"isolation"_s, mechanismName());
@@ -116,17 +116,18 @@ QJsonObject SandboxIsolation::describe(const SandboxPolicy &policy) const
     if (!isWeak() && sizedTmpfs)
         object.insert(u"tmpfs_bytes"_s, QJsonObject{{u"/tmp"_s, policy.tmpBytes()},
                                                     {u"/dev/shm"_s, policy.shmBytes()}});
-    // No quota: a workspace may fill the data dir's file system (docs/OPERATIONS.md, Disk).
-    object.insert(u"disk_limit"_s, u"not enforced"_s);
+    // Without a limit a workspace may fill the data dir's file system (docs/OPERATIONS.md, Disk).
+    object.insert(u"disk_limit"_s, diskLimit.isEmpty() ? u"not enforced"_s : diskLimit);
     object.insert(u"not_enforced"_s, QJsonArray::fromStringList(unenforced(policy)));
     if (policy.network == SandboxPolicy::Network::Egress && !isWeak() && userModeNetwork)
         object.insert(u"egress"_s, EgressFilter::describe(egressAllowed));
     return object;
 }
 
-QJsonObject SandboxIsolation::toJson(const SandboxPolicy &serverPolicy) const
+QJsonObject SandboxIsolation::toJson(const SandboxPolicy &serverPolicy,
+                                     const QString &diskLimit) const
 {
-    QJsonObject object = describe(serverPolicy);
+    QJsonObject object = describe(serverPolicy, diskLimit);
     object.insert(u"reason"_s, reason.isEmpty() ? QJsonValue() : QJsonValue(reason));
     // Whom the commands run as, on the host.
     object.insert(u"command_user"_s,

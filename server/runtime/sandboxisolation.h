@@ -55,10 +55,11 @@ struct SandboxIsolation
     QString mechanismName() const;
     // One sentence per part of `policy` this machine cannot enforce.
     QStringList unenforced(const SandboxPolicy &policy) const;
-    // The policy in force and how: runtime_info.sandbox.
-    QJsonObject describe(const SandboxPolicy &policy) const;
+    // The policy in force and how: runtime_info.sandbox. `diskLimit`: whether the workspace's
+    // size is limited (WorkspaceDisks::describe()); empty: "not enforced".
+    QJsonObject describe(const SandboxPolicy &policy, const QString &diskLimit = {}) const;
     // /server_info's `sandbox`: the mechanism, the server's policy and what it cannot enforce.
-    QJsonObject toJson(const SandboxPolicy &serverPolicy) const;
+    QJsonObject toJson(const SandboxPolicy &serverPolicy, const QString &diskLimit = {}) const;
     // The warning a server prints at startup when isolation is weak; empty when it is not.
     QString warning() const;
 };

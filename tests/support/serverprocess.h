@@ -84,6 +84,19 @@ inline QJsonObject userMessage(const QString &text, bool run)
         {u"run"_s, run}};
 }
 
+// A create body for a shell conversation whose first message is `command`, run at once.
+inline QJsonObject shellCreate(const QString &command, const QJsonObject &extra = {})
+{
+    QJsonObject body = extra;
+    body.insert(u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}});
+    body.insert(u"initial_message"_s, userMessage(command, true));
+    return body;
+}
+
+// The uid and gid of "nobody" on Debian, for the unprivileged server of a root test.
+constexpr uid_t Nobody = 65534;
+constexpr gid_t NoGroup = 65534;
+
 inline QList<pid_t> processesWith(const QByteArray &marker)
 {
     QList<pid_t> pids;

@@ -35,9 +35,6 @@ using namespace AgentDeck::Testing;
 
 namespace {
 
-constexpr uid_t Nobody = 65534;
-constexpr gid_t NoGroup = 65534;
-
 // A listening socket on every address of the calling thread's network namespace: the handshake
 // completes in the kernel, no accept() needed. Its port (`port`, 0: any), or 0.
 int listenEverywhere(int *fd, quint16 port = 0)

@@ -365,6 +365,11 @@ private Q_SLOTS:
             << u"--sandbox-cpu"_s << u"lots"_s << u"--sandbox-cpu takes a duration"_s;
         QTest::addRow("file size not a size")
             << u"--sandbox-file-size"_s << u"big"_s << u"--sandbox-file-size takes a size"_s;
+        // mkfs.ext4 and its journal take a few MiB: a smaller disk held next to nothing.
+        QTest::addRow("disk too small")
+            << u"--sandbox-disk"_s << u"1MiB"_s << u"--sandbox-disk takes a size of 16MiB"_s;
+        QTest::addRow("disk not a size")
+            << u"--sandbox-disk"_s << u"big"_s << u"--sandbox-disk takes a size"_s;
     }
     void refusesBadOptionValues()
     {

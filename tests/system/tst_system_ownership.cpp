@@ -20,15 +20,6 @@ using namespace AgentDeck::Testing;
 
 namespace {
 
-constexpr uid_t Nobody = 65534;
-constexpr gid_t NoGroup = 65534;
-
-QJsonObject shell(const QString &command)
-{
-    return {{u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}}},
-            {u"initial_message"_s, userMessage(command, true)}};
-}
-
 mode_t modeOf(const QString &path)
 {
     struct stat status
@@ -116,7 +107,7 @@ private Q_SLOTS:
                     ::_exit(126);
             });
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
-        const QUuid id = server.create(shell(u"echo made > file; mkdir dir; echo $HOME"_s));
+        const QUuid id = server.create(shellCreate(u"echo made > file; mkdir dir; echo $HOME"_s));
         QVERIFY(!id.isNull());
         QVERIFY(server.waitForStatus(id, u"finished"_s));
 
@@ -168,10 +159,10 @@ private Q_SLOTS:
                 ::_exit(126);
         });
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
-        const QUuid id = server.create(
-            shell(u"ls -a /opt/agentdeck-alias; test -e /opt/agentdeck-alias/agentdeck.db && "
-                  "echo CATALOG-VISIBLE; test -e %1/agentdeck.db && echo DATA-VISIBLE; true"_s.arg(
-                      data)));
+        const QUuid id = server.create(shellCreate(
+            u"ls -a /opt/agentdeck-alias; test -e /opt/agentdeck-alias/agentdeck.db && "
+            "echo CATALOG-VISIBLE; test -e %1/agentdeck.db && echo DATA-VISIBLE; true"_s.arg(
+                data)));
         QVERIFY(!id.isNull());
         QVERIFY(server.waitForStatus(id, u"finished"_s));
         const QString output = lastCommandOutput(server.events(id));

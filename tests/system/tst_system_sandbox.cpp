@@ -25,18 +25,6 @@ using namespace AgentDeck::Testing;
 
 namespace {
 
-// The uid and gid of "nobody" on Debian, for the unprivileged server of a root test.
-constexpr uid_t Nobody = 65534;
-constexpr gid_t NoGroup = 65534;
-
-QJsonObject shell(const QString &command, const QJsonObject &extra = {})
-{
-    QJsonObject body = extra;
-    body.insert(u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}});
-    body.insert(u"initial_message"_s, userMessage(command, true));
-    return body;
-}
-
 // The output of the conversation's last command, with its exit code.
 struct Observed
 {
@@ -153,7 +141,7 @@ private Q_SLOTS:
                  u"bubblewrap"_s);
 
         // The other conversation: its sandbox up, its workspace the caller's.
-        const QUuid other = server.create(shell(
+        const QUuid other = server.create(shellCreate(
             u"true"_s, {{u"workspace"_s, QJsonObject{{u"working_dir"_s, otherWorkspace.path()}}}}));
         QVERIFY(server.waitForStatus(other, u"finished"_s));
         const QString otherSocket = server.dataDir() + u"/runtimes/"_s + wireId(other);
@@ -177,7 +165,7 @@ private Q_SLOTS:
             "touch /tmp/in-tmp && echo TMP-WRITABLE;"
             "whoami >/dev/null 2>&1 && echo HAS-A-NAME"_s.arg(server.dataDir(), otherSocket,
                                                               otherWorkspace.path(), port);
-        const QUuid id = server.create(shell(attack));
+        const QUuid id = server.create(shellCreate(attack));
         QVERIFY(server.waitForStatus(id, u"finished"_s));
         const QString output = lastObservation(server, id).output;
         QVERIFY2(output.contains(u"CapEff:\t0000000000000000"_s), qPrintable(output));
@@ -225,14 +213,14 @@ private Q_SLOTS:
                 .toString();
         };
 
-        const QUuid victim = server.create(shell(u"echo victim-secret > secret.txt"_s));
+        const QUuid victim = server.create(shellCreate(u"echo victim-secret > secret.txt"_s));
         QVERIFY(server.waitForStatus(victim, u"finished"_s));
         const QString victimDir = QFileInfo(workingDir(victim)).canonicalFilePath();
         QVERIFY(QFile::exists(victimDir + u"/secret.txt"_s));
         const QUuid attacker = server.create(
-            shell(u"ln -s %1/secret.txt file-link; ln -s %1 dir-link; ln -s %2 server-link; "
-                  "ln -s ../%3/secret.txt up-link; true"_s.arg(victimDir, serverWorkspace,
-                                                               QFileInfo(victimDir).fileName())));
+            shellCreate(u"ln -s %1/secret.txt file-link; ln -s %1 dir-link; ln -s %2 server-link; "
+                        "ln -s ../%3/secret.txt up-link; true"_s.arg(
+                            victimDir, serverWorkspace, QFileInfo(victimDir).fileName())));
         QVERIFY(server.waitForStatus(attacker, u"finished"_s));
         const QString attackerDir = QFileInfo(workingDir(attacker)).canonicalFilePath();
         QVERIFY(QFileInfo(attackerDir + u"/dir-link"_s).isSymLink());
@@ -281,11 +269,12 @@ private Q_SLOTS:
             server.runAsUser(Nobody, NoGroup);
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
         // One byte past the limit into each; what each kept, and why it stopped.
-        const QUuid id = server.create(shell(u"for d in /tmp /dev/shm / /dev; do "
-                                             "( head -c %1 /dev/zero > $d/fill ) 2>\"$HOME/err\"; "
-                                             "echo \"$d: $(stat -c %s $d/fill 2>/dev/null || echo "
-                                             "0) $(sed 's/.*: //' \"$HOME/err\")\"; "
-                                             "rm -f $d/fill; done"_s.arg(memory + 1)));
+        const QUuid id =
+            server.create(shellCreate(u"for d in /tmp /dev/shm / /dev; do "
+                                      "( head -c %1 /dev/zero > $d/fill ) 2>\"$HOME/err\"; "
+                                      "echo \"$d: $(stat -c %s $d/fill 2>/dev/null || echo "
+                                      "0) $(sed 's/.*: //' \"$HOME/err\")\"; "
+                                      "rm -f $d/fill; done"_s.arg(memory + 1)));
         QVERIFY(server.waitForStatus(id, u"finished"_s));
         const QString output = lastObservation(server, id).output;
         const QStringList lines = output.split(u'\n', Qt::SkipEmptyParts);
@@ -319,7 +308,7 @@ private Q_SLOTS:
         ServerProcess &server = m_fleet.add({}, {u"--sandbox-network"_s, u"egress"_s});
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
         const QString port = QString::number(server.url().port());
-        const QUuid id = server.create(shell(
+        const QUuid id = server.create(shellCreate(
             u"grep -c tap0 /proc/net/dev; cat /etc/resolv.conf;"
             "(exec 3<>/dev/tcp/10.0.2.2/%1) 2>/dev/null && echo REACHED-HOST;"
             "(exec 3<>/dev/tcp/127.0.0.1/%1) 2>/dev/null && echo REACHED-LOOPBACK; true"_s.arg(
@@ -367,7 +356,7 @@ private Q_SLOTS:
         QFETCH(QString, note);
         ServerProcess &server = m_fleet.add({}, arguments);
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
-        const QUuid id = server.create(shell(command));
+        const QUuid id = server.create(shellCreate(command));
         QVERIFY(server.waitForStatus(id, u"finished"_s));
         const Observed observed = lastObservation(server, id);
         QVERIFY2(observed.output.contains(note), qPrintable(observed.output));
@@ -385,10 +374,10 @@ private Q_SLOTS:
         // perl's fork does not retry (bash's waits 15 s on each refused one); the children
         // hold their places while the server is asked whether it still answers. The command
         // fails (exit 1) so that the refusal is the reason it ended.
-        const QUuid id = server.create(
-            shell(u"perl -e 'my $n = 0; while ($n < 300) { my $p = fork; last unless defined $p; "
-                  "if (!$p) { exec \"sleep\", \"6403\" } $n++ } print \"forked $n: $!\\n\"; "
-                  "sleep 3; exit 1'"_s));
+        const QUuid id = server.create(shellCreate(
+            u"perl -e 'my $n = 0; while ($n < 300) { my $p = fork; last unless defined $p; "
+            "if (!$p) { exec \"sleep\", \"6403\" } $n++ } print \"forked $n: $!\\n\"; "
+            "sleep 3; exit 1'"_s));
         QElapsedTimer running;
         running.start();
         // While the children hold the sandbox full, /alive answers within a second each time.
@@ -486,19 +475,21 @@ private Q_SLOTS:
 
         // A finished command's session of its own, and its child in the background.
         const QUuid first =
-            server.create(shell(u"(setsid sleep 6211.25 &); (sleep 6211.25 &); true"_s));
+            server.create(shellCreate(u"(setsid sleep 6211.25 &); (sleep 6211.25 &); true"_s));
         QVERIFY(server.waitForStatus(first, u"finished"_s));
         QTRY_VERIFY_WITH_TIMEOUT(processesWith(ended).isEmpty(), 5000);
 
         // An interrupted one.
-        const QUuid second = server.create(shell(u"(setsid sleep 6212.25 &); sleep 6212.25"_s));
+        const QUuid second =
+            server.create(shellCreate(u"(setsid sleep 6212.25 &); sleep 6212.25"_s));
         QTRY_VERIFY_WITH_TIMEOUT(processesWith(interrupted).size() >= 2, 10'000);
         QVERIFY(server.post(conversationPath(second, u"interrupt"_s)).ok());
         QTRY_VERIFY2_WITH_TIMEOUT(processesWith(interrupted).isEmpty(),
                                   qPrintable(commandLinesWith(interrupted)), 5000);
 
         // One whose conversation is deleted while it runs.
-        const QUuid third = server.create(shell(u"(setsid sleep 6213.25 &); sleep 6213.25"_s));
+        const QUuid third =
+            server.create(shellCreate(u"(setsid sleep 6213.25 &); sleep 6213.25"_s));
         QTRY_VERIFY_WITH_TIMEOUT(processesWith(deleted).size() >= 2, 10'000);
         QVERIFY(server.call("DELETE", conversationPath(third)).ok());
         QTRY_VERIFY_WITH_TIMEOUT(processesWith(deleted).isEmpty(), 5000);
@@ -509,7 +500,7 @@ private Q_SLOTS:
               std::pair{QByteArray("6215.25"), QByteArray("runtime")}}) {
             m_markers << marker;
             const QString sleep = u"sleep "_s + QString::fromLatin1(marker);
-            const QUuid id = server.create(shell(u"(setsid %1 &); %1"_s.arg(sleep)));
+            const QUuid id = server.create(shellCreate(u"(setsid %1 &); %1"_s.arg(sleep)));
             QTRY_VERIFY_WITH_TIMEOUT(processesWith(marker).size() >= 2, 10'000);
             const Reply stopped = stop == "archive"
                                       ? server.post(conversationPath(id, u"archive"_s))
@@ -536,8 +527,8 @@ private Q_SLOTS:
         QVERIFY2(info.value(u"reason"_s).toString().contains(u"No permissions"_s),
                  qPrintable(info.value(u"reason"_s).toString()));
         // Even so, the command's leader keeps it from making a user namespace of its own.
-        const QUuid id =
-            server.create(shell(u"unshare -Ur true 2>/dev/null && echo NEW-USERNS; echo ran"_s));
+        const QUuid id = server.create(
+            shellCreate(u"unshare -Ur true 2>/dev/null && echo NEW-USERNS; echo ran"_s));
         QVERIFY(server.waitForStatus(id, u"finished"_s));
         QCOMPARE(lastObservation(server, id).output, u"ran\n"_s);
         const QJsonObject runtime = server.conversation(id)
@@ -577,11 +568,12 @@ private Q_SLOTS:
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
         const QString reserve = data + u"/disk-reserve"_s;
         QVERIFY(QFile::exists(reserve));
-        const QUuid filler = server.create(shell(u"head -c 1G /dev/zero > fill; echo filled"_s));
+        const QUuid filler =
+            server.create(shellCreate(u"head -c 1G /dev/zero > fill; echo filled"_s));
         QTRY_VERIFY_WITH_TIMEOUT(!QFile::exists(reserve), 20'000);
         QTRY_VERIFY_WITH_TIMEOUT(server.status(filler) != u"running"_s, 20'000);
         for (int i = 0; i < 3; ++i) {
-            const QUuid id = server.create(shell(u"echo ok"_s));
+            const QUuid id = server.create(shellCreate(u"echo ok"_s));
             QVERIFY2(!id.isNull(), qPrintable(server.stderrText().right(2000)));
             QVERIFY2(server.waitForStatus(id, u"finished"_s),
                      qPrintable(server.stderrText().right(2000)));
@@ -610,7 +602,7 @@ private Q_SLOTS:
         server.setEnvironmentVariable(u"PATH"_s,
                                       fakeBin.path() + u':' + qEnvironmentVariable("PATH"));
         QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
-        const QUuid id = server.create(shell(u"echo ran"_s));
+        const QUuid id = server.create(shellCreate(u"echo ran"_s));
         QVERIFY(server.waitForStatus(id, u"finished"_s));
         QCOMPARE(lastObservation(server, id).output, u"ran\n"_s);
         const QJsonObject sandbox = server.conversation(id)

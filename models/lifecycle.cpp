@@ -41,6 +41,11 @@ bool isExpired(const ConversationInfo &info)
     return info.runtime.error && info.runtime.error->code == u"runtime_expired"_s;
 }
 
+bool hasInterruptedCommand(const ConversationInfo &info)
+{
+    return info.outcome && !info.outcome->retryCommand.isEmpty() && !info.outcome->dismissed;
+}
+
 bool needsAttention(const ConversationInfo &info)
 {
     if (info.isArchived())
@@ -65,11 +70,9 @@ RecoveryPlan recoveryPlan(const ConversationInfo &info)
     plan.startRuntime = runsCommands(info) && info.runtime.canResume &&
                         (info.runtime.status == RuntimeStatus::Missing ||
                          info.runtime.status == RuntimeStatus::Error);
-    const bool commandOffered =
-        info.outcome && !info.outcome->retryCommand.isEmpty() && !info.outcome->dismissed;
     plan.continueRun = (status == ExecutionStatus::Paused || status == ExecutionStatus::Error ||
                         status == ExecutionStatus::Stuck) &&
-                       !commandOffered;
+                       !hasInterruptedCommand(info);
     return plan;
 }
 
@@ -170,7 +173,7 @@ Availability canUnarchive(const ConversationInfo &info)
 
 Availability canRunAgain(const ConversationInfo &info)
 {
-    if (!info.outcome || info.outcome->retryCommand.isEmpty() || info.outcome->dismissed)
+    if (!hasInterruptedCommand(info))
         return no(u"No interrupted command to run again"_s);
     if (info.isArchived())
         return no(u"Archived: unarchive it first"_s);

@@ -16,6 +16,9 @@ bool isStale(const ConversationInfo &info);
 bool isExpired(const ConversationInfo &info);
 // Another replica holds the conversation's lease (and its runtime): not this server's concern.
 bool isHeldElsewhere(const ConversationInfo &info);
+// Its outcome offers to run an interrupted command again (the shell agent's), and nobody
+// acknowledged it.
+bool hasInterruptedCommand(const ConversationInfo &info);
 // Something an operator should look at: stale, failed, waiting for a decision, runtime error,
 // or a run whose last action failed, was interrupted or stopped at a limit (RunOutcome::
 // needsAttention: until the operator runs it again, archives it or dismisses the outcome).

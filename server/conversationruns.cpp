@@ -267,8 +267,8 @@ QCoro::Task<ConversationInfo> ConversationService::run(QUuid id)
     if (ConversationInfo info = require(id); m_agents.offersRetry(info.agentKind)) {
         if (resolveStaleOrRefuse(info))
             info = require(id);
-        if (hasInterruptedCommand(info) && info.outcome->interruptedBy != u"operator"_s &&
-            !m_lifecycles.isRunningHere(id)) {
+        if (Lifecycle::hasInterruptedCommand(info) &&
+            info.outcome->interruptedBy != u"operator"_s && !m_lifecycles.isRunningHere(id)) {
             turn.release();
             auto retrying = retry(id);
             co_return co_await std::move(retrying);
@@ -499,15 +499,10 @@ ConversationInfo ConversationService::dismissOutcome(const QUuid &id)
     return require(id);
 }
 
-bool ConversationService::hasInterruptedCommand(const ConversationInfo &info)
-{
-    return info.outcome && !info.outcome->retryCommand.isEmpty() && !info.outcome->dismissed;
-}
-
 QCoro::Task<ConversationInfo> ConversationService::retry(QUuid id)
 {
     const ConversationInfo info = require(id);
-    if (!hasInterruptedCommand(info) || m_lifecycles.isRunningHere(id))
+    if (!Lifecycle::hasInterruptedCommand(info) || m_lifecycles.isRunningHere(id))
         throw ApiError::conflict(u"nothing_to_retry"_s,
                                  u"The conversation has no interrupted command to run again"_s);
     try {

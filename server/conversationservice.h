@@ -183,8 +183,6 @@ private:
     // tries again later (503, Retry-After).
     static ApiError runtimeLimitReached(const RuntimeError &error);
     static bool isRuntimeExpired(const ConversationInfo &info);
-    // Its outcome offers to run an interrupted command again, and nobody acknowledged it.
-    static bool hasInterruptedCommand(const ConversationInfo &info);
     // Stops this process's run and sandbox of the conversation; returns its runtime dir.
     QString releaseLocalParts(const QUuid &id);
     // Removes the files of a conversation whose row is gone: its runtime's, and its workspace

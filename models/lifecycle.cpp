@@ -41,6 +41,11 @@ bool isExpired(const ConversationInfo &info)
     return info.runtime.error && info.runtime.error->code == u"runtime_expired"_s;
 }
 
+bool hasInterruptedCommand(const ConversationInfo &info)
+{
+    return info.outcome && !info.outcome->retryCommand.isEmpty() && !info.outcome->dismissed;
+}
+
 bool needsAttention(const ConversationInfo &info)
 {
     if (info.isArchived())
@@ -57,6 +62,20 @@ bool needsAttention(const ConversationInfo &info)
            info.runtime.status == RuntimeStatus::OwnershipLost;
 }
 
+RecoveryPlan recoveryPlan(const ConversationInfo &info)
+{
+    RecoveryPlan plan;
+    const ExecutionStatus status = info.executionStatus;
+    plan.resolveStaleRun = status == ExecutionStatus::Running && isStale(info);
+    plan.startRuntime = runsCommands(info) && info.runtime.canResume &&
+                        (info.runtime.status == RuntimeStatus::Missing ||
+                         info.runtime.status == RuntimeStatus::Error);
+    plan.continueRun = (status == ExecutionStatus::Paused || status == ExecutionStatus::Error ||
+                        status == ExecutionStatus::Stuck) &&
+                       !hasInterruptedCommand(info);
+    return plan;
+}
+
 Availability canRecover(const ConversationInfo &info)
 {
     if (info.isArchived())
@@ -65,14 +84,12 @@ Availability canRecover(const ConversationInfo &info)
         return no(u"The runtime expired; its workspace is gone"_s);
     if (isHeldElsewhere(info))
         return no(info.runtime.error->message + u"; act on it there"_s);
-    if (isStale(info) || info.executionStatus == ExecutionStatus::Paused ||
-        info.executionStatus == ExecutionStatus::Error)
+    if (!recoveryPlan(info).isEmpty())
         return yes();
-    if (info.runtime.status == RuntimeStatus::Missing && info.runtime.canResume &&
-        info.executionStatus != ExecutionStatus::Running)
-        return yes();
-    if (info.runtime.status == RuntimeStatus::Error)
-        return yes();
+    if (canRunAgain(info).enabled)
+        return no(
+            u"Nothing to recover: the runtime is %1; Run again runs the interrupted command"_s.arg(
+                runtimeLabel(info)));
     return no(u"Nothing to recover: the conversation is %1 and its runtime %2"_s.arg(
         executionLabel(info.executionStatus), runtimeLabel(info)));
 }
@@ -156,7 +173,7 @@ Availability canUnarchive(const ConversationInfo &info)
 
 Availability canRunAgain(const ConversationInfo &info)
 {
-    if (!info.outcome || info.outcome->retryCommand.isEmpty() || info.outcome->dismissed)
+    if (!hasInterruptedCommand(info))
         return no(u"No interrupted command to run again"_s);
     if (info.isArchived())
         return no(u"Archived: unarchive it first"_s);
@@ -237,6 +254,22 @@ QString executionText(const ConversationInfo &info)
         return status;
     const QString outcome = outcomeLabel(info);
     return outcome.isEmpty() ? status : status + u" · "_s + outcome;
+}
+
+QString recoveryText(const QStringList &actions)
+{
+    QStringList words;
+    for (const QString &action : actions) {
+        if (action == RecoveryAction::ResolvedStaleRun)
+            words.append(u"resolved the run left running"_s);
+        else if (action == RecoveryAction::StartedRuntime)
+            words.append(u"started the runtime"_s);
+        else if (action == RecoveryAction::ContinuedRun)
+            words.append(u"continued the run"_s);
+        else // a newer server's
+            words.append(QString(action).replace(u'_', u' '));
+    }
+    return words.join(u", "_s);
 }
 
 } // namespace AgentDeck::Lifecycle

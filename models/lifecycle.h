@@ -16,10 +16,32 @@ bool isStale(const ConversationInfo &info);
 bool isExpired(const ConversationInfo &info);
 // Another replica holds the conversation's lease (and its runtime): not this server's concern.
 bool isHeldElsewhere(const ConversationInfo &info);
+// Its outcome offers to run an interrupted command again (the shell agent's), and nobody
+// acknowledged it.
+bool hasInterruptedCommand(const ConversationInfo &info);
 // Something an operator should look at: stale, failed, waiting for a decision, runtime error,
 // or a run whose last action failed, was interrupted or stopped at a limit (RunOutcome::
 // needsAttention: until the operator runs it again, archives it or dismisses the outcome).
 bool needsAttention(const ConversationInfo &info);
+
+// What POST /recover would do to the conversation as `info` shows it (RecoveryAction). The
+// server decides its recovery with this on its own row, once a stale run is resolved; the
+// console and ctl offer Recover with it, so that Recover is offered exactly when the server
+// would do something. Archived, expired and held elsewhere are refusals, not plans
+// (canRecover()).
+struct RecoveryPlan
+{
+    // `running` with no live runtime (isStale()): resolved to `paused` first.
+    bool resolveStaleRun = false;
+    // Its agent runs commands and no sandbox is up (missing, lost, a failed start).
+    bool startRuntime = false;
+    // Paused, failed or stuck, with no interrupted command offered to run again (the shell
+    // agent's, which Run again runs: continued, the run would only report the interruption).
+    bool continueRun = false;
+
+    bool isEmpty() const { return !resolveStaleRun && !startRuntime && !continueRun; }
+};
+RecoveryPlan recoveryPlan(const ConversationInfo &info);
 
 // Whether the console's one-click actions make sense, and if not, why (for a tooltip).
 struct Availability
@@ -54,5 +76,8 @@ QString executionLabel(ExecutionStatus status);
 QString outcomeLabel(const ConversationInfo &info);
 // The status with its outcome: "finished · exit 2", "paused · interrupted by a restart".
 QString executionText(const ConversationInfo &info);
+// What a recovery did (POST /recover's `actions`), in words: "started the runtime, continued
+// the run"; empty for nothing.
+QString recoveryText(const QStringList &actions);
 
 } // namespace AgentDeck::Lifecycle

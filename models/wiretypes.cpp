@@ -219,6 +219,17 @@ std::optional<RunOutcome::Kind> outcomeKindFromString(QStringView text)
     return valueOf(outcomeKindNames, text);
 }
 
+std::optional<QStringList> recoveryActionsOf(const QJsonObject &answer)
+{
+    const QJsonValue actions = answer.value(u"actions"_s);
+    if (!actions.isArray())
+        return std::nullopt;
+    QStringList list;
+    for (const QJsonValue &action : actions.toArray())
+        list.append(action.toString());
+    return list;
+}
+
 QJsonObject RunOutcome::toJson() const
 {
     const auto orNull = [](const QString &text) {

@@ -179,6 +179,25 @@ struct ConversationInfo
     static std::optional<ConversationInfo> fromJson(const QJsonObject &object);
 };
 
+// The answer of POST /recover: the conversation's fields, and beside them `actions`, what the
+// recovery did, in the order it did it (an empty list: there was nothing to recover). Each
+// action is also in the history, as a ConversationStateUpdateEvent {"key": "recovery",
+// "value": action}.
+namespace RecoveryAction {
+// The conversation was `running` with no live executor: resolved to `paused` (the interrupted
+// observation, the `run_interrupted` error).
+inline constexpr QLatin1StringView ResolvedStaleRun{"resolved_stale_run"};
+// No sandbox was up (missing, lost, or a failed start): one was started.
+inline constexpr QLatin1StringView StartedRuntime{"started_runtime"};
+// The run a stop, a failure or a resolution left was continued.
+inline constexpr QLatin1StringView ContinuedRun{"continued_run"};
+} // namespace RecoveryAction
+// The key of the events a recovery writes.
+inline constexpr QLatin1StringView RecoveryEventKey{"recovery"};
+// The `actions` of an answer of POST /recover; nothing when it has none (a server that does
+// not say).
+std::optional<QStringList> recoveryActionsOf(const QJsonObject &answer);
+
 // A conversation's title and tags as a create or update body gives them: absent or null leave
 // one unset. The limits keep a catalog row small enough to list by the hundred; past them the
 // server answers 422.

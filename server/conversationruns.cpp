@@ -4,6 +4,7 @@
 #include "eventlog.h"
 #include "execution/agent.h"
 #include "execution/conversationrunner.h"
+#include "lifecycle.h"
 #include "logging.h"
 #include "runtime/runtime.h"
 #include "storage/database.h"
@@ -86,7 +87,8 @@ void ConversationService::refuseIfRunningHere(const QUuid &id, const QString &de
 
 // `turn` is held until this returns: no other start, resume or stop interleaves with it.
 QCoro::Task<> ConversationService::startRun([[maybe_unused]] Turn turn, QUuid id,
-                                            std::optional<ConfirmationAnswer> answer)
+                                            std::optional<ConfirmationAnswer> answer,
+                                            QStringList *recovery)
 {
     // The row as the request that held the turn before left it (an archive, a stop).
     const ConversationInfo info = require(id);
@@ -113,13 +115,15 @@ QCoro::Task<> ConversationService::startRun([[maybe_unused]] Turn turn, QUuid id
     std::unique_ptr<Agent> agent = m_agents.createFor(info.agentKind, context);
     std::shared_ptr<Runtime> runtime;
     QUuid confirmedActionId;
+    bool runtimeStarted = false;
     try {
         // A kind this server does not have: a catalog shared with a newer replica.
         if (!agent)
             throw ApiError::conflict(
                 u"unknown_agent"_s,
                 u"This server has no agent of kind \"%1\" to run it"_s.arg(info.agentKind));
-        resolveStaleUnder(info.id, lease);
+        if (resolveStaleUnder(info.id, lease) && recovery)
+            noteRecovery(info.id, *recovery, RecoveryAction::ResolvedStaleRun, &lease);
         if (answer) {
             // Written once the run can start (below): a rejection written before a start that
             // failed (at the sandbox limit, say) left the conversation waiting with nothing to
@@ -129,6 +133,7 @@ QCoro::Task<> ConversationService::startRun([[maybe_unused]] Turn turn, QUuid id
                 confirmedActionId = answer->actionId;
         }
         if (agent->runsCommands()) {
+            runtimeStarted = Lifecycle::recoveryPlan(info).startRuntime;
             auto bringingUp = bringUpRuntime(info);
             runtime = co_await std::move(bringingUp);
         } else {
@@ -160,6 +165,16 @@ QCoro::Task<> ConversationService::startRun([[maybe_unused]] Turn turn, QUuid id
             const Event action = awaitedAction(info.id, *answer);
             m_log.append(info.id, {Event::userReject(action, answer->reason)}, std::nullopt,
                          &lease);
+        } catch (...) {
+            startFailed();
+            throw;
+        }
+    }
+    if (recovery) {
+        try {
+            if (runtimeStarted)
+                noteRecovery(info.id, *recovery, RecoveryAction::StartedRuntime, &lease);
+            noteRecovery(info.id, *recovery, RecoveryAction::ContinuedRun, &lease);
         } catch (...) {
             startFailed();
             throw;
@@ -252,8 +267,8 @@ QCoro::Task<ConversationInfo> ConversationService::run(QUuid id)
     if (ConversationInfo info = require(id); m_agents.offersRetry(info.agentKind)) {
         if (resolveStaleOrRefuse(info))
             info = require(id);
-        if (hasInterruptedCommand(info) && info.outcome->interruptedBy != u"operator"_s &&
-            !m_lifecycles.isRunningHere(id)) {
+        if (Lifecycle::hasInterruptedCommand(info) &&
+            info.outcome->interruptedBy != u"operator"_s && !m_lifecycles.isRunningHere(id)) {
             turn.release();
             auto retrying = retry(id);
             co_return co_await std::move(retrying);
@@ -435,31 +450,46 @@ QString ConversationService::finalResponse(const QUuid &id)
     return event ? event->messageText() : QString();
 }
 
-QCoro::Task<ConversationInfo> ConversationService::recover(QUuid id)
+QCoro::Task<Recovery> ConversationService::recover(QUuid id)
 {
     requireUsableRuntime(require(id));
     if (m_lifecycles.isRunningHere(id))
-        co_return require(id);
+        co_return Recovery{require(id), {}};
     auto waiting = m_lifecycles.turn(id);
     Turn turn = co_await std::move(waiting);
     ConversationInfo info = require(id);
     requireUsableRuntime(info);
+    QStringList actions;
     if (!m_lifecycles.isRunningHere(id)) {
         // Continued, the shell agent's run only said "[command interrupted]" and finished:
-        // the crash read as a success. The runtime comes up, and the offer to run the command
-        // again stays.
-        if (m_agents.offersRetry(info.agentKind) && resolveStaleOrRefuse(info))
+        // the crash read as a success. Its stale run is resolved first, so that the plan sees
+        // the interrupted command, whose offer to run it again stays.
+        if (m_agents.offersRetry(info.agentKind) && resolveStaleOrRefuse(info)) {
+            noteRecovery(id, actions, RecoveryAction::ResolvedStaleRun);
             info = require(id);
-        if (info.executionStatus != ExecutionStatus::Running && hasInterruptedCommand(info)) {
+        }
+        // The plan the console offered Recover with, on the row as it is now. Another agent's
+        // stale run is resolved by the start that continues it, under the run's own lease.
+        const Lifecycle::RecoveryPlan plan = Lifecycle::recoveryPlan(info);
+        if (info.executionStatus == ExecutionStatus::Running || plan.continueRun) {
+            auto starting = startRun(std::move(turn), id, {}, &actions);
+            co_await std::move(starting);
+        } else if (plan.startRuntime) {
             refuseIfHeldElsewhere(id);
             auto bringingUp = bringUpRuntime(info);
             co_await std::move(bringingUp);
-            co_return require(id);
+            noteRecovery(id, actions, RecoveryAction::StartedRuntime);
         }
-        auto starting = startRun(std::move(turn), id);
-        co_await std::move(starting);
     }
-    co_return require(id);
+    co_return Recovery{require(id), actions};
+}
+
+void ConversationService::noteRecovery(const QUuid &id, QStringList &actions,
+                                       QLatin1StringView action, const LeaseToken *lease)
+{
+    m_log.append(id, {Event::stateUpdate(QString(RecoveryEventKey), QString(action))}, std::nullopt,
+                 lease);
+    actions.append(action);
 }
 
 ConversationInfo ConversationService::dismissOutcome(const QUuid &id)
@@ -469,15 +499,10 @@ ConversationInfo ConversationService::dismissOutcome(const QUuid &id)
     return require(id);
 }
 
-bool ConversationService::hasInterruptedCommand(const ConversationInfo &info)
-{
-    return info.outcome && !info.outcome->retryCommand.isEmpty() && !info.outcome->dismissed;
-}
-
 QCoro::Task<ConversationInfo> ConversationService::retry(QUuid id)
 {
     const ConversationInfo info = require(id);
-    if (!hasInterruptedCommand(info) || m_lifecycles.isRunningHere(id))
+    if (!Lifecycle::hasInterruptedCommand(info) || m_lifecycles.isRunningHere(id))
         throw ApiError::conflict(u"nothing_to_retry"_s,
                                  u"The conversation has no interrupted command to run again"_s);
     try {

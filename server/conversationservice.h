@@ -60,6 +60,14 @@ struct OrphanSweep
     int kept = 0; // made before the catalog
 };
 
+// What POST /recover did (RecoveryAction, in order; none when there was nothing to recover),
+// and the conversation as it is after.
+struct Recovery
+{
+    ConversationInfo conversation;
+    QStringList actions;
+};
+
 class ConversationService : public QObject
 {
     Q_OBJECT
@@ -127,10 +135,12 @@ public:
     RuntimeDetails runtimeDetails(const QUuid &id);
     // Stops the runtime (and a run using it), keeping history; clears a runtime error.
     QCoro::Task<ConversationInfo> stopRuntime(QUuid id);
-    // The console's one click: resolve stale state, bring the runtime up, continue the run.
-    // When the outcome offers to run an interrupted command again (the shell agent's), the
-    // run is not continued (it would only report the interruption): the offer stays.
-    QCoro::Task<ConversationInfo> recover(QUuid id);
+    // The console's one click: resolve stale state, bring the runtime up, continue the run,
+    // as far as each is needed (Lifecycle::recoveryPlan()); each step is in the answer and in
+    // the history. When the outcome offers to run an interrupted command again (the shell
+    // agent's), the run is not continued (it would only report the interruption): the offer
+    // stays.
+    QCoro::Task<Recovery> recover(QUuid id);
     // The operator acknowledged the outcome: it no longer needs attention.
     ConversationInfo dismissOutcome(const QUuid &id);
     // Runs the interrupted command the outcome offers again, as a new message; 409
@@ -176,8 +186,6 @@ private:
     // tries again later (503, Retry-After).
     static ApiError runtimeLimitReached(const RuntimeError &error);
     static bool isRuntimeExpired(const ConversationInfo &info);
-    // Its outcome offers to run an interrupted command again, and nobody acknowledged it.
-    static bool hasInterruptedCommand(const ConversationInfo &info);
     // Stops this process's run and sandbox of the conversation; returns its runtime dir.
     QString releaseLocalParts(const QUuid &id);
     // Removes the files of a conversation whose row is gone: its runtime's, and its workspace
@@ -233,8 +241,14 @@ private:
     };
     using Turn = ConversationLifecycles::Turn;
     // Starts a run of `id` with its turn (ConversationLifecycles::turn()) held, deciding on the
-    // row as it is then; the turn goes once the runner runs, or the start failed.
-    QCoro::Task<> startRun(Turn turn, QUuid id, std::optional<ConfirmationAnswer> answer = {});
+    // row as it is then; the turn goes once the runner runs, or the start failed. A recovery's
+    // start notes its steps in `recovery` (noteRecovery()).
+    QCoro::Task<> startRun(Turn turn, QUuid id, std::optional<ConfirmationAnswer> answer = {},
+                           QStringList *recovery = nullptr);
+    // A step of a recovery: in its answer's `actions`, and in the history (under `lease`, when
+    // a run's start holds it).
+    void noteRecovery(const QUuid &id, QStringList &actions, QLatin1StringView action,
+                      const LeaseToken *lease = nullptr);
     // 409 while a run is starting or running here.
     void refuseIfRunningHere(const QUuid &id, const QString &detail) const;
     // Writes `answer` under `lease`; 409 when the action is no longer the one waiting.

@@ -382,6 +382,13 @@ QCoro::Task<bool> ConsoleController::perform(Action action, QUuid id, QString re
         Q_EMIT actionFinished(action, false, id);
         co_return false;
     }
+    if (action == Action::Recover) {
+        const std::optional<QStringList> actions = recoveryActionsOf(reply.json.toObject());
+        Q_EMIT recovered(id, !actions ? tr("Recover done") // a server that does not say
+                             : actions->isEmpty()
+                                 ? tr("Nothing to recover")
+                                 : tr("Recovered: %1").arg(Lifecycle::recoveryText(*actions)));
+    }
     Q_EMIT actionFinished(action, true, id);
     co_return true;
 }

@@ -168,6 +168,9 @@ Q_SIGNALS:
     void refreshed();
     void actionFinished(AgentDeck::ConsoleController::Action action, bool ok,
                         const QUuid &conversationId);
+    // Recover on `id` was answered: what it did in words ("Recovered: started the runtime"),
+    // or "Nothing to recover". Emitted before its actionFinished().
+    void recovered(const QUuid &conversationId, const QString &sentence);
     // An action on `id` began or got its answer (see isActingOn()).
     void actingChanged(const QUuid &id);
     void bulkProgress(int finished, int total);

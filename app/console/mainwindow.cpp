@@ -213,7 +213,8 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
             });
     connect(controller, &ConsoleController::actionFinished, this,
             [this](Action action, bool ok, const QUuid &id) {
-                if (!ok)
+                // recovered() said what Recover did.
+                if (!ok || action == Action::Recover)
                     return;
                 // A pause lets the step finish, and an interrupt is carried out after the answer; a
                 // pause of a conversation waiting for confirmation is done at once.
@@ -223,6 +224,10 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
                 statusBar()->showMessage((requested ? tr("%1 requested") : tr("%1 done"))
                                              .arg(ConsoleController::actionName(action)),
                                          4000);
+            });
+    connect(controller, &ConsoleController::recovered, this,
+            [this](const QUuid &, const QString &sentence) {
+                statusBar()->showMessage(sentence, 8000);
             });
     m_tabTitlesDue.setSingleShot(true);
     m_tabTitlesDue.setInterval(100);

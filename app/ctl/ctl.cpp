@@ -4,6 +4,7 @@
 #include "ctlformat.h"
 #include "ctlinvocation.h"
 #include "ctloutput.h"
+#include "lifecycle.h"
 #include "replicainfo.h"
 #include "serverconnection.h"
 
@@ -61,7 +62,8 @@ Commands:
                         otherwise
   unarchive ID          make it active again (starts nothing)
   recover ID            resolve stale state, bring the runtime up, continue the interrupted run
-                        (a shell command cut short is offered to run again instead: retry)
+                        (a shell command cut short is offered to run again instead: retry);
+                        says what it did, or that there was nothing to recover
   retry ID              run the interrupted command the outcome offers again
   dismiss ID            acknowledge a failed or interrupted outcome: it no longer needs
                         attention
@@ -272,6 +274,32 @@ public:
         auto reporting =
             reportAction(m_connection.conversationAction(m_invocation.id, suffix), done);
         co_return co_await std::move(reporting);
+    }
+
+    // Recover says what it did (the answer's `actions`), or that there was nothing to recover
+    // and what there is to do instead.
+    QCoro::Task<int> recover()
+    {
+        auto recovering = m_connection.conversationAction(m_invocation.id, u"recover"_s);
+        const ApiReply reply = co_await std::move(recovering);
+        const QString id = toWireId(m_invocation.id);
+        const std::optional<QStringList> actions = recoveryActionsOf(reply.json.toObject());
+        const auto format = [&](const ConversationInfo &info) -> QString {
+            QString headline;
+            if (!actions) { // a server that does not say
+                headline = u"Recovered %1."_s.arg(id);
+            } else if (actions->isEmpty()) {
+                headline = u"Nothing to recover: %1 is %2 and its runtime %3."_s.arg(
+                    id, Lifecycle::executionText(info), Lifecycle::runtimeLabel(info));
+                if (Lifecycle::canRunAgain(info).enabled)
+                    headline +=
+                        u" `agentdeck ctl retry %1` runs the interrupted command again."_s.arg(id);
+            } else {
+                headline = u"Recovered %1: %2."_s.arg(id, Lifecycle::recoveryText(*actions));
+            }
+            return headline + u'\n' + CtlFormat::conversationTable({info});
+        };
+        co_return printConversation(reply, format);
     }
 
     // Archiving an archived conversation, or unarchiving one that is not, changes nothing, and
@@ -548,7 +576,7 @@ int run(const Invocation &invocation)
     case Command::Unarchive:
         return QCoro::waitFor(ctl.archiveAction(false, QCoro::waitFor(ctl.read())));
     case Command::Recover:
-        return QCoro::waitFor(ctl.action(u"recover"_s, u"Recovered %1."_s));
+        return QCoro::waitFor(ctl.recover());
     case Command::Retry:
         return QCoro::waitFor(
             ctl.action(u"outcome/retry"_s, u"Asked %1 to run its command again."_s));

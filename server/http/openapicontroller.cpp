@@ -1,6 +1,8 @@
 #include "controllers.h"
 #include "router.h"
+#include "wiretypes.h"
 
+#include <QHash>
 #include <QJsonArray>
 #include <QJsonObject>
 #include <QRegularExpression>
@@ -11,14 +13,14 @@ namespace AgentDeck {
 
 namespace {
 
-QJsonObject errorResponse(const QString &description)
+// An answer whose body is the schema `name` of the components.
+QJsonObject answerOf(const QString &description, const QString &name)
 {
-    return {
-        {u"description"_s, description},
-        {u"content"_s,
-         QJsonObject{{u"application/json"_s,
-                      QJsonObject{{u"schema"_s,
-                                   QJsonObject{{u"$ref"_s, u"#/components/schemas/Error"_s}}}}}}}};
+    const QString reference = u"#/components/schemas/"_s + name;
+    return {{u"description"_s, description},
+            {u"content"_s,
+             QJsonObject{{u"application/json"_s,
+                          QJsonObject{{u"schema"_s, QJsonObject{{u"$ref"_s, reference}}}}}}}};
 }
 
 QJsonObject typed(const QString &type, const QString &description = {})
@@ -67,6 +69,38 @@ QJsonObject agentSchema()
              {u"max_context_tokens"_s, typed(u"integer"_s)}}}};
 }
 
+// The answer of POST .../recover: a conversation with what the recovery did beside its fields.
+QJsonObject recoverySchema()
+{
+    return {{u"type"_s, u"object"_s},
+            {u"description"_s,
+             u"The conversation as it is after the recovery (every field of a conversation's "
+             "answer), and `actions`"_s},
+            {u"required"_s, QJsonArray{u"id"_s, u"actions"_s}},
+            {u"properties"_s,
+             QJsonObject{
+                 {u"id"_s, typed(u"string"_s)},
+                 {u"actions"_s,
+                  QJsonObject{
+                      {u"type"_s, u"array"_s},
+                      {u"description"_s,
+                       u"What the recovery did, in order; empty when there was nothing to recover. "
+                       "Each is also in the history as a ConversationStateUpdateEvent with key "
+                       "\"recovery\""_s},
+                      {u"items"_s,
+                       QJsonObject{{u"type"_s, u"string"_s},
+                                   {u"enum"_s, QJsonArray{RecoveryAction::ResolvedStaleRun,
+                                                          RecoveryAction::StartedRuntime,
+                                                          RecoveryAction::ContinuedRun}}}}}}}}};
+}
+
+// The success answers described beyond "Success", by "method pattern".
+QHash<QString, QJsonObject> documentedAnswers()
+{
+    return {{u"post /api/conversations/{id}/recover"_s,
+             answerOf(u"What the recovery did, and the conversation"_s, u"Recovery"_s)}};
+}
+
 QString operationId(const Router::Route &route)
 {
     QString id = QString::fromLatin1(Router::methodName(route.method)).toLower();
@@ -85,6 +119,7 @@ QString operationId(const Router::Route &route)
 QJsonObject OpenApiController::document(const Router &router, const QString &version)
 {
     QJsonObject paths;
+    const QHash<QString, QJsonObject> answers = documentedAnswers();
     for (const Router::Route &route : router.routes()) {
         QJsonObject item = paths.value(route.pattern).toObject();
         QJsonArray parameters;
@@ -98,16 +133,18 @@ QJsonObject OpenApiController::document(const Router &router, const QString &ver
                                           {u"description"_s, u"UUID, dashed or 32 hex digits"_s},
                                           {u"schema"_s, QJsonObject{{u"type"_s, u"string"_s}}}});
         }
-        QJsonObject responses{{u"200"_s, QJsonObject{{u"description"_s, u"Success"_s}}},
-                              {u"default"_s, errorResponse(u"An error: {detail, code}"_s)}};
+        const QString method = QString::fromLatin1(Router::methodName(route.method)).toLower();
+        QJsonObject responses{
+            {u"200"_s, answers.value(method + u' ' + route.pattern,
+                                     QJsonObject{{u"description"_s, u"Success"_s}})},
+            {u"default"_s, answerOf(u"An error: {detail, code}"_s, u"Error"_s)}};
         QJsonObject operation{{u"operationId"_s, operationId(route)}, {u"responses"_s, responses}};
         if (!parameters.isEmpty())
             operation.insert(u"parameters"_s, parameters);
         if (route.access == Router::Access::KeyRequired)
             operation.insert(u"security"_s,
                              QJsonArray{QJsonObject{{u"sessionApiKey"_s, QJsonArray{}}}});
-        const QByteArray method = Router::methodName(route.method);
-        if (method == "POST" || method == "PATCH")
+        if (method == u"post"_s || method == u"patch"_s)
             operation.insert(
                 u"requestBody"_s,
                 QJsonObject{{u"required"_s, false},
@@ -115,7 +152,7 @@ QJsonObject OpenApiController::document(const Router &router, const QString &ver
                              QJsonObject{{u"application/json"_s,
                                           QJsonObject{{u"schema"_s,
                                                        QJsonObject{{u"type"_s, u"object"_s}}}}}}}});
-        item.insert(QString::fromLatin1(method).toLower(), operation);
+        item.insert(method, operation);
         paths.insert(route.pattern, item);
     }
     return {
@@ -136,6 +173,7 @@ QJsonObject OpenApiController::document(const Router &router, const QString &ver
                                 QJsonObject{{u"detail"_s, QJsonObject{{u"type"_s, u"string"_s}}},
                                             {u"code"_s, QJsonObject{{u"type"_s, u"string"_s}}}}}}},
                   {u"Agent"_s, agentSchema()},
+                  {u"Recovery"_s, recoverySchema()},
                   {u"TransientFrame"_s,
                    QJsonObject{
                        {u"description"_s,

@@ -2,6 +2,7 @@
 #include "conversationservice.h"
 #include "router.h"
 
+#include <QJsonArray>
 #include <QJsonObject>
 
 using namespace Qt::StringLiterals;
@@ -43,8 +44,16 @@ void RuntimeController::registerRoutes(Router &router, ConversationService &serv
                     conversationAction(service, &ConversationService::startFresh));
     router.addAsync(Method::Delete, runtime,
                     conversationAction(service, &ConversationService::stopRuntime));
+    // The conversation, and beside its fields what the recovery did (`actions`): a client
+    // that reads a conversation from the answer reads it as before.
     router.addAsync(Method::Post, item + u"/recover"_s,
-                    conversationAction(service, &ConversationService::recover));
+                    [&service](HttpRequest request) -> QCoro::Task<HttpResponse> {
+                        auto recovering = service.recover(request.idArg(0));
+                        const Recovery recovery = co_await std::move(recovering);
+                        QJsonObject body = recovery.conversation.toJson();
+                        body.insert(u"actions"_s, QJsonArray::fromStringList(recovery.actions));
+                        co_return HttpResponse::json(body);
+                    });
     router.addAsync(Method::Post, item + u"/archive"_s,
                     conversationAction(service, &ConversationService::archive));
     router.add(Method::Post, item + u"/unarchive"_s, [&service](const HttpRequest &request) {

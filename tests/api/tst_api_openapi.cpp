@@ -102,7 +102,57 @@ private Q_SLOTS:
         QVERIFY(!operation.value(u"operationId"_s).toString().isEmpty());
     }
 
+    // Recover's answer is described: a conversation with `actions` beside its fields.
+    void recoverAnswerIsDescribed()
+    {
+        const QJsonObject ok = postAnswer(u"/api/conversations/{id}/recover"_s);
+        const QString reference = ok.value(u"content"_s)
+                                      .toObject()
+                                      .value(u"application/json"_s)
+                                      .toObject()
+                                      .value(u"schema"_s)
+                                      .toObject()
+                                      .value(u"$ref"_s)
+                                      .toString();
+        QCOMPARE(reference, u"#/components/schemas/Recovery"_s);
+        const QJsonObject schema = m_document.value(u"components"_s)
+                                       .toObject()
+                                       .value(u"schemas"_s)
+                                       .toObject()
+                                       .value(u"Recovery"_s)
+                                       .toObject();
+        QVERIFY(schema.value(u"required"_s).toArray().contains(u"actions"_s));
+        const QJsonArray actions = schema.value(u"properties"_s)
+                                       .toObject()
+                                       .value(u"actions"_s)
+                                       .toObject()
+                                       .value(u"items"_s)
+                                       .toObject()
+                                       .value(u"enum"_s)
+                                       .toArray();
+        QCOMPARE(actions,
+                 (QJsonArray{u"resolved_stale_run"_s, u"started_runtime"_s, u"continued_run"_s}));
+        // The others stay plain.
+        QCOMPARE(postAnswer(u"/api/conversations/{id}/run"_s).value(u"description"_s).toString(),
+                 u"Success"_s);
+    }
+
 private:
+    // The documented 200 answer of POST `path`.
+    QJsonObject postAnswer(const QString &path) const
+    {
+        return m_document.value(u"paths"_s)
+            .toObject()
+            .value(path)
+            .toObject()
+            .value(u"post"_s)
+            .toObject()
+            .value(u"responses"_s)
+            .toObject()
+            .value(u"200"_s)
+            .toObject();
+    }
+
     std::unique_ptr<TestServer> m_server;
     QJsonObject m_document;
 };

@@ -1,5 +1,6 @@
 // The outcome of a run's last action (ConversationInfo::outcome) over real HTTP: what a
 // command's end, an interrupt and a restart write, and what the operator does with it.
+#include "lifecycle.h"
 #include "storage/conversationstore.h"
 #include "storage/database.h"
 #include "testevents.h"
@@ -142,6 +143,80 @@ private Q_SLOTS:
         QCOMPARE(again.errorCode, u"nothing_to_retry"_s);
     }
 
+    // Recover says what it did (`actions`) and leaves an event for each action; the clients
+    // offer it (Lifecycle::canRecover) exactly when it does something, and once it did, there
+    // is nothing left to recover.
+    void recoverSaysWhatItDid_data()
+    {
+        QTest::addColumn<QString>("setup");
+        QTest::addColumn<QStringList>("actions");
+        const QString stale = RecoveryAction::ResolvedStaleRun;
+        const QString runtime = RecoveryAction::StartedRuntime;
+        const QString run = RecoveryAction::ContinuedRun;
+        QTest::addRow("crashed command, no sandbox") << u"crashed"_s << QStringList{runtime};
+        QTest::addRow("stale run in a live server")
+            << u"stale"_s << QStringList{stale, runtime, run};
+        QTest::addRow("finished, sandbox up") << u"finished"_s << QStringList{};
+        QTest::addRow("interrupted by the operator, sandbox up")
+            << u"interrupted"_s << QStringList{};
+        QTest::addRow("finished, runtime stopped") << u"stopped"_s << QStringList{runtime};
+    }
+    void recoverSaysWhatItDid()
+    {
+        QFETCH(QString, setup);
+        QFETCH(QStringList, actions);
+        // The in-server runtime is always available: nothing for a recovery to start.
+        QVERIFY(m_server->usesSandboxes());
+        QUuid id;
+        if (setup == u"crashed"_s) {
+            id = seedCrashedRun(u"echo again"_s);
+            restart();
+        } else if (setup == u"stale"_s) {
+            id = m_server->create(shell(u"echo continued"_s, false));
+            // The run loop died without an executor: only the row says `running`.
+            m_server->server().store().append(id, {}, ExecutionStatus::Running,
+                                              QDateTime::currentMSecsSinceEpoch());
+        } else if (setup == u"interrupted"_s) {
+            id = m_server->create(shell(u"sleep 600"_s));
+            QVERIFY(QTest::qWaitFor(
+                [&] { return ofKind(m_server->events(id), u"ActionEvent"_s).size() == 1; }, 10000));
+            QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"interrupt")).ok());
+            QVERIFY(m_server->waitForStatus(id, u"paused"_s));
+        } else {
+            id = m_server->create(shell(u"true"_s));
+            QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+            if (setup == u"stopped"_s)
+                QVERIFY(
+                    m_server->call("DELETE"_ba, ServerConnection::conversationPath(id, u"runtime"))
+                        .ok());
+        }
+        QVERIFY(!id.isNull());
+        const auto before = conversation(id);
+        QVERIFY(before);
+        const Lifecycle::Availability offered = Lifecycle::canRecover(*before);
+        QVERIFY2(offered.enabled == !actions.isEmpty(), qPrintable(offered.reason));
+
+        const QString recover = ServerConnection::conversationPath(id, u"recover");
+        const ApiReply recovered = m_server->post(recover);
+        QVERIFY2(recovered.ok(), qPrintable(recovered.detail));
+        QCOMPARE(recoveryActionsOf(recovered.json.toObject()).value_or(QStringList{u"none"_s}),
+                 actions);
+        // The answer is the conversation too.
+        QCOMPARE(ConversationInfo::fromJson(recovered.json.toObject())->id, id);
+        QCOMPARE(recoveryActionsIn(m_server->events(id)), actions);
+
+        QVERIFY(QTest::qWaitFor([&] { return m_server->status(id) != u"running"_s; }, 10000));
+        const auto after = conversation(id);
+        QVERIFY(after);
+        QVERIFY2(!Lifecycle::canRecover(*after).enabled,
+                 qPrintable(Lifecycle::canRecover(*after).reason));
+        const ApiReply again = m_server->post(recover);
+        QVERIFY2(again.ok(), qPrintable(again.detail));
+        QCOMPARE(recoveryActionsOf(again.json.toObject()).value_or(QStringList{u"none"_s}),
+                 QStringList{});
+        QCOMPARE(recoveryActionsIn(m_server->events(id)), actions);
+    }
+
     void dismissAcknowledgesAndTheNextRunReplaces()
     {
         const QUuid id = m_server->create(shell(u"exit 2"_s));
@@ -179,6 +254,12 @@ private Q_SLOTS:
     }
 
 private:
+    std::optional<ConversationInfo> conversation(const QUuid &id)
+    {
+        return ConversationInfo::fromJson(
+            m_server->get(ServerConnection::conversationPath(id)).json.toObject());
+    }
+
     QJsonObject outcomeOf(const QUuid &id)
     {
         return m_server->get(ServerConnection::conversationPath(id))

@@ -108,11 +108,21 @@ private Q_SLOTS:
         QPushButton *recover = m_window->actionButton(Action::Recover);
         QVERIFY2(recover->isEnabled(), qPrintable(recover->toolTip()));
         QTest::mouseClick(recover, Qt::LeftButton);
+        // It says what it did, and the history too.
+        QTRY_COMPARE_WITH_TIMEOUT(m_window->statusBar()->currentMessage(),
+                                  u"Recovered: started the runtime"_s, 15000);
+        QCOMPARE(Testing::recoveryActionsIn(eventsOf(id)),
+                 QStringList{RecoveryAction::StartedRuntime});
         QTRY_COMPARE_WITH_TIMEOUT(runtimeOf(id), u"available"_s, 15000);
         QTRY_COMPARE_WITH_TIMEOUT(badgeText(m_window->activeView(), id), u"available"_s, 10000);
         QCOMPARE(status(id), u"paused"_s);
         QCOMPARE(executionText(id), u"paused · interrupted by a restart"_s);
         QCOMPARE(m_window->tabs()->tabText(0), u"Active (1, 1 needs attention)"_s);
+        // The row still needs attention, but not Recover: Run again is what is left.
+        QVERIFY(!recover->isEnabled());
+        QVERIFY2(recover->toolTip().startsWith(u"Nothing to recover"_s) &&
+                     recover->toolTip().contains(u"Run again"_s),
+                 qPrintable(recover->toolTip()));
 
         QTRY_VERIFY_WITH_TIMEOUT(runAgain->isEnabled(), 10000);
         QTest::mouseClick(runAgain, Qt::LeftButton);
@@ -125,6 +135,33 @@ private Q_SLOTS:
         QCOMPARE(observations.size(), 2);
         QCOMPARE(observations.last().value(u"observation"_s).toObject().value(u"output"_s),
                  u"again\n"_s);
+    }
+
+    // The list may be behind the server: Recover, offered for a runtime the server has brought
+    // up since, says there was nothing to recover, and the row and the button follow the
+    // answer (no refresh in between).
+    void recoverWithNothingToRecoverSaysSo()
+    {
+        startConsole();
+        const QUuid id = create(u"behind"_s, u"true"_s);
+        QTRY_COMPARE_WITH_TIMEOUT(status(id), u"finished"_s, 15000);
+        QVERIFY(call("DELETE"_ba, ServerConnection::conversationPath(id, u"runtime")).ok());
+        QVERIFY(showAndSelect(id));
+        QPushButton *recover = m_window->actionButton(Action::Recover);
+        QVERIFY2(recover->isEnabled(), qPrintable(recover->toolTip()));
+        QVERIFY(call("POST"_ba, ServerConnection::conversationPath(id, u"runtime/resume")).ok());
+        QVERIFY(m_controller->conversations()->conversation(id)->runtime.status ==
+                RuntimeStatus::Missing);
+
+        QTest::mouseClick(recover, Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(m_window->statusBar()->currentMessage(), u"Nothing to recover"_s,
+                                  15000);
+        QVERIFY(m_controller->conversations()->conversation(id)->runtime.status ==
+                RuntimeStatus::Available);
+        QTRY_VERIFY_WITH_TIMEOUT(!recover->isEnabled(), 5000);
+        QVERIFY2(recover->toolTip().startsWith(u"Nothing to recover"_s),
+                 qPrintable(recover->toolTip()));
+        QCOMPARE(Testing::recoveryActionsIn(eventsOf(id)), QStringList{});
     }
 
     // A conversation an OpenHands client made (its agent spec, its title) is listed like any

@@ -4,6 +4,7 @@
 #include <QJsonArray>
 #include <QJsonObject>
 #include <QList>
+#include <QStringList>
 
 namespace AgentDeck::Testing {
 
@@ -29,6 +30,19 @@ inline QString messageText(const QJsonObject &event)
     for (const QJsonValue &part : content)
         text += part.toObject().value(QLatin1String("text")).toString();
     return text;
+}
+
+// What the recoveries wrote in the history: the values of the {"key": "recovery"} state
+// updates (RecoveryAction), in order.
+inline QStringList recoveryActionsIn(const QList<QJsonObject> &events)
+{
+    QStringList actions;
+    for (const QJsonObject &event :
+         ofKind(events, QStringLiteral("ConversationStateUpdateEvent"))) {
+        if (event.value(QLatin1String("key")).toString() == QLatin1String("recovery"))
+            actions.append(event.value(QLatin1String("value")).toString());
+    }
+    return actions;
 }
 
 } // namespace AgentDeck::Testing

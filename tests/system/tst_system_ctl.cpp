@@ -705,8 +705,9 @@ private Q_SLOTS:
                  qPrintable(table.out));
     }
 
-    // archive, unarchive, recover, reprovision: each answers the conversation as it now is, and
-    // an archived conversation refuses runtime actions with the server's sentence and exit 4.
+    // archive, unarchive, recover, reprovision: each answers the conversation as it now is (and
+    // recover what it did), and an archived conversation refuses runtime actions with the
+    // server's sentence and exit 4.
     void runtimeAndArchiveActions()
     {
         ServerProcess &server = m_fleet.add();
@@ -768,6 +769,50 @@ private Q_SLOTS:
         QCOMPARE(
             result.json().value(u"runtime_info"_s).toObject().value(u"runtime_status"_s).toString(),
             u"available"_s);
+        QCOMPARE(result.json().value(u"actions"_s).toArray(), QJsonArray{});
+
+        // recover says what the server did, or that there was nothing to recover and what there
+        // is to do instead; both are done (exit 0).
+        result = ctl(server, {u"recover"_s, wireId(id)});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY2(result.out.startsWith(
+                     u"Nothing to recover: %1 is finished and its runtime available.\n"_s.arg(
+                         wireId(id))),
+                 qPrintable(result.out));
+        QVERIFY2(result.out.contains(u"acted on "_s), qPrintable(result.out)); // the table
+
+        QVERIFY(server.call("DELETE"_ba, conversationPath(id, u"runtime"_s)).ok());
+        result = ctl(server, {u"recover"_s, wireId(id)});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY2(result.out.startsWith(u"Recovered %1: started the runtime.\n"_s.arg(wireId(id))),
+                 qPrintable(result.out));
+        QVERIFY2(result.out.contains(u" available "_s), qPrintable(result.out));
+        // The history says so too.
+        result = ctl(server, {u"events"_s, wireId(id)});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QCOMPARE(result.out.count(u"recovery = "_s), 1);
+        QVERIFY2(QRegularExpression(u"^ +\\d+ +\\S+Z +\\S+ +state update +recovery = "
+                                    "started_runtime$"_s,
+                                    QRegularExpression::MultilineOption)
+                     .match(result.out)
+                     .hasMatch(),
+                 qPrintable(result.out));
+
+        // An interrupted command, its sandbox up: Run again (ctl retry) is what is left.
+        const QUuid interrupted =
+            server.create(conversationBody(u"shell"_s, u"interrupted"_s, u"sleep 600"_s));
+        QVERIFY(!interrupted.isNull());
+        QTRY_VERIFY_WITH_TIMEOUT(!ofKind(server.events(interrupted), u"ActionEvent"_s).isEmpty(),
+                                 10'000);
+        QVERIFY(server.post(conversationPath(interrupted, u"interrupt"_s)).ok());
+        QVERIFY(server.waitForStatus(interrupted, u"paused"_s));
+        result = ctl(server, {u"recover"_s, wireId(interrupted)});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY2(result.out.startsWith(
+                     u"Nothing to recover: %1 is paused · interrupted by the operator and its "
+                     "runtime available. `agentdeck ctl retry %1` runs the interrupted command "
+                     "again.\n"_s.arg(wireId(interrupted))),
+                 qPrintable(result.out));
     }
 
     // create: a conversation from the command line, its first message run at once.

@@ -22,6 +22,7 @@
 #include "catalogdamage.h"
 #include "serverprocess.h"
 #include "testevents.h"
+#include "wiretypes.h"
 #include <QUrlQuery>
 #include <QUuid>
 #include <QWebSocket>
@@ -1175,6 +1176,46 @@ private Q_SLOTS:
             5'000);
     }
 
+    // 5b'. Recover after a kill -9 mid-command says what it did (`actions`) and leaves each
+    //      action in the history; a second one has nothing to do. With the sandbox adopted at
+    //      the restart there is nothing to recover at all: the restart resolved the run, and
+    //      running the command again is what is left (the console disables Recover then).
+    void recoverAfterAKillSaysWhatItDid_data()
+    {
+        QTest::addColumn<bool>("sandboxDies");
+        QTest::addRow("the sandbox was adopted") << false;
+        QTest::addRow("the sandbox died with the server") << true;
+    }
+    void recoverAfterAKillSaysWhatItDid()
+    {
+        QFETCH(bool, sandboxDies);
+        KilledRun run;
+        killMidRunAndRestart(&run, sandboxDies);
+        if (QTest::currentTestFailed())
+            return;
+        ServerProcess &restarted = *run.restarted;
+        const QUuid id = run.id;
+        QCOMPARE(runtimeStatus(restarted, id), sandboxDies ? u"missing"_s : u"available"_s);
+        const QStringList expected =
+            sandboxDies ? QStringList{AgentDeck::RecoveryAction::StartedRuntime} : QStringList{};
+        const QString recover = conversationPath(id, u"recover"_s);
+        const Reply recovered = restarted.post(recover);
+        QVERIFY2(recovered.ok(), qPrintable(recovered.describe()));
+        QCOMPARE(AgentDeck::recoveryActionsOf(recovered.object()).value_or(QStringList{u"none"_s}),
+                 expected);
+        QCOMPARE(recovered.object().value(u"id"_s).toString(), wireId(id));
+        QCOMPARE(runtimeStatus(restarted, id), u"available"_s);
+        // The command is offered to run again, not run.
+        QCOMPARE(restarted.status(id), u"paused"_s);
+        QCOMPARE(recoveryActionsIn(restarted.events(id)), expected);
+
+        const Reply again = restarted.post(recover);
+        QVERIFY2(again.ok(), qPrintable(again.describe()));
+        QCOMPARE(AgentDeck::recoveryActionsOf(again.object()).value_or(QStringList{u"none"_s}),
+                 QStringList{});
+        QCOMPARE(recoveryActionsIn(restarted.events(id)), expected);
+    }
+
     // 5c. The interrupted observation of a killed run keeps what the command printed; and a
     //     command that ended while no server watched is recorded as it ended.
     void killedRunKeepsWhatTheCommandPrinted_data()
@@ -1695,7 +1736,8 @@ private:
         QUuid id;
         QByteArray marker; // on the sleeping command's command line
     };
-    void killMidRunAndRestart(KilledRun *run)
+    // `sandboxDies`: its sandbox host is killed too, before the restart.
+    void killMidRunAndRestart(KilledRun *run, bool sandboxDies = false)
     {
         const QString dir = m_fleet.newDataDir();
         ServerProcess &server = m_fleet.add(dir);
@@ -1703,8 +1745,20 @@ private:
         run->marker = newMarker();
         run->id = startSleepingConversation(server, sleepCommand(run->marker), run->marker);
         QVERIFY(!run->id.isNull());
+        const qint64 host = sandboxPid(dir, run->id);
         server.sendSignal(SIGKILL);
         QVERIFY(server.waitForExit(10'000));
+        if (sandboxDies) {
+            QVERIFY(host > 0);
+            QCOMPARE(::kill(static_cast<pid_t>(host), SIGKILL), 0);
+            // Gone, or a zombie without a command line: not a sandbox host to adopt.
+            QTRY_VERIFY_WITH_TIMEOUT(
+                [host] {
+                    QFile cmdline(u"/proc/%1/cmdline"_s.arg(host));
+                    return !cmdline.open(QIODevice::ReadOnly) || cmdline.readAll().isEmpty();
+                }(),
+                5'000);
+        }
 
         run->restarted = &m_fleet.add(dir);
         QVERIFY2(run->restarted->startReady(), qPrintable(run->restarted->stderrText()));

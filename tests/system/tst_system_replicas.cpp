@@ -5,6 +5,7 @@
 #include "serverprocess.h"
 #include "storage/database.h"
 #include "testevents.h"
+#include "wiretypes.h"
 
 #include <QElapsedTimer>
 #include <QFileInfo>
@@ -469,11 +470,23 @@ private Q_SLOTS:
             sql(u"SELECT lease_epoch > %1 FROM conversations WHERE id = '%2'"_s.arg(epochBefore)
                     .arg(wireId(id))),
             u"t"_s);
-        // The stale run was resolved on beta, which brought up a sandbox of its own.
+        // The stale run was resolved on beta, which brought up a sandbox of its own. The answer
+        // says so, and so does the history (beta's renewal may have resolved the run first,
+        // on its own); a second recover has nothing to do.
         const auto events = b.events(id);
         QVERIFY(std::any_of(events.cbegin(), events.cend(), [](const QJsonObject &e) {
             return e.value(u"code"_s) == u"run_interrupted"_s;
         }));
+        const QStringList actions =
+            AgentDeck::recoveryActionsOf(recovered.object()).value_or(QStringList{u"none"_s});
+        QVERIFY2(actions == (QStringList{AgentDeck::RecoveryAction::ResolvedStaleRun,
+                                         AgentDeck::RecoveryAction::StartedRuntime}) ||
+                     actions == QStringList{AgentDeck::RecoveryAction::StartedRuntime},
+                 qPrintable(actions.join(u", "_s)));
+        QCOMPARE(recoveryActionsIn(events), actions);
+        QCOMPARE(AgentDeck::recoveryActionsOf(b.post(conversationPath(id, u"recover"_s)).object())
+                     .value_or(QStringList{u"none"_s}),
+                 QStringList{});
         const QJsonObject runtime = b.get(conversationPath(id, u"runtime"_s)).object();
         QVERIFY2(runtime.value(u"runtime_status"_s) == u"available"_s ||
                      runtime.value(u"runtime_status"_s) == u"missing"_s,

@@ -5,6 +5,7 @@
 #include "lifecycle.h"
 
 #include <QAbstractItemModelTester>
+#include <QJsonArray>
 #include <QSignalSpy>
 #include <QTest>
 
@@ -562,6 +563,108 @@ private Q_SLOTS:
         QCOMPARE(Lifecycle::canRecover(*info).enabled, recover);
         QCOMPARE(Lifecycle::canRecover(*info).reason.isEmpty(), recover);
         QCOMPARE(Lifecycle::canUnarchive(*info).enabled, archived);
+    }
+
+    // Recover is offered exactly when the server would do something (Lifecycle::recoveryPlan,
+    // which the server decides with too): an interrupted command offered again with its sandbox
+    // up has nothing to recover, and Run again is what there is to do.
+    void recoverIsOfferedWhenThereIsSomethingToRecover_data()
+    {
+        QTest::addColumn<QString>("agent");
+        QTest::addColumn<ExecutionStatus>("status");
+        QTest::addColumn<RuntimeStatus>("runtime");
+        QTest::addColumn<QString>("offered"); // "", "yes" or "dismissed"
+        QTest::addColumn<QString>("plan");    // the steps: stale, runtime, run
+        QTest::addRow("command offered, sandbox up")
+            << u"shell"_s << ExecutionStatus::Paused << RuntimeStatus::Available << u"yes"_s
+            << QString();
+        QTest::addRow("command offered, no sandbox")
+            << u"shell"_s << ExecutionStatus::Paused << RuntimeStatus::Missing << u"yes"_s
+            << u"runtime"_s;
+        QTest::addRow("command offered, dismissed")
+            << u"shell"_s << ExecutionStatus::Paused << RuntimeStatus::Available << u"dismissed"_s
+            << u"run"_s;
+        QTest::addRow("paused, no sandbox")
+            << u"shell"_s << ExecutionStatus::Paused << RuntimeStatus::Missing << QString()
+            << u"runtime run"_s;
+        QTest::addRow("error, command offered")
+            << u"shell"_s << ExecutionStatus::Error << RuntimeStatus::Available << u"yes"_s
+            << QString();
+        QTest::addRow("failed start") << u"shell"_s << ExecutionStatus::Finished
+                                      << RuntimeStatus::Error << QString() << u"runtime"_s;
+        QTest::addRow("finished, no sandbox")
+            << u"shell"_s << ExecutionStatus::Finished << RuntimeStatus::Missing << QString()
+            << u"runtime"_s;
+        QTest::addRow("finished, sandbox up") << u"shell"_s << ExecutionStatus::Finished
+                                              << RuntimeStatus::Available << QString() << QString();
+        QTest::addRow("waiting, no sandbox")
+            << u"shell"_s << ExecutionStatus::WaitingForConfirmation << RuntimeStatus::Missing
+            << QString() << u"runtime"_s;
+        QTest::addRow("stale") << u"shell"_s << ExecutionStatus::Running << RuntimeStatus::Missing
+                               << QString() << u"stale runtime"_s;
+        QTest::addRow("running here") << u"shell"_s << ExecutionStatus::Running
+                                      << RuntimeStatus::Available << QString() << QString();
+        QTest::addRow("sandbox starting") << u"shell"_s << ExecutionStatus::Idle
+                                          << RuntimeStatus::Starting << QString() << QString();
+        // The echo agent has no sandbox to start.
+        QTest::addRow("echo paused") << u"echo"_s << ExecutionStatus::Paused
+                                     << RuntimeStatus::Missing << QString() << u"run"_s;
+        QTest::addRow("echo finished") << u"echo"_s << ExecutionStatus::Finished
+                                       << RuntimeStatus::Missing << QString() << QString();
+    }
+    void recoverIsOfferedWhenThereIsSomethingToRecover()
+    {
+        QFETCH(QString, agent);
+        QFETCH(ExecutionStatus, status);
+        QFETCH(RuntimeStatus, runtime);
+        QFETCH(QString, offered);
+        QFETCH(QString, plan);
+        ConversationInfo info = conversation(u"c"_s, status);
+        info.agentKind = agent;
+        info.runtime.status = runtime;
+        if (runtime == RuntimeStatus::Error)
+            info.runtime.error = RuntimeError{u"provision_failed"_s, u"no"_s};
+        if (!offered.isEmpty()) {
+            RunOutcome outcome;
+            outcome.kind = RunOutcome::Kind::Interrupted;
+            outcome.interruptedBy = InterruptCause::Restart;
+            outcome.retryCommand = u"make"_s;
+            outcome.dismissed = offered == u"dismissed"_s;
+            info.outcome = outcome;
+        }
+        const Lifecycle::RecoveryPlan steps = Lifecycle::recoveryPlan(info);
+        QStringList planned;
+        if (steps.resolveStaleRun)
+            planned.append(u"stale"_s);
+        if (steps.startRuntime)
+            planned.append(u"runtime"_s);
+        if (steps.continueRun)
+            planned.append(u"run"_s);
+        QCOMPARE(planned.join(u' '), plan);
+        const Lifecycle::Availability recover = Lifecycle::canRecover(info);
+        QCOMPARE(recover.enabled, !plan.isEmpty());
+        if (!recover.enabled)
+            QVERIFY2(recover.reason.startsWith(u"Nothing to recover"_s),
+                     qPrintable(recover.reason));
+        // What there is to do instead is named.
+        if (!recover.enabled && offered == u"yes"_s)
+            QVERIFY2(recover.reason.contains(u"Run again"_s), qPrintable(recover.reason));
+    }
+
+    void recoveryIsSaidInWords()
+    {
+        QCOMPARE(Lifecycle::recoveryText({}), QString());
+        QCOMPARE(
+            Lifecycle::recoveryText({RecoveryAction::ResolvedStaleRun,
+                                     RecoveryAction::StartedRuntime, RecoveryAction::ContinuedRun}),
+            u"resolved the run left running, started the runtime, continued the run"_s);
+        // A newer server's action, as it says it.
+        QCOMPARE(Lifecycle::recoveryText({u"adopted_runtime"_s}), u"adopted runtime"_s);
+        QVERIFY(recoveryActionsOf(QJsonObject{{u"actions"_s, QJsonArray{u"continued_run"_s}}}) ==
+                QStringList{u"continued_run"_s});
+        QVERIFY(recoveryActionsOf(QJsonObject{{u"actions"_s, QJsonArray{}}}) == QStringList{});
+        // A server that does not say is not one that did nothing.
+        QVERIFY(!recoveryActionsOf(QJsonObject{{u"id"_s, u"x"_s}}));
     }
 
     void expiredRuntimesCannotBeRecovered()

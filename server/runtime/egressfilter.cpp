@@ -6,9 +6,12 @@
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <linux/fib_rules.h>
+#include <linux/if_ether.h>
+#include <linux/if_tun.h>
 #include <linux/netlink.h>
 #include <linux/nsfs.h>
 #include <linux/rtnetlink.h>
@@ -17,6 +20,7 @@
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -60,6 +64,7 @@ namespace {
 
 // slirp4netns's network (its default --cidr) and the interface it makes in the sandbox.
 constexpr Ipv4Range SlirpNetwork{0x0a000200, 24};
+constexpr quint32 SlirpGateway = 0x0a000202;
 constexpr quint32 SlirpDns = 0x0a000203;
 constexpr char TapName[] = "tap0";
 // An address of slirp4netns's network it answers no ARP for: a gateway that leads nowhere.
@@ -373,6 +378,63 @@ bool install(pid_t pid, bool root, const QList<Ipv4Range> &allowed, QString *err
         return false;
     }
     return true;
+}
+
+bool filterFrames(pid_t slirp, QString *error)
+{
+    const auto fail = [error](const QString &what) {
+        *error =
+            u"egress filter: %1 (%2)"_s.arg(what, QString::fromLocal8Bit(std::strerror(errno)));
+        return false;
+    };
+    // slirp4netns's child opens the device in the sandbox's namespaces and hands it to its
+    // parent, which keeps it: one descriptor of /dev/net/tun.
+    int target = -1;
+    const QByteArray fdDir = "/proc/" + QByteArray::number(slirp) + "/fd";
+    DIR *fds = ::opendir(fdDir.constData());
+    if (!fds)
+        return fail(u"cannot read the descriptors of slirp4netns"_s);
+    while (const dirent *entry = ::readdir(fds)) {
+        char link[64] = {};
+        const QByteArray path = fdDir + '/' + entry->d_name;
+        if (::readlink(path.constData(), link, sizeof link - 1) > 0 &&
+            std::strcmp(link, "/dev/net/tun") == 0)
+            target = std::atoi(entry->d_name);
+    }
+    ::closedir(fds);
+    if (target < 0) {
+        errno = ENOENT;
+        return fail(u"slirp4netns holds no tap device"_s);
+    }
+    const int process = int(::syscall(SYS_pidfd_open, slirp, 0));
+    if (process < 0)
+        return fail(u"cannot open slirp4netns's process"_s);
+    const int tap = int(::syscall(SYS_pidfd_getfd, process, target, 0));
+    const int getError = errno;
+    ::close(process);
+    errno = getError;
+    if (tap < 0)
+        return fail(u"cannot take slirp4netns's tap device"_s);
+    // slirp4netns answers ARP for its hosts with 52:55 and their IPv4 address.
+    const auto slirpHost = [](quint32 address, quint8 *mac) {
+        mac[0] = 0x52;
+        mac[1] = 0x55;
+        for (int i = 0; i < 4; ++i)
+            mac[2 + i] = quint8(address >> (24 - 8 * i));
+    };
+    constexpr int Addresses = 3;
+    alignas(tun_filter) quint8 request[sizeof(tun_filter) + Addresses * ETH_ALEN] = {};
+    auto *filter = reinterpret_cast<tun_filter *>(request);
+    filter->flags = 0; // no other multicast: no hash of groups, no TUN_FLT_ALLMULTI
+    filter->count = Addresses;
+    slirpHost(SlirpGateway, filter->addr[0]);
+    slirpHost(SlirpDns, filter->addr[1]);
+    std::memset(filter->addr[2], 0xff, ETH_ALEN);
+    const bool set = ::ioctl(tap, TUNSETTXFILTER, request) >= 0; // the exact addresses taken
+    const int setError = errno;
+    ::close(tap);
+    errno = setError;
+    return set || fail(u"cannot filter the tap device's frames"_s);
 }
 
 QJsonObject describe(const QStringList &allowed)

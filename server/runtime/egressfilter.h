@@ -57,6 +57,14 @@ int openNetworkOwner(pid_t pid);
 // (openNetworkOwner()). False, with *error saying why, when any rule is missing.
 bool install(pid_t pid, bool root, const QList<Ipv4Range> &allowed, QString *error);
 
+// Lets only frames to slirp4netns's own hosts (its gateway and DNS forwarder) and broadcast (ARP)
+// leave the sandbox's interface: multicast sent from a socket bound to it skips every routing
+// rule and slirp4netns sent it on from the host, to the host's link (mDNS, SSDP). The filter
+// is the tap device's own (TUNSETTXFILTER), set through a copy of slirp4netns's descriptor of
+// it (pidfd_getfd): nothing in the sandbox can change it. `slirp` is slirp4netns's process,
+// whose descriptor is looked for in /proc. False, with *error saying why, when it is not set.
+bool filterFrames(pid_t slirp, QString *error);
+
 // runtime_info's `egress`: what the filter refuses and allows.
 QJsonObject describe(const QStringList &allowed);
 

@@ -163,7 +163,8 @@ bool UserModeNetwork::attach(bool root, const QList<Ipv4Range> &allowed, QString
         return false;
     }
     // Before the command goes: without the filter, the network goes (tap0 ends with slirp4netns).
-    if (!EgressFilter::install(pid.toInt(), root, allowed, error)) {
+    if (!EgressFilter::install(pid.toInt(), root, allowed, error) ||
+        !EgressFilter::filterFrames(pid_t(m_slirp->processId()), error)) {
         stop();
         go();
         return false;

@@ -51,6 +51,36 @@ int listenEverywhere(int *fd, quint16 port = 0)
     return ntohs(address.sin_port);
 }
 
+// A UDP socket on every address of the calling thread's network namespace, also in the
+// link-local multicast group 224.0.0.251 on the interface holding `interfaceAddress`. Its port,
+// or 0.
+int receiveEverywhere(int *fd, const char *interfaceAddress)
+{
+    *fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    socklen_t length = sizeof address;
+    ip_mreq group{};
+    group.imr_multiaddr.s_addr = ::inet_addr("224.0.0.251");
+    group.imr_interface.s_addr = ::inet_addr(interfaceAddress);
+    if (*fd < 0 || ::bind(*fd, reinterpret_cast<sockaddr *>(&address), sizeof address) != 0 ||
+        ::setsockopt(*fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &group, sizeof group) != 0 ||
+        ::getsockname(*fd, reinterpret_cast<sockaddr *>(&address), &length) != 0)
+        return 0;
+    return ntohs(address.sin_port);
+}
+
+// What has arrived on `fd` (receiveEverywhere()), one datagram a line.
+QStringList received(int fd)
+{
+    QStringList datagrams;
+    char buffer[512];
+    ssize_t size = 0;
+    while ((size = ::recv(fd, buffer, sizeof buffer, 0)) > 0)
+        datagrams.append(QString::fromLatin1(buffer, int(size)));
+    return datagrams;
+}
+
 } // namespace
 
 class SystemEgressTest : public QObject
@@ -102,7 +132,9 @@ private Q_SLOTS:
         const bool worldUp = run({u"addr", u"add", u"198.51.100.1/24", u"dev", u"down0"}) &&
                              run({u"addr", u"add", u"10.203.0.2/24", u"dev", u"down0"}) &&
                              run({u"link", u"set", u"down0", u"up"});
+        m_worldUdpPort = worldUp ? receiveEverywhere(&m_worldUdp, "198.51.100.1") : 0;
         QVERIFY(::setns(m_host, CLONE_NEWNET) == 0);
+        QVERIFY2(m_worldUdpPort > 0, std::strerror(errno));
         QVERIFY(worldUp);
         QVERIFY(run({u"route", u"add", u"default", u"via", u"198.51.100.1"}));
         m_hostPort = listenEverywhere(&m_hostListener);
@@ -113,7 +145,8 @@ private Q_SLOTS:
     void cleanupTestCase()
     {
         m_fleet.cleanUp();
-        for (const int fd : {m_hostListener, m_worldListener, m_worldDns, m_world, m_host}) {
+        for (const int fd :
+             {m_hostListener, m_worldListener, m_worldDns, m_worldUdp, m_world, m_host}) {
             if (fd >= 0)
                 ::close(fd);
         }
@@ -196,6 +229,24 @@ private Q_SLOTS:
         command += u" command -v python3 >/dev/null && echo HAS-PYTHON;"_s;
         for (const Target &target : boundTargets)
             command += u" b %1 %2 %3;"_s.arg(target.name, target.address, target.port);
+        // Datagrams to the link's multicast group from a socket bound to the interface and from
+        // one that names it as its multicast interface, which skip every routing rule: neither
+        // may reach the world. Then one to a public address, which does, after them: slirp4netns
+        // and the link keep their order.
+        const QString row = QString::fromLatin1(QTest::currentDataTag()).replace(u' ', u'_');
+        received(m_worldUdp); // what earlier rows sent
+        command += u" python3 -c \"import socket, sys; port = int(sys.argv[1]); tag = sys.argv[2]; "
+                   "b = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                   "b.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, b'tap0'); "
+                   "b.sendto(('multicast-bound:' + tag).encode(), ('224.0.0.251', port)); "
+                   "i = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                   "i.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, "
+                   "socket.inet_aton('10.0.2.100')); "
+                   "i.sendto(('multicast-if:' + tag).encode(), ('224.0.0.251', port)); "
+                   "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                   "u.sendto(('public:' + tag).encode(), ('198.51.100.1', port)); "
+                   "print('SENT DATAGRAMS')\" %1 %2 2>&1;"_s.arg(m_worldUdpPort)
+                       .arg(row);
         const QUuid id =
             server.create(QJsonObject{{u"agent"_s, QJsonObject{{u"kind"_s, u"shell"_s}}},
                                       {u"initial_message"_s, userMessage(command, true)}});
@@ -213,6 +264,19 @@ private Q_SLOTS:
                 (target.reached ? u"REACHED "_s : u"REFUSED "_s) + target.name + u'\n';
             QVERIFY2(output.contains(expected),
                      qPrintable(expected + u"expected in:\n"_s + output));
+        }
+        if (output.contains(u"HAS-PYTHON"_s)) {
+            QVERIFY2(output.contains(u"SENT DATAGRAMS"_s), qPrintable(output));
+            // The public one arrives; by then the multicast ones would have.
+            QStringList datagrams;
+            QVERIFY(QTest::qWaitFor(
+                [&] {
+                    datagrams += received(m_worldUdp);
+                    return datagrams.contains(u"public:"_s + row);
+                },
+                5000));
+            for (const QString &datagram : std::as_const(datagrams))
+                QVERIFY2(!datagram.startsWith(u"multicast"_s), qPrintable(datagram));
         }
 
         // Clients are told what is refused, in the conversation's runtime_info and /server_info.
@@ -315,6 +379,8 @@ private:
     int m_host = -1;
     int m_worldListener = -1;
     int m_worldDns = -1;
+    int m_worldUdp = -1; // receiveEverywhere()
+    int m_worldUdpPort = 0;
     int m_hostListener = -1;
     int m_worldPort = 0;
     int m_hostPort = 0;

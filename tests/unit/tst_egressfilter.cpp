@@ -1,10 +1,23 @@
-// The ranges of the `egress` filter: what --sandbox-egress-allow takes, and what is refused.
+// The ranges of the `egress` filter: what --sandbox-egress-allow takes, and what is refused; and
+// the tap device's frame filter, on a tap of the test's own in a network namespace of its own.
 #include "runtime/egressfilter.h"
 #include "runtime/sandboxisolation.h"
 
 #include <QHostAddress>
 #include <QJsonArray>
 #include <QTest>
+
+#include <arpa/inet.h>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 using namespace Qt::StringLiterals;
 using namespace AgentDeck;
@@ -89,6 +102,80 @@ private Q_SLOTS:
         policy.network = SandboxPolicy::Network::None;
         isolation.userModeNetwork = true;
         QVERIFY(!isolation.describe(policy).contains(u"egress"_s));
+    }
+
+    // Frames to slirp4netns's hosts and broadcast (ARP) leave the tap; multicast, sent from a
+    // socket bound to it (which skips every routing rule), does not. The tap is this process's
+    // own, as it is slirp4netns's: filterFrames() finds it in /proc and takes a copy of it.
+    void onlyFramesToSlirpsHostsLeaveTheTap()
+    {
+        if (::geteuid() != 0)
+            QSKIP("a network namespace and a tap device take root");
+        if (::unshare(CLONE_NEWNET) != 0)
+            QSKIP(qPrintable(u"no network namespace here: "_s +
+                             QString::fromLocal8Bit(std::strerror(errno))));
+        const int tap = ::open("/dev/net/tun", O_RDWR | O_CLOEXEC | O_NONBLOCK);
+        if (tap < 0)
+            QSKIP("no /dev/net/tun here");
+        const auto closeTap = qScopeGuard([tap] { ::close(tap); });
+        ifreq request{};
+        request.ifr_flags = IFF_TAP | IFF_NO_PI;
+        std::strcpy(request.ifr_name, "tap0");
+        QVERIFY2(::ioctl(tap, TUNSETIFF, &request) == 0, std::strerror(errno));
+        // 10.0.2.100/24, up: slirp4netns's sandbox side.
+        const int control = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        const auto closeControl = qScopeGuard([control] { ::close(control); });
+        const auto setAddress = [&](unsigned long which, const char *address) {
+            auto *in = reinterpret_cast<sockaddr_in *>(&request.ifr_addr);
+            in->sin_family = AF_INET;
+            in->sin_addr.s_addr = ::inet_addr(address);
+            return ::ioctl(control, which, &request) == 0;
+        };
+        QVERIFY(setAddress(SIOCSIFADDR, "10.0.2.100"));
+        QVERIFY(setAddress(SIOCSIFNETMASK, "255.255.255.0"));
+        QVERIFY(::ioctl(control, SIOCGIFFLAGS, &request) == 0);
+        request.ifr_flags |= IFF_UP;
+        QVERIFY(::ioctl(control, SIOCSIFFLAGS, &request) == 0);
+
+        QString error;
+        QVERIFY2(EgressFilter::filterFrames(::getpid(), &error), qPrintable(error));
+
+        // Multicast first, then a datagram to slirp4netns's gateway, which asks for its
+        // address (ARP, broadcast): the tap keeps their order.
+        const auto send = [](const char *to, bool bound) {
+            const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+            if (bound)
+                ::setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, "tap0", 5);
+            sockaddr_in address{};
+            address.sin_family = AF_INET;
+            address.sin_port = htons(5353);
+            address.sin_addr.s_addr = ::inet_addr(to);
+            const bool sent = ::sendto(fd, "x", 1, 0, reinterpret_cast<sockaddr *>(&address),
+                                       sizeof address) == 1;
+            ::close(fd);
+            return sent;
+        };
+        QVERIFY(send("224.0.0.251", true));
+        QVERIFY(send("10.0.2.2", false));
+        QList<QByteArray> frames;
+        const auto isArp = [](const QByteArray &frame) {
+            return frame.size() >= 14 && frame.mid(12, 2) == QByteArray::fromHex("0806");
+        };
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                char frame[2048];
+                ssize_t size = 0;
+                while ((size = ::read(tap, frame, sizeof frame)) > 0)
+                    frames.append(QByteArray(frame, int(size)));
+                return std::any_of(frames.cbegin(), frames.cend(), isArp);
+            },
+            5000));
+        for (const QByteArray &frame : std::as_const(frames)) {
+            // 01:00:5e: an IPv4 multicast group's; 33:33: an IPv6 one's.
+            QVERIFY2(!frame.startsWith(QByteArray::fromHex("01005e")) &&
+                         !frame.startsWith(QByteArray::fromHex("3333")),
+                     frame.left(14).toHex().constData());
+        }
     }
 };
 

@@ -1,5 +1,7 @@
 #include "conversationfilter.h"
 
+#include "lifecycle.h"
+
 #include <algorithm>
 
 using namespace Qt::StringLiterals;
@@ -92,11 +94,34 @@ ConversationSearch ConversationSearch::parse(const QString &text,
     return search;
 }
 
+bool ConversationSearch::hasFailed(const ConversationInfo &info)
+{
+    if (info.executionStatus == ExecutionStatus::Error)
+        return true;
+    // A run going on has no outcome yet: the one there is of the run before.
+    if (info.executionStatus == ExecutionStatus::Running || !info.outcome)
+        return false;
+    switch (info.outcome->kind) {
+    case RunOutcome::Kind::Failed:
+    case RunOutcome::Kind::TimedOut:
+    case RunOutcome::Kind::Limit:
+    case RunOutcome::Kind::Error:
+        return true;
+    case RunOutcome::Kind::Succeeded:
+    case RunOutcome::Kind::Interrupted:
+        return false;
+    }
+    return false;
+}
+
 bool ConversationSearch::matches(const ConversationInfo &info, ArchiveFilter partition) const
 {
     ConversationFilter inPartition;
     inPartition.archive = partition;
     if (!inPartition.matches(info))
+        return false;
+    if ((concern == Concern::NeedsAttention && !Lifecycle::needsAttention(info)) ||
+        (concern == Concern::Failed && !hasFailed(info)))
         return false;
     return alternatives.isEmpty() ||
            std::any_of(

@@ -64,6 +64,17 @@ struct ConversationSearch
     QList<ConversationFilter> alternatives; // none: everything
     // The rows the server found for the alternatives that look in events (`bodyContains`).
     QSet<QUuid> foundInEvents;
+    // What an operator looks for first, beside the alternatives: the rows that need attention
+    // (Lifecycle::needsAttention), or those whose last run failed (a non-zero exit, a timeout,
+    // a limit, an error; acknowledged or not). Asked of the rows the console holds: the server
+    // is asked the alternatives.
+    enum class Concern
+    {
+        Any,
+        NeedsAttention,
+        Failed
+    };
+    Concern concern = Concern::Any;
     static constexpr qsizetype MinEventTextLength = 3;
 
     static ConversationSearch parse(const QString &text,
@@ -71,6 +82,7 @@ struct ConversationSearch
     bool isEmpty() const { return alternatives.isEmpty(); }
     // In `partition` (the tab's), whatever the alternatives say of archives.
     bool matches(const ConversationInfo &info, ArchiveFilter partition) const;
+    static bool hasFailed(const ConversationInfo &info);
 };
 
 // A "contains" search text (`q`, and the events' `body`): at most this many characters (code

@@ -1,8 +1,10 @@
 #include "conversationview.h"
 
 #include "conversationlistmodel.h"
+#include "lifecycle.h"
 #include "statusbadgedelegate.h"
 
+#include <QComboBox>
 #include <QEvent>
 #include <QHeaderView>
 #include <QLabel>
@@ -110,6 +112,33 @@ void ConversationView::layOutColumns(QTableView *view)
                           metrics.horizontalAdvance(u"-- :: UTC"_s) + 14 * digit + 8);
     header->setSectionResizeMode(ConversationListModel::TagsColumn, QHeaderView::Interactive);
     header->resizeSection(ConversationListModel::TagsColumn, 100);
+}
+
+QComboBox *ConversationView::makeStatusFilter(QWidget *parent)
+{
+    auto *filter = new QComboBox(parent);
+    filter->setObjectName(u"statusFilter"_s);
+    filter->addItem(tr("Any status"));
+    filter->addItem(tr("Needs attention"), u"needs_attention"_s);
+    filter->addItem(tr("Failed"), u"failed"_s);
+    filter->insertSeparator(filter->count());
+    for (ExecutionStatus status :
+         {ExecutionStatus::Idle, ExecutionStatus::Running, ExecutionStatus::Paused,
+          ExecutionStatus::WaitingForConfirmation, ExecutionStatus::Finished,
+          ExecutionStatus::Error, ExecutionStatus::Stuck})
+        filter->addItem(Lifecycle::executionLabel(status), toString(status));
+    return filter;
+}
+
+ConversationSearch ConversationView::searchOf(const QString &text, const QComboBox *statusFilter)
+{
+    const QString chosen = statusFilter->currentData().toString();
+    ConversationSearch search = ConversationSearch::parse(text, executionStatusFromString(chosen));
+    if (chosen == u"needs_attention"_s)
+        search.concern = ConversationSearch::Concern::NeedsAttention;
+    else if (chosen == u"failed"_s)
+        search.concern = ConversationSearch::Concern::Failed;
+    return search;
 }
 
 void ConversationView::resizeEvent(QResizeEvent *event)

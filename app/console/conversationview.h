@@ -1,7 +1,10 @@
 #pragma once
 
+#include "conversationfilter.h"
+
 #include <QTableView>
 
+class QComboBox;
 class QLabel;
 
 namespace AgentDeck {
@@ -26,6 +29,11 @@ public:
     // the title taking the rest. Fixed, they do not follow the rows: fitted to them, they
     // moved at every refresh and filter change. What a column cuts is whole in its tooltip.
     static void layOutColumns(QTableView *view);
+    // The status filter beside the find box: any status, the rows that need attention, those
+    // whose last run failed, or one execution status.
+    static QComboBox *makeStatusFilter(QWidget *parent);
+    // What the find box's `text` and the status filter ask for.
+    static ConversationSearch searchOf(const QString &text, const QComboBox *statusFilter);
     // For tests: the line saying the order is held.
     QLabel *holdNotice() const { return m_holdNotice; }
     // For tests: "No conversations match", over an empty list while a search is set.

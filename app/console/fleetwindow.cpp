@@ -1,6 +1,7 @@
 #include "fleetwindow.h"
 
 #include "addserverdialog.h"
+#include "consoleactions.h"
 #include "consolecontroller.h"
 #include "consolekeys.h"
 #include "consolesettings.h"
@@ -13,12 +14,17 @@
 
 #include <QCloseEvent>
 #include <QColor>
+#include <QComboBox>
 #include <QConcatenateTablesProxyModel>
+#include <QHBoxLayout>
 #include <QHeaderView>
 #include <QInputDialog>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QMenu>
+#include <QMenuBar>
+#include <QMessageBox>
 #include <QPointer>
 #include <QScrollBar>
 #include <QSettings>
@@ -34,6 +40,8 @@
 using namespace Qt::StringLiterals;
 
 namespace AgentDeck {
+
+using Action = ConsoleController::Action;
 
 namespace {
 
@@ -80,10 +88,9 @@ protected:
         const QModelIndex row = sourceModel()->index(sourceRow, 0, sourceParent);
         if (row.data(ConversationListModel::ArchivedRole).toBool() != m_archived)
             return false;
-        return m_search.isEmpty() ||
-               m_search.matches(
-                   row.data(ConversationListModel::ConversationRole).value<ConversationInfo>(),
-                   partition());
+        return m_search.matches(
+            row.data(ConversationListModel::ConversationRole).value<ConversationInfo>(),
+            partition());
     }
 
 private:
@@ -130,27 +137,31 @@ FleetWindow::FleetWindow(QWidget *parent)
     , m_servers(new QListWidget(this))
     , m_summary(new QLabel(this))
     , m_filter(new QLineEdit(this))
+    , m_statusFilter(ConversationView::makeStatusFilter(this))
 {
     setWindowTitle(tr("All servers"));
     m_summaryDue.setSingleShot(true);
     m_summaryDue.setInterval(100);
     connect(&m_summaryDue, &QTimer::timeout, this, &FleetWindow::updateSummary);
+    // A row's change may change what can be done to it.
+    connect(&m_summaryDue, &QTimer::timeout, this, &FleetWindow::updateActions);
     for (auto [view, rows] : {std::pair{m_view, m_active}, std::pair{m_archivedView, m_archived}}) {
         rows->setSourceModel(m_all);
         view->setModel(rows);
         view->setSelectionBehavior(QAbstractItemView::SelectRows);
+        view->setSelectionMode(QAbstractItemView::ExtendedSelection);
         view->setEditTriggers(QAbstractItemView::NoEditTriggers);
         view->verticalHeader()->hide();
+        view->setContextMenuPolicy(Qt::CustomContextMenu);
+        connect(view, &QWidget::customContextMenuRequested, this, &FleetWindow::showContextMenu);
+        connect(view->selectionModel(), &QItemSelectionModel::selectionChanged, this,
+                &FleetWindow::updateActions);
+        connect(view->selectionModel(), &QItemSelectionModel::currentChanged, this,
+                &FleetWindow::updateActions);
         // A double click (or Enter) opens the conversation in its server's window.
-        connect(view, &QAbstractItemView::activated, this, [this, rows](const QModelIndex &index) {
-            const QModelIndex source = m_all->mapToSource(rows->mapToSource(index));
-            for (const auto &watched : m_watched) {
-                if (source.model() == watched->controller->conversations()) {
-                    open(watched->url,
-                         QUuid(source.data(ConversationListModel::IdRole).toString()));
-                    return;
-                }
-            }
+        connect(view, &QAbstractItemView::activated, this, [this](const QModelIndex &index) {
+            if (const Watched *server = serverOfRow(index))
+                open(server->url, QUuid(index.data(ConversationListModel::IdRole).toString()));
         });
         connect(rows, &QAbstractItemModel::rowsInserted, this, &FleetWindow::updateSummary);
         connect(rows, &QAbstractItemModel::rowsRemoved, this, &FleetWindow::updateSummary);
@@ -183,10 +194,12 @@ FleetWindow::FleetWindow(QWidget *parent)
     auto *serverSearch = new QTimer(this);
     serverSearch->setSingleShot(true);
     serverSearch->setInterval(300);
-    connect(m_filter, &QLineEdit::textChanged, this, [this, serverSearch] {
-        applySearch(ConversationSearch::parse(m_filter->text()));
+    const auto searchAgain = [this, serverSearch] {
+        applySearch(ConversationView::searchOf(m_filter->text(), m_statusFilter));
         serverSearch->start();
-    });
+    };
+    connect(m_filter, &QLineEdit::textChanged, this, searchAgain);
+    connect(m_statusFilter, &QComboBox::currentIndexChanged, this, searchAgain);
     connect(serverSearch, &QTimer::timeout, this, &FleetWindow::searchServers);
     m_tabs->addTab(m_view, {});
     m_tabs->addTab(m_archivedView, {});
@@ -212,7 +225,10 @@ FleetWindow::FleetWindow(QWidget *parent)
     auto *layout = new QVBoxLayout(rows);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addWidget(m_summary);
-    layout->addWidget(m_filter);
+    auto *findRow = new QHBoxLayout;
+    findRow->addWidget(m_filter, 1);
+    findRow->addWidget(m_statusFilter);
+    layout->addLayout(findRow);
     layout->addWidget(m_tabs, 1);
     splitter->addWidget(m_servers);
     splitter->addWidget(rows);
@@ -221,7 +237,10 @@ FleetWindow::FleetWindow(QWidget *parent)
     setCentralWidget(splitter);
     resize(1100, 700);
     restoreGeometry(consoleSettings()->value(GeometryKey).toByteArray());
+    connect(m_tabs, &QTabWidget::currentChanged, this, &FleetWindow::updateActions);
+    buildMenus();
     updateSummary();
+    updateActions();
 }
 
 FleetWindow::~FleetWindow()
@@ -287,9 +306,30 @@ void FleetWindow::addServer(const QUrl &server, const QString &apiKey, const QSt
                 updateServerLine(*raw);
                 arrangeServers();
                 updateSummary();
+                updateActions();
             });
     connect(watched->controller.get(), &ConsoleController::refreshed, this,
             [this, raw] { updateServerLine(*raw); });
+    // What the actions done from here came to, as a server's window says it.
+    connect(watched->controller.get(), &ConsoleController::actionFinished, this,
+            [this, raw](Action action, bool ok, const QUuid &id) {
+                updateActions();
+                if (!ok)
+                    return;
+                const auto info = raw->controller->conversations()->conversation(id);
+                const bool requested = (action == Action::Pause || action == Action::Interrupt) &&
+                                       (!info || info->executionStatus == ExecutionStatus::Running);
+                statusBar()->showMessage(
+                    (requested ? tr("%1 requested on %2") : tr("%1 done on %2"))
+                        .arg(ConsoleController::actionName(action), raw->label()),
+                    6000);
+            });
+    connect(watched->controller.get(), &ConsoleController::failed, this,
+            [this, raw](const QString &sentence) {
+                statusBar()->showMessage(tr("%1: %2").arg(raw->label(), sentence), 15000);
+            });
+    connect(watched->controller.get(), &ConsoleController::actingChanged, this,
+            &FleetWindow::updateActions);
     m_all->addSourceModel(rows);
     // The columns are there with the first server's rows.
     if (m_watched.empty()) {
@@ -526,6 +566,205 @@ void FleetWindow::searchServers()
                 self->applySearch(shown);
             });
     }
+}
+
+QTableView *FleetWindow::currentView() const
+{
+    return m_tabs->currentIndex() == 0 ? m_view : m_archivedView;
+}
+
+FleetWindow::Watched *FleetWindow::serverOfRow(const QModelIndex &index) const
+{
+    const auto *rows = static_cast<const QSortFilterProxyModel *>(index.model());
+    const QModelIndex source = m_all->mapToSource(rows->mapToSource(index));
+    for (const auto &watched : m_watched) {
+        if (source.model() == watched->controller->conversations())
+            return watched.get();
+    }
+    return nullptr;
+}
+
+QList<FleetWindow::Chosen> FleetWindow::selectedRows() const
+{
+    QModelIndexList rows = currentView()->selectionModel()->selectedRows();
+    std::sort(rows.begin(), rows.end(),
+              [](const QModelIndex &a, const QModelIndex &b) { return a.row() < b.row(); });
+    QList<Chosen> chosen;
+    for (const QModelIndex &row : std::as_const(rows)) {
+        if (Watched *server = serverOfRow(row))
+            chosen.append(
+                {server,
+                 row.data(ConversationListModel::ConversationRole).value<ConversationInfo>()});
+    }
+    return chosen;
+}
+
+void FleetWindow::updateActions()
+{
+    const QList<Chosen> chosen = selectedRows();
+    QList<ConsoleActions::Row> rows;
+    bool acting = false;
+    for (const Chosen &row : chosen) {
+        rows.append({row.info, row.server->controller->isReachable()});
+        acting = acting || row.server->controller->isActingOn(row.info.id);
+    }
+    for (auto it = m_actions.cbegin(); it != m_actions.cend(); ++it) {
+        const Lifecycle::Availability state =
+            acting && chosen.size() == 1
+                ? Lifecycle::Availability{false, tr("Waiting for the server to answer")}
+                : ConsoleActions::availability(it.key(), rows);
+        it.value()->setEnabled(state.enabled);
+        it.value()->setToolTip(state.enabled && chosen.size() <= 1
+                                   ? ConsoleController::actionName(it.key())
+                                   : state.reason);
+    }
+    // One place for the two ways to a fresh sandbox, as in a server's window.
+    const bool expired = chosen.size() == 1 && Lifecycle::isExpired(chosen.first().info);
+    m_actions.value(Action::StartFresh)->setVisible(expired);
+    m_actions.value(Action::Reprovision)->setVisible(!expired);
+}
+
+void FleetWindow::trigger(Action action)
+{
+    const QList<Chosen> chosen = selectedRows();
+    if (chosen.size() > 1 && !ConsoleActions::isBulk(action))
+        return;
+    QList<Chosen> can;
+    QList<ConversationInfo> infos;
+    for (const Chosen &row : chosen) {
+        if (!row.server->controller->isReachable() ||
+            !ConsoleController::availability(action, row.info).enabled)
+            continue;
+        can.append(row);
+        infos.append(row.info);
+    }
+    if (can.isEmpty())
+        return;
+    if (const auto question = ConsoleActions::questionFor(action, infos, fontMetrics())) {
+        QMessageBox box(QMessageBox::Question, question->title, question->text,
+                        QMessageBox::Yes | QMessageBox::No, this);
+        box.setTextFormat(Qt::PlainText);
+        box.setDefaultButton(QMessageBox::No);
+        if (box.exec() != QMessageBox::Yes)
+            return;
+    }
+    if (chosen.size() == 1) {
+        const Chosen &row = can.first();
+        // A finished run needs its next message: typed in its server's window.
+        if (action == Action::Run && row.info.executionStatus == ExecutionStatus::Finished) {
+            open(row.server->url, row.info.id);
+            MainWindow *window = windowOf(row.server->url);
+            window->messageBox()->setFocus(Qt::OtherFocusReason);
+            window->statusBar()->showMessage(
+                tr("It has finished: type the next message below, and Enter runs it"), 8000);
+            return;
+        }
+        QString reason;
+        if (action == Action::Reject) {
+            QInputDialog dialog(this);
+            dialog.setWindowTitle(tr("Reject the action"));
+            dialog.setLabelText(tr("Why? The agent is told (optional):"));
+            dialog.setOkButtonText(tr("Reject"));
+            if (dialog.exec() != QDialog::Accepted)
+                return;
+            reason = dialog.textValue().trimmed();
+        }
+        row.server->controller->perform(action, row.info.id, reason);
+        return;
+    }
+    // Several rows: each server is asked for its own, and one summary says what came of all.
+    struct Tally
+    {
+        int servers = 0;
+        int asked = 0;
+        int done = 0;
+        QStringList why;
+    };
+    auto tally = std::make_shared<Tally>();
+    QHash<Watched *, QList<QUuid>> byServer;
+    for (const Chosen &row : std::as_const(can))
+        byServer[row.server].append(row.info.id);
+    tally->servers = int(byServer.size());
+    const QString name = ConsoleController::actionName(action);
+    const int skipped = int(chosen.size() - can.size());
+    for (auto it = byServer.cbegin(); it != byServer.cend(); ++it) {
+        const QString label = it.key()->label();
+        it.key()
+            ->controller->performAll(action, it.value())
+            .then([self = QPointer(this), tally, name, label,
+                   skipped](ConsoleController::BulkResult result) {
+                tally->asked += result.asked;
+                tally->done += result.done;
+                for (const auto &failure : std::as_const(result.failures))
+                    tally->why.append(
+                        tr("“%1” on %2: %3")
+                            .arg(withControlsShown(failure.title).left(60), label, failure.why));
+                if (--tally->servers > 0 || !self)
+                    return;
+                QString summary =
+                    tr("%1: %2 of %3 done").arg(name).arg(tally->done).arg(tally->asked);
+                if (skipped > 0)
+                    summary += tr("; %n selected could not be changed so", nullptr, skipped);
+                if (!tally->why.isEmpty())
+                    summary += u"; "_s + tally->why.mid(0, 3).join(u"; "_s);
+                self->statusBar()->showMessage(summary, 15000);
+                self->updateActions();
+            });
+    }
+}
+
+void FleetWindow::showContextMenu(const QPoint &position)
+{
+    QTableView *view = currentView();
+    const QModelIndex index = view->indexAt(position);
+    if (!index.isValid())
+        return;
+    QMenu menu(this);
+    const Watched *server = serverOfRow(index);
+    const QUuid id(index.data(ConversationListModel::IdRole).toString());
+    if (server) {
+        menu.addAction(tr("Open in %1's window").arg(server->label()), this,
+                       [this, url = server->url, id] { open(url, id); });
+        menu.addSeparator();
+    }
+    for (Action action : ConsoleController::AllActions) {
+        if (m_actions.value(action)->isVisible())
+            menu.addAction(m_actions.value(action));
+    }
+    menu.setToolTipsVisible(true);
+    menu.exec(view->viewport()->mapToGlobal(position));
+}
+
+void FleetWindow::buildMenus()
+{
+    // The actions of a server's window, with its shortcuts, on the rows of every server.
+    QMenu *conversation = menuBar()->addMenu(tr("&Conversation"));
+    conversation->setToolTipsVisible(true);
+    addToolBarBreak();
+    QToolBar *tools = addToolBar(tr("Actions"));
+    tools->setObjectName(u"actions"_s);
+    tools->setMovable(false);
+    for (Action action : ConsoleController::AllActions) {
+        QAction *item = conversation->addAction(ConsoleController::actionName(action), this,
+                                                [this, action] { trigger(action); });
+        item->setShortcut(ConsoleActions::shortcutOf(action));
+        item->setShortcutContext(Qt::WindowShortcut);
+        tools->addAction(item);
+        m_actions.insert(action, item);
+    }
+    QMenu *view = menuBar()->addMenu(tr("&View"));
+    view->addAction(tr("&Find…"), this,
+                    [this] {
+                        m_filter->setFocus(Qt::ShortcutFocusReason);
+                        m_filter->selectAll();
+                    })
+        ->setShortcut(QKeySequence::Find);
+    view->addAction(tr("&Refresh"), this,
+                    [this] {
+                        for (const auto &watched : m_watched)
+                            watched->controller->refresh();
+                    })
+        ->setShortcut(QKeySequence(Qt::Key_F5));
 }
 
 void FleetWindow::askForServer()

@@ -1,5 +1,8 @@
 #pragma once
 
+#include "consolecontroller.h"
+
+#include <QHash>
 #include <QMainWindow>
 #include <QTimer>
 #include <QUrl>
@@ -7,6 +10,8 @@
 #include <memory>
 #include <vector>
 
+class QAction;
+class QComboBox;
 class QConcatenateTablesProxyModel;
 class QLabel;
 class QLineEdit;
@@ -66,6 +71,12 @@ public:
     QListWidget *serverList() const { return m_servers; }
     QLabel *summary() const { return m_summary; }
     QLineEdit *filterBox() const { return m_filter; }
+    QComboBox *statusFilter() const { return m_statusFilter; }
+    // The Conversation menu's entry for `action`, also in the tool bar and the context menu:
+    // done to the rows selected in the current tab, on their servers.
+    QAction *action(ConsoleController::Action action) const { return m_actions.value(action); }
+    // The current tab's list.
+    QTableView *currentView() const;
 
 protected:
     void closeEvent(QCloseEvent *event) override;
@@ -76,6 +87,18 @@ private:
     void remember() const;
     void updateSummary();
     void updateServerLine(Watched &watched);
+    // The rows selected in the current tab, with their servers, in the list's order.
+    struct Chosen
+    {
+        Watched *server;
+        ConversationInfo info;
+    };
+    QList<Chosen> selectedRows() const;
+    Watched *serverOfRow(const QModelIndex &index) const;
+    void updateActions();
+    void trigger(ConsoleController::Action action);
+    void showContextMenu(const QPoint &position);
+    void buildMenus();
     void askForServer();
     void askForName();
     // The servers out of reach first, then the others, each in the order they were added.
@@ -94,6 +117,8 @@ private:
     QListWidget *m_servers;
     QLabel *m_summary;
     QLineEdit *m_filter;
+    QComboBox *m_statusFilter;
+    QHash<ConsoleController::Action, QAction *> m_actions;
     QTimer m_summaryDue; // a row's change is counted with the next ones
 };
 

@@ -83,14 +83,7 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
            "(or name:value) asks for that tag. The server is searched too."));
     m_filter->setClearButtonEnabled(true);
     m_filter->setMinimumWidth(200);
-    m_statusFilter = new QComboBox(central);
-    m_statusFilter->setObjectName(u"statusFilter"_s);
-    m_statusFilter->addItem(tr("Any status"));
-    for (ExecutionStatus status :
-         {ExecutionStatus::Idle, ExecutionStatus::Running, ExecutionStatus::Paused,
-          ExecutionStatus::WaitingForConfirmation, ExecutionStatus::Finished,
-          ExecutionStatus::Error, ExecutionStatus::Stuck})
-        m_statusFilter->addItem(Lifecycle::executionLabel(status), toString(status));
+    m_statusFilter = ConversationView::makeStatusFilter(central);
 
     // The list and the detail pane.
     auto *splitter = m_splitter = new QSplitter(Qt::Horizontal, central);
@@ -171,8 +164,8 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     serverSearch->setInterval(300);
     connect(serverSearch, &QTimer::timeout, this, &MainWindow::searchOnServer);
     const auto applySearch = [this, serverSearch] {
-        const auto status = executionStatusFromString(m_statusFilter->currentData().toString());
-        const ConversationSearch search = ConversationSearch::parse(m_filter->text(), status);
+        const ConversationSearch search =
+            ConversationView::searchOf(m_filter->text(), m_statusFilter);
         m_activeProxy->setSearch(search);
         m_archivedProxy->setSearch(search);
         serverSearch->start();
@@ -339,19 +332,14 @@ void MainWindow::updateActions()
     // done to one at least, and says to how many.
     const QList<ConversationInfo> chosen = selectedConversations();
     const auto bulkAvailability = [&](Action action) -> Lifecycle::Availability {
-        if (!isBulk(action))
-            return {false, tr("%1 is done to one conversation at a time: select one")
-                               .arg(ConsoleController::actionName(action))};
-        if (!m_controller->isReachable())
+        if (ConsoleActions::isBulk(action) && !m_controller->isReachable())
             return {false, tr("The server does not answer")};
-        if (m_bulkRunning)
+        if (ConsoleActions::isBulk(action) && m_bulkRunning)
             return {false, tr("Waiting for the actions on the selected conversations")};
-        const auto can = std::count_if(chosen.cbegin(), chosen.cend(), [action](const auto &row) {
-            return ConsoleController::availability(action, row).enabled;
-        });
-        if (can == 0)
-            return {false, tr("None of the %1 selected can be changed so").arg(chosen.size())};
-        return {true, tr("%1 of the %2 selected").arg(can).arg(chosen.size())};
+        QList<ConsoleActions::Row> rows;
+        for (const ConversationInfo &info : chosen)
+            rows.append({info, true});
+        return ConsoleActions::availability(action, rows);
     };
     for (auto it = m_buttons.cbegin(); it != m_buttons.cend(); ++it) {
         const Lifecycle::Availability state =

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "consoleactions.h"
 #include "consolecontroller.h"
 
 #include <QHash>
@@ -99,8 +100,6 @@ private:
     // The rows selected in the current tab (Shift and Ctrl clicks, Ctrl+A: all that match the
     // filter), in the list's order.
     QList<ConversationInfo> selectedConversations() const;
-    // The actions that apply to every selected row at once.
-    static bool isBulk(ConsoleController::Action action);
     // `action` on those of `chosen` it can be done to, asking first as one would for each,
     // once for all; one progress bar, and one summary of what failed and why.
     void triggerBulk(ConsoleController::Action action, const QList<ConversationInfo> &chosen);
@@ -129,6 +128,8 @@ private:
     void showCreated(const ConsoleController::Creation &made, const QString &text);
     // Asks `question` (Yes or No, No by default); whether the answer was Yes.
     bool confirmed(const QString &title, const QString &question);
+    // Yes when there is nothing to ask.
+    bool confirmed(const std::optional<ConsoleActions::Question> &question);
     void showContextMenu(const QPoint &position);
     // Brings the window up (from the tray, or minimized).
     void bringUp();

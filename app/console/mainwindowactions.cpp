@@ -1,6 +1,7 @@
 #include "mainwindow.h"
 
 #include "banner.h"
+#include "consoleactions.h"
 #include "consolekeys.h"
 #include "lifecycle.h"
 #include "newconversationdialog.h"
@@ -40,46 +41,20 @@ void MainWindow::sendTypedMessage()
     });
 }
 
-bool MainWindow::isBulk(Action action)
-{
-    switch (action) {
-    case Action::Archive:
-    case Action::Unarchive:
-    case Action::Delete:
-    case Action::Recover:
-    case Action::Pause:
-    case Action::Interrupt:
-        return true;
-    default:
-        return false;
-    }
-}
-
 void MainWindow::triggerBulk(Action action, const QList<ConversationInfo> &chosen)
 {
     QList<QUuid> ids;
-    int running = 0;
+    QList<ConversationInfo> can;
     for (const ConversationInfo &info : chosen) {
         if (!ConsoleController::availability(action, info).enabled)
             continue;
         ids.append(info.id);
-        running += info.executionStatus == ExecutionStatus::Running && !Lifecycle::isStale(info);
+        can.append(info);
     }
     if (ids.isEmpty())
         return;
     const int count = int(ids.size());
-    if (action == Action::Delete &&
-        !confirmed(tr("Delete conversations"),
-                   tr("Delete %1 conversations permanently? Their histories and server-owned "
-                      "workspaces are removed.")
-                       .arg(count)))
-        return;
-    if (action == Action::Archive && running > 0 &&
-        !confirmed(tr("Archive conversations"),
-                   tr("Archive %1 conversations? %2 of them running: the commands in flight "
-                      "are stopped.")
-                       .arg(count)
-                       .arg(running)))
+    if (!confirmed(ConsoleActions::questionFor(action, can, fontMetrics())))
         return;
     m_banner->hide();
     m_bulkRunning = true;
@@ -120,45 +95,14 @@ void MainWindow::triggerBulk(Action action, const QList<ConversationInfo> &chose
 void MainWindow::trigger(Action action)
 {
     if (const QList<ConversationInfo> chosen = selectedConversations();
-        chosen.size() > 1 && isBulk(action)) {
+        chosen.size() > 1 && ConsoleActions::isBulk(action)) {
         triggerBulk(action, chosen);
         return;
     }
     const auto info = currentConversation();
     if (!info)
         return;
-    // The question names the conversation whole: a long title was cut at its end, where two
-    // conversations differ most often, so it is shortened in the middle, and the id follows.
-    const auto named = [&info, this] {
-        return tr("“%1” (%2)")
-            .arg(fontMetrics().elidedText(withControlsShown(info->title), Qt::ElideMiddle, 480),
-                 toWireId(info->id));
-    };
-    if (action == Action::Delete &&
-        !confirmed(tr("Delete conversation"),
-                   tr("Delete %1 permanently? Its history and server-owned workspace are removed.")
-                       .arg(named())))
-        return;
-    if (action == Action::Archive && info->executionStatus == ExecutionStatus::Running &&
-        !Lifecycle::isStale(*info) &&
-        !confirmed(tr("Archive conversation"),
-                   tr("Archive %1? It is running: the command in flight is stopped.").arg(named())))
-        return;
-    if (action == Action::Reprovision &&
-        !confirmed(tr("Reprovision runtime"),
-                   tr("Replace the sandbox of %1 with a fresh one? Its workspace stays; what its "
-                      "commands left elsewhere in the sandbox (/tmp, processes) is gone.")
-                       .arg(named())))
-        return;
-    if (action == Action::StartFresh &&
-        !confirmed(tr("Start with an empty workspace"),
-                   info->workspaceOwnedByServer
-                       ? tr("Start the expired runtime of %1 again with an empty workspace? Its "
-                            "history stays, and says so; the files its commands made are gone.")
-                             .arg(named())
-                       : tr("Start the expired runtime of %1 again? It uses the workspace it was "
-                            "given, %2, as it is now; its history stays, and says so.")
-                             .arg(named(), info->workingDir)))
+    if (!confirmed(ConsoleActions::questionFor(action, {*info}, fontMetrics())))
         return;
     // A finished run has nothing left to do: run again, it only added a running and a finished
     // state. What it needs is the next message.
@@ -227,6 +171,11 @@ void MainWindow::showCreated(const ConsoleController::Creation &made, const QStr
     });
 }
 
+bool MainWindow::confirmed(const std::optional<ConsoleActions::Question> &question)
+{
+    return !question || confirmed(question->title, question->text);
+}
+
 bool MainWindow::confirmed(const QString &title, const QString &question)
 {
     // Plain text: a title with markup could make the question name another conversation.
@@ -279,17 +228,10 @@ void MainWindow::buildMenus()
 
     QMenu *conversation = menuBar()->addMenu(tr("&Conversation"));
     conversation->setToolTipsVisible(true);
-    const QHash<Action, QKeySequence> shortcuts{
-        {Action::Recover, QKeySequence(Qt::CTRL | Qt::Key_R)},
-        {Action::Run, QKeySequence(Qt::CTRL | Qt::Key_Return)},
-        {Action::Pause, QKeySequence(Qt::CTRL | Qt::Key_P)},
-        {Action::Interrupt, QKeySequence(Qt::CTRL | Qt::Key_I)},
-        {Action::Archive, QKeySequence(Qt::CTRL | Qt::Key_E)},
-        {Action::Delete, QKeySequence(QKeySequence::Delete)}};
     for (Action action : AllActions) {
         QAction *item = conversation->addAction(ConsoleController::actionName(action), this,
                                                 [this, action] { trigger(action); });
-        item->setShortcut(shortcuts.value(action));
+        item->setShortcut(ConsoleActions::shortcutOf(action));
         // The list's Delete, not the filter's or the message box's: those take their own keys.
         item->setShortcutContext(Qt::WindowShortcut);
         m_menuActions.insert(action, item);

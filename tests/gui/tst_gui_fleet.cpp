@@ -17,6 +17,7 @@
 #include <QAction>
 #include <QApplication>
 #include <QColor>
+#include <QComboBox>
 #include <QDialogButtonBox>
 #include <QDir>
 #include <QFile>
@@ -24,10 +25,13 @@
 #include <QJsonObject>
 #include <QLabel>
 #include <QListWidget>
+#include <QMenu>
+#include <QMessageBox>
 #include <QPushButton>
 #include <QQuickWindow>
 #include <QSettings>
 #include <QStandardPaths>
+#include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
 #include <QTemporaryDir>
@@ -298,6 +302,103 @@ private Q_SLOTS:
                  u"[::1]:9000/agentdeck"_s);
     }
 
+    // All servers acts as a server's window does: the status filter finds what needs attention
+    // and what failed on every server, an action is done to the selected row on its server,
+    // several rows on several servers at once (one question, one summary), from the tool bar,
+    // the context menu and the shortcuts.
+    void actionsAreDoneFromAllServers()
+    {
+        const QUrl alpha = startServer();
+        const QUrl beta = startServer();
+        create(alpha, u"alpha failed"_s, u"exit 3"_s);
+        create(alpha, u"alpha fine"_s, u"true"_s);
+        create(beta, u"beta failed"_s, u"exit 2"_s);
+        create(beta, u"beta fine"_s, u"true"_s);
+        QTableView *view = showFleet({alpha, beta});
+        QVERIFY(QTest::qWaitForWindowExposed(m_fleet.get()));
+        QTRY_COMPARE_WITH_TIMEOUT(view->model()->rowCount(), 4, 10000);
+        QTRY_COMPARE_WITH_TIMEOUT(m_fleet->summary()->text(),
+                                  u"Active (4), 2 need attention · 2 servers"_s, 15000);
+        // Every command ran: a running one would be asked about before it is archived.
+        const auto running = [view] {
+            int count = 0;
+            for (int row = 0; row < view->model()->rowCount(); ++row)
+                count += view->model()->index(row, 0).data(
+                             ConversationListModel::ExecutionStatusRole) == u"running"_s;
+            return count;
+        };
+        QTRY_COMPARE_WITH_TIMEOUT(running(), 0, 15000);
+        QComboBox *statuses = m_fleet->statusFilter();
+        statuses->setCurrentIndex(statuses->findData(u"failed"_s));
+        QCOMPARE(titles(view), (QStringList{u"alpha failed"_s, u"beta failed"_s}));
+        statuses->setCurrentIndex(statuses->findData(u"needs_attention"_s));
+        QCOMPARE(titles(view), (QStringList{u"alpha failed"_s, u"beta failed"_s}));
+
+        // One row: Dismiss, from the tool bar's action, on its server.
+        QAction *dismiss = m_fleet->action(ConsoleController::Action::Dismiss);
+        QVERIFY(!dismiss->isEnabled());
+        view->selectRow(rowOf(view, u"alpha failed"_s));
+        QVERIFY(dismiss->isEnabled());
+        dismiss->trigger();
+        QTRY_COMPARE_WITH_TIMEOUT(titles(view), QStringList{u"beta failed"_s}, 10000);
+        // Failed still, acknowledged.
+        statuses->setCurrentIndex(statuses->findData(u"failed"_s));
+        QCOMPARE(titles(view), (QStringList{u"alpha failed"_s, u"beta failed"_s}));
+
+        // The context menu offers the actions, enabled as the tool bar's.
+        statuses->setCurrentIndex(0);
+        view->clearSelection();
+        view->selectRow(rowOf(view, u"beta fine"_s));
+        QStringList offered;
+        QTimer::singleShot(0, this, [&offered] {
+            if (auto *menu = qobject_cast<QMenu *>(QApplication::activePopupWidget())) {
+                for (QAction *item : menu->actions()) {
+                    if (item->isEnabled() && !item->isSeparator())
+                        offered.append(item->text());
+                }
+                menu->close();
+            }
+        });
+        QMetaObject::invokeMethod(view, "customContextMenuRequested", Qt::DirectConnection,
+                                  Q_ARG(QPoint, view->visualRect(view->currentIndex()).center()));
+        QVERIFY2(offered.contains(u"Archive"_s) && offered.contains(u"Delete"_s) &&
+                     !offered.contains(u"Dismiss"_s) && offered.first().startsWith(u"Open in "_s),
+                 qPrintable(offered.join(u", "_s)));
+
+        // Several rows on both servers: Ctrl+E archives them all, without a question (none
+        // runs).
+        view->selectAll();
+        QCOMPARE(view->selectionModel()->selectedRows().size(), 4);
+        QAction *archive = m_fleet->action(ConsoleController::Action::Archive);
+        QVERIFY(archive->isEnabled());
+        QCOMPARE(archive->toolTip(), u"4 of the 4 selected"_s);
+        QVERIFY(!m_fleet->action(ConsoleController::Action::Reject)->isEnabled());
+        m_fleet->activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(m_fleet.get()));
+        view->setFocus();
+        QTest::keyClick(view, Qt::Key_E, Qt::ControlModifier);
+        QTRY_COMPARE_WITH_TIMEOUT(m_fleet->archivedView()->model()->rowCount(), 4, 10000);
+        QTRY_VERIFY(m_fleet->statusBar()->currentMessage().startsWith(u"Archive: 4 of 4 done"_s));
+
+        // Deleted on both servers after one question.
+        m_fleet->tabs()->setCurrentIndex(1);
+        QTableView *archived = m_fleet->archivedView();
+        archived->selectAll();
+        QString asked;
+        QTimer::singleShot(0, this, [&asked] {
+            if (auto *box = qobject_cast<QMessageBox *>(QApplication::activeModalWidget())) {
+                asked = box->text();
+                box->button(QMessageBox::Yes)->click();
+            }
+        });
+        m_fleet->action(ConsoleController::Action::Delete)->trigger();
+        QCOMPARE(asked, u"Delete 4 conversations permanently? Their histories and server-owned "
+                        "workspaces are removed."_s);
+        QTRY_COMPARE_WITH_TIMEOUT(archived->model()->rowCount(), 0, 10000);
+        QCOMPARE(QCoro::waitFor(ServerConnection(alpha).countConversations({})).value_or(-1), 0);
+        QCOMPARE(QCoro::waitFor(ServerConnection(beta).countConversations({})).value_or(-1), 0);
+    }
+
     // `--connect` twice kept the last; each one given is watched, once.
     void connectIsRepeatable()
     {
@@ -406,6 +507,15 @@ private:
                 return row;
         }
         return -1;
+    }
+    static QStringList titles(const QTableView *view)
+    {
+        QStringList shown;
+        for (int row = 0; row < view->model()->rowCount(); ++row)
+            shown.append(
+                view->model()->index(row, ConversationListModel::TitleColumn).data().toString());
+        shown.sort();
+        return shown;
     }
     static QString serverOf(const QTableView *view, const QString &title)
     {

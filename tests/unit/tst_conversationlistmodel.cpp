@@ -228,6 +228,49 @@ private Q_SLOTS:
 
     // The filter box's words, as the proxies read them (the server is asked the same
     // alternatives): a title's words, a tag with its value, a tag's name, an id's start.
+    // The status filter's "Needs attention" and "Failed": a failed run is failed until it runs
+    // again, acknowledged or not; it needs attention until it is acknowledged. An interrupted
+    // one needs attention without having failed; a run going on shows no outcome.
+    void theStatusFilterFindsWhatNeedsAttentionAndWhatFailed()
+    {
+        const auto withOutcome = [](const QString &title, ExecutionStatus status,
+                                    RunOutcome::Kind kind, bool dismissed) {
+            ConversationInfo info = conversation(title, status);
+            info.outcome = RunOutcome{};
+            info.outcome->kind = kind;
+            info.outcome->dismissed = dismissed;
+            return info;
+        };
+        const QList<ConversationInfo> rows{
+            withOutcome(u"exit 2"_s, ExecutionStatus::Finished, RunOutcome::Kind::Failed, false),
+            withOutcome(u"exit 2, seen"_s, ExecutionStatus::Finished, RunOutcome::Kind::Failed,
+                        true),
+            withOutcome(u"exit 0"_s, ExecutionStatus::Finished, RunOutcome::Kind::Succeeded, false),
+            withOutcome(u"timed out"_s, ExecutionStatus::Finished, RunOutcome::Kind::TimedOut,
+                        false),
+            withOutcome(u"interrupted"_s, ExecutionStatus::Paused, RunOutcome::Kind::Interrupted,
+                        false),
+            withOutcome(u"running again"_s, ExecutionStatus::Running, RunOutcome::Kind::Failed,
+                        false),
+            conversation(u"in error"_s, ExecutionStatus::Error),
+        };
+        const auto found = [&rows](ConversationSearch::Concern concern) {
+            ConversationSearch search;
+            search.concern = concern;
+            QStringList titles;
+            for (const ConversationInfo &info : rows) {
+                if (search.matches(info, ArchiveFilter::Active))
+                    titles.append(info.title);
+            }
+            return titles;
+        };
+        QCOMPARE(found(ConversationSearch::Concern::Failed),
+                 (QStringList{u"exit 2"_s, u"exit 2, seen"_s, u"timed out"_s, u"in error"_s}));
+        QCOMPARE(found(ConversationSearch::Concern::NeedsAttention),
+                 (QStringList{u"exit 2"_s, u"timed out"_s, u"interrupted"_s, u"in error"_s}));
+        QCOMPARE(found(ConversationSearch::Concern::Any).size(), rows.size());
+    }
+
     void theFilterBoxFindsEachKind_data()
     {
         QTest::addColumn<QString>("text");

@@ -3,6 +3,7 @@
 #include "lifecycle.h"
 
 #include <QStringList>
+#include <QTimer>
 
 #include <utility>
 
@@ -12,7 +13,48 @@ namespace AgentDeck {
 
 ConversationListModel::ConversationListModel(QObject *parent)
     : QAbstractTableModel(parent)
-{}
+    , m_durationTick(new QTimer(this))
+{
+    m_durationTick->setInterval(1000);
+    connect(m_durationTick, &QTimer::timeout, this, &ConversationListModel::tickDurations);
+    m_durationTick->start();
+}
+
+qint64 ConversationListModel::durationOf(const ConversationInfo &info) const
+{
+    // Rows of a server that does not answer stand where it last said.
+    const QDateTime now =
+        m_stale && m_staleAsOf.isValid() ? m_staleAsOf.toUTC() : QDateTime::currentDateTimeUtc();
+    if (info.executionStatus == ExecutionStatus::Running)
+        return info.runningSince ? std::max<qint64>(0, info.runningSince->msecsTo(now)) : -1;
+    if (info.outcome && info.outcome->startedAt.isValid() && info.outcome->at.isValid())
+        return std::max<qint64>(0, info.outcome->startedAt.msecsTo(info.outcome->at));
+    return -1;
+}
+
+QString ConversationListModel::durationText(qint64 ms)
+{
+    const qint64 seconds = ms / 1000;
+    if (seconds < 60)
+        return tr("%1 s").arg(seconds);
+    if (seconds < 3600)
+        return tr("%1 min %2 s").arg(seconds / 60).arg(seconds % 60);
+    if (seconds < 86400)
+        return tr("%1 h %2 min").arg(seconds / 3600).arg(seconds % 3600 / 60);
+    return tr("%1 d %2 h").arg(seconds / 86400).arg(seconds % 86400 / 3600);
+}
+
+void ConversationListModel::tickDurations()
+{
+    // A server that does not answer says nothing of how its runs went on: their time stands.
+    if (m_stale)
+        return;
+    for (int row = 0; row < m_items.size(); ++row) {
+        if (m_items[row].executionStatus == ExecutionStatus::Running && m_items[row].runningSince)
+            Q_EMIT dataChanged(index(row, DurationColumn), index(row, DurationColumn),
+                               {Qt::DisplayRole, DurationRole});
+    }
+}
 
 int ConversationListModel::rowCount(const QModelIndex &parent) const
 {
@@ -40,6 +82,14 @@ QVariant ConversationListModel::data(const QModelIndex &index, int role) const
             return withAsOf(Lifecycle::executionText(info));
         case RuntimeColumn:
             return withAsOf(Lifecycle::runtimeLabel(info));
+        case DurationColumn: {
+            const qint64 ms = durationOf(info);
+            if (ms < 0)
+                return QString();
+            return info.executionStatus == ExecutionStatus::Running
+                       ? tr("running for %1").arg(durationText(ms))
+                       : tr("ran for %1").arg(durationText(ms));
+        }
         case UpdatedColumn:
             // Local time without its zone could not be compared with ctl's.
             return toDisplayTime(info.updatedAt);
@@ -51,6 +101,8 @@ QVariant ConversationListModel::data(const QModelIndex &index, int role) const
         return {};
     case ServerDownRole:
         return m_stale;
+    case DurationRole:
+        return durationOf(info);
     case Qt::EditRole:
         // As stored: the editor shows a control character as itself, to keep or remove.
         if (index.column() == TitleColumn)
@@ -77,6 +129,12 @@ QVariant ConversationListModel::data(const QModelIndex &index, int role) const
                            (info.outcome->dismissed ? tr(" (dismissed)") : QString()));
         if (index.column() == ExecutionColumn)
             return data(index, Qt::DisplayRole);
+        if (index.column() == DurationColumn && durationOf(info) >= 0)
+            return info.executionStatus == ExecutionStatus::Running
+                       ? tr("Running since %1").arg(toDisplayTime(*info.runningSince))
+                       : tr("The last command ran from %1 to %2")
+                             .arg(toDisplayTime(info.outcome->startedAt),
+                                  toDisplayTime(info.outcome->at));
         // Whole, where the column cuts them: titles read "Deploy to production (ne…".
         if (index.column() == TitleColumn || index.column() == TagsColumn ||
             index.column() == ServerColumn)
@@ -203,6 +261,8 @@ QVariant ConversationListModel::headerData(int section, Qt::Orientation orientat
         return tr("Runtime");
     case UpdatedColumn:
         return tr("Updated");
+    case DurationColumn:
+        return tr("Duration");
     case TagsColumn:
         return tr("Tags");
     case ServerColumn:
@@ -425,6 +485,8 @@ QVariant conversationSortKey(const QModelIndex &index)
 {
     if (index.column() == ConversationListModel::UpdatedColumn)
         return index.data(ConversationListModel::UpdatedAtRole);
+    if (index.column() == ConversationListModel::DurationColumn)
+        return index.data(ConversationListModel::DurationRole);
     return index.data();
 }
 
@@ -472,6 +534,8 @@ bool conversationSortKeyLess(const QVariant &left, const QVariant &right, int co
 {
     if (column == ConversationListModel::UpdatedColumn)
         return left.toDateTime() < right.toDateTime();
+    if (column == ConversationListModel::DurationColumn)
+        return left.toLongLong() < right.toLongLong();
     return naturalCompare(left.toString(), right.toString()) < 0;
 }
 

@@ -8,6 +8,8 @@
 #include <QSet>
 #include <QSortFilterProxyModel>
 
+class QTimer;
+
 namespace AgentDeck {
 
 // The conversations a console knows about, one row each. Rows are updated in place from search
@@ -21,6 +23,7 @@ public:
         TitleColumn,
         ExecutionColumn,
         RuntimeColumn,
+        DurationColumn, // running for, or how long its last command ran
         UpdatedColumn,
         TagsColumn,
         ServerColumn, // the server's label: shown where several servers' rows are listed
@@ -48,6 +51,7 @@ public:
         OutcomeAttentionRole,      // bool, RunOutcome::needsAttention
         OutcomeLabelRole,          // QString, Lifecycle::outcomeLabel ("exit 2")
         ServerDownRole,            // bool, setStale(): its server does not answer
+        DurationRole,              // qint64 ms: running for, or the last command ran; -1: none
     };
     Q_ENUM(Role)
 
@@ -63,6 +67,9 @@ public:
     // on screen that the server does not have.
     Qt::ItemFlags flags(const QModelIndex &index) const override;
     bool setData(const QModelIndex &index, const QVariant &value, int role) override;
+
+    // How long, in words: "12 s", "2 min 5 s", "1 h 3 min", "2 d 4 h".
+    static QString durationText(qint64 ms);
 
     // Tags as the Tags column shows and edits them: "team=ops, env=prod"; a bare name is a tag
     // with an empty value. Parsing names what it cannot take in *error (an empty name, a name
@@ -117,8 +124,14 @@ private:
         return m_stale ? words + u" · " + asOfText() : words;
     }
 
+    // ms running, or that its last command ran; -1 when neither (DurationRole).
+    qint64 durationOf(const ConversationInfo &info) const;
+    // While a row runs, its Duration counts up: once a second.
+    void tickDurations();
+
     QList<ConversationInfo> m_items;
     QHash<QUuid, int> m_rows;
+    QTimer *m_durationTick;
     QSet<QUuid> m_pausing;
     QString m_serverLabel;
     bool m_stale = false;

@@ -242,6 +242,8 @@ QJsonObject RunOutcome::toJson() const
             {u"detail"_s, detail},
             {u"retry_command"_s, orNull(retryCommand)},
             {u"at"_s, at.isValid() ? QJsonValue(toWireTime(at)) : QJsonValue(QJsonValue::Null)},
+            {u"started_at"_s, startedAt.isValid() ? QJsonValue(toWireTime(startedAt))
+                                                  : QJsonValue(QJsonValue::Null)},
             {u"dismissed"_s, dismissed}};
 }
 
@@ -260,6 +262,8 @@ std::optional<RunOutcome> RunOutcome::fromJson(const QJsonValue &value)
     outcome.detail = object.value(u"detail"_s).toString();
     outcome.retryCommand = object.value(u"retry_command"_s).toString();
     outcome.at = parseWireTime(object.value(u"at"_s).toString()).value_or(QDateTime());
+    outcome.startedAt =
+        parseWireTime(object.value(u"started_at"_s).toString()).value_or(QDateTime());
     outcome.dismissed = object.value(u"dismissed"_s).toBool();
     return outcome;
 }
@@ -281,6 +285,7 @@ QJsonObject ConversationInfo::toJson() const
         {u"updated_at"_s, toWireTime(updatedAt)},
         {u"archived_at"_s, optionalTime(archivedAt)},
         {u"execution_status"_s, toString(executionStatus)},
+        {u"running_since"_s, optionalTime(runningSince)},
         {u"outcome"_s, outcome ? QJsonValue(outcome->toJson()) : QJsonValue(QJsonValue::Null)},
         {u"agent"_s, agentJson()},
         {u"workspace"_s, QJsonObject{{u"working_dir"_s, workingDir},
@@ -327,6 +332,8 @@ QByteArray ConversationInfo::toJsonBytes() const
         appendJsonValue(out, outcome->toJson());
     else
         out += "null";
+    out += ",\"running_since\":";
+    appendOptionalTime(out, runningSince);
     out += ",\"runtime_info\":{\"can_resume\":";
     out += runtime.canResume ? "true" : "false";
     if (!runtime.missingSecrets.isEmpty()) {
@@ -413,6 +420,8 @@ std::optional<ConversationInfo> ConversationInfo::fromJson(const QJsonObject &ob
     info.workspaceOwnedByServer = workspace.value(u"owned_by_server"_s).toBool(true);
     info.alwaysConfirm =
         object.value(u"confirmation_policy"_s).toObject().value(u"kind"_s) == u"AlwaysConfirm"_s;
+    if (object.value(u"running_since"_s).isString())
+        info.runningSince = parseWireTime(object.value(u"running_since"_s).toString());
     info.runtime = RuntimeInfo::fromJson(object.value(u"runtime_info"_s));
     info.outcome = RunOutcome::fromJson(object.value(u"outcome"_s));
     for (const QJsonValue &name : object.value(u"secret_names"_s).toArray())

@@ -119,6 +119,9 @@ struct RunOutcome
     // empty when nothing is offered (an llm agent continues from the interrupted observation).
     QString retryCommand;
     QDateTime at;
+    // When the command it is of began (its action's time); invalid for a run that ended between
+    // commands. `at` less this is how long the command ran.
+    QDateTime startedAt;
     // The operator acknowledged it (dismissed it, or ran the conversation again).
     bool dismissed = false;
 
@@ -162,6 +165,8 @@ struct ConversationInfo
     QStringList secretNames;
     qint64 eventCount = 0;
     std::optional<QDateTime> lastEventAt;
+    // When it began running; none while it does not run.
+    std::optional<QDateTime> runningSince;
     // Language model usage, accumulated over the conversation's life.
     qint64 promptTokens = 0;
     qint64 completionTokens = 0;

@@ -35,8 +35,10 @@ ConversationView::ConversationView(ConversationFilterProxy *proxy, QWidget *pare
     });
     setSortingEnabled(true);
     sortByColumn(ConversationListModel::UpdatedColumn, Qt::DescendingOrder);
-    // One server's rows: the column is for the All servers view.
+    // One server's rows: the column is for the All servers view. Beside the details pane the
+    // list has no room for the durations: the details say them (Stats).
     hideColumn(ConversationListModel::ServerColumn);
+    hideColumn(ConversationListModel::DurationColumn);
     // Badge columns as wide as their longest words, the rest to the title: sized to the rows,
     // they did not grow for rows added later, and left the title some 30 px.
     layOutColumns(this);
@@ -110,6 +112,9 @@ void ConversationView::layOutColumns(QTableView *view)
         digit = std::max(digit, metrics.horizontalAdvance(QChar(c)));
     header->resizeSection(ConversationListModel::UpdatedColumn,
                           metrics.horizontalAdvance(u"-- :: UTC"_s) + 14 * digit + 8);
+    header->setSectionResizeMode(ConversationListModel::DurationColumn, QHeaderView::Interactive);
+    header->resizeSection(ConversationListModel::DurationColumn,
+                          metrics.horizontalAdvance(u"running for 59 min 59 s"_s) + 16);
     header->setSectionResizeMode(ConversationListModel::TagsColumn, QHeaderView::Interactive);
     header->resizeSection(ConversationListModel::TagsColumn, 100);
 }

@@ -70,6 +70,13 @@ QString statsText(const ConversationInfo &info)
                                         : DetailsPane::tr("%1 events").arg(info.eventCount);
     if (info.lastEventAt)
         text += DetailsPane::tr(", the last at %1").arg(when(*info.lastEventAt));
+    // What the list of All servers says in its Duration column.
+    if (info.executionStatus == ExecutionStatus::Running && info.runningSince)
+        text += DetailsPane::tr("\nrunning since %1").arg(when(*info.runningSince));
+    else if (info.outcome && info.outcome->startedAt.isValid() && info.outcome->at.isValid())
+        text += DetailsPane::tr("\nthe last command ran for %1")
+                    .arg(ConversationListModel::durationText(
+                        info.outcome->startedAt.msecsTo(info.outcome->at)));
     if (info.llmRequests > 0)
         text += DetailsPane::tr("\n%1 prompt + %2 completion tokens in %3 model requests")
                     .arg(info.promptTokens)

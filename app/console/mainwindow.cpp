@@ -445,6 +445,7 @@ void MainWindow::restoreLayout()
         view->sortByColumn(header->sortIndicatorSection(), header->sortIndicatorOrder());
         // A state of fewer columns shows the ones it did not know.
         view->hideColumn(ConversationListModel::ServerColumn);
+        view->hideColumn(ConversationListModel::DurationColumn);
     }
 }
 

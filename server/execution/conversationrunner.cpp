@@ -83,6 +83,7 @@ RunOutcome commandOutcome(const Event &action, const CommandResult &result, cons
                           bool offersRetry)
 {
     RunOutcome outcome;
+    outcome.startedAt = action.timestamp;
     if (result.interrupted) {
         outcome.kind = RunOutcome::Kind::Interrupted;
         outcome.interruptedBy = cause;

@@ -17,7 +17,7 @@ const QString ConversationColumns =
     "working_dir, workspace_owned, always_confirm, event_count, last_event_at, "
     "runtime_error_code, runtime_error_message, runtime_expired_at, agent_config, prompt_tokens, "
     "completion_tokens, llm_requests, llm_retries, sandbox_policy, outcome, outcome_dismissed, "
-    "secret_names"_s;
+    "secret_names, running_since"_s;
 const QString LiveLeaseOwnerColumn =
     u", CASE WHEN lease_expires_at > agentdeck_now_ms() THEN lease_owner END"_s;
 const QString NotBeingRemoved = u"id NOT IN (SELECT conversation_id FROM pending_deletes)"_s;
@@ -118,7 +118,8 @@ ConversationInfo conversationFrom(const RowReader &q, const QString &instance)
         for (const QJsonValue &name : QJsonDocument::fromJson(names.toUtf8()).array())
             info.secretNames.append(name.toString());
     }
-    const QString owner = instance.isEmpty() ? QString() : q.text(25);
+    info.runningSince = q.time(25);
+    const QString owner = instance.isEmpty() ? QString() : q.text(26);
     if (!q.isNull(15)) {
         info.runtime = {RuntimeStatus::Missing, false,
                         RuntimeError{u"runtime_expired"_s,

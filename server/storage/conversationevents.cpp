@@ -88,7 +88,9 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
     Database::Statement &row = m_db.statement(
         status ? u"UPDATE conversations SET event_count = ?, updated_at = ?, "
                  "last_event_at = CASE WHEN ? THEN ? ELSE last_event_at END, open_messages = ?, "
-                 "answered_through = ?, execution_status = ? WHERE id = ?"_s
+                 "answered_through = ?, execution_status = ?, running_since = CASE WHEN ? THEN "
+                 "CASE WHEN execution_status = 'running' THEN running_since ELSE ? END END "
+                 "WHERE id = ?"_s
                : u"UPDATE conversations SET event_count = ?, updated_at = ?, "
                  "last_event_at = CASE WHEN ? THEN ? ELSE last_event_at END, open_messages = ?, "
                  "answered_through = ? WHERE id = ?"_s);
@@ -99,8 +101,12 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
     row.bind(column++, nowMs);
     row.bind(column++, openMessages);
     row.bind(column++, answeredThrough);
-    if (status)
+    if (status) {
         row.bind(column++, toString(*status));
+        // Kept while it goes on running; none once it stops.
+        row.bind(column++, *status == ExecutionStatus::Running);
+        row.bind(column++, nowMs);
+    }
     row.bind(column, wireId);
     row.exec();
     // A statement of its own: most appends leave the outcome alone.
@@ -130,8 +136,13 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
         info.updatedAt = now;
         if (!events.isEmpty())
             info.lastEventAt = now;
-        if (status)
+        if (status) {
+            if (*status != ExecutionStatus::Running)
+                info.runningSince.reset();
+            else if (info.executionStatus != ExecutionStatus::Running)
+                info.runningSince = now;
             info.executionStatus = *status;
+        }
         if (outcome.op == OutcomeChange::Op::Set)
             info.outcome = written;
         else if (outcome.op == OutcomeChange::Op::Dismiss && info.outcome)

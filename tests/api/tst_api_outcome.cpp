@@ -62,7 +62,15 @@ private Q_SLOTS:
         QVERIFY(outcome.value(u"interrupted_by"_s).isNull());
         QVERIFY(outcome.value(u"retry_command"_s).isNull());
         QCOMPARE(outcome.value(u"dismissed"_s).toBool(true), false);
-        QVERIFY(parseWireTime(outcome.value(u"at"_s).toString()).has_value());
+        const auto at = parseWireTime(outcome.value(u"at"_s).toString());
+        QVERIFY(at.has_value());
+        // When its command began: how long it ran is `at` less that.
+        const auto startedAt = parseWireTime(outcome.value(u"started_at"_s).toString());
+        QVERIFY(startedAt.has_value() && *startedAt <= *at);
+        // Not running: no time it runs since.
+        const QJsonObject info =
+            m_server->get(ServerConnection::conversationPath(id)).json.toObject();
+        QVERIFY(info.contains(u"running_since"_s) && info.value(u"running_since"_s).isNull());
         // The same in a search page, in a batch read, and once the server restarted.
         const QJsonObject listed = m_server->get(u"/api/conversations/search"_s)
                                        .json.toObject()
@@ -95,15 +103,27 @@ private Q_SLOTS:
 
     void anInterruptIsTheOperators()
     {
+        const QDateTime asked = QDateTime::currentDateTimeUtc().addMSecs(-1);
         const QUuid id = m_server->create(shell(u"sleep 600"_s));
         QVERIFY(QTest::qWaitFor(
             [&] { return ofKind(m_server->events(id), u"ActionEvent"_s).size() == 1; }, 10000));
+        // Running since it began, in the row, a search page and a restart of nothing else.
+        const auto runningSince = [this, &id] {
+            return parseWireTime(m_server->get(ServerConnection::conversationPath(id))
+                                     .json.toObject()
+                                     .value(u"running_since"_s)
+                                     .toString());
+        };
+        const auto since = runningSince();
+        QVERIFY(since.has_value() && *since >= asked.addSecs(-1) &&
+                *since <= QDateTime::currentDateTimeUtc());
         QVERIFY(m_server->post(ServerConnection::conversationPath(id, u"interrupt")).ok());
         QVERIFY(m_server->waitForStatus(id, u"paused"_s));
         const QJsonObject outcome = outcomeOf(id);
         QCOMPARE(outcome.value(u"kind"_s).toString(), u"interrupted"_s);
         QCOMPARE(outcome.value(u"interrupted_by"_s).toString(), u"operator"_s);
         QCOMPARE(outcome.value(u"retry_command"_s).toString(), u"sleep 600"_s);
+        QVERIFY(!runningSince().has_value());
     }
 
     // A run cut short by a crash was continued by Recover: the shell agent said "[command

@@ -328,6 +328,14 @@ private Q_SLOTS:
             return count;
         };
         QTRY_COMPARE_WITH_TIMEOUT(running(), 0, 15000);
+        // How long each command ran, in its own column.
+        const QString ran =
+            view->model()
+                ->index(rowOf(view, u"beta failed"_s), ConversationListModel::DurationColumn)
+                .data()
+                .toString();
+        QVERIFY2(ran.startsWith(u"ran for "_s) && ran.endsWith(u" s"_s), qPrintable(ran));
+        QVERIFY(!view->isColumnHidden(ConversationListModel::DurationColumn));
         QComboBox *statuses = m_fleet->statusFilter();
         statuses->setCurrentIndex(statuses->findData(u"failed"_s));
         QCOMPARE(titles(view), (QStringList{u"alpha failed"_s, u"beta failed"_s}));

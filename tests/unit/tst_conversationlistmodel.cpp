@@ -271,6 +271,47 @@ private Q_SLOTS:
         QCOMPARE(found(ConversationSearch::Concern::Any).size(), rows.size());
     }
 
+    // The Duration column: how long a run has been going, counting up; how long the last
+    // command ran; nothing before either; standing still while the server does not answer.
+    void theDurationColumnSaysHowLong()
+    {
+        QCOMPARE(ConversationListModel::durationText(12'400), u"12 s"_s);
+        QCOMPARE(ConversationListModel::durationText(125'000), u"2 min 5 s"_s);
+        QCOMPARE(ConversationListModel::durationText(3'780'000), u"1 h 3 min"_s);
+        QCOMPARE(ConversationListModel::durationText(187'200'000), u"2 d 4 h"_s);
+
+        const QDateTime now = QDateTime::currentDateTimeUtc();
+        ConversationInfo running = conversation(u"running"_s, ExecutionStatus::Running);
+        running.runningSince = now.addSecs(-65);
+        ConversationInfo ran = conversation(u"ran"_s, ExecutionStatus::Finished);
+        ran.outcome = RunOutcome{};
+        ran.outcome->startedAt = now.addSecs(-100);
+        ran.outcome->at = now.addSecs(-97);
+        ConversationListModel model;
+        model.upsert({running, ran, conversation(u"new"_s)});
+        const auto duration = [&model](const QString &title) {
+            for (int row = 0; row < model.rowCount(); ++row) {
+                if (model.at(row).title == title)
+                    return model.index(row, ConversationListModel::DurationColumn)
+                        .data()
+                        .toString();
+            }
+            return QString();
+        };
+        QCOMPARE(duration(u"running"_s), u"running for 1 min 5 s"_s);
+        QCOMPARE(duration(u"ran"_s), u"ran for 3 s"_s);
+        QCOMPARE(duration(u"new"_s), QString());
+        // Counting up: the running row changes once a second, the others do not.
+        QSignalSpy changed(&model, &QAbstractItemModel::dataChanged);
+        QTRY_VERIFY(!changed.isEmpty());
+        QTRY_COMPARE(duration(u"running"_s), u"running for 1 min 6 s"_s);
+        for (const QList<QVariant> &change : std::as_const(changed))
+            QCOMPARE(change.at(0).toModelIndex().row(), model.rowOf(running.id));
+        // Out of reach: as the server last said, however long one waits.
+        model.setStale(true, now);
+        QCOMPARE(duration(u"running"_s), u"running for 1 min 5 s"_s);
+    }
+
     void theFilterBoxFindsEachKind_data()
     {
         QTest::addColumn<QString>("text");

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Renders the console with sample data to docs/screenshots/console.png (offscreen platform).
+# Renders the console with sample data to docs/screenshots/console.png, and All servers (one of
+# them down) to docs/screenshots/fleet.png (offscreen platform).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/packaging/install-deps.sh"
@@ -8,3 +9,4 @@ export CCACHE_BASEDIR="$root"
 cmake --build "$root/build" --target agentdeck agentdeck_screenshot
 mkdir -p "$root/docs/screenshots"
 QT_QPA_PLATFORM=offscreen "$root/build/tests/agentdeck_screenshot" "$root/docs/screenshots/console.png"
+QT_QPA_PLATFORM=offscreen "$root/build/tests/agentdeck_screenshot" "$root/docs/screenshots/fleet.png" --fleet

@@ -341,7 +341,11 @@ void FleetWindow::addServer(const QUrl &server, const QString &apiKey, const QSt
             QHeaderView *header = view->horizontalHeader();
             header->resizeSection(ConversationListModel::ServerColumn,
                                   metrics.horizontalAdvance(u"255.255.255.255:65535"_s) + 16);
-            // No details pane beside it: room for the longest outcome, whole.
+            // No details pane beside it: room for the longest outcome, and for a down server's
+            // runtime badge with its time, whole.
+            header->resizeSection(
+                ConversationListModel::RuntimeColumn,
+                StatusBadgeDelegate::widthFor(metrics, u"available · as of 00:00:00"_s));
             header->resizeSection(ConversationListModel::ExecutionColumn,
                                   StatusBadgeDelegate::widthFor(
                                       metrics, u"finished · interrupted by the operator"_s));

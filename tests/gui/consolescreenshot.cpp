@@ -1,11 +1,14 @@
 // Renders the console with sample data to a PNG: an embedded server in a temporary data dir,
 // a handful of conversations in different states, one of them cut short by a restart of the
 // server and one failed, both flagged; the interrupted one selected with its details open.
-// Usage: agentdeck_screenshot OUTPUT.png [--running]  (--running: the running one selected)
+// Usage: agentdeck_screenshot OUTPUT.png [--running | --fleet]
+//   --running: the running one selected
+//   --fleet: All servers on that server and two more, one of them down since its rows were read
 #include "consolecontroller.h"
 #include "consolesettings.h"
 #include "detailspane.h"
 #include "embeddedserver.h"
+#include "fleetwindow.h"
 #include "mainwindow.h"
 
 #include <QApplication>
@@ -13,6 +16,7 @@
 #include <QQuickWindow>
 #include <QSettings>
 #include <QStandardPaths>
+#include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -109,6 +113,54 @@ int main(int argc, char *argv[])
         QTest::qWaitFor([&] { return status(client, build) == u"finished"_s; }, 10000);
     if (!seeded)
         std::fputs("warning: the sample data did not reach the expected states\n", stderr);
+
+    if (argc > 2 && QByteArrayView(argv[2]) == "--fleet") {
+        // Two more servers: one answering, one that goes down once its rows are read.
+        QTemporaryDir secondDir, thirdDir;
+        ServerConfig second = config, third = config;
+        second.dataDir = secondDir.path();
+        third.dataDir = thirdDir.path();
+        EmbeddedServer staging(second);
+        auto gpu = std::make_unique<EmbeddedServer>(third);
+        const QUrl stagingUrl = staging.start(&error);
+        const QUrl gpuUrl = gpu->start(&error);
+        if (stagingUrl.isEmpty() || gpuUrl.isEmpty()) {
+            std::fprintf(stderr, "cannot start the other servers: %s\n", qPrintable(error));
+            return 1;
+        }
+        ServerConnection stagingClient(stagingUrl), gpuClient(gpuUrl);
+        create(stagingClient, u"Publish the docs"_s, u"echo published"_s, false,
+               {{u"team"_s, u"docs"_s}});
+        create(stagingClient, u"Smoke test staging"_s, u"echo 'GET /health 503'; exit 1"_s, false,
+               {{u"env"_s, u"staging"_s}});
+        create(gpuClient, u"Render frames 1-500"_s,
+               u"for i in $(seq 500); do echo \"frame $i\"; sleep 1; done"_s, false,
+               {{u"team"_s, u"render"_s}});
+        FleetWindow fleet;
+        fleet.addServer(url, {}, u"build-farm"_s);
+        fleet.addServer(stagingUrl, {}, u"staging"_s);
+        fleet.addServer(gpuUrl, {}, u"gpu-box"_s);
+        fleet.resize(1400, 700);
+        fleet.show();
+        const bool listed =
+            QTest::qWaitForWindowExposed(&fleet) &&
+            QTest::qWaitFor([&] { return fleet.conversationsView()->model()->rowCount() == 8; },
+                            15000) &&
+            QTest::qWaitFor([&] { return fleet.controllerOf(gpuUrl)->lastRefreshed().isValid(); },
+                            10000);
+        gpu->stop();
+        gpu.reset();
+        const bool down =
+            QTest::qWaitFor([&] { return !fleet.controllerOf(gpuUrl)->isReachable(); }, 10000);
+        if (!listed || !down)
+            std::fputs("warning: All servers did not reach the expected state\n", stderr);
+        QTest::qWait(300); // let the list repaint before the grab
+        const bool saved = fleet.grab().save(QString::fromLocal8Bit(argv[1]));
+        std::fprintf(stderr, "%s %s\n", saved ? "wrote" : "could not write", argv[1]);
+        staging.stop();
+        server.stop();
+        return saved ? 0 : 1;
+    }
 
     ServerConnection connection(url);
     ConsoleController controller(&connection);

@@ -110,6 +110,28 @@ std::optional<Question> questionFor(Action action, const QList<ConversationInfo>
     }
 }
 
+QString whatItDoes(Action action, const ConversationInfo &info)
+{
+    const bool interrupted = Lifecycle::hasInterruptedCommand(info);
+    switch (action) {
+    case Action::Run:
+        if (interrupted)
+            return tr("Runs the interrupted command again: $ %1").arg(info.outcome->retryCommand);
+        if (info.outcome && info.outcome->needsAttention() &&
+            info.outcome->kind == RunOutcome::Kind::Interrupted)
+            return tr("Continues the conversation from where it stopped");
+        return {};
+    case Action::RunAgain:
+        return interrupted ? tr("Runs $ %1 again").arg(info.outcome->retryCommand) : QString();
+    case Action::Dismiss:
+        return interrupted ? tr("Leaves the interrupted command as it is and takes the "
+                                "conversation off the list of what needs attention")
+                           : tr("Takes the conversation off the list of what needs attention");
+    default:
+        return {};
+    }
+}
+
 Lifecycle::Availability availability(Action action, const QList<Row> &chosen)
 {
     if (chosen.isEmpty())

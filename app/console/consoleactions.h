@@ -34,6 +34,11 @@ struct Question
 std::optional<Question> questionFor(Action action, const QList<ConversationInfo> &chosen,
                                     const QFontMetrics &metrics);
 
+// What `action` will do to `info`, for its button's tooltip where that is not plain from its
+// name (Run on an interrupted command runs it again); empty otherwise. The words of the
+// run_interrupted event the server writes.
+QString whatItDoes(Action action, const ConversationInfo &info);
+
 // Whether `action` can be done to the rows selected (`chosen`, each with whether its server
 // answers), and if not, why; for several rows, how many of them it applies to.
 struct Row

@@ -618,9 +618,13 @@ void FleetWindow::updateActions()
                 ? Lifecycle::Availability{false, tr("Waiting for the server to answer")}
                 : ConsoleActions::availability(it.key(), rows);
         it.value()->setEnabled(state.enabled);
-        it.value()->setToolTip(state.enabled && chosen.size() <= 1
-                                   ? ConsoleController::actionName(it.key())
-                                   : state.reason);
+        const QString does = state.enabled && chosen.size() == 1
+                                 ? ConsoleActions::whatItDoes(it.key(), chosen.first().info)
+                                 : QString();
+        it.value()->setToolTip(
+            state.enabled && chosen.size() <= 1
+                ? (does.isEmpty() ? ConsoleController::actionName(it.key()) : does)
+                : state.reason);
     }
     // One place for the two ways to a fresh sandbox, as in a server's window.
     const bool expired = chosen.size() == 1 && Lifecycle::isExpired(chosen.first().info);

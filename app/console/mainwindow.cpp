@@ -357,7 +357,9 @@ void MainWindow::updateActions()
         if (!state.enabled && it.value()->hasFocus())
             currentView()->setFocus(Qt::OtherFocusReason);
         it.value()->setEnabled(state.enabled);
-        it.value()->setToolTip(state.enabled && chosen.size() <= 1 ? QString() : state.reason);
+        it.value()->setToolTip(state.enabled && chosen.size() <= 1
+                                   ? ConsoleActions::whatItDoes(it.key(), *info)
+                                   : state.reason);
         if (QAction *item = m_menuActions.value(it.key())) {
             item->setEnabled(state.enabled);
             item->setToolTip(state.reason);

@@ -105,6 +105,9 @@ private Q_SLOTS:
         QVERIFY(m_window->selectConversation(id));
         QPushButton *runAgain = m_window->actionButton(Action::RunAgain);
         QVERIFY(runAgain->isEnabled());
+        // Run says what it will do, as the error card does.
+        QCOMPARE(m_window->actionButton(Action::Run)->toolTip(),
+                 u"Runs the interrupted command again: $ echo again"_s);
         QPushButton *recover = m_window->actionButton(Action::Recover);
         QVERIFY2(recover->isEnabled(), qPrintable(recover->toolTip()));
         QTest::mouseClick(recover, Qt::LeftButton);

@@ -2,6 +2,7 @@
 
 #include <QCoreApplication>
 #include <QFontMetrics>
+#include <QInputDialog>
 
 using namespace Qt::StringLiterals;
 
@@ -108,6 +109,17 @@ std::optional<Question> questionFor(Action action, const QList<ConversationInfo>
     default:
         return std::nullopt;
     }
+}
+
+std::optional<QString> askRejectReason(QWidget *parent)
+{
+    QInputDialog dialog(parent);
+    dialog.setWindowTitle(tr("Reject the action"));
+    dialog.setLabelText(tr("Why? The agent is told (optional):"));
+    dialog.setOkButtonText(tr("Reject"));
+    if (dialog.exec() != QDialog::Accepted)
+        return std::nullopt;
+    return dialog.textValue().trimmed();
 }
 
 QString whatItDoes(Action action, const ConversationInfo &info)

@@ -7,6 +7,7 @@
 #include <optional>
 
 class QFontMetrics;
+class QWidget;
 
 namespace AgentDeck::ConsoleActions {
 
@@ -33,6 +34,10 @@ struct Question
 // id follows.
 std::optional<Question> questionFor(Action action, const QList<ConversationInfo> &chosen,
                                     const QFontMetrics &metrics);
+
+// Asks why an action is rejected (the agent is told, as `ctl reject --reason` tells it): the
+// reason (empty: the server's default), or nothing when the operator cancelled.
+std::optional<QString> askRejectReason(QWidget *parent);
 
 // What `action` will do to `info`, for its button's tooltip where that is not plain from its
 // name (Run on an interrupted command runs it again); empty otherwise. The words of the

@@ -661,21 +661,15 @@ void FleetWindow::trigger(Action action)
         // A finished run needs its next message: typed in its server's window.
         if (action == Action::Run && row.info.executionStatus == ExecutionStatus::Finished) {
             open(row.server->url, row.info.id);
-            MainWindow *window = windowOf(row.server->url);
-            window->messageBox()->setFocus(Qt::OtherFocusReason);
-            window->statusBar()->showMessage(
-                tr("It has finished: type the next message below, and Enter runs it"), 8000);
+            windowOf(row.server->url)->askForNextMessage();
             return;
         }
         QString reason;
         if (action == Action::Reject) {
-            QInputDialog dialog(this);
-            dialog.setWindowTitle(tr("Reject the action"));
-            dialog.setLabelText(tr("Why? The agent is told (optional):"));
-            dialog.setOkButtonText(tr("Reject"));
-            if (dialog.exec() != QDialog::Accepted)
+            const auto why = ConsoleActions::askRejectReason(this);
+            if (!why)
                 return;
-            reason = dialog.textValue().trimmed();
+            reason = *why;
         }
         row.server->controller->perform(action, row.info.id, reason);
         return;

@@ -71,6 +71,9 @@ public:
     QLabel *heading() const;
     QLabel *headingId() const;
     QQuickWidget *timeline() const { return m_timeline; }
+    // A finished conversation needs its next message: the message box takes the focus, and the
+    // status bar says so.
+    void askForNextMessage();
     // Selects a conversation in whichever tab shows it.
     bool selectConversation(const QUuid &id);
     ConsoleTray *tray() const { return m_tray; }

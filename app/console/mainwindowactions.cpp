@@ -107,24 +107,25 @@ void MainWindow::trigger(Action action)
     // A finished run has nothing left to do: run again, it only added a running and a finished
     // state. What it needs is the next message.
     if (action == Action::Run && info->executionStatus == ExecutionStatus::Finished) {
-        m_message->setFocus(Qt::OtherFocusReason);
-        statusBar()->showMessage(
-            tr("It has finished: type the next message below, and Enter runs it"), 8000);
+        askForNextMessage();
         return;
     }
-    // The agent is told why, as `ctl reject --reason` tells it.
     QString reason;
     if (action == Action::Reject) {
-        QInputDialog dialog(this);
-        dialog.setWindowTitle(tr("Reject the action"));
-        dialog.setLabelText(tr("Why? The agent is told (optional):"));
-        dialog.setOkButtonText(tr("Reject"));
-        if (dialog.exec() != QDialog::Accepted)
+        const auto why = ConsoleActions::askRejectReason(this);
+        if (!why)
             return;
-        reason = dialog.textValue().trimmed();
+        reason = *why;
     }
     m_banner->hide();
     m_controller->perform(action, info->id, reason);
+}
+
+void MainWindow::askForNextMessage()
+{
+    m_message->setFocus(Qt::OtherFocusReason);
+    statusBar()->showMessage(tr("It has finished: type the next message below, and Enter runs it"),
+                             8000);
 }
 
 void MainWindow::createConversation()

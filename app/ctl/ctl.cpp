@@ -83,12 +83,38 @@ Options:
   --timeout DURATION     give up on a server silent this long, e.g. 10s (default 30s, at
                          most 24d); a followed stream reconnects instead
   --json                 print the API's JSON instead of a table (events: one event per line)
-  -h, --help             this text
+  -h, --help             this text; after a command, that command's
+  --version              the version
 
 Exit codes: 0 done, 1 other error or declined, 2 usage, 3 not found (404), 4 conflict (409),
 5 expired (410), 6 server unreachable or silent past --timeout (a request it got may still
 take effect), 7 unauthorized (401).
 )"_s;
+
+// The help of one command: its entry in Usage's list (one text, so the two cannot drift), with
+// the usage line and the options every command takes.
+QString commandUsage(const QString &command)
+{
+    // An entry is its line ("  show ID [--json]      one conversation") and the more indented
+    // lines that go on with it.
+    QStringList entry;
+    for (const QString &line : Usage.split(u'\n')) {
+        if (entry.isEmpty()) {
+            if (line.startsWith(u"  "_s + command + u' ') || line == u"  "_s + command)
+                entry.append(line);
+        } else if (line.startsWith(u"    "_s)) {
+            entry.append(line);
+        } else {
+            break;
+        }
+    }
+    const QString first = entry.value(0).trimmed();
+    const qsizetype gap = first.indexOf(u"  "_s);
+    const QString synopsis = gap < 0 ? first : first.left(gap);
+    const qsizetype options = Usage.indexOf(u"\nOptions:"_s);
+    return u"Usage: agentdeck ctl [--server URL] [--session-api-key K] [--timeout DURATION] "_s +
+           synopsis + u"\n\n"_s + entry.join(u'\n') + u'\n' + Usage.mid(options);
+}
 
 // One run of one command. The coroutines only await the network; the one question to a person
 // (delete's confirmation) is asked between two of them.
@@ -609,10 +635,15 @@ int runCtl(int argc, char *argv[])
     for (int i = 2; i < argc; ++i)
         arguments.append(QString::fromLocal8Bit(argv[i]));
     QString error;
-    const auto invocation = parseInvocation(arguments, &error);
+    Information asked;
+    const auto invocation = parseInvocation(arguments, &error, &asked);
     if (!invocation) {
+        if (asked.version) {
+            writeOut(u"agentdeck ctl "_s + app.applicationVersion() + u'\n');
+            return CtlExit::Ok;
+        }
         if (error.isEmpty()) {
-            writeOut(Usage);
+            writeOut(asked.command.isEmpty() ? Usage : commandUsage(asked.command));
             return CtlExit::Ok;
         }
         writeErr(error + u"\nTry agentdeck ctl --help."_s);

@@ -43,8 +43,12 @@ const QList<CommandSpec> &commandSpecs()
     return specs;
 }
 
-std::optional<Invocation> parseInvocation(const QStringList &arguments, QString *error)
+std::optional<Invocation> parseInvocation(const QStringList &arguments, QString *error,
+                                          Information *asked)
 {
+    Information ignored;
+    if (!asked)
+        asked = &ignored;
     QCommandLineParser parser;
     parser.setOptionsAfterPositionalArgumentsMode(QCommandLineParser::ParseAsOptions);
     const QCommandLineOption server(u"server"_s, {}, u"URL"_s);
@@ -55,7 +59,8 @@ std::optional<Invocation> parseInvocation(const QStringList &arguments, QString 
     const QCommandLineOption reason(u"reason"_s, {}, u"TEXT"_s);
     const QCommandLineOption title(u"title"_s, {}, u"T"_s);
     const QCommandLineOption agent(u"agent"_s, {}, u"KIND"_s);
-    parser.addOptions({server, key, help, status, timeout, reason, title, agent});
+    const QCommandLineOption version(u"version"_s);
+    parser.addOptions({server, key, help, version, status, timeout, reason, title, agent});
     for (const QString &flag : {u"json"_s, u"follow"_s, u"yes"_s, u"force"_s, u"run"_s,
                                 u"archived"_s, u"all"_s, u"confirm"_s})
         parser.addOption(QCommandLineOption(flag));
@@ -65,8 +70,17 @@ std::optional<Invocation> parseInvocation(const QStringList &arguments, QString 
         return std::nullopt;
     }
     QStringList positional = parser.positionalArguments();
+    if (parser.isSet(version)) {
+        error->clear();
+        asked->version = true;
+        return std::nullopt;
+    }
     if (parser.isSet(help) || positional.value(0) == u"help"_s) {
         error->clear();
+        const QString topic = positional.value(positional.value(0) == u"help"_s ? 1 : 0);
+        const bool known = std::any_of(commandSpecs().cbegin(), commandSpecs().cend(),
+                                       [&topic](const CommandSpec &s) { return s.name == topic; });
+        asked->command = known ? topic : QString();
         return std::nullopt;
     }
     if (positional.isEmpty()) {

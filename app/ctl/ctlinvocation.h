@@ -73,8 +73,17 @@ struct Invocation
 // Where ctl goes without --server.
 extern const QString DefaultCtlServer;
 
+// What was asked for instead of a command: help (of one command, when `command` names it), or
+// the version.
+struct Information
+{
+    bool version = false;
+    QString command; // `agentdeck ctl list --help`, `agentdeck ctl help list`
+};
+
 // Parses the arguments after "ctl". Returns nullopt with a sentence in *error, or with an empty
-// *error when the user asked for help.
-std::optional<Invocation> parseInvocation(const QStringList &arguments, QString *error);
+// *error when the user asked for help or the version (*asked says which).
+std::optional<Invocation> parseInvocation(const QStringList &arguments, QString *error,
+                                          Information *asked = nullptr);
 
 } // namespace AgentDeck

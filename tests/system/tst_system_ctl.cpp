@@ -317,6 +317,23 @@ private Q_SLOTS:
             QVERIFY(help.out.startsWith(u"Usage: agentdeck ctl"_s));
             QVERIFY(help.out.contains(u"Exit codes"_s));
         }
+        // A command's help is its own entry, with the options every command takes.
+        for (const QStringList &arguments :
+             {QStringList{u"list"_s, u"--help"_s}, QStringList{u"help"_s, u"list"_s}}) {
+            const CtlResult help = ctl(arguments);
+            QVERIFY2(help.exitCode == ExitOk, qPrintable(help.describe()));
+            QVERIFY2(help.out.startsWith(u"Usage: agentdeck ctl [--server URL] [--session-api-key "
+                                         "K] [--timeout DURATION] list [--archived|--all] "
+                                         "[--status S] [--json]\n"_s),
+                     qPrintable(help.out));
+            QVERIFY(help.out.contains(u"conversations, newest first"_s));
+            QVERIFY(!help.out.contains(u"replicas"_s) && !help.out.contains(u"  show ID"_s));
+            QVERIFY(help.out.contains(u"--session-api-key K"_s) &&
+                    help.out.contains(u"Exit codes"_s));
+        }
+        const CtlResult version = ctl({u"--version"_s});
+        QVERIFY2(version.exitCode == ExitOk, qPrintable(version.describe()));
+        QCOMPARE(version.out, u"agentdeck ctl %1\n"_s.arg(QStringLiteral(AGENTDECK_VERSION)));
     }
 
     // list: the active partition by default, --archived, --all, --status; table and JSON.

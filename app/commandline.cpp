@@ -277,6 +277,13 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         u"Refuse to start when commands cannot be isolated (no bubblewrap, no namespaces)."_s);
     parser.addOptions({sandboxNetwork, sandboxMemory, sandboxProcesses, sandboxCpu, sandboxFileSize,
                        sandboxDisk, sandboxEgressAllow, requireIsolation});
+    const QCommandLineOption logFormat(
+        u"log-format"_s,
+        u"How log lines are written to stderr: text (default: time with its UTC offset, level, "
+        "category, message) or json (one object a line). Under systemd they go to the journal, "
+        "with their priorities."_s,
+        u"FORMAT"_s);
+    parser.addOption(logFormat);
 
     if (!parser.parse(QStringList{u"agentdeck"_s} + arguments)) {
         *error = parser.errorText();
@@ -439,6 +446,14 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     if (!parseSandboxPolicy(parser, sandboxNetwork, sandboxMemory, sandboxProcesses, sandboxCpu,
                             sandboxFileSize, options.server.sandboxPolicy, error))
         return std::nullopt;
+    if (parser.isSet(logFormat)) {
+        const auto format = LogOutput::formatFromString(parser.value(logFormat));
+        if (!format) {
+            *error = u"--log-format takes text or json"_s;
+            return std::nullopt;
+        }
+        options.logFormat = *format;
+    }
     if (parser.isSet(sandboxDisk)) {
         const auto size = parseSize(parser.value(sandboxDisk));
         if (!size || (*size != 0 && *size < WorkspaceDisks::MinBytes)) {

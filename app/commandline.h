@@ -1,5 +1,7 @@
 #pragma once
 
+#include "logoutput.h"
+
 #include "serverconfig.h"
 
 #include <QStringList>
@@ -23,6 +25,7 @@ struct Options
     QUrl connectUrl;         // the server of Mode::Connect (the first one given)
     QList<QUrl> connectUrls; // every --connect: two or more open the All servers window
     bool listenGiven = false;
+    LogOutput::Format logFormat = LogOutput::Format::Text;
 };
 
 // "90s", "15m", "12h", "7d" or plain seconds.

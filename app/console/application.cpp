@@ -1,5 +1,8 @@
 #include "application.h"
 
+#include "logging.h"
+#include "logoutput.h"
+
 #include "agentdeckserver.h"
 #include "commandline.h"
 #include "console.h"
@@ -59,11 +62,12 @@ int runHeadless(int argc, char *argv[], const Options &options)
     };
     const auto stopFor = [&](int signal) {
         if (stopping) {
-            printErr(u"agentdeck: signal %1 received, already stopping: runs are paused at a safe "
-                     "point first (SIGKILL ends it at once)\n"_s.arg(signal));
+            qCInfo(lcServer) << "signal" << signal
+                             << "received, already stopping: runs are paused at a safe point first "
+                                "(SIGKILL ends it at once)";
             return;
         }
-        printErr(u"agentdeck: signal %1 received, stopping\n"_s.arg(signal));
+        qCInfo(lcServer) << "signal" << signal << "received, stopping";
         stopWith(0);
     };
     // Caught before the start, which may take a while (migrations, the wait for a server with
@@ -78,13 +82,13 @@ int runHeadless(int argc, char *argv[], const Options &options)
     });
     QString error;
     if (!server.start(&error)) {
-        printErr(u"agentdeck: "_s + error + u'\n');
+        qCCritical(lcServer).noquote() << error;
         return 1;
     }
     started = true;
     if (options.server.apiKeys.isEmpty() && !options.server.address.isLoopback())
-        printErr(u"agentdeck: warning: no session API key is configured and the server listens "
-                 "beyond loopback; anyone who can reach it can use it\n"_s);
+        qCWarning(lcServer) << "no session API key is configured and the server listens beyond "
+                               "loopback; anyone who can reach it can use it";
     // Where it listens, all interfaces included (0.0.0.0 was shown as 127.0.0.1, which hid how
     // far it could be reached); server.url() is where this machine reaches it.
     QUrl listening = server.url();
@@ -92,11 +96,11 @@ int runHeadless(int argc, char *argv[], const Options &options)
         options.server.address == QHostAddress::AnyIPv4 ||
         options.server.address == QHostAddress::AnyIPv6)
         listening.setHost(options.server.address.toString());
-    printErr(u"listening on "_s + listening.toString() + u'\n');
+    qCInfo(lcServer).noquote() << "listening on" << listening.toString();
     QObject::connect(&server, &AgentDeckServer::ready, &app,
                      [&server] { notifySystemdReady(u"serving on "_s + server.url().toString()); });
     QObject::connect(&server, &AgentDeckServer::cannotGoOn, &app, [&](const QString &reason) {
-        printErr(u"agentdeck: "_s + reason + u'\n');
+        qCCritical(lcServer).noquote() << reason;
         if (!stopping)
             stopWith(1);
     });
@@ -129,9 +133,7 @@ int runApplication(int argc, char *argv[])
     // every time they closed.
     mallopt(M_MMAP_THRESHOLD, 512 * 1024);
 
-    qSetMessagePattern(u"%{time yyyy-MM-ddThh:mm:ss.zzz} %{if-debug}debug%{endif}%{if-info}info%{"
-                       "endif}%{if-warning}warning%{endif}%{if-critical}critical%{endif}%{if-"
-                       "fatal}fatal%{endif} %{category}: %{message}"_s);
+    LogOutput::install();
     if (argc > 1 && qstrcmp(argv[1], "sandbox-host") == 0)
         return runSandboxHost(argc, argv);
     if (argc > 1 && qstrcmp(argv[1], "ctl") == 0)
@@ -150,6 +152,7 @@ int runApplication(int argc, char *argv[])
         std::fputs(message.toLocal8Bit().constData(), stdout);
         return 0;
     }
+    LogOutput::install(options->logFormat);
     if (options->mode == Mode::Headless)
         return runHeadless(argc, argv, *options);
     if (!hasDisplay()) {

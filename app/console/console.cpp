@@ -1,5 +1,7 @@
 #include "console.h"
 
+#include "logging.h"
+
 #include "commandline.h"
 #include "consolecontroller.h"
 #include "consoleserverfile.h"
@@ -57,7 +59,7 @@ int runConsole(int argc, char *argv[], const Options &options)
     // server answers before the window is up.
     UnixSignals signals;
     QObject::connect(&signals, &UnixSignals::terminationRequested, &app, [&app](int signal) {
-        std::fprintf(stderr, "agentdeck: signal %d received, stopping\n", signal);
+        qCInfo(lcServer) << "signal" << signal << "received, stopping";
         // A dialog waiting for an answer (the embedded server could not start) is one: before
         // the main loop runs, quit() ends nothing.
         if (QWidget *dialog = QApplication::activeModalWidget())
@@ -110,7 +112,7 @@ int runConsole(int argc, char *argv[], const Options &options)
         if (apiKey.isEmpty()) {
             apiKey = consoleApiKey(config.dataDir, &error);
             if (apiKey.isEmpty()) {
-                std::fprintf(stderr, "agentdeck: %s\n", qPrintable(error));
+                qCCritical(lcServer).noquote() << error;
                 return 1;
             }
             config.apiKeys = {apiKey};
@@ -118,21 +120,20 @@ int runConsole(int argc, char *argv[], const Options &options)
         embedded = std::make_unique<EmbeddedServer>(config);
         url = embedded->start(&error);
         if (url.isEmpty()) {
-            std::fprintf(stderr, "agentdeck: the embedded server cannot start: %s\n",
-                         qPrintable(error));
+            qCCritical(lcServer).noquote() << "the embedded server cannot start:" << error;
             QMessageBox::critical(nullptr, u"AgentDeck"_s,
                                   QObject::tr("The embedded server cannot start: %1").arg(error));
             return 1;
         }
-        std::fprintf(stderr, "listening on %s\n", qPrintable(url.toString()));
+        qCInfo(lcServer).noquote() << "listening on" << url.toString();
         // Where `agentdeck ctl` finds it without --server.
         if (!writeConsoleServer(config.dataDir, url, apiKey))
-            std::fprintf(stderr, "agentdeck: cannot write %s; ctl needs --server %s\n",
-                         qPrintable(consoleServerFile(config.dataDir)), qPrintable(url.toString()));
+            qCWarning(lcServer).noquote() << "cannot write" << consoleServerFile(config.dataDir)
+                                          << "; ctl needs --server" << url.toString();
         // As the headless server does: stopped gracefully, exit 1.
         QObject::connect(embedded.get(), &EmbeddedServer::cannotGoOn, &app,
                          [&app](const QString &reason) {
-                             std::fprintf(stderr, "agentdeck: %s\n", qPrintable(reason));
+                             qCCritical(lcServer).noquote() << reason;
                              app.exit(1);
                          });
     }

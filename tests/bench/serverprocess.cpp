@@ -58,7 +58,7 @@ void ServerProcess::readStderr()
         start = end + 1;
         if (m_port == 0) {
             static const QRegularExpression listening(
-                u"^listening on http://127\\.0\\.0\\.1:(\\d+)"_s);
+                u"agentdeck\\.server: listening on http://127\\.0\\.0\\.1:(\\d+)"_s);
             const auto match = listening.match(line);
             if (match.hasMatch()) {
                 m_port = quint16(match.captured(1).toUInt());

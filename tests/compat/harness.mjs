@@ -173,7 +173,7 @@ export class AgentDeck {
             reject(new Error(`${binary} exited (${code ?? signal}) before listening:\n${this.stderr}`))));
         exited.catch(() => {});
         const listening = waitFor('the listening line', () =>
-            this.stderr.match(/^listening on (http:\/\/127\.0\.0\.1:\d+)$/m)?.[1], { timeoutMs });
+            this.stderr.match(/agentdeck\.server: listening on (http:\/\/127\.0\.0\.1:\d+)$/m)?.[1], { timeoutMs });
         this.url = await Promise.race([listening, exited]);
         this.process.removeAllListeners('exit');
         await waitFor('/ready', async () => (await fetch(`${this.url}/ready`)).status === 200,

@@ -283,7 +283,7 @@ public:
     {
         QStringList lines;
         for (const QString &line : stderrText().split(u'\n')) {
-            if (line.startsWith(u"listening on "_s))
+            if (line.contains(u"agentdeck.server: listening on "_s))
                 lines.append(line);
         }
         return lines;
@@ -291,8 +291,9 @@ public:
 
     QString listeningUrl()
     {
-        static const QRegularExpression pattern(u"^listening on (http://127\\.0\\.0\\.1:\\d+)$"_s,
-                                                QRegularExpression::MultilineOption);
+        static const QRegularExpression pattern(
+            u"agentdeck\\.server: listening on (http://127\\.0\\.0\\.1:\\d+)$"_s,
+            QRegularExpression::MultilineOption);
         const auto match = pattern.match(stderrText());
         return match.hasMatch() ? match.captured(1) : QString();
     }

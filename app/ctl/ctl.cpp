@@ -77,9 +77,10 @@ Commands:
 ID is a conversation UUID, dashed or 32 hex digits.
 
 Options:
-  --server URL           the server (default: the embedded server of a console of this
-                         user that runs, else http://127.0.0.1:8000)
-  --session-api-key K    its session API key (default: $AGENTDECK_SESSION_API_KEY)
+  --server URL           the server (default: $AGENTDECK_SERVER, else the embedded server
+                         of a console of this user that runs, else http://127.0.0.1:8000)
+  --session-api-key K    its session API key (default: $AGENTDECK_API_KEY, else
+                         $AGENTDECK_SESSION_API_KEY, else the console's)
   --timeout DURATION     give up on a server silent this long, e.g. 10s (default 30s, at
                          most 24d); a followed stream reconnects instead
   --json                 print the API's JSON instead of a table (events: one event per line)

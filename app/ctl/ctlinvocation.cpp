@@ -105,24 +105,31 @@ std::optional<Invocation> parseInvocation(const QStringList &arguments, QString 
 
     Invocation invocation;
     invocation.command = spec->command;
-    // Without --server: a console's embedded server of this user, if one runs (with its key),
-    // else the default address of a headless one.
+    // Without --server: $AGENTDECK_SERVER, else a console's embedded server of this user, if one
+    // runs (with its key), else the default address of a headless one.
+    const QString named =
+        parser.isSet(server) ? parser.value(server) : qEnvironmentVariable("AGENTDECK_SERVER");
     const std::optional<ConsoleServer> console =
-        parser.isSet(server) ? std::nullopt : runningConsoleServer();
-    const auto url = console ? std::optional(console->url)
-                             : ServerConnection::baseUrlFrom(
-                                   parser.isSet(server) ? parser.value(server) : DefaultCtlServer);
+        named.isEmpty() ? runningConsoleServer() : std::nullopt;
+    const auto url =
+        console ? std::optional(console->url)
+                : ServerConnection::baseUrlFrom(named.isEmpty() ? DefaultCtlServer : named);
     if (!url) {
-        *error = u"--server takes an http:// or https:// URL, e.g. "_s + DefaultCtlServer;
+        *error = (parser.isSet(server) ? u"--server"_s : u"AGENTDECK_SERVER"_s) +
+                 u" takes an http:// or https:// URL, e.g. "_s + DefaultCtlServer;
         return std::nullopt;
     }
     invocation.server = *url;
     if (console)
         invocation.serverChoice = u"the console's server, found in "_s + console->file;
+    else if (!parser.isSet(server) && !named.isEmpty())
+        invocation.serverChoice = u"$AGENTDECK_SERVER"_s;
     else if (!parser.isSet(server))
         invocation.serverChoice = u"no console's server runs; --server names another"_s;
     // As the server takes it: HTTP drops the blanks around a header's value.
     invocation.apiKey = parser.isSet(key) ? parser.value(key)
+                        : qEnvironmentVariableIsSet("AGENTDECK_API_KEY")
+                            ? qEnvironmentVariable("AGENTDECK_API_KEY")
                         : qEnvironmentVariableIsSet("AGENTDECK_SESSION_API_KEY")
                             ? qEnvironmentVariable("AGENTDECK_SESSION_API_KEY")
                         : console ? console->apiKey

@@ -120,7 +120,9 @@ public:
         m_process->setProgram(binary);
         m_process->setArguments(QStringList{u"ctl"_s} + arguments);
         QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
-        environment.remove(u"AGENTDECK_SESSION_API_KEY"_s);
+        for (const QString &name :
+             {u"AGENTDECK_SESSION_API_KEY"_s, u"AGENTDECK_API_KEY"_s, u"AGENTDECK_SERVER"_s})
+            environment.remove(name);
         m_process->setProcessEnvironment(environment);
         QObject::connect(m_process.get(), &QProcess::readyReadStandardOutput, m_process.get(),
                          [this] { m_out += m_process->readAllStandardOutput(); });
@@ -1128,6 +1130,21 @@ private Q_SLOTS:
         result = ctl(server, {u"list"_s}, {{u"AGENTDECK_SESSION_API_KEY"_s, u"sekrit"_s}});
         QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
         QVERIFY(result.out.contains(wireId(id)));
+        // The server and the key from the environment alone, as a script sets them once.
+        result = ctl({u"list"_s}, {{u"AGENTDECK_SERVER"_s, server.urlText()},
+                                   {u"AGENTDECK_API_KEY"_s, u"sekrit"_s}});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        QVERIFY(result.out.contains(wireId(id)));
+        QVERIFY2(result.err.contains(u"asking %1 ($AGENTDECK_SERVER)"_s.arg(server.urlText())),
+                 qPrintable(result.err));
+        // --server wins over it.
+        result = ctl(server, {u"list"_s},
+                     {{u"AGENTDECK_SERVER"_s, u"http://127.0.0.1:9"_s},
+                      {u"AGENTDECK_API_KEY"_s, u"sekrit"_s}});
+        QVERIFY2(result.exitCode == ExitOk, qPrintable(result.describe()));
+        result = ctl({u"list"_s}, {{u"AGENTDECK_SERVER"_s, u"ftp://nowhere"_s}});
+        QCOMPARE(result.exitCode, 2);
+        QVERIFY(result.err.contains(u"AGENTDECK_SERVER takes an http:// or https:// URL"_s));
 
         // The follower authenticates its WebSocket with the same key.
         CtlProcess &follower = startCtl(server, {u"--session-api-key"_s, u"sekrit"_s, u"events"_s,

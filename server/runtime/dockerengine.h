@@ -15,9 +15,10 @@
 
 namespace AgentDeck {
 
-// What the engine answered to one call. `error` is empty exactly when the engine answered with a
-// 2xx status; otherwise it is one sentence an operator can act on (the engine is unreachable,
-// the call timed out, or the engine's own message with the status).
+// What the engine answered to one call. `error` is empty exactly when the call did what was
+// asked: a 2xx answer, or 304 to starting a running or stopping a stopped container. Otherwise it
+// is one sentence an operator can act on (the engine is unreachable, the call timed out, or the
+// engine's own message with the status).
 struct DockerResult
 {
     int status = 0; // HTTP status; 0 when no answer arrived

@@ -164,8 +164,10 @@ void DockerEngine::Private::parseHost()
             hostError = u"The Docker host %1 does not name a host and port"_s.arg(host);
             return;
         }
-        baseUrl = "http://" + url.host(QUrl::FullyEncoded).toUtf8() + ':' +
-                  QByteArray::number(url.port());
+        QByteArray name = url.host(QUrl::FullyEncoded).toUtf8();
+        if (name.contains(':')) // an IPv6 address, which QUrl gives without its brackets
+            name = '[' + name + ']';
+        baseUrl = "http://" + name + ':' + QByteArray::number(url.port());
         return;
     }
     hostError = u"The Docker host %1 is neither unix:///path nor tcp://host:port"_s.arg(host);

@@ -8,6 +8,7 @@
 #include <QJsonObject>
 #include <QLocalServer>
 #include <QScopeGuard>
+#include <QTcpServer>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QUuid>
@@ -48,7 +49,9 @@ private Q_SLOTS:
     void missingImageIsAClearError();
     void unreachableEngine_data();
     void unreachableEngine();
+    void silentEngineTimesOut_data();
     void silentEngineTimesOut();
+    void hostsAreChecked();
     void destroyedClientAnswersItsCalls();
     void demultiplexRejectsBrokenFrames();
 
@@ -267,19 +270,21 @@ void DockerEngineTest::missingImageIsAClearError()
 
 void DockerEngineTest::unreachableEngine_data()
 {
-    QTest::addColumn<bool>("socketFileExists");
-    QTest::addRow("no socket file") << false;
-    QTest::addRow("a socket nobody listens on") << true;
+    QTest::addColumn<QString>("kind");
+    QTest::addRow("no socket file") << u"absent"_s;
+    QTest::addRow("a socket nobody listens on") << u"bound"_s;
+    QTest::addRow("a loopback port nobody listens on") << u"tcp"_s;
 }
 
 void DockerEngineTest::unreachableEngine()
 {
-    QFETCH(bool, socketFileExists);
+    QFETCH(QString, kind);
     QTemporaryDir dir;
     const QString path = dir.filePath(u"docker.sock"_s);
+    QString host = u"unix://"_s + path;
     // Bound and never listening: the file is there, and connecting is refused.
     int bound = -1;
-    if (socketFileExists) {
+    if (kind == "bound"_L1) {
         bound = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         sockaddr_un address{};
         address.sun_family = AF_UNIX;
@@ -287,13 +292,18 @@ void DockerEngineTest::unreachableEngine()
         QVERIFY(size_t(encoded.size()) < sizeof address.sun_path);
         std::memcpy(address.sun_path, encoded.constData(), size_t(encoded.size()));
         QVERIFY(::bind(bound, reinterpret_cast<sockaddr *>(&address), sizeof address) == 0);
+        QVERIFY(QFile::exists(path));
     }
     const auto closeBound = qScopeGuard([bound] {
         if (bound >= 0)
             ::close(bound);
     });
-    QCOMPARE(QFile::exists(path), socketFileExists);
-    DockerEngine engine(u"unix://"_s + path);
+    if (kind == "tcp"_L1) {
+        QTcpServer probe;
+        QVERIFY(probe.listen(QHostAddress::LocalHost, 0));
+        host = u"tcp://127.0.0.1:%1"_s.arg(probe.serverPort());
+    }
+    DockerEngine engine(host);
     QVERIFY(engine.hostError().isEmpty());
     QElapsedTimer elapsed;
     elapsed.start();
@@ -302,18 +312,34 @@ void DockerEngineTest::unreachableEngine()
     qInfo("unreachable engine answered in %lld ms: %s", ms, qPrintable(pong.error));
     QVERIFY(!pong.ok());
     QCOMPARE(pong.status, 0);
-    QVERIFY2(pong.error.contains(u"is not reachable"_s) && pong.error.contains(path),
+    QVERIFY2(pong.error.contains(u"The Docker engine at "_s + host + u" is not reachable ("_s),
              qPrintable(pong.error));
     QVERIFY2(ms < 2000, qPrintable(QString::number(ms)));
 }
 
+void DockerEngineTest::silentEngineTimesOut_data()
+{
+    QTest::addColumn<bool>("overTcp");
+    QTest::addRow("unix socket") << false;
+    QTest::addRow("loopback tcp") << true;
+}
+
 void DockerEngineTest::silentEngineTimesOut()
 {
-    // Accepts the connection and never answers: only the deadline ends the call.
+    // Accepts the connection (the kernel does) and never answers: only the deadline ends the call.
+    QFETCH(bool, overTcp);
     QTemporaryDir dir;
     QLocalServer silent;
-    QVERIFY(silent.listen(dir.filePath(u"docker.sock"_s)));
-    DockerEngine engine(u"unix://"_s + silent.fullServerName());
+    QTcpServer silentTcp;
+    QString host;
+    if (overTcp) {
+        QVERIFY(silentTcp.listen(QHostAddress::LocalHost, 0));
+        host = u"tcp://127.0.0.1:%1"_s.arg(silentTcp.serverPort());
+    } else {
+        QVERIFY(silent.listen(dir.filePath(u"docker.sock"_s)));
+        host = u"unix://"_s + silent.fullServerName();
+    }
+    DockerEngine engine(host);
     engine.setDefaultTimeout(700ms);
     QElapsedTimer elapsed;
     elapsed.start();
@@ -323,10 +349,19 @@ void DockerEngineTest::silentEngineTimesOut()
     QVERIFY2(pong.error.contains(u"did not finish GET /_ping within 700 ms"_s),
              qPrintable(pong.error));
     QVERIFY2(ms >= 650 && ms < 2000, qPrintable(QString::number(ms)));
+}
 
+void DockerEngineTest::hostsAreChecked()
+{
     QCOMPARE(DockerEngine(u"ftp://example"_s).hostError(),
              u"The Docker host ftp://example is neither unix:///path nor tcp://host:port"_s);
     QVERIFY(DockerEngine(u"tcp://127.0.0.1:1"_s).hostError().isEmpty());
+    QVERIFY(DockerEngine(u"tcp://[::1]:2375"_s).hostError().isEmpty());
+    QVERIFY(!DockerEngine(u"tcp://127.0.0.1"_s).hostError().isEmpty());
+    QVERIFY(!DockerEngine(u"unix://relative.sock"_s).hostError().isEmpty());
+    // A host it cannot use answers every call with why, at once.
+    const DockerResult pong = QCoro::waitFor(DockerEngine(u"ftp://example"_s).ping());
+    QVERIFY2(pong.error.contains(u"neither unix"_s), qPrintable(pong.error));
 }
 
 void DockerEngineTest::destroyedClientAnswersItsCalls()

@@ -109,6 +109,7 @@ QString DockerEngineTest::startSleeper(const QString &workspace)
     spec.labels = {{runLabel.at(0), runLabel.at(1)}, {u"agentdeck.conversation"_s, u"c1"_s}};
     spec.binds = {workspace + u":/workspace"_s};
     spec.workingDir = u"/workspace"_s;
+    spec.environment = {u"FROM_SPEC=spec"_s};
     spec.memoryBytes = Memory;
     spec.pidsLimit = 32;
     const DockerResult created = QCoro::waitFor(m_engine->createContainer(spec));
@@ -196,6 +197,24 @@ void DockerEngineTest::containerLifecycle()
                                         20s));
     QVERIFY2(ran.ok(), qPrintable(ran.error));
     QCOMPARE(ran.standardOutput, "tmp-writable\nlo\n");
+
+    // The limits reach the kernel: the container's cgroup (v2 or v1) says so.
+    ran = QCoro::waitFor(m_engine->exec(
+        id,
+        {u"sh"_s, u"-c"_s,
+         u"cat /sys/fs/cgroup/memory.max 2>/dev/null || "
+         "cat /sys/fs/cgroup/memory/memory.limit_in_bytes; "
+         "cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max"_s},
+        20s));
+    QVERIFY2(ran.ok(), qPrintable(ran.error));
+    QCOMPARE(ran.standardOutput, QByteArray::number(Memory) + "\n32\n");
+
+    // The container's environment, and an exec's own environment, directory and user.
+    ran = QCoro::waitFor(
+        m_engine->exec(id, {u"sh"_s, u"-c"_s, u"echo $FROM_SPEC $GREETING $(pwd) $(id -u)"_s}, 20s,
+                       {u"GREETING=hello"_s}, u"/tmp"_s, u"65534:65534"_s));
+    QVERIFY2(ran.ok(), qPrintable(ran.error));
+    QCOMPARE(ran.standardOutput, "spec hello /tmp 65534\n");
 
     // Found by its labels, and only by its own.
     DockerResult listed =

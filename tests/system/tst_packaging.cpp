@@ -282,6 +282,8 @@ void PackagingTest::dependsOnRuntimeLoadedModules_data()
     // Found by dpkg-shlibdeps: proof that it ran.
     QTest::addRow("shlibdeps: libqt6core6") << u"libqt6core6"_s;
     QTest::addRow("shlibdeps: libsystemd0") << u"libsystemd0"_s;
+    // The Docker engine client (server/runtime/dockerengine).
+    QTest::addRow("shlibdeps: libcurl4") << u"libcurl4"_s;
 }
 
 void PackagingTest::dependsOnRuntimeLoadedModules()

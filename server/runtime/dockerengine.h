@@ -1,0 +1,132 @@
+#pragma once
+
+#include <QByteArray>
+#include <QJsonDocument>
+#include <QMap>
+#include <QObject>
+#include <QString>
+#include <QStringList>
+
+#include <QCoroTask>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+
+namespace AgentDeck {
+
+// What the engine answered to one call. `error` is empty exactly when the call did what was
+// asked: a 2xx answer, or 304 to starting a running or stopping a stopped container. Otherwise it
+// is one sentence an operator can act on (the engine is unreachable, the call timed out, or the
+// engine's own message with the status).
+struct DockerResult
+{
+    int status = 0; // HTTP status; 0 when no answer arrived
+    QJsonDocument json;
+    QByteArray body;
+    QString error;
+
+    bool ok() const { return error.isEmpty(); }
+};
+
+// One command run through exec: its output split back into the two streams, and its exit code
+// (-1 when it is unknown because the call failed).
+struct DockerExecResult
+{
+    QByteArray standardOutput;
+    QByteArray standardError;
+    int exitCode = -1;
+    QString error;
+
+    bool ok() const { return error.isEmpty(); }
+};
+
+// A container as the sandbox runtime asks for it. The defaults are the contained ones: no
+// network, every capability dropped, no privilege gain, a read-only root with a tmpfs /tmp.
+struct DockerContainerSpec
+{
+    QString image;
+    QStringList command;
+    QStringList environment; // "NAME=value"
+    QMap<QString, QString> labels;
+    QStringList binds; // "host:container[:ro]"
+    QString workingDir;
+    QString user; // "uid:gid"; empty keeps the image's
+    QString networkMode = QStringLiteral("none");
+    qint64 memoryBytes = 0; // 0: no limit
+    qint64 pidsLimit = 0;   // 0: no limit
+    qint64 nanoCpus = 0;    // 1e9 is one CPU; 0: no limit
+    bool readOnlyRootfs = true;
+    QString tmpfsOptions = QStringLiteral("rw,nosuid,nodev,size=64m");
+
+    // The body of POST /containers/create.
+    QJsonDocument toJson() const;
+};
+
+// An asynchronous client of the Docker Engine API on libcurl, for one engine:
+// `unix:///path/docker.sock` or `tcp://host:port` (plain HTTP; TLS is not spoken yet).
+//
+// Every call has a deadline and answers with a value, never an exception or a hang. Calls are
+// made and answered on the thread that created the client; the transfers themselves run on a
+// worker thread of the client (see dockerengine.cpp for why). Destroying the client answers the
+// calls still in flight with an error.
+class DockerEngine : public QObject
+{
+    Q_OBJECT
+public:
+    // The engine named by `--docker-host`, else $DOCKER_HOST, else the system socket.
+    static QString defaultHost();
+
+    explicit DockerEngine(const QString &host, QObject *parent = nullptr);
+    ~DockerEngine() override;
+
+    QString host() const;
+    // Empty when `host` names an engine this client can talk to, else why not.
+    QString hostError() const;
+    // The deadline of calls that do not name one (connecting included).
+    void setDefaultTimeout(std::chrono::milliseconds timeout);
+
+    // One raw call: `path` is below the API version prefix ("/containers/json?..."). A null
+    // `body` sends none; a non-null one is sent with `contentType`.
+    QCoro::Task<DockerResult> request(const char *method, QString path,
+                                      QByteArray body = QByteArray(),
+                                      std::optional<std::chrono::milliseconds> timeout = {},
+                                      const char *contentType = "application/json");
+
+    QCoro::Task<DockerResult> ping();
+    QCoro::Task<DockerResult> version();
+    QCoro::Task<DockerResult> inspectImage(QString image);
+    // Imports a root file system (an uncompressed tar) as image `repository:tag`, without a
+    // registry.
+    QCoro::Task<DockerResult> importImage(QByteArray tarball, QString repository, QString tag);
+
+    // Answers with {"Id": ...} in `json`.
+    QCoro::Task<DockerResult> createContainer(DockerContainerSpec spec, QString name = QString());
+    QCoro::Task<DockerResult> startContainer(QString id);
+    QCoro::Task<DockerResult> inspectContainer(QString id);
+    // Containers (running or not) carrying every label of `labels` ("key" or "key=value").
+    QCoro::Task<DockerResult> listContainers(QStringList labels);
+    QCoro::Task<DockerResult> pauseContainer(QString id);
+    QCoro::Task<DockerResult> unpauseContainer(QString id);
+    QCoro::Task<DockerResult> stopContainer(QString id, std::chrono::seconds grace);
+    // Kills it if it runs, and removes it with its anonymous volumes.
+    QCoro::Task<DockerResult> removeContainer(QString id);
+
+    // Runs `command` in the running container `id` without a terminal, waits (at most
+    // `timeout`) for it to end, and answers with its two streams and exit code.
+    QCoro::Task<DockerExecResult> exec(QString id, QStringList command,
+                                       std::chrono::milliseconds timeout,
+                                       QStringList environment = {}, QString workingDir = QString(),
+                                       QString user = QString());
+
+    // Splits Docker's multiplexed stream (an 8-byte header per frame: stream, 3 zero bytes, a
+    // big-endian length) into stdout and stderr. False when the framing is broken.
+    static bool demultiplex(const QByteArray &stream, QByteArray *standardOutput,
+                            QByteArray *standardError);
+
+private:
+    class Private;
+    std::unique_ptr<Private> d;
+};
+
+} // namespace AgentDeck

@@ -1,0 +1,247 @@
+#include "dockerdaemon.h"
+
+#include "runtime/dockerengine.h"
+
+#include <QDeadlineTimer>
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QStandardPaths>
+
+#include <QCoroTask>
+
+#include <algorithm>
+#include <csignal>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+using namespace Qt::StringLiterals;
+using namespace std::chrono_literals;
+
+namespace AgentDeck::Testing {
+
+namespace {
+constexpr int StartTimeoutMs = 60'000;
+constexpr int StopTimeoutMs = 30'000;
+
+// A mount point as /proc/self/mountinfo writes it: space, tab, newline and backslash escaped
+// in octal.
+QString unescapeMountPoint(const QByteArray &field)
+{
+    QByteArray path;
+    for (qsizetype i = 0; i < field.size(); ++i) {
+        if (field.at(i) == '\\' && i + 3 < field.size()) {
+            path.append(char(field.mid(i + 1, 3).toInt(nullptr, 8)));
+            i += 3;
+        } else {
+            path.append(field.at(i));
+        }
+    }
+    return QString::fromLocal8Bit(path);
+}
+} // namespace
+
+DockerDaemon::DockerDaemon() = default;
+
+DockerDaemon::~DockerDaemon()
+{
+    stop();
+}
+
+QString DockerDaemon::host() const
+{
+    return m_execRoot ? u"unix://"_s + m_execRoot->filePath(u"docker.sock"_s) : QString();
+}
+
+QString DockerDaemon::logTail() const
+{
+    QFile log(m_dataRoot->filePath(u"dockerd.log"_s));
+    if (!log.open(QIODevice::ReadOnly))
+        return {};
+    const QByteArray text = log.readAll();
+    return QString::fromLocal8Bit(text.right(2000));
+}
+
+bool DockerDaemon::start(QString *error)
+{
+    if (::geteuid() != 0) {
+        *error = u"dockerd needs root, and this test runs as uid %1"_s.arg(::geteuid());
+        return false;
+    }
+    const QString dockerd = QStandardPaths::findExecutable(u"dockerd"_s);
+    if (dockerd.isEmpty()) {
+        *error = u"dockerd is not installed; packaging/install-deps.sh installs docker.io"_s;
+        return false;
+    }
+    m_dataRoot = std::make_unique<QTemporaryDir>(QDir::tempPath() + u"/agentdeck-docker-XXXXXX"_s);
+    m_execRoot = std::make_unique<QTemporaryDir>(u"/tmp/adx-XXXXXX"_s);
+    if (!m_dataRoot->isValid() || !m_execRoot->isValid()) {
+        *error = u"cannot create the temporary directories of dockerd"_s;
+        return false;
+    }
+    const QString socket = m_execRoot->filePath(u"docker.sock"_s);
+    m_process = std::make_unique<QProcess>();
+    m_process->setProgram(dockerd);
+    m_process->setArguments({
+        u"--bridge=none"_s,
+        u"--iptables=false"_s,
+        u"--ip6tables=false"_s,
+        u"--data-root"_s,
+        m_dataRoot->filePath(u"data"_s),
+        u"--exec-root"_s,
+        m_execRoot->filePath(u"x"_s),
+        u"--pidfile"_s,
+        m_execRoot->filePath(u"dockerd.pid"_s),
+        u"-H"_s,
+        u"unix://"_s + socket,
+    });
+    // The engine's own settings and a user's must not leak in, nor a proxy.
+    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+    for (const QString &name : environment.keys()) {
+        if (name.startsWith(u"DOCKER_"_s) || name.endsWith(u"_proxy"_s, Qt::CaseInsensitive))
+            environment.remove(name);
+    }
+    m_process->setProcessEnvironment(environment);
+    m_process->setStandardOutputFile(m_dataRoot->filePath(u"dockerd.log"_s));
+    m_process->setProcessChannelMode(QProcess::SeparateChannels);
+    // dockerd logs to stderr; waitForReadyRead() waits on the read channel.
+    m_process->setReadChannel(QProcess::StandardError);
+    // Its stderr is read here for the line saying the API listens; a dead test takes it along.
+    m_process->setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
+
+    QElapsedTimer elapsed;
+    elapsed.start();
+    m_process->start();
+    if (!m_process->waitForStarted()) {
+        *error = u"cannot start %1: %2"_s.arg(dockerd, m_process->errorString());
+        return false;
+    }
+    QFile log(m_dataRoot->filePath(u"dockerd.log"_s));
+    log.open(QIODevice::Append);
+    const QByteArray ready = "API listen on " + socket.toLocal8Bit();
+    QByteArray seen;
+    const QDeadlineTimer deadline(StartTimeoutMs);
+    while (!seen.contains(ready)) {
+        if (m_process->state() != QProcess::Running || deadline.hasExpired() ||
+            !m_process->waitForReadyRead(int(deadline.remainingTime()))) {
+            seen += m_process->readAllStandardError();
+            log.write(seen);
+            log.close();
+            *error = m_process->state() == QProcess::Running
+                         ? u"dockerd did not listen within %1 ms; its log ends:\n%2"_s.arg(
+                               QString::number(StartTimeoutMs), logTail())
+                         : u"dockerd exited before it listened; its log ends:\n%1"_s.arg(logTail());
+            return false;
+        }
+        seen += m_process->readAllStandardError();
+    }
+    log.write(seen);
+    log.close();
+    // Once listening, its log goes to the file like the rest.
+    QObject::connect(m_process.get(), &QProcess::readyReadStandardError, m_process.get(), [this] {
+        QFile file(m_dataRoot->filePath(u"dockerd.log"_s));
+        if (file.open(QIODevice::Append))
+            file.write(m_process->readAllStandardError());
+    });
+
+    DockerEngine engine(host());
+    const DockerResult pong = QCoro::waitFor(engine.ping());
+    m_startMilliseconds = elapsed.elapsed();
+    if (!pong.ok() || pong.body != "OK") {
+        *error = u"dockerd listens but does not answer /_ping: %1"_s.arg(pong.error);
+        return false;
+    }
+    return true;
+}
+
+void DockerDaemon::stop()
+{
+    if (m_process && m_process->state() != QProcess::NotRunning) {
+        // SIGTERM: dockerd stops its containers and its containerd, and unmounts their layers.
+        m_process->terminate();
+        if (!m_process->waitForFinished(StopTimeoutMs)) {
+            qWarning("dockerd did not stop within %d ms; killing it", StopTimeoutMs);
+            m_process->kill();
+            m_process->waitForFinished(5000);
+        }
+    }
+    m_process.reset();
+    unmountLeftovers();
+    m_dataRoot.reset();
+    m_execRoot.reset();
+}
+
+// After a killed dockerd, layers and a container's mounts may still be mounted below its
+// directories, and deleting through them would fail (or reach a bind-mounted workspace).
+void DockerDaemon::unmountLeftovers()
+{
+    QStringList roots;
+    if (m_dataRoot)
+        roots << m_dataRoot->path() + u'/';
+    if (m_execRoot)
+        roots << m_execRoot->path() + u'/';
+    if (roots.isEmpty())
+        return;
+    QFile mountInfo(u"/proc/self/mountinfo"_s);
+    if (!mountInfo.open(QIODevice::ReadOnly))
+        return;
+    QStringList mounted;
+    for (const QByteArray &line : mountInfo.readAll().split('\n')) {
+        const QList<QByteArray> fields = line.split(' ');
+        if (fields.size() < 5)
+            continue;
+        const QString point = unescapeMountPoint(fields.at(4));
+        for (const QString &root : roots) {
+            if (point.startsWith(root))
+                mounted << point;
+        }
+    }
+    // Deepest first, so nothing is unmounted from under a mount still inside it.
+    std::sort(mounted.begin(), mounted.end(),
+              [](const QString &a, const QString &b) { return a.size() > b.size(); });
+    for (const QString &point : mounted)
+        ::umount2(QFile::encodeName(point).constData(), MNT_DETACH);
+}
+
+bool DockerDaemon::importBusyboxImage(const QString &repository, const QString &tag, QString *error)
+{
+    const QString busybox = u"/bin/busybox"_s;
+    QProcess list;
+    list.start(busybox, {u"--list"_s});
+    if (!list.waitForFinished(10'000) || list.exitCode() != 0) {
+        *error = u"cannot run %1 --list; packaging/install-deps.sh installs busybox-static"_s.arg(
+            busybox);
+        return false;
+    }
+    QTemporaryDir root;
+    const QDir dir(root.path());
+    for (const char *sub : {"bin", "tmp", "workspace", "etc", "proc", "sys", "dev"})
+        dir.mkpath(QString::fromLatin1(sub));
+    if (!QFile::copy(busybox, root.filePath(u"bin/busybox"_s))) {
+        *error = u"cannot copy %1 into the image's root"_s.arg(busybox);
+        return false;
+    }
+    for (const QByteArray &applet : list.readAllStandardOutput().split('\n')) {
+        const QString name = QString::fromLatin1(applet.trimmed());
+        if (!name.isEmpty() && name != "busybox"_L1)
+            QFile::link(u"busybox"_s, root.filePath(u"bin/"_s + name));
+    }
+    QProcess tar;
+    tar.start(u"tar"_s, {u"-C"_s, root.path(), u"--numeric-owner"_s, u"-cf"_s, u"-"_s, u"."_s});
+    if (!tar.waitForFinished(60'000) || tar.exitCode() != 0) {
+        *error = u"cannot pack the image's root: %1"_s.arg(
+            QString::fromLocal8Bit(tar.readAllStandardError()));
+        return false;
+    }
+    DockerEngine engine(host());
+    const DockerResult imported =
+        QCoro::waitFor(engine.importImage(tar.readAllStandardOutput(), repository, tag));
+    if (!imported.ok()) {
+        *error = imported.error;
+        return false;
+    }
+    return true;
+}
+
+} // namespace AgentDeck::Testing

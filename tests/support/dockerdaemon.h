@@ -1,0 +1,48 @@
+#pragma once
+
+#include <QProcess>
+#include <QString>
+#include <QTemporaryDir>
+
+#include <memory>
+
+namespace AgentDeck::Testing {
+
+// A Docker engine of the test's own: a dockerd (Debian's docker.io) with its data, state and API
+// socket in temporary directories, no bridge and no iptables rules, so it creates no network and
+// touches nothing of the host's; stopped, and its directories deleted, on destruction. As root
+// only: dockerd cannot run rootless here.
+class DockerDaemon
+{
+public:
+    DockerDaemon();
+    ~DockerDaemon();
+    DockerDaemon(const DockerDaemon &) = delete;
+    DockerDaemon &operator=(const DockerDaemon &) = delete;
+
+    // Starts dockerd and waits until its API answers /_ping; false with a reason (including
+    // the end of its log) when it cannot.
+    bool start(QString *error);
+    void stop();
+    // "unix:///tmp/.../docker.sock", for DockerEngine.
+    QString host() const;
+    // How long start() waited for the engine to answer.
+    qint64 startMilliseconds() const { return m_startMilliseconds; }
+
+    // Imports an image `repository:tag` made without a registry: a root file system of
+    // busybox-static (busybox and its applets in /bin, so /bin/sh) with empty /tmp and
+    // /workspace. False with a reason.
+    bool importBusyboxImage(const QString &repository, const QString &tag, QString *error);
+
+private:
+    QString logTail() const;
+    void unmountLeftovers();
+
+    std::unique_ptr<QTemporaryDir> m_dataRoot;
+    // The exec root holds containerd's sockets, whose paths must stay under 108 bytes.
+    std::unique_ptr<QTemporaryDir> m_execRoot;
+    std::unique_ptr<QProcess> m_process;
+    qint64 m_startMilliseconds = 0;
+};
+
+} // namespace AgentDeck::Testing

@@ -3,6 +3,7 @@
 #include <QCoreApplication>
 #include <QFontMetrics>
 #include <QInputDialog>
+#include <QMessageBox>
 
 using namespace Qt::StringLiterals;
 
@@ -109,6 +110,17 @@ std::optional<Question> questionFor(Action action, const QList<ConversationInfo>
     default:
         return std::nullopt;
     }
+}
+
+bool confirmed(QWidget *parent, const std::optional<Question> &question)
+{
+    if (!question)
+        return true;
+    QMessageBox box(QMessageBox::Question, question->title, question->text,
+                    QMessageBox::Yes | QMessageBox::No, parent);
+    box.setTextFormat(Qt::PlainText);
+    box.setDefaultButton(QMessageBox::No);
+    return box.exec() == QMessageBox::Yes;
 }
 
 std::optional<QString> askRejectReason(QWidget *parent)

@@ -35,6 +35,10 @@ struct Question
 std::optional<Question> questionFor(Action action, const QList<ConversationInfo> &chosen,
                                     const QFontMetrics &metrics);
 
+// Asks `question` (Yes or No, No by default, in plain text: a title with markup could make it
+// name another conversation); true when it was answered Yes, or there is nothing to ask.
+bool confirmed(QWidget *parent, const std::optional<Question> &question);
+
 // Asks why an action is rejected (the agent is told, as `ctl reject --reason` tells it): the
 // reason (empty: the server's default), or nothing when the operator cancelled.
 std::optional<QString> askRejectReason(QWidget *parent);

@@ -24,7 +24,6 @@
 #include <QListWidget>
 #include <QMenu>
 #include <QMenuBar>
-#include <QMessageBox>
 #include <QPointer>
 #include <QScrollBar>
 #include <QSettings>
@@ -648,14 +647,8 @@ void FleetWindow::trigger(Action action)
     }
     if (can.isEmpty())
         return;
-    if (const auto question = ConsoleActions::questionFor(action, infos, fontMetrics())) {
-        QMessageBox box(QMessageBox::Question, question->title, question->text,
-                        QMessageBox::Yes | QMessageBox::No, this);
-        box.setTextFormat(Qt::PlainText);
-        box.setDefaultButton(QMessageBox::No);
-        if (box.exec() != QMessageBox::Yes)
-            return;
-    }
+    if (!ConsoleActions::confirmed(this, ConsoleActions::questionFor(action, infos, fontMetrics())))
+        return;
     if (chosen.size() == 1) {
         const Chosen &row = can.first();
         // A finished run needs its next message: typed in its server's window.

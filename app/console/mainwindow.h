@@ -129,10 +129,6 @@ private:
     // Shows and selects the conversation just created, and says so; when its first message
     // (`text`) did not start, keeps the text and offers to retry.
     void showCreated(const ConsoleController::Creation &made, const QString &text);
-    // Asks `question` (Yes or No, No by default); whether the answer was Yes.
-    bool confirmed(const QString &title, const QString &question);
-    // Yes when there is nothing to ask.
-    bool confirmed(const std::optional<ConsoleActions::Question> &question);
     void showContextMenu(const QPoint &position);
     // Brings the window up (from the tray, or minimized).
     void bringUp();

@@ -11,7 +11,6 @@
 #include <QLineEdit>
 #include <QMenu>
 #include <QMenuBar>
-#include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QStatusBar>
@@ -54,7 +53,7 @@ void MainWindow::triggerBulk(Action action, const QList<ConversationInfo> &chose
     if (ids.isEmpty())
         return;
     const int count = int(ids.size());
-    if (!confirmed(ConsoleActions::questionFor(action, can, fontMetrics())))
+    if (!ConsoleActions::confirmed(this, ConsoleActions::questionFor(action, can, fontMetrics())))
         return;
     m_banner->hide();
     m_bulkRunning = true;
@@ -102,7 +101,8 @@ void MainWindow::trigger(Action action)
     const auto info = currentConversation();
     if (!info)
         return;
-    if (!confirmed(ConsoleActions::questionFor(action, {*info}, fontMetrics())))
+    if (!ConsoleActions::confirmed(this,
+                                   ConsoleActions::questionFor(action, {*info}, fontMetrics())))
         return;
     // A finished run has nothing left to do: run again, it only added a running and a finished
     // state. What it needs is the next message.
@@ -170,21 +170,6 @@ void MainWindow::showCreated(const ConsoleController::Creation &made, const QStr
         else if (currentConversation() && currentConversation()->id == id)
             sendTypedMessage();
     });
-}
-
-bool MainWindow::confirmed(const std::optional<ConsoleActions::Question> &question)
-{
-    return !question || confirmed(question->title, question->text);
-}
-
-bool MainWindow::confirmed(const QString &title, const QString &question)
-{
-    // Plain text: a title with markup could make the question name another conversation.
-    QMessageBox box(QMessageBox::Question, title, question, QMessageBox::Yes | QMessageBox::No,
-                    this);
-    box.setTextFormat(Qt::PlainText);
-    box.setDefaultButton(QMessageBox::No);
-    return box.exec() == QMessageBox::Yes;
 }
 
 void MainWindow::showContextMenu(const QPoint &position)

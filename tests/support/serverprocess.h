@@ -25,6 +25,7 @@
 #include <grp.h>
 #include <memory>
 #include <optional>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include <vector>
@@ -197,18 +198,15 @@ public:
     // Before start(): the server's limit of open files, soft and hard (the same unless given).
     void setOpenFileLimit(rlim_t soft, rlim_t hard = 0)
     {
-        m_process->setChildProcessModifier([soft, hard] {
+        m_childSetup = [soft, hard] {
             const rlimit limit{soft, hard ? hard : soft};
             ::setrlimit(RLIMIT_NOFILE, &limit);
-        });
+        };
     }
 
     // Before start(): what the server's process does before it runs the binary (in the child,
     // after fork: system calls only). Takes the place of runAsUser() and setOpenFileLimit().
-    void setChildSetup(std::function<void()> setup)
-    {
-        m_process->setChildProcessModifier(std::move(setup));
-    }
+    void setChildSetup(std::function<void()> setup) { m_childSetup = std::move(setup); }
 
     // Before start(): the server runs as this user (a root test's unprivileged server), with
     // its data dir given to it.
@@ -217,15 +215,22 @@ public:
         const QByteArray dir = QFile::encodeName(dataDir());
         if (::chown(dir.constData(), uid, gid) != 0)
             qWarning() << "cannot give" << dir << "to uid" << uid;
-        m_process->setChildProcessModifier([uid, gid] {
+        m_childSetup = [uid, gid] {
             if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0)
                 ::_exit(126);
-        });
+        };
     }
 
     // Starts the process and waits for its listening line; false when it exits first.
     bool start()
     {
+        // The server goes with the test: a test that crashed left its servers running, as
+        // orphans, on the machine (set last: a change of user clears it).
+        m_process->setChildProcessModifier([setup = m_childSetup] {
+            if (setup)
+                setup();
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        });
         m_process->start();
         if (!m_process->waitForStarted(StartTimeoutMs))
             return false;
@@ -425,6 +430,7 @@ public:
 
 private:
     std::unique_ptr<QProcess> m_process;
+    std::function<void()> m_childSetup; // setChildSetup(), runAsUser(), setOpenFileLimit()
     QByteArray m_stderr;
     QUrl m_url;
     bool m_console = false;

@@ -49,11 +49,18 @@ void ConversationListModel::tickDurations()
     // A server that does not answer says nothing of how its runs went on: their time stands.
     if (m_stale)
         return;
+    // One change a tick, from the first running row to the last: a signal per row woke every
+    // listener once per running conversation each second.
+    int first = -1, last = -1;
     for (int row = 0; row < m_items.size(); ++row) {
-        if (m_items[row].executionStatus == ExecutionStatus::Running && m_items[row].runningSince)
-            Q_EMIT dataChanged(index(row, DurationColumn), index(row, DurationColumn),
-                               {Qt::DisplayRole, DurationRole});
+        if (m_items[row].executionStatus == ExecutionStatus::Running && m_items[row].runningSince) {
+            first = first < 0 ? row : first;
+            last = row;
+        }
     }
+    if (first >= 0)
+        Q_EMIT dataChanged(index(first, DurationColumn), index(last, DurationColumn),
+                           {Qt::DisplayRole, DurationRole});
 }
 
 int ConversationListModel::rowCount(const QModelIndex &parent) const

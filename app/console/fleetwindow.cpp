@@ -167,11 +167,15 @@ FleetWindow::FleetWindow(QWidget *parent)
         connect(rows, &QAbstractItemModel::modelReset, this, &FleetWindow::updateSummary);
         connect(rows, &QAbstractItemModel::layoutChanged, this, &FleetWindow::updateSummary);
         // Counted once per 100 ms at most: a followed run changes its row with every event,
-        // and the count reads every row.
-        connect(rows, &QAbstractItemModel::dataChanged, this, [this] {
-            if (!m_summaryDue.isActive())
-                m_summaryDue.start();
-        });
+        // and the count reads every row. The durations' tick changes no count and no action.
+        connect(rows, &QAbstractItemModel::dataChanged, this,
+                [this](const QModelIndex &topLeft, const QModelIndex &bottomRight) {
+                    if (topLeft.column() == ConversationListModel::DurationColumn &&
+                        bottomRight.column() == ConversationListModel::DurationColumn)
+                        return;
+                    if (!m_summaryDue.isActive())
+                        m_summaryDue.start();
+                });
         // Scrolled to its end, every server reads the next rows of the tab's partition.
         connect(view->verticalScrollBar(), &QScrollBar::valueChanged, this,
                 [this, view, rows](int value) {

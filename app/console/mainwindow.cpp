@@ -237,8 +237,13 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
                 m_tabTitlesDue.start();
         });
     }
+    // The durations' tick changes nothing an action depends on.
     connect(controller->conversations(), &QAbstractItemModel::dataChanged, this,
-            &MainWindow::updateActions);
+            [this](const QModelIndex &topLeft, const QModelIndex &bottomRight) {
+                if (topLeft.column() != ConversationListModel::DurationColumn ||
+                    bottomRight.column() != ConversationListModel::DurationColumn)
+                    updateActions();
+            });
     connect(controller, &ConsoleController::refreshed, this, &MainWindow::updateTabTitles);
     connect(controller, &ConsoleController::refreshed, this, &MainWindow::readMoreIfShort);
 

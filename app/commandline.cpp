@@ -1,6 +1,7 @@
 #include "commandline.h"
 
 #include "consoleserverfile.h"
+#include "runtime/dockerengine.h"
 #include "runtime/egressfilter.h"
 #include "serverconnection.h"
 #include "storage/database.h"
@@ -189,7 +190,9 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
                                            u"DURATION"_s);
     const QCommandLineOption runtime(u"runtime"_s,
                                      u"Where commands run: local (a sandbox process per "
-                                     "conversation, default) or process (inside the server)."_s,
+                                     "conversation, default), docker (a container per "
+                                     "conversation, see --sandbox-image) or process (inside the "
+                                     "server)."_s,
                                      u"KIND"_s);
     const QCommandLineOption idleTimeout(u"sandbox-idle-timeout"_s,
                                          u"Stop a sandbox idle for this long (default 30m)."_s,
@@ -272,11 +275,27 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         u"An IPv4 range (CIDR) the egress network reaches although it is not public, e.g. "
         "10.20.0.0/16 (repeatable)."_s,
         u"CIDR"_s);
+    const QCommandLineOption dockerHost(
+        u"docker-host"_s,
+        u"The Docker engine of --runtime docker: unix:///PATH or tcp://HOST:PORT (default: "
+        "$DOCKER_HOST, else unix:///var/run/docker.sock)."_s,
+        u"URL"_s);
+    const QCommandLineOption sandboxImage(
+        u"sandbox-image"_s,
+        u"The image of --runtime docker's containers, on the engine already (needs a shell; "
+        "bash for the shell agent)."_s,
+        u"IMAGE"_s);
+    const QCommandLineOption sandboxImages(
+        u"sandbox-images"_s,
+        u"An image a conversation may ask for (sandbox.image) besides --sandbox-image; * and ? "
+        "match any text and one character (repeatable)."_s,
+        u"PATTERN"_s);
     const QCommandLineOption requireIsolation(
         u"require-isolation"_s,
         u"Refuse to start when commands cannot be isolated (no bubblewrap, no namespaces)."_s);
     parser.addOptions({sandboxNetwork, sandboxMemory, sandboxProcesses, sandboxCpu, sandboxFileSize,
-                       sandboxDisk, sandboxEgressAllow, requireIsolation});
+                       sandboxDisk, sandboxEgressAllow, dockerHost, sandboxImage, sandboxImages,
+                       requireIsolation});
     const QCommandLineOption logFormat(
         u"log-format"_s,
         u"How log lines are written to stderr: text (default: time with its UTC offset, level, "
@@ -508,10 +527,31 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
             options.server.runtime = ServerConfig::RuntimeKind::Local;
         } else if (parser.value(runtime) == u"process"_s) {
             options.server.runtime = ServerConfig::RuntimeKind::Process;
+        } else if (parser.value(runtime) == u"docker"_s) {
+            options.server.runtime = ServerConfig::RuntimeKind::Docker;
         } else {
-            *error = u"--runtime takes local or process"_s;
+            *error = u"--runtime takes local, docker or process"_s;
             return std::nullopt;
         }
+    }
+    options.server.dockerHost =
+        parser.isSet(dockerHost) ? parser.value(dockerHost) : DockerEngine::defaultHost();
+    options.server.sandboxPolicy.image = parser.value(sandboxImage);
+    options.server.sandboxPolicy.imagePatterns = parser.values(sandboxImages);
+    const bool docker = options.server.runtime == ServerConfig::RuntimeKind::Docker;
+    if (docker && options.server.sandboxPolicy.image.isEmpty()) {
+        *error = u"--runtime docker needs --sandbox-image IMAGE: the image of its containers"_s;
+        return std::nullopt;
+    }
+    if (!docker &&
+        (parser.isSet(sandboxImage) || parser.isSet(sandboxImages) || parser.isSet(dockerHost))) {
+        *error = u"--docker-host, --sandbox-image and --sandbox-images are for --runtime docker"_s;
+        return std::nullopt;
+    }
+    if (const QString problem = DockerEngine(options.server.dockerHost).hostError();
+        docker && !problem.isEmpty()) {
+        *error = u"--docker-host: "_s + problem;
+        return std::nullopt;
     }
     return options;
 }

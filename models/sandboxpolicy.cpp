@@ -1,6 +1,7 @@
 #include "sandboxpolicy.h"
 
 #include <QJsonValue>
+#include <QRegularExpression>
 
 #include <algorithm>
 #include <array>
@@ -63,6 +64,8 @@ QJsonObject SandboxPolicy::toJson() const
     QJsonObject object{{u"network"_s, toString(network)}};
     for (const Limit &limit : Limits)
         object.insert(limit.name, this->*limit.field);
+    if (!image.isEmpty())
+        object.insert(u"image"_s, image);
     return object;
 }
 
@@ -73,6 +76,7 @@ SandboxPolicy SandboxPolicy::fromJson(const QJsonObject &object)
         sandboxNetworkFromString(object.value(u"network"_s).toString()).value_or(Network::None);
     for (const Limit &limit : Limits)
         policy.*limit.field = std::max<qint64>(0, object.value(limit.name).toInteger());
+    policy.image = object.value(u"image"_s).toString();
     return policy;
 }
 
@@ -80,6 +84,9 @@ std::optional<SandboxPolicy> SandboxPolicy::fromRequest(const QJsonObject &objec
                                                         const SandboxPolicy &server, QString *error)
 {
     SandboxPolicy policy = server;
+    // The server's image stays its own to change: a conversation that names none follows it.
+    policy.image.clear();
+    policy.imagePatterns.clear();
     if (const QJsonValue given = object.value(u"network"_s);
         !given.isUndefined() && !given.isNull()) {
         const auto network = sandboxNetworkFromString(given.toString());
@@ -115,7 +122,40 @@ std::optional<SandboxPolicy> SandboxPolicy::fromRequest(const QJsonObject &objec
         }
         policy.*limit.field = value;
     }
+    if (const QJsonValue given = object.value(u"image"_s);
+        !given.isUndefined() && !given.isNull()) {
+        const QString image = given.toString();
+        if (!given.isString() || image.isEmpty() || image.size() > 255 ||
+            image.contains(QRegularExpression(u"[\\s\\x00-\\x1f]"_s))) {
+            *error = u"sandbox.image takes an image name such as debian:bookworm"_s;
+            return std::nullopt;
+        }
+        if (server.image.isEmpty()) {
+            *error = u"sandbox.image: this server runs no containers (--runtime docker)"_s;
+            return std::nullopt;
+        }
+        if (!server.allowsImage(image)) {
+            *error =
+                u"sandbox.image %1 is not one the server allows (--sandbox-images)"_s.arg(image);
+            return std::nullopt;
+        }
+        policy.image = image;
+    }
     return policy;
+}
+
+bool SandboxPolicy::allowsImage(const QString &candidate) const
+{
+    if (!image.isEmpty() && candidate == image)
+        return true;
+    // * and ? match any characters, '/' included: a pattern names images, not paths.
+    return std::any_of(imagePatterns.cbegin(), imagePatterns.cend(), [&](const QString &pattern) {
+        QString expression = QRegularExpression::escape(pattern);
+        expression.replace(u"\\*"_s, u".*"_s).replace(u"\\?"_s, u"."_s);
+        return QRegularExpression(QRegularExpression::anchoredPattern(expression))
+            .match(candidate)
+            .hasMatch();
+    });
 }
 
 SandboxPolicy SandboxPolicy::within(const SandboxPolicy &server) const
@@ -124,6 +164,7 @@ SandboxPolicy SandboxPolicy::within(const SandboxPolicy &server) const
     policy.network = std::min(network, server.network);
     for (const Limit &limit : Limits)
         policy.*limit.field = tighter(this->*limit.field, server.*limit.field);
+    policy.image = !image.isEmpty() && server.allowsImage(image) ? image : server.image;
     return policy;
 }
 

@@ -26,9 +26,16 @@ struct SandboxPolicy
     qint64 processes = 0;     // processes and threads at once
     qint64 cpuSeconds = 0;    // CPU time of each process of a command
     qint64 fileSizeBytes = 0; // the largest file a command may write
+    // The container image of `--runtime docker`. A server's: the default (--sandbox-image); a
+    // conversation's: its own choice, one the server allows (empty: the server's).
+    QString image;
+    // A server's only: the images a conversation may name besides the default
+    // (--sandbox-images: patterns with * and ?).
+    QStringList imagePatterns;
 
     // {"network": ..., "memory_bytes": ..., "processes": ..., "cpu_seconds": ...,
-    //  "file_size_bytes": ...}: every field, 0 where there is no limit.
+    //  "file_size_bytes": ...}: every field, 0 where there is no limit; and "image" when one is
+    // set.
     QJsonObject toJson() const;
     // A stored or shown policy; what is missing or unreadable is "no limit".
     static SandboxPolicy fromJson(const QJsonObject &object);
@@ -39,8 +46,11 @@ struct SandboxPolicy
     static std::optional<SandboxPolicy> fromRequest(const QJsonObject &object,
                                                     const SandboxPolicy &server, QString *error);
 
-    // The tighter of the two, field by field: what a conversation gets of the server's policy.
+    // The tighter of the two, field by field: what a conversation gets of the server's policy
+    // (its image, while the server still allows it).
     SandboxPolicy within(const SandboxPolicy &server) const;
+    // A server's: whether a conversation may run in `image`.
+    bool allowsImage(const QString &image) const;
 
     // The memory file systems of a command's sandbox, /tmp and /dev/shm (one each per
     // command), hold at most this much together: memory no rlimit counts, so the memory limit

@@ -17,6 +17,7 @@
 #include "runtime/processbudget.h"
 #include "runtime/processruntime.h"
 #include "runtime/retentionreaper.h"
+#include "runtime/sandboxcontainers.h"
 #include "runtime/workspacesandbox.h"
 #include "storage/basheventstore.h"
 #include "storage/conversationstore.h"
@@ -157,10 +158,11 @@ struct AgentDeckServer::Private
     std::unique_ptr<RetentionReaper> reaper;
     // The server workspace's sandbox.
     std::unique_ptr<WorkspaceSandbox> workspace;
-    std::unique_ptr<IntegrityCheck> integrity; // SQLite: read once after startup
-    std::unique_ptr<DiskReserve> reserve;      // SQLite: the catalog's room on its disk
-    LocalSandboxProvider *sandboxes = nullptr; // when the runtime provider is the local one
-    QString runtimesRoot;                      // where the local one keeps its sandboxes
+    std::unique_ptr<IntegrityCheck> integrity;     // SQLite: read once after startup
+    std::unique_ptr<DiskReserve> reserve;          // SQLite: the catalog's room on its disk
+    std::unique_ptr<SandboxContainers> containers; // --runtime docker
+    LocalSandboxProvider *sandboxes = nullptr;     // when the runtime provider is the local one
+    QString runtimesRoot;                          // where the local one keeps its sandboxes
     ServerIdentity identity;
     quint16 port = 0;
     bool stopped = false;
@@ -250,9 +252,17 @@ bool AgentDeckServer::start(QString *error)
 
     // Said before anything is served: commands that run less isolated than the operator thinks
     // are worse than a server that does not start.
-    d->isolation = m_config.runtime == ServerConfig::RuntimeKind::Process
-                       ? SandboxIsolation::forProcessRuntime()
-                       : SandboxIsolation::probe();
+    switch (m_config.runtime) {
+    case ServerConfig::RuntimeKind::Process:
+        d->isolation = SandboxIsolation::forProcessRuntime();
+        break;
+    case ServerConfig::RuntimeKind::Docker:
+        d->isolation = SandboxIsolation::forContainers();
+        break;
+    case ServerConfig::RuntimeKind::Local:
+        d->isolation = SandboxIsolation::probe();
+        break;
+    }
     d->isolation.egressAllowed = m_config.sandboxEgressAllow;
     if (d->isolation.isWeak()) {
         if (m_config.requireIsolation) {
@@ -347,6 +357,17 @@ bool AgentDeckServer::start(QString *error)
             settings.policy = m_config.sandboxPolicy;
             settings.egressAllowed = m_config.sandboxEgressAllow;
             settings.roots = roots;
+            if (m_config.runtime == ServerConfig::RuntimeKind::Docker) {
+                d->containers = std::make_unique<SandboxContainers>(
+                    SandboxContainerSettings{m_config.dockerHost, m_config.sandboxPolicy.image,
+                                             d->runtimesRoot, m_config.replicaId});
+                settings.containers = d->containers.get();
+                // Said at startup, and by each start that fails for it: an engine down now may
+                // be up by the first command.
+                if (const QString problem = QCoro::waitFor(d->containers->check());
+                    !problem.isEmpty())
+                    qCWarning(lcServer).noquote() << "--runtime docker:" << problem;
+            }
             auto sandboxes = std::make_unique<LocalSandboxProvider>(settings);
             d->sandboxes = sandboxes.get();
             d->parts.runtimes = std::move(sandboxes);

@@ -69,9 +69,12 @@ struct ServerConfig
     enum class RuntimeKind
     {
         Local,
+        Docker,
         Process
     };
     RuntimeKind runtime = RuntimeKind::Local;
+    // `--runtime docker`: the engine (--docker-host); the images are the sandbox policy's.
+    QString dockerHost;
     // The binary started as `agentdeck sandbox-host`; empty: this executable.
     QString sandboxProgram;
     std::chrono::milliseconds sandboxIdleTimeout{30 * 60 * 1000};

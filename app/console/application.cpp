@@ -8,6 +8,7 @@
 #include "console.h"
 #include "ctl.h"
 #include "runtime/commandleader.h"
+#include "runtime/containerexec.h"
 #include "runtime/sandboxhost.h"
 #include "systemdnotify.h"
 #include "unixsignals.h"
@@ -136,6 +137,8 @@ int runApplication(int argc, char *argv[])
     LogOutput::install();
     if (argc > 1 && qstrcmp(argv[1], "sandbox-host") == 0)
         return runSandboxHost(argc, argv);
+    if (argc > 1 && qstrcmp(argv[1], "container-exec") == 0)
+        return runContainerExec(argc, argv);
     if (argc > 1 && qstrcmp(argv[1], "ctl") == 0)
         return runCtl(argc, argv);
     QStringList arguments;

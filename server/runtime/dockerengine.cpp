@@ -74,6 +74,7 @@ struct Transfer
     QByteArray path;
     QByteArray requestBody;
     QByteArray answer;
+    DockerEngine::Sink sink; // a 2xx answer's body goes here instead of into `answer`
     bool tooLarge = false;
     std::chrono::milliseconds timeout{};
     char errorText[CURL_ERROR_SIZE] = {};
@@ -96,6 +97,14 @@ size_t collectAnswer(char *data, size_t size, size_t count, void *user)
 {
     auto *transfer = static_cast<Transfer *>(user);
     const size_t bytes = size * count;
+    if (transfer->sink) {
+        long status = 0;
+        curl_easy_getinfo(transfer->easy, CURLINFO_RESPONSE_CODE, &status);
+        if (status >= 200 && status <= 299) {
+            transfer->sink(QByteArrayView(data, qsizetype(bytes)));
+            return bytes;
+        }
+    }
     if (transfer->answer.size() + qint64(bytes) > MaxAnswerBytes) {
         transfer->tooLarge = true;
         return 0; // makes curl end the transfer with CURLE_WRITE_ERROR
@@ -342,7 +351,7 @@ void DockerEngine::setDefaultTimeout(std::chrono::milliseconds timeout)
 
 QCoro::Task<DockerResult> DockerEngine::request(const char *method, QString path, QByteArray body,
                                                 std::optional<std::chrono::milliseconds> timeout,
-                                                const char *contentType)
+                                                const char *contentType, Sink sink)
 {
     if (!d->hostError.isEmpty())
         co_return DockerResult{.error = d->hostError};
@@ -357,6 +366,7 @@ QCoro::Task<DockerResult> DockerEngine::request(const char *method, QString path
     transfer->path = path.toUtf8();
     transfer->requestBody = body;
     transfer->timeout = timeout.value_or(d->defaultTimeout);
+    transfer->sink = std::move(sink);
     CURL *easy = curl_easy_init();
     transfer->easy = easy;
     const QByteArray url = d->baseUrl + ApiPrefix + transfer->path;
@@ -457,6 +467,15 @@ QJsonDocument DockerContainerSpec::toJson() const
         hostConfig.insert("PidsLimit"_L1, pidsLimit);
     if (nanoCpus > 0)
         hostConfig.insert("NanoCpus"_L1, nanoCpus);
+    if (init)
+        hostConfig.insert("Init"_L1, true);
+    if (shmBytes > 0)
+        hostConfig.insert("ShmSize"_L1, shmBytes);
+    QJsonArray limits;
+    for (auto it = ulimits.cbegin(); it != ulimits.cend(); ++it)
+        limits.append(QJsonObject{{"Name"_L1, it.key()}, {"Soft"_L1, *it}, {"Hard"_L1, *it}});
+    if (!limits.isEmpty())
+        hostConfig.insert("Ulimits"_L1, limits);
     QJsonObject body{
         {"Image"_L1, image},
         {"Env"_L1, QJsonArray::fromStringList(environment)},
@@ -466,6 +485,7 @@ QJsonDocument DockerContainerSpec::toJson() const
         {"AttachStdin"_L1, false},
         {"AttachStdout"_L1, false},
         {"AttachStderr"_L1, false},
+        {"OpenStdin"_L1, openStdin},
         {"Tty"_L1, false},
     };
     if (!command.isEmpty())
@@ -548,39 +568,44 @@ QCoro::Task<DockerResult> DockerEngine::removeContainer(QString id)
         "DELETE", u"/containers/%1?force=true&v=true"_s.arg(QString::fromLatin1(encoded(id))));
 }
 
+bool DockerStreamDemuxer::feed(QByteArrayView data, const Output &output)
+{
+    while (!m_broken && !data.isEmpty()) {
+        if (m_left == 0) {
+            const qsizetype taken = std::min<qsizetype>(8 - m_header.size(), data.size());
+            m_header.append(data.first(taken));
+            data = data.sliced(taken);
+            if (m_header.size() < 8)
+                break;
+            m_stream = quint8(m_header.at(0));
+            m_left = qFromBigEndian<quint32>(m_header.constData() + 4);
+            m_header.clear();
+            // 0 is stdin, which the engine never writes for an exec without one.
+            m_broken = m_stream > 2;
+            continue;
+        }
+        const qsizetype taken = std::min<qsizetype>(m_left, data.size());
+        output(m_stream == 2 ? 2 : 1, data.first(taken));
+        data = data.sliced(taken);
+        m_left -= quint32(taken);
+    }
+    return !m_broken;
+}
+
 bool DockerEngine::demultiplex(const QByteArray &stream, QByteArray *standardOutput,
                                QByteArray *standardError)
 {
-    qsizetype at = 0;
-    while (at < stream.size()) {
-        if (stream.size() - at < 8)
-            return false;
-        const auto kind = quint8(stream.at(at));
-        const quint32 length = qFromBigEndian<quint32>(stream.constData() + at + 4);
-        at += 8;
-        if (stream.size() - at < qsizetype(length))
-            return false;
-        const QByteArrayView payload(stream.constData() + at, qsizetype(length));
-        at += qsizetype(length);
-        switch (kind) {
-        case 0: // stdin, never written by the engine for an exec without one
-        case 1:
-            standardOutput->append(payload);
-            break;
-        case 2:
-            standardError->append(payload);
-            break;
-        default:
-            return false;
-        }
-    }
-    return true;
+    DockerStreamDemuxer demuxer;
+    const bool framed = demuxer.feed(stream, [&](int kind, QByteArrayView payload) {
+        (kind == 2 ? standardError : standardOutput)->append(payload);
+    });
+    return framed && demuxer.atBoundary();
 }
 
 QCoro::Task<DockerExecResult> DockerEngine::exec(QString id, QStringList command,
                                                  std::chrono::milliseconds timeout,
                                                  QStringList environment, QString workingDir,
-                                                 QString user)
+                                                 QString user, DockerStreamDemuxer::Output output)
 {
     QJsonObject create{
         {"AttachStdin"_L1, false},
@@ -607,15 +632,28 @@ QCoro::Task<DockerExecResult> DockerEngine::exec(QString id, QStringList command
     // A command over its deadline keeps running in the container: ending it (and its process
     // tree) is the runtime's job, which knows how it wants that done.
     const QJsonObject start{{"Detach"_L1, false}, {"Tty"_L1, false}};
-    const DockerResult started =
-        co_await request("POST", u"/exec/%1/start"_s.arg(execId),
-                         QJsonDocument(start).toJson(QJsonDocument::Compact), timeout);
+    // Streamed, the demuxer is the worker thread's alone until the transfer has ended.
+    auto demuxer = std::make_shared<DockerStreamDemuxer>();
+    auto framed = std::make_shared<std::atomic<bool>>(true);
+    Sink sink;
+    if (output) {
+        sink = [demuxer, framed, output](QByteArrayView piece) {
+            if (!demuxer->feed(piece, output))
+                framed->store(false);
+        };
+    }
+    const DockerResult started = co_await request(
+        "POST", u"/exec/%1/start"_s.arg(execId),
+        QJsonDocument(start).toJson(QJsonDocument::Compact), timeout, "application/json", sink);
     DockerExecResult result;
     if (!started.ok()) {
         result.error = started.error;
         co_return result;
     }
-    if (!demultiplex(started.body, &result.standardOutput, &result.standardError)) {
+    const bool wellFramed =
+        output ? framed->load() && demuxer->atBoundary()
+               : demultiplex(started.body, &result.standardOutput, &result.standardError);
+    if (!wellFramed) {
         result.error = u"The Docker engine at %1 sent an exec stream that is not framed as "
                        "expected (%2 bytes)"_s.arg(d->host, QString::number(started.body.size()));
         co_return result;

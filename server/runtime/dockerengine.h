@@ -10,6 +10,7 @@
 #include <QCoroTask>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -58,9 +59,35 @@ struct DockerContainerSpec
     qint64 nanoCpus = 0;    // 1e9 is one CPU; 0: no limit
     bool readOnlyRootfs = true;
     QString tmpfsOptions = QStringLiteral("rw,nosuid,nodev,size=64m");
+    qint64 shmBytes = 0; // /dev/shm; 0: the engine's default (64 MiB)
+    // The engine's init as PID 1, which reaps what the commands leave behind.
+    bool init = false;
+    // Stdin kept open: a shell as the command waits on it for good.
+    bool openStdin = false;
+    // Resource limits of every process, soft and hard alike ("cpu": seconds, "fsize": bytes).
+    QMap<QString, qint64> ulimits;
 
     // The body of POST /containers/create.
     QJsonDocument toJson() const;
+};
+
+// Docker's multiplexed stream (an 8-byte header per frame: stream, 3 zero bytes, a big-endian
+// length), split back into its streams as it arrives, in pieces cut anywhere.
+class DockerStreamDemuxer
+{
+public:
+    using Output = std::function<void(int stream, QByteArrayView payload)>;
+    // Passes each frame's payload (or the part of it in `data`) to `output`: stream 1 is the
+    // standard output, 2 the standard error. False once the framing is broken.
+    bool feed(QByteArrayView data, const Output &output);
+    // Between two frames: a stream that ends here ended whole.
+    bool atBoundary() const { return m_header.isEmpty() && m_left == 0; }
+
+private:
+    QByteArray m_header; // the part of a frame's header seen so far
+    int m_stream = 0;
+    quint32 m_left = 0; // of the current frame's payload
+    bool m_broken = false;
 };
 
 // An asynchronous client of the Docker Engine API on libcurl, for one engine:
@@ -86,12 +113,16 @@ public:
     // The deadline of calls that do not name one (connecting included).
     void setDefaultTimeout(std::chrono::milliseconds timeout);
 
+    // The body of a 2xx answer as it arrives, instead of in the result: called on the client's
+    // worker thread, so it must only touch what is safe there.
+    using Sink = std::function<void(QByteArrayView piece)>;
+
     // One raw call: `path` is below the API version prefix ("/containers/json?..."). A null
     // `body` sends none; a non-null one is sent with `contentType`.
     QCoro::Task<DockerResult> request(const char *method, QString path,
                                       QByteArray body = QByteArray(),
                                       std::optional<std::chrono::milliseconds> timeout = {},
-                                      const char *contentType = "application/json");
+                                      const char *contentType = "application/json", Sink sink = {});
 
     QCoro::Task<DockerResult> ping();
     QCoro::Task<DockerResult> version();
@@ -113,14 +144,17 @@ public:
     QCoro::Task<DockerResult> removeContainer(QString id);
 
     // Runs `command` in the running container `id` without a terminal, waits (at most
-    // `timeout`) for it to end, and answers with its two streams and exit code.
+    // `timeout`) for it to end, and answers with its two streams and exit code. With `output`,
+    // the streams go to it as they arrive (on the client's worker thread, see Sink) instead of
+    // into the result.
     QCoro::Task<DockerExecResult> exec(QString id, QStringList command,
                                        std::chrono::milliseconds timeout,
                                        QStringList environment = {}, QString workingDir = QString(),
-                                       QString user = QString());
+                                       QString user = QString(),
+                                       DockerStreamDemuxer::Output output = {});
 
-    // Splits Docker's multiplexed stream (an 8-byte header per frame: stream, 3 zero bytes, a
-    // big-endian length) into stdout and stderr. False when the framing is broken.
+    // Splits a whole multiplexed stream (see DockerStreamDemuxer) into stdout and stderr. False
+    // when the framing is broken.
     static bool demultiplex(const QByteArray &stream, QByteArray *standardOutput,
                             QByteArray *standardError);
 

@@ -3,6 +3,7 @@
 #include "commandenvironment.h"
 #include "logging.h"
 #include "openfiles.h"
+#include "sandboxcontainers.h"
 #include "sandboxhost.h"
 #include "sandboxisolation.h"
 #include "signalwait.h"
@@ -92,8 +93,25 @@ int LocalSandboxProvider::stopLeftOver(const QString &runtimesRoot)
     return stopped;
 }
 
+QCoro::Task<int> LocalSandboxProvider::sweepContainers()
+{
+    // A conversation deleted while no server ran, or never recorded: its runtime dir is gone
+    // (or never was), as its host's would be (SandboxHost ends itself then).
+    std::function<bool(const QUuid &)> kept = [root =
+                                                   QDir(m_settings.runtimesRoot)](const QUuid &id) {
+        return root.exists(toWireId(id));
+    };
+    // Made before the co_await: GCC 12 destroys a temporary in one twice.
+    auto sweeping = m_settings.containers->sweep(std::move(kept));
+    co_return co_await std::move(sweeping);
+}
+
 int LocalSandboxProvider::adoptExisting()
 {
+    if (m_settings.containers) {
+        if (const int removed = QCoro::waitFor(sweepContainers()); removed > 0)
+            qCInfo(lcRuntime) << "removed" << removed << "containers of conversations gone";
+    }
     int adopted = 0;
     const QDir root(m_settings.runtimesRoot);
     for (const QString &name : root.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
@@ -153,20 +171,42 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
         removeSocketOf(runtimeDir);
     QFile::remove(QDir(runtimeDir).filePath(u"sandbox.pid"_s));
     const QString socketPath = newSocketPath(id);
+    const SandboxPolicy policy = policyInForce(conversation.sandbox, m_settings.policy);
+    const QString home = QDir(runtimeDir).filePath(u"home"_s);
+    m_starting.insert(id, nullptr);
+    m_releasedWhileStarting.remove(id);
+    QString container;
+    if (m_settings.containers) {
+        QDir().mkpath(home);
+        auto preparing = m_settings.containers->prepare(id, conversation.workingDir, home, policy);
+        const SandboxContainers::Prepared prepared = co_await std::move(preparing);
+        if (m_releasedWhileStarting.remove(id)) {
+            m_settings.containers->remove(id);
+            m_starting.remove(id);
+            Q_EMIT startEnded(id);
+            co_return RuntimeAcquisition{
+                nullptr,
+                {u"start_cancelled"_s, u"the sandbox was stopped while it started"_s},
+                true};
+        }
+        if (!prepared.error.isEmpty()) {
+            m_starting.remove(id);
+            Q_EMIT startEnded(id);
+            co_return RuntimeAcquisition{nullptr, {u"provision_failed"_s, prepared.error}};
+        }
+        container = prepared.id;
+    }
 
     QProcess process;
     process.setProgram(m_settings.program);
     process.setArguments(
         {u"sandbox-host"_s, u"--runtime-dir"_s, runtimeDir, u"--socket"_s, socketPath,
-         u"--workspace"_s, conversation.workingDir, u"--home"_s,
-         QDir(runtimeDir).filePath(u"home"_s), u"--idle-timeout-ms"_s,
+         u"--workspace"_s, conversation.workingDir, u"--home"_s, home, u"--idle-timeout-ms"_s,
          QString::number(m_settings.idleTimeout.count()), u"--open-files"_s,
          QString::number(OpenFiles::startingLimit()),
          // The data dir (runtimesRoot is DATA/runtimes).
          u"--hide"_s, QFileInfo(m_settings.runtimesRoot).absolutePath(), u"--policy"_s,
-         QString::fromUtf8(
-             QJsonDocument(policyInForce(conversation.sandbox, m_settings.policy).toJson())
-                 .toJson(QJsonDocument::Compact)),
+         QString::fromUtf8(QJsonDocument(policy.toJson()).toJson(QJsonDocument::Compact)),
          u"--sandbox-uid"_s, QString::number(sandboxUid(id))});
     QStringList more;
     for (const QString &range : m_settings.egressAllowed)
@@ -175,6 +215,9 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
         more << u"--workspace-made-by-server"_s;
     for (const QString &alias : m_settings.roots.aliasesOf(conversation.workingDir))
         more << u"--workspace-alias"_s << alias;
+    if (!container.isEmpty())
+        more << u"--container"_s << container << u"--docker-host"_s
+             << m_settings.containers->dockerHost();
     process.setArguments(process.arguments() + more);
     process.setWorkingDirectory(runtimeDir);
     process.setProcessEnvironment(commandEnvironment());
@@ -182,7 +225,6 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     process.setStandardOutputFile(QDir(runtimeDir).filePath(u"sandbox.log"_s), QIODevice::Append);
     process.setStandardErrorFile(QDir(runtimeDir).filePath(u"sandbox.log"_s), QIODevice::Append);
     qint64 pid = 0;
-    m_starting.insert(id, nullptr);
     if (!process.startDetached(&pid)) {
         // Qt names the step that failed ("Could not open input redirection for reading"), not
         // why; out of descriptors is the likely why, and the operator's to fix.
@@ -265,6 +307,10 @@ void LocalSandboxProvider::release(const QUuid &id)
     m_lost.remove(id);
     if (SandboxRuntime *starting = m_starting.value(id))
         starting->cancelConnect();
+    else if (m_starting.contains(id))
+        m_releasedWhileStarting.insert(id);
+    if (m_settings.containers)
+        m_settings.containers->remove(id);
     if (auto runtime = m_owned.value(id)) {
         runtime->disconnect(this);
         runtime->shutdown();
@@ -342,6 +388,8 @@ void LocalSandboxProvider::setIdleKeeper(std::function<bool(const QUuid &)> keep
 
 void LocalSandboxProvider::sweepIdle()
 {
+    if (m_settings.containers)
+        QCoro::connect(sweepContainers(), this, [](int) {});
     const qint64 cutoff = QDateTime::currentMSecsSinceEpoch() - m_settings.idleTimeout.count();
     QList<QUuid> idle;
     for (auto it = m_owned.cbegin(); it != m_owned.cend(); ++it) {

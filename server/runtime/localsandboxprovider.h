@@ -7,11 +7,13 @@
 #include <QJsonObject>
 #include <QObject>
 #include <QPointer>
+#include <QSet>
 #include <QTimer>
 
 namespace AgentDeck {
 
 class Clock;
+class SandboxContainers;
 
 struct LocalSandboxSettings
 {
@@ -38,9 +40,13 @@ struct LocalSandboxSettings
     // Where workspaces may be: a workspace under a root named by a link is shown to its
     // commands by that name too.
     WorkspaceRoots roots;
+    // --runtime docker: each host runs its commands in a container of these (not owned).
+    SandboxContainers *containers = nullptr;
 };
 
-// One sandbox host process per conversation, adopted across server restarts.
+// One sandbox host process per conversation, adopted across server restarts. With containers,
+// the host runs its conversation's commands in the conversation's container, which goes with
+// the host's release.
 class LocalSandboxProvider final : public QObject, public RuntimeProvider
 {
     Q_OBJECT
@@ -74,6 +80,8 @@ Q_SIGNALS:
 private:
     QString newSocketPath(const QUuid &id) const;
     void sweepIdle();
+    // Removes the containers of conversations that have no runtime dir any more.
+    QCoro::Task<int> sweepContainers();
     // No run holds it, it runs nothing, and its conversation does not wait for a confirmation.
     bool isIdle(const QUuid &id, const std::shared_ptr<SandboxRuntime> &runtime) const;
     bool atLimit() const;
@@ -90,6 +98,8 @@ private:
     QHash<QUuid, std::shared_ptr<SandboxRuntime>> m_owned;
     // Sandboxes being started, with their host once it is started (to connect to).
     QHash<QUuid, QPointer<SandboxRuntime>> m_starting;
+    // Starts released while their container was being made: the container goes again.
+    QSet<QUuid> m_releasedWhileStarting;
     // Sandboxes that went away on their own (killed, crashed, stopped for not answering), shown
     // as runtime_error `sandbox_lost` until the next start or stop.
     QHash<QUuid, QString> m_lost;

@@ -2,6 +2,7 @@
 
 #include "commandenvironment.h"
 #include "commandoutput.h"
+#include "containerexec.h"
 #include "logging.h"
 #include "mountaliases.h"
 #include "openfiles.h"
@@ -128,7 +129,8 @@ bool SandboxHost::start(QString *error)
 {
     QDir().mkpath(m_options.runtimeDir);
     QDir().mkpath(m_options.home);
-    m_isolation = SandboxIsolation::probe();
+    m_isolation = m_options.container.isEmpty() ? SandboxIsolation::probe()
+                                                : SandboxIsolation::forContainers();
     qCInfo(lcRuntime).noquote() << "sandbox isolation:"
                                 << (m_isolation.isWeak() ? u"none (%1)"_s.arg(m_isolation.reason)
                                                          : m_isolation.mechanismName());
@@ -279,10 +281,12 @@ void SandboxHost::startCommand(const QJsonObject &message)
     environment.insert(u"HOME"_s, m_options.home);
     m_process->setProcessEnvironment(environment);
     m_networkProblem.clear();
-    const bool egress = !m_isolation.isWeak() &&
+    const bool inContainer = m_isolation.mechanism == SandboxIsolation::Mechanism::Container;
+    const bool egress = m_isolation.mechanism == SandboxIsolation::Mechanism::Bubblewrap &&
                         m_options.policy.network == SandboxPolicy::Network::Egress &&
                         m_isolation.userModeNetwork && m_network.prepare(&m_networkProblem);
-    m_led = m_isolation.isWeak();
+    // A container-exec leads its command as a command-leader does.
+    m_led = m_isolation.isWeak() || inContainer;
     // bubblewrap loads the filter from a descriptor this command alone inherits; a leader
     // installs it itself.
     const int seccompFile = m_led ? -1 : UserNamespaceFilter::programFile();
@@ -304,7 +308,13 @@ void SandboxHost::startCommand(const QJsonObject &message)
             onCommandFinished();
     });
     const QStringList bash{u"-c"_s, u"--"_s, m_command};
-    if (!m_led && seccompFile < 0) {
+    if (inContainer) {
+        const CommandUser user = m_user.value_or(CommandUser{::getuid(), ::getgid()});
+        m_process->start(QCoreApplication::applicationFilePath(),
+                         containerExecArguments(m_options.dockerHost, m_options.container, user,
+                                                m_options.workspace, m_options.policy.memoryBytes,
+                                                u"bash"_s, bash));
+    } else if (!m_led && seccompFile < 0) {
         // Not run without it: the command could make a user namespace of its own.
         const QString why = u"cannot make the sandbox's seccomp filter: "_s +
                             QString::fromLocal8Bit(std::strerror(errno));
@@ -608,8 +618,11 @@ int runSandboxHost(int argc, char *argv[])
         u"The server made the workspace: a root host may give it to the commands' uid."_s);
     const QCommandLineOption alias(u"workspace-alias"_s,
                                    u"Another name of the workspace (repeatable)."_s, u"PATH"_s);
+    const QCommandLineOption container(u"container"_s, u"Run commands in this container."_s,
+                                       u"ID"_s);
+    const QCommandLineOption dockerHost(u"docker-host"_s, u"The container's engine."_s, u"URL"_s);
     parser.addOptions({runtimeDir, socket, workspace, home, idle, openFiles, hide, policy,
-                       sandboxUid, egressAllow, madeByServer, alias});
+                       sandboxUid, egressAllow, madeByServer, alias, container, dockerHost});
     parser.process(app.arguments().mid(1));
     if (!parser.isSet(runtimeDir) || !parser.isSet(socket) || !parser.isSet(workspace)) {
         std::fputs("agentdeck sandbox-host: --runtime-dir, --socket and --workspace are required "
@@ -639,6 +652,8 @@ int runSandboxHost(int argc, char *argv[])
     }
     options.workspaceMadeByServer = parser.isSet(madeByServer);
     options.workspaceAliases = parser.values(alias);
+    options.container = parser.value(container);
+    options.dockerHost = parser.value(dockerHost);
     // The server raised its own limit; the commands get the one it was started with.
     if (parser.isSet(openFiles))
         OpenFiles::setLimit(parser.value(openFiles).toLongLong());

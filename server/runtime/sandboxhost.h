@@ -38,6 +38,10 @@ struct SandboxHostOptions
     // (sandboxUid()), to which the home is then given, and the workspace if the server made it.
     uint sandboxUid = 0;
     bool workspaceMadeByServer = false;
+    // Commands run in this container of the engine at `dockerHost` (--runtime docker), through
+    // `agentdeck container-exec`, instead of under bubblewrap.
+    QString container;
+    QString dockerHost;
     // Other names of the workspace (through a workspace root named by a link): links to it
     // there, which the private /tmp or the sandbox's own root would hide.
     QStringList workspaceAliases;

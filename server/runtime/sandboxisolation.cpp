@@ -75,14 +75,35 @@ SandboxIsolation SandboxIsolation::forProcessRuntime()
     return isolation;
 }
 
+SandboxIsolation SandboxIsolation::forContainers()
+{
+    SandboxIsolation isolation;
+    isolation.mechanism = Mechanism::Container;
+    isolation.root = ::geteuid() == 0;
+    return isolation;
+}
+
 QString SandboxIsolation::mechanismName() const
 {
-    return mechanism == Mechanism::Bubblewrap ? u"bubblewrap"_s : u"none"_s;
+    switch (mechanism) {
+    case Mechanism::Bubblewrap:
+        return u"bubblewrap"_s;
+    case Mechanism::Container:
+        return u"container"_s;
+    case Mechanism::None:
+        break;
+    }
+    return u"none"_s;
 }
 
 QStringList SandboxIsolation::unenforced(const SandboxPolicy &policy) const
 {
     QStringList parts;
+    if (mechanism == Mechanism::Container) {
+        if (policy.network == SandboxPolicy::Network::Egress)
+            parts << u"network egress: not offered for containers; commands have no network"_s;
+        return parts;
+    }
     if (mechanism != Mechanism::Bubblewrap) {
         parts << u"file system: commands see the whole system and the data dir, with the "
                  "rights of %1 (%2)"_s.arg(root ? u"a uid of their own"_s : u"the server's user"_s,
@@ -119,7 +140,8 @@ QJsonObject SandboxIsolation::describe(const SandboxPolicy &policy, const QStrin
     // Without a limit a workspace may fill the data dir's file system (docs/OPERATIONS.md, Disk).
     object.insert(u"disk_limit"_s, diskLimit.isEmpty() ? u"not enforced"_s : diskLimit);
     object.insert(u"not_enforced"_s, QJsonArray::fromStringList(unenforced(policy)));
-    if (policy.network == SandboxPolicy::Network::Egress && !isWeak() && userModeNetwork)
+    if (policy.network == SandboxPolicy::Network::Egress && mechanism == Mechanism::Bubblewrap &&
+        userModeNetwork)
         object.insert(u"egress"_s, EgressFilter::describe(egressAllowed));
     return object;
 }

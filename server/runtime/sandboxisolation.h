@@ -20,13 +20,19 @@ namespace AgentDeck {
 // - none: bubblewrap is missing or cannot create its namespaces. Commands run as the server's
 //   user (a root server's change to the sandbox uid all the same), see the whole system and the
 //   host's network; their process trees still end with them (CommandLeader).
-// Limits are rlimits (prlimit inside the sandbox): per process, except the count of processes;
-// cgroup v2 is not used.
+// - container (--runtime docker): a container per conversation on a Docker engine, from an image
+//   of the operator's choosing; only the workspace and the sandbox home are the host's. No
+//   capabilities, `no-new-privileges`, a read-only root but for them and a sized /tmp; commands
+//   run as a uid of their own. Memory and processes are limited for the sandbox as a whole, by
+//   the engine's cgroups (see SandboxContainers).
+// Limits are otherwise rlimits (prlimit inside the sandbox): per process, except the count of
+// processes; cgroup v2 is not used.
 struct SandboxIsolation
 {
     enum class Mechanism
     {
         Bubblewrap,
+        Container,
         None
     };
     Mechanism mechanism = Mechanism::None;
@@ -49,9 +55,10 @@ struct SandboxIsolation
     // bubblewrap's arguments for the namespaces of a command (the probe tries the same).
     static QStringList namespaceArguments(bool root, bool hostNetwork);
     static SandboxIsolation forProcessRuntime();
+    static SandboxIsolation forContainers();
 
-    bool isWeak() const { return mechanism != Mechanism::Bubblewrap; }
-    // "bubblewrap" or "none".
+    bool isWeak() const { return mechanism == Mechanism::None; }
+    // "bubblewrap", "container" or "none".
     QString mechanismName() const;
     // One sentence per part of `policy` this machine cannot enforce.
     QStringList unenforced(const SandboxPolicy &policy) const;

@@ -1,0 +1,203 @@
+#include "containerexec.h"
+
+#include "dockerengine.h"
+
+#include <QCommandLineParser>
+#include <QCoreApplication>
+#include <QProcessEnvironment>
+#include <QSocketNotifier>
+
+#include <QCoroTask>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+namespace {
+
+// Runs "$@", then ends what it left behind, and says on the standard error (in a write of its
+// own, so a frame of its own) when the kernel killed a process for the memory limit meanwhile:
+// see runContainerExec(). The count is the cgroup's own (v2's memory.events, v1's
+// memory.oom_control), as the container sees it.
+const QString Wrapper = uR"sh(ooms() {
+    for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do
+        [ -r "$f" ] || continue
+        while read -r key value; do
+            [ "$key" = oom_kill ] && { echo "$value"; return; }
+        done < "$f"
+    done
+    echo 0
+}
+before=$(ooms)
+"$@"
+status=$?
+kill -9 -1 2>/dev/null
+[ "$(ooms)" = "$before" ] || echo "%1" >&2
+exit $status)sh"_s;
+const QByteArray OomMarker = "agentdeck-container-exec: oom_kill\n";
+
+void writeAll(int fd, QByteArrayView data)
+{
+    while (!data.isEmpty()) {
+        const ssize_t written = ::write(fd, data.data(), size_t(data.size()));
+        if (written < 0) {
+            if (errno == EINTR)
+                continue;
+            return; // nobody reads any more: the command still runs to its end
+        }
+        data = data.sliced(written);
+    }
+}
+
+struct ExecOptions
+{
+    QString host;
+    QString container;
+    QString user;
+    QString workdir;
+    qint64 memoryBytes = 0;
+    QStringList command;
+};
+
+QCoro::Task<int> run(DockerEngine &engine, const ExecOptions &options, QStringList environment)
+{
+    // The command's own deadline is its sandbox host's; a transfer never ends before it.
+    constexpr std::chrono::milliseconds NoDeadline = std::chrono::hours(24 * 365);
+    auto outOfMemory = std::make_shared<std::atomic<bool>>(false);
+    const QString wrapper = Wrapper.arg(QString::fromLatin1(OomMarker.trimmed()));
+    const QStringList command =
+        QStringList{u"/bin/sh"_s, u"-c"_s, wrapper, u"agentdeck"_s} + options.command;
+    // The engine may bring the marker in one frame with what the command wrote last to the
+    // same stream ("Killed" from bash, say).
+    DockerStreamDemuxer::Output output = [outOfMemory](int stream, QByteArrayView piece) {
+        if (stream == 2 && piece.endsWith(QByteArrayView(OomMarker))) {
+            outOfMemory->store(true);
+            piece.chop(OomMarker.size());
+        }
+        writeAll(STDOUT_FILENO, piece);
+    };
+    // Made before the co_await: GCC 12 destroys a temporary in one twice.
+    auto executing = engine.exec(options.container, command, NoDeadline, environment,
+                                 options.workdir, options.user, std::move(output));
+    const DockerExecResult result = co_await std::move(executing);
+    if (!result.ok()) {
+        std::fprintf(stderr, "agentdeck container-exec: %s\n", qPrintable(result.error));
+        co_return 125;
+    }
+    if (outOfMemory->load()) {
+        const QByteArray note =
+            options.memoryBytes > 0
+                ? "\n[the sandbox's limit of " + QByteArray::number(options.memoryBytes) +
+                      " bytes of memory was reached: the kernel stopped a process of the "
+                      "command]\n"
+                : QByteArray("\n[the kernel stopped a process of the command: out of memory]\n");
+        writeAll(STDOUT_FILENO, note);
+    }
+    co_return result.exitCode;
+}
+
+QCoro::Task<void> stop(DockerEngine &engine, const ExecOptions &options)
+{
+    // Made before the co_await: GCC 12 fails on temporaries inside one.
+    const QStringList kill{u"/bin/sh"_s, u"-c"_s, u"kill -9 -1"_s};
+    auto killing = engine.exec(options.container, kill, std::chrono::seconds(10), QStringList(),
+                               QString(), options.user);
+    co_await std::move(killing);
+}
+
+} // namespace
+
+QStringList containerExecArguments(const QString &dockerHost, const QString &container,
+                                   const CommandUser &user, const QString &workdir,
+                                   qint64 memoryBytes, const QString &program,
+                                   const QStringList &arguments)
+{
+    return QStringList{u"container-exec"_s,
+                       u"--memory-bytes"_s,
+                       QString::number(memoryBytes),
+                       u"--docker-host"_s,
+                       dockerHost,
+                       u"--container"_s,
+                       container,
+                       u"--user"_s,
+                       u"%1:%2"_s.arg(user.uid).arg(user.gid),
+                       u"--workdir"_s,
+                       workdir,
+                       u"--"_s,
+                       program} +
+           arguments;
+}
+
+int runContainerExec(int argc, char *argv[])
+{
+    // Its parent (the sandbox host) dying is a stop like any other; the signals come through a
+    // descriptor the event loop watches.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
+    sigset_t stopping;
+    sigemptyset(&stopping);
+    for (const int signal : {SIGTERM, SIGINT, SIGHUP})
+        sigaddset(&stopping, signal);
+    ::sigprocmask(SIG_BLOCK, &stopping, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
+    if (::getppid() == 1)
+        return 128 + SIGTERM;
+
+    QCoreApplication app(argc, argv);
+    QCommandLineParser parser;
+    const QCommandLineOption host(u"docker-host"_s, u"The engine."_s, u"URL"_s);
+    const QCommandLineOption container(u"container"_s, u"The container."_s, u"ID"_s);
+    const QCommandLineOption user(u"user"_s, u"Whom the command runs as."_s, u"UID:GID"_s);
+    const QCommandLineOption workdir(u"workdir"_s, u"Where it runs."_s, u"DIR"_s);
+    const QCommandLineOption memory(u"memory-bytes"_s, u"The container's memory limit."_s,
+                                    u"BYTES"_s);
+    parser.addOptions({host, container, user, workdir, memory});
+    parser.addPositionalArgument(u"program"_s, u"The command."_s);
+    if (!parser.parse(app.arguments().mid(1)) || !parser.isSet(host) || !parser.isSet(container) ||
+        !parser.isSet(user) || parser.positionalArguments().isEmpty()) {
+        std::fputs("usage: agentdeck container-exec --docker-host URL --container ID --user "
+                   "UID:GID [--workdir DIR] -- PROGRAM [ARGS...] (started by a sandbox host)\n",
+                   stderr);
+        return 2;
+    }
+    const ExecOptions options{
+        parser.value(host),    parser.value(container),           parser.value(user),
+        parser.value(workdir), parser.value(memory).toLongLong(), parser.positionalArguments()};
+    QStringList environment;
+    const QProcessEnvironment own = QProcessEnvironment::systemEnvironment();
+    for (const QString &name : own.keys()) {
+        if (name != u"PATH"_s)
+            environment << name + u'=' + own.value(name);
+    }
+
+    DockerEngine engine(options.host);
+    int status = -1;
+    bool stopped = false;
+    const int signals = ::signalfd(-1, &stopping, SFD_CLOEXEC | SFD_NONBLOCK);
+    QSocketNotifier notifier(signals, QSocketNotifier::Read);
+    QObject::connect(&notifier, &QSocketNotifier::activated, &app, [&] {
+        signalfd_siginfo info;
+        while (::read(signals, &info, sizeof info) == sizeof info) {
+        }
+        if (std::exchange(stopped, true))
+            return;
+        // The command's stream ends once the kill has reached it, and run() returns then.
+        QCoro::connect(stop(engine, options), &app, [] {});
+    });
+    QCoro::connect(run(engine, options, environment), &app, [&](int exitCode) {
+        status = exitCode;
+        QCoreApplication::exit(0);
+    });
+    if (status < 0)
+        app.exec();
+    ::close(signals);
+    return stopped ? 128 + SIGTERM : status;
+}
+
+} // namespace AgentDeck

@@ -1,0 +1,33 @@
+#pragma once
+
+#include "commandleader.h"
+
+#include <QStringList>
+
+namespace AgentDeck {
+
+// `agentdeck container-exec --docker-host H --container ID --user UID:GID --workdir DIR --
+// PROGRAM ARGS...`: runs PROGRAM in a running container through the engine's exec, for a sandbox
+// host whose commands run in containers (--runtime docker). It prints what the command prints,
+// both streams as they come, and exits with its status (125 when the engine failed it).
+//
+// It leads the command as `command-leader` does a host's own processes: the command runs under
+// a shell that, once it ends, kills whatever it left running as the sandbox's user (`kill -9 -1`
+// spares the container's init, which runs as root, and the shell itself), so the stream ends
+// with the command. On SIGTERM, SIGINT or its parent's death the same kill comes from a second
+// exec, and it exits 128 + SIGTERM. The command gets its environment, but PATH, which is the
+// image's.
+//
+// A process of the command that the kernel killed for the container's memory limit (its cgroup's
+// oom_kill count rose while the command ran) is said in a last line naming the limit
+// (--memory-bytes), which limitSaidIn() reads like the local runtime's.
+int runContainerExec(int argc, char *argv[]);
+
+// The arguments of `agentdeck container-exec` for `program` and `arguments`; `memoryBytes` is the
+// container's memory limit (0: none).
+QStringList containerExecArguments(const QString &dockerHost, const QString &container,
+                                   const CommandUser &user, const QString &workdir,
+                                   qint64 memoryBytes, const QString &program,
+                                   const QStringList &arguments);
+
+} // namespace AgentDeck

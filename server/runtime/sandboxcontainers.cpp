@@ -1,0 +1,157 @@
+#include "sandboxcontainers.h"
+
+#include "dockerengine.h"
+#include "logging.h"
+#include "wiretypes.h"
+
+#include <QCryptographicHash>
+#include <QJsonArray>
+#include <QJsonObject>
+#include <QPointer>
+
+using namespace Qt::StringLiterals;
+
+namespace AgentDeck {
+
+SandboxContainers::SandboxContainers(SandboxContainerSettings settings, QObject *parent)
+    : QObject(parent)
+    , m_settings(std::move(settings))
+    , m_engine(std::make_unique<DockerEngine>(m_settings.dockerHost))
+{}
+
+SandboxContainers::~SandboxContainers() = default;
+
+QString SandboxContainers::imageOf(const SandboxPolicy &policy) const
+{
+    return policy.image.isEmpty() ? m_settings.defaultImage : policy.image;
+}
+
+QString SandboxContainers::nameOf(const QUuid &conversationId) const
+{
+    // Unique per data dir: two servers on one engine each have their own container of a
+    // conversation id they both know (a copied catalog, a test's fixed ids).
+    const QByteArray root =
+        QCryptographicHash::hash(m_settings.runtimesRoot.toUtf8(), QCryptographicHash::Sha256)
+            .toHex()
+            .left(8);
+    return u"agentdeck-%1-%2"_s.arg(QString::fromLatin1(root), toWireId(conversationId));
+}
+
+QCoro::Task<SandboxContainers::Prepared> SandboxContainers::prepare(QUuid conversationId,
+                                                                    QString workspace, QString home,
+                                                                    SandboxPolicy policy)
+{
+    const QString name = nameOf(conversationId);
+    DockerResult found = co_await m_engine->inspectContainer(name);
+    if (found.status == 404) {
+        DockerContainerSpec spec;
+        spec.image = imageOf(policy);
+        // Up for good, whatever the image's own command: the engine's init reaps what commands
+        // leave behind, and the shell it runs waits on a stdin that stays open.
+        spec.command = {u"/bin/sh"_s};
+        spec.init = true;
+        spec.openStdin = true;
+        spec.user = u"0:0"_s;
+        spec.labels = {{QString::fromLatin1(ConversationLabel), toWireId(conversationId)},
+                       {QString::fromLatin1(RuntimesLabel), m_settings.runtimesRoot},
+                       {QString::fromLatin1(ReplicaLabel), m_settings.replicaId}};
+        spec.binds = {workspace + u':' + workspace, home + u':' + home};
+        spec.workingDir = workspace;
+        // `egress` has no container counterpart yet: none, as runtime_info says.
+        spec.networkMode = policy.network == SandboxPolicy::Network::Host ? u"host"_s : u"none"_s;
+        spec.memoryBytes = policy.memoryBytes;
+        spec.pidsLimit = policy.processes;
+        if (policy.cpuSeconds > 0)
+            spec.ulimits.insert(u"cpu"_s, policy.cpuSeconds);
+        if (policy.fileSizeBytes > 0)
+            spec.ulimits.insert(u"fsize"_s, policy.fileSizeBytes);
+        spec.tmpfsOptions = u"rw,nosuid,nodev,mode=1777,size=%1"_s.arg(policy.tmpBytes());
+        spec.shmBytes = policy.shmBytes();
+        const DockerResult created = co_await m_engine->createContainer(spec, name);
+        if (created.status == 404) {
+            co_return Prepared{.error = created.error + u" (no registry is pulled from: load or "
+                                                        "build the image on the engine)"_s};
+        }
+        // 409: another start of the same conversation made it meanwhile.
+        if (!created.ok() && created.status != 409)
+            co_return Prepared{.error = created.error};
+        found = co_await m_engine->inspectContainer(name);
+    }
+    if (!found.ok())
+        co_return Prepared{.error = found.error};
+    const QJsonObject container = found.json.object();
+    const QString id = container.value("Id"_L1).toString();
+    const QJsonObject state = container.value("State"_L1).toObject();
+    DockerResult woken;
+    if (state.value("Paused"_L1).toBool())
+        woken = co_await m_engine->unpauseContainer(id);
+    else if (!state.value("Running"_L1).toBool())
+        woken = co_await m_engine->startContainer(id);
+    if (!woken.ok())
+        co_return Prepared{.error = woken.error};
+    co_return Prepared{.id = id};
+}
+
+void SandboxContainers::remove(const QUuid &conversationId)
+{
+    const QString name = nameOf(conversationId);
+    auto removing = [](DockerEngine *engine, QString name) -> QCoro::Task<void> {
+        const DockerResult removed = co_await engine->removeContainer(name);
+        if (!removed.ok() && removed.status != 404)
+            qCWarning(lcRuntime).noquote()
+                << "cannot remove the container" << name << ":" << removed.error;
+    };
+    QCoro::connect(removing(m_engine.get(), name), this, [] {});
+}
+
+QCoro::Task<int> SandboxContainers::sweep(std::function<bool(const QUuid &)> kept)
+{
+    QPointer<SandboxContainers> self(this);
+    // Built before the co_await: GCC 12 fails on an initializer list inside one.
+    const QStringList ours{
+        u"%1=%2"_s.arg(QString::fromLatin1(RuntimesLabel), m_settings.runtimesRoot)};
+    const DockerResult listed = co_await m_engine->listContainers(ours);
+    if (!self)
+        co_return 0;
+    if (!listed.ok()) {
+        qCWarning(lcRuntime).noquote() << "cannot look for left-over containers:" << listed.error;
+        co_return 0;
+    }
+    int removed = 0;
+    for (const QJsonValue &entry : listed.json.array()) {
+        const QJsonObject container = entry.toObject();
+        const auto conversation = parseWireId(container.value("Labels"_L1)
+                                                  .toObject()
+                                                  .value(QLatin1StringView(ConversationLabel))
+                                                  .toString());
+        if (conversation && kept(*conversation))
+            continue;
+        const QString id = container.value("Id"_L1).toString();
+        const DockerResult gone = co_await m_engine->removeContainer(id);
+        if (!self)
+            co_return removed;
+        if (gone.ok()) {
+            ++removed;
+            qCInfo(lcRuntime).noquote() << "removed the container" << id.left(12)
+                              << "of a conversation this server no longer keeps";
+        } else {
+            qCWarning(lcRuntime).noquote()
+                << "cannot remove the left-over container" << id.left(12) << ":" << gone.error;
+        }
+    }
+    co_return removed;
+}
+
+QCoro::Task<QString> SandboxContainers::check()
+{
+    const DockerResult pinged = co_await m_engine->ping();
+    if (!pinged.ok())
+        co_return pinged.error;
+    const DockerResult image = co_await m_engine->inspectImage(m_settings.defaultImage);
+    if (image.status == 404)
+        co_return u"the image %1 (--sandbox-image) is not on the Docker engine at %2"_s.arg(
+            m_settings.defaultImage, m_settings.dockerHost);
+    co_return image.error;
+}
+
+} // namespace AgentDeck

@@ -1,0 +1,78 @@
+#pragma once
+
+#include "sandboxpolicy.h"
+
+#include <QCoroTask>
+#include <QObject>
+#include <QString>
+#include <QUuid>
+
+#include <functional>
+#include <memory>
+
+namespace AgentDeck {
+
+class DockerEngine;
+
+struct SandboxContainerSettings
+{
+    QString dockerHost;   // --docker-host
+    QString defaultImage; // --sandbox-image: the image of a conversation that names none
+    // The provider's DATA/runtimes: containers carry it in a label, so that servers of other
+    // data dirs on the same engine (or tests side by side) never take or remove each other's.
+    QString runtimesRoot;
+    QString replicaId;
+};
+
+// The containers of `--runtime docker`: one per conversation, on one Docker engine, known by its
+// name and labels so that a server that restarts (or crashed) finds it again.
+//
+// A container runs the engine's init and a shell waiting on its stdin, as root with no
+// capability: that keeps it up, and no command (a uid of its own, see SandboxHost) can end it.
+// Commands come through `agentdeck container-exec` from the conversation's sandbox host. The
+// container sees the workspace and the sandbox home at their host paths, nothing else of the
+// host; its root is read-only, its /tmp and /dev/shm memory of the policy's size.
+class SandboxContainers : public QObject
+{
+    Q_OBJECT
+public:
+    // Labels every container of AgentDeck carries.
+    static constexpr auto ConversationLabel = "org.agentdeck.conversation";
+    static constexpr auto RuntimesLabel = "org.agentdeck.runtimes";
+    static constexpr auto ReplicaLabel = "org.agentdeck.replica";
+
+    explicit SandboxContainers(SandboxContainerSettings settings, QObject *parent = nullptr);
+    ~SandboxContainers() override;
+
+    const QString &dockerHost() const { return m_settings.dockerHost; }
+    // The image of a conversation with `policy`: its own, else the server's.
+    QString imageOf(const SandboxPolicy &policy) const;
+
+    struct Prepared
+    {
+        QString id;    // the container, running
+        QString error; // why there is none: the engine's own words, or why it was not asked
+    };
+    // The conversation's container, running: the one a previous start or server left (unpaused
+    // or started again if need be), or a new one.
+    QCoro::Task<Prepared> prepare(QUuid conversationId, QString workspace, QString home,
+                                  SandboxPolicy policy);
+    // Removes the conversation's container, if there is one (in the background: a failure is
+    // logged, and the next sweep tries again).
+    void remove(const QUuid &conversationId);
+    // Removes this server's containers whose conversation is no longer kept (`kept` says no):
+    // deleted while the server was down, or never recorded. How many went; one that could not
+    // be removed is logged.
+    QCoro::Task<int> sweep(std::function<bool(const QUuid &)> kept);
+    // Empty when the engine answers and the default image is there, else why not.
+    QCoro::Task<QString> check();
+
+    // The container's name on the engine.
+    QString nameOf(const QUuid &conversationId) const;
+
+private:
+    SandboxContainerSettings m_settings;
+    std::unique_ptr<DockerEngine> m_engine;
+};
+
+} // namespace AgentDeck

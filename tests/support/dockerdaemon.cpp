@@ -6,6 +6,8 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QFileInfo>
+#include <QRegularExpression>
 #include <QStandardPaths>
 
 #include <QCoroTask>
@@ -14,6 +16,7 @@
 #include <csignal>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace Qt::StringLiterals;
@@ -206,6 +209,17 @@ void DockerDaemon::unmountLeftovers()
 
 bool DockerDaemon::importBusyboxImage(const QString &repository, const QString &tag, QString *error)
 {
+    return importImage(repository, tag, false, error);
+}
+
+bool DockerDaemon::importShellImage(const QString &repository, const QString &tag, QString *error)
+{
+    return importImage(repository, tag, true, error);
+}
+
+bool DockerDaemon::importImage(const QString &repository, const QString &tag, bool withBash,
+                               QString *error)
+{
     const QString busybox = u"/bin/busybox"_s;
     QProcess list;
     list.start(busybox, {u"--list"_s});
@@ -218,6 +232,8 @@ bool DockerDaemon::importBusyboxImage(const QString &repository, const QString &
     const QDir dir(root.path());
     for (const char *sub : {"bin", "tmp", "workspace", "etc", "proc", "sys", "dev"})
         dir.mkpath(QString::fromLatin1(sub));
+    // As in every image: the engine's tmpfs on /tmp takes the mode of the image's /tmp.
+    ::chmod(QFile::encodeName(root.filePath(u"tmp"_s)).constData(), 01777);
     if (!QFile::copy(busybox, root.filePath(u"bin/busybox"_s))) {
         *error = u"cannot copy %1 into the image's root"_s.arg(busybox);
         return false;
@@ -226,6 +242,30 @@ bool DockerDaemon::importBusyboxImage(const QString &repository, const QString &
         const QString name = QString::fromLatin1(applet.trimmed());
         if (!name.isEmpty() && name != "busybox"_L1)
             QFile::link(u"busybox"_s, root.filePath(u"bin/"_s + name));
+    }
+    if (withBash) {
+        // bash and what ldd says it loads, at the same paths.
+        QProcess ldd;
+        ldd.start(u"ldd"_s, {u"/bin/bash"_s});
+        if (!ldd.waitForFinished(10'000) || ldd.exitCode() != 0) {
+            *error = u"cannot list the libraries of /bin/bash"_s;
+            return false;
+        }
+        QStringList files{u"/bin/bash"_s};
+        static const QRegularExpression path(u"(/\\S+)"_s);
+        for (const QString &line :
+             QString::fromLocal8Bit(ldd.readAllStandardOutput()).split(u'\n')) {
+            if (const auto match = path.match(line); match.hasMatch())
+                files << match.captured(1);
+        }
+        for (const QString &file : std::as_const(files)) {
+            const QString target = root.filePath(file.mid(1));
+            QFile::remove(target);
+            if (!dir.mkpath(QFileInfo(target).path()) || !QFile::copy(file, target)) {
+                *error = u"cannot copy %1 into the image's root"_s.arg(file);
+                return false;
+            }
+        }
     }
     QProcess tar;
     tar.start(u"tar"_s, {u"-C"_s, root.path(), u"--numeric-owner"_s, u"-cf"_s, u"-"_s, u"."_s});

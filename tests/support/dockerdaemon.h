@@ -33,8 +33,12 @@ public:
     // busybox-static (busybox and its applets in /bin, so /bin/sh) with empty /tmp and
     // /workspace. False with a reason.
     bool importBusyboxImage(const QString &repository, const QString &tag, QString *error);
+    // The same with the host's bash and the libraries it links in, for the shell agent.
+    bool importShellImage(const QString &repository, const QString &tag, QString *error);
 
 private:
+    bool importImage(const QString &repository, const QString &tag, bool withBash,
+                     QString *error);
     QString logTail() const;
     void unmountLeftovers();
 

@@ -141,6 +141,67 @@ private Q_SLOTS:
         // Without the limit, no note.
         QVERIFY(limitNote(SandboxPolicy{}, exitCode, output).isEmpty());
     }
+
+    void imagesAreTheServersToAllow_data()
+    {
+        QTest::addColumn<QString>("image");
+        QTest::addColumn<QString>("error"); // empty: accepted
+        QTest::addRow("the default") << u"debian:bookworm"_s << QString();
+        QTest::addRow("a pattern's") << u"team/python:3.12"_s << QString();
+        QTest::addRow("* spans /") << u"team/tools/node:22"_s << QString();
+        QTest::addRow("? is one character") << u"ci:v7"_s << QString();
+        QTest::addRow("? is not two") << u"ci:v17"_s << u"not one the server allows"_s;
+        QTest::addRow("not listed") << u"alpine:3"_s << u"not one the server allows"_s;
+        QTest::addRow("a pattern is no regular expression")
+            << u"teamXpython:3"_s << u"not one the server allows"_s;
+        QTest::addRow("blank") << u"debian bookworm"_s << u"takes an image name"_s;
+        QTest::addRow("empty") << QString() << u"takes an image name"_s;
+    }
+    void imagesAreTheServersToAllow()
+    {
+        QFETCH(QString, image);
+        QFETCH(QString, error);
+        SandboxPolicy server;
+        server.image = u"debian:bookworm"_s;
+        server.imagePatterns = {u"team/*"_s, u"ci:v?"_s};
+        QString problem;
+        const auto policy =
+            SandboxPolicy::fromRequest(QJsonObject{{u"image"_s, image}}, server, &problem);
+        if (error.isEmpty()) {
+            QVERIFY2(policy, qPrintable(problem));
+            QCOMPARE(policy->image, image);
+            QCOMPARE(policyInForce(policy, server).image, image);
+            // Stored and read back, it is the same choice.
+            QCOMPARE(SandboxPolicy::fromJson(policy->toJson()).image, image);
+        } else {
+            QVERIFY(!policy);
+            QVERIFY2(problem.contains(error), qPrintable(problem));
+        }
+    }
+
+    void imagesFollowTheServer()
+    {
+        SandboxPolicy server;
+        server.image = u"debian:bookworm"_s;
+        server.imagePatterns = {u"team/*"_s};
+        QString problem;
+        // A conversation that names none runs the server's, whatever it is at the time.
+        const auto none = SandboxPolicy::fromRequest({}, server, &problem);
+        QVERIFY(none && none->image.isEmpty());
+        server.image = u"debian:trixie"_s;
+        QCOMPARE(policyInForce(none, server).image, u"debian:trixie"_s);
+        // One the server no longer allows falls back to the server's.
+        SandboxPolicy own;
+        own.image = u"team/python:3.12"_s;
+        QCOMPARE(policyInForce(own, server).image, u"team/python:3.12"_s);
+        server.imagePatterns.clear();
+        QCOMPARE(policyInForce(own, server).image, u"debian:trixie"_s);
+        // A server without containers takes no image at all.
+        const auto refused = SandboxPolicy::fromRequest(
+            QJsonObject{{u"image"_s, u"debian:trixie"_s}}, SandboxPolicy{}, &problem);
+        QVERIFY(!refused);
+        QVERIFY2(problem.contains(u"--runtime docker"_s), qPrintable(problem));
+    }
 };
 
 QTEST_GUILESS_MAIN(SandboxPolicyTest)

@@ -10,6 +10,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRandomGenerator>
 #include <QRegularExpression>
 #include <QScopeGuard>
 #include <QTcpServer>
@@ -94,8 +95,10 @@ QString referenceOf(const QJsonObject &document)
                 cell(ok.value(u"description"_s).toString() + schemaLink(ok)));
         }
     }
+    out += u"Path parameters:\n\n"_s;
     for (auto parameter = parameters.begin(); parameter != parameters.end(); ++parameter)
-        out += u"Path parameter `{%1}`: %2.\n"_s.arg(parameter.key(), parameter.value());
+        out += u"- `{%1}`: %2\n"_s.arg(parameter.key(), parameter.value());
+    out += u'\n';
     out +=
         u"A *key* operation needs the `X-Session-API-Key` header when the server has keys; "
         "an *open* one never does. *answer* is the success answer; any other status: %1.\n\n"_s.arg(
@@ -258,13 +261,23 @@ public:
                 return false;
             },
             120'000);
-        if (background || command.endsWith(u'&') || command.contains(u" & "_s))
+        if (background || command.endsWith(u'&') || command.contains(u" & "_s)) {
             m_background.append(m_lastBackground);
+            m_backgroundOutputs.append({command, output});
+        }
         m_lastOutput = output;
         result.output = readText(output);
         return result;
     }
     QString lastOutput() const { return readText(m_lastOutput); }
+    // The end of what each command started in the background printed (the servers' logs).
+    QString backgroundOutputs() const
+    {
+        QString text;
+        for (const auto &[command, output] : m_backgroundOutputs)
+            text += u"--- %1\n%2\n"_s.arg(command, readText(output).right(3000));
+        return text;
+    }
     qint64 lastBackground() const { return m_lastBackground; }
 
 private:
@@ -275,7 +288,26 @@ private:
     QString m_lastOutput;
     qint64 m_lastBackground = 0;
     QList<qint64> m_background;
+    QList<std::pair<QString, QString>> m_backgroundOutputs; // command, its output file
 };
+
+// A free loopback port below the range the kernel gives outgoing connections (0 if none is
+// found). The tour's server must come back on its port after a kill, and while it is down the
+// console and `ctl events --follow` keep connecting to that port: from a port of that range, a
+// connection can meet itself and hold the port.
+quint16 freePortBelowEphemeral()
+{
+    const QStringList range = readText(u"/proc/sys/net/ipv4/ip_local_port_range"_s)
+                                  .split(QRegularExpression(u"\\s+"_s), Qt::SkipEmptyParts);
+    const int below = range.isEmpty() ? 32768 : std::min(range.first().toInt(), 32768);
+    for (int attempt = 0; attempt < 100 && below > 10'000; ++attempt) {
+        const auto port = quint16(10'000 + QRandomGenerator::global()->bounded(below - 10'000));
+        QTcpServer probe;
+        if (probe.listen(QHostAddress::LocalHost, port))
+            return port;
+    }
+    return 0;
+}
 
 } // namespace
 
@@ -375,10 +407,9 @@ private Q_SLOTS:
         QVERIFY(home.isValid() && outputs.isValid());
         const QString dataDir = home.filePath(u"agentdeck-tour"_s);
         const QString binDir = QFileInfo(m_fleet.binary()).absolutePath();
-        QTcpServer probe;
-        QVERIFY(probe.listen(QHostAddress::LocalHost, 0));
-        const QString address = u"127.0.0.1:%1"_s.arg(probe.serverPort());
-        probe.close();
+        const quint16 port = freePortBelowEphemeral();
+        QVERIFY(port != 0);
+        const QString address = u"127.0.0.1:%1"_s.arg(port);
         const auto cleanUp = qScopeGuard([&] { killProcessesWith(dataDir.toUtf8()); });
 
         QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
@@ -408,6 +439,11 @@ private Q_SLOTS:
                  "the tour's PATH line changed: update the substitution above");
 
         TourShell shell(outputs.path(), environment);
+        const auto explain = qScopeGuard([&] {
+            if (QTest::currentTestFailed())
+                qWarning().noquote() << "what the tour started printed:\n"
+                                     << shell.backgroundOutputs();
+        });
         for (const TourCommand &command : std::as_const(commands)) {
             qInfo().noquote() << "$" << command.text;
             const QString text = substituted(command.text);

@@ -165,8 +165,10 @@ QList<TourCommand> tourCommands(const QString &readme)
         }
         if (!inBlock)
             continue;
+        const bool quoted = continued && !quote.isNull(); // a line inside a quote stays as it is
         const qsizetype comment = commentStart(line, quote);
-        QString code = (comment < 0 ? line : line.left(comment)).trimmed();
+        const QString part = comment < 0 ? line : line.left(comment);
+        const QString code = quoted ? part : part.trimmed();
         const QString remark = comment < 0 ? QString() : line.mid(comment + 1).trimmed();
         const qsizetype arrow = remark.indexOf(u'→');
         const QString shown = arrow < 0 ? QString() : remark.mid(arrow + 1).trimmed();

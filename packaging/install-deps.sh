@@ -7,7 +7,7 @@ packages=(
     build-essential cmake ninja-build ccache pkg-config
     qt6-base-dev qt6-websockets-dev qt6-declarative-dev
     libqt6sql6-sqlite libqt6sql6-psql libsqlite3-dev qcoro-qt6-dev libsystemd-dev
-    qtkeychain-qt6-dev gnome-keyring dbus-daemon libcurl4-openssl-dev
+    qtkeychain-qt6-dev gnome-keyring dbus-daemon libcurl4-openssl-dev curl
     qml6-module-qtquick qml6-module-qtquick-controls qml6-module-qtquick-layouts
     qml6-module-qtquick-templates qml6-module-qtquick-window qml6-module-qtqml-workerscript
     postgresql xvfb xauth bubblewrap slirp4netns procps e2fsprogs

@@ -46,7 +46,8 @@ void registerRoutes(Router &router, ConversationService &service);
 namespace RuntimeController {
 void registerRoutes(Router &router, ConversationService &service);
 }
-// GET /openapi.json: the OpenAPI 3.1 description, generated from the route table itself.
+// GET /openapi.json: the OpenAPI 3.1 description, generated from the route table itself; GET
+// /docs: a page that renders it (server/http/apidocs).
 namespace OpenApiController {
 QJsonObject document(const Router &router, const QString &version);
 void registerRoutes(Router &router, const QString &version);

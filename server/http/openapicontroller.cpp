@@ -2,6 +2,7 @@
 #include "router.h"
 #include "wiretypes.h"
 
+#include <QFile>
 #include <QHash>
 #include <QJsonArray>
 #include <QJsonObject>
@@ -114,6 +115,28 @@ QString operationId(const Router::Route &route)
     return id;
 }
 
+// A file of the API page, shipped as a Qt resource, with headers that keep a browser to this
+// server's own files: the page reads /openapi.json and nothing else, and no other site may frame
+// it or learn its address from a link.
+HttpResponse pageFile(const QString &name, const QByteArray &contentType)
+{
+    QFile file(u":/agentdeck/apidocs/"_s + name);
+    const bool opened = file.open(QIODevice::ReadOnly);
+    Q_ASSERT(opened); // compiled in (server/CMakeLists.txt)
+    HttpResponse response;
+    response.contentType = contentType;
+    response.body = file.readAll();
+    response.headers = {
+        {"Content-Security-Policy",
+         "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+         "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"},
+        {"X-Content-Type-Options", "nosniff"},
+        {"X-Frame-Options", "DENY"},
+        {"Referrer-Policy", "no-referrer"},
+        {"Cache-Control", "no-cache"}};
+    return response;
+}
+
 } // namespace
 
 QJsonObject OpenApiController::document(const Router &router, const QString &version)
@@ -157,10 +180,13 @@ QJsonObject OpenApiController::document(const Router &router, const QString &ver
     }
     return {
         {u"openapi"_s, u"3.1.0"_s},
-        {u"info"_s, QJsonObject{{u"title"_s, u"AgentDeck"_s},
-                                {u"version"_s, version},
-                                {u"description"_s,
-                                 u"Agent server API; generated from the server's route table."_s}}},
+        {u"info"_s,
+         QJsonObject{{u"title"_s, u"AgentDeck"_s},
+                     {u"version"_s, version},
+                     {u"description"_s,
+                      u"Agent server API; generated from the server's route table. The event "
+                      "streams are WebSockets, outside this document: "
+                      "/sockets/events/{id} and /sockets/bash-events (docs/API.md)."_s}}},
         {u"paths"_s, paths},
         {u"components"_s,
          QJsonObject{
@@ -200,6 +226,17 @@ void OpenApiController::registerRoutes(Router &router, const QString &version)
                    [&router, version](const HttpRequest &) {
                        return HttpResponse::json(document(router, version));
                    });
+    // The page that renders /openapi.json in a browser, open as /openapi.json is: it holds
+    // nothing but the renderer.
+    for (const auto &[path, name, contentType] :
+         std::initializer_list<std::tuple<QString, QString, QByteArray>>{
+             {u"/docs"_s, u"index.html"_s, "text/html; charset=utf-8"_ba},
+             {u"/docs/apidocs.js"_s, u"apidocs.js"_s, "text/javascript; charset=utf-8"_ba},
+             {u"/docs/apidocs.css"_s, u"apidocs.css"_s, "text/css; charset=utf-8"_ba}}) {
+        router.addOpen(
+            Router::Method::Get, path,
+            [answer = pageFile(name, contentType)](const HttpRequest &) { return answer; });
+    }
 }
 
 } // namespace AgentDeck

@@ -1,7 +1,11 @@
-// GET /openapi.json describes exactly the routes the server answers.
+// GET /openapi.json describes exactly the routes the server answers; GET /docs renders it from
+// files of the binary alone.
+#include "rawhttp.h"
 #include "testserver.h"
 
 #include <QJsonArray>
+#include <QJsonDocument>
+#include <QRegularExpression>
 #include <QTest>
 
 using namespace Qt::StringLiterals;
@@ -64,6 +68,7 @@ private Q_SLOTS:
                  {"get", u"/server_info"_s},
                  {"get", u"/metrics"_s},
                  {"get", u"/openapi.json"_s},
+                 {"get", u"/docs"_s},
                  {"post", u"/api/conversations"_s},
                  {"get", u"/api/conversations"_s},
                  {"get", u"/api/conversations/search"_s},
@@ -137,7 +142,122 @@ private Q_SLOTS:
                  u"Success"_s);
     }
 
+    // The API page and the files it names: served from the binary, with a policy that lets the
+    // browser load nothing from elsewhere.
+    void docsPageIsSelfContained()
+    {
+        const auto page = fetch(m_server->url(), "GET", "/docs");
+        QVERIFY(page);
+        QCOMPARE(page->status, 200);
+        QCOMPARE(header(page->head, "Content-Type"), "text/html; charset=utf-8"_ba);
+        const QByteArray policy = header(page->head, "Content-Security-Policy");
+        QVERIFY2(policy.startsWith("default-src 'none';"), policy.constData());
+        QVERIFY(policy.contains("frame-ancestors 'none'"));
+        QVERIFY(!policy.contains("http"));
+        QCOMPARE(header(page->head, "X-Content-Type-Options"), "nosniff"_ba);
+
+        // Every src and href is a path of this server (no scheme, no //host), and answers 200.
+        static const QRegularExpression reference(u"\\b(?:src|href)=\"([^\"]*)\""_s);
+        QStringList references;
+        for (const auto &match : reference.globalMatch(QString::fromUtf8(page->body)))
+            references.append(match.captured(1));
+        QVERIFY(references.contains(u"/docs/apidocs.js"_s));
+        QVERIFY(references.contains(u"/docs/apidocs.css"_s));
+        QVERIFY(references.contains(u"/openapi.json"_s));
+        for (const QString &path : std::as_const(references)) {
+            QVERIFY2(path.startsWith(u'/') && !path.startsWith(u"//"_s), qPrintable(path));
+            const auto file = fetch(m_server->url(), "GET", path.toLatin1());
+            QVERIFY2(file && file->status == 200, qPrintable(path));
+            QVERIFY2(!file->body.isEmpty(), qPrintable(path));
+        }
+        // The script reads the document from this server only.
+        const auto script = fetch(m_server->url(), "GET", "/docs/apidocs.js");
+        QVERIFY(script);
+        QCOMPARE(header(script->head, "Content-Type"), "text/javascript; charset=utf-8"_ba);
+        QVERIFY(script->body.contains("fetch('/openapi.json'"));
+        QVERIFY(!script->body.contains("http:") && !script->body.contains("https:"));
+        QVERIFY(!script->body.contains("innerHTML"));
+    }
+
+    void docsPageRefusesOtherMethods_data()
+    {
+        QTest::addColumn<QByteArray>("method");
+        QTest::addColumn<QByteArray>("path");
+        for (const QByteArray &path : {"/docs"_ba, "/docs/apidocs.js"_ba, "/openapi.json"_ba}) {
+            for (const QByteArray &method : {"POST"_ba, "PUT"_ba, "DELETE"_ba})
+                QTest::addRow("%s %s", method.constData(), path.constData()) << method << path;
+        }
+    }
+    void docsPageRefusesOtherMethods()
+    {
+        QFETCH(QByteArray, method);
+        QFETCH(QByteArray, path);
+        const auto answer = fetch(m_server->url(), method, path);
+        QVERIFY(answer);
+        QCOMPARE(answer->status, 405);
+        QCOMPARE(header(answer->head, "Allow"), "GET"_ba);
+        QCOMPARE(QJsonDocument::fromJson(answer->body)[u"code"_s].toString(),
+                 u"method_not_allowed"_s);
+    }
+
+    // The page asks for no more than the document it renders: on a server with a key, both
+    // answer without it, and a web page of another site is not refused either (there is
+    // nothing to take), while /api still asks for the key.
+    void docsPageIsAsOpenAsTheDocument_data()
+    {
+        QTest::addColumn<QByteArray>("path");
+        QTest::addColumn<QByteArray>("extraHeaders");
+        QTest::addColumn<int>("status");
+        const QByteArray other = "Origin: https://elsewhere.example\r\n";
+        const QByteArray key = "X-Session-API-Key: the-key\r\n";
+        for (const QByteArray &path : {"/openapi.json"_ba, "/docs"_ba, "/docs/apidocs.js"_ba}) {
+            QTest::addRow("%s without key", path.constData()) << path << QByteArray() << 200;
+            QTest::addRow("%s with key", path.constData()) << path << key << 200;
+            QTest::addRow("%s wrong key", path.constData())
+                << path << "X-Session-API-Key: wrong\r\n"_ba << 200;
+            QTest::addRow("%s other site", path.constData()) << path << other << 200;
+        }
+        QTest::addRow("/api without key") << "/api/conversations/count"_ba << QByteArray() << 401;
+        QTest::addRow("/api with key") << "/api/conversations/count"_ba << key << 200;
+    }
+    void docsPageIsAsOpenAsTheDocument()
+    {
+        QFETCH(QByteArray, path);
+        QFETCH(QByteArray, extraHeaders);
+        QFETCH(int, status);
+        TestServerOptions options;
+        options.apiKeys = {u"the-key"_s};
+        TestServer server(std::move(options));
+        QVERIFY2(server.start(), qPrintable(server.errorString()));
+        const auto answer = fetch(server.url(), "GET", path, extraHeaders);
+        QVERIFY(answer);
+        QCOMPARE(answer->status, status);
+    }
+
 private:
+    static std::optional<RawResponse> fetch(const QUrl &url, const QByteArray &method,
+                                            const QByteArray &path,
+                                            const QByteArray &extraHeaders = {})
+    {
+        RawHttp client;
+        if (!client.connectTo(url))
+            return std::nullopt;
+        client.send(method + ' ' + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + extraHeaders +
+                    "Content-Length: 0\r\n\r\n");
+        return client.nextResponse();
+    }
+
+    // The value of the header `name` in an answer's head (empty when it has none).
+    static QByteArray header(const QByteArray &head, const QByteArray &name)
+    {
+        for (const QByteArray &line : head.split('\n')) {
+            const qsizetype colon = line.indexOf(':');
+            if (colon > 0 && line.left(colon).trimmed().compare(name, Qt::CaseInsensitive) == 0)
+                return line.mid(colon + 1).trimmed();
+        }
+        return {};
+    }
+
     // The documented 200 answer of POST `path`.
     QJsonObject postAnswer(const QString &path) const
     {

@@ -161,10 +161,13 @@ void SystemDockerTest::commandsRunInTheConversationsContainer()
     QCOMPARE(labels.value(QLatin1StringView(SandboxContainers::RuntimesLabel)).toString(),
              QDir(server.dataDir()).filePath(u"runtimes"_s));
     // The root is the image's and read-only; /tmp is the container's own.
-    const QString written =
-        runNext(server, id, u"touch /etc/x 2>&1; echo tmp > /tmp/t && cat /tmp/t"_s);
+    const QString written = runNext(
+        server, id, u"touch /etc/x 2>&1; echo tmp > /tmp/t && cat /tmp/t; unshare -U -r id 2>&1"_s);
     QVERIFY2(written.contains(u"Read-only file system"_s), qPrintable(written));
     QVERIFY2(written.contains(u"tmp\n"_s), qPrintable(written));
+    // No user namespace of its own, as with bubblewrap.
+    QVERIFY2(written.contains(u"unshare(0x10000000): Operation not permitted"_s),
+             qPrintable(written));
 }
 
 void SystemDockerTest::limitsHoldForTheWholeSandbox()

@@ -290,12 +290,22 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         u"An image a conversation may ask for (sandbox.image) besides --sandbox-image; * and ? "
         "match any text and one character (repeatable)."_s,
         u"PATTERN"_s);
+    const QCommandLineOption idlePause(
+        u"sandbox-idle-pause"_s,
+        u"--runtime docker: freeze a container idle for this long (the engine's pause); the next "
+        "command thaws it (default: never)."_s,
+        u"DURATION"_s);
+    const QCommandLineOption idleStop(
+        u"sandbox-idle-stop"_s,
+        u"--runtime docker: stop a container idle for this long, keeping its disk; the next "
+        "command starts it again (default: never)."_s,
+        u"DURATION"_s);
     const QCommandLineOption requireIsolation(
         u"require-isolation"_s,
         u"Refuse to start when commands cannot be isolated (no bubblewrap, no namespaces)."_s);
     parser.addOptions({sandboxNetwork, sandboxMemory, sandboxProcesses, sandboxCpu, sandboxFileSize,
                        sandboxDisk, sandboxEgressAllow, dockerHost, sandboxImage, sandboxImages,
-                       requireIsolation});
+                       idlePause, idleStop, requireIsolation});
     const QCommandLineOption logFormat(
         u"log-format"_s,
         u"How log lines are written to stderr: text (default: time with its UTC offset, level, "
@@ -417,6 +427,8 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
          {std::tuple{&commandTimeout, &options.server.commandTimeout, MaxTimerDuration, "24d"},
           std::tuple{&shutdownGrace, &options.server.shutdownGrace, MaxTimerDuration, "24d"},
           std::tuple{&idleTimeout, &options.server.sandboxIdleTimeout, MaxTimerDuration, "24d"},
+          std::tuple{&idlePause, &options.server.sandboxIdlePause, MaxTimerDuration, "24d"},
+          std::tuple{&idleStop, &options.server.sandboxIdleStop, MaxTimerDuration, "24d"},
           std::tuple{&retention, &options.server.runtimeRetention, NoLimit, ""},
           std::tuple{&leaseTtl, &options.server.leaseTtl, MaxTimerDuration, "24d"},
           std::tuple{&llmTimeout, &options.server.llmTimeout, MaxLlmTimeout, "1d"}}) {

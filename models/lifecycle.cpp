@@ -206,6 +206,12 @@ QString runtimeLabel(const ConversationInfo &info)
         return u"error"_s;
     case RuntimeStatus::OwnershipLost:
         return isHeldElsewhere(info) ? u"on another replica"_s : u"ownership lost"_s;
+    case RuntimeStatus::Paused:
+    case RuntimeStatus::Stopped: {
+        const QString word = toString(info.runtime.status);
+        return info.runtime.statusReason.isEmpty() ? word
+                                                   : word + u" · "_s + info.runtime.statusReason;
+    }
     }
     return {};
 }

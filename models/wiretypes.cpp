@@ -32,6 +32,8 @@ constexpr std::array runtimeStatusNames{
     std::pair{RuntimeStatus::Missing, "missing"_L1},
     std::pair{RuntimeStatus::Error, "error"_L1},
     std::pair{RuntimeStatus::OwnershipLost, "ownership_lost"_L1},
+    std::pair{RuntimeStatus::Paused, "paused"_L1},
+    std::pair{RuntimeStatus::Stopped, "stopped"_L1},
 };
 
 constexpr std::array outcomeKindNames{
@@ -187,6 +189,10 @@ QJsonObject RuntimeInfo::toJson() const
         object.insert(u"sandbox"_s, sandbox);
     if (!missingSecrets.isEmpty())
         object.insert(u"missing_secrets"_s, QJsonArray::fromStringList(missingSecrets));
+    if (!statusReason.isEmpty())
+        object.insert(u"runtime_status_reason"_s, statusReason);
+    if (statusSince)
+        object.insert(u"runtime_status_since"_s, toWireTime(*statusSince));
     return object;
 }
 
@@ -206,6 +212,9 @@ RuntimeInfo RuntimeInfo::fromJson(const QJsonValue &value)
     info.sandbox = object.value(u"sandbox"_s).toObject();
     for (const QJsonValue &name : object.value(u"missing_secrets"_s).toArray())
         info.missingSecrets.append(name.toString());
+    info.statusReason = object.value(u"runtime_status_reason"_s).toString();
+    if (const QJsonValue since = object.value(u"runtime_status_since"_s); since.isString())
+        info.statusSince = parseWireTime(since.toString());
     return info;
 }
 
@@ -352,6 +361,14 @@ QByteArray ConversationInfo::toJsonBytes() const
     }
     out += ",\"runtime_status\":";
     appendJsonString(out, toString(runtime.status));
+    if (!runtime.statusReason.isEmpty()) {
+        out += ",\"runtime_status_reason\":";
+        appendJsonString(out, runtime.statusReason);
+    }
+    if (runtime.statusSince) {
+        out += ",\"runtime_status_since\":";
+        appendOptionalTime(out, runtime.statusSince);
+    }
     if (!runtime.sandboxJson.isEmpty()) {
         out += ",\"sandbox\":";
         out += runtime.sandboxJson;

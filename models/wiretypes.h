@@ -28,7 +28,11 @@ enum class RuntimeStatus
     Starting,
     Missing,
     Error,
-    OwnershipLost
+    OwnershipLost,
+    // A container frozen, or stopped with its disk kept, for being idle (--sandbox-idle-pause,
+    // --sandbox-idle-stop): the next command brings it back by itself.
+    Paused,
+    Stopped
 };
 
 QString toString(ExecutionStatus status);
@@ -86,6 +90,9 @@ struct RuntimeInfo
     // The conversation's secrets (ConversationInfo::secretNames) this server has no value of: a
     // restart lost them, or another replica got them. Its commands run without them.
     QStringList missingSecrets;
+    // Paused or Stopped: why ("idle for 30m") and since when.
+    QString statusReason;
+    std::optional<QDateTime> statusSince;
 
     QJsonObject toJson() const;
     // A missing object means the local defaults: available and resumable.

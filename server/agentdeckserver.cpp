@@ -362,6 +362,8 @@ bool AgentDeckServer::start(QString *error)
                     SandboxContainerSettings{m_config.dockerHost, m_config.sandboxPolicy.image,
                                              d->runtimesRoot, m_config.replicaId});
                 settings.containers = d->containers.get();
+                settings.idlePause = m_config.sandboxIdlePause;
+                settings.idleStop = m_config.sandboxIdleStop;
                 // Said at startup, and by each start that fails for it: an engine down now may
                 // be up by the first command.
                 if (const QString problem = QCoro::waitFor(d->containers->check());

@@ -75,6 +75,10 @@ struct ServerConfig
     RuntimeKind runtime = RuntimeKind::Local;
     // `--runtime docker`: the engine (--docker-host); the images are the sandbox policy's.
     QString dockerHost;
+    // `--runtime docker`: freeze, or stop keeping the disk, a container idle this long
+    // (--sandbox-idle-pause, --sandbox-idle-stop); 0: never.
+    std::chrono::milliseconds sandboxIdlePause{0};
+    std::chrono::milliseconds sandboxIdleStop{0};
     // The binary started as `agentdeck sandbox-host`; empty: this executable.
     QString sandboxProgram;
     std::chrono::milliseconds sandboxIdleTimeout{30 * 60 * 1000};

@@ -28,6 +28,11 @@ StatusBadgeDelegate::Badge StatusBadgeDelegate::runtimeBadge(const QString &stat
         return {attention ? QColor(0xef, 0x6c, 0x00) : QColor(0x75, 0x75, 0x75), u"○"_s};
     if (status == u"ownership_lost"_s)
         return {QColor(0x6a, 0x1b, 0x9a), u"⇄"_s};
+    // Idle and costing nothing; the next command brings it back.
+    if (status == u"paused"_s)
+        return {QColor(0x45, 0x5a, 0x64), u"⏸"_s};
+    if (status == u"stopped"_s)
+        return {QColor(0x75, 0x75, 0x75), u"■"_s};
     return {QColor(0xc6, 0x28, 0x28), u"✖"_s};
 }
 

@@ -85,8 +85,17 @@ QCoro::Task<int> run(DockerEngine &engine, const ExecOptions &options, QStringLi
     };
     // Made before the co_await: GCC 12 destroys a temporary in one twice.
     auto executing = engine.exec(options.container, command, NoDeadline, environment,
-                                 options.workdir, options.user, std::move(output));
-    const DockerExecResult result = co_await std::move(executing);
+                                 options.workdir, options.user, output);
+    DockerExecResult result = co_await std::move(executing);
+    // Frozen for being idle (--sandbox-idle-pause): thawed for the command, which then runs.
+    // The engine refuses an exec in a paused container before it starts anything.
+    if (!result.ok() && result.error.contains(u"is paused"_s)) {
+        auto thawing = engine.unpauseContainer(options.container);
+        co_await std::move(thawing);
+        auto again = engine.exec(options.container, command, NoDeadline, environment,
+                                 options.workdir, options.user, output);
+        result = co_await std::move(again);
+    }
     if (!result.ok()) {
         std::fprintf(stderr, "agentdeck container-exec: %s\n", qPrintable(result.error));
         co_return 125;

@@ -42,6 +42,26 @@ void removeSocketOf(const QString &runtimeDir)
     if (const QString socket = readSocketPath(runtimeDir); !socket.isEmpty())
         QFile::remove(socket);
 }
+// A duration as the options take it: "30m", "90s", "1500ms".
+QString optionDuration(std::chrono::milliseconds duration)
+{
+    const qint64 ms = duration.count();
+    for (const auto &[unit, suffix] : {std::pair{86'400'000LL, "d"}, std::pair{3'600'000LL, "h"},
+                                       std::pair{60'000LL, "m"}, std::pair{1000LL, "s"}}) {
+        if (ms >= unit && ms % unit == 0)
+            return QString::number(ms / unit) + QLatin1StringView(suffix);
+    }
+    return QString::number(ms) + u"ms"_s;
+}
+
+// A sandbox frozen or stopped for being idle `idle` long, since `sinceMs`.
+RuntimeInfo idleInfo(RuntimeStatus status, std::chrono::milliseconds idle, qint64 sinceMs)
+{
+    RuntimeInfo info{status, true, std::nullopt};
+    info.statusReason = u"idle for %1"_s.arg(optionDuration(idle));
+    info.statusSince = QDateTime::fromMSecsSinceEpoch(sinceMs, Qt::UTC);
+    return info;
+}
 } // namespace
 
 LocalSandboxProvider::LocalSandboxProvider(LocalSandboxSettings settings, QObject *parent)
@@ -50,7 +70,12 @@ LocalSandboxProvider::LocalSandboxProvider(LocalSandboxSettings settings, QObjec
 {
     QDir().mkpath(m_settings.runtimesRoot);
     connect(&m_sweep, &QTimer::timeout, this, &LocalSandboxProvider::sweepIdle);
-    m_sweep.start(std::clamp<qint64>(m_settings.idleTimeout.count() / 4, 1000, 60'000));
+    std::chrono::milliseconds shortest = m_settings.idleTimeout;
+    for (const auto idle : {m_settings.idlePause, m_settings.idleStop}) {
+        if (idle.count() > 0)
+            shortest = std::min(shortest, idle);
+    }
+    m_sweep.start(std::clamp<qint64>(shortest.count() / 4, 1000, 60'000));
 }
 
 LocalSandboxProvider::~LocalSandboxProvider()
@@ -147,15 +172,30 @@ int LocalSandboxProvider::adoptExisting()
 QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo conversation)
 {
     const QUuid id = conversation.id;
+    // The provider may go (the server stopping) while a start waits: nothing of it is touched
+    // after that.
+    const QPointer<LocalSandboxProvider> self(this);
+    const auto providerGone = [] {
+        return RuntimeAcquisition{
+            nullptr,
+            {u"start_cancelled"_s, u"the server stopped while the sandbox started"_s},
+            true};
+    };
     // One start at a time per conversation: a resume and a reprovision sent together started
     // two hosts on one workspace, and the one not tracked stayed until its idle timeout.
     while (m_starting.contains(id)) {
         auto waiting =
             signalOrTimeout(this, &LocalSandboxProvider::startEnded, m_settings.startTimeout);
         co_await std::move(waiting);
+        if (!self)
+            co_return providerGone();
     }
-    if (auto live = m_owned.value(id); live && live->isConnected())
+    if (auto live = m_owned.value(id); live && live->isConnected()) {
+        // Thawed ahead of the command, which would thaw it itself (container-exec).
+        if (m_pausedAtMs.remove(id) && m_settings.containers)
+            m_settings.containers->unpause(id);
         co_return RuntimeAcquisition{live, {}};
+    }
     forget(id);
     // Nothing is awaited from here until the start is registered: two starts cannot both take
     // the last place.
@@ -175,11 +215,15 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     const QString home = QDir(runtimeDir).filePath(u"home"_s);
     m_starting.insert(id, nullptr);
     m_releasedWhileStarting.remove(id);
+    m_pausedAtMs.remove(id);
+    m_stoppedAtMs.remove(id);
     QString container;
     if (m_settings.containers) {
         QDir().mkpath(home);
         auto preparing = m_settings.containers->prepare(id, conversation.workingDir, home, policy);
         const SandboxContainers::Prepared prepared = co_await std::move(preparing);
+        if (!self)
+            co_return providerGone();
         if (m_releasedWhileStarting.remove(id)) {
             m_settings.containers->remove(id);
             m_starting.remove(id);
@@ -244,6 +288,12 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     m_starting.insert(id, runtime.get());
     auto connecting = runtime->connectToHost(m_settings.startTimeout);
     const bool connected = co_await std::move(connecting);
+    if (!self) {
+        // Not adopted by anyone: the next server adopts what runs in DATA/runtimes.
+        if (!connected)
+            SandboxHostProcess{pid, runtimeDir}.kill();
+        co_return providerGone();
+    }
     m_starting.remove(id);
     if (!connected) {
         // Released meanwhile (a delete, an archive, a reprovision), or not up in time. A
@@ -260,6 +310,8 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
             co_await std::move(pause);
         }
         runtime->shutdown();
+        if (!self)
+            co_return providerGone();
         Q_EMIT startEnded(id);
         if (cancelled)
             co_return RuntimeAcquisition{
@@ -304,13 +356,24 @@ void LocalSandboxProvider::forget(const QUuid &id)
 
 void LocalSandboxProvider::release(const QUuid &id)
 {
+    stopSandbox(id, false);
+}
+
+void LocalSandboxProvider::stopSandbox(const QUuid &id, bool keepContainer)
+{
     m_lost.remove(id);
     if (SandboxRuntime *starting = m_starting.value(id))
         starting->cancelConnect();
     else if (m_starting.contains(id))
         m_releasedWhileStarting.insert(id);
-    if (m_settings.containers)
+    m_pausedAtMs.remove(id);
+    m_stoppedAtMs.remove(id);
+    if (m_settings.containers && keepContainer) {
+        m_settings.containers->stop(id);
+        m_stoppedAtMs.insert(id, QDateTime::currentMSecsSinceEpoch());
+    } else if (m_settings.containers) {
         m_settings.containers->remove(id);
+    }
     if (auto runtime = m_owned.value(id)) {
         runtime->disconnect(this);
         runtime->shutdown();
@@ -363,8 +426,15 @@ RuntimeInfo LocalSandboxProvider::runtimeOf(const ConversationInfo &info) const
         return info.runtime; // expired or failed: the row says so
     if (m_starting.contains(info.id))
         return {RuntimeStatus::Starting, true, std::nullopt};
-    if (m_live.contains(info.id))
+    if (const SandboxRuntime *live = m_live.value(info.id)) {
+        // Thawed by a command since (container-exec does that by itself).
+        const qint64 pausedAt = m_pausedAtMs.value(info.id, 0);
+        if (pausedAt > 0 && !live->isBusy() && live->lastActivityMs() <= pausedAt)
+            return idleInfo(RuntimeStatus::Paused, m_settings.idlePause, pausedAt);
         return {RuntimeStatus::Available, true, std::nullopt};
+    }
+    if (const qint64 stoppedAt = m_stoppedAtMs.value(info.id, 0); stoppedAt > 0)
+        return idleInfo(RuntimeStatus::Stopped, m_settings.idleStop, stoppedAt);
     if (const auto lost = m_lost.constFind(info.id); lost != m_lost.cend())
         return {RuntimeStatus::Missing, true, RuntimeError{u"sandbox_lost"_s, *lost}};
     return {RuntimeStatus::Missing, true, std::nullopt};
@@ -388,8 +458,28 @@ void LocalSandboxProvider::setIdleKeeper(std::function<bool(const QUuid &)> keep
 
 void LocalSandboxProvider::sweepIdle()
 {
-    if (m_settings.containers)
+    if (m_settings.containers) {
         QCoro::connect(sweepContainers(), this, [](int) {});
+        const qint64 now = QDateTime::currentMSecsSinceEpoch();
+        QList<QUuid> toStop;
+        for (auto it = m_owned.cbegin(); it != m_owned.cend(); ++it) {
+            const qint64 idleMs = now - it.value()->lastActivityMs();
+            if (!isIdle(it.key(), it.value()))
+                continue;
+            if (m_settings.idleStop.count() > 0 && idleMs >= m_settings.idleStop.count()) {
+                toStop.append(it.key());
+            } else if (m_settings.idlePause.count() > 0 && idleMs >= m_settings.idlePause.count() &&
+                       m_pausedAtMs.value(it.key(), 0) <= it.value()->lastActivityMs()) {
+                qCInfo(lcRuntime) << "pausing the idle container of" << it.key();
+                m_settings.containers->pause(it.key());
+                m_pausedAtMs.insert(it.key(), now);
+            }
+        }
+        for (const QUuid &id : std::as_const(toStop)) {
+            qCInfo(lcRuntime) << "stopping the idle container of" << id << "(its disk kept)";
+            stopSandbox(id, true);
+        }
+    }
     const qint64 cutoff = QDateTime::currentMSecsSinceEpoch() - m_settings.idleTimeout.count();
     QList<QUuid> idle;
     for (auto it = m_owned.cbegin(); it != m_owned.cend(); ++it) {

@@ -42,6 +42,11 @@ struct LocalSandboxSettings
     WorkspaceRoots roots;
     // --runtime docker: each host runs its commands in a container of these (not owned).
     SandboxContainers *containers = nullptr;
+    // With containers: a sandbox idle this long is frozen (--sandbox-idle-pause), and one idle
+    // this long stopped with its container's disk kept (--sandbox-idle-stop); 0: never. The next
+    // command brings either back.
+    std::chrono::milliseconds idlePause{0};
+    std::chrono::milliseconds idleStop{0};
 };
 
 // One sandbox host process per conversation, adopted across server restarts. With containers,
@@ -80,6 +85,8 @@ Q_SIGNALS:
 private:
     QString newSocketPath(const QUuid &id) const;
     void sweepIdle();
+    // Stops the host, and removes its container or (`keepContainer`) only stops it.
+    void stopSandbox(const QUuid &conversationId, bool keepContainer);
     // Removes the containers of conversations that have no runtime dir any more.
     QCoro::Task<int> sweepContainers();
     // No run holds it, it runs nothing, and its conversation does not wait for a confirmation.
@@ -100,6 +107,9 @@ private:
     QHash<QUuid, QPointer<SandboxRuntime>> m_starting;
     // Starts released while their container was being made: the container goes again.
     QSet<QUuid> m_releasedWhileStarting;
+    // Containers frozen or stopped for being idle, since when (ms since the epoch).
+    QHash<QUuid, qint64> m_pausedAtMs;
+    QHash<QUuid, qint64> m_stoppedAtMs;
     // Sandboxes that went away on their own (killed, crashed, stopped for not answering), shown
     // as runtime_error `sandbox_lost` until the next start or stop.
     QHash<QUuid, QString> m_lost;

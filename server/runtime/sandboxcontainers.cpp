@@ -92,16 +92,49 @@ QCoro::Task<SandboxContainers::Prepared> SandboxContainers::prepare(QUuid conver
     co_return Prepared{.id = id};
 }
 
-void SandboxContainers::remove(const QUuid &conversationId)
+void SandboxContainers::inBackground(const QUuid &conversationId, const char *what,
+                                     QCoro::Task<DockerResult> (*call)(DockerEngine *, QString))
 {
     const QString name = nameOf(conversationId);
-    auto removing = [](DockerEngine *engine, QString name) -> QCoro::Task<void> {
-        const DockerResult removed = co_await engine->removeContainer(name);
-        if (!removed.ok() && removed.status != 404)
+    auto running =
+        [](DockerEngine *engine, QString name, const char *what,
+           QCoro::Task<DockerResult> (*call)(DockerEngine *, QString)) -> QCoro::Task<void> {
+        const DockerResult result = co_await call(engine, name);
+        // 404: gone already; 409: paused or running already.
+        if (!result.ok() && result.status != 404 && result.status != 409)
             qCWarning(lcRuntime).noquote()
-                << "cannot remove the container" << name << ":" << removed.error;
+                << "cannot" << what << "the container" << name << ":" << result.error;
     };
-    QCoro::connect(removing(m_engine.get(), name), this, [] {});
+    QCoro::connect(running(m_engine.get(), name, what, call), this, [] {});
+}
+
+void SandboxContainers::remove(const QUuid &conversationId)
+{
+    inBackground(conversationId, "remove", [](DockerEngine *engine, QString name) {
+        return engine->removeContainer(std::move(name));
+    });
+}
+
+void SandboxContainers::pause(const QUuid &conversationId)
+{
+    inBackground(conversationId, "pause", [](DockerEngine *engine, QString name) {
+        return engine->pauseContainer(std::move(name));
+    });
+}
+
+void SandboxContainers::stop(const QUuid &conversationId)
+{
+    // Nothing in it waits for a SIGTERM: its commands are gone with the host.
+    inBackground(conversationId, "stop", [](DockerEngine *engine, QString name) {
+        return engine->stopContainer(std::move(name), std::chrono::seconds(1));
+    });
+}
+
+void SandboxContainers::unpause(const QUuid &conversationId)
+{
+    inBackground(conversationId, "unpause", [](DockerEngine *engine, QString name) {
+        return engine->unpauseContainer(std::move(name));
+    });
 }
 
 QCoro::Task<int> SandboxContainers::sweep(std::function<bool(const QUuid &)> kept)
@@ -133,7 +166,7 @@ QCoro::Task<int> SandboxContainers::sweep(std::function<bool(const QUuid &)> kep
         if (gone.ok()) {
             ++removed;
             qCInfo(lcRuntime).noquote() << "removed the container" << id.left(12)
-                              << "of a conversation this server no longer keeps";
+                                        << "of a conversation this server no longer keeps";
         } else {
             qCWarning(lcRuntime).noquote()
                 << "cannot remove the left-over container" << id.left(12) << ":" << gone.error;

@@ -13,6 +13,7 @@
 namespace AgentDeck {
 
 class DockerEngine;
+struct DockerResult;
 
 struct SandboxContainerSettings
 {
@@ -60,6 +61,12 @@ public:
     // Removes the conversation's container, if there is one (in the background: a failure is
     // logged, and the next sweep tries again).
     void remove(const QUuid &conversationId);
+    // Freezes the container (the engine's pause), or stops it keeping its disk, or thaws it; in
+    // the background, a failure logged. prepare() brings a stopped one back, and
+    // `container-exec` a paused one.
+    void pause(const QUuid &conversationId);
+    void stop(const QUuid &conversationId);
+    void unpause(const QUuid &conversationId);
     // Removes this server's containers whose conversation is no longer kept (`kept` says no):
     // deleted while the server was down, or never recorded. How many went; one that could not
     // be removed is logged.
@@ -71,6 +78,11 @@ public:
     QString nameOf(const QUuid &conversationId) const;
 
 private:
+    // Runs one call on the conversation's container in the background, logging its failure
+    // (`what`: "remove", "pause"...).
+    void inBackground(const QUuid &conversationId, const char *what,
+                      QCoro::Task<DockerResult> (*call)(DockerEngine *, QString));
+
     SandboxContainerSettings m_settings;
     std::unique_ptr<DockerEngine> m_engine;
 };

@@ -71,6 +71,7 @@ private Q_SLOTS:
     void whatACommandLeavesEndsWithIt();
     void adoptedAfterAServerIsKilled();
     void containersGoWithTheirConversations();
+    void idleContainersCostNothingAndComeBack();
     void imagesAreTheOperators();
     void engineProblemsAreClearErrors();
 
@@ -278,6 +279,43 @@ void SystemDockerTest::containersGoWithTheirConversations()
     QVERIFY(server.post(conversationPath(archived, u"archive"_s)).ok());
     QTRY_COMPARE_WITH_TIMEOUT(containersOf(deleted).size(), 0, 10'000);
     QTRY_COMPARE_WITH_TIMEOUT(containersOf(archived).size(), 0, 10'000);
+}
+
+void SystemDockerTest::idleContainersCostNothingAndComeBack()
+{
+    ServerProcess &server =
+        dockerServer({u"--sandbox-idle-pause"_s, u"1s"_s, u"--sandbox-idle-stop"_s, u"6s"_s});
+    QVERIFY(server.startReady());
+    const QUuid id = server.create(shellCreate(u"echo one"_s));
+    QVERIFY(server.waitForStatus(id, u"finished"_s));
+    const QString container = containersOf(id).at(0).toObject().value(u"Id"_s).toString();
+    const auto state = [&] {
+        return QCoro::waitFor(m_engine->inspectContainer(container))
+            .json.object()
+            .value(u"State"_s)
+            .toObject();
+    };
+    const auto status = [&] {
+        return runtimeInfo(server, id).value(u"runtime_status"_s).toString();
+    };
+
+    // Frozen by the engine, and said so with why and since when.
+    QTRY_COMPARE_WITH_TIMEOUT(status(), u"paused"_s, 15'000);
+    QTRY_VERIFY_WITH_TIMEOUT(state().value(u"Paused"_s).toBool(), 10'000);
+    const QJsonObject paused = runtimeInfo(server, id);
+    QCOMPARE(paused.value(u"runtime_status_reason"_s).toString(), u"idle for 1s"_s);
+    QVERIFY(paused.value(u"runtime_status_since"_s).isString());
+    // The next command thaws it by itself.
+    QCOMPARE(runNext(server, id, u"echo two"_s), u"two\n"_s);
+    QVERIFY(!state().value(u"Paused"_s).toBool());
+
+    // Stopped, its disk kept; the next command starts it again.
+    QTRY_COMPARE_WITH_TIMEOUT(status(), u"stopped"_s, 30'000);
+    QTRY_VERIFY_WITH_TIMEOUT(!state().value(u"Running"_s).toBool(), 10'000);
+    QCOMPARE(containersOf(id).size(), 1);
+    QCOMPARE(runNext(server, id, u"echo three"_s), u"three\n"_s);
+    QVERIFY(state().value(u"Running"_s).toBool());
+    QCOMPARE(containersOf(id).at(0).toObject().value(u"Id"_s).toString(), container);
 }
 
 void SystemDockerTest::imagesAreTheOperators()

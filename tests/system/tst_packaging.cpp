@@ -362,13 +362,14 @@ void PackagingTest::unitExposureIsAtMostFour()
     QFile file(unit);
     QVERIFY(file.open(QIODevice::ReadOnly));
     const QStringList lines = QString::fromUtf8(file.readAll()).split(u'\n');
-    for (const QString &wanted :
-         {u"RestrictNamespaces=user mnt pid net ipc uts cgroup"_s,
-          u"SystemCallFilter=@system-service @mount seccomp"_s, u"DeviceAllow=/dev/net/tun rw"_s,
-          u"RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK"_s})
+    for (const QString &wanted : {u"RestrictNamespaces=user mnt pid net ipc uts cgroup"_s,
+                                  u"SystemCallFilter=@system-service @mount seccomp pidfd_getfd"_s,
+                                  u"DeviceAllow=/dev/net/tun rw"_s,
+                                  u"RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK"_s})
         QVERIFY2(lines.contains(wanted), qPrintable(wanted));
     for (const QString &breaksBubblewrap :
-         {u"ProtectKernelTunables=yes"_s, u"ProcSubset=pid"_s, u"MemoryDenyWriteExecute=yes"_s})
+         {u"ProtectKernelTunables=yes"_s, u"ProtectKernelLogs=yes"_s, u"ProcSubset=pid"_s,
+          u"MemoryDenyWriteExecute=yes"_s})
         QVERIFY2(!lines.contains(breaksBubblewrap), qPrintable(breaksBubblewrap));
 }
 

@@ -7,6 +7,7 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QNetworkAccessManager>
@@ -119,6 +120,87 @@ private:
     QList<QByteArray> m_messages;
 };
 
+// Runs argv[2:] under the seccomp filter of the unit argv[1] names, as systemd builds it: its
+// SystemCallFilter= allow-list (groups expanded by systemd-analyze), EPERM for anything else, and
+// socket() for its RestrictAddressFamilies= only.
+constexpr char UnitSeccomp[] = R"(
+import ctypes, errno, os, re, socket, subprocess, sys
+unit = open(sys.argv[1]).read()
+groups, group = {}, None
+for line in subprocess.run(['systemd-analyze', 'syscall-filter'], capture_output=True,
+                           text=True, check=True).stdout.splitlines():
+    if line.startswith('@'):
+        group = line.split()[0]
+        groups[group] = []
+    elif line.startswith('    ') and group and not line.strip().startswith('#'):
+        groups[group].append(line.strip())
+def expand(name, seen):
+    if not name.startswith('@'):
+        return {name}
+    if name in seen:
+        return set()
+    seen.add(name)
+    return set().union(*[expand(member, seen) for member in groups[name]])
+allowed = set()
+for name in re.search(r'^SystemCallFilter=(.*)$', unit, re.M).group(1).split():
+    allowed |= expand(name, set())
+families = [getattr(socket, name) for name in
+            re.search(r'^RestrictAddressFamilies=(.*)$', unit, re.M).group(1).split()]
+lib = ctypes.CDLL('libseccomp.so.2')
+lib.seccomp_init.restype = ctypes.c_void_p
+lib.seccomp_init.argtypes = [ctypes.c_uint32]
+lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+lib.seccomp_load.argtypes = [ctypes.c_void_p]
+class Compare(ctypes.Structure):
+    _fields_ = [('arg', ctypes.c_uint), ('op', ctypes.c_int), ('a', ctypes.c_uint64),
+                ('b', ctypes.c_uint64)]
+lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
+                                       ctypes.c_uint, ctypes.POINTER(Compare)]
+ALLOW, EQUAL = 0x7fff0000, 4
+context = lib.seccomp_init(0x00050000 | errno.EPERM)
+for name in sorted(allowed - {'socket'}):
+    number = lib.seccomp_syscall_resolve_name(name.encode())
+    if number >= 0:
+        lib.seccomp_rule_add_array(context, ALLOW, number, 0, None)
+for family in families:
+    compare = (Compare * 1)(Compare(0, EQUAL, family, 0))
+    lib.seccomp_rule_add_array(context, ALLOW, lib.seccomp_syscall_resolve_name(b'socket'), 1,
+                               compare)
+assert lib.seccomp_load(context) == 0
+os.execv(sys.argv[2], sys.argv[2:])
+)";
+
+// The unit's mount settings, as systemd makes them in the service's mount namespace, before the
+// daemon starts as nobody without capabilities: ProtectSystem=strict (roughly: the system dirs
+// read-only), ProtectHome=yes, ProtectControlGroups=yes, ProtectHostname=yes (a UTS namespace),
+// the tun device with Debian's mode 0666, and what the unit ($UNIT) says of /proc.
+constexpr char UnitMounts[] = R"(
+set -e
+for dir in /usr /etc /var /opt /boot /srv; do
+    if [ -d $dir ]; then mount --bind $dir $dir; mount -o remount,bind,ro $dir; fi
+done
+for dir in /home /root /run/user; do
+    if [ -d $dir ]; then mount -t tmpfs -o ro,mode=000 tmpfs $dir; fi
+done
+options=rw
+if grep -qx 'ProtectProc=invisible' "$UNIT"; then options=$options,hidepid=invisible; fi
+if grep -qx 'ProcSubset=pid' "$UNIT"; then options=$options,subset=pid; fi
+mount -t proc -o $options proc /proc
+if grep -qx 'ProtectKernelTunables=yes' "$UNIT"; then
+    mount --bind /proc/sys /proc/sys
+    mount -o remount,bind,ro /proc/sys
+fi
+if grep -qx 'ProtectKernelLogs=yes' "$UNIT"; then mount --bind /dev/null /proc/kmsg; fi
+mount --bind /sys/fs/cgroup /sys/fs/cgroup
+mount -o remount,bind,ro /sys/fs/cgroup
+hostname agentdeck-unit
+mknod "$WORK/tun" c 10 200
+chmod 0666 "$WORK/tun"
+mount --bind "$WORK/tun" /dev/net/tun
+exec setpriv --reuid=nobody --regid=nogroup --clear-groups --no-new-privs --bounding-set -all \
+    --inh-caps -all "$@"
+)";
+
 } // namespace
 
 class PackagingTest : public QObject
@@ -141,6 +223,7 @@ private Q_SLOTS:
     void desktopEntryValidates();
     void metainfoValidates();
     void packagedDaemonNotifiesSystemd();
+    void sandboxesStartUnderTheUnitsSandboxing();
     void badDatabaseUrlsFailClearly();
 
 private:
@@ -512,6 +595,102 @@ void PackagingTest::packagedDaemonNotifiesSystemd()
     QVERIFY(daemon.state() == QProcess::NotRunning || daemon.waitForFinished(DaemonTimeoutMs));
     QCOMPARE(daemon.exitStatus(), QProcess::NormalExit);
     QCOMPARE(daemon.exitCode(), 0);
+}
+
+// The unit's sandboxing is what bubblewrap, slirp4netns and the egress filter get: under its mount
+// settings and its system call filter, as nobody, a sandbox starts and an egress command has its
+// network. (ProtectKernelLogs= and a filter without pidfd_getfd each broke one of them.) Not the
+// unit under systemd itself: what needs systemd (the device policy, namespace restrictions) is
+// left out.
+void PackagingTest::sandboxesStartUnderTheUnitsSandboxing()
+{
+    if (::geteuid() != 0)
+        QSKIP("needs root, to make the unit's mounts");
+    for (const QString &tool : {u"unshare"_s, u"setpriv"_s, u"python3"_s, u"bwrap"_s,
+                                u"slirp4netns"_s, u"systemd-analyze"_s, u"mknod"_s})
+        if (QStandardPaths::findExecutable(tool).isEmpty())
+            QSKIP(qPrintable(tool + u" is not installed"_s));
+    if (!QFileInfo::exists(u"/usr/lib/x86_64-linux-gnu/libseccomp.so.2"_s) &&
+        run(u"python3"_s, {u"-c"_s, u"import ctypes; ctypes.CDLL('libseccomp.so.2')"_s}).exitCode)
+        QSKIP("libseccomp is not installed");
+    if (!QFileInfo::exists(u"/dev/net/tun"_s))
+        QSKIP("no /dev/net/tun");
+
+    // nobody reaches the extracted binary and conf, and owns the state dir.
+    QVERIFY(QFile::setPermissions(m_work.path(), QFile::ReadOwner | QFile::WriteOwner |
+                                                     QFile::ExeOwner | QFile::ReadOther |
+                                                     QFile::ExeOther));
+    const QString state = m_work.filePath(u"unit-state"_s);
+    QVERIFY(QDir().mkpath(state));
+    QVERIFY(run(u"chown"_s, {u"nobody:nogroup"_s, state}).ok());
+    const QString seccomp = m_work.filePath(u"unit-seccomp.py"_s);
+    QFile script(seccomp);
+    QVERIFY(script.open(QIODevice::WriteOnly));
+    script.write(UnitSeccomp);
+    script.close();
+    // Copies nobody can read: the extracted conf is root's alone, as packaged.
+    const QString unit = m_work.filePath(u"unit-agentdeck.service"_s);
+    const QString conf = m_work.filePath(u"unit-agentdeck.conf"_s);
+    QVERIFY(QFile::copy(rootPath(u"/usr/lib/systemd/system/agentdeck.service"_s), unit));
+    QVERIFY(QFile::copy(rootPath(u"/etc/agentdeck/agentdeck.conf"_s), conf));
+    for (const QString &path : {unit, conf})
+        QVERIFY(QFile::setPermissions(path, QFile::ReadOwner | QFile::ReadOther));
+
+    QStringList command = execStart();
+    for (QString &argument : command)
+        if (argument.startsWith(u'/'))
+            argument = rootPath(argument);
+    command[3] = conf;
+    QProcess daemon;
+    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+    environment.insert(u"WORK"_s, m_work.path());
+    environment.insert(u"UNIT"_s, unit);
+    daemon.setProcessEnvironment(environment);
+    daemon.start(u"unshare"_s,
+                 QStringList{u"--mount"_s, u"--uts"_s, u"--propagation"_s, u"private"_s, u"sh"_s,
+                             u"-c"_s, QString::fromLatin1(UnitMounts), u"unit-mounts"_s, u"env"_s,
+                             u"-i"_s, u"PATH=/usr/bin:/bin"_s, u"STATE_DIRECTORY="_s + state,
+                             u"AGENTDECK_LISTEN=127.0.0.1:0"_s,
+                             u"AGENTDECK_REQUIRE_ISOLATION=yes"_s,
+                             u"AGENTDECK_SANDBOX_NETWORK=egress"_s, u"python3"_s, seccomp, unit} +
+                     command);
+    QVERIFY2(daemon.waitForStarted(), qPrintable(daemon.errorString()));
+    const auto cleanup = qScopeGuard([&daemon] {
+        daemon.kill();
+        daemon.waitForFinished();
+    });
+    QByteArray log;
+    const QRegularExpression listening(u"listening on (http://127\\.0\\.0\\.1:\\d+)"_s);
+    QTRY_VERIFY2_WITH_TIMEOUT(
+        (log += daemon.readAllStandardError(), listening.match(QString::fromUtf8(log)).hasMatch() ||
+                                                   daemon.state() == QProcess::NotRunning),
+        log.constData(), DaemonTimeoutMs);
+    const auto match = listening.match(QString::fromUtf8(log));
+    QVERIFY2(match.hasMatch(), log.constData());
+
+    QNetworkAccessManager network;
+    const auto call = [&](const QString &path, const QByteArray &body) {
+        QNetworkRequest request(QUrl(match.captured(1) + path));
+        request.setHeader(QNetworkRequest::ContentTypeHeader, "application/json"_ba);
+        std::unique_ptr<QNetworkReply> reply(body.isEmpty() ? network.get(request)
+                                                            : network.post(request, body));
+        if (!QTest::qWaitFor([&] { return reply->isFinished(); }, DaemonTimeoutMs))
+            return QJsonObject{{u"timed_out"_s, true}};
+        return QJsonDocument::fromJson(reply->readAll()).object();
+    };
+    const QJsonObject sandbox = call(u"/server_info"_s, {}).value(u"sandbox"_s).toObject();
+    QCOMPARE(sandbox.value(u"isolation"_s).toString(), u"bubblewrap"_s);
+    QVERIFY2(sandbox.value(u"not_enforced"_s).toArray().isEmpty(),
+             QJsonDocument(sandbox).toJson().constData());
+    const QJsonObject output =
+        call(u"/api/bash/execute_bash_command"_s,
+             R"({"command": "id -un; cat /proc/net/dev", "timeout": 20})"_ba);
+    QCOMPARE(output.value(u"exit_code"_s).toInt(-1), 0);
+    const QString stdoutText = output.value(u"stdout"_s).toString();
+    QVERIFY2(stdoutText.contains(u"tap0:"_s),
+             qPrintable(stdoutText + output.value(u"stderr"_s).toString()));
+    QVERIFY2(output.value(u"stderr"_s).toString().isEmpty(),
+             qPrintable(output.value(u"stderr"_s).toString()));
 }
 
 void PackagingTest::badDatabaseUrlsFailClearly()

@@ -496,36 +496,47 @@ private Q_SLOTS:
     // `AGENTDECK_LISTEN=127.0.0.1:0 agentdeck --headless` listened on 8000.
     void readsConfigFileEnvironmentAndCommandLine_data()
     {
+        QTest::addColumn<bool>("withFile"); // else its keys are variables
         QTest::addColumn<bool>("inEnvironment");
         QTest::addColumn<bool>("onCommandLine");
         QTest::addColumn<QString>("host");
-        QTest::addRow("file") << false << false << u"127.0.0.3"_s;
-        QTest::addRow("environment over file") << true << false << u"127.0.0.2"_s;
-        QTest::addRow("command line over both") << true << true << u"127.0.0.4"_s;
+        QTest::addRow("environment alone") << false << true << false << u"127.0.0.2"_s;
+        QTest::addRow("file") << true << false << false << u"127.0.0.3"_s;
+        QTest::addRow("environment over file") << true << true << false << u"127.0.0.2"_s;
+        QTest::addRow("command line over both") << true << true << true << u"127.0.0.4"_s;
     }
     void readsConfigFileEnvironmentAndCommandLine()
     {
+        QFETCH(bool, withFile);
         QFETCH(bool, inEnvironment);
         QFETCH(bool, onCommandLine);
         QFETCH(QString, host);
+        const QList<std::pair<QString, QString>> keys{
+            {u"AGENTDECK_SESSION_API_KEYS"_s, u"conf-key"_s},
+            {u"AGENTDECK_REPLICA_ID"_s, u"from-conf"_s},
+            {u"AGENTDECK_SHUTDOWN_GRACE"_s, QString()},
+            {u"AGENTDECK_DATA_DIR"_s, m_fleet.newDataDir()}};
+        QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+        QStringList arguments{u"--headless"_s};
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
         QFile conf(dir.filePath(u"agentdeck.conf"_s));
-        QVERIFY(conf.open(QIODevice::WriteOnly));
-        conf.write("# as packaging/agentdeck.conf\n"
-                   "AGENTDECK_LISTEN=127.0.0.3:0\n"
-                   "AGENTDECK_SESSION_API_KEYS=conf-key\n"
-                   "AGENTDECK_REPLICA_ID=from-conf\n"
-                   "AGENTDECK_SHUTDOWN_GRACE=\n"
-                   "AGENTDECK_DATA_DIR=" +
-                   m_fleet.newDataDir().toUtf8() + '\n');
-        conf.close();
-        QProcess server;
-        QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+        if (withFile) {
+            QVERIFY(conf.open(QIODevice::WriteOnly));
+            conf.write("# as packaging/agentdeck.conf\nAGENTDECK_LISTEN=127.0.0.3:0\n");
+            for (const auto &[key, value] : keys)
+                conf.write((key + u'=' + value + u'\n').toUtf8());
+            conf.close();
+            arguments << u"--config"_s << conf.fileName();
+        } else {
+            for (const auto &[key, value] : keys)
+                environment.insert(key, value);
+        }
+        // `AGENTDECK_LISTEN=127.0.0.1:0 agentdeck --headless` listened on 8000.
         if (inEnvironment)
             environment.insert(u"AGENTDECK_LISTEN"_s, u"127.0.0.2:0"_s);
+        QProcess server;
         server.setProcessEnvironment(environment);
-        QStringList arguments{u"--headless"_s, u"--config"_s, conf.fileName()};
         if (onCommandLine)
             arguments << u"--listen"_s << u"127.0.0.4:0"_s;
         QByteArray text;

@@ -211,7 +211,6 @@ public:
         return origin.isEmpty() ? QString() : origin + u": "_s;
     }
     void set(const QString &optionName, const Given &given) { m_given.insert(optionName, given); }
-    void unset(const QString &optionName) { m_given.remove(optionName); }
 
 private:
     static QString name(const QCommandLineOption &option) { return option.names().constLast(); }

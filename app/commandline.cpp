@@ -57,6 +57,296 @@ std::optional<qint64> parseSize(const QString &text)
 }
 
 namespace {
+// Names the rule does not give, as the packaged agentdeck.conf spells them: the lists of
+// repeatable options in the plural, the database by its URL. AGENTDECK_SESSION_API_KEY is the
+// key a client sends (ctl, the console's --connect).
+constexpr std::pair<const char *, const char *> NamedVariables[] = {
+    {"session-api-key", "AGENTDECK_SESSION_API_KEYS"},
+    {"allow-origin", "AGENTDECK_ALLOW_ORIGINS"},
+    {"allow-host", "AGENTDECK_ALLOW_HOSTS"},
+    {"database", "AGENTDECK_DATABASE_URL"},
+};
+} // namespace
+
+QString optionVariable(const QString &optionName)
+{
+    for (const auto &[option, variable] : NamedVariables)
+        if (optionName == QLatin1StringView(option))
+            return QString::fromLatin1(variable);
+    return u"AGENTDECK_"_s + optionName.toUpper().replace(u'-', u'_');
+}
+
+namespace {
+// The options the environment and a --config file cannot set: they ask for something else than a
+// server, or name the file itself.
+bool hasVariable(const QString &name)
+{
+    return name != u"help"_s && name != u"version"_s && name != u"config"_s;
+}
+
+// Options given more than once add up; their variables take a comma-separated list.
+bool isRepeatable(const QString &name)
+{
+    static const QStringList names{
+        u"connect"_s,    u"workspace-root"_s,       u"session-api-key"_s, u"allow-origin"_s,
+        u"allow-host"_s, u"sandbox-egress-allow"_s, u"sandbox-images"_s};
+    return names.contains(name);
+}
+
+// The key of the LLM endpoint: a secret, so a variable and a key of the file, never an option.
+constexpr auto LlmApiKeyVariable = "AGENTDECK_LLM_API_KEY";
+
+bool parseBoolean(const QString &text, bool *value)
+{
+    const QString word = text.trimmed().toLower();
+    if (word == u"yes"_s || word == u"true"_s || word == u"1"_s)
+        *value = true;
+    else if (word == u"no"_s || word == u"false"_s || word == u"0"_s)
+        *value = false;
+    else
+        return false;
+    return true;
+}
+
+struct FileValue
+{
+    QString value;
+    int line = 0;
+};
+
+// KEY=value lines as systemd's EnvironmentFile= reads them: blanks around key and value are
+// dropped, a value may be quoted, and lines starting with '#' or ';' are comments.
+std::optional<QHash<QString, FileValue>>
+readConfigFile(const QString &path, const QStringList &knownKeys, QString *error)
+{
+    QFile file(path);
+    if (!file.open(QIODevice::ReadOnly)) {
+        *error = u"cannot read the config file %1: %2"_s.arg(path, file.errorString());
+        return std::nullopt;
+    }
+    static const QRegularExpression keyPattern(u"^[A-Za-z_][A-Za-z0-9_]*$"_s);
+    QHash<QString, FileValue> values;
+    const QStringList lines = QString::fromUtf8(file.readAll()).split(u'\n');
+    for (qsizetype index = 0; index < lines.size(); ++index) {
+        const int number = int(index + 1);
+        const QString line = lines.at(index).trimmed();
+        if (line.isEmpty() || line.startsWith(u'#') || line.startsWith(u';'))
+            continue;
+        const QString at = u"%1:%2: "_s.arg(path).arg(number);
+        const qsizetype equals = line.indexOf(u'=');
+        const QString key = line.left(equals).trimmed();
+        if (equals <= 0 || !keyPattern.match(key).hasMatch()) {
+            *error = at + u"not a KEY=value line"_s;
+            return std::nullopt;
+        }
+        QString value = line.mid(equals + 1).trimmed();
+        if (value.size() >= 2 && (value.front() == u'"' || value.front() == u'\'') &&
+            value.back() == value.front()) {
+            const bool doubleQuoted = value.front() == u'"';
+            value = value.mid(1, value.size() - 2);
+            if (doubleQuoted)
+                value.replace(u"\\\""_s, u"\""_s).replace(u"\\\\"_s, u"\\"_s);
+        }
+        // A packaged file of an older version, kept because the operator edited it: empty, the
+        // key says nothing; with options in it, they would be dropped without a word.
+        if (key == u"AGENTDECK_EXTRA_OPTIONS"_s) {
+            if (value.isEmpty())
+                continue;
+            *error = at + key +
+                     u": is not read; give each option a key of its own, "
+                     "AGENTDECK_<OPTION> (agentdeck --help)"_s;
+            return std::nullopt;
+        }
+        if (!knownKeys.contains(key)) {
+            QString hint;
+            for (const QString &near : {QString(key + u'S'), key.chopped(1)})
+                if (key.size() > 1 && knownKeys.contains(near))
+                    hint = u" (did you mean %1?)"_s.arg(near);
+            *error =
+                at + u"unknown key %1%2; the keys are AGENTDECK_<OPTION> (agentdeck --help)"_s.arg(
+                         key, hint);
+            return std::nullopt;
+        }
+        if (const auto earlier = values.constFind(key); earlier != values.cend()) {
+            *error = at + u"%1 is set twice (first on line %2)"_s.arg(key).arg(earlier->line);
+            return std::nullopt;
+        }
+        values.insert(key, {value, number});
+    }
+    return values;
+}
+
+// The value of each option, from the command line, the environment or the config file, whichever
+// comes first; and where it came from, for the messages about it.
+class GivenOptions
+{
+public:
+    struct Given
+    {
+        QStringList values;
+        QString origin; // empty on the command line, else the variable or FILE:LINE: KEY
+        int rank = 0;   // 3 command line, 2 environment, 1 file
+    };
+
+    bool isSet(const QCommandLineOption &option) const { return m_given.contains(name(option)); }
+    QString value(const QCommandLineOption &option) const
+    {
+        const QStringList all = values(option);
+        return all.isEmpty() ? QString() : all.constLast();
+    }
+    QStringList values(const QCommandLineOption &option) const
+    {
+        return m_given.value(name(option)).values;
+    }
+    int rank(const QCommandLineOption &option) const { return m_given.value(name(option)).rank; }
+    QString origin(const QCommandLineOption &option) const
+    {
+        const QString origin = m_given.value(name(option)).origin;
+        return origin.isEmpty() ? u"--"_s + name(option) : origin;
+    }
+    // What a message about the option starts with: nothing for the command line.
+    QString where(const QCommandLineOption &option) const
+    {
+        const QString origin = m_given.value(name(option)).origin;
+        return origin.isEmpty() ? QString() : origin + u": "_s;
+    }
+    void set(const QString &optionName, const Given &given) { m_given.insert(optionName, given); }
+
+private:
+    static QString name(const QCommandLineOption &option) { return option.names().constLast(); }
+    QHash<QString, Given> m_given;
+};
+
+// Every option of the parser, from wherever it was given, in the order of precedence.
+bool resolveOptions(const QCommandLineParser &parser, const QList<QCommandLineOption> &options,
+                    const QProcessEnvironment &environment,
+                    const QHash<QString, FileValue> &fileValues, const QString &filePath,
+                    GivenOptions &given, QString *error)
+{
+    for (const QCommandLineOption &option : options) {
+        const QString name = option.names().constLast();
+        const bool flag = option.valueName().isEmpty();
+        if (parser.isSet(option)) {
+            given.set(name, {flag ? QStringList() : parser.values(option), {}, 3});
+            continue;
+        }
+        if (!hasVariable(name))
+            continue;
+        const QString variable = optionVariable(name);
+        GivenOptions::Given found;
+        if (const QString text = environment.value(variable); !text.isEmpty()) {
+            found = {{text}, variable, 2};
+        } else if (const FileValue entry = fileValues.value(variable); !entry.value.isEmpty()) {
+            found = {{entry.value}, u"%1:%2: %3"_s.arg(filePath).arg(entry.line).arg(variable), 1};
+        } else {
+            continue;
+        }
+        if (flag) {
+            bool on = false;
+            if (!parseBoolean(found.values.constFirst(), &on)) {
+                *error = found.origin + u": takes yes or no, not \"%1\""_s.arg(found.values[0]);
+                return false;
+            }
+            if (on)
+                given.set(name, {{}, found.origin, found.rank});
+            continue;
+        }
+        if (isRepeatable(name)) {
+            QStringList items;
+            for (const QString &item : found.values.constFirst().split(u','))
+                if (!item.trimmed().isEmpty())
+                    items.append(item.trimmed());
+            // "$KEY1,$KEY2" with neither set would run a server open while its operator believes
+            // it keyed.
+            if (items.isEmpty()) {
+                *error = u"%1 holds no %2 (only blanks and commas); leave it empty for the "
+                         "default"_s.arg(found.origin, option.valueName().toLower());
+                return false;
+            }
+            found.values = items;
+        }
+        given.set(name, found);
+    }
+    return true;
+}
+
+// The key of the LLM endpoint: AGENTDECK_LLM_API_KEY (environment or file) or the file that
+// --llm-api-key-file names, by the options' precedence.
+bool readLlmApiKey(const GivenOptions &given, const QCommandLineOption &keyFile,
+                   const QProcessEnvironment &environment,
+                   const QHash<QString, FileValue> &fileValues, const QString &filePath,
+                   QString *key, QString *error)
+{
+    const QString variable = QString::fromLatin1(LlmApiKeyVariable);
+    const FileValue inFile = fileValues.value(variable);
+    const QString fromEnvironment = environment.value(variable);
+    const int rank = !fromEnvironment.isEmpty() ? 2 : !inFile.value.isEmpty() ? 1 : 0;
+    if (rank > 0 && rank == given.rank(keyFile)) {
+        const QString keyOrigin =
+            rank == 2 ? variable : u"%1:%2: %3"_s.arg(filePath).arg(inFile.line).arg(variable);
+        *error = u"%1 and %2 both give the LLM endpoint's key; keep one"_s.arg(
+            given.origin(keyFile), keyOrigin);
+        return false;
+    }
+    if (given.rank(keyFile) < rank) {
+        *key = rank == 2 ? fromEnvironment : inFile.value;
+        return true;
+    }
+    if (!given.isSet(keyFile))
+        return true;
+    QFile file(given.value(keyFile));
+    if (!file.open(QIODevice::ReadOnly)) {
+        *error = given.where(keyFile) + u"--llm-api-key-file: cannot read %1: %2"_s.arg(
+                                            file.fileName(), file.errorString());
+        return false;
+    }
+    *key = QString::fromUtf8(file.readAll()).trimmed();
+    if (key->isEmpty()) {
+        *error = given.where(keyFile) + u"--llm-api-key-file: %1 is empty"_s.arg(file.fileName());
+        return false;
+    }
+    return true;
+}
+
+// Paragraphs broken into lines of at most 79 characters, as Qt's help is.
+QString wrapped(const QStringList &paragraphs)
+{
+    QString text;
+    for (const QString &paragraph : paragraphs) {
+        text += u'\n';
+        QString line;
+        for (const QString &word : paragraph.split(u' ', Qt::SkipEmptyParts)) {
+            if (!line.isEmpty() && line.size() + 1 + word.size() > 79) {
+                text += line + u'\n';
+                line.clear();
+            }
+            line += (line.isEmpty() ? QString() : u" "_s) + word;
+        }
+        text += line + u'\n';
+    }
+    return text;
+}
+
+// What --help says of the environment and the config file.
+QString configurationHelp()
+{
+    QStringList named;
+    for (const auto &[option, variable] : NamedVariables)
+        named.append(u"%1 (--%2)"_s.arg(QLatin1StringView(variable), QLatin1StringView(option)));
+    return wrapped(
+        {u"Every option but --help, --version and --config also comes from the environment or "
+         "from a config file (--config FILE, or AGENTDECK_CONFIG), as AGENTDECK_<OPTION>: the "
+         "option's name in capitals, '_' for '-' (AGENTDECK_SANDBOX_IDLE_TIMEOUT=30m), but for "
+         "%1. A repeatable option takes a comma-separated list, a flag yes or no (true/false, "
+         "1/0); an empty value is the default. The command line wins over the environment, "
+         "the environment over the file, the file over the defaults."_s.arg(named.join(u", "_s)),
+         u"The file holds KEY=value lines as systemd's EnvironmentFile= reads them ('#' starts "
+         "a comment line); a key it does not know, or a bad value, stops the start (exit "
+         "status 2). Keys and passwords (AGENTDECK_SESSION_API_KEYS, AGENTDECK_DATABASE_URL, "
+         "AGENTDECK_LLM_API_KEY) belong in the environment or the file: every local user can "
+         "read a command line."_s});
+}
+
 bool parseListen(const QString &text, ServerConfig &config)
 {
     const qsizetype colon = text.lastIndexOf(u':');
@@ -78,51 +368,55 @@ bool parseListen(const QString &text, ServerConfig &config)
     return true;
 }
 // The server's sandbox policy from its --sandbox-* options.
-bool parseSandboxPolicy(const QCommandLineParser &parser, const QCommandLineOption &network,
+bool parseSandboxPolicy(const GivenOptions &given, const QCommandLineOption &network,
                         const QCommandLineOption &memory, const QCommandLineOption &processes,
                         const QCommandLineOption &cpu, const QCommandLineOption &fileSize,
                         SandboxPolicy &policy, QString *error)
 {
-    if (parser.isSet(network)) {
-        const auto mode = sandboxNetworkFromString(parser.value(network));
+    if (given.isSet(network)) {
+        const auto mode = sandboxNetworkFromString(given.value(network));
         if (!mode) {
-            *error = u"--sandbox-network takes none, egress or host"_s;
+            *error = given.where(network) + u"--sandbox-network takes none, egress or host"_s;
             return false;
         }
         policy.network = *mode;
     }
     // Below a few MiB of address space not even bash starts: every command would fail.
     constexpr qint64 MinMemory = qint64(16) << 20;
-    if (parser.isSet(memory)) {
-        const auto size = parseSize(parser.value(memory));
+    if (given.isSet(memory)) {
+        const auto size = parseSize(given.value(memory));
         if (!size || (*size != 0 && *size < MinMemory)) {
-            *error = u"--sandbox-memory takes a size of 16MiB or more, e.g. 2GiB (0: no limit)"_s;
+            *error = given.where(memory) +
+                     u"--sandbox-memory takes a size of 16MiB or more, e.g. 2GiB (0: no limit)"_s;
             return false;
         }
         policy.memoryBytes = *size;
     }
-    if (parser.isSet(fileSize)) {
-        const auto size = parseSize(parser.value(fileSize));
+    if (given.isSet(fileSize)) {
+        const auto size = parseSize(given.value(fileSize));
         if (!size) {
-            *error = u"--sandbox-file-size takes a size, e.g. 1GiB (0: no limit)"_s;
+            *error = given.where(fileSize) +
+                     u"--sandbox-file-size takes a size, e.g. 1GiB (0: no limit)"_s;
             return false;
         }
         policy.fileSizeBytes = *size;
     }
-    if (parser.isSet(processes)) {
+    if (given.isSet(processes)) {
         bool ok = false;
-        const qint64 count = parser.value(processes).toLongLong(&ok);
+        const qint64 count = given.value(processes).toLongLong(&ok);
         // A command is a process or two of the sandbox's own (bash, bubblewrap's init).
         if (!ok || count < 0 || (count > 0 && count < 8) || count > 4'000'000) {
-            *error = u"--sandbox-processes takes a number from 8 to 4000000 (0: no limit)"_s;
+            *error = given.where(processes) +
+                     u"--sandbox-processes takes a number from 8 to 4000000 (0: no limit)"_s;
             return false;
         }
         policy.processes = count;
     }
-    if (parser.isSet(cpu)) {
-        const auto duration = parseDuration(parser.value(cpu));
+    if (given.isSet(cpu)) {
+        const auto duration = parseDuration(given.value(cpu));
         if (!duration) {
-            *error = u"--sandbox-cpu takes a duration such as 90s or 15m (0: no limit)"_s;
+            *error = given.where(cpu) +
+                     u"--sandbox-cpu takes a duration such as 90s or 15m (0: no limit)"_s;
             return false;
         }
         // The kernel counts whole seconds: part of one is one.
@@ -133,9 +427,11 @@ bool parseSandboxPolicy(const QCommandLineParser &parser, const QCommandLineOpti
 
 } // namespace
 
-std::optional<Options> parseOptions(const QStringList &arguments, QString *error, QString *message)
+std::optional<Options> parseOptions(const QStringList &arguments, QString *error, QString *message,
+                                    const QProcessEnvironment &environment)
 {
     QCommandLineParser parser;
+    QList<QCommandLineOption> table;
     // "-headless" is --headless, as Qt's own options take one dash (-platform); read as
     // compacted short options (-h -e -a ...), it printed the help.
     parser.setSingleDashWordOptionMode(QCommandLineParser::ParseAsLongOptions);
@@ -154,7 +450,10 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
                                     u"Address to listen on (default 127.0.0.1:8000; port 0 picks "
                                     "a free one)."_s,
                                     u"HOST:PORT"_s);
-    const QCommandLineOption dataDir(u"data-dir"_s, u"Where the catalog and workspaces live."_s,
+    const QCommandLineOption dataDir(u"data-dir"_s,
+                                     u"Where the catalog and workspaces live (default: "
+                                     "$STATE_DIRECTORY under systemd, else "
+                                     "~/.local/share/agentdeck)."_s,
                                      u"DIR"_s);
     const QCommandLineOption workspaceDir(
         u"workspace-dir"_s,
@@ -229,20 +528,19 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
                                       u"SQLite: start the write-ahead log over once it passes "
                                       "this size (default 64MiB; 64KiB to 16GiB)."_s,
                                       u"SIZE"_s);
-    parser.addOptions({help,          version,      headless,    connect,      listen,
-                       dataDir,       key,          allowOrigin, allowHost,    commandTimeout,
-                       shutdownGrace, replicaId,    database,    advertiseUrl, runtime,
-                       idleTimeout,   maxSandboxes, retention,   leaseTtl,     walLimit,
-                       workspaceDir,  workspaceRoot});
+    table.append({help,     version,      headless,     connect,        listen,        dataDir,
+                  key,      allowOrigin,  allowHost,    commandTimeout, shutdownGrace, replicaId,
+                  database, advertiseUrl, runtime,      idleTimeout,    maxSandboxes,  retention,
+                  leaseTtl, walLimit,     workspaceDir, workspaceRoot});
     const QCommandLineOption llmBaseUrl(u"llm-base-url"_s,
                                         u"Default OpenAI-compatible endpoint of llm agents (e.g. "
-                                        "http://127.0.0.1:8080/v1); the key comes from "
-                                        "AGENTDECK_LLM_API_KEY."_s,
+                                        "http://127.0.0.1:8080/v1); its key comes from "
+                                        "AGENTDECK_LLM_API_KEY or --llm-api-key-file."_s,
                                         u"URL"_s);
     const QCommandLineOption llmModel(u"llm-model"_s, u"Default model of llm agents."_s, u"NAME"_s);
     const QCommandLineOption llmTimeout(
         u"llm-timeout"_s, u"Default timeout of one model request (default 120s)."_s, u"DURATION"_s);
-    parser.addOptions({llmBaseUrl, llmModel, llmTimeout});
+    table.append({llmBaseUrl, llmModel, llmTimeout});
     const QCommandLineOption sandboxNetwork(
         u"sandbox-network"_s,
         u"What network commands get: none (default), egress (public addresses only, not the "
@@ -303,16 +601,27 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     const QCommandLineOption requireIsolation(
         u"require-isolation"_s,
         u"Refuse to start when commands cannot be isolated (no bubblewrap, no namespaces)."_s);
-    parser.addOptions({sandboxNetwork, sandboxMemory, sandboxProcesses, sandboxCpu, sandboxFileSize,
-                       sandboxDisk, sandboxEgressAllow, dockerHost, sandboxImage, sandboxImages,
-                       idlePause, idleStop, requireIsolation});
+    table.append({sandboxNetwork, sandboxMemory, sandboxProcesses, sandboxCpu, sandboxFileSize,
+                  sandboxDisk, sandboxEgressAllow, dockerHost, sandboxImage, sandboxImages,
+                  idlePause, idleStop, requireIsolation});
     const QCommandLineOption logFormat(
         u"log-format"_s,
         u"How log lines are written to stderr: text (default: time with its UTC offset, level, "
         "category, message) or json (one object a line). Under systemd they go to the journal, "
         "with their priorities."_s,
         u"FORMAT"_s);
-    parser.addOption(logFormat);
+    table.append(logFormat);
+    const QCommandLineOption config(
+        u"config"_s,
+        u"Read options from FILE: KEY=value lines, as systemd's EnvironmentFile= (also "
+        "AGENTDECK_CONFIG; see below)."_s,
+        u"FILE"_s);
+    const QCommandLineOption llmApiKeyFile(
+        u"llm-api-key-file"_s,
+        u"Read the key of the LLM endpoint from FILE (or give it as AGENTDECK_LLM_API_KEY)."_s,
+        u"FILE"_s);
+    table.append({config, llmApiKeyFile});
+    parser.addOptions(table);
 
     if (!parser.parse(QStringList{u"agentdeck"_s} + arguments)) {
         *error = parser.errorText();
@@ -322,7 +631,7 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         // Made before any QCoreApplication exists, Qt's help named the program
         // "<executable_name>".
         *message = parser.helpText().replace(u"<executable_name>"_s, u"agentdeck"_s) +
-                   u"\nThe command-line client: agentdeck ctl --help\n"_s;
+                   configurationHelp() + u"\nThe command-line client: agentdeck ctl --help\n"_s;
         return std::nullopt;
     }
     if (parser.isSet(version)) {
@@ -334,25 +643,44 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         return std::nullopt;
     }
 
+    // Flags over environment over file over defaults.
+    const QString configPath =
+        parser.isSet(config) ? parser.value(config) : environment.value(u"AGENTDECK_CONFIG"_s);
+    QHash<QString, FileValue> fileValues;
+    if (!configPath.isEmpty()) {
+        QStringList knownKeys{QString::fromLatin1(LlmApiKeyVariable)};
+        for (const QCommandLineOption &option : table)
+            if (hasVariable(option.names().constLast()))
+                knownKeys.append(optionVariable(option.names().constLast()));
+        const auto read = readConfigFile(configPath, knownKeys, error);
+        if (!read)
+            return std::nullopt;
+        fileValues = *read;
+    }
+    GivenOptions given;
+    if (!resolveOptions(parser, table, environment, fileValues, configPath, given, error))
+        return std::nullopt;
+
     // Each would have been dropped without a word: the daemon watches nothing, and an empty
     // directory was the current one.
-    if (parser.isSet(headless) && parser.isSet(connect)) {
+    if (given.isSet(headless) && given.isSet(connect)) {
         *error = u"--connect is for the console; --headless serves a server of its own"_s;
         return std::nullopt;
     }
-    if (parser.isSet(dataDir) && parser.value(dataDir).trimmed().isEmpty()) {
-        *error = u"--data-dir cannot be empty"_s;
+    if (given.isSet(dataDir) && given.value(dataDir).trimmed().isEmpty()) {
+        *error = given.where(dataDir) + u"--data-dir cannot be empty"_s;
         return std::nullopt;
     }
 
     Options options;
-    options.mode = parser.isSet(headless)  ? Mode::Headless
-                   : parser.isSet(connect) ? Mode::Connect
-                                           : Mode::Console;
-    for (const QString &given : parser.values(connect)) {
-        const auto url = ServerConnection::baseUrlFrom(given);
+    options.mode = given.isSet(headless)  ? Mode::Headless
+                   : given.isSet(connect) ? Mode::Connect
+                                          : Mode::Console;
+    for (const QString &text : given.values(connect)) {
+        const auto url = ServerConnection::baseUrlFrom(text);
         if (!url) {
-            *error = u"--connect takes HOST:PORT or an http:// or https:// URL, e.g. "
+            *error = given.where(connect) +
+                     u"--connect takes HOST:PORT or an http:// or https:// URL, e.g. "
                      "http://127.0.0.1:8000"_s;
             return std::nullopt;
         }
@@ -361,22 +689,27 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     }
     if (!options.connectUrls.isEmpty())
         options.connectUrl = options.connectUrls.first();
-    options.listenGiven = parser.isSet(listen);
-    if (parser.isSet(listen) && !parseListen(parser.value(listen), options.server)) {
-        *error = u"--listen takes HOST:PORT, e.g. 127.0.0.1:8000"_s;
+    options.listenGiven = given.isSet(listen);
+    if (given.isSet(listen) && !parseListen(given.value(listen), options.server)) {
+        *error = given.where(listen) + u"--listen takes HOST:PORT, e.g. 127.0.0.1:8000"_s;
         return std::nullopt;
     }
-    options.server.dataDir = parser.isSet(dataDir) ? parser.value(dataDir) : defaultDataDir();
-    if (parser.isSet(workspaceDir)) {
-        if (parser.value(workspaceDir).trimmed().isEmpty()) {
-            *error = u"--workspace-dir cannot be empty"_s;
+    // Under systemd, StateDirectory= names it.
+    const QString stateDirectory = environment.value(u"STATE_DIRECTORY"_s).section(u':', 0, 0);
+    options.server.dataDir = given.isSet(dataDir)        ? given.value(dataDir)
+                             : !stateDirectory.isEmpty() ? stateDirectory
+                                                         : defaultDataDir();
+    if (given.isSet(workspaceDir)) {
+        if (given.value(workspaceDir).trimmed().isEmpty()) {
+            *error = given.where(workspaceDir) + u"--workspace-dir cannot be empty"_s;
             return std::nullopt;
         }
-        options.server.workspaceDir = parser.value(workspaceDir);
+        options.server.workspaceDir = given.value(workspaceDir);
     }
-    for (const QString &root : parser.values(workspaceRoot)) {
+    for (const QString &root : given.values(workspaceRoot)) {
         if (!QDir::isAbsolutePath(root) || !QFileInfo(root).isDir()) {
-            *error = u"--workspace-root %1 must be an existing directory, named by an absolute "
+            *error = given.where(workspaceRoot) +
+                     u"--workspace-root %1 must be an existing directory, named by an absolute "
                      "path"_s.arg(root);
             return std::nullopt;
         }
@@ -384,38 +717,25 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     }
     // A key is compared with the header as HTTP hands it over, without the blanks around it; an
     // empty one would turn the check off while the operator believes it is on.
-    for (const QString &given : parser.values(key)) {
-        if (given.trimmed().isEmpty()) {
-            *error = u"--session-api-key cannot be empty"_s;
+    for (const QString &text : given.values(key)) {
+        if (text.trimmed().isEmpty()) {
+            *error = given.where(key) + u"--session-api-key cannot be empty"_s;
             return std::nullopt;
         }
-        options.server.apiKeys.append(given.trimmed());
+        options.server.apiKeys.append(text.trimmed());
     }
-    options.server.allowedOrigins = parser.values(allowOrigin);
-    options.server.allowedHosts = parser.values(allowHost);
-    // Left empty (as in agentdeck.conf) the variable means no key; set to blanks and commas only,
-    // it is most likely a list whose parts were not filled in.
-    const QString envKeys = qEnvironmentVariable("AGENTDECK_SESSION_API_KEYS");
-    QStringList fromEnvironment;
-    for (const QString &envKey : envKeys.split(u',')) {
-        if (!envKey.trimmed().isEmpty())
-            fromEnvironment.append(envKey.trimmed());
-    }
-    if (fromEnvironment.isEmpty() && !envKeys.isEmpty()) {
-        *error = u"AGENTDECK_SESSION_API_KEYS holds no key (only blanks and commas); leave it "
-                 "empty to run without one"_s;
-        return std::nullopt;
-    }
-    options.server.apiKeys += fromEnvironment;
+    options.server.allowedOrigins = given.values(allowOrigin);
+    options.server.allowedHosts = given.values(allowHost);
     // Watching another server, the console is a client like ctl, and reads the client's
     // variable first.
-    const QString clientKey = qEnvironmentVariable("AGENTDECK_SESSION_API_KEY").trimmed();
-    if (options.mode == Mode::Connect && !parser.isSet(key) && !clientKey.isEmpty())
+    const QString clientKey = environment.value(u"AGENTDECK_SESSION_API_KEY"_s).trimmed();
+    if (options.mode == Mode::Connect && !given.isSet(key) && !clientKey.isEmpty())
         options.server.apiKeys.prepend(clientKey);
     // A client cannot send such a key as a header, and the console would have sent it.
     if (!std::all_of(options.server.apiKeys.cbegin(), options.server.apiKeys.cend(),
                      ServerConnection::isSendableApiKey)) {
-        *error = u"a session API key cannot contain control characters (a line break, a tab)"_s;
+        *error = given.where(key) +
+                 u"a session API key cannot contain control characters (a line break, a tab)"_s;
         return std::nullopt;
     }
     // What a timer waits for is at most MaxTimerDuration: Qt's timers take an int of
@@ -432,137 +752,147 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
           std::tuple{&retention, &options.server.runtimeRetention, NoLimit, ""},
           std::tuple{&leaseTtl, &options.server.leaseTtl, MaxTimerDuration, "24d"},
           std::tuple{&llmTimeout, &options.server.llmTimeout, MaxLlmTimeout, "1d"}}) {
-        if (!parser.isSet(*option))
+        if (!given.isSet(*option))
             continue;
         const QString name = option->names().constFirst();
-        const auto duration = parseDuration(parser.value(*option));
+        const auto duration = parseDuration(given.value(*option));
         if (!duration) {
-            *error = u"--%1 takes a duration such as 90s, 15m, 12h or 7d"_s.arg(name);
+            *error = given.where(*option) +
+                     u"--%1 takes a duration such as 90s, 15m, 12h or 7d"_s.arg(name);
             return std::nullopt;
         }
         if (*duration > limit) {
-            *error = u"--%1 is at most %2"_s.arg(name, QLatin1StringView(limitText));
+            *error = given.where(*option) +
+                     u"--%1 is at most %2"_s.arg(name, QLatin1StringView(limitText));
             return std::nullopt;
         }
         *target = *duration;
     }
     // Renewed every third of it: a shorter lease lapsed between renewals (1ms was taken), the
     // replica called itself silent, and another one took its live runs over.
-    if (parser.isSet(leaseTtl) && options.server.leaseTtl < std::chrono::seconds(1)) {
-        *error = u"--lease-ttl is at least 1s"_s;
+    if (given.isSet(leaseTtl) && options.server.leaseTtl < std::chrono::seconds(1)) {
+        *error = given.where(leaseTtl) + u"--lease-ttl is at least 1s"_s;
         return std::nullopt;
     }
-    if (parser.isSet(llmTimeout) && options.server.llmTimeout.count() <= 0) {
-        *error = u"--llm-timeout must be longer than 0"_s;
+    if (given.isSet(llmTimeout) && options.server.llmTimeout.count() <= 0) {
+        *error = given.where(llmTimeout) + u"--llm-timeout must be longer than 0"_s;
         return std::nullopt;
     }
-    if (parser.isSet(walLimit)) {
+    if (given.isSet(walLimit)) {
         constexpr qint64 Min = qint64(64) << 10, Max = qint64(16) << 30;
-        const auto size = parseSize(parser.value(walLimit));
+        const auto size = parseSize(given.value(walLimit));
         if (!size || *size < Min || *size > Max) {
-            *error = u"--wal-limit takes a size from 64KiB to 16GiB, e.g. 256MiB"_s;
+            *error = given.where(walLimit) +
+                     u"--wal-limit takes a size from 64KiB to 16GiB, e.g. 256MiB"_s;
             return std::nullopt;
         }
         options.server.walLimitBytes = *size;
     }
-    if (parser.isSet(maxSandboxes)) {
+    if (given.isSet(maxSandboxes)) {
         bool ok = false;
-        const int count = parser.value(maxSandboxes).toInt(&ok);
+        const int count = given.value(maxSandboxes).toInt(&ok);
         if (!ok || count < 0 || count > MaxSandboxes) {
-            *error = u"--max-sandboxes takes a number from 0 (no limit) to %1"_s.arg(MaxSandboxes);
+            *error = given.where(maxSandboxes) +
+                     u"--max-sandboxes takes a number from 0 (no limit) to %1"_s.arg(MaxSandboxes);
             return std::nullopt;
         }
         options.server.maxSandboxes = count;
     }
-    if (!parseSandboxPolicy(parser, sandboxNetwork, sandboxMemory, sandboxProcesses, sandboxCpu,
+    if (!parseSandboxPolicy(given, sandboxNetwork, sandboxMemory, sandboxProcesses, sandboxCpu,
                             sandboxFileSize, options.server.sandboxPolicy, error))
         return std::nullopt;
-    if (parser.isSet(logFormat)) {
-        const auto format = LogOutput::formatFromString(parser.value(logFormat));
+    if (given.isSet(logFormat)) {
+        const auto format = LogOutput::formatFromString(given.value(logFormat));
         if (!format) {
-            *error = u"--log-format takes text or json"_s;
+            *error = given.where(logFormat) + u"--log-format takes text or json"_s;
             return std::nullopt;
         }
         options.logFormat = *format;
     }
-    if (parser.isSet(sandboxDisk)) {
-        const auto size = parseSize(parser.value(sandboxDisk));
+    if (given.isSet(sandboxDisk)) {
+        const auto size = parseSize(given.value(sandboxDisk));
         if (!size || (*size != 0 && *size < WorkspaceDisks::MinBytes)) {
-            *error = u"--sandbox-disk takes a size of 16MiB or more, e.g. 4GiB (0: no limit)"_s;
+            *error = given.where(sandboxDisk) +
+                     u"--sandbox-disk takes a size of 16MiB or more, e.g. 4GiB (0: no limit)"_s;
             return std::nullopt;
         }
         options.server.sandboxDiskBytes = *size;
     }
-    for (const QString &text : parser.values(sandboxEgressAllow)) {
+    for (const QString &text : given.values(sandboxEgressAllow)) {
         const auto range = Ipv4Range::parse(text);
         if (!range) {
-            *error = u"--sandbox-egress-allow takes an IPv4 range such as 10.20.0.0/16 (egress has "
+            *error = given.where(sandboxEgressAllow) +
+                     u"--sandbox-egress-allow takes an IPv4 range such as 10.20.0.0/16 (egress has "
                      "no IPv6), not \"%1\""_s.arg(text);
             return std::nullopt;
         }
         if (!options.server.sandboxEgressAllow.contains(range->toString()))
             options.server.sandboxEgressAllow.append(range->toString());
     }
-    options.server.fitSandboxProcesses = !parser.isSet(sandboxProcesses);
-    options.server.requireIsolation = parser.isSet(requireIsolation);
-    options.server.replicaId = parser.value(replicaId);
+    options.server.fitSandboxProcesses = !given.isSet(sandboxProcesses);
+    options.server.requireIsolation = given.isSet(requireIsolation);
+    options.server.replicaId = given.value(replicaId);
     if (options.server.replicaId.contains(u'/') || options.server.replicaId.contains(u' ')) {
-        *error = u"--replica-id cannot contain '/' or spaces"_s;
+        *error = given.where(replicaId) + u"--replica-id cannot contain '/' or spaces"_s;
         return std::nullopt;
     }
-    // From the environment too, so that a password in the URL stays off the command line.
-    const QString databaseEnv = qEnvironmentVariable("AGENTDECK_DATABASE_URL");
-    if (parser.isSet(database) || !databaseEnv.isEmpty()) {
-        const bool fromOption = parser.isSet(database);
-        const QUrl url(fromOption ? parser.value(database) : databaseEnv, QUrl::StrictMode);
+    // Best from the environment or the file, so that a password in the URL stays off the
+    // command line.
+    if (given.isSet(database)) {
+        const QUrl url(given.value(database), QUrl::StrictMode);
         if (const QString problem = Database::checkPostgresUrl(url); !problem.isEmpty()) {
-            *error = (fromOption ? u"--database: "_s : u"AGENTDECK_DATABASE_URL: "_s) + problem;
+            *error = (given.where(database).isEmpty() ? u"--database: "_s : given.where(database)) +
+                     problem;
             return std::nullopt;
         }
         options.server.databaseUrl = url;
     }
-    if (parser.isSet(advertiseUrl)) {
-        const QUrl url(parser.value(advertiseUrl), QUrl::StrictMode);
+    if (given.isSet(advertiseUrl)) {
+        const QUrl url(given.value(advertiseUrl), QUrl::StrictMode);
         if (!url.isValid() || url.host().isEmpty() ||
             (url.scheme() != u"http"_s && url.scheme() != u"https"_s)) {
-            *error = u"--advertise-url takes an http(s) URL, e.g. http://host-a:8000"_s;
+            *error = given.where(advertiseUrl) +
+                     u"--advertise-url takes an http(s) URL, e.g. http://host-a:8000"_s;
             return std::nullopt;
         }
         options.server.advertiseUrl = url.toString();
     }
-    options.server.llmBaseUrl = parser.value(llmBaseUrl);
-    options.server.llmModel = parser.value(llmModel);
-    options.server.llmApiKey =
-        QProcessEnvironment::systemEnvironment().value(u"AGENTDECK_LLM_API_KEY"_s);
-    if (parser.isSet(runtime)) {
-        if (parser.value(runtime) == u"local"_s) {
+    options.server.llmBaseUrl = given.value(llmBaseUrl);
+    options.server.llmModel = given.value(llmModel);
+    if (!readLlmApiKey(given, llmApiKeyFile, environment, fileValues, configPath,
+                       &options.server.llmApiKey, error))
+        return std::nullopt;
+    if (given.isSet(runtime)) {
+        if (given.value(runtime) == u"local"_s) {
             options.server.runtime = ServerConfig::RuntimeKind::Local;
-        } else if (parser.value(runtime) == u"process"_s) {
+        } else if (given.value(runtime) == u"process"_s) {
             options.server.runtime = ServerConfig::RuntimeKind::Process;
-        } else if (parser.value(runtime) == u"docker"_s) {
+        } else if (given.value(runtime) == u"docker"_s) {
             options.server.runtime = ServerConfig::RuntimeKind::Docker;
         } else {
-            *error = u"--runtime takes local, docker or process"_s;
+            *error = given.where(runtime) + u"--runtime takes local, docker or process"_s;
             return std::nullopt;
         }
     }
     options.server.dockerHost =
-        parser.isSet(dockerHost) ? parser.value(dockerHost) : DockerEngine::defaultHost();
-    options.server.sandboxPolicy.image = parser.value(sandboxImage);
-    options.server.sandboxPolicy.imagePatterns = parser.values(sandboxImages);
+        given.isSet(dockerHost) ? given.value(dockerHost) : DockerEngine::defaultHost();
+    options.server.sandboxPolicy.image = given.value(sandboxImage);
+    options.server.sandboxPolicy.imagePatterns = given.values(sandboxImages);
     const bool docker = options.server.runtime == ServerConfig::RuntimeKind::Docker;
     if (docker && options.server.sandboxPolicy.image.isEmpty()) {
-        *error = u"--runtime docker needs --sandbox-image IMAGE: the image of its containers"_s;
+        *error = given.where(runtime) +
+                 u"--runtime docker needs --sandbox-image IMAGE: the image of its containers"_s;
         return std::nullopt;
     }
-    if (!docker &&
-        (parser.isSet(sandboxImage) || parser.isSet(sandboxImages) || parser.isSet(dockerHost))) {
-        *error = u"--docker-host, --sandbox-image and --sandbox-images are for --runtime docker"_s;
+    if (!docker && (given.isSet(sandboxImage) || given.isSet(sandboxImages) ||
+                    given.isSet(dockerHost) || given.isSet(idlePause) || given.isSet(idleStop))) {
+        *error = u"--docker-host, --sandbox-image, --sandbox-images, --sandbox-idle-pause and "
+                 "--sandbox-idle-stop are for --runtime docker"_s;
         return std::nullopt;
     }
     if (const QString problem = DockerEngine(options.server.dockerHost).hostError();
         docker && !problem.isEmpty()) {
-        *error = u"--docker-host: "_s + problem;
+        *error = given.where(dockerHost) + u"--docker-host: "_s + problem;
         return std::nullopt;
     }
     return options;

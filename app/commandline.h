@@ -4,6 +4,7 @@
 
 #include "serverconfig.h"
 
+#include <QProcessEnvironment>
 #include <QStringList>
 #include <QUrl>
 
@@ -34,8 +35,16 @@ std::optional<std::chrono::milliseconds> parseDuration(const QString &text);
 // "64MiB", "512KiB", "1GiB" (K, M and G are the same binary units) or plain bytes.
 std::optional<qint64> parseSize(const QString &text);
 
-// Parses the arguments after the program name. On a mistake returns nullopt with a sentence in
-// *error; --help and --version fill *message and return nullopt with an empty *error.
-std::optional<Options> parseOptions(const QStringList &arguments, QString *error, QString *message);
+// The environment variable, and key of a --config file, of an option: AGENTDECK_ and its name
+// in capitals with '_' for '-', but for the few the packaged agentdeck.conf names otherwise.
+QString optionVariable(const QString &optionName);
+
+// Parses the arguments after the program name, with the options' variables in `environment` and
+// the config file that --config or AGENTDECK_CONFIG names (flags over environment over file over
+// defaults). On a mistake returns nullopt with a sentence in *error; --help and --version fill
+// *message and return nullopt with an empty *error.
+std::optional<Options>
+parseOptions(const QStringList &arguments, QString *error, QString *message,
+             const QProcessEnvironment &environment = QProcessEnvironment::systemEnvironment());
 
 } // namespace AgentDeck

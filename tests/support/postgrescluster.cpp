@@ -195,12 +195,32 @@ QString PostgresCluster::psql(const QString &database, const QString &sql, QStri
 
 QUrl PostgresCluster::createDatabase(const QString &name, QString *error)
 {
+    // As docs/OPERATIONS.md's recipe makes it (createuser, createdb --owner): a login role that is
+    // no superuser owns the database, and the server creates its tables as that role.
+    static constexpr auto Owner = "agentdeck";
     QString failure;
-    if (psql(u"postgres"_s, u"CREATE DATABASE \"%1\""_s.arg(name), &failure).isNull()) {
+    if (!m_ownerCreated) {
+        if (psql(u"postgres"_s,
+                 u"CREATE ROLE %1 LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE"_s.arg(
+                     QLatin1StringView(Owner)),
+                 &failure)
+                .isNull()) {
+            *error = u"cannot create the role %1: %2"_s.arg(QLatin1StringView(Owner), failure);
+            return {};
+        }
+        m_ownerCreated = true;
+    }
+    if (psql(u"postgres"_s,
+             u"CREATE DATABASE \"%1\" OWNER %2 ENCODING 'UTF8'"_s.arg(name,
+                                                                      QLatin1StringView(Owner)),
+             &failure)
+            .isNull()) {
         *error = u"cannot create database %1: %2"_s.arg(name, failure);
         return {};
     }
-    return url(name);
+    QUrl owned = url(name);
+    owned.setUserName(QLatin1StringView(Owner));
+    return owned;
 }
 
 } // namespace AgentDeck::Testing

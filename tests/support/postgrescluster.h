@@ -28,7 +28,8 @@ public:
     // The same in two steps, for a test that does something while the server is down.
     bool pause(QString *error);
     bool resume(QString *error);
-    // Creates an empty database and returns its URL (as the cluster's superuser).
+    // Creates an empty database owned by the login role `agentdeck` (no superuser) and returns its
+    // URL as that role; url() is the cluster's superuser's.
     QUrl createDatabase(const QString &name, QString *error);
     QUrl url(const QString &database) const;
     quint16 port() const { return m_port; }
@@ -45,6 +46,7 @@ private:
     quint16 m_port = 0;
     bool m_running = false;
     bool m_asPostgres = false;
+    bool m_ownerCreated = false;
 };
 
 } // namespace AgentDeck::Testing

@@ -177,6 +177,29 @@ bool isNilWireId(QStringView text)
            text == u"00000000000000000000000000000000"_s;
 }
 
+QJsonObject SandboxUsage::toJson() const
+{
+    return {{u"cpu_seconds"_s, cpuSeconds},
+            {u"memory_bytes"_s, memoryBytes},
+            {u"memory_peak_bytes"_s, memoryPeakBytes},
+            {u"processes"_s, processes},
+            {u"at"_s, toWireTime(at)}};
+}
+
+std::optional<SandboxUsage> SandboxUsage::fromJson(const QJsonValue &value)
+{
+    const QJsonObject object = value.toObject();
+    if (object.isEmpty())
+        return std::nullopt;
+    SandboxUsage usage;
+    usage.cpuSeconds = object.value(u"cpu_seconds"_s).toDouble();
+    usage.memoryBytes = object.value(u"memory_bytes"_s).toInteger();
+    usage.memoryPeakBytes = object.value(u"memory_peak_bytes"_s).toInteger();
+    usage.processes = object.value(u"processes"_s).toInteger();
+    usage.at = parseWireTime(object.value(u"at"_s).toString()).value_or(QDateTime());
+    return usage;
+}
+
 QJsonObject RuntimeInfo::toJson() const
 {
     QJsonValue errorValue = QJsonValue::Null;
@@ -193,6 +216,8 @@ QJsonObject RuntimeInfo::toJson() const
         object.insert(u"runtime_status_reason"_s, statusReason);
     if (statusSince)
         object.insert(u"runtime_status_since"_s, toWireTime(*statusSince));
+    if (usage)
+        object.insert(u"usage"_s, usage->toJson());
     return object;
 }
 
@@ -215,6 +240,7 @@ RuntimeInfo RuntimeInfo::fromJson(const QJsonValue &value)
     info.statusReason = object.value(u"runtime_status_reason"_s).toString();
     if (const QJsonValue since = object.value(u"runtime_status_since"_s); since.isString())
         info.statusSince = parseWireTime(since.toString());
+    info.usage = SandboxUsage::fromJson(object.value(u"usage"_s));
     return info;
 }
 
@@ -375,6 +401,10 @@ QByteArray ConversationInfo::toJsonBytes() const
     } else if (!runtime.sandbox.isEmpty()) {
         out += ",\"sandbox\":";
         appendJsonValue(out, runtime.sandbox);
+    }
+    if (runtime.usage) {
+        out += ",\"usage\":";
+        appendJsonValue(out, runtime.usage->toJson());
     }
     out += '}';
     if (!secretNames.isEmpty()) {

@@ -76,6 +76,20 @@ struct RuntimeError
     friend bool operator==(const RuntimeError &, const RuntimeError &) = default;
 };
 
+// What a sandbox uses, as its engine last measured it (--runtime docker): runtime_info.usage.
+struct SandboxUsage
+{
+    double cpuSeconds = 0;      // CPU time of all its processes since it started
+    qint64 memoryBytes = 0;     // now, page cache and tmpfs included
+    qint64 memoryPeakBytes = 0; // the most since it started; 0 where the engine does not say
+    qint64 processes = 0;       // now
+    QDateTime at;               // when it was measured
+
+    QJsonObject toJson() const;
+    static std::optional<SandboxUsage> fromJson(const QJsonValue &value);
+    friend bool operator==(const SandboxUsage &, const SandboxUsage &) = default;
+};
+
 struct RuntimeInfo
 {
     RuntimeStatus status = RuntimeStatus::Available;
@@ -93,6 +107,7 @@ struct RuntimeInfo
     // Paused or Stopped: why ("idle for 30m") and since when.
     QString statusReason;
     std::optional<QDateTime> statusSince;
+    std::optional<SandboxUsage> usage;
 
     QJsonObject toJson() const;
     // A missing object means the local defaults: available and resumable.

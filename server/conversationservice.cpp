@@ -177,6 +177,11 @@ ConversationInfo ConversationService::require(const QUuid &id)
     return one.first();
 }
 
+QByteArray ConversationService::runtimeMetrics() const
+{
+    return m_runtimes.metrics();
+}
+
 RuntimeInfo ConversationService::runtimeOf(const ConversationInfo &info) const
 {
     RuntimeInfo runtime = m_runtimes.runtimeOf(info);

@@ -169,6 +169,8 @@ public:
     // Used here now: it runs, or its runtime is coming up (a run's start, a resume).
     bool isInUse(const QUuid &id) const { return m_lifecycles.isInUse(id); }
     int liveCount() const { return m_lifecycles.runningCount(); }
+    // The runtimes' lines of /metrics (RuntimeProvider::metrics()).
+    QByteArray runtimeMetrics() const;
     // Pauses every run at a safe point; interrupts what is still running after `grace`.
     QCoro::Task<> shutdown(std::chrono::milliseconds grace);
 

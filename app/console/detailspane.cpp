@@ -7,6 +7,7 @@
 #include <QFrame>
 #include <QJsonArray>
 #include <QLabel>
+#include <QLocale>
 #include <QPointer>
 #include <QToolButton>
 #include <QVBoxLayout>
@@ -92,6 +93,18 @@ QString runtimeText(const ConversationInfo &info)
     QString text = Lifecycle::runtimeLabel(info);
     if (info.runtime.error)
         text += u" · "_s + info.runtime.error->message;
+    if (const auto &usage = info.runtime.usage) {
+        const QLocale locale;
+        text += DetailsPane::tr("\n%1 s CPU · %2 memory%3 · %4 processes, as of %5")
+                    .arg(usage->cpuSeconds, 0, 'f', 1)
+                    .arg(locale.formattedDataSize(usage->memoryBytes))
+                    .arg(usage->memoryPeakBytes > 0
+                             ? DetailsPane::tr(" (at most %1)")
+                                   .arg(locale.formattedDataSize(usage->memoryPeakBytes))
+                             : QString())
+                    .arg(usage->processes)
+                    .arg(usage->at.toLocalTime().toString(u"HH:mm:ss"_s));
+    }
     return text;
 }
 

@@ -69,7 +69,8 @@ void MetricsController::registerRoutes(Router &router, const Metrics &metrics,
         HttpResponse response;
         response.contentType = "text/plain; version=0.0.4";
         response.body =
-            metrics.render(store.countByStatus(), log.publishedCount(), service.liveCount());
+            metrics.render(store.countByStatus(), log.publishedCount(), service.liveCount()) +
+            service.runtimeMetrics();
         return response;
     });
 }

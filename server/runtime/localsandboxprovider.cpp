@@ -429,9 +429,12 @@ RuntimeInfo LocalSandboxProvider::runtimeOf(const ConversationInfo &info) const
     if (const SandboxRuntime *live = m_live.value(info.id)) {
         // Thawed by a command since (container-exec does that by itself).
         const qint64 pausedAt = m_pausedAtMs.value(info.id, 0);
+        RuntimeInfo runtime{RuntimeStatus::Available, true, std::nullopt};
         if (pausedAt > 0 && !live->isBusy() && live->lastActivityMs() <= pausedAt)
-            return idleInfo(RuntimeStatus::Paused, m_settings.idlePause, pausedAt);
-        return {RuntimeStatus::Available, true, std::nullopt};
+            runtime = idleInfo(RuntimeStatus::Paused, m_settings.idlePause, pausedAt);
+        if (m_settings.containers)
+            runtime.usage = m_settings.containers->usageOf(info.id);
+        return runtime;
     }
     if (const qint64 stoppedAt = m_stoppedAtMs.value(info.id, 0); stoppedAt > 0)
         return idleInfo(RuntimeStatus::Stopped, m_settings.idleStop, stoppedAt);
@@ -449,6 +452,45 @@ void LocalSandboxProvider::describeProcess(const QUuid &id, RuntimeDetails &deta
     details.startedAt = runtime->host().startedAt();
     if (!runtime->isBusy())
         details.idleSince = QDateTime::fromMSecsSinceEpoch(runtime->lastActivityMs(), Qt::UTC);
+}
+
+QByteArray LocalSandboxProvider::metrics() const
+{
+    qint64 paused = 0;
+    SandboxUsage total;
+    for (auto it = m_live.cbegin(); it != m_live.cend(); ++it) {
+        paused += m_pausedAtMs.contains(it.key()) ? 1 : 0;
+        if (const auto usage =
+                m_settings.containers ? m_settings.containers->usageOf(it.key()) : std::nullopt) {
+            total.cpuSeconds += usage->cpuSeconds;
+            total.memoryBytes += usage->memoryBytes;
+            total.processes += usage->processes;
+        }
+    }
+    QByteArray out = "# HELP agentdeck_sandboxes Sandboxes this server keeps, by state.\n"
+                     "# TYPE agentdeck_sandboxes gauge\n";
+    for (const auto &[state, count] :
+         {std::pair{"running", qint64(m_live.size()) - paused}, std::pair{"paused", paused},
+          std::pair{"stopped", qint64(m_stoppedAtMs.size())},
+          std::pair{"starting", qint64(m_starting.size())}})
+        out += "agentdeck_sandboxes{state=\"" + QByteArray(state) + "\"} " +
+               QByteArray::number(count) + '\n';
+    if (!m_settings.containers)
+        return out;
+    // Summed over the containers, as last measured: a label per sandbox would grow without end.
+    out += "# HELP agentdeck_sandbox_cpu_seconds_total CPU time of the running containers.\n"
+           "# TYPE agentdeck_sandbox_cpu_seconds_total counter\n"
+           "agentdeck_sandbox_cpu_seconds_total " +
+           QByteArray::number(total.cpuSeconds, 'f', 3) + '\n';
+    out += "# HELP agentdeck_sandbox_memory_bytes Memory of the running containers.\n"
+           "# TYPE agentdeck_sandbox_memory_bytes gauge\n"
+           "agentdeck_sandbox_memory_bytes " +
+           QByteArray::number(total.memoryBytes) + '\n';
+    out += "# HELP agentdeck_sandbox_processes Processes in the running containers.\n"
+           "# TYPE agentdeck_sandbox_processes gauge\n"
+           "agentdeck_sandbox_processes " +
+           QByteArray::number(total.processes) + '\n';
+    return out;
 }
 
 void LocalSandboxProvider::setIdleKeeper(std::function<bool(const QUuid &)> keeper)

@@ -77,6 +77,7 @@ public:
     std::optional<RuntimeError> limitRefusal(const QUuid &conversationId) const override;
 
     void describeProcess(const QUuid &conversationId, RuntimeDetails &details) const override;
+    QByteArray metrics() const override;
 
 Q_SIGNALS:
     // A host's start for the conversation ended, up or not.

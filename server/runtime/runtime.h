@@ -141,6 +141,8 @@ public:
     virtual void detachAll() {}
     // Asked before a runtime is stopped for being idle: true keeps it. Empty: none is kept.
     virtual void setIdleKeeper(std::function<bool(const QUuid &)>) {}
+    // Lines of /metrics about the runtimes (Prometheus text, labels of bounded sets only).
+    virtual QByteArray metrics() const { return {}; }
 };
 
 } // namespace AgentDeck

@@ -17,7 +17,11 @@ SandboxContainers::SandboxContainers(SandboxContainerSettings settings, QObject 
     : QObject(parent)
     , m_settings(std::move(settings))
     , m_engine(std::make_unique<DockerEngine>(m_settings.dockerHost))
-{}
+{
+    connect(&m_measuring, &QTimer::timeout, this,
+            [this] { QCoro::connect(measure(), this, [] {}); });
+    m_measuring.start(MeasureInterval);
+}
 
 SandboxContainers::~SandboxContainers() = default;
 
@@ -173,6 +177,64 @@ QCoro::Task<int> SandboxContainers::sweep(std::function<bool(const QUuid &)> kep
         }
     }
     co_return removed;
+}
+
+std::optional<SandboxUsage> SandboxContainers::usageOf(const QUuid &conversationId) const
+{
+    const auto found = m_usage.constFind(conversationId);
+    return found == m_usage.cend() ? std::nullopt : std::optional(*found);
+}
+
+QCoro::Task<void> SandboxContainers::measure()
+{
+    if (m_measuringNow)
+        co_return;
+    m_measuringNow = true;
+    QPointer<SandboxContainers> self(this);
+    // Made before the co_await: GCC 12 fails on an initializer list inside one.
+    const QStringList ours{
+        u"%1=%2"_s.arg(QString::fromLatin1(RuntimesLabel), m_settings.runtimesRoot)};
+    auto listing = m_engine->listContainers(ours);
+    const DockerResult listed = co_await std::move(listing);
+    if (!self)
+        co_return;
+    QHash<QUuid, SandboxUsage> measured;
+    for (const QJsonValue &entry : listed.json.array()) {
+        const QJsonObject container = entry.toObject();
+        const auto conversation = parseWireId(container.value("Labels"_L1)
+                                                  .toObject()
+                                                  .value(QLatin1StringView(ConversationLabel))
+                                                  .toString());
+        if (!conversation || container.value("State"_L1).toString() != "running"_L1)
+            continue;
+        // One sample, not the engine's default pair a second apart.
+        const QString path = u"/containers/%1/stats?stream=false&one-shot=true"_s.arg(
+            container.value("Id"_L1).toString());
+        auto sampling = m_engine->request("GET", path);
+        const DockerResult stats = co_await std::move(sampling);
+        if (!self)
+            co_return;
+        if (!stats.ok())
+            continue;
+        const QJsonObject object = stats.json.object();
+        const QJsonObject memory = object.value("memory_stats"_L1).toObject();
+        SandboxUsage usage;
+        usage.cpuSeconds = object.value("cpu_stats"_L1)
+                               .toObject()
+                               .value("cpu_usage"_L1)
+                               .toObject()
+                               .value("total_usage"_L1)
+                               .toDouble() /
+                           1e9;
+        usage.memoryBytes = memory.value("usage"_L1).toInteger();
+        usage.memoryPeakBytes = memory.value("max_usage"_L1).toInteger(); // cgroup v1 only
+        usage.processes = object.value("pids_stats"_L1).toObject().value("current"_L1).toInteger();
+        usage.at = QDateTime::currentDateTimeUtc();
+        measured.insert(*conversation, usage);
+    }
+    if (listed.ok())
+        m_usage = std::move(measured);
+    m_measuringNow = false;
 }
 
 QCoro::Task<QString> SandboxContainers::check()

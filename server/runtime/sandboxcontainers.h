@@ -1,10 +1,13 @@
 #pragma once
 
 #include "sandboxpolicy.h"
+#include "wiretypes.h"
 
 #include <QCoroTask>
+#include <QHash>
 #include <QObject>
 #include <QString>
+#include <QTimer>
 #include <QUuid>
 
 #include <functional>
@@ -77,6 +80,13 @@ public:
     // The container's name on the engine.
     QString nameOf(const QUuid &conversationId) const;
 
+    // What the conversation's running container used when it was last measured (every
+    // MeasureInterval, and at measure()); nothing when it runs none.
+    std::optional<SandboxUsage> usageOf(const QUuid &conversationId) const;
+    // Measures every running container of this server now.
+    QCoro::Task<void> measure();
+    static constexpr std::chrono::seconds MeasureInterval{5};
+
 private:
     // Runs one call on the conversation's container in the background, logging its failure
     // (`what`: "remove", "pause"...).
@@ -85,6 +95,9 @@ private:
 
     SandboxContainerSettings m_settings;
     std::unique_ptr<DockerEngine> m_engine;
+    QHash<QUuid, SandboxUsage> m_usage;
+    QTimer m_measuring;
+    bool m_measuringNow = false;
 };
 
 } // namespace AgentDeck

@@ -161,6 +161,17 @@ void SystemDockerTest::commandsRunInTheConversationsContainer()
     const QJsonObject labels = containers.at(0).toObject().value(u"Labels"_s).toObject();
     QCOMPARE(labels.value(QLatin1StringView(SandboxContainers::RuntimesLabel)).toString(),
              QDir(server.dataDir()).filePath(u"runtimes"_s));
+    // What it uses, measured by the engine: in runtime_info and, summed, in /metrics.
+    QTRY_VERIFY_WITH_TIMEOUT(runtimeInfo(server, id).contains(u"usage"_s), 20'000);
+    const QJsonObject usage = runtimeInfo(server, id).value(u"usage"_s).toObject();
+    QVERIFY2(usage.value(u"memory_bytes"_s).toInteger() > 0 &&
+                 usage.value(u"processes"_s).toInteger() >= 1 && usage.value(u"at"_s).isString(),
+             QJsonDocument(usage).toJson().constData());
+    const QByteArray metrics = server.get(u"/metrics"_s).body;
+    QVERIFY2(metrics.contains("agentdeck_sandbox_memory_bytes ") &&
+                 metrics.contains("agentdeck_sandboxes{state=\"running\"} 1"),
+             metrics.constData());
+
     // The root is the image's and read-only; /tmp is the container's own.
     const QString written = runNext(
         server, id, u"touch /etc/x 2>&1; echo tmp > /tmp/t && cat /tmp/t; unshare -U -r id 2>&1"_s);

@@ -22,12 +22,13 @@ if [ ! -f "$build/build.ninja" ]; then
     cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
 fi
 # A dry run counts what is out of date, once CMake has brought build.ninja up to date (a dry run
-# stops there); each compile is a moment on a compiler-cache hit (packaging/compile.sh), seconds
-# on a miss.
+# stops there, and always where globs are re-checked: the test build's). Each compile is a moment
+# on a compiler-cache hit (packaging/compile.sh), seconds on a miss.
 if ! regenerated=$(ninja -C "$build" build.ninja 2>&1); then
     echo "$regenerated" >&2
     exit 1
 fi
 count=$(ninja -C "$build" -n "${targets[@]}" | grep -c ' Building CXX object ' || true)
-[ "$count" -eq 0 ] || say "building $count objects in $build${targets[*]:+ for ${targets[*]}}"
+objects=$([ "$count" -eq 0 ] || echo "$count objects ")
+say "building ${objects}in $build${targets[*]:+ for ${targets[*]}}"
 cmake --build "$build" "${target_args[@]}" -- -j"$(nproc)"

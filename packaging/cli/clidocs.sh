@@ -16,7 +16,7 @@ version=$("$binary" --version)
 awk -f "$here/man.awk" -v name=agentdeck -v version="$version" \
     -v seealso='.BR agentdeck-ctl (1)' "$out/agentdeck.records" >"$out/agentdeck.1"
 awk -f "$here/man.awk" -v name=agentdeck-ctl -v version="$version" \
-    -v summary="the command-line client of an AgentDeck server (agentdeck ctl)" \
+    -v summary="the command-line client of an AgentDeck server" \
     -v seealso='.BR agentdeck (1)' "$out/agentdeck-ctl.records" >"$out/agentdeck-ctl.1"
 for page in agentdeck agentdeck-ctl; do
     # -n: no name or time stamp in the archive, so that builds are reproducible.

@@ -76,5 +76,5 @@ $1 == "para" { print ".PP"; print escape($2); next }
 END {
     print ".SH SEE ALSO"
     print seealso ","
-    print ".I /usr/share/doc/agentdeck/OPERATIONS.md"
+    print ".I /usr/share/doc/agentdeck/docs/OPERATIONS.md"
 }

@@ -11,7 +11,7 @@ packages=(
     qml6-module-qtquick qml6-module-qtquick-controls qml6-module-qtquick-layouts
     qml6-module-qtquick-templates qml6-module-qtquick-window qml6-module-qtqml-workerscript
     postgresql xvfb xauth bubblewrap slirp4netns procps e2fsprogs
-    dpkg-dev file systemd python3 desktop-file-utils appstream
+    dpkg-dev file systemd python3 desktop-file-utils appstream lintian
     docker.io busybox-static
 )
 

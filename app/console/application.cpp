@@ -121,6 +121,13 @@ bool hasDisplay()
 
 int runApplication(int argc, char *argv[])
 {
+    // The modes the server starts answer --version too: which build a sandbox runs.
+    for (const char *mode : {"command-leader", "sandbox-host"}) {
+        if (argc == 3 && qstrcmp(argv[1], mode) == 0 && qstrcmp(argv[2], "--version") == 0) {
+            std::printf("agentdeck %s %s\n", mode, AGENTDECK_VERSION);
+            return 0;
+        }
+    }
     // Before anything else: the leader of a command is a small process, without Qt.
     if (argc > 1 && qstrcmp(argv[1], "command-leader") == 0)
         return runCommandLeader(argc, argv);

@@ -5,6 +5,7 @@
 // reads the packaged conf and tells systemd when it is ready and when it stops, and that prerm
 // stops the daemon's sandbox hosts.
 #include <QDir>
+#include <QDirIterator>
 #include <QFile>
 #include <QFileInfo>
 #include <QJsonArray>
@@ -225,6 +226,11 @@ private Q_SLOTS:
     void packagedDaemonNotifiesSystemd();
     void sandboxesStartUnderTheUnitsSandboxing();
     void badDatabaseUrlsFailClearly();
+    void shipsDocumentation_data();
+    void shipsDocumentation();
+    void copyrightIsMachineReadable();
+    void changelogNamesThisVersion();
+    void lintianFindsNoErrors();
 
 private:
     QString field(const QString &name) const;
@@ -362,7 +368,7 @@ void PackagingTest::dependsOnRuntimeLoadedModules_data()
          {"libqt6sql6-sqlite", "libqt6sql6-psql", "qt6-qpa-plugins", "qml6-module-qtquick",
           "qml6-module-qtquick-controls", "qml6-module-qtquick-layouts",
           "qml6-module-qtquick-templates", "qml6-module-qtquick-window",
-          "qml6-module-qtqml-workerscript", "bash", "adduser"})
+          "qml6-module-qtqml-workerscript", "adduser"})
         QTest::addRow("%s", name) << QString::fromLatin1(name);
     // Found by dpkg-shlibdeps: proof that it ran.
     QTest::addRow("shlibdeps: libqt6core6") << u"libqt6core6"_s;
@@ -716,6 +722,66 @@ void PackagingTest::badDatabaseUrlsFailClearly()
         // The password never reaches the log.
         QVERIFY2(!stderrText.contains("hunter2"), stderrText.constData());
     }
+}
+
+void PackagingTest::shipsDocumentation_data()
+{
+    QTest::addColumn<QString>("path");
+    for (const char *path :
+         {"/usr/share/doc/agentdeck/copyright", "/usr/share/doc/agentdeck/changelog.gz",
+          "/usr/share/man/man1/agentdeck.1.gz", "/usr/share/man/man1/agentdeck-ctl.1.gz",
+          "/usr/share/bash-completion/completions/agentdeck",
+          "/usr/share/zsh/vendor-completions/_agentdeck"})
+        QTest::addRow("%s", path) << QString::fromLatin1(path);
+    // All of docs/, laid out as in the repository so that the README's links hold.
+    const QDir docs(QStringLiteral(AGENTDECK_SOURCE_DIR "/docs"));
+    for (QDirIterator it(docs.path(), QDir::Files, QDirIterator::Subdirectories); it.hasNext();) {
+        const QString relative = docs.relativeFilePath(it.next());
+        QTest::addRow("docs/%s", qPrintable(relative))
+            << u"/usr/share/doc/agentdeck/docs/"_s + relative;
+    }
+}
+
+void PackagingTest::shipsDocumentation()
+{
+    QFETCH(QString, path);
+    const QFileInfo info(rootPath(path));
+    QVERIFY2(info.isFile() && info.size() > 0, qPrintable(path + u" is missing or empty"_s));
+    QVERIFY(!info.isExecutable());
+}
+
+void PackagingTest::copyrightIsMachineReadable()
+{
+    QFile file(rootPath(u"/usr/share/doc/agentdeck/copyright"_s));
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    const QStringList lines = QString::fromUtf8(file.readAll()).split(u'\n');
+    QCOMPARE(lines.value(0),
+             u"Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"_s);
+    QVERIFY(lines.contains(u"Files: *"_s));
+    QCOMPARE(lines.count(u"License: Apache-2.0"_s), 2); // the files' and the license's paragraph
+    // The repository's license is the one the copyright file names.
+    QFile license(QStringLiteral(AGENTDECK_SOURCE_DIR "/LICENSE"));
+    QVERIFY(license.open(QIODevice::ReadOnly));
+    QVERIFY(license.readAll().trimmed().startsWith("Apache License\n"));
+}
+
+void PackagingTest::changelogNamesThisVersion()
+{
+    const Result changelog =
+        run(u"gzip"_s, {u"-dc"_s, rootPath(u"/usr/share/doc/agentdeck/changelog.gz"_s)});
+    QVERIFY2(changelog.ok(), qPrintable(changelog.output));
+    QVERIFY2(
+        changelog.output.startsWith(u"agentdeck ("_s + QStringLiteral(AGENTDECK_VERSION) + u") "_s),
+        qPrintable(changelog.output.section(u'\n', 0, 0)));
+}
+
+void PackagingTest::lintianFindsNoErrors()
+{
+    const QString lintian = QStandardPaths::findExecutable(u"lintian"_s);
+    if (lintian.isEmpty())
+        QSKIP("lintian is not installed");
+    const Result result = run(lintian, {u"--fail-on"_s, u"error"_s, m_deb}, CpackTimeoutMs);
+    QVERIFY2(result.ok(), qPrintable(result.output));
 }
 
 QTEST_GUILESS_MAIN(PackagingTest)

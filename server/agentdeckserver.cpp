@@ -17,6 +17,7 @@
 #include "runtime/processbudget.h"
 #include "runtime/processruntime.h"
 #include "runtime/retentionreaper.h"
+#include "runtime/sandboxcgroups.h"
 #include "runtime/workspacesandbox.h"
 #include "storage/basheventstore.h"
 #include "storage/conversationstore.h"
@@ -347,6 +348,14 @@ bool AgentDeckServer::start(QString *error)
             settings.policy = m_config.sandboxPolicy;
             settings.egressAllowed = m_config.sandboxEgressAllow;
             settings.roots = roots;
+            const SandboxCgroups::Delegation cgroups = SandboxCgroups::prepare();
+            if (cgroups.isAvailable())
+                qCInfo(lcServer).noquote()
+                    << "sandbox limits: a cgroup per sandbox under" << cgroups.root;
+            else
+                qCInfo(lcServer).noquote()
+                    << "sandbox limits: per process (rlimits), no cgroups:" << cgroups.problem;
+            settings.cgroupRoot = cgroups.root;
             auto sandboxes = std::make_unique<LocalSandboxProvider>(settings);
             d->sandboxes = sandboxes.get();
             d->parts.runtimes = std::move(sandboxes);

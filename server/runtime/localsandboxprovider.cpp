@@ -3,6 +3,7 @@
 #include "commandenvironment.h"
 #include "logging.h"
 #include "openfiles.h"
+#include "sandboxcgroups.h"
 #include "sandboxhost.h"
 #include "sandboxisolation.h"
 #include "signalwait.h"
@@ -175,6 +176,10 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
         more << u"--workspace-made-by-server"_s;
     for (const QString &alias : m_settings.roots.aliasesOf(conversation.workingDir))
         more << u"--workspace-alias"_s << alias;
+    if (!m_settings.cgroupRoot.isEmpty()) {
+        SandboxCgroups::removeEnded(m_settings.cgroupRoot);
+        more << u"--cgroup"_s << SandboxCgroups::sandboxCgroup(m_settings.cgroupRoot, toWireId(id));
+    }
     process.setArguments(process.arguments() + more);
     process.setWorkingDirectory(runtimeDir);
     process.setProcessEnvironment(commandEnvironment());

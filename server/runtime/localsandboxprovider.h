@@ -38,6 +38,9 @@ struct LocalSandboxSettings
     // Where workspaces may be: a workspace under a root named by a link is shown to its
     // commands by that name too.
     WorkspaceRoots roots;
+    // The delegated cgroup under which each sandbox gets a cgroup of its own (SandboxCgroups);
+    // empty: none.
+    QString cgroupRoot;
 };
 
 // One sandbox host process per conversation, adopted across server restarts.

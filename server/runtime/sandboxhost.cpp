@@ -5,6 +5,7 @@
 #include "logging.h"
 #include "mountaliases.h"
 #include "openfiles.h"
+#include "sandboxcgroups.h"
 #include "usernamespacefilter.h"
 
 #include <QCommandLineParser>
@@ -132,6 +133,18 @@ bool SandboxHost::start(QString *error)
     qCInfo(lcRuntime).noquote() << "sandbox isolation:"
                                 << (m_isolation.isWeak() ? u"none (%1)"_s.arg(m_isolation.reason)
                                                          : m_isolation.mechanismName());
+    // Before any command: what the host starts is counted in the cgroup from the first process.
+    if (!m_options.cgroup.isEmpty()) {
+        QString problem;
+        if (SandboxCgroups::enter(m_options.cgroup, m_options.policy, &problem))
+            qCInfo(lcRuntime).noquote()
+                << "sandbox cgroup:" << m_options.cgroup << "memory.max"
+                << SandboxCgroups::memoryMax(m_options.policy) << "pids.max"
+                << SandboxCgroups::pidsMax(m_options.policy) << "(0: no limit)";
+        else
+            qCWarning(lcRuntime).noquote()
+                << "sandbox cgroup: none, the limits are per process only:" << problem;
+    }
     if (!chooseCommandUser(error))
         return false;
 
@@ -608,8 +621,10 @@ int runSandboxHost(int argc, char *argv[])
         u"The server made the workspace: a root host may give it to the commands' uid."_s);
     const QCommandLineOption alias(u"workspace-alias"_s,
                                    u"Another name of the workspace (repeatable)."_s, u"PATH"_s);
+    const QCommandLineOption cgroup(u"cgroup"_s, u"The sandbox's cgroup (v2) to move into."_s,
+                                    u"DIR"_s);
     parser.addOptions({runtimeDir, socket, workspace, home, idle, openFiles, hide, policy,
-                       sandboxUid, egressAllow, madeByServer, alias});
+                       sandboxUid, egressAllow, madeByServer, alias, cgroup});
     parser.process(app.arguments().mid(1));
     if (!parser.isSet(runtimeDir) || !parser.isSet(socket) || !parser.isSet(workspace)) {
         std::fputs("agentdeck sandbox-host: --runtime-dir, --socket and --workspace are required "
@@ -639,6 +654,7 @@ int runSandboxHost(int argc, char *argv[])
     }
     options.workspaceMadeByServer = parser.isSet(madeByServer);
     options.workspaceAliases = parser.values(alias);
+    options.cgroup = parser.value(cgroup);
     // The server raised its own limit; the commands get the one it was started with.
     if (parser.isSet(openFiles))
         OpenFiles::setLimit(parser.value(openFiles).toLongLong());

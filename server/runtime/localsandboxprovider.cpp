@@ -116,6 +116,11 @@ int LocalSandboxProvider::adoptExisting()
         m_live.insert(*id, runtime.get());
         ++adopted;
         qCInfo(lcRuntime) << "adopted sandbox of" << *id << "pid" << pid;
+        QString problem;
+        if (!m_settings.cgroupRoot.isEmpty() &&
+            !SandboxCgroups::restore(m_settings.cgroupRoot, name, root.filePath(name), &problem))
+            qCWarning(lcRuntime).noquote()
+                << "the sandbox of" << *id << "keeps no cgroup limits:" << problem;
         // No run survives a restart: a command still going belongs to a run that is resolved
         // as interrupted, here or, with replicas, by the one that found it lapsed while this
         // server was down. Left going, it ran on next to the new runs on the same workspace.
@@ -308,6 +313,10 @@ void LocalSandboxProvider::detachAll()
     }
     m_owned.clear();
     m_live.clear();
+    // The next server (systemd starts it in the delegated cgroup itself) could not start while
+    // the children had controllers; it gives the adopted sandboxes their limits again.
+    if (!m_settings.cgroupRoot.isEmpty())
+        SandboxCgroups::release(m_settings.cgroupRoot);
 }
 
 void LocalSandboxProvider::describe(QList<ConversationInfo> &conversations) const

@@ -85,6 +85,20 @@ QByteArray limitText(qint64 value)
     return value > 0 ? QByteArray::number(value) : "max"_ba;
 }
 
+// In the host's runtime dir, which its commands do not see: "MEMORY_MAX PIDS_MAX".
+const QString LimitsFile = u"sandbox.cgroup"_s;
+
+bool applyLimits(const QString &cgroup, qint64 memory, qint64 pids, QString *error)
+{
+    if (!writeFile(cgroup + u"/memory.max"_s, limitText(memory), error) ||
+        !writeFile(cgroup + u"/pids.max"_s, limitText(pids), error))
+        return false;
+    // Swapped out, the memory would not count: a machine with swap holds it to memory.max too.
+    // Without swap accounting the file is missing, and there is nothing to hold.
+    return !QFileInfo::exists(cgroup + u"/memory.swap.max"_s) ||
+           writeFile(cgroup + u"/memory.swap.max"_s, "0", error);
+}
+
 } // namespace
 
 Delegation prepare()
@@ -148,21 +162,43 @@ qint64 pidsMax(const SandboxPolicy &policy)
     return policy.processes > 0 ? policy.processes + SandboxOwnProcesses : 0;
 }
 
-bool enter(const QString &cgroup, const SandboxPolicy &policy, QString *error)
+bool enter(const QString &cgroup, const SandboxPolicy &policy, const QString &runtimeDir,
+           QString *error)
 {
     if (::mkdir(QFile::encodeName(cgroup).constData(), 0755) != 0 && errno != EEXIST) {
         *error = u"cannot create %1: %2"_s.arg(cgroup, errnoText());
         return false;
     }
-    if (!writeFile(cgroup + u"/memory.max"_s, limitText(memoryMax(policy)), error) ||
-        !writeFile(cgroup + u"/pids.max"_s, limitText(pidsMax(policy)), error))
+    const qint64 memory = memoryMax(policy);
+    const qint64 pids = pidsMax(policy);
+    if (!applyLimits(cgroup, memory, pids, error))
         return false;
-    // Swapped out, the memory would not count: a machine with swap holds it to memory.max too.
-    // Without swap accounting the file is missing, and there is nothing to hold.
-    if (QFileInfo::exists(cgroup + u"/memory.swap.max"_s) &&
-        !writeFile(cgroup + u"/memory.swap.max"_s, "0", error))
+    QFile limits(QDir(runtimeDir).filePath(LimitsFile));
+    if (!limits.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
+        limits.write(QByteArray::number(memory) + ' ' + QByteArray::number(pids) + '\n') < 0) {
+        *error = u"cannot write "_s + limits.fileName();
         return false;
+    }
+    limits.close();
     return writeFile(cgroup + u"/cgroup.procs"_s, QByteArray::number(::getpid()), error);
+}
+
+void release(const QString &root)
+{
+    QString ignored;
+    writeFile(root + u"/cgroup.subtree_control"_s, "-memory -pids", &ignored);
+}
+
+bool restore(const QString &root, const QString &wireId, const QString &runtimeDir, QString *error)
+{
+    const QList<QByteArray> limits =
+        readFile(QDir(runtimeDir).filePath(LimitsFile)).trimmed().split(' ');
+    if (limits.size() != 2) {
+        *error = u"no limits in "_s + QDir(runtimeDir).filePath(LimitsFile);
+        return false;
+    }
+    return applyLimits(sandboxCgroup(root, wireId), limits[0].toLongLong(), limits[1].toLongLong(),
+                       error);
 }
 
 } // namespace AgentDeck::SandboxCgroups

@@ -13,8 +13,15 @@ namespace AgentDeck {
 // A cgroup that holds processes may not give controllers to its children, so the server moves
 // itself into DELEGATED/supervisor and enables memory and pids for DELEGATED's children; each
 // sandbox host moves itself into DELEGATED/sandbox-ID before it runs a command, so that everything
-// it starts is counted there. Without a delegated cgroup (no systemd, no `Delegate=yes`, cgroup v1)
-// the rlimits are all there is.
+// it starts is counted there.
+//
+// For the same reason systemd (before DelegateSubgroup=, v254) cannot start the service again
+// while DELEGATED gives controllers to its children: the new main process goes into DELEGATED
+// itself (219/CGROUP). A stopping server takes the controllers back (release()), as the unit's
+// ExecStartPre does after a crash; the limits of the sandboxes that outlive it go with them, and
+// the next server gives them back to the sandboxes it adopts (restore()), from what each host
+// wrote to its runtime dir (LimitsFile). Without a delegated cgroup (no systemd, no `Delegate=yes`,
+// cgroup v1) the rlimits are all there is.
 namespace SandboxCgroups {
 
 // What the server found at start: the delegated cgroup's directory, or why there is none.
@@ -45,8 +52,18 @@ qint64 memoryMax(const SandboxPolicy &policy);
 qint64 pidsMax(const SandboxPolicy &policy);
 
 // For the sandbox host: makes `cgroup` with the limits of `policy` and moves the calling process
-// into it. False with *error when it could not.
-bool enter(const QString &cgroup, const SandboxPolicy &policy, QString *error);
+// into it, and writes the limits to `runtimeDir` for restore(). False with *error when it could
+// not.
+bool enter(const QString &cgroup, const SandboxPolicy &policy, const QString &runtimeDir,
+           QString *error);
+
+// For a stopping server: no more controllers for the children of `root`, so that systemd can
+// start the service again.
+void release(const QString &root);
+
+// For a server that adopted the sandbox in `runtimeDir`: its cgroup under `root` gets the limits
+// its host wrote there again (release() took them). False with *error when it could not.
+bool restore(const QString &root, const QString &wireId, const QString &runtimeDir, QString *error);
 
 } // namespace SandboxCgroups
 

@@ -136,7 +136,8 @@ bool SandboxHost::start(QString *error)
     // Before any command: what the host starts is counted in the cgroup from the first process.
     if (!m_options.cgroup.isEmpty()) {
         QString problem;
-        if (SandboxCgroups::enter(m_options.cgroup, m_options.policy, &problem))
+        if (SandboxCgroups::enter(m_options.cgroup, m_options.policy, m_options.runtimeDir,
+                                  &problem))
             qCInfo(lcRuntime).noquote()
                 << "sandbox cgroup:" << m_options.cgroup << "memory.max"
                 << SandboxCgroups::memoryMax(m_options.policy) << "pids.max"

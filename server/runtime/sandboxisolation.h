@@ -20,8 +20,9 @@ namespace AgentDeck {
 // - none: bubblewrap is missing or cannot create its namespaces. Commands run as the server's
 //   user (a root server's change to the sandbox uid all the same), see the whole system and the
 //   host's network; their process trees still end with them (CommandLeader).
-// Limits are rlimits (prlimit inside the sandbox): per process, except the count of processes;
-// cgroup v2 is not used.
+// Limits are rlimits (prlimit inside the sandbox): per process, except the count of processes.
+// Under a cgroup delegated to the server, each sandbox also gets a cgroup of its own that holds
+// all of its processes together (SandboxCgroups).
 struct SandboxIsolation
 {
     enum class Mechanism

@@ -9,19 +9,22 @@ api=http://127.0.0.1:8000
 data=/var/lib/agentdeck
 unit_cgroup=/sys/fs/cgroup/system.slice/agentdeck.service
 
-why=""
+# Each check runs in a subshell: fail ends it, saying why. What a later check needs of an earlier
+# one is in $state.
+state=/run/vmtest/state
+mkdir -p "$state"
 fail() {
-    why="$*"
-    return 1
+    echo "$*" | tr '\n' ' ' >"$state/why"
+    exit 1
 }
 check() {
     local name=$1
     shift
-    why=""
-    if "$@"; then
+    rm -f "$state/why"
+    if ("$@"); then
         echo "ok $name"
     else
-        echo "not ok $name: ${why:-failed}"
+        echo "not ok $name: $(cat "$state/why" 2>/dev/null || echo failed)"
     fi
 }
 # Waits until the command succeeds, at most $1 seconds (polling; the deadline is what counts).
@@ -66,6 +69,8 @@ configure() {
     conf_set AGENTDECK_SHUTDOWN_GRACE 30s
     conf_set AGENTDECK_SANDBOX_MEMORY 64MiB
     conf_set AGENTDECK_SANDBOX_PROCESSES 64
+    # 256 sandboxes of 64 processes do not fit the VM's kernel.threads-max.
+    conf_set AGENTDECK_MAX_SANDBOXES 8
 }
 
 # Type=notify: `systemctl start` returns once READY=1 came, so the API answers at once.
@@ -100,12 +105,11 @@ delegated_cgroup() {
 
 # A command that runs while the service restarts: the sandbox host is adopted, and the command's
 # output, printed before and after the restart began, is all there.
-RESTART_ID=""
 survives_restart() {
     local id pid events
     id=$(create_shell 'echo before-restart; touch started; sleep 6; echo after-restart') &&
         [ -n "$id" ] && [ "$id" != null ] || fail "create failed"
-    RESTART_ID=$id
+    echo "$id" >"$state/restarted"
     wait_for 60 test -e "$data/workspaces/$id/started" || fail "the command did not start"
     pid=$(host_pid "$id")
     [ -n "$pid" ] || fail "no sandbox.pid"
@@ -128,7 +132,8 @@ survives_restart() {
 # The sandbox's cgroup holds its host and commands, with the policy's limits: 64 MiB per process
 # and as much for /tmp and /dev/shm, 64 MiB for the host; 64 processes and 16 of the sandbox's.
 sandbox_cgroup_limits() {
-    local id=$RESTART_ID cg pid
+    local id cg pid
+    id=$(cat "$state/restarted") || fail "no conversation of restart-adopts"
     cg=$unit_cgroup/sandbox-$id
     pid=$(host_pid "$id")
     [ -d "$cg" ] || fail "no $cg: $(ls "$unit_cgroup")"
@@ -163,6 +168,28 @@ pids_counted() {
     api_post "/api/conversations/$id/interrupt" '{}' >/dev/null || true
 }
 
+# After a crash (SIGKILL) systemd starts the server again, which adopts the sandbox and gives its
+# cgroup its limits again.
+crash_restarts() {
+    local id pid main cg
+    id=$(cat "$state/restarted") || fail "no conversation of restart-adopts"
+    pid=$(host_pid "$id")
+    cg=$unit_cgroup/sandbox-$id
+    main=$(systemctl show -p MainPID --value agentdeck)
+    kill -9 "$main"
+    new_server() {
+        local now
+        now=$(systemctl show -p MainPID --value agentdeck)
+        [ "$now" != 0 ] && [ "$now" != "$main" ] && api_get /ready >/dev/null
+    }
+    wait_for 90 new_server ||
+        fail "no server after the crash: $(journalctl -u agentdeck -n 15 --no-pager -o cat)"
+    kill -0 "$pid" 2>/dev/null || fail "the sandbox host $pid died"
+    grep -qx "$pid" "$cg/cgroup.procs" || fail "the host $pid is not in $cg"
+    [ "$(cat "$cg/memory.max")" = $((192 << 20)) ] || fail "memory.max $(cat "$cg/memory.max")"
+    [ "$(cat "$cg/pids.max")" = 80 ] || fail "pids.max $(cat "$cg/pids.max")"
+}
+
 # `systemctl stop`, then `apt-get purge`, and no agentdeck process is left.
 stop_and_purge_leave_nothing() {
     local out
@@ -180,6 +207,7 @@ check restart-adopts survives_restart
 check sandbox-cgroup sandbox_cgroup_limits
 check memory-limit memory_limit_enforced
 check pids-limit pids_counted
+check crash-restart crash_restarts
 check stop-purge stop_and_purge_leave_nothing
 echo "--- journal of agentdeck"
 journalctl -u agentdeck --no-pager -o short-precise | tail -n 60

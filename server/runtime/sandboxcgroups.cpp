@@ -8,7 +8,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
+#include <linux/close_range.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -88,6 +91,34 @@ QByteArray limitText(qint64 value)
 // In the host's runtime dir, which its commands do not see: "MEMORY_MAX PIDS_MAX".
 const QString LimitsFile = u"sandbox.cgroup"_s;
 
+// A child that waits for the server to end (the pipe's other end, the server's only, closes
+// then) and takes the controllers back. A fork of a process with threads: the child makes
+// system calls only.
+void startReleaser(const QString &root)
+{
+    const QByteArray control = QFile::encodeName(root + u"/cgroup.subtree_control"_s);
+    int ends[2];
+    if (::pipe2(ends, O_CLOEXEC) != 0)
+        return;
+    const pid_t child = ::fork();
+    if (child == 0) {
+        const int waiting = ends[0];
+        // Nothing of the server's stays open in it: not its listener, not its data dir's lock.
+        ::syscall(SYS_close_range, 0U, static_cast<unsigned>(waiting) - 1, 0U);
+        ::syscall(SYS_close_range, static_cast<unsigned>(waiting) + 1, ~0U, 0U);
+        char byte;
+        while (::read(waiting, &byte, 1) < 0 && errno == EINTR) {
+        }
+        if (const int file = ::open(control.constData(), O_WRONLY | O_CLOEXEC); file >= 0) {
+            [[maybe_unused]] const ssize_t written = ::write(file, "-memory -pids", 13);
+            ::close(file);
+        }
+        ::_exit(0);
+    }
+    ::close(ends[0]);
+    // Kept open, and closed by the kernel as the server ends. Not inherited (O_CLOEXEC).
+}
+
 bool applyLimits(const QString &cgroup, qint64 memory, qint64 pids, QString *error)
 {
     if (!writeFile(cgroup + u"/memory.max"_s, limitText(memory), error) ||
@@ -133,6 +164,7 @@ Delegation prepare()
             writeFile(supervisor + u"/cgroup.procs"_s, pid, &error);
     if (!writeFile(root + u"/cgroup.subtree_control"_s, "+memory +pids", &error))
         return {{}, error};
+    startReleaser(root);
     removeEnded(root);
     return {root, {}};
 }

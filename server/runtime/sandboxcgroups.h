@@ -17,11 +17,11 @@ namespace AgentDeck {
 //
 // For the same reason systemd (before DelegateSubgroup=, v254) cannot start the service again
 // while DELEGATED gives controllers to its children: the new main process goes into DELEGATED
-// itself (219/CGROUP). A stopping server takes the controllers back (release()), as the unit's
-// ExecStartPre does after a crash; the limits of the sandboxes that outlive it go with them, and
-// the next server gives them back to the sandboxes it adopts (restore()), from what each host
-// wrote to its runtime dir (LimitsFile). Without a delegated cgroup (no systemd, no `Delegate=yes`,
-// cgroup v1) the rlimits are all there is.
+// itself (219/CGROUP). A stopping server takes the controllers back (release()), and so does a
+// process prepare() leaves beside it for when it is killed or crashes; the limits of the
+// sandboxes that outlive it go with them, and the next server gives them back to the sandboxes
+// it adopts (restore()), from what each host wrote to its runtime dir (LimitsFile). Without a
+// delegated cgroup (no systemd, no `Delegate=yes`, cgroup v1) the rlimits are all there is.
 namespace SandboxCgroups {
 
 // What the server found at start: the delegated cgroup's directory, or why there is none.
@@ -33,7 +33,9 @@ struct Delegation
 };
 
 // Looks for the delegated cgroup of the calling process and, when there is one, moves the process
-// into its `supervisor` child and enables memory and pids for the children. Once, at start. A
+// into its `supervisor` child and enables memory and pids for the children, and leaves a child
+// process that calls release() once the calling process has ended, however it ended. Once, at
+// start. A
 // cgroup counts as delegated when systemd marked it so (the `trusted.delegate` or `user.delegate`
 // attribute), or, for a server that is not root, when it is the server's own and writable.
 Delegation prepare();

@@ -306,6 +306,12 @@ void SandboxHost::startCommand(const QJsonObject &message)
     });
     m_process->setChildProcessModifier([egress, network = &m_network, seccompFile] {
         ::setsid();
+        // When the sandbox's processes together pass its cgroup's memory, the kernel kills one
+        // of the command's, not the host that reports how the command ended.
+        if (const int adj = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); adj >= 0) {
+            [[maybe_unused]] const ssize_t written = ::write(adj, "500", 3);
+            ::close(adj);
+        }
         if (seccompFile >= 0)
             ::fcntl(seccompFile, F_SETFD, 0);
         if (egress)

@@ -148,7 +148,8 @@ memory_limit_enforced() {
     local id cg
     id=$(create_shell 'for i in 1 2 3 4 5 6 7; do (head -c 40M /dev/zero; sleep 8) | tail -c 40M >/dev/null & done; wait; echo hogs-done') &&
         [ -n "$id" ] && [ "$id" != null ] || fail "create failed"
-    wait_for 120 status_is "$id" finished || fail "not finished"
+    wait_for 120 status_is "$id" finished ||
+        fail "not finished: $(api_get "/api/conversations/$id" | jq -c '[.execution_status, .outcome]') $(cat "$unit_cgroup/sandbox-$id/memory.events" 2>&1)"
     cg=$unit_cgroup/sandbox-$id
     grep -Eq '^oom_kill [1-9]' "$cg/memory.events" ||
         fail "no OOM kill in the sandbox's cgroup: $(cat "$cg/memory.events" 2>&1) $(final_response "$id")"

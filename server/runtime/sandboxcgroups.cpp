@@ -104,7 +104,8 @@ void startReleaser(const QString &root)
     if (child == 0) {
         const int waiting = ends[0];
         // Nothing of the server's stays open in it: not its listener, not its data dir's lock.
-        ::syscall(SYS_close_range, 0U, static_cast<unsigned>(waiting) - 1, 0U);
+        if (waiting > 0)
+            ::syscall(SYS_close_range, 0U, static_cast<unsigned>(waiting) - 1, 0U);
         ::syscall(SYS_close_range, static_cast<unsigned>(waiting) + 1, ~0U, 0U);
         char byte;
         while (::read(waiting, &byte, 1) < 0 && errno == EINTR) {

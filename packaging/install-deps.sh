@@ -13,7 +13,7 @@ packages=(
     postgresql xvfb xauth bubblewrap slirp4netns procps e2fsprogs
     dpkg-dev file systemd desktop-file-utils appstream
     docker.io busybox-static
-    qemu-system-x86 qemu-utils debootstrap
+    qemu-system-x86 debootstrap
 )
 
 missing=()

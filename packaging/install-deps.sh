@@ -13,6 +13,7 @@ packages=(
     postgresql xvfb xauth bubblewrap slirp4netns procps e2fsprogs
     dpkg-dev file systemd python3 desktop-file-utils appstream lintian
     docker.io busybox-static
+    qemu-system-x86 debootstrap
 )
 
 missing=()

@@ -18,6 +18,7 @@
 #include "runtime/processruntime.h"
 #include "runtime/retentionreaper.h"
 #include "runtime/sandboxcontainers.h"
+#include "runtime/sandboxcgroups.h"
 #include "runtime/workspacesandbox.h"
 #include "storage/basheventstore.h"
 #include "storage/conversationstore.h"
@@ -357,6 +358,14 @@ bool AgentDeckServer::start(QString *error)
             settings.policy = m_config.sandboxPolicy;
             settings.egressAllowed = m_config.sandboxEgressAllow;
             settings.roots = roots;
+            const SandboxCgroups::Delegation cgroups = SandboxCgroups::prepare();
+            if (cgroups.isAvailable())
+                qCInfo(lcServer).noquote()
+                    << "sandbox limits: a cgroup per sandbox under" << cgroups.root;
+            else
+                qCInfo(lcServer).noquote()
+                    << "sandbox limits: per process (rlimits), no cgroups:" << cgroups.problem;
+            settings.cgroupRoot = cgroups.root;
             if (m_config.runtime == ServerConfig::RuntimeKind::Docker) {
                 d->containers = std::make_unique<SandboxContainers>(
                     SandboxContainerSettings{m_config.dockerHost, m_config.sandboxPolicy.image,

@@ -4,6 +4,7 @@
 #include "logging.h"
 #include "openfiles.h"
 #include "sandboxcontainers.h"
+#include "sandboxcgroups.h"
 #include "sandboxhost.h"
 #include "sandboxisolation.h"
 #include "signalwait.h"
@@ -158,6 +159,11 @@ int LocalSandboxProvider::adoptExisting()
         m_live.insert(*id, runtime.get());
         ++adopted;
         qCInfo(lcRuntime) << "adopted sandbox of" << *id << "pid" << pid;
+        QString problem;
+        if (!m_settings.cgroupRoot.isEmpty() &&
+            !SandboxCgroups::restore(m_settings.cgroupRoot, name, root.filePath(name), &problem))
+            qCWarning(lcRuntime).noquote()
+                << "the sandbox of" << *id << "keeps no cgroup limits:" << problem;
         // No run survives a restart: a command still going belongs to a run that is resolved
         // as interrupted, here or, with replicas, by the one that found it lapsed while this
         // server was down. Left going, it ran on next to the new runs on the same workspace.
@@ -262,6 +268,10 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     if (!container.isEmpty())
         more << u"--container"_s << container << u"--docker-host"_s
              << m_settings.containers->dockerHost();
+    if (!m_settings.cgroupRoot.isEmpty()) {
+        SandboxCgroups::removeEnded(m_settings.cgroupRoot);
+        more << u"--cgroup"_s << SandboxCgroups::sandboxCgroup(m_settings.cgroupRoot, toWireId(id));
+    }
     process.setArguments(process.arguments() + more);
     process.setWorkingDirectory(runtimeDir);
     process.setProcessEnvironment(commandEnvironment());
@@ -412,6 +422,10 @@ void LocalSandboxProvider::detachAll()
     }
     m_owned.clear();
     m_live.clear();
+    // The next server (systemd starts it in the delegated cgroup itself) could not start while
+    // the children had controllers; it gives the adopted sandboxes their limits again.
+    if (!m_settings.cgroupRoot.isEmpty())
+        SandboxCgroups::release(m_settings.cgroupRoot);
 }
 
 void LocalSandboxProvider::describe(QList<ConversationInfo> &conversations) const

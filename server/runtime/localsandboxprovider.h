@@ -47,6 +47,9 @@ struct LocalSandboxSettings
     // command brings either back.
     std::chrono::milliseconds idlePause{0};
     std::chrono::milliseconds idleStop{0};
+    // The delegated cgroup under which each sandbox gets a cgroup of its own (SandboxCgroups);
+    // empty: none.
+    QString cgroupRoot;
 };
 
 // One sandbox host process per conversation, adopted across server restarts. With containers,

@@ -6,6 +6,7 @@
 #include "logging.h"
 #include "mountaliases.h"
 #include "openfiles.h"
+#include "sandboxcgroups.h"
 #include "usernamespacefilter.h"
 
 #include <QCommandLineParser>
@@ -134,6 +135,19 @@ bool SandboxHost::start(QString *error)
     qCInfo(lcRuntime).noquote() << "sandbox isolation:"
                                 << (m_isolation.isWeak() ? u"none (%1)"_s.arg(m_isolation.reason)
                                                          : m_isolation.mechanismName());
+    // Before any command: what the host starts is counted in the cgroup from the first process.
+    if (!m_options.cgroup.isEmpty()) {
+        QString problem;
+        if (SandboxCgroups::enter(m_options.cgroup, m_options.policy, m_options.runtimeDir,
+                                  &problem))
+            qCInfo(lcRuntime).noquote()
+                << "sandbox cgroup:" << m_options.cgroup << "memory.max"
+                << SandboxCgroups::memoryMax(m_options.policy) << "pids.max"
+                << SandboxCgroups::pidsMax(m_options.policy) << "(0: no limit)";
+        else
+            qCWarning(lcRuntime).noquote()
+                << "sandbox cgroup: none, the limits are per process only:" << problem;
+    }
     if (!chooseCommandUser(error))
         return false;
 
@@ -296,6 +310,12 @@ void SandboxHost::startCommand(const QJsonObject &message)
     });
     m_process->setChildProcessModifier([egress, network = &m_network, seccompFile] {
         ::setsid();
+        // When the sandbox's processes together pass its cgroup's memory, the kernel kills one
+        // of the command's, not the host that reports how the command ended.
+        if (const int adj = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); adj >= 0) {
+            [[maybe_unused]] const ssize_t written = ::write(adj, "500", 3);
+            ::close(adj);
+        }
         if (seccompFile >= 0)
             ::fcntl(seccompFile, F_SETFD, 0);
         if (egress)
@@ -621,8 +641,11 @@ int runSandboxHost(int argc, char *argv[])
     const QCommandLineOption container(u"container"_s, u"Run commands in this container."_s,
                                        u"ID"_s);
     const QCommandLineOption dockerHost(u"docker-host"_s, u"The container's engine."_s, u"URL"_s);
+    const QCommandLineOption cgroup(u"cgroup"_s, u"The sandbox's cgroup (v2) to move into."_s,
+                                    u"DIR"_s);
     parser.addOptions({runtimeDir, socket, workspace, home, idle, openFiles, hide, policy,
-                       sandboxUid, egressAllow, madeByServer, alias, container, dockerHost});
+                       sandboxUid, egressAllow, madeByServer, alias, container, dockerHost,
+                       cgroup});
     parser.process(app.arguments().mid(1));
     if (!parser.isSet(runtimeDir) || !parser.isSet(socket) || !parser.isSet(workspace)) {
         std::fputs("agentdeck sandbox-host: --runtime-dir, --socket and --workspace are required "
@@ -654,6 +677,7 @@ int runSandboxHost(int argc, char *argv[])
     options.workspaceAliases = parser.values(alias);
     options.container = parser.value(container);
     options.dockerHost = parser.value(dockerHost);
+    options.cgroup = parser.value(cgroup);
     // The server raised its own limit; the commands get the one it was started with.
     if (parser.isSet(openFiles))
         OpenFiles::setLimit(parser.value(openFiles).toLongLong());

@@ -45,6 +45,9 @@ struct SandboxHostOptions
     // Other names of the workspace (through a workspace root named by a link): links to it
     // there, which the private /tmp or the sandbox's own root would hide.
     QStringList workspaceAliases;
+    // The cgroup the host moves into, with the policy's limits for all of the sandbox
+    // (SandboxCgroups); empty: none.
+    QString cgroup;
 };
 
 // The per-conversation sandbox process (`agentdeck sandbox-host`). It runs in a session of its

@@ -26,7 +26,8 @@ namespace AgentDeck {
 //   run as a uid of their own. Memory and processes are limited for the sandbox as a whole, by
 //   the engine's cgroups (see SandboxContainers).
 // Limits are otherwise rlimits (prlimit inside the sandbox): per process, except the count of
-// processes; cgroup v2 is not used.
+// processes. Under a cgroup delegated to the server, each sandbox also gets a cgroup of its own
+// that holds all of its processes together (SandboxCgroups).
 struct SandboxIsolation
 {
     enum class Mechanism

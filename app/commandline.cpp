@@ -578,6 +578,11 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         u"The Docker engine of --runtime docker: unix:///PATH or tcp://HOST:PORT (default: "
         "$DOCKER_HOST, else unix:///var/run/docker.sock)."_s,
         u"URL"_s);
+    const QCommandLineOption dockerTlsDir(
+        u"docker-tls-dir"_s,
+        u"The client certificates of a tcp:// engine that requires TLS: DIR/ca.pem, cert.pem and "
+        "key.pem (default: $DOCKER_CERT_PATH when $DOCKER_TLS_VERIFY is set)."_s,
+        u"DIR"_s);
     const QCommandLineOption sandboxImage(
         u"sandbox-image"_s,
         u"The image of --runtime docker's containers, on the engine already (needs a shell; "
@@ -602,8 +607,8 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         u"require-isolation"_s,
         u"Refuse to start when commands cannot be isolated (no bubblewrap, no namespaces)."_s);
     table.append({sandboxNetwork, sandboxMemory, sandboxProcesses, sandboxCpu, sandboxFileSize,
-                  sandboxDisk, sandboxEgressAllow, dockerHost, sandboxImage, sandboxImages,
-                  idlePause, idleStop, requireIsolation});
+                  sandboxDisk, sandboxEgressAllow, dockerHost, dockerTlsDir, sandboxImage,
+                  sandboxImages, idlePause, idleStop, requireIsolation});
     const QCommandLineOption logFormat(
         u"log-format"_s,
         u"How log lines are written to stderr: text (default: time with its UTC offset, level, "
@@ -876,6 +881,8 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
     }
     options.server.dockerHost =
         given.isSet(dockerHost) ? given.value(dockerHost) : DockerEngine::defaultHost();
+    options.server.dockerTlsDirectory =
+        given.isSet(dockerTlsDir) ? given.value(dockerTlsDir) : DockerEngine::defaultTlsDirectory();
     options.server.sandboxPolicy.image = given.value(sandboxImage);
     options.server.sandboxPolicy.imagePatterns = given.values(sandboxImages);
     const bool docker = options.server.runtime == ServerConfig::RuntimeKind::Docker;
@@ -884,16 +891,21 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
                  u"--runtime docker needs --sandbox-image IMAGE: the image of its containers"_s;
         return std::nullopt;
     }
-    if (!docker && (given.isSet(sandboxImage) || given.isSet(sandboxImages) ||
-                    given.isSet(dockerHost) || given.isSet(idlePause) || given.isSet(idleStop))) {
-        *error = u"--docker-host, --sandbox-image, --sandbox-images, --sandbox-idle-pause and "
-                 "--sandbox-idle-stop are for --runtime docker"_s;
+    if (!docker &&
+        (given.isSet(sandboxImage) || given.isSet(sandboxImages) || given.isSet(dockerHost) ||
+         given.isSet(dockerTlsDir) || given.isSet(idlePause) || given.isSet(idleStop))) {
+        *error = u"--docker-host, --docker-tls-dir, --sandbox-image, --sandbox-images, "
+                 "--sandbox-idle-pause and --sandbox-idle-stop are for --runtime docker"_s;
         return std::nullopt;
     }
-    if (const QString problem = DockerEngine(options.server.dockerHost).hostError();
-        docker && !problem.isEmpty()) {
-        *error = given.where(dockerHost) + u"--docker-host: "_s + problem;
-        return std::nullopt;
+    if (docker) {
+        DockerEngine engine(options.server.dockerHost);
+        engine.setTlsDirectory(options.server.dockerTlsDirectory);
+        if (const QString problem = engine.hostError(); !problem.isEmpty()) {
+            *error = given.where(given.isSet(dockerTlsDir) ? dockerTlsDir : dockerHost) +
+                     u"--docker-host: "_s + problem;
+            return std::nullopt;
+        }
     }
     return options;
 }

@@ -12,7 +12,7 @@ packages=(
     qml6-module-qtquick-templates qml6-module-qtquick-window qml6-module-qtqml-workerscript
     postgresql xvfb xauth bubblewrap slirp4netns procps e2fsprogs
     dpkg-dev file systemd python3 desktop-file-utils appstream lintian
-    docker.io busybox-static
+    docker.io busybox-static openssl
     qemu-system-x86 debootstrap
 )
 

@@ -17,8 +17,8 @@
 #include "runtime/processbudget.h"
 #include "runtime/processruntime.h"
 #include "runtime/retentionreaper.h"
-#include "runtime/sandboxcontainers.h"
 #include "runtime/sandboxcgroups.h"
+#include "runtime/sandboxcontainers.h"
 #include "runtime/workspacesandbox.h"
 #include "storage/basheventstore.h"
 #include "storage/conversationstore.h"
@@ -367,9 +367,9 @@ bool AgentDeckServer::start(QString *error)
                     << "sandbox limits: per process (rlimits), no cgroups:" << cgroups.problem;
             settings.cgroupRoot = cgroups.root;
             if (m_config.runtime == ServerConfig::RuntimeKind::Docker) {
-                d->containers = std::make_unique<SandboxContainers>(
-                    SandboxContainerSettings{m_config.dockerHost, m_config.sandboxPolicy.image,
-                                             d->runtimesRoot, m_config.replicaId});
+                d->containers = std::make_unique<SandboxContainers>(SandboxContainerSettings{
+                    m_config.dockerHost, m_config.dockerTlsDirectory, m_config.sandboxPolicy.image,
+                    d->runtimesRoot, m_config.replicaId});
                 settings.containers = d->containers.get();
                 settings.idlePause = m_config.sandboxIdlePause;
                 settings.idleStop = m_config.sandboxIdleStop;

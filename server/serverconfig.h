@@ -75,6 +75,7 @@ struct ServerConfig
     RuntimeKind runtime = RuntimeKind::Local;
     // `--runtime docker`: the engine (--docker-host); the images are the sandbox policy's.
     QString dockerHost;
+    QString dockerTlsDirectory; // --docker-tls-dir: client certificates of a TLS engine
     // `--runtime docker`: freeze, or stop keeping the disk, a container idle this long
     // (--sandbox-idle-pause, --sandbox-idle-stop); 0: never.
     std::chrono::milliseconds sandboxIdlePause{0};

@@ -123,16 +123,19 @@ QCoro::Task<void> stop(DockerEngine &engine, const ExecOptions &options)
 
 } // namespace
 
-QStringList containerExecArguments(const QString &dockerHost, const QString &container,
+QStringList containerExecArguments(const ContainerEngine &engine, const QString &container,
                                    const CommandUser &user, const QString &workdir,
                                    qint64 memoryBytes, const QString &program,
                                    const QStringList &arguments)
 {
-    return QStringList{u"container-exec"_s,
-                       u"--memory-bytes"_s,
+    const QStringList tls = engine.tlsDirectory.isEmpty()
+                                ? QStringList()
+                                : QStringList{u"--docker-tls-dir"_s, engine.tlsDirectory};
+    return QStringList{u"container-exec"_s} + tls +
+           QStringList{u"--memory-bytes"_s,
                        QString::number(memoryBytes),
                        u"--docker-host"_s,
-                       dockerHost,
+                       engine.host,
                        u"--container"_s,
                        container,
                        u"--user"_s,
@@ -166,7 +169,9 @@ int runContainerExec(int argc, char *argv[])
     const QCommandLineOption workdir(u"workdir"_s, u"Where it runs."_s, u"DIR"_s);
     const QCommandLineOption memory(u"memory-bytes"_s, u"The container's memory limit."_s,
                                     u"BYTES"_s);
-    parser.addOptions({host, container, user, workdir, memory});
+    const QCommandLineOption tls(u"docker-tls-dir"_s, u"The engine's TLS certificates."_s,
+                                 u"DIR"_s);
+    parser.addOptions({host, container, user, workdir, memory, tls});
     parser.addPositionalArgument(u"program"_s, u"The command."_s);
     if (!parser.parse(app.arguments().mid(1)) || !parser.isSet(host) || !parser.isSet(container) ||
         !parser.isSet(user) || parser.positionalArguments().isEmpty()) {
@@ -186,6 +191,7 @@ int runContainerExec(int argc, char *argv[])
     }
 
     DockerEngine engine(options.host);
+    engine.setTlsDirectory(parser.value(tls));
     int status = -1;
     bool stopped = false;
     const int signals = ::signalfd(-1, &stopping, SFD_CLOEXEC | SFD_NONBLOCK);

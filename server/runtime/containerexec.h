@@ -6,10 +6,11 @@
 
 namespace AgentDeck {
 
-// `agentdeck container-exec --docker-host H --container ID --user UID:GID --workdir DIR --
-// PROGRAM ARGS...`: runs PROGRAM in a running container through the engine's exec, for a sandbox
-// host whose commands run in containers (--runtime docker). It prints what the command prints,
-// both streams as they come, and exits with its status (125 when the engine failed it).
+// `agentdeck container-exec --docker-host H [--docker-tls-dir DIR] --container ID --user UID:GID
+// --workdir DIR -- PROGRAM ARGS...`: runs PROGRAM in a running container through the engine's exec,
+// for a sandbox host whose commands run in containers (--runtime docker). It prints what the
+// command prints, both streams as they come, and exits with its status (125 when the engine failed
+// it).
 //
 // It leads the command as `command-leader` does a host's own processes: the command runs under
 // a shell that, once it ends, kills whatever it left running as the sandbox's user (`kill -9 -1`
@@ -23,9 +24,16 @@ namespace AgentDeck {
 // (--memory-bytes), which limitSaidIn() reads like the local runtime's.
 int runContainerExec(int argc, char *argv[]);
 
+// The engine a container-exec talks to: its URL and TLS directory (DockerEngine).
+struct ContainerEngine
+{
+    QString host;
+    QString tlsDirectory; // empty: none
+};
+
 // The arguments of `agentdeck container-exec` for `program` and `arguments`; `memoryBytes` is the
 // container's memory limit (0: none).
-QStringList containerExecArguments(const QString &dockerHost, const QString &container,
+QStringList containerExecArguments(const ContainerEngine &engine, const QString &container,
                                    const CommandUser &user, const QString &workdir,
                                    qint64 memoryBytes, const QString &program,
                                    const QStringList &arguments);

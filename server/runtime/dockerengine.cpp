@@ -4,7 +4,10 @@
 
 #include <QCoroSignal>
 #include <QCoroTimer>
+#include <QDir>
 #include <QElapsedTimer>
+#include <QFile>
+#include <QFileInfo>
 #include <QHash>
 #include <QJsonArray>
 #include <QJsonObject>
@@ -132,6 +135,8 @@ public:
     QString hostError;
     QByteArray baseUrl;    // "http://localhost" for a socket, "http://host:port" for TCP
     QByteArray socketPath; // empty for TCP
+    // TLS (setTlsDirectory()): the engine's CA and this client's certificate and key.
+    QByteArray caFile, certFile, keyFile;
     std::chrono::milliseconds defaultTimeout = 30s;
 
     // Shared with the worker.
@@ -344,6 +349,37 @@ QString DockerEngine::hostError() const
     return d->hostError;
 }
 
+void DockerEngine::setTlsDirectory(const QString &dir)
+{
+    if (dir.isEmpty() || !d->hostError.isEmpty())
+        return;
+    if (!d->socketPath.isEmpty()) {
+        d->hostError = u"TLS (--docker-tls-dir) is for tcp:// engines, not %1"_s.arg(d->host);
+        return;
+    }
+    const QDir directory(dir);
+    for (const auto &[name, target] :
+         {std::pair{"ca.pem", &d->caFile}, std::pair{"cert.pem", &d->certFile},
+          std::pair{"key.pem", &d->keyFile}}) {
+        const QString path = directory.absoluteFilePath(QLatin1StringView(name));
+        if (!QFileInfo(path).isReadable()) {
+            d->hostError = u"The TLS directory of the Docker engine at %1 has no readable %2"_s.arg(
+                d->host, path);
+            return;
+        }
+        *target = QFile::encodeName(path);
+    }
+    d->baseUrl.replace(0, 7, "https://"); // "http://" -> "https://"
+}
+
+QString DockerEngine::defaultTlsDirectory()
+{
+    if (qEnvironmentVariableIsEmpty("DOCKER_TLS_VERIFY"))
+        return {};
+    const QString path = qEnvironmentVariable("DOCKER_CERT_PATH");
+    return path.isEmpty() ? QDir::homePath() + u"/.docker"_s : path;
+}
+
 void DockerEngine::setDefaultTimeout(std::chrono::milliseconds timeout)
 {
     d->defaultTimeout = timeout;
@@ -373,6 +409,13 @@ QCoro::Task<DockerResult> DockerEngine::request(const char *method, QString path
     curl_easy_setopt(easy, CURLOPT_URL, url.constData());
     if (!d->socketPath.isEmpty())
         curl_easy_setopt(easy, CURLOPT_UNIX_SOCKET_PATH, d->socketPath.constData());
+    if (!d->caFile.isEmpty()) {
+        curl_easy_setopt(easy, CURLOPT_CAINFO, d->caFile.constData());
+        curl_easy_setopt(easy, CURLOPT_SSLCERT, d->certFile.constData());
+        curl_easy_setopt(easy, CURLOPT_SSLKEY, d->keyFile.constData());
+        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 1L);
+        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 2L);
+    }
     // The engine is named exactly; a proxy from the environment must never carry its calls.
     curl_easy_setopt(easy, CURLOPT_PROXY, "");
     curl_easy_setopt(easy, CURLOPT_NOPROXY, "*");

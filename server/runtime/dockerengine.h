@@ -91,7 +91,8 @@ private:
 };
 
 // An asynchronous client of the Docker Engine API on libcurl, for one engine:
-// `unix:///path/docker.sock` or `tcp://host:port` (plain HTTP; TLS is not spoken yet).
+// `unix:///path/docker.sock` or `tcp://host:port` (plain HTTP, or HTTPS with client certificates:
+// setTlsDirectory()).
 //
 // Every call has a deadline and answers with a value, never an exception or a hang. Calls are
 // made and answered on the thread that created the client; the transfers themselves run on a
@@ -110,6 +111,12 @@ public:
     QString host() const;
     // Empty when `host` names an engine this client can talk to, else why not.
     QString hostError() const;
+    // A tcp:// engine that requires TLS (dockerd --tlsverify) is reached with https and the
+    // client certificates in `dir`, as Docker's own clients keep them: ca.pem (the engine's CA),
+    // cert.pem and key.pem. Empty: plain HTTP.
+    void setTlsDirectory(const QString &dir);
+    // $DOCKER_CERT_PATH when $DOCKER_TLS_VERIFY is set, as Docker's clients read them; else empty.
+    static QString defaultTlsDirectory();
     // The deadline of calls that do not name one (connecting included).
     void setDefaultTimeout(std::chrono::milliseconds timeout);
 

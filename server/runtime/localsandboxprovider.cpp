@@ -3,8 +3,8 @@
 #include "commandenvironment.h"
 #include "logging.h"
 #include "openfiles.h"
-#include "sandboxcontainers.h"
 #include "sandboxcgroups.h"
+#include "sandboxcontainers.h"
 #include "sandboxhost.h"
 #include "sandboxisolation.h"
 #include "signalwait.h"
@@ -268,6 +268,8 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     if (!container.isEmpty())
         more << u"--container"_s << container << u"--docker-host"_s
              << m_settings.containers->dockerHost();
+    if (!container.isEmpty() && !m_settings.containers->tlsDirectory().isEmpty())
+        more << u"--docker-tls-dir"_s << m_settings.containers->tlsDirectory();
     if (!m_settings.cgroupRoot.isEmpty()) {
         SandboxCgroups::removeEnded(m_settings.cgroupRoot);
         more << u"--cgroup"_s << SandboxCgroups::sandboxCgroup(m_settings.cgroupRoot, toWireId(id));

@@ -18,6 +18,7 @@ SandboxContainers::SandboxContainers(SandboxContainerSettings settings, QObject 
     , m_settings(std::move(settings))
     , m_engine(std::make_unique<DockerEngine>(m_settings.dockerHost))
 {
+    m_engine->setTlsDirectory(m_settings.tlsDirectory);
     connect(&m_measuring, &QTimer::timeout, this,
             [this] { QCoro::connect(measure(), this, [] {}); });
     m_measuring.start(MeasureInterval);

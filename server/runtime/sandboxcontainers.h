@@ -21,6 +21,7 @@ struct DockerResult;
 struct SandboxContainerSettings
 {
     QString dockerHost;   // --docker-host
+    QString tlsDirectory; // --docker-tls-dir (empty: none)
     QString defaultImage; // --sandbox-image: the image of a conversation that names none
     // The provider's DATA/runtimes: containers carry it in a label, so that servers of other
     // data dirs on the same engine (or tests side by side) never take or remove each other's.
@@ -49,6 +50,7 @@ public:
     ~SandboxContainers() override;
 
     const QString &dockerHost() const { return m_settings.dockerHost; }
+    const QString &tlsDirectory() const { return m_settings.tlsDirectory; }
     // The image of a conversation with `policy`: its own, else the server's.
     QString imageOf(const SandboxPolicy &policy) const;
 

@@ -330,10 +330,11 @@ void SandboxHost::startCommand(const QJsonObject &message)
     const QStringList bash{u"-c"_s, u"--"_s, m_command};
     if (inContainer) {
         const CommandUser user = m_user.value_or(CommandUser{::getuid(), ::getgid()});
-        m_process->start(QCoreApplication::applicationFilePath(),
-                         containerExecArguments(m_options.dockerHost, m_options.container, user,
-                                                m_options.workspace, m_options.policy.memoryBytes,
-                                                u"bash"_s, bash));
+        m_process->start(
+            QCoreApplication::applicationFilePath(),
+            containerExecArguments({m_options.dockerHost, m_options.dockerTlsDirectory},
+                                   m_options.container, user, m_options.workspace,
+                                   m_options.policy.memoryBytes, u"bash"_s, bash));
     } else if (!m_led && seccompFile < 0) {
         // Not run without it: the command could make a user namespace of its own.
         const QString why = u"cannot make the sandbox's seccomp filter: "_s +
@@ -641,11 +642,13 @@ int runSandboxHost(int argc, char *argv[])
     const QCommandLineOption container(u"container"_s, u"Run commands in this container."_s,
                                        u"ID"_s);
     const QCommandLineOption dockerHost(u"docker-host"_s, u"The container's engine."_s, u"URL"_s);
+    const QCommandLineOption dockerTls(u"docker-tls-dir"_s, u"The engine's TLS certificates."_s,
+                                       u"DIR"_s);
     const QCommandLineOption cgroup(u"cgroup"_s, u"The sandbox's cgroup (v2) to move into."_s,
                                     u"DIR"_s);
     parser.addOptions({runtimeDir, socket, workspace, home, idle, openFiles, hide, policy,
                        sandboxUid, egressAllow, madeByServer, alias, container, dockerHost,
-                       cgroup});
+                       dockerTls, cgroup});
     parser.process(app.arguments().mid(1));
     if (!parser.isSet(runtimeDir) || !parser.isSet(socket) || !parser.isSet(workspace)) {
         std::fputs("agentdeck sandbox-host: --runtime-dir, --socket and --workspace are required "
@@ -677,6 +680,7 @@ int runSandboxHost(int argc, char *argv[])
     options.workspaceAliases = parser.values(alias);
     options.container = parser.value(container);
     options.dockerHost = parser.value(dockerHost);
+    options.dockerTlsDirectory = parser.value(dockerTls);
     options.cgroup = parser.value(cgroup);
     // The server raised its own limit; the commands get the one it was started with.
     if (parser.isSet(openFiles))

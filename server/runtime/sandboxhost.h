@@ -42,6 +42,7 @@ struct SandboxHostOptions
     // `agentdeck container-exec`, instead of under bubblewrap.
     QString container;
     QString dockerHost;
+    QString dockerTlsDirectory; // empty: none
     // Other names of the workspace (through a workspace root named by a link): links to it
     // there, which the private /tmp or the sandbox's own root would hide.
     QStringList workspaceAliases;

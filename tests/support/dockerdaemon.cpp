@@ -9,6 +9,7 @@
 #include <QFileInfo>
 #include <QRegularExpression>
 #include <QStandardPaths>
+#include <QTcpServer>
 
 #include <QCoroTask>
 
@@ -66,7 +67,55 @@ QString DockerDaemon::logTail() const
     return QString::fromLocal8Bit(text.right(2000));
 }
 
-bool DockerDaemon::start(QString *error)
+namespace {
+// A CA, a server certificate for 127.0.0.1 and a client certificate of it in `dir` (ca.pem,
+// server-cert.pem, server-key.pem, cert.pem, key.pem); false with openssl's words.
+bool makeCertificates(const QString &dir, QString *error)
+{
+    const QString script = uR"(set -e
+cd "$1"
+openssl req -x509 -newkey rsa:2048 -nodes -keyout ca-key.pem -out ca.pem -days 2 -subj /CN=agentdeck-test-ca
+openssl req -newkey rsa:2048 -nodes -keyout server-key.pem -out server.csr -subj /CN=127.0.0.1
+printf 'subjectAltName=IP:127.0.0.1
+extendedKeyUsage=serverAuth
+' > server.ext
+openssl x509 -req -in server.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 2 -extfile server.ext -out server-cert.pem
+openssl req -newkey rsa:2048 -nodes -keyout key.pem -out client.csr -subj /CN=agentdeck-test-client
+printf 'extendedKeyUsage=clientAuth
+' > client.ext
+openssl x509 -req -in client.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 2 -extfile client.ext -out cert.pem
+)"_s;
+    QDir().mkpath(dir);
+    QProcess openssl;
+    openssl.setProcessChannelMode(QProcess::MergedChannels);
+    openssl.start(u"bash"_s, {u"-c"_s, script, u"certificates"_s, dir});
+    if (!openssl.waitForFinished(60'000) || openssl.exitCode() != 0) {
+        *error = u"cannot make the test's certificates: "_s +
+                 QString::fromLocal8Bit(openssl.readAll().right(500));
+        return false;
+    }
+    return true;
+}
+
+quint16 freeLoopbackPort()
+{
+    QTcpServer probe;
+    probe.listen(QHostAddress::LocalHost, 0);
+    return probe.serverPort();
+}
+} // namespace
+
+QString DockerDaemon::tlsDirectory() const
+{
+    return m_execRoot ? m_execRoot->filePath(u"tls"_s) : QString();
+}
+
+QString DockerDaemon::foreignTlsDirectory() const
+{
+    return m_execRoot ? m_execRoot->filePath(u"foreign-tls"_s) : QString();
+}
+
+bool DockerDaemon::start(QString *error, bool tls)
 {
     if (::geteuid() != 0) {
         *error = u"dockerd needs root, and this test runs as uid %1"_s.arg(::geteuid());
@@ -84,21 +133,39 @@ bool DockerDaemon::start(QString *error)
         return false;
     }
     const QString socket = m_execRoot->filePath(u"docker.sock"_s);
+    QStringList tlsArguments;
+    if (tls) {
+        if (!makeCertificates(tlsDirectory(), error) ||
+            !makeCertificates(foreignTlsDirectory(), error))
+            return false;
+        m_tlsHost = u"tcp://127.0.0.1:%1"_s.arg(freeLoopbackPort());
+        const QDir dir(tlsDirectory());
+        tlsArguments = {u"-H"_s,
+                        m_tlsHost,
+                        u"--tlsverify"_s,
+                        u"--tlscacert"_s,
+                        dir.filePath(u"ca.pem"_s),
+                        u"--tlscert"_s,
+                        dir.filePath(u"server-cert.pem"_s),
+                        u"--tlskey"_s,
+                        dir.filePath(u"server-key.pem"_s)};
+    }
     m_process = std::make_unique<QProcess>();
     m_process->setProgram(dockerd);
-    m_process->setArguments({
-        u"--bridge=none"_s,
-        u"--iptables=false"_s,
-        u"--ip6tables=false"_s,
-        u"--data-root"_s,
-        m_dataRoot->filePath(u"data"_s),
-        u"--exec-root"_s,
-        m_execRoot->filePath(u"x"_s),
-        u"--pidfile"_s,
-        m_execRoot->filePath(u"dockerd.pid"_s),
-        u"-H"_s,
-        u"unix://"_s + socket,
-    });
+    m_process->setArguments(QStringList{
+                                u"--bridge=none"_s,
+                                u"--iptables=false"_s,
+                                u"--ip6tables=false"_s,
+                                u"--data-root"_s,
+                                m_dataRoot->filePath(u"data"_s),
+                                u"--exec-root"_s,
+                                m_execRoot->filePath(u"x"_s),
+                                u"--pidfile"_s,
+                                m_execRoot->filePath(u"dockerd.pid"_s),
+                                u"-H"_s,
+                                u"unix://"_s + socket,
+                            } +
+                            tlsArguments);
     // The engine's own settings and a user's must not leak in, nor a proxy.
     QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
     for (const QString &name : environment.keys()) {

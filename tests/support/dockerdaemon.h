@@ -21,11 +21,17 @@ public:
     DockerDaemon &operator=(const DockerDaemon &) = delete;
 
     // Starts dockerd and waits until its API answers /_ping; false with a reason (including
-    // the end of its log) when it cannot.
-    bool start(QString *error);
+    // the end of its log) when it cannot. With `tls`, it also listens on a loopback TCP port
+    // that requires TLS with a client certificate (--tlsverify), of a CA made for the test.
+    bool start(QString *error, bool tls = false);
     void stop();
     // "unix:///tmp/.../docker.sock", for DockerEngine.
     QString host() const;
+    // With start(tls): "tcp://127.0.0.1:PORT", and the dir of a client's ca.pem, cert.pem and
+    // key.pem for it (DockerEngine::setTlsDirectory()); a second dir of another CA's.
+    QString tlsHost() const { return m_tlsHost; }
+    QString tlsDirectory() const;
+    QString foreignTlsDirectory() const;
     // How long start() waited for the engine to answer.
     qint64 startMilliseconds() const { return m_startMilliseconds; }
 
@@ -37,8 +43,7 @@ public:
     bool importShellImage(const QString &repository, const QString &tag, QString *error);
 
 private:
-    bool importImage(const QString &repository, const QString &tag, bool withBash,
-                     QString *error);
+    bool importImage(const QString &repository, const QString &tag, bool withBash, QString *error);
     QString logTail() const;
     void unmountLeftovers();
 
@@ -46,6 +51,7 @@ private:
     // The exec root holds containerd's sockets, whose paths must stay under 108 bytes.
     std::unique_ptr<QTemporaryDir> m_execRoot;
     std::unique_ptr<QProcess> m_process;
+    QString m_tlsHost;
     qint64 m_startMilliseconds = 0;
 };
 

@@ -74,6 +74,7 @@ private Q_SLOTS:
     void idleContainersCostNothingAndComeBack();
     void imagesAreTheOperators();
     void engineProblemsAreClearErrors();
+    void aRemoteEngineOverTls();
 
 private:
     ServerProcess &dockerServer(const QStringList &more = {}, const QString &dataDir = {});
@@ -91,7 +92,7 @@ void SystemDockerTest::initTestCase()
         QSKIP("dockerd runs as root only");
     QString problem;
     QVERIFY2(m_fleet.findBinary(&problem), qPrintable(problem));
-    QVERIFY2(m_daemon.start(&problem), qPrintable(problem));
+    QVERIFY2(m_daemon.start(&problem, true), qPrintable(problem));
     QVERIFY2(m_daemon.importShellImage(u"agentdeck-test"_s, u"shell"_s, &problem),
              qPrintable(problem));
     m_engine = std::make_unique<DockerEngine>(m_daemon.host());
@@ -389,6 +390,45 @@ void SystemDockerTest::engineProblemsAreClearErrors()
     const QString message =
         runtimeInfo(server, id).value(u"runtime_error"_s).toObject().value(u"message"_s).toString();
     QVERIFY2(message.contains(u"is not reachable"_s), qPrintable(message));
+}
+
+void SystemDockerTest::aRemoteEngineOverTls()
+{
+    // The client: with its certificate over https; without, or with another CA's, refused.
+    DockerEngine engine(m_daemon.tlsHost());
+    engine.setTlsDirectory(m_daemon.tlsDirectory());
+    QVERIFY2(engine.hostError().isEmpty(), qPrintable(engine.hostError()));
+    QTRY_VERIFY_WITH_TIMEOUT(QCoro::waitFor(engine.ping()).ok(), 10'000);
+    DockerEngine plain(m_daemon.tlsHost());
+    QVERIFY(!QCoro::waitFor(plain.ping()).ok());
+    DockerEngine foreign(m_daemon.tlsHost());
+    foreign.setTlsDirectory(m_daemon.foreignTlsDirectory());
+    const DockerResult refused = QCoro::waitFor(foreign.ping());
+    QVERIFY2(!refused.ok() && !refused.error.isEmpty(), qPrintable(refused.error));
+    DockerEngine socketWithTls(m_daemon.host());
+    socketWithTls.setTlsDirectory(m_daemon.tlsDirectory());
+    QVERIFY(socketWithTls.hostError().contains(u"tcp://"_s));
+
+    // The server, its sandbox hosts and their commands all reach the engine that way.
+    ServerProcess &server = m_fleet.add(
+        {}, {u"--runtime"_s, u"docker"_s, u"--docker-host"_s, m_daemon.tlsHost(),
+             u"--docker-tls-dir"_s, m_daemon.tlsDirectory(), u"--sandbox-image"_s, TestImage});
+    QVERIFY(server.startReady());
+    QVERIFY2(!server.stderrText().contains(u"--runtime docker:"_s),
+             qPrintable(server.stderrText()));
+    const QUuid id = server.create(shellCreate(u"echo over tls"_s));
+    QVERIFY(server.waitForStatus(id, u"finished"_s));
+    QCOMPARE(observations(server, id).value(0), u"over tls\n"_s);
+    QCOMPARE(containersOf(id).size(), 1);
+
+    // A TLS directory without the client's files: refused before anything starts.
+    ServerProcess &missing = m_fleet.add(
+        {}, {u"--runtime"_s, u"docker"_s, u"--docker-host"_s, m_daemon.tlsHost(),
+             u"--docker-tls-dir"_s, QDir::currentPath(), u"--sandbox-image"_s, TestImage});
+    QVERIFY(!missing.start());
+    QVERIFY(missing.waitForExit(10'000));
+    QCOMPARE(missing.exitCode(), 2);
+    QVERIFY2(missing.stderrText().contains(u"ca.pem"_s), qPrintable(missing.stderrText()));
 }
 
 QTEST_GUILESS_MAIN(SystemDockerTest)

@@ -373,11 +373,14 @@ bool AgentDeckServer::start(QString *error)
                 settings.containers = d->containers.get();
                 settings.idlePause = m_config.sandboxIdlePause;
                 settings.idleStop = m_config.sandboxIdleStop;
-                // Said at startup, and by each start that fails for it: an engine down now may
-                // be up by the first command.
-                if (const QString problem = QCoro::waitFor(d->containers->check());
-                    !problem.isEmpty())
-                    qCWarning(lcServer).noquote() << "--runtime docker:" << problem;
+                // Said once the engine answers (or does not), and by each start that fails for
+                // it: an engine down now may be up by the first command, and a silent one must
+                // not hold the server's start for its timeout.
+                QCoro::connect(
+                    d->containers->check(), d->containers.get(), [](const QString &problem) {
+                        if (!problem.isEmpty())
+                            qCWarning(lcServer).noquote() << "--runtime docker:" << problem;
+                    });
             }
             auto sandboxes = std::make_unique<LocalSandboxProvider>(settings);
             d->sandboxes = sandboxes.get();

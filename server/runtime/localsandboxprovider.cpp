@@ -134,9 +134,12 @@ QCoro::Task<int> LocalSandboxProvider::sweepContainers()
 
 int LocalSandboxProvider::adoptExisting()
 {
+    // In the background: an engine that is slow to answer must not hold the server's start.
     if (m_settings.containers) {
-        if (const int removed = QCoro::waitFor(sweepContainers()); removed > 0)
-            qCInfo(lcRuntime) << "removed" << removed << "containers of conversations gone";
+        QCoro::connect(sweepContainers(), this, [](int removed) {
+            if (removed > 0)
+                qCInfo(lcRuntime) << "removed" << removed << "containers of conversations gone";
+        });
     }
     int adopted = 0;
     const QDir root(m_settings.runtimesRoot);

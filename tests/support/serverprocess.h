@@ -438,6 +438,34 @@ private:
     QNetworkAccessManager m_network;
 };
 
+// The outputs of a conversation's observations, oldest first.
+inline QStringList observations(ServerProcess &server, const QUuid &id)
+{
+    QStringList outputs;
+    for (const QJsonObject &event : server.events(id)) {
+        if (event.value(u"kind"_s) == u"ObservationEvent"_s)
+            outputs << event.value(u"observation"_s).toObject().value(u"output"_s).toString();
+    }
+    return outputs;
+}
+
+// Runs `command` as the conversation's next message and waits for its observation and the end
+// of the run; its output (empty when it did not end within a minute).
+inline QString runNext(ServerProcess &server, const QUuid &id, const QString &command)
+{
+    const qsizetype before = observations(server, id).size();
+    if (!server.post(conversationPath(id, u"events"_s), userMessage(command, true)).ok())
+        return {};
+    QStringList outputs;
+    const bool ended = QTest::qWaitFor(
+        [&] {
+            outputs = observations(server, id);
+            return outputs.size() > before && server.status(id) != u"running"_s;
+        },
+        60'000);
+    return ended ? outputs.last() : QString();
+}
+
 // The servers and data dirs of a system test. cleanUp(), after each test function, kills every
 // server (showing the end of its stderr when the test failed) and every process whose command
 // line names one of the data dirs: sandbox hosts outlive their server by design.

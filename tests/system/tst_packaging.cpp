@@ -4,6 +4,7 @@
 // their validators where installed, that the packaged daemon, started the way the unit starts it,
 // reads the packaged conf and tells systemd when it is ready and when it stops, and that prerm
 // stops the daemon's sandbox hosts.
+#include "toolrun.h"
 #include <QDir>
 #include <QDirIterator>
 #include <QFile>
@@ -29,39 +30,12 @@
 #include <unistd.h>
 
 using namespace Qt::StringLiterals;
+using namespace AgentDeck::Testing;
 
 namespace {
 
 constexpr int CpackTimeoutMs = 240'000;
-constexpr int ToolTimeoutMs = 60'000;
 constexpr int DaemonTimeoutMs = 30'000;
-
-struct Result
-{
-    int exitCode = -1;
-    QString output;
-
-    bool ok() const { return exitCode == 0; }
-};
-
-Result run(const QString &program, const QStringList &arguments, int timeoutMs = ToolTimeoutMs,
-           const QString &workingDir = {})
-{
-    QProcess process;
-    process.setProcessChannelMode(QProcess::MergedChannels);
-    if (!workingDir.isEmpty())
-        process.setWorkingDirectory(workingDir);
-    process.start(program, arguments);
-    if (!process.waitForStarted())
-        return {-1, program + u": "_s + process.errorString()};
-    if (!process.waitForFinished(timeoutMs)) {
-        process.kill();
-        process.waitForFinished();
-        return {-1, program + u" timed out: "_s + QString::fromLocal8Bit(process.readAll())};
-    }
-    const int code = process.exitStatus() == QProcess::NormalExit ? process.exitCode() : -1;
-    return {code, QString::fromLocal8Bit(process.readAll())};
-}
 
 // A NOTIFY_SOCKET for the daemon: what systemd listens on for READY=1 and STOPPING=1.
 class NotifySocket
@@ -252,8 +226,9 @@ void PackagingTest::initTestCase()
     // With Ninja, cpack installs what is built and builds nothing itself; the test target
     // depends on agentdeck, so the binary is current.
     const QString output = m_work.filePath(u"out"_s);
-    const Result cpack = run(QStringLiteral(AGENTDECK_CPACK), {u"-G"_s, u"DEB"_s, u"-B"_s, output},
-                             CpackTimeoutMs, QStringLiteral(AGENTDECK_BUILD_DIR));
+    const ToolResult cpack =
+        runTool(QStringLiteral(AGENTDECK_CPACK), {u"-G"_s, u"DEB"_s, u"-B"_s, output},
+                CpackTimeoutMs, QStringLiteral(AGENTDECK_BUILD_DIR));
     QVERIFY2(cpack.ok(), qPrintable(cpack.output));
 
     const QStringList debs = QDir(output).entryList({u"*.deb"_s}, QDir::Files);
@@ -261,19 +236,19 @@ void PackagingTest::initTestCase()
     m_deb = QDir(output).filePath(debs.constFirst());
 
     m_root = m_work.filePath(u"root"_s);
-    const Result extract = run(u"dpkg-deb"_s, {u"-x"_s, m_deb, m_root});
+    const ToolResult extract = runTool(u"dpkg-deb"_s, {u"-x"_s, m_deb, m_root});
     QVERIFY2(extract.ok(), qPrintable(extract.output));
 }
 
 QString PackagingTest::field(const QString &name) const
 {
-    const Result result = run(u"dpkg-deb"_s, {u"-f"_s, m_deb, name});
+    const ToolResult result = runTool(u"dpkg-deb"_s, {u"-f"_s, m_deb, name});
     return result.ok() ? result.output.trimmed() : QString();
 }
 
 void PackagingTest::packageFileName()
 {
-    const Result arch = run(u"dpkg"_s, {u"--print-architecture"_s});
+    const ToolResult arch = runTool(u"dpkg"_s, {u"--print-architecture"_s});
     QVERIFY(arch.ok());
     QCOMPARE(QFileInfo(m_deb).fileName(), u"agentdeck_"_s + QStringLiteral(AGENTDECK_VERSION) +
                                               u'_' + arch.output.trimmed() + u".deb"_s);
@@ -329,7 +304,7 @@ void PackagingTest::confIsPrivateConffile()
     const auto others = QFile::ReadGroup | QFile::WriteGroup | QFile::ExeGroup | QFile::ReadOther |
                         QFile::WriteOther | QFile::ExeOther;
     QCOMPARE(conf.permissions() & others, QFile::Permissions());
-    const Result conffiles = run(u"dpkg-deb"_s, {u"-I"_s, m_deb, u"conffiles"_s});
+    const ToolResult conffiles = runTool(u"dpkg-deb"_s, {u"-I"_s, m_deb, u"conffiles"_s});
     QVERIFY2(conffiles.ok(), qPrintable(conffiles.output));
     QCOMPARE(conffiles.output.trimmed(), u"/etc/agentdeck/agentdeck.conf"_s);
 
@@ -346,7 +321,7 @@ void PackagingTest::confIsPrivateConffile()
 
 void PackagingTest::maintainerScriptsCreateServiceUser()
 {
-    const Result postinst = run(u"dpkg-deb"_s, {u"-I"_s, m_deb, u"postinst"_s});
+    const ToolResult postinst = runTool(u"dpkg-deb"_s, {u"-I"_s, m_deb, u"postinst"_s});
     QVERIFY2(postinst.ok(), qPrintable(postinst.output));
     QVERIFY(postinst.output.contains(
         u"adduser --system --group --home /var/lib/agentdeck --no-create-home"_s));
@@ -354,7 +329,7 @@ void PackagingTest::maintainerScriptsCreateServiceUser()
     QVERIFY(postinst.output.contains(u"chown root:agentdeck \"$conf\""_s));
     QVERIFY(postinst.output.contains(u"chmod 0640 \"$conf\""_s));
     for (const QString &script : {u"postinst"_s, u"prerm"_s, u"postrm"_s}) {
-        const Result syntax = run(
+        const ToolResult syntax = runTool(
             u"sh"_s, {u"-n"_s, QStringLiteral(AGENTDECK_SOURCE_DIR "/packaging/debian/") + script});
         QVERIFY2(syntax.ok(), qPrintable(script + u": "_s + syntax.output));
     }
@@ -406,7 +381,7 @@ void PackagingTest::unitPassesSystemdAnalyzeVerify()
     copy.write(text.toUtf8());
     copy.close();
 
-    const Result verify = run(analyze, {u"verify"_s, copy.fileName()});
+    const ToolResult verify = runTool(analyze, {u"verify"_s, copy.fileName()});
     if (!verify.ok() && verify.output.contains(u"Failed to initialize manager"_s))
         QSKIP(qPrintable(u"systemd-analyze cannot run here: "_s + verify.output));
     QVERIFY2(verify.ok(), qPrintable(verify.output));
@@ -439,8 +414,8 @@ void PackagingTest::unitExposureIsAtMostFour()
     if (analyze.isEmpty())
         QSKIP("systemd-analyze is not installed (systemd; packaging/install-deps.sh installs it)");
     const QString unit = rootPath(u"/usr/lib/systemd/system/agentdeck.service"_s);
-    const Result security =
-        run(analyze, {u"security"_s, u"--offline=true"_s, u"--no-pager"_s, unit});
+    const ToolResult security =
+        runTool(analyze, {u"security"_s, u"--offline=true"_s, u"--no-pager"_s, unit});
     static const QRegularExpression overall(
         u"Overall exposure level for agentdeck\\.service: (\\d+\\.\\d)"_s);
     const auto match = overall.match(security.output);
@@ -493,11 +468,11 @@ void PackagingTest::prermStopsTheDataDirsSandboxHosts()
     const QString prerm = QStringLiteral(AGENTDECK_SOURCE_DIR "/packaging/debian/prerm");
 
     // An upgrade leaves them: the daemon postinst restarts adopts them.
-    Result result = run(u"sh"_s, {prerm, u"upgrade"_s, u"0.1.0"_s});
+    ToolResult result = runTool(u"sh"_s, {prerm, u"upgrade"_s, u"0.1.0"_s});
     QVERIFY2(result.ok(), qPrintable(result.output));
     QCOMPARE(hosts[0]->state(), QProcess::Running);
 
-    result = run(u"sh"_s, {prerm, u"remove"_s});
+    result = runTool(u"sh"_s, {prerm, u"remove"_s});
     QVERIFY2(result.ok(), qPrintable(result.output));
     QTRY_COMPARE_WITH_TIMEOUT(hosts[0]->state(), QProcess::NotRunning, DaemonTimeoutMs);
     QCOMPARE(hosts[1]->state(), QProcess::Running);
@@ -509,7 +484,7 @@ void PackagingTest::desktopEntryValidates()
     if (validate.isEmpty())
         QSKIP("desktop-file-validate is not installed (desktop-file-utils)");
     const QString path = rootPath(u"/usr/share/applications/org.agentdeck.AgentDeck.desktop"_s);
-    const Result result = run(validate, {path});
+    const ToolResult result = runTool(validate, {path});
     QVERIFY2(result.ok() && result.output.trimmed().isEmpty(), qPrintable(result.output));
     QFile file(path);
     QVERIFY(file.open(QIODevice::ReadOnly));
@@ -523,7 +498,7 @@ void PackagingTest::metainfoValidates()
     const QString appstreamcli = QStandardPaths::findExecutable(u"appstreamcli"_s);
     if (appstreamcli.isEmpty())
         QSKIP("appstreamcli is not installed (appstream)");
-    const Result result = run(
+    const ToolResult result = runTool(
         appstreamcli, {u"validate"_s, u"--no-net"_s,
                        rootPath(u"/usr/share/metainfo/org.agentdeck.AgentDeck.metainfo.xml"_s)});
     QVERIFY2(result.ok(), qPrintable(result.output));
@@ -617,7 +592,8 @@ void PackagingTest::sandboxesStartUnderTheUnitsSandboxing()
         if (QStandardPaths::findExecutable(tool).isEmpty())
             QSKIP(qPrintable(tool + u" is not installed"_s));
     if (!QFileInfo::exists(u"/usr/lib/x86_64-linux-gnu/libseccomp.so.2"_s) &&
-        run(u"python3"_s, {u"-c"_s, u"import ctypes; ctypes.CDLL('libseccomp.so.2')"_s}).exitCode)
+        runTool(u"python3"_s, {u"-c"_s, u"import ctypes; ctypes.CDLL('libseccomp.so.2')"_s})
+            .exitCode)
         QSKIP("libseccomp is not installed");
     if (!QFileInfo::exists(u"/dev/net/tun"_s))
         QSKIP("no /dev/net/tun");
@@ -628,7 +604,7 @@ void PackagingTest::sandboxesStartUnderTheUnitsSandboxing()
                                                      QFile::ExeOther));
     const QString state = m_work.filePath(u"unit-state"_s);
     QVERIFY(QDir().mkpath(state));
-    QVERIFY(run(u"chown"_s, {u"nobody:nogroup"_s, state}).ok());
+    QVERIFY(runTool(u"chown"_s, {u"nobody:nogroup"_s, state}).ok());
     const QString seccomp = m_work.filePath(u"unit-seccomp.py"_s);
     QFile script(seccomp);
     QVERIFY(script.open(QIODevice::WriteOnly));
@@ -767,8 +743,8 @@ void PackagingTest::copyrightIsMachineReadable()
 
 void PackagingTest::changelogNamesThisVersion()
 {
-    const Result changelog =
-        run(u"gzip"_s, {u"-dc"_s, rootPath(u"/usr/share/doc/agentdeck/changelog.gz"_s)});
+    const ToolResult changelog =
+        runTool(u"gzip"_s, {u"-dc"_s, rootPath(u"/usr/share/doc/agentdeck/changelog.gz"_s)});
     QVERIFY2(changelog.ok(), qPrintable(changelog.output));
     QVERIFY2(
         changelog.output.startsWith(u"agentdeck ("_s + QStringLiteral(AGENTDECK_VERSION) + u") "_s),
@@ -780,7 +756,7 @@ void PackagingTest::lintianFindsNoErrors()
     const QString lintian = QStandardPaths::findExecutable(u"lintian"_s);
     if (lintian.isEmpty())
         QSKIP("lintian is not installed");
-    const Result result = run(lintian, {u"--fail-on"_s, u"error"_s, m_deb}, CpackTimeoutMs);
+    const ToolResult result = runTool(lintian, {u"--fail-on"_s, u"error"_s, m_deb}, CpackTimeoutMs);
     QVERIFY2(result.ok(), qPrintable(result.output));
 }
 

@@ -23,32 +23,6 @@ using namespace AgentDeck::Testing;
 
 namespace {
 
-QStringList observations(ServerProcess &server, const QUuid &id)
-{
-    QStringList outputs;
-    for (const QJsonObject &event : server.events(id)) {
-        if (event.value(u"kind"_s) == u"ObservationEvent"_s)
-            outputs << event.value(u"observation"_s).toObject().value(u"output"_s).toString();
-    }
-    return outputs;
-}
-
-// Runs `command` as the conversation's next message; its output (empty when it did not end).
-QString runNext(ServerProcess &server, const QUuid &id, const QString &command)
-{
-    const qsizetype before = observations(server, id).size();
-    if (!server.post(conversationPath(id, u"events"_s), userMessage(command, true)).ok())
-        return {};
-    QStringList outputs;
-    const bool ended = QTest::qWaitFor(
-        [&] {
-            outputs = observations(server, id);
-            return outputs.size() > before;
-        },
-        30'000);
-    return ended ? outputs.last() : QString();
-}
-
 QString diskLimitOf(const QJsonObject &sandbox)
 {
     return sandbox.value(u"disk_limit"_s).toString();

@@ -7,6 +7,7 @@
 //
 // Without KVM (or qemu, debootstrap) the test says so: it fails in CI (CI=true) and skips
 // elsewhere.
+#include "toolrun.h"
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
@@ -19,41 +20,14 @@
 #include <unistd.h>
 
 using namespace Qt::StringLiterals;
+using namespace AgentDeck::Testing;
 
 namespace {
 
 constexpr int CpackTimeoutMs = 240'000;
 constexpr int ImageTimeoutMs = 30 * 60'000;
-constexpr int ToolTimeoutMs = 60'000;
 constexpr int BootTimeoutMs = 180'000;
 constexpr int PowerOffTimeoutMs = 60'000;
-
-struct Result
-{
-    int exitCode = -1;
-    QString output;
-
-    bool ok() const { return exitCode == 0; }
-};
-
-Result run(const QString &program, const QStringList &arguments, int timeoutMs = ToolTimeoutMs,
-           const QString &workingDir = {})
-{
-    QProcess process;
-    process.setProcessChannelMode(QProcess::MergedChannels);
-    if (!workingDir.isEmpty())
-        process.setWorkingDirectory(workingDir);
-    process.start(program, arguments);
-    if (!process.waitForStarted())
-        return {-1, program + u": "_s + process.errorString()};
-    if (!process.waitForFinished(timeoutMs)) {
-        process.kill();
-        process.waitForFinished();
-        return {-1, program + u" timed out: "_s + QString::fromLocal8Bit(process.readAll())};
-    }
-    const int code = process.exitStatus() == QProcess::NormalExit ? process.exitCode() : -1;
-    return {code, QString::fromLocal8Bit(process.readAll())};
-}
 
 // The packages a control field names, without versions, of each alternative the first.
 QStringList packagesOf(const QString &field)
@@ -144,9 +118,9 @@ private Q_SLOTS:
 
         // The package of this build tree.
         QDir(m_vmDir + u"/package"_s).removeRecursively();
-        const Result cpack = run(QStringLiteral(AGENTDECK_CPACK),
-                                 {u"-G"_s, u"DEB"_s, u"-B"_s, m_vmDir + u"/package"_s},
-                                 CpackTimeoutMs, QStringLiteral(AGENTDECK_BUILD_DIR));
+        const ToolResult cpack = runTool(QStringLiteral(AGENTDECK_CPACK),
+                                         {u"-G"_s, u"DEB"_s, u"-B"_s, m_vmDir + u"/package"_s},
+                                         CpackTimeoutMs, QStringLiteral(AGENTDECK_BUILD_DIR));
         QVERIFY2(cpack.ok(), qPrintable(cpack.output));
         const QStringList debs = QDir(m_vmDir + u"/package"_s).entryList({u"*.deb"_s}, QDir::Files);
         QVERIFY2(debs.size() == 1, qPrintable(cpack.output));
@@ -154,7 +128,8 @@ private Q_SLOTS:
 
         // The image: what the package depends on and recommends is in it already (the VM has no
         // network), and jq for the checks.
-        const Result fields = run(u"dpkg-deb"_s, {u"-f"_s, deb, u"Depends"_s, u"Recommends"_s});
+        const ToolResult fields =
+            runTool(u"dpkg-deb"_s, {u"-f"_s, deb, u"Depends"_s, u"Recommends"_s});
         QVERIFY2(fields.ok(), qPrintable(fields.output));
         QStringList packages{u"jq"_s};
         for (const QString &line : fields.output.split(u'\n'))
@@ -163,9 +138,9 @@ private Q_SLOTS:
         packages.removeDuplicates();
         QElapsedTimer imageClock;
         imageClock.start();
-        const Result image =
-            run(QStringLiteral(AGENTDECK_SOURCE_DIR) + u"/tests/vm/build-image.sh"_s,
-                QStringList{m_vmDir + u"/image"_s} + packages, ImageTimeoutMs);
+        const ToolResult image =
+            runTool(QStringLiteral(AGENTDECK_SOURCE_DIR) + u"/tests/vm/build-image.sh"_s,
+                    QStringList{m_vmDir + u"/image"_s} + packages, ImageTimeoutMs);
         QVERIFY2(image.ok(), qPrintable(image.output));
         qInfo().noquote() << "image ready in" << imageClock.elapsed() / 1000 << "s"
                           << image.output.trimmed();
@@ -177,8 +152,8 @@ private Q_SLOTS:
         QVERIFY(QFile::copy(deb, payload + u'/' + debs.constFirst()));
         QVERIFY(QFile::copy(QStringLiteral(AGENTDECK_SOURCE_DIR) + u"/tests/vm/guest.sh"_s,
                             payload + u"/run.sh"_s));
-        const Result tar =
-            run(u"tar"_s, {u"-cf"_s, m_vmDir + u"/payload.tar"_s, u"-C"_s, payload, u"."_s});
+        const ToolResult tar =
+            runTool(u"tar"_s, {u"-cf"_s, m_vmDir + u"/payload.tar"_s, u"-C"_s, payload, u"."_s});
         QVERIFY2(tar.ok(), qPrintable(tar.output));
 
         // No network device; the root disk's changes go to a throwaway overlay (snapshot=on),

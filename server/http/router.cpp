@@ -124,6 +124,9 @@ Router::Match Router::match(Method method, const QString &path) const
                 !match.allowedMethods.contains(methodName(route.method)))
                 match.allowedMethods.append(methodName(route.method));
         }
+        // HEAD is answered wherever GET is (see ApiServer).
+        if (match.allowedMethods.contains(methodName(Method::Get)))
+            match.allowedMethods.append(methodName(Method::Head));
     }
     return match;
 }

@@ -268,6 +268,7 @@ bool AgentDeckServer::start(QString *error)
     if (d->isolation.isWeak()) {
         if (m_config.requireIsolation) {
             *error = u"--require-isolation: commands cannot be isolated: "_s + d->isolation.reason;
+            m_refusedItsSettings = true;
             return false;
         }
         qCWarning(lcServer).noquote() << d->isolation.warning();
@@ -275,6 +276,7 @@ bool AgentDeckServer::start(QString *error)
     if (const QString problem = fitSandboxProcesses(m_config, HostProcesses::read());
         !problem.isEmpty()) {
         *error = problem;
+        m_refusedItsSettings = true;
         return false;
     }
     const QString sandboxProgram = m_config.sandboxProgram.isEmpty()
@@ -316,6 +318,7 @@ bool AgentDeckServer::start(QString *error)
         const QString why = d->disks->whyNotEnforced();
         if (m_config.requireIsolation) {
             *error = u"--require-isolation: --sandbox-disk cannot be enforced: "_s + why;
+            m_refusedItsSettings = true;
             return false;
         }
         qCWarning(lcServer).noquote()
@@ -406,6 +409,7 @@ bool AgentDeckServer::start(QString *error)
         d->workspace->directory() == u"/"_s || real == d->workspace->directory() ||
         real.startsWith(d->workspace->directory() + u'/')) {
         *error = u"--workspace-dir %1 holds the data dir"_s.arg(d->workspace->directory());
+        m_refusedItsSettings = true;
         return false;
     }
     d->service = std::make_unique<ConversationService>(

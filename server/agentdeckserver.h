@@ -45,6 +45,9 @@ public:
     // Locks the data dir, opens storage, listens. Recovery then runs from the event loop and the
     // server turns ready. Returns false with a sentence for the operator.
     bool start(QString *error);
+    // start() failed on settings that cannot work on this host, not on something a later try
+    // may find fixed (a port in use, the database down): the unit does not restart it (exit 2).
+    bool refusedItsSettings() const { return m_refusedItsSettings; }
     QCoro::Task<> stop();
 
     quint16 port() const;
@@ -76,6 +79,7 @@ private:
 
     struct Private;
     ServerConfig m_config;
+    bool m_refusedItsSettings = false;
     std::unique_ptr<Private> d;
 };
 

@@ -84,7 +84,7 @@ int runHeadless(int argc, char *argv[], const Options &options)
     QString error;
     if (!server.start(&error)) {
         qCCritical(lcServer).noquote() << error;
-        return 1;
+        return server.refusedItsSettings() ? 2 : 1;
     }
     started = true;
     if (options.server.apiKeys.isEmpty() && !options.server.address.isLoopback())

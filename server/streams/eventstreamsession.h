@@ -24,7 +24,7 @@ class EventStreamSession : public QObject, public EventSubscriber
     Q_OBJECT
 public:
     // Close codes of event streams beyond RFC 6455's: 4000 + the HTTP status they stand for,
-    // and 1013 for a client that does not read (DESIGN.md, WebSocket).
+    // and 1013 for a client that does not read.
     static constexpr int CloseUnauthorized = 4001;
     static constexpr int CloseNotFound = 4004;
     static constexpr int CloseInvalidParameter = 4022;

@@ -408,6 +408,9 @@ private Q_SLOTS:
         QFETCH(QString, words);
         ServerProcess &server = m_fleet.add({}, arguments);
         verifyRefuses(server, {words, u"kernel.pid_max"_s});
+        // A mistake in the settings, not a fault a restart may find gone: the unit does not
+        // start it again and again (RestartPreventExitStatus=2).
+        QCOMPARE(server.exitCode(), 2);
     }
 
     // A policy that fits starts as given; without --sandbox-processes, the default is lowered

@@ -91,6 +91,12 @@ private Q_SLOTS:
         QCOMPARE(root.status, 200);
         QCOMPARE(root.json.toObject().value(u"version"_s).toString(),
                  QStringLiteral(AGENTDECK_VERSION));
+        // Where to read next: the page a person reads, and the document a program does.
+        for (const auto &[field, path] :
+             {std::pair{u"docs"_s, u"/docs"_s}, std::pair{u"openapi"_s, u"/openapi.json"_s}}) {
+            QCOMPARE(root.json.toObject().value(field).toString(), path);
+            QCOMPARE(m_server->get(path).status, 200);
+        }
         QCOMPARE(m_server->get(u"/alive"_s).json.toObject().value(u"status"_s).toString(), u"ok"_s);
     }
 

@@ -3,6 +3,7 @@
 #include "commandenvironment.h"
 #include "commandoutput.h"
 #include "containerexec.h"
+#include "dockerengine.h"
 #include "logging.h"
 #include "mountaliases.h"
 #include "openfiles.h"
@@ -96,7 +97,10 @@ SandboxHost::SandboxHost(SandboxHostOptions options, QObject *parent)
     connect(&m_idle, &QTimer::timeout, this, [this] {
         if (!m_process && !m_client && !m_keepWhileAlone) {
             qCInfo(lcRuntime) << "sandbox idle for" << m_options.idleTimeoutMs << "ms; exiting";
-            quit();
+            if (m_options.container.isEmpty())
+                quit();
+            else
+                QCoro::connect(stopContainerAndQuit(), this, [] {});
         } else {
             touch();
         }
@@ -571,6 +575,20 @@ void SandboxHost::send(const QJsonObject &message)
     if (!m_client || m_client->state() != QLocalSocket::ConnectedState)
         return;
     m_client->write(QJsonDocument(message).toJson(QJsonDocument::Compact) + '\n');
+}
+
+QCoro::Task<> SandboxHost::stopContainerAndQuit()
+{
+    // No server watches (it would have stopped this host itself): the container would run on,
+    // idle, until one comes back. Stopped, it keeps its disk, and the next start starts it.
+    DockerEngine engine(m_options.dockerHost);
+    engine.setTlsDirectory(m_options.dockerTlsDirectory);
+    auto stopping = engine.stopContainer(m_options.container, std::chrono::seconds(1));
+    if (const DockerResult stopped = co_await std::move(stopping);
+        !stopped.ok() && stopped.status != 404)
+        qCWarning(lcRuntime).noquote()
+            << "cannot stop the container" << m_options.container.left(12) << ":" << stopped.error;
+    quit();
 }
 
 void SandboxHost::quit()

@@ -101,6 +101,8 @@ private:
     void interruptCommand();
     void send(const QJsonObject &message);
     void touch();
+    // Alone and idle with a container: stops it, then quits.
+    QCoro::Task<> stopContainerAndQuit();
     void quit();
 
     SandboxHostOptions m_options;

@@ -44,6 +44,7 @@ private Q_SLOTS:
     void limitsHoldForTheWholeSandbox();
     void whatACommandLeavesEndsWithIt();
     void adoptedAfterAServerIsKilled();
+    void aContainerLeftAloneStops();
     void containersGoWithTheirConversations();
     void idleContainersCostNothingAndComeBack();
     void imagesAreTheOperators();
@@ -224,6 +225,29 @@ void SystemDockerTest::adoptedAfterAServerIsKilled()
     const QString output =
         runNext(second, id, u"cat /tmp/mark; ps -o args | grep -c '[s]leep 600'"_s);
     QVERIFY2(output.startsWith(u"kept\n0\n"_s), qPrintable(output));
+}
+
+// A server killed and not started again: its sandbox host exits once idle for its timeout, and
+// stops the container on its way out; the next server's command starts it again.
+void SystemDockerTest::aContainerLeftAloneStops()
+{
+    const QString dataDir = m_fleet.newDataDir();
+    const QStringList idleSoon{u"--sandbox-idle-timeout"_s, u"2s"_s};
+    ServerProcess &first = dockerServer(idleSoon, dataDir);
+    QVERIFY(first.startReady());
+    const QUuid id = first.create(shellCreate(u"echo kept > $HOME/mark"_s));
+    QVERIFY(first.waitForStatus(id, u"finished"_s));
+    const auto running = [this, &id] {
+        return containersOf(id).at(0).toObject().value(u"State"_s).toString();
+    };
+    QCOMPARE(running(), u"running"_s);
+    first.kill();
+    QTRY_COMPARE_WITH_TIMEOUT(running(), u"exited"_s, 20'000);
+
+    ServerProcess &second = dockerServer(idleSoon, dataDir);
+    QVERIFY(second.startReady());
+    QCOMPARE(runNext(second, id, u"cat $HOME/mark"_s), u"kept\n"_s);
+    QCOMPARE(running(), u"running"_s);
 }
 
 void SystemDockerTest::containersGoWithTheirConversations()

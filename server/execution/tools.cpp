@@ -1,5 +1,6 @@
 #include "tools.h"
 
+#include "runtime/shellwords.h"
 #include "serverconfig.h"
 
 #include <QDir>
@@ -19,13 +20,6 @@ constexpr qsizetype ChunkBase64Chars = 96 * 1024;
 constexpr qint64 ReadLimitBytes = 256 * 1024;
 constexpr qint64 EditLimitBytes = 512 * 1024;
 constexpr int RefusedExitCode = 126;
-
-QString quoted(const QString &text)
-{
-    QString escaped = text;
-    escaped.replace(u'\'', u"'\\''"_s);
-    return u'\'' + escaped + u'\'';
-}
 
 QJsonObject function(const QString &name, const QString &description, const QJsonObject &properties,
                      const QStringList &required)
@@ -50,14 +44,10 @@ CommandResult refusal(const QString &sentence)
     return CommandResult{sentence, RefusedExitCode, false};
 }
 
-// Shell lines that set $p to the real path of `path` and refuse it when it is not inside the
-// workspace once symbolic links are followed.
 QString pathCheck(const QString &path, const QString &workingDir)
 {
-    return u"w=$(realpath -m -- %1) && p=$(realpath -m -- %2) || exit 1\n"
-           "case \"$p\" in \"$w\"|\"$w\"/*) ;; *) printf 'Refused: %s is outside the workspace"
-           "\\n' %2; exit %3;; esac\n"_s.arg(quoted(workingDir), quoted(path),
-                                             QString::number(RefusedExitCode));
+    return shellPathCheck(path, workingDir, u"Refused: %s is outside the workspace\n"_s,
+                          RefusedExitCode);
 }
 
 QCoro::Task<CommandResult> writeContent(Runtime &runtime, QString path, QByteArray content,
@@ -72,7 +62,7 @@ QCoro::Task<CommandResult> writeContent(Runtime &runtime, QString path, QByteArr
         QString command = pathCheck(path, workingDir) + u"set -e\n"_s;
         if (first)
             command += u"mkdir -p -- \"$(dirname -- \"$p\")\"\n"_s;
-        command += u"printf '%s' %1 | base64 -d %2 \"$p\"\n"_s.arg(quoted(chunk),
+        command += u"printf '%s' %1 | base64 -d %2 \"$p\"\n"_s.arg(shellQuoted(chunk),
                                                                    first ? u">"_s : u">>"_s);
         auto execution = runtime.execute(CommandRequest{command, workingDir, timeout});
         const CommandResult result = co_await std::move(execution);

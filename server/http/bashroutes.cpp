@@ -1,5 +1,6 @@
 #include "apierror.h"
 #include "router.h"
+#include "runtime/shellwords.h"
 #include "streams/bashevents.h"
 #include "workspacetargets.h"
 
@@ -62,7 +63,8 @@ struct BashCommand
                "c=$?\n"
                "printf '%s' %3\n"
                "cat -- \"$e\"; rm -f -- \"$e\"\n"
-               "exit $c\n"_s.arg(QString::number(NotAFileExit), quoted(command), quoted(marker));
+               "exit $c\n"_s.arg(QString::number(NotAFileExit), shellQuoted(command),
+                                 shellQuoted(marker));
     }
 };
 

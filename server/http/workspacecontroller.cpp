@@ -2,6 +2,7 @@
 #include "controllers.h"
 #include "conversationservice.h"
 #include "router.h"
+#include "runtime/shellwords.h"
 #include "runtime/workspacesandbox.h"
 #include "storage/conversationstore.h"
 #include "wiretypes.h"
@@ -45,6 +46,9 @@ QCoro::Task<CommandResult> runOrThrow(WorkspaceSandbox &sandbox, Target target, 
     co_return *outcome.result;
 }
 
+// A container's image may have no git: said, rather than taken for "not a repository".
+constexpr int NoGitExit = 6;
+
 void throwForExit(const CommandResult &result, const QString &path)
 {
     if (result.exitCode == 0 && !result.interrupted)
@@ -55,6 +59,10 @@ void throwForExit(const CommandResult &result, const QString &path)
         throw ApiError::notFound(u"File not found: "_s + path);
     if (result.exitCode == NotAFileExit)
         throw ApiError::badRequest(u"Path is not a file: "_s + path);
+    if (result.exitCode == NoGitExit)
+        throw ApiError{404, u"not_offered"_s,
+                       u"git is not installed where the commands of %1 run (the sandbox's "
+                       "image has none)"_s.arg(path)};
     throw ApiError{500, u"file_transfer_failed"_s, result.output.trimmed().right(2000)};
 }
 
@@ -135,7 +143,7 @@ QCoro::Task<HttpResponse> upload(Workspaces workspaces, HttpRequest request)
             command += u"[ -d \"$p\" ] && { printf 'a directory'; exit %1; }\n"
                        "mkdir -p -- \"$(dirname -- \"$p\")\" || exit 1\n"_s.arg(NotAFileExit);
         command += u"printf '%s' %1 | base64 -d %2 \"$p\" || exit 1\n"_s.arg(
-            quoted(chunk), first ? u">"_s : u">>"_s);
+            shellQuoted(chunk), first ? u">"_s : u">>"_s);
         auto running = runOrThrow(workspaces.sandbox, target, command, FileCommandTimeout);
         const CommandResult result = co_await std::move(running);
         throwForExit(result, given);
@@ -197,10 +205,11 @@ QCoro::Task<HttpResponse> download(Workspaces workspaces, HttpRequest request)
 
 // A shell function running git in the sandbox: any owner's repository (a root server's
 // commands run as a uid of their own), paths as they are, no pager.
-const QString GitFunction =
-    u"g() { git -c safe.directory='*' -c core.quotepath=off --no-pager \"$@\"; }\n"_s;
 constexpr qint64 DiffSideLimitBytes = 360 * 1024; // both sides' base64 within the output limit
 constexpr int TooLargeExit = 5;
+const QString GitFunction =
+    u"command -v git >/dev/null 2>&1 || exit %1\n"
+    "g() { git -c safe.directory='*' -c core.quotepath=off --no-pager \"$@\"; }\n"_s.arg(NoGitExit);
 
 // GET /api/git/changes?path=DIR: OpenHands' [{status, path}] of the repository holding DIR,
 // against HEAD (the empty tree before the first commit), untracked files as ADDED; paths

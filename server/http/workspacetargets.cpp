@@ -2,6 +2,7 @@
 
 #include "apierror.h"
 #include "conversationservice.h"
+#include "runtime/shellwords.h"
 #include "storage/conversationstore.h"
 
 #include <QDir>
@@ -154,13 +155,6 @@ std::pair<QString, QString> walk(const QString &given, const QStringList &segmen
 
 } // namespace
 
-QString quoted(const QString &text)
-{
-    QString escaped = text;
-    escaped.replace(u'\'', u"'\\''"_s);
-    return u'\'' + escaped + u'\'';
-}
-
 ApiError refused(const QString &path, const QString &why)
 {
     return {403, u"path_refused"_s, u"%1: %2"_s.arg(path, why)};
@@ -229,13 +223,9 @@ QCoro::Task<WorkspaceCommandResult> runAt(WorkspaceSandbox &sandbox, const Targe
     return sandbox.run(std::move(command), timeout);
 }
 
-// Shell lines that set $p to the real path of `path` as the sandbox sees it, and refuse it when
-// it is not inside `root` there: the host's check may be raced by a command that moves a link.
 QString pathCheck(const QString &path, const QString &root)
 {
-    return u"w=$(realpath -m -- %1) && p=$(realpath -m -- %2) || exit 1\n"
-           "case \"$p\" in \"$w\"|\"$w\"/*) ;; *) printf '%s is outside the workspace' %2; "
-           "exit %3;; esac\n"_s.arg(quoted(root), quoted(path), QString::number(RefusedExit));
+    return shellPathCheck(path, root, u"%s is outside the workspace"_s, RefusedExit);
 }
 
 } // namespace AgentDeck::WorkspaceTargets

@@ -52,16 +52,13 @@ struct Target
     std::optional<ConversationInfo> conversation;
 };
 
-// `text` as one word of a shell line.
-QString quoted(const QString &text);
 // 403 path_refused, with the reason.
 ApiError refused(const QString &path, const QString &why);
 // The target of `given` (an absolute path); throws what is wrong with it.
 Target locate(const Workspaces &workspaces, const QString &given);
 QCoro::Task<WorkspaceCommandResult> runAt(WorkspaceSandbox &sandbox, const Target &target,
                                           QString command, std::chrono::milliseconds timeout);
-// Shell lines that set $p to the real path of `path` as the sandbox sees it, and refuse it when
-// it is not inside `root` there: the host's check may be raced by a command that moves a link.
+// shellPathCheck() with the routes' refusal (RefusedExit).
 QString pathCheck(const QString &path, const QString &root);
 
 // The /api/bash routes (bashroutes.cpp), with `events` the bash events they record.

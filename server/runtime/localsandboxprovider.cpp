@@ -222,6 +222,8 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     const QString socketPath = newSocketPath(id);
     const SandboxPolicy policy = policyInForce(conversation.sandbox, m_settings.policy);
     const QString home = QDir(runtimeDir).filePath(u"home"_s);
+    // The names links give the workspace: its commands see it by those too.
+    const QStringList aliases = m_settings.roots.aliasesOf(conversation.workingDir);
     m_starting.insert(id, nullptr);
     m_releasedWhileStarting.remove(id);
     m_pausedAtMs.remove(id);
@@ -229,7 +231,8 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     QString container;
     if (m_settings.containers) {
         QDir().mkpath(home);
-        auto preparing = m_settings.containers->prepare(id, conversation.workingDir, home, policy);
+        auto preparing =
+            m_settings.containers->prepare(id, conversation.workingDir, aliases, home, policy);
         const SandboxContainers::Prepared prepared = co_await std::move(preparing);
         if (!self)
             co_return providerGone();
@@ -266,7 +269,7 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
         more << u"--egress-allow"_s << range;
     if (conversation.workspaceOwnedByServer)
         more << u"--workspace-made-by-server"_s;
-    for (const QString &alias : m_settings.roots.aliasesOf(conversation.workingDir))
+    for (const QString &alias : aliases)
         more << u"--workspace-alias"_s << alias;
     if (!container.isEmpty())
         more << u"--container"_s << container << u"--docker-host"_s

@@ -2,6 +2,7 @@
 
 #include "dockerengine.h"
 #include "logging.h"
+#include "signalwait.h"
 #include "wiretypes.h"
 
 #include <QCryptographicHash>
@@ -42,12 +43,26 @@ QString SandboxContainers::nameOf(const QUuid &conversationId) const
     return u"agentdeck-%1-%2"_s.arg(QString::fromLatin1(root), toWireId(conversationId));
 }
 
-QCoro::Task<SandboxContainers::Prepared> SandboxContainers::prepare(QUuid conversationId,
-                                                                    QString workspace, QString home,
-                                                                    SandboxPolicy policy)
+QCoro::Task<SandboxContainers::Prepared>
+SandboxContainers::prepare(QUuid conversationId, QString workspace, QStringList workspaceAliases,
+                           QString home, SandboxPolicy policy)
 {
     const QString name = nameOf(conversationId);
+    // The server may stop while the engine is asked: nothing of this is touched after that.
+    QPointer<SandboxContainers> self(this);
+    const auto stopped = [] { return Prepared{.error = u"the server stopped"_s}; };
+    // A removal (a reprovision, a runtime stop) or a stop still on its way would take the
+    // container found now from under the host about to use it: it ends first.
+    while (m_inBackground.contains(conversationId)) {
+        auto waiting =
+            signalOrTimeout(this, &SandboxContainers::backgroundEnded, std::chrono::seconds(5));
+        co_await std::move(waiting);
+        if (!self)
+            co_return stopped();
+    }
     DockerResult found = co_await m_engine->inspectContainer(name);
+    if (!self)
+        co_return stopped();
     if (found.status == 404) {
         DockerContainerSpec spec;
         spec.image = imageOf(policy);
@@ -61,6 +76,8 @@ QCoro::Task<SandboxContainers::Prepared> SandboxContainers::prepare(QUuid conver
                        {QString::fromLatin1(RuntimesLabel), m_settings.runtimesRoot},
                        {QString::fromLatin1(ReplicaLabel), m_settings.replicaId}};
         spec.binds = {workspace + u':' + workspace, home + u':' + home};
+        for (const QString &alias : workspaceAliases)
+            spec.binds.append(workspace + u':' + alias);
         spec.workingDir = workspace;
         // `egress` has no container counterpart yet: none, as runtime_info says.
         spec.networkMode = policy.network == SandboxPolicy::Network::Host ? u"host"_s : u"none"_s;
@@ -73,6 +90,8 @@ QCoro::Task<SandboxContainers::Prepared> SandboxContainers::prepare(QUuid conver
         spec.tmpfsOptions = u"rw,nosuid,nodev,mode=1777,size=%1"_s.arg(policy.tmpBytes());
         spec.shmBytes = policy.shmBytes();
         const DockerResult created = co_await m_engine->createContainer(spec, name);
+        if (!self)
+            co_return stopped();
         if (created.status == 404) {
             co_return Prepared{.error = created.error + u" (no registry is pulled from: load or "
                                                         "build the image on the engine)"_s};
@@ -81,6 +100,8 @@ QCoro::Task<SandboxContainers::Prepared> SandboxContainers::prepare(QUuid conver
         if (!created.ok() && created.status != 409)
             co_return Prepared{.error = created.error};
         found = co_await m_engine->inspectContainer(name);
+        if (!self)
+            co_return stopped();
     }
     if (!found.ok())
         co_return Prepared{.error = found.error};
@@ -110,7 +131,12 @@ void SandboxContainers::inBackground(const QUuid &conversationId, const char *wh
             qCWarning(lcRuntime).noquote()
                 << "cannot" << what << "the container" << name << ":" << result.error;
     };
-    QCoro::connect(running(m_engine.get(), name, what, call), this, [] {});
+    ++m_inBackground[conversationId];
+    QCoro::connect(running(m_engine.get(), name, what, call), this, [this, conversationId] {
+        if (--m_inBackground[conversationId] <= 0)
+            m_inBackground.remove(conversationId);
+        Q_EMIT backgroundEnded(conversationId);
+    });
 }
 
 void SandboxContainers::remove(const QUuid &conversationId)
@@ -240,10 +266,16 @@ QCoro::Task<void> SandboxContainers::measure()
 
 QCoro::Task<QString> SandboxContainers::check()
 {
+    // The server may stop while the engine is asked: nothing of this is touched after that.
+    QPointer<SandboxContainers> self(this);
     const DockerResult pinged = co_await m_engine->ping();
+    if (!self)
+        co_return QString();
     if (!pinged.ok())
         co_return pinged.error;
     const DockerResult image = co_await m_engine->inspectImage(m_settings.defaultImage);
+    if (!self)
+        co_return QString();
     if (image.status == 404)
         co_return u"the image %1 (--sandbox-image) is not on the Docker engine at %2"_s.arg(
             m_settings.defaultImage, m_settings.dockerHost);

@@ -60,9 +60,10 @@ public:
         QString error; // why there is none: the engine's own words, or why it was not asked
     };
     // The conversation's container, running: the one a previous start or server left (unpaused
-    // or started again if need be), or a new one.
-    QCoro::Task<Prepared> prepare(QUuid conversationId, QString workspace, QString home,
-                                  SandboxPolicy policy);
+    // or started again if need be), or a new one. The workspace is seen at its real path and
+    // at the names links give it (`workspaceAliases`, see WorkspaceRoots).
+    QCoro::Task<Prepared> prepare(QUuid conversationId, QString workspace,
+                                  QStringList workspaceAliases, QString home, SandboxPolicy policy);
     // Removes the conversation's container, if there is one (in the background: a failure is
     // logged, and the next sweep tries again).
     void remove(const QUuid &conversationId);
@@ -89,6 +90,10 @@ public:
     QCoro::Task<void> measure();
     static constexpr std::chrono::seconds MeasureInterval{5};
 
+Q_SIGNALS:
+    // A call inBackground() made on the conversation's container has ended.
+    void backgroundEnded(const QUuid &conversationId);
+
 private:
     // Runs one call on the conversation's container in the background, logging its failure
     // (`what`: "remove", "pause"...).
@@ -98,6 +103,8 @@ private:
     SandboxContainerSettings m_settings;
     std::unique_ptr<DockerEngine> m_engine;
     QHash<QUuid, SandboxUsage> m_usage;
+    // Calls inBackground() has on its way, by conversation: prepare() waits for them.
+    QHash<QUuid, int> m_inBackground;
     QTimer m_measuring;
     bool m_measuringNow = false;
 };

@@ -548,6 +548,12 @@ private Q_SLOTS:
 
         const RawReply changes =
             finish(m_network.get(request(u"/api/git/changes"_s, QUrlQuery{{u"path"_s, repo}})));
+        if (TestServer::usesDocker()) {
+            // The test's image has bash and busybox, no git: said so, not "no changes".
+            QCOMPARE(changes.status, 404);
+            QVERIFY2(changes.body.contains("git is not installed"), changes.body.constData());
+            QSKIP("the image of the test's containers has no git (the refusal is checked)");
+        }
         QCOMPARE(changes.status, 200);
         const QJsonArray expected{
             QJsonObject{{u"status"_s, u"DELETED"_s}, {u"path"_s, u"gone.txt"_s}},

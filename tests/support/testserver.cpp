@@ -1,5 +1,6 @@
 #include "testserver.h"
 
+#include "dockerdaemon.h"
 #include "postgrescluster.h"
 
 #include <QCoroSignal>
@@ -41,7 +42,29 @@ QUrl postgresDatabaseFor(const QString &dataDir, QString *error)
         byDataDir.insert(dataDir, url);
     return url;
 }
+
+// With AGENTDECK_TEST_DOCKER=1 the sandboxes are containers (--runtime docker) of one dockerd,
+// started with its image on first use and stopped when the application ends.
+QString dockerHostForTests(QString *error)
+{
+    static DockerDaemon *daemon = nullptr;
+    if (!daemon) {
+        daemon = new DockerDaemon;
+        if (!daemon->start(error) ||
+            !daemon->importShellImage(u"agentdeck-test"_s, u"shell"_s, error)) {
+            delete std::exchange(daemon, nullptr);
+            return {};
+        }
+        qAddPostRoutine([] { delete std::exchange(daemon, nullptr); });
+    }
+    return daemon->host();
+}
 } // namespace
+
+bool TestServer::usesDocker()
+{
+    return qEnvironmentVariable("AGENTDECK_TEST_DOCKER") == u"1"_s;
+}
 
 bool TestServer::usesPostgres()
 {
@@ -88,6 +111,13 @@ bool TestServer::start()
     config.runtime = config.sandboxProgram.isEmpty() || m_options.inProcessRuntime
                          ? ServerConfig::RuntimeKind::Process
                          : ServerConfig::RuntimeKind::Local;
+    if (usesDocker() && config.runtime == ServerConfig::RuntimeKind::Local) {
+        config.runtime = ServerConfig::RuntimeKind::Docker;
+        config.dockerHost = dockerHostForTests(&m_error);
+        if (config.dockerHost.isEmpty())
+            return false;
+        config.sandboxPolicy.image = u"agentdeck-test:shell"_s;
+    }
     if (usesPostgres()) {
         config.databaseUrl = postgresDatabaseFor(config.dataDir, &m_error);
         if (config.databaseUrl.isEmpty())
@@ -139,7 +169,7 @@ QUrl TestServer::url() const
 
 bool TestServer::usesSandboxes() const
 {
-    return m_server->config().runtime == ServerConfig::RuntimeKind::Local;
+    return m_server->config().runtime != ServerConfig::RuntimeKind::Process;
 }
 
 QString TestServer::dataDir() const

@@ -60,6 +60,9 @@ public:
     bool usesSandboxes() const;
     // AGENTDECK_TEST_POSTGRES=1: the catalog is a fresh PostgreSQL database instead of SQLite.
     static bool usesPostgres();
+    // AGENTDECK_TEST_DOCKER=1: sandboxes are containers of a dockerd of the test's own
+    // (--runtime docker) instead of bubblewrap's.
+    static bool usesDocker();
 
     ApiReply call(const QByteArray &method, const QString &path, const QJsonValue &body = {},
                   const QUrlQuery &query = {});

@@ -380,7 +380,15 @@ bool AgentDeckServer::start(QString *error)
                     WarmSandboxSettings{m_config.sandboxWarm, d->runtimesRoot,
                                         QDir(dataDir).filePath(u"workspaces"_s),
                                         policyInForce(std::nullopt, m_config.sandboxPolicy),
-                                        d->disks.get(), d->disks->removing(discardInto(d->trash))});
+                                        d->disks.get(), d->disks->removing(discardInto(d->trash)),
+                                        // Set before the pool starts (recover()).
+                                        [this](const QUuid &id, const QString &workspace) {
+                                            d->sandboxes->prestart(id, workspace);
+                                        },
+                                        [this](const QUuid &id) { d->sandboxes->release(id); }});
+                settings.reserved = [warm = d->warm.get()](const QUuid &id) {
+                    return warm->isReserved(id);
+                };
                 // Said once the engine answers (or does not), and by each start that fails for
                 // it: an engine down now may be up by the first command, and a silent one must
                 // not hold the server's start for its timeout.

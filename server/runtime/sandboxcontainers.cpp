@@ -228,7 +228,9 @@ QCoro::Task<QString> SandboxContainers::removeNow(QUuid conversationId)
 {
     auto removing = m_engine->removeContainer(nameOf(conversationId));
     const DockerResult removed = co_await std::move(removing);
-    co_return removed.ok() || removed.status == 404 ? QString() : removed.error;
+    // 409: its removal is under way already.
+    co_return removed.ok() || removed.status == 404 || removed.status == 409 ? QString()
+                                                                             : removed.error;
 }
 
 std::optional<SandboxUsage> SandboxContainers::usageOf(const QUuid &conversationId) const

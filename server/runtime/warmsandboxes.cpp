@@ -64,7 +64,7 @@ std::optional<QUuid> WarmSandboxes::claim(const SandboxPolicy &policy)
             continue;
         qCInfo(lcRuntime) << "a new conversation takes the warm container of" << id << ";"
                           << m_ready.size() << "of" << m_settings.count << "left ready";
-        refill();
+        QTimer::singleShot(RefillDelay, this, &WarmSandboxes::refill);
         return id;
     }
     refill();
@@ -163,8 +163,11 @@ QCoro::Task<void> WarmSandboxes::reconcile()
     // Claimed meanwhile: not ready any more.
     m_ready.clear();
     for (const QUuid &id : std::as_const(fit)) {
-        if (isReserved(id))
-            m_ready.append(id);
+        if (!isReserved(id))
+            continue;
+        m_ready.append(id);
+        if (m_settings.prestart)
+            m_settings.prestart(id, workspaceOf(id)); // nothing when it runs already
     }
 
     if (m_ready.size() < m_settings.count)
@@ -219,6 +222,8 @@ QCoro::Task<bool> WarmSandboxes::makeOne()
     if (!isReserved(id))
         co_return true; // discarded meanwhile (never claimed: it was not ready)
     m_ready.append(id);
+    if (m_settings.prestart)
+        m_settings.prestart(id, workspace);
     qCInfo(lcRuntime) << "warm container ready for" << id << ";" << m_ready.size() << "of"
                       << m_settings.count;
     co_return true;
@@ -230,6 +235,8 @@ QCoro::Task<void> WarmSandboxes::discard(QUuid id, QString why)
     if (!why.isEmpty())
         qCInfo(lcRuntime).noquote()
             << "removing the warm container of" << toWireId(id) << ":" << why;
+    if (m_settings.release)
+        m_settings.release(id); // its host, and its container in the background
     auto removing = m_containers->removeNow(id);
     const QString failed = co_await std::move(removing);
     if (!self)

@@ -29,6 +29,10 @@ struct WarmSandboxSettings
     WorkspaceDisks *disks = nullptr;
     // How a discarded reservation's workspace goes (its disk image with it).
     RemoveTree removeTree = removeTreeNow;
+    // Starts the sandbox host of a ready reservation (LocalSandboxProvider::prestart()), and
+    // stops it with its reservation; null: none.
+    std::function<void(const QUuid &, const QString &workspace)> prestart;
+    std::function<void(const QUuid &)> release;
 };
 
 // The warm pool of `--runtime docker` (--sandbox-warm N): N containers of the default image and
@@ -49,6 +53,9 @@ public:
     // How often the pool is checked (containers that died, or were removed) and filled again
     // after a failure.
     static constexpr std::chrono::seconds CheckInterval{30};
+    // How long after a claim the pool starts to fill again: making a container takes the CPU
+    // the claimed conversation's first command wants.
+    static constexpr std::chrono::milliseconds RefillDelay{1000};
 
     WarmSandboxes(SandboxContainers *containers, WarmSandboxSettings settings,
                   QObject *parent = nullptr);

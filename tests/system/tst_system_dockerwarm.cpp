@@ -64,6 +64,7 @@ private Q_SLOTS:
     void createsOfTheirOwnAreCold();
     void freeOnesOutliveAKilledServer();
     void extraAndDeadOnesAreRemoved();
+    void warmOnesAreNeverIdle();
 
 private:
     ServerProcess &warmServer(int count, const QString &dataDir, const QStringList &more = {});
@@ -296,6 +297,59 @@ void SystemDockerWarmTest::extraAndDeadOnesAreRemoved()
              qPrintable(second.stderrText()));
     QTRY_VERIFY_WITH_TIMEOUT(second.get(u"/metrics"_s).body.contains("agentdeck_sandboxes_warm 1"),
                              10'000);
+}
+
+void SystemDockerWarmTest::warmOnesAreNeverIdle()
+{
+    const QString dataDir = m_fleet.newDataDir();
+    ServerProcess &server = warmServer(
+        1, dataDir, {u"--sandbox-idle-pause"_s, u"1s"_s, u"--sandbox-idle-timeout"_s, u"3s"_s});
+    QVERIFY(server.startReady());
+    QTRY_COMPARE_WITH_TIMEOUT(freeWarm(dataDir).size(), 1, FillTimeoutMs);
+    const Warm warm = freeWarm(dataDir).first();
+    // Its sandbox host is started ahead too.
+    QFile pidFile(QDir(runtimesOf(dataDir)).filePath(wireId(warm.id) + u"/sandbox.pid"_s));
+    QTRY_VERIFY_WITH_TIMEOUT(pidFile.exists(), 10'000);
+    QVERIFY(pidFile.open(QIODevice::ReadOnly));
+    const pid_t host = pidFile.readAll().trimmed().toInt();
+    pidFile.close();
+    QVERIFY(host > 0 && ::kill(host, 0) == 0);
+
+    // A cold conversation beside it is paused, then its host stopped, for being idle...
+    const QUuid cold = server.create(
+        shellCreate(u"echo cold"_s, {{u"sandbox"_s, QJsonObject{{u"memory_bytes"_s, 1 << 28}}}}));
+    QVERIFY(server.waitForStatus(cold, u"finished"_s));
+    const auto status = [&](const QUuid &id) {
+        return server.conversation(id)
+            .value(u"runtime_info"_s)
+            .toObject()
+            .value(u"runtime_status"_s)
+            .toString();
+    };
+    QTRY_COMPARE_WITH_TIMEOUT(status(cold), u"paused"_s, 15'000);
+    QTRY_COMPARE_WITH_TIMEOUT(status(cold), u"missing"_s, 15'000);
+    // ...while the warm one, idle as long, is neither.
+    const QJsonObject state = QCoro::waitFor(m_engine->inspectContainer(warm.container))
+                                  .json.object()
+                                  .value(u"State"_s)
+                                  .toObject();
+    QVERIFY(state.value(u"Running"_s).toBool() && !state.value(u"Paused"_s).toBool());
+    QCOMPARE(::kill(host, 0), 0);
+    QCOMPARE(freeWarm(dataDir), QList<Warm>{warm});
+
+    // Its conversation gets both.
+    const QUuid id = server.create(shellCreate(u"echo warm"_s));
+    QCOMPARE(id, warm.id);
+    QVERIFY(server.waitForStatus(id, u"finished"_s));
+    QCOMPARE(observations(server, id).value(0), u"warm\n"_s);
+    QCOMPARE(server.get(conversationPath(id, u"runtime"_s))
+                 .object()
+                 .value(u"details"_s)
+                 .toObject()
+                 .value(u"sandbox_pid"_s)
+                 .toInteger(),
+             qint64(host));
+    QCOMPARE(::kill(host, 0), 0);
 }
 
 QTEST_GUILESS_MAIN(SystemDockerWarmTest)

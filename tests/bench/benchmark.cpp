@@ -497,7 +497,7 @@ QCoro::Task<> Benchmark::measureSandboxes(QString dataDir)
 QCoro::Task<> Benchmark::measureDocker(QString dataDir)
 {
     say(QString());
-    say(u"== 12, 13. docker: a conversation's create to its first command's end"_s);
+    say(u"== 13, 14. docker: a conversation's create to its first command's end"_s);
     DockerFigures docker({m_options.binary, std::move(dataDir), m_options.dockerSamples});
     auto measuring = docker.run();
     const DockerFigureResults results = co_await std::move(measuring);

@@ -349,7 +349,10 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
 
 void LocalSandboxProvider::prestart(const QUuid &id, const QString &workspace)
 {
-    if (m_starting.contains(id) || (m_owned.contains(id) && m_owned.value(id)->isConnected()))
+    // At --max-sandboxes, a warm host never makes a conversation's give way: it starts with
+    // its first command instead.
+    if (m_starting.contains(id) || (m_owned.contains(id) && m_owned.value(id)->isConnected()) ||
+        atLimit())
         return;
     ConversationInfo conversation;
     conversation.id = id;

@@ -110,6 +110,8 @@ QCoro::Task<void> WarmSandboxes::reconcile()
     const DockerResult image = co_await std::move(inspecting);
     if (!self)
         co_return;
+    if (!listed.ok() && m_settings.count == 0)
+        co_return; // nothing to fill, and nothing it knows of to remove
     if (!listed.ok() || !image.ok()) {
         const QString problem = listed.ok() ? image.error : listed.error;
         if (problem != m_lastProblem)

@@ -65,6 +65,7 @@ private Q_SLOTS:
     void freeOnesOutliveAKilledServer();
     void extraAndDeadOnesAreRemoved();
     void warmOnesAreNeverIdle();
+    void aPoolThatCannotFillIsSaid();
 
 private:
     ServerProcess &warmServer(int count, const QString &dataDir, const QStringList &more = {});
@@ -350,6 +351,26 @@ void SystemDockerWarmTest::warmOnesAreNeverIdle()
                  .toInteger(),
              qint64(host));
     QCOMPARE(::kill(host, 0), 0);
+}
+
+void SystemDockerWarmTest::aPoolThatCannotFillIsSaid()
+{
+    // An image that is not on the engine: the engine's words in the log, no warm container, and
+    // creates answered as without a pool.
+    const QString dataDir = m_fleet.newDataDir();
+    ServerProcess &server = m_fleet.add(
+        dataDir, {u"--runtime"_s, u"docker"_s, u"--docker-host"_s, m_daemon.host(),
+                  u"--sandbox-image"_s, u"agentdeck-test:absent"_s, u"--sandbox-warm"_s, u"2"_s});
+    QVERIFY(server.startReady());
+    QTRY_VERIFY2_WITH_TIMEOUT(server.stderrText().contains(u"cannot fill the warm pool"_s),
+                              qPrintable(server.stderrText()), 20'000);
+    QVERIFY2(server.stderrText().contains(u"agentdeck-test:absent"_s),
+             qPrintable(server.stderrText()));
+    QVERIFY(server.get(u"/metrics"_s).body.contains("agentdeck_sandboxes_warm 0"));
+    QCOMPARE(warmContainers(dataDir).size(), 0);
+    const QUuid id = server.create(QJsonObject{{u"title"_s, u"cold"_s}});
+    QVERIFY(!id.isNull());
+    QVERIFY(!QFile::exists(markerOf(dataDir, id)));
 }
 
 QTEST_GUILESS_MAIN(SystemDockerWarmTest)

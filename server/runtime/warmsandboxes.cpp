@@ -155,8 +155,12 @@ QCoro::Task<void> WarmSandboxes::reconcile()
         if (id && !listedIds.contains(*id) && isReserved(*id))
             unfit.append({*id, u"its container is gone"_s});
     }
-    for (const auto &[id, why] : std::as_const(unfit)) {
+    // None of them is handed out from here on, while the others are removed.
+    for (const auto &[id, why] : std::as_const(unfit))
         m_ready.removeAll(id);
+    for (const auto &[id, why] : std::as_const(unfit)) {
+        if (!isReserved(id))
+            continue; // claimed before it was found unfit: its conversation's now
         auto discarding = discard(id, why);
         co_await std::move(discarding);
         if (!self)

@@ -603,12 +603,18 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         u"--runtime docker: stop a container idle for this long, keeping its disk; the next "
         "command starts it again (default: never)."_s,
         u"DURATION"_s);
+    const QCommandLineOption sandboxWarm(
+        u"sandbox-warm"_s,
+        u"--runtime docker: keep N containers of --sandbox-image started for new conversations "
+        "that ask for no sandbox settings or working dir of their own (default 0; at most 100)."_s,
+        u"N"_s);
     const QCommandLineOption requireIsolation(
         u"require-isolation"_s,
         u"Refuse to start when commands cannot be isolated (no bubblewrap, no namespaces)."_s);
     table.append({sandboxNetwork, sandboxMemory, sandboxProcesses, sandboxCpu, sandboxFileSize,
                   sandboxDisk, sandboxEgressAllow, dockerHost, dockerTlsDir, sandboxImage,
                   sandboxImages, idlePause, idleStop, requireIsolation});
+    table.append(sandboxWarm);
     const QCommandLineOption logFormat(
         u"log-format"_s,
         u"How log lines are written to stderr: text (default: time with its UTC offset, level, "
@@ -897,6 +903,21 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         *error = u"--docker-host, --docker-tls-dir, --sandbox-image, --sandbox-images, "
                  "--sandbox-idle-pause and --sandbox-idle-stop are for --runtime docker"_s;
         return std::nullopt;
+    }
+    if (given.isSet(sandboxWarm)) {
+        constexpr int MaxWarm = 100;
+        bool ok = false;
+        const int count = given.value(sandboxWarm).toInt(&ok);
+        if (!ok || count < 0 || count > MaxWarm) {
+            *error = given.where(sandboxWarm) +
+                     u"--sandbox-warm takes a number from 0 to %1"_s.arg(MaxWarm);
+            return std::nullopt;
+        }
+        if (!docker && count > 0) {
+            *error = given.where(sandboxWarm) + u"--sandbox-warm is for --runtime docker"_s;
+            return std::nullopt;
+        }
+        options.server.sandboxWarm = count;
     }
     if (docker) {
         DockerEngine engine(options.server.dockerHost);

@@ -19,6 +19,7 @@
 #include "runtime/retentionreaper.h"
 #include "runtime/sandboxcgroups.h"
 #include "runtime/sandboxcontainers.h"
+#include "runtime/warmsandboxes.h"
 #include "runtime/workspacesandbox.h"
 #include "storage/basheventstore.h"
 #include "storage/conversationstore.h"
@@ -163,6 +164,7 @@ struct AgentDeckServer::Private
     std::unique_ptr<DiskReserve> reserve;          // SQLite: the catalog's room on its disk
     std::unique_ptr<SandboxContainers> containers; // --runtime docker
     LocalSandboxProvider *sandboxes = nullptr;     // when the runtime provider is the local one
+    std::unique_ptr<WarmSandboxes> warm;           // --sandbox-warm
     QString runtimesRoot;                          // where the local one keeps its sandboxes
     ServerIdentity identity;
     quint16 port = 0;
@@ -376,6 +378,20 @@ bool AgentDeckServer::start(QString *error)
                 settings.containers = d->containers.get();
                 settings.idlePause = m_config.sandboxIdlePause;
                 settings.idleStop = m_config.sandboxIdleStop;
+                d->warm = std::make_unique<WarmSandboxes>(
+                    d->containers.get(),
+                    WarmSandboxSettings{m_config.sandboxWarm, d->runtimesRoot,
+                                        QDir(dataDir).filePath(u"workspaces"_s),
+                                        policyInForce(std::nullopt, m_config.sandboxPolicy),
+                                        d->disks.get(), d->disks->removing(discardInto(d->trash)),
+                                        // Set before the pool starts (recover()).
+                                        [this](const QUuid &id, const QString &workspace) {
+                                            d->sandboxes->prestart(id, workspace);
+                                        },
+                                        [this](const QUuid &id) { d->sandboxes->release(id); }});
+                settings.reserved = [warm = d->warm.get()](const QUuid &id) {
+                    return warm->isReserved(id);
+                };
                 // Said once the engine answers (or does not), and by each start that fails for
                 // it: an engine down now may be up by the first command, and a silent one must
                 // not hold the server's start for its timeout.
@@ -418,7 +434,7 @@ bool AgentDeckServer::start(QString *error)
         ServiceSettings{QDir(dataDir).filePath(u"workspaces"_s), m_config.commandTimeout,
                         leaseOwner, m_config.replicaId, shared,
                         d->disks->removing(discardInto(d->trash)), m_config.sandboxPolicy,
-                        d->isolation, roots, d->disks.get()});
+                        d->isolation, roots, d->disks.get(), d->warm.get()});
     connect(d->service.get(), &ConversationService::replacedAsReplica, this, [this] {
         const QString reason =
             u"replica id %1 was taken over by a server started with it while this one was frozen "
@@ -553,6 +569,8 @@ void AgentDeckServer::recover()
             const int adopted = d->sandboxes->adoptExisting();
             if (adopted > 0)
                 qCInfo(lcServer) << "adopted" << adopted << "live sandboxes";
+            if (d->warm)
+                d->warm->start();
         } else if (m_config.runtime == ServerConfig::RuntimeKind::Process) {
             // Left by an instance with --runtime local: nothing here adopts them, and a command
             // recorded as interrupted below went on in one of them, beside the new runs.

@@ -4,6 +4,7 @@
 #include "execution/conversationrunner.h"
 #include "logging.h"
 #include "runtime/runtime.h"
+#include "runtime/warmsandboxes.h"
 #include "storage/replicastore.h"
 
 #include <QCoroTimer>
@@ -95,7 +96,8 @@ QCoro::Task<OrphanSweep> ConversationService::removeOrphanedDirs(QStringList roo
             // Checked when removed: a create makes its directory and its row in one turn.
             const QSet<QUuid> existing = m_store.existingIds(batch);
             for (const QUuid &id : std::as_const(batch)) {
-                if (existing.contains(id))
+                // A warm container's reservation: a conversation to be.
+                if (existing.contains(id) || (m_settings.warm && m_settings.warm->isReserved(id)))
                     continue;
                 const QString path = QDir(root).filePath(toWireId(id));
                 // Made before the catalog, it is not this catalog's to remove: the catalog was

@@ -8,6 +8,7 @@
 #include "logging.h"
 #include "runtime/commandleader.h"
 #include "runtime/runtime.h"
+#include "runtime/warmsandboxes.h"
 #include "storage/database.h"
 #include "storage/replicastore.h"
 #include "wirebytes.h"
@@ -179,7 +180,7 @@ ConversationInfo ConversationService::require(const QUuid &id)
 
 QByteArray ConversationService::runtimeMetrics() const
 {
-    return m_runtimes.metrics();
+    return m_runtimes.metrics() + (m_settings.warm ? m_settings.warm->metrics() : QByteArray());
 }
 
 RuntimeInfo ConversationService::runtimeOf(const ConversationInfo &info) const
@@ -315,7 +316,13 @@ ConversationService::create(CreateConversationRequest request)
     }
 
     ConversationInfo info;
-    info.id = request.id.value_or(QUuid::createUuid());
+    // A warm container's id, its workspace (and disk) made with it, when the conversation asks
+    // for nothing the container was not made with.
+    const std::optional<QUuid> warm =
+        m_settings.warm && !request.id && request.workingDir.isEmpty()
+            ? m_settings.warm->claim(policyInForce(sandbox, m_settings.sandboxPolicy))
+            : std::nullopt;
+    info.id = warm ? *warm : request.id.value_or(QUuid::createUuid());
     info.title = request.title.isEmpty() ? defaultTitle(info.id) : request.title;
     info.tags = request.tags;
     info.createdAt = info.updatedAt = m_clock.now();
@@ -338,7 +345,7 @@ ConversationService::create(CreateConversationRequest request)
                        "is not writable or is full"_s.arg(info.workingDir),
                        30};
     }
-    if (info.workspaceOwnedByServer) {
+    if (info.workspaceOwnedByServer && !warm) {
         auto making = makeWorkspaceDisk(info.id, info.workingDir);
         co_await std::move(making);
     }
@@ -362,6 +369,8 @@ ConversationService::create(CreateConversationRequest request)
         if (info.workspaceOwnedByServer &&
             (!createdElsewhere || createdElsewhere->workingDir != info.workingDir))
             m_settings.removeTree(info.workingDir);
+        if (warm)
+            m_settings.removeTree(releaseLocalParts(info.id));
         if (!createdElsewhere)
             throw;
     }

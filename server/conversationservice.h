@@ -28,6 +28,8 @@ class ReplicaStore;
 class Runtime;
 class RuntimeProvider;
 
+class WarmSandboxes;
+
 struct ServiceSettings
 {
     QString workspaceRoot;
@@ -48,6 +50,9 @@ struct ServiceSettings
     WorkspaceRoots workspaceRoots;
     // The size limit of the workspaces the server makes; none: no limit, no images.
     WorkspaceDisks *disks = nullptr;
+    // --sandbox-warm: the conversation ids with a container ready, for creates that ask for
+    // nothing of their own. Null: none.
+    WarmSandboxes *warm = nullptr;
 };
 
 // The conversations use case: everything the API can do to a conversation, independent of HTTP.

@@ -80,6 +80,9 @@ struct ServerConfig
     // (--sandbox-idle-pause, --sandbox-idle-stop); 0: never.
     std::chrono::milliseconds sandboxIdlePause{0};
     std::chrono::milliseconds sandboxIdleStop{0};
+    // `--runtime docker`: containers of the default image kept started for new conversations
+    // (--sandbox-warm, WarmSandboxes).
+    int sandboxWarm = 0;
     // The binary started as `agentdeck sandbox-host`; empty: this executable.
     QString sandboxProgram;
     std::chrono::milliseconds sandboxIdleTimeout{30 * 60 * 1000};

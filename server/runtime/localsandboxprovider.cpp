@@ -350,6 +350,26 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     co_return RuntimeAcquisition{runtime, {}};
 }
 
+void LocalSandboxProvider::prestart(const QUuid &id, const QString &workspace)
+{
+    // At --max-sandboxes, a warm host never makes a conversation's give way: it starts with
+    // its first command instead.
+    if (m_starting.contains(id) || (m_owned.contains(id) && m_owned.value(id)->isConnected()) ||
+        atLimit())
+        return;
+    ConversationInfo conversation;
+    conversation.id = id;
+    conversation.workingDir = workspace;
+    conversation.workspaceOwnedByServer = true;
+    QCoro::connect(acquire(std::move(conversation)), this, [id](const RuntimeAcquisition &got) {
+        // Its first command starts one then, as without the pool.
+        if (!got.runtime && !got.cancelled)
+            qCWarning(lcRuntime).noquote()
+                << "cannot start the sandbox host of the warm container of" << toWireId(id) << ":"
+                << got.error.message;
+    });
+}
+
 void LocalSandboxProvider::watch(const QUuid &id, SandboxRuntime *runtime)
 {
     // Queued: the runtime emits `lost` from its own socket's signal and must not be destroyed
@@ -560,7 +580,8 @@ bool LocalSandboxProvider::isIdle(const QUuid &id,
                                   const std::shared_ptr<SandboxRuntime> &runtime) const
 {
     // use_count 1: no run holds the runtime, only this registry (`runtime` is its entry).
-    return runtime.use_count() == 1 && !runtime->isBusy() && !(m_idleKeeper && m_idleKeeper(id));
+    return runtime.use_count() == 1 && !runtime->isBusy() && !(m_idleKeeper && m_idleKeeper(id)) &&
+           !(m_settings.reserved && m_settings.reserved(id));
 }
 
 bool LocalSandboxProvider::atLimit() const

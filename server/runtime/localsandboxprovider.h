@@ -50,6 +50,9 @@ struct LocalSandboxSettings
     // The delegated cgroup under which each sandbox gets a cgroup of its own (SandboxCgroups);
     // empty: none.
     QString cgroupRoot;
+    // The conversation ids the warm pool holds (WarmSandboxes::isReserved): their hosts,
+    // started ahead (prestart()), are never stopped for being idle. Null: none.
+    std::function<bool(const QUuid &)> reserved;
 };
 
 // One sandbox host process per conversation, adopted across server restarts. With containers,
@@ -67,6 +70,10 @@ public:
     // Stops the sandboxes a previous server left running under `runtimesRoot`, for a server
     // that runs its commands otherwise (--runtime process); how many there were.
     static int stopLeftOver(const QString &runtimesRoot);
+
+    // Starts the host of a warm container's conversation to be (a workspace the server made, the
+    // server's policy) in the background, so that its first command waits for neither.
+    void prestart(const QUuid &conversationId, const QString &workspace);
 
     QCoro::Task<RuntimeAcquisition> acquire(ConversationInfo conversation) override;
     void release(const QUuid &conversationId) override;

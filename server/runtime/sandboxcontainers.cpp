@@ -7,6 +7,7 @@
 
 #include <QCryptographicHash>
 #include <QJsonArray>
+#include <QJsonDocument>
 #include <QJsonObject>
 #include <QPointer>
 
@@ -75,6 +76,8 @@ SandboxContainers::prepare(QUuid conversationId, QString workspace, QStringList 
         spec.labels = {{QString::fromLatin1(ConversationLabel), toWireId(conversationId)},
                        {QString::fromLatin1(RuntimesLabel), m_settings.runtimesRoot},
                        {QString::fromLatin1(ReplicaLabel), m_settings.replicaId}};
+        if (const auto warm = m_warming.constFind(conversationId); warm != m_warming.cend())
+            spec.labels.insert(QString::fromLatin1(WarmLabel), *warm);
         spec.binds = {workspace + u':' + workspace, home + u':' + home};
         for (const QString &alias : workspaceAliases)
             spec.binds.append(workspace + u':' + alias);
@@ -204,6 +207,56 @@ QCoro::Task<int> SandboxContainers::sweep(std::function<bool(const QUuid &)> kep
         }
     }
     co_return removed;
+}
+
+QString SandboxContainers::warmFingerprint(const SandboxPolicy &policy) const
+{
+    QJsonObject made = policy.toJson();
+    made.insert("image"_L1, imageOf(policy));
+    return QString::fromLatin1(
+        QCryptographicHash::hash(QJsonDocument(made).toJson(QJsonDocument::Compact),
+                                 QCryptographicHash::Sha256)
+            .toHex()
+            .left(16));
+}
+
+QCoro::Task<SandboxContainers::Prepared> SandboxContainers::prepareWarm(QUuid conversationId,
+                                                                        QString workspace,
+                                                                        QString home,
+                                                                        SandboxPolicy policy)
+{
+    QPointer<SandboxContainers> self(this);
+    m_warming.insert(conversationId, warmFingerprint(policy));
+    auto preparing = prepare(conversationId, std::move(workspace), std::move(home), policy);
+    Prepared prepared = co_await std::move(preparing);
+    if (self)
+        m_warming.remove(conversationId);
+    co_return prepared;
+}
+
+QCoro::Task<DockerResult> SandboxContainers::listWarm()
+{
+    // Made before the co_await: GCC 12 fails on an initializer list inside one.
+    const QStringList warm{
+        u"%1=%2"_s.arg(QString::fromLatin1(RuntimesLabel), m_settings.runtimesRoot),
+        QString::fromLatin1(WarmLabel)};
+    auto listing = m_engine->listContainers(warm);
+    co_return co_await std::move(listing);
+}
+
+QCoro::Task<DockerResult> SandboxContainers::inspectDefaultImage()
+{
+    auto inspecting = m_engine->inspectImage(m_settings.defaultImage);
+    co_return co_await std::move(inspecting);
+}
+
+QCoro::Task<QString> SandboxContainers::removeNow(QUuid conversationId)
+{
+    auto removing = m_engine->removeContainer(nameOf(conversationId));
+    const DockerResult removed = co_await std::move(removing);
+    // 409: its removal is under way already.
+    co_return removed.ok() || removed.status == 404 || removed.status == 409 ? QString()
+                                                                             : removed.error;
 }
 
 std::optional<SandboxUsage> SandboxContainers::usageOf(const QUuid &conversationId) const

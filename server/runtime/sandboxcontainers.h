@@ -45,6 +45,9 @@ public:
     static constexpr auto ConversationLabel = "org.agentdeck.conversation";
     static constexpr auto RuntimesLabel = "org.agentdeck.runtimes";
     static constexpr auto ReplicaLabel = "org.agentdeck.replica";
+    // A container made ahead for the warm pool (WarmSandboxes); its value is the fingerprint
+    // of what it was made with (warmFingerprint()).
+    static constexpr auto WarmLabel = "org.agentdeck.warm";
 
     explicit SandboxContainers(SandboxContainerSettings settings, QObject *parent = nullptr);
     ~SandboxContainers() override;
@@ -83,6 +86,20 @@ public:
     // The container's name on the engine.
     QString nameOf(const QUuid &conversationId) const;
 
+    // The warm pool's (WarmSandboxes): prepare() of a container labelled WarmLabel.
+    QCoro::Task<Prepared> prepareWarm(QUuid conversationId, QString workspace, QString home,
+                                      SandboxPolicy policy);
+    // What a warm container of `policy` is made with: its image and limits. One made with
+    // another (the server restarted with other options) is not handed out.
+    QString warmFingerprint(const SandboxPolicy &policy) const;
+    // This server's containers labelled WarmLabel, free or claimed, as the engine lists them.
+    QCoro::Task<DockerResult> listWarm();
+    // The id of the default image on the engine (an image rebuilt under the same name has
+    // another), or the engine's error.
+    QCoro::Task<DockerResult> inspectDefaultImage();
+    // Removes the conversation's container, and waits for it; the engine's error, or empty.
+    QCoro::Task<QString> removeNow(QUuid conversationId);
+
     // What the conversation's running container used when it was last measured (every
     // MeasureInterval, and at measure()); nothing when it runs none.
     std::optional<SandboxUsage> usageOf(const QUuid &conversationId) const;
@@ -107,6 +124,8 @@ private:
     QHash<QUuid, int> m_inBackground;
     QTimer m_measuring;
     bool m_measuringNow = false;
+    // The containers prepareWarm() is making: prepare() labels them.
+    QHash<QUuid, QString> m_warming;
 };
 
 } // namespace AgentDeck

@@ -1,6 +1,7 @@
 #include "benchmark.h"
 
 #include "bounds.h"
+#include "dockerfigures.h"
 #include "fanoutreference.h"
 #include "loadgenerator.h"
 #include "nginxreference.h"
@@ -343,6 +344,13 @@ QCoro::Task<int> Benchmark::run()
         co_return m_failures.isEmpty() ? 0 : 1;
     }
 
+    if (m_options.dockerOnly) {
+        auto docker = measureDocker(root.filePath(u"docker"_s));
+        co_await std::move(docker);
+        printSummary();
+        co_return m_failures.isEmpty() ? 0 : 1;
+    }
+
     if (m_options.sandboxOnly) {
         auto sandboxes = measureSandboxes(root.filePath(u"sandboxes"_s));
         co_await std::move(sandboxes);
@@ -484,6 +492,18 @@ QCoro::Task<> Benchmark::measureSandboxes(QString dataDir)
             m_interference[key] = goal.otherCpu;
         addGoal(goal, key);
     }
+}
+
+QCoro::Task<> Benchmark::measureDocker(QString dataDir)
+{
+    say(QString());
+    say(u"== 13, 14. docker: a conversation's create to its first command's end"_s);
+    DockerFigures docker({m_options.binary, std::move(dataDir), m_options.dockerSamples});
+    auto measuring = docker.run();
+    const DockerFigureResults results = co_await std::move(measuring);
+    m_failures.append(results.failures);
+    for (const GoalResult &goal : results.goals)
+        addGoal(goal, -1 - int(m_goals.size()));
 }
 
 QCoro::Task<bool> Benchmark::startServer(std::unique_ptr<ServerProcess> &server, QString dataDir)

@@ -26,6 +26,8 @@ struct BenchOptions
     bool sandboxOnly = false; // the sandbox figures alone (sandboxfigures.h)
     bool httpOnly = false;    // figure 1 alone, on a catalogue of referenceConversations
     int sandboxConversations = 30;
+    bool dockerOnly = false; // the docker figures alone (dockerfigures.h)
+    int dockerSamples = 20;
     qint64 conversations = 100'000;
     qint64 referenceConversations = 1'000;
 
@@ -135,6 +137,7 @@ private:
     // Figures 6 and 7 (bounds.h), each on a server of its own under `root`.
     QCoro::Task<> measureBounds(QString root);
     QCoro::Task<> measureSandboxes(QString dataDir);
+    QCoro::Task<> measureDocker(QString dataDir);
 
     void reportSearchAndMemory(const CatalogueFigures &reference, const CatalogueFigures &large);
     // The server's integrity check after startup on both catalogues, and PRAGMA quick_check

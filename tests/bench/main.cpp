@@ -58,6 +58,14 @@ int main(int argc, char *argv[])
     const QCommandLineOption sandboxConversations(
         u"sandbox-conversations"_s, u"Conversations of the sandbox figures (default 30)."_s, u"N"_s,
         u"30"_s);
+    const QCommandLineOption dockerOnly(
+        u"docker-only"_s,
+        u"Measure the docker figures alone (root only): a conversation's create to its first "
+        "command's end with a warm container (--sandbox-warm) and cold, against a bare docker "
+        "run, on a dockerd of the bench's own."_s);
+    const QCommandLineOption dockerSamples(u"docker-samples"_s,
+                                           u"Conversations of each docker figure (default 20)."_s,
+                                           u"N"_s, u"20"_s);
     const QCommandLineOption readers(u"subscriber-threads"_s,
                                      u"Threads that read the fan-out's subscribers (default 1)."_s,
                                      u"N"_s, u"1"_s);
@@ -68,7 +76,7 @@ int main(int argc, char *argv[])
         u"N"_s, u"1"_s);
     parser.addOptions({binary, quick, conversations, reference, workDir, keepData, requireGoals,
                        fanoutOnly, boundsOnly, readers, sandboxOnly, sandboxConversations, httpOnly,
-                       loadThreads});
+                       loadThreads, dockerOnly, dockerSamples});
     parser.process(app);
 
     BenchOptions options;
@@ -81,6 +89,8 @@ int main(int argc, char *argv[])
     options.loadThreads = std::clamp(parser.value(loadThreads).toInt(), 1, 64);
     options.sandboxOnly = parser.isSet(sandboxOnly);
     options.httpOnly = parser.isSet(httpOnly);
+    options.dockerOnly = parser.isSet(dockerOnly);
+    options.dockerSamples = std::clamp(parser.value(dockerSamples).toInt(), 1, 1000);
     options.sandboxConversations = std::clamp(parser.value(sandboxConversations).toInt(), 1, 1000);
     if (parser.isSet(quick)) {
         options.makeQuick();

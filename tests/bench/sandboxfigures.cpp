@@ -89,28 +89,6 @@ private:
     QHash<qint64, qint64> m_hostsNs;
 };
 
-// Starts a program and waits for it to exit 0; its wall time, or -1.
-QCoro::Task<qint64> timeSpawn(QString program, QStringList arguments)
-{
-    QProcess process;
-    process.setStandardInputFile(QProcess::nullDevice());
-    process.setStandardOutputFile(QProcess::nullDevice());
-    process.setStandardErrorFile(QProcess::nullDevice());
-    const qint64 startNs = nowNs();
-    process.start(program, arguments);
-    const bool started = co_await qCoro(process).waitForStarted(SpawnTimeout);
-    if (!started)
-        co_return -1;
-    const bool finished = co_await qCoro(process).waitForFinished(SpawnTimeout);
-    const qint64 elapsed = nowNs() - startNs;
-    if (!finished) {
-        process.kill();
-        co_await qCoro(process).waitForFinished(SpawnTimeout);
-        co_return -1;
-    }
-    co_return process.exitStatus() == QProcess::NormalExit &&process.exitCode() == 0 ? elapsed : -1;
-}
-
 QString mib(qint64 kib)
 {
     return u"%1 MiB"_s.arg(double(kib) / 1024.0, 0, 'f', 2);
@@ -150,6 +128,27 @@ bool isGone(qint64 pid)
 }
 
 } // namespace
+
+QCoro::Task<qint64> timeSpawn(QString program, QStringList arguments)
+{
+    QProcess process;
+    process.setStandardInputFile(QProcess::nullDevice());
+    process.setStandardOutputFile(QProcess::nullDevice());
+    process.setStandardErrorFile(QProcess::nullDevice());
+    const qint64 startNs = nowNs();
+    process.start(program, arguments);
+    const bool started = co_await qCoro(process).waitForStarted(SpawnTimeout);
+    if (!started)
+        co_return -1;
+    const bool finished = co_await qCoro(process).waitForFinished(SpawnTimeout);
+    const qint64 elapsed = nowNs() - startNs;
+    if (!finished) {
+        process.kill();
+        co_await qCoro(process).waitForFinished(SpawnTimeout);
+        co_return -1;
+    }
+    co_return process.exitStatus() == QProcess::NormalExit &&process.exitCode() == 0 ? elapsed : -1;
+}
 
 QStringList sandboxPolicyArguments()
 {

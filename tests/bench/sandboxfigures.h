@@ -41,6 +41,9 @@ struct SmapsRollup
 };
 std::optional<SmapsRollup> readSmapsRollup(qint64 pid);
 
+// Starts a program and waits for it to exit 0; its wall time, or -1.
+QCoro::Task<qint64> timeSpawn(QString program, QStringList arguments);
+
 // Issue #32, containment stays cheap: the cold resume of a sandbox host with the policy in force
 // and the first command after it, and the PSS of idle hosts, each beside a reference that the
 // same run measures on the same machine. Runs a server of its own on an empty data dir.

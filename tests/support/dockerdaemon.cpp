@@ -25,6 +25,11 @@ using namespace std::chrono_literals;
 
 namespace AgentDeck::Testing {
 
+QJsonArray containersLabelled(DockerEngine &engine, const QStringList &labels)
+{
+    return QCoro::waitFor(engine.listContainers(labels)).json.array();
+}
+
 namespace {
 constexpr int StartTimeoutMs = 60'000;
 constexpr int StopTimeoutMs = 30'000;

@@ -1,12 +1,21 @@
 #pragma once
 
+#include <QJsonArray>
 #include <QProcess>
 #include <QString>
 #include <QTemporaryDir>
 
 #include <memory>
 
+namespace AgentDeck {
+class DockerEngine;
+}
+
 namespace AgentDeck::Testing {
+
+// The containers (running or not) that carry every one of `labels` ("KEY=VALUE", or "KEY" for
+// any value), as `engine` lists them; empty when it cannot.
+QJsonArray containersLabelled(DockerEngine &engine, const QStringList &labels);
 
 // A Docker engine of the test's own: a dockerd (Debian's docker.io) with its data, state and API
 // socket in temporary directories, no bridge and no iptables rules, so it creates no network and

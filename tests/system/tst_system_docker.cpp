@@ -94,9 +94,9 @@ ServerProcess &SystemDockerTest::dockerServer(const QStringList &more, const QSt
 
 QJsonArray SystemDockerTest::containersOf(const QUuid &id)
 {
-    const DockerResult listed = QCoro::waitFor(m_engine->listContainers(
-        {u"%1=%2"_s.arg(QLatin1StringView(SandboxContainers::ConversationLabel), wireId(id))}));
-    return listed.json.array();
+    return containersLabelled(
+        *m_engine,
+        {u"%1=%2"_s.arg(QLatin1StringView(SandboxContainers::ConversationLabel), wireId(id))});
 }
 
 void SystemDockerTest::commandsRunInTheConversationsContainer()

@@ -388,7 +388,8 @@ bool AgentDeckServer::start(QString *error)
                                         [this](const QUuid &id, const QString &workspace) {
                                             d->sandboxes->prestart(id, workspace);
                                         },
-                                        [this](const QUuid &id) { d->sandboxes->release(id); }});
+                                        [this](const QUuid &id) { d->sandboxes->release(id); },
+                                        roots});
                 settings.reserved = [warm = d->warm.get()](const QUuid &id) {
                     return warm->isReserved(id);
                 };

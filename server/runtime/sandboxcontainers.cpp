@@ -220,14 +220,14 @@ QString SandboxContainers::warmFingerprint(const SandboxPolicy &policy) const
             .left(16));
 }
 
-QCoro::Task<SandboxContainers::Prepared> SandboxContainers::prepareWarm(QUuid conversationId,
-                                                                        QString workspace,
-                                                                        QString home,
-                                                                        SandboxPolicy policy)
+QCoro::Task<SandboxContainers::Prepared>
+SandboxContainers::prepareWarm(QUuid conversationId, QString workspace, QStringList aliases,
+                               QString home, SandboxPolicy policy)
 {
     QPointer<SandboxContainers> self(this);
     m_warming.insert(conversationId, warmFingerprint(policy));
-    auto preparing = prepare(conversationId, std::move(workspace), std::move(home), policy);
+    auto preparing =
+        prepare(conversationId, std::move(workspace), std::move(aliases), std::move(home), policy);
     Prepared prepared = co_await std::move(preparing);
     if (self)
         m_warming.remove(conversationId);

@@ -87,8 +87,8 @@ public:
     QString nameOf(const QUuid &conversationId) const;
 
     // The warm pool's (WarmSandboxes): prepare() of a container labelled WarmLabel.
-    QCoro::Task<Prepared> prepareWarm(QUuid conversationId, QString workspace, QString home,
-                                      SandboxPolicy policy);
+    QCoro::Task<Prepared> prepareWarm(QUuid conversationId, QString workspace, QStringList aliases,
+                                      QString home, SandboxPolicy policy);
     // What a warm container of `policy` is made with: its image and limits. One made with
     // another (the server restarted with other options) is not handed out.
     QString warmFingerprint(const SandboxPolicy &policy) const;

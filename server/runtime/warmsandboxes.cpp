@@ -210,7 +210,8 @@ QCoro::Task<bool> WarmSandboxes::makeOne()
             co_return false;
     }
     if (problem.isEmpty()) {
-        auto preparing = m_containers->prepareWarm(id, workspace, home, m_settings.policy);
+        auto preparing = m_containers->prepareWarm(
+            id, workspace, m_settings.roots.aliasesOf(workspace), home, m_settings.policy);
         const SandboxContainers::Prepared prepared = co_await std::move(preparing);
         if (!self)
             co_return false;

@@ -2,6 +2,7 @@
 
 #include "sandboxpolicy.h"
 #include "trash.h"
+#include "workspaceroots.h"
 
 #include <QCoroTask>
 #include <QList>
@@ -33,6 +34,8 @@ struct WarmSandboxSettings
     // stops it with its reservation; null: none.
     std::function<void(const QUuid &, const QString &workspace)> prestart;
     std::function<void(const QUuid &)> release;
+    // Where workspaces may be: a container sees its workspace by the names links give it too.
+    WorkspaceRoots roots;
 };
 
 // The warm pool of `--runtime docker` (--sandbox-warm N): N containers of the default image and

@@ -426,8 +426,11 @@ bool AgentDeckServer::start(QString *error)
     QStringList allowedHosts = m_config.allowedHosts;
     if (const QString advertised = QUrl(advertisedUrl()).host(); !advertised.isEmpty())
         allowedHosts.append(advertised);
+    if (!m_config.apiKeyFile.isEmpty() && !ApiAuth::readKeyFile(m_config.apiKeyFile, error))
+        return false;
     d->auth = std::make_unique<ApiAuth>(m_config.apiKeys,
-                                        ApiAuth::Browsers{m_config.allowedOrigins, allowedHosts});
+                                        ApiAuth::Browsers{m_config.allowedOrigins, allowedHosts},
+                                        m_config.apiKeyFile);
     const HttpLimits httpLimits{m_config.maxBodyBytes, m_config.httpRequestTimeout,
                                 m_config.httpIdleTimeout};
     d->http = std::make_unique<ApiServer>(d->router, *d->auth, d->metrics, httpLimits);

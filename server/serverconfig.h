@@ -39,6 +39,8 @@ struct ServerConfig
     // lie under (--workspace-root), beside the server workspace and DATA/workspaces.
     QStringList workspaceRoots;
     QStringList apiKeys;
+    // --api-key-file: named keys, read again when the file changes (see ApiAuth).
+    QString apiKeyFile;
     // Web pages (origins) that may call /api and the sockets, and host names a server without a
     // key may be addressed by, beside the local ones (see ApiAuth).
     QStringList allowedOrigins;

@@ -205,8 +205,13 @@ void ApiServer::handle(HttpRequest copy, QTcpSocket *socket)
     if (!open) {
         if (auto refusal = m_auth.browserRefusal(copy.header("Host"), copy.header("Origin")))
             return reject(*refusal);
-        if (m_auth.enabled() && !m_auth.accepts(copy.header("X-Session-API-Key")))
-            return reject({401, u"unauthorized"_s, u"Missing or wrong X-Session-API-Key header"_s});
+        if (m_auth.enabled()) {
+            std::optional<QString> name = m_auth.nameOf(copy.header("X-Session-API-Key"));
+            if (!name)
+                return reject(
+                    {401, u"unauthorized"_s, u"Missing or wrong X-Session-API-Key header"_s});
+            copy.keyName = std::move(*name);
+        }
     }
     if (!match.route) {
         if (!match.allowedMethods.isEmpty())

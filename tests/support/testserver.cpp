@@ -68,6 +68,7 @@ bool TestServer::start()
     config.port = 0;
     config.dataDir = m_options.dataDir;
     config.apiKeys = m_options.apiKeys;
+    config.apiKeyFile = m_options.apiKeyFile;
     config.workspaceRoots = m_options.workspaceRoots;
     config.workspaceDir = m_options.workspaceDir;
     config.streamBudgetBytes = m_options.streamBudgetBytes;

@@ -14,6 +14,7 @@ namespace AgentDeck::Testing {
 struct TestServerOptions
 {
     QStringList apiKeys;
+    QString apiKeyFile; // --api-key-file
     qint64 streamBudgetBytes = 16 * 1024 * 1024;
     qint64 streamTotalBudgetBytes = 128 * 1024 * 1024;
     int streamAuthTimeoutMs = 10'000;

@@ -539,7 +539,11 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         "sha256:HEX (the key's SHA-256); each request is made by its key's name. Read again "
         "when it changes."_s,
         u"FILE"_s);
-    table.append(apiKeyFile);
+    const QCommandLineOption auditRetention(
+        u"audit-retention"_s,
+        u"Delete audit records (GET /api/audit) older than this (default 90d; 0: keep them)."_s,
+        u"DURATION"_s);
+    table.append({apiKeyFile, auditRetention});
     const QCommandLineOption llmBaseUrl(u"llm-base-url"_s,
                                         u"Default OpenAI-compatible endpoint of llm agents (e.g. "
                                         "http://127.0.0.1:8080/v1); its key comes from "
@@ -746,6 +750,15 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
             return std::nullopt;
         }
         options.server.apiKeyFile = path;
+    }
+    if (given.isSet(auditRetention)) {
+        const auto retention = parseDuration(given.value(auditRetention));
+        if (!retention) {
+            *error = given.where(auditRetention) +
+                     u"--audit-retention takes a duration such as 30d, 12h or 0 (keep them)"_s;
+            return std::nullopt;
+        }
+        options.server.auditRetention = *retention;
     }
     options.server.allowedOrigins = given.values(allowOrigin);
     options.server.allowedHosts = given.values(allowHost);

@@ -103,6 +103,8 @@ struct ServerConfig
     // Off (0) by default.
     std::chrono::milliseconds runtimeRetention{0};
     std::chrono::milliseconds retentionInterval{0}; // 0: derived from the retention
+    // --audit-retention: audit records older than this are deleted; 0: kept for ever.
+    std::chrono::milliseconds auditRetention{std::chrono::days(90)};
 
     // Server-wide defaults of the llm agent (--llm-base-url, --llm-model, --llm-timeout,
     // AGENTDECK_LLM_API_KEY); a conversation's own settings win.

@@ -77,6 +77,7 @@ bool TestServer::start()
     config.shutdownGrace = m_options.shutdownGrace;
     config.runtimeRetention = m_options.runtimeRetention;
     config.retentionInterval = m_options.retentionInterval;
+    config.auditRetention = m_options.auditRetention;
     config.sandboxIdleTimeout = m_options.sandboxIdleTimeout;
     config.maxSandboxes = m_options.maxSandboxes;
     config.httpRequestTimeout = m_options.httpRequestTimeout;

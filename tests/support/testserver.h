@@ -21,6 +21,7 @@ struct TestServerOptions
     std::chrono::milliseconds shutdownGrace{2'000};
     std::chrono::milliseconds runtimeRetention{0};
     std::chrono::milliseconds retentionInterval{0};
+    std::chrono::milliseconds auditRetention{std::chrono::days(90)};
     bool inProcessRuntime = false; // force the in-server process runtime
     std::chrono::milliseconds sandboxIdleTimeout{30 * 60 * 1000};
     int maxSandboxes = 256;

@@ -705,6 +705,7 @@ QCoro::Task<> AgentDeckServer::stop()
             d->streams->closeAll();
     });
     d->relay.reset();
+    d->audit->flush();
     d->database->close();
     d->lock->unlock();
     qCInfo(lcServer) << "stopped";

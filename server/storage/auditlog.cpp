@@ -44,7 +44,16 @@ QJsonObject AuditRecord::toJson() const
 AuditLog::AuditLog(Database &db, QString replica)
     : m_db(db)
     , m_replica(std::move(replica))
-{}
+{
+    m_flush.setSingleShot(true);
+    m_flush.setInterval(FlushDelay);
+    QObject::connect(&m_flush, &QTimer::timeout, &m_flush, [this] { flush(); });
+}
+
+AuditLog::~AuditLog()
+{
+    flush();
+}
 
 bool AuditLog::admitRefused()
 {
@@ -66,28 +75,52 @@ void AuditLog::record(const Actor &actor, const QString &action, const QUuid &co
 {
     if ((status < 200 || status >= 300) && !admitRefused())
         return;
+    AuditRecord record;
+    record.actor = actor;
+    record.action = action;
+    record.conversationId = conversationId;
+    record.reason = cleanReason(reason);
+    record.status = status;
+    m_pending.append(std::move(record));
+    if (!m_flush.isActive())
+        m_flush.start();
+}
+
+void AuditLog::flush()
+{
+    if (m_pending.isEmpty())
+        return;
+    const QList<AuditRecord> pending = std::exchange(m_pending, {});
     try {
+        Transaction transaction(m_db);
         QSqlQuery &q = m_db.prepared(
             u"INSERT INTO audit_log (at_ms, actor, client, action, conversation_id, replica, "
             "reason, status) VALUES (agentdeck_now_ms(), COALESCE(?, ''), COALESCE(?, ''), ?, ?, "
             "?, COALESCE(?, ''), ?)"_s);
-        q.addBindValue(actor.key);
-        q.addBindValue(actor.client);
-        q.addBindValue(action);
-        q.addBindValue(conversationId.isNull() ? QVariant(QMetaType(QMetaType::QString))
-                                               : QVariant(toWireId(conversationId)));
-        q.addBindValue(m_replica);
-        q.addBindValue(cleanReason(reason));
-        q.addBindValue(status);
-        m_db.exec(q);
+        for (const AuditRecord &record : pending) {
+            q.addBindValue(record.actor.key);
+            q.addBindValue(record.actor.client);
+            q.addBindValue(record.action);
+            q.addBindValue(record.conversationId.isNull()
+                               ? QVariant(QMetaType(QMetaType::QString))
+                               : QVariant(toWireId(record.conversationId)));
+            q.addBindValue(m_replica);
+            q.addBindValue(record.reason);
+            q.addBindValue(record.status);
+            m_db.exec(q);
+        }
+        transaction.commit();
     } catch (const StorageError &error) {
-        qCWarning(lcServer).noquote() << u"cannot write the audit record of %1 %2: %3"_s.arg(
-            action, toWireId(conversationId), QString::fromUtf8(error.what()));
+        qCWarning(lcServer).noquote()
+            << u"cannot write %1 audit records (the first: %2 of %3): %4"_s.arg(
+                   QString::number(pending.size()), pending.constFirst().action,
+                   toWireId(pending.constFirst().conversationId), QString::fromUtf8(error.what()));
     }
 }
 
 std::pair<QList<AuditRecord>, bool> AuditLog::search(const Query &query)
 {
+    flush();
     QStringList where;
     QVariantList values;
     const auto add = [&](const QString &condition, const QVariant &value) {

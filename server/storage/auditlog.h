@@ -6,6 +6,7 @@
 #include <QJsonObject>
 #include <QList>
 #include <QString>
+#include <QTimer>
 #include <QUuid>
 
 #include <optional>
@@ -32,18 +33,27 @@ struct AuditRecord
 // The audit log (table audit_log): who changed what, when and why, on SQLite and PostgreSQL
 // alike. Refused attempts are recorded too, but at most RefusedPerMinute of them a minute: a
 // client that sends a flood of them cannot fill the disk.
+//
+// A record is written once the event loop turns, after the answer of its request is out, in one
+// transaction with the others of that turn: written in the request, its commit added a fifth to
+// a mutation's time. The time is the database's at the write, a turn after the change.
 class AuditLog
 {
 public:
     static constexpr int RefusedPerMinute = 120;
     static constexpr qsizetype MaxReasonLength = 500;
+    // How long a record waits for others to be written with it.
+    static constexpr std::chrono::milliseconds FlushDelay{20};
 
     AuditLog(Database &db, QString replica);
+    ~AuditLog();
 
-    // Writes the record; never throws (a change that was made stays made when its record
+    // Writes the record soon; never throws (a change that was made stays made when its record
     // cannot be written: the failure is logged).
     void record(const Actor &actor, const QString &action, const QUuid &conversationId,
                 const QString &reason, int status = 200);
+    // Writes the records not written yet (a search and a stop do first).
+    void flush();
 
     struct Query
     {
@@ -69,6 +79,8 @@ private:
 
     Database &m_db;
     const QString m_replica;
+    QList<AuditRecord> m_pending;
+    QTimer m_flush;
     QDeadlineTimer m_window;
     int m_refusedInWindow = 0;
     qint64 m_refusedDropped = 0;

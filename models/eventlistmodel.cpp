@@ -69,14 +69,6 @@ QString EventListModel::storedTextOf(const Event &event)
         return event.fields.value(u"observation"_s).toObject().value(u"output"_s).toString();
     if (event.kind == EventKind::AgentError)
         return event.fields.value(u"error"_s).toString();
-    // A change made to the conversation: "archive by ops-alice via console: ticket 42".
-    if (event.kind == EventKind::StateUpdate &&
-        event.fields.value(u"key"_s).toString() == u"lifecycle"_s) {
-        const QString reason = event.fields.value(u"reason"_s).toString();
-        return event.fields.value(u"value"_s).toString().replace(u'_', u' ') + u" by "_s +
-               event.fields.value(u"actor_display"_s).toString() +
-               (reason.isEmpty() ? QString() : u": "_s + reason);
-    }
     if (event.kind == EventKind::StateUpdate)
         return event.fields.value(u"key"_s).toString() + u": "_s +
                event.fields.value(u"value"_s).toVariant().toString();

@@ -438,22 +438,6 @@ bool AgentDeckServer::start(QString *error)
                                 m_config.httpIdleTimeout};
     d->http = std::make_unique<ApiServer>(d->router, *d->auth, d->metrics, httpLimits);
     d->audit = std::make_unique<AuditLog>(*d->database, m_config.replicaId);
-    // A change's record is also an event of the conversation's history: its timeline says who
-    // did it and why ("lifecycle": the action, with the actor and the reason).
-    d->audit->setOnWritten([log = d->log.get()](const AuditRecord &record) {
-        Event event = Event::stateUpdate(u"lifecycle"_s, record.action);
-        event.fields.insert(u"actor"_s, record.actor.key);
-        event.fields.insert(u"client"_s, record.actor.client);
-        event.fields.insert(u"actor_display"_s, record.actor.display());
-        event.fields.insert(u"reason"_s, record.reason);
-        try {
-            log->append(record.conversationId, {event});
-        } catch (const std::exception &error) {
-            // Deleted meanwhile, or storage failing: the audit log has it.
-            qCInfo(lcServer) << "cannot add the lifecycle event of" << record.conversationId
-                             << "to its history:" << error.what();
-        }
-    });
     d->http->setAuditLog(d->audit.get());
     d->service->setAuditLog(d->audit.get());
     d->identity = {QStringLiteral(AGENTDECK_VERSION), m_config.replicaId, d->parts.clock->nowMs(),

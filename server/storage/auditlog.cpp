@@ -37,7 +37,7 @@ QJsonObject AuditRecord::toJson() const
              conversationId.isNull() ? QJsonValue() : QJsonValue(toWireId(conversationId))},
             {u"replica"_s, replica},
             {u"reason"_s, reason},
-            {u"result"_s, isDone() ? u"done"_s : u"refused"_s},
+            {u"result"_s, status >= 200 && status < 300 ? u"done"_s : u"refused"_s},
             {u"status"_s, status}};
 }
 
@@ -115,13 +115,6 @@ void AuditLog::flush()
             << u"cannot write %1 audit records (the first: %2 of %3): %4"_s.arg(
                    QString::number(pending.size()), pending.constFirst().action,
                    toWireId(pending.constFirst().conversationId), QString::fromUtf8(error.what()));
-    }
-    if (!m_onWritten)
-        return;
-    for (const AuditRecord &record : pending) {
-        if (record.isDone() && !record.conversationId.isNull() && record.action != u"create"_s &&
-            record.action != u"delete"_s)
-            m_onWritten(record);
     }
 }
 

@@ -9,7 +9,6 @@
 #include <QTimer>
 #include <QUuid>
 
-#include <functional>
 #include <optional>
 
 namespace AgentDeck {
@@ -28,7 +27,6 @@ struct AuditRecord
     QString reason;
     int status = 200; // the answer's: 2xx done, else refused
 
-    bool isDone() const { return status >= 200 && status < 300; }
     QJsonObject toJson() const;
 };
 
@@ -56,12 +54,6 @@ public:
                 const QString &reason, int status = 200);
     // Writes the records not written yet (a search and a stop do first).
     void flush();
-    // Told of each record written of a change made (done) to a conversation that goes on: the
-    // conversation's history tells it too.
-    void setOnWritten(std::function<void(const AuditRecord &)> onWritten)
-    {
-        m_onWritten = std::move(onWritten);
-    }
 
     struct Query
     {
@@ -88,7 +80,6 @@ private:
     Database &m_db;
     const QString m_replica;
     QList<AuditRecord> m_pending;
-    std::function<void(const AuditRecord &)> m_onWritten;
     QTimer m_flush;
     QDeadlineTimer m_window;
     int m_refusedInWindow = 0;

@@ -10,8 +10,10 @@
 #include <QMutex>
 #include <QProcess>
 #include <QSaveFile>
+#include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QWebSocket>
 
 #include <qcorotask.h>
 
@@ -174,6 +176,32 @@ private Q_SLOTS:
         QVERIFY(replaceFile(keyFile(), "ops-carol carol-secret\n"));
         QTRY_COMPARE_WITH_TIMEOUT(statusWith(u"bob-secret"_s), 401, WaitMs);
         QCOMPARE(statusWith(u"carol-secret"_s), 200);
+    }
+
+    // The event socket takes the named keys as /api does, and refuses a revoked one.
+    void socketTakesNamedKeys()
+    {
+        startWith("ops-alice alice-secret\n", {u"session-secret"_s});
+        const QUuid id = m_server->create(TestServer::shellConversation(u"echo hi"_s));
+        QVERIFY(!id.isNull());
+        const auto open = [&](const QString &key) {
+            QUrl url = m_server->url();
+            url.setScheme(u"ws"_s);
+            url.setPath(u"/sockets/events/"_s + id.toString(QUuid::WithoutBraces));
+            url.setQuery(QUrlQuery{{u"after_seq"_s, u"0"_s}, {u"session_api_key"_s, key}});
+            auto socket = std::make_unique<QWebSocket>();
+            socket->open(url);
+            return socket;
+        };
+        auto named = open(u"alice-secret"_s);
+        QSignalSpy frames(named.get(), &QWebSocket::textMessageReceived);
+        QVERIFY(frames.wait(WaitMs));
+        QVERIFY(replaceFile(keyFile(), "ops-bob bob-secret\n"));
+        QTRY_COMPARE_WITH_TIMEOUT(statusWith(u"alice-secret"_s), 401, WaitMs);
+        auto revoked = open(u"alice-secret"_s);
+        QSignalSpy closed(revoked.get(), &QWebSocket::disconnected);
+        QVERIFY(closed.wait(WaitMs));
+        QCOMPARE(int(revoked->closeCode()), 4001);
     }
 
     // A bad edit keeps the keys there were, with a warning naming the line; once it is mended,

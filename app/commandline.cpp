@@ -1,6 +1,7 @@
 #include "commandline.h"
 
 #include "consoleserverfile.h"
+#include "http/apiauth.h"
 #include "runtime/dockerengine.h"
 #include "runtime/egressfilter.h"
 #include "serverconnection.h"
@@ -532,6 +533,17 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
                   key,      allowOrigin,  allowHost,    commandTimeout, shutdownGrace, replicaId,
                   database, advertiseUrl, runtime,      idleTimeout,    maxSandboxes,  retention,
                   leaseTtl, walLimit,     workspaceDir, workspaceRoot});
+    const QCommandLineOption apiKeyFile(
+        u"api-key-file"_s,
+        u"Accept the named keys of FILE in X-Session-API-Key: lines NAME KEY, or NAME "
+        "sha256:HEX (the key's SHA-256); each request is made by its key's name. Read again "
+        "when it changes."_s,
+        u"FILE"_s);
+    const QCommandLineOption auditRetention(
+        u"audit-retention"_s,
+        u"Delete audit records (GET /api/audit) older than this (default 90d; 0: keep them)."_s,
+        u"DURATION"_s);
+    table.append({apiKeyFile, auditRetention});
     const QCommandLineOption llmBaseUrl(u"llm-base-url"_s,
                                         u"Default OpenAI-compatible endpoint of llm agents (e.g. "
                                         "http://127.0.0.1:8080/v1); its key comes from "
@@ -734,6 +746,25 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
             return std::nullopt;
         }
         options.server.apiKeys.append(text.trimmed());
+    }
+    if (given.isSet(apiKeyFile)) {
+        const QString path = QFileInfo(given.value(apiKeyFile)).absoluteFilePath();
+        QString problem;
+        if (given.value(apiKeyFile).trimmed().isEmpty() || !ApiAuth::readKeyFile(path, &problem)) {
+            *error = given.where(apiKeyFile) +
+                     (problem.isEmpty() ? u"--api-key-file cannot be empty"_s : problem);
+            return std::nullopt;
+        }
+        options.server.apiKeyFile = path;
+    }
+    if (given.isSet(auditRetention)) {
+        const auto retention = parseDuration(given.value(auditRetention));
+        if (!retention) {
+            *error = given.where(auditRetention) +
+                     u"--audit-retention takes a duration such as 30d, 12h or 0 (keep them)"_s;
+            return std::nullopt;
+        }
+        options.server.auditRetention = *retention;
     }
     options.server.allowedOrigins = given.values(allowOrigin);
     options.server.allowedHosts = given.values(allowHost);

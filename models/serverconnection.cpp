@@ -94,6 +94,24 @@ ServerConnection::ServerConnection(const QUrl &baseUrl, QObject *parent)
     , m_baseUrl(baseUrl)
 {}
 
+namespace {
+QByteArray &clientUserAgent()
+{
+    static QByteArray value = "agentdeck/" AGENTDECK_VERSION;
+    return value;
+}
+} // namespace
+
+void ServerConnection::setClientName(const QString &name)
+{
+    clientUserAgent() = "agentdeck-" + name.toLatin1() + "/" AGENTDECK_VERSION;
+}
+
+QByteArray ServerConnection::userAgent()
+{
+    return clientUserAgent();
+}
+
 bool ServerConnection::isSendableApiKey(const QString &key)
 {
     return std::none_of(key.cbegin(), key.cend(),
@@ -144,6 +162,7 @@ QCoro::Task<ApiReply> ServerConnection::request(QByteArray method, QString path,
     // Qt takes an int: past ~24.8 days it overflowed, and the timeout was off.
     networkRequest.setTransferTimeout(
         int(std::min<qint64>(m_silenceTimeout.count(), std::numeric_limits<int>::max())));
+    networkRequest.setHeader(QNetworkRequest::UserAgentHeader, userAgent());
     if (!m_apiKey.isEmpty())
         networkRequest.setRawHeader("X-Session-API-Key", m_apiKey.toUtf8());
     if (!body.isEmpty())
@@ -426,7 +445,9 @@ void EventStream::connectSocket()
     QUrlQuery query;
     query.addQueryItem(u"after_seq"_s, QString::number(m_lastSeq));
     url.setQuery(query);
-    m_socket->open(url);
+    QNetworkRequest request(url);
+    request.setHeader(QNetworkRequest::UserAgentHeader, ServerConnection::userAgent());
+    m_socket->open(request);
 }
 
 CommandOutputFollower::Piece CommandOutputFollower::take(const QJsonObject &frame)

@@ -67,6 +67,11 @@ public:
     // ended the header and began another one of the key's making.
     static bool isSendableApiKey(const QString &key);
 
+    // The client every connection of this program names in User-Agent, "agentdeck-NAME/VERSION"
+    // (the server records changes as made by a key's name "via NAME"); set once, at the start.
+    static void setClientName(const QString &name);
+    static QByteArray userAgent();
+
     QUrl baseUrl() const { return m_baseUrl; }
     QString apiKey() const { return m_apiKey; }
     void setApiKey(const QString &key) { m_apiKey = key; }

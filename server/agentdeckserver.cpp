@@ -21,6 +21,7 @@
 #include "runtime/sandboxcontainers.h"
 #include "runtime/warmsandboxes.h"
 #include "runtime/workspacesandbox.h"
+#include "storage/auditlog.h"
 #include "storage/basheventstore.h"
 #include "storage/conversationstore.h"
 #include "storage/database.h"
@@ -158,6 +159,8 @@ struct AgentDeckServer::Private
     std::shared_ptr<BashEventLog> bashEvents = std::make_shared<BashEventLog>();
     std::unique_ptr<EventStreams> streams;
     std::unique_ptr<RetentionReaper> reaper;
+    std::unique_ptr<AuditLog> audit;
+    QTimer auditTrim; // --audit-retention
     // The server workspace's sandbox.
     std::unique_ptr<WorkspaceSandbox> workspace;
     std::unique_ptr<IntegrityCheck> integrity;     // SQLite: read once after startup
@@ -447,11 +450,17 @@ bool AgentDeckServer::start(QString *error)
     QStringList allowedHosts = m_config.allowedHosts;
     if (const QString advertised = QUrl(advertisedUrl()).host(); !advertised.isEmpty())
         allowedHosts.append(advertised);
+    if (!m_config.apiKeyFile.isEmpty() && !ApiAuth::readKeyFile(m_config.apiKeyFile, error))
+        return false;
     d->auth = std::make_unique<ApiAuth>(m_config.apiKeys,
-                                        ApiAuth::Browsers{m_config.allowedOrigins, allowedHosts});
+                                        ApiAuth::Browsers{m_config.allowedOrigins, allowedHosts},
+                                        m_config.apiKeyFile);
     const HttpLimits httpLimits{m_config.maxBodyBytes, m_config.httpRequestTimeout,
                                 m_config.httpIdleTimeout};
     d->http = std::make_unique<ApiServer>(d->router, *d->auth, d->metrics, httpLimits);
+    d->audit = std::make_unique<AuditLog>(*d->database, m_config.replicaId);
+    d->http->setAuditLog(d->audit.get());
+    d->service->setAuditLog(d->audit.get());
     d->identity = {QStringLiteral(AGENTDECK_VERSION), m_config.replicaId, d->parts.clock->nowMs(),
                    d->isolation.toJson(m_config.sandboxPolicy, d->disks->describeServer())};
     d->identity.workspaceDir = d->workspace->directory();
@@ -462,6 +471,7 @@ bool AgentDeckServer::start(QString *error)
     ConversationController::registerRoutes(d->router, *d->service);
     EventController::registerRoutes(d->router, *d->service, *d->store);
     RuntimeController::registerRoutes(d->router, *d->service);
+    AuditController::registerRoutes(d->router, *d->audit);
     d->bashEvents->attach(std::make_unique<BashEventStore>(*d->database));
     WorkspaceController::registerRoutes(d->router, *d->workspace, *d->service, *d->store,
                                         d->bashEvents, m_config.maxDownloadBytes, roots);
@@ -595,6 +605,12 @@ void AgentDeckServer::recover()
                                                       d->disks->removing(discardInto(d->trash)));
         d->reaper->setKeeper(
             [service = d->service.get()](const QUuid &id) { return service->isInUse(id); });
+        d->reaper->setOnExpired(
+            [audit = d->audit.get(),
+             reason = u"inactive for longer than the runtime retention (%1 s)"_s.arg(
+                 m_config.runtimeRetention.count() / 1000)](const QUuid &id) {
+                audit->record(Actor::server(u"retention"_s), u"expire_runtime"_s, id, reason);
+            });
         try {
             d->reaper->runPass();
         } catch (const std::exception &error) {
@@ -606,6 +622,22 @@ void AgentDeckServer::recover()
                 : std::clamp(m_config.runtimeRetention / 10, std::chrono::milliseconds(1000),
                              std::chrono::milliseconds(600'000));
         d->reaper->startPeriodic(interval);
+    }
+    if (m_config.auditRetention.count() > 0) {
+        const auto trim = [this] {
+            try {
+                if (const qint64 removed =
+                        d->audit->removeOlderThan(m_config.auditRetention.count());
+                    removed > 0)
+                    qCInfo(lcServer) << "removed" << removed << "audit records past the retention";
+            } catch (const StorageError &error) {
+                qCWarning(lcServer) << "cannot remove old audit records:" << error.what();
+            }
+        };
+        trim();
+        connect(&d->auditTrim, &QTimer::timeout, this, trim);
+        d->auditTrim.start(std::clamp(m_config.auditRetention / 10, std::chrono::milliseconds(1000),
+                                      std::chrono::milliseconds(3'600'000)));
     }
     d->http->setReady(true);
     Q_EMIT ready();
@@ -661,6 +693,7 @@ QCoro::Task<> AgentDeckServer::stop()
     // already open get 503 `shutting_down` for what they send meanwhile.
     d->listener->close();
     d->reaper.reset();
+    d->auditTrim.stop();
     d->integrity.reset();
     // Requests already in a handler finish first, within the grace: their clients get answers
     // (rather than a closed connection, not knowing whether a message was stored), and the runs
@@ -695,6 +728,7 @@ QCoro::Task<> AgentDeckServer::stop()
             d->streams->closeAll();
     });
     d->relay.reset();
+    d->audit->flush();
     d->database->close();
     d->lock->unlock();
     qCInfo(lcServer) << "stopped";

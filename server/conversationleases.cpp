@@ -7,6 +7,7 @@
 #include "logging.h"
 #include "runtime/runtime.h"
 #include "signalwait.h"
+#include "storage/auditlog.h"
 #include "storage/database.h"
 #include "storage/replicastore.h"
 
@@ -141,8 +142,12 @@ void ConversationService::resolveLapsedRuns()
     // a few per tick, so nothing stays stuck until someone touches it.
     for (const QUuid &id : m_leases.lapsedRuns(LapsedRunsPerTick)) {
         try {
-            if (auto info = m_store.find(id); info && resolveStale(*info))
+            if (auto info = m_store.find(id); info && resolveStale(*info)) {
                 qCInfo(lcExecution) << "resolved" << id << "left running by a replica that stopped";
+                if (m_audit)
+                    m_audit->record(Actor::server(u"lease"_s), u"take_over_run"_s, id,
+                                    u"the replica that ran it stopped renewing its lease"_s);
+            }
         } catch (const std::exception &error) {
             qCWarning(lcExecution)
                 << "cannot resolve the lapsed run of" << id << ":" << error.what();
@@ -270,8 +275,12 @@ int ConversationService::recoverStale()
         qCInfo(lcExecution) << "adopted" << adopted << "leases of an earlier instance";
     int recovered = 0;
     for (const QUuid &id : m_store.idsWithStatus(ExecutionStatus::Running)) {
-        if (auto info = m_store.find(id); info && resolveStale(*info, InterruptCause::Restart))
+        if (auto info = m_store.find(id); info && resolveStale(*info, InterruptCause::Restart)) {
             ++recovered;
+            if (m_audit)
+                m_audit->record(Actor::server(u"recovery"_s), u"resolve_stale_run"_s, id,
+                                u"it was running when the server stopped"_s);
+        }
     }
     transaction.commit();
     return recovered;
@@ -285,8 +294,12 @@ QCoro::Task<> ConversationService::shutdown(std::chrono::milliseconds grace)
     // says that it was stored). They waited on, and the process exited without an answer.
     for (const QUuid &id : m_lifecycles.in(ConversationLifecycle::Run::Starting))
         m_runtimes.release(id);
-    for (ConversationRunner *runner : m_lifecycles.runners())
+    for (ConversationRunner *runner : m_lifecycles.runners()) {
         runner->requestPause();
+        if (m_audit)
+            m_audit->record(Actor::server(u"shutdown"_s), u"pause"_s, runner->conversationId(),
+                            u"the server is stopping"_s);
+    }
     QElapsedTimer elapsed;
     elapsed.start();
     bool interrupted = false;
@@ -295,8 +308,13 @@ QCoro::Task<> ConversationService::shutdown(std::chrono::milliseconds grace)
         if (left.count() <= 0 && !interrupted) {
             qCInfo(lcExecution) << "interrupting" << m_lifecycles.runningCount()
                                 << "runs still in flight";
-            for (ConversationRunner *runner : m_lifecycles.runners())
+            for (ConversationRunner *runner : m_lifecycles.runners()) {
                 runner->interrupt(InterruptCause::Restart);
+                if (m_audit)
+                    m_audit->record(Actor::server(u"shutdown"_s), u"interrupt"_s,
+                                    runner->conversationId(),
+                                    u"still running when the shutdown grace ended"_s);
+            }
             interrupted = true;
         }
         if (interrupted && elapsed.elapsed() > grace.count() + 5000)

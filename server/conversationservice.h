@@ -20,6 +20,7 @@
 namespace AgentDeck {
 
 class AgentFactory;
+class AuditLog;
 struct ApiError;
 class Clock;
 class ConversationRunner;
@@ -81,6 +82,9 @@ public:
                         EventLog &log, RuntimeProvider &runtimes, const AgentFactory &agents,
                         const Clock &clock, ServiceSettings settings, QObject *parent = nullptr);
     ~ConversationService() override;
+    // Where what the server does on its own (a run resolved at startup or taken over from a
+    // replica that stopped) is recorded; none: nowhere.
+    void setAuditLog(AuditLog *log) { m_audit = log; }
 
     // Returns the conversation and whether it was created (false: it existed already).
     QCoro::Task<std::pair<ConversationInfo, bool>> create(CreateConversationRequest request);
@@ -287,6 +291,7 @@ private:
     const AgentFactory &m_agents;
     const Clock &m_clock;
     ServiceSettings m_settings;
+    AuditLog *m_audit = nullptr;
     // What this process holds of each conversation: its run, what was asked of it, its
     // runtime's bring-ups and halts.
     ConversationLifecycles m_lifecycles;

@@ -39,6 +39,8 @@ struct ServerConfig
     // lie under (--workspace-root), beside the server workspace and DATA/workspaces.
     QStringList workspaceRoots;
     QStringList apiKeys;
+    // --api-key-file: named keys, read again when the file changes (see ApiAuth).
+    QString apiKeyFile;
     // Web pages (origins) that may call /api and the sockets, and host names a server without a
     // key may be addressed by, beside the local ones (see ApiAuth).
     QStringList allowedOrigins;
@@ -104,6 +106,8 @@ struct ServerConfig
     // Off (0) by default.
     std::chrono::milliseconds runtimeRetention{0};
     std::chrono::milliseconds retentionInterval{0}; // 0: derived from the retention
+    // --audit-retention: audit records older than this are deleted; 0: kept for ever.
+    std::chrono::milliseconds auditRetention{std::chrono::days(90)};
 
     // Server-wide defaults of the llm agent (--llm-base-url, --llm-model, --llm-timeout,
     // AGENTDECK_LLM_API_KEY); a conversation's own settings win.

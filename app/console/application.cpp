@@ -87,7 +87,8 @@ int runHeadless(int argc, char *argv[], const Options &options)
         return server.refusedItsSettings() ? 2 : 1;
     }
     started = true;
-    if (options.server.apiKeys.isEmpty() && !options.server.address.isLoopback())
+    if (options.server.apiKeys.isEmpty() && options.server.apiKeyFile.isEmpty() &&
+        !options.server.address.isLoopback())
         qCWarning(lcServer) << "no session API key is configured and the server listens beyond "
                                "loopback; anyone who can reach it can use it";
     // Where it listens, all interfaces included (0.0.0.0 was shown as 127.0.0.1, which hid how

@@ -8,6 +8,7 @@
 #include "embeddedserver.h"
 #include "fleetwindow.h"
 #include "mainwindow.h"
+#include "serverconnection.h"
 #include "unixsignals.h"
 
 #include <QApplication>
@@ -54,6 +55,7 @@ int runConsole(int argc, char *argv[], const Options &options)
     app.setApplicationName(u"agentdeck"_s);
     app.setApplicationDisplayName(u"AgentDeck"_s);
     app.setApplicationVersion(QStringLiteral(AGENTDECK_VERSION));
+    ServerConnection::setClientName(u"console"_s);
     // SIGTERM and Ctrl-C stop the embedded server as gracefully as a closed window (below),
     // rather than ending the process with its runs in flight. Caught from the start: the
     // server answers before the window is up.

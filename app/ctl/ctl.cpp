@@ -631,6 +631,7 @@ int runCtl(int argc, char *argv[])
     QCoreApplication app(argc, argv);
     app.setApplicationName(u"agentdeck"_s);
     app.setApplicationVersion(QStringLiteral(AGENTDECK_VERSION));
+    ServerConnection::setClientName(u"ctl"_s);
 
     QStringList arguments;
     for (int i = 2; i < argc; ++i)

@@ -7,11 +7,15 @@
 #include "metrics.h"
 #include "requestpath.h"
 #include "signalwait.h"
+#include "storage/auditlog.h"
 #include "storage/database.h"
 #include "storage/leasestore.h"
+#include "wiretypes.h"
 
 #include <QDeadlineTimer>
 #include <QElapsedTimer>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QTcpSocket>
 #include <QUrlQuery>
 
@@ -192,6 +196,7 @@ void ApiServer::handle(HttpRequest copy, QTcpSocket *socket)
                             QList<QPair<QByteArray, QByteArray>> headers = {}) {
         HttpResponse response = HttpResponse::error(error);
         response.headers.append(headers);
+        record(audited(match.route, copy), response);
         answer(socket, std::move(pending), std::move(response));
     };
 
@@ -205,8 +210,13 @@ void ApiServer::handle(HttpRequest copy, QTcpSocket *socket)
     if (!open) {
         if (auto refusal = m_auth.browserRefusal(copy.header("Host"), copy.header("Origin")))
             return reject(*refusal);
-        if (m_auth.enabled() && !m_auth.accepts(copy.header("X-Session-API-Key")))
-            return reject({401, u"unauthorized"_s, u"Missing or wrong X-Session-API-Key header"_s});
+        if (m_auth.enabled()) {
+            std::optional<QString> name = m_auth.nameOf(copy.header("X-Session-API-Key"));
+            if (!name)
+                return reject(
+                    {401, u"unauthorized"_s, u"Missing or wrong X-Session-API-Key header"_s});
+            copy.keyName = std::move(*name);
+        }
     }
     if (!match.route) {
         if (!match.allowedMethods.isEmpty())
@@ -233,19 +243,53 @@ void ApiServer::handle(HttpRequest copy, QTcpSocket *socket)
         return reject({503, u"not_ready"_s, u"The server is starting; retry shortly"_s, 1});
 
     copy.args = match.args;
+    std::optional<Audited> call = audited(match.route, copy);
     if (match.route->sync) {
         HttpResponse response = guarded([&] { return match.route->sync(copy); });
+        record(call, response);
         answer(socket, std::move(pending), std::move(response));
         return;
     }
     AnswerLine &line = AnswerLine::on(socket);
     const quint64 place = line.join();
     ++m_handling;
-    answerAsync(match.route, std::move(copy), std::move(pending), &line, place);
+    answerAsync(match.route, std::move(copy), std::move(pending), &line, place, std::move(call));
+}
+
+std::optional<ApiServer::Audited> ApiServer::audited(const Router::Route *route,
+                                                     const HttpRequest &request) const
+{
+    if (!m_audit || !route || route->auditAction.isEmpty())
+        return std::nullopt;
+    Audited call{route->auditAction,
+                 request.actor(),
+                 {},
+                 request.query.queryItemValue(u"reason"_s, QUrl::FullyDecoded)};
+    // The route's {id}, read as it would be; a path the route refuses names no conversation.
+    const qsizetype idAt = route->segments.indexOf(u"{id}"_s);
+    if (idAt >= 0) {
+        const QStringList segments = request.path.split(u'/', Qt::SkipEmptyParts);
+        if (idAt < segments.size())
+            call.conversationId = parseWireId(segments.at(idAt)).value_or(QUuid());
+    }
+    return call;
+}
+
+void ApiServer::record(const std::optional<Audited> &call, const HttpResponse &response)
+{
+    if (!call)
+        return;
+    QUuid conversation = call->conversationId;
+    if (conversation.isNull() && response.status >= 200 && response.status < 300)
+        conversation =
+            parseWireId(QJsonDocument::fromJson(response.body).object().value(u"id"_s).toString())
+                .value_or(QUuid());
+    m_audit->record(call->actor, call->action, conversation, call->reason, response.status);
 }
 
 QCoro::Task<> ApiServer::answerAsync(const Router::Route *route, HttpRequest request, Answer answer,
-                                     QPointer<AnswerLine> line, quint64 place)
+                                     QPointer<AnswerLine> line, quint64 place,
+                                     std::optional<Audited> call)
 {
     HttpResponse response;
     try {
@@ -254,6 +298,7 @@ QCoro::Task<> ApiServer::answerAsync(const Router::Route *route, HttpRequest req
     } catch (...) {
         response = guarded([]() -> HttpResponse { throw; });
     }
+    record(call, response);
     --m_handling;
     Q_EMIT handlerFinished();
     // The client may have gone while the handler ran; its socket, and the line, are then

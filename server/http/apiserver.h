@@ -7,6 +7,7 @@
 #include <QPointer>
 
 #include <functional>
+#include <optional>
 
 class QTcpSocket;
 
@@ -14,6 +15,7 @@ namespace AgentDeck {
 
 class AnswerLine;
 class ApiAuth;
+class AuditLog;
 class Metrics;
 
 // The one dispatch point of the HTTP API: route lookup (404/405), readiness, authentication,
@@ -28,6 +30,9 @@ public:
     ApiServer(const Router &router, const ApiAuth &auth, Metrics &metrics, HttpLimits limits,
               QObject *parent = nullptr);
     void setReady(bool ready) { m_ready = ready; }
+    // Where the calls of the routes with an audit action (Router::audit()) are recorded, done or
+    // refused; none: nowhere.
+    void setAuditLog(AuditLog *log) { m_audit = log; }
     bool isReady() const { return m_ready; }
     // A graceful stop began: API requests are answered 503 `shutting_down` (they were told the
     // server was starting), and /ready says `stopping`.
@@ -53,9 +58,20 @@ Q_SIGNALS:
 
 private:
     struct Answer;
+    // A call of an audited route, as its record will say.
+    struct Audited
+    {
+        QString action;
+        Actor actor;
+        QUuid conversationId; // null: the answer's `id` (a create)
+        QString reason;
+    };
+    std::optional<Audited> audited(const Router::Route *route, const HttpRequest &request) const;
+    void record(const std::optional<Audited> &call, const HttpResponse &response);
 
     QCoro::Task<> answerAsync(const Router::Route *route, HttpRequest request, Answer answer,
-                              QPointer<AnswerLine> line, quint64 place);
+                              QPointer<AnswerLine> line, quint64 place,
+                              std::optional<Audited> call);
     // Writes `response` now, or once the answers to the connection's earlier requests are out.
     void answer(QTcpSocket *socket, Answer answer, HttpResponse response);
     void write(Answer &answer, const HttpResponse &response);
@@ -74,6 +90,7 @@ private:
     const Router &m_router;
     const ApiAuth &m_auth;
     Metrics &m_metrics;
+    AuditLog *m_audit = nullptr;
     HttpLimits m_limits;
     bool m_ready = false;
     bool m_stopping = false;

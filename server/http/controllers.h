@@ -9,6 +9,7 @@
 namespace AgentDeck {
 
 class ApiServer;
+class AuditLog;
 class BashEventLog;
 class ConversationService;
 class ConversationStore;
@@ -65,6 +66,11 @@ void registerRoutes(Router &router, WorkspaceSandbox &sandbox, ConversationServi
                     ConversationStore &store, std::shared_ptr<BashEventLog> events,
                     qint64 maxDownloadBytes, const WorkspaceRoots &roots);
 } // namespace WorkspaceController
+// GET /api/audit: the audit log, searched; and which routes' calls it records (Router::audit()).
+// After the routes it marks.
+namespace AuditController {
+void registerRoutes(Router &router, AuditLog &log);
+}
 namespace EventController {
 void registerRoutes(Router &router, ConversationService &service, ConversationStore &store);
 }

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "actor.h"
+
 #include <QByteArray>
 #include <QCoroTask>
 #include <QJsonValue>
@@ -59,8 +61,12 @@ struct HttpRequest
     // reads them.
     QByteArray head;
     QStringList args; // the {placeholders} of the matched route, in order
+    // The name of the key the request carried (see ApiAuth); empty on a server without keys.
+    QString keyName;
 
     QByteArray header(QByteArrayView name) const;
+    // Who makes the request: its key's name and its client.
+    Actor actor() const { return {keyName, Actor::clientFrom(header("User-Agent"))}; }
     // The body as a JSON object; an empty body is an empty object. Throws 400 otherwise.
     QJsonObject jsonObject() const;
     // The i-th path argument as a conversation or event id. Throws 422.

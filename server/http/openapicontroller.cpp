@@ -95,11 +95,56 @@ QJsonObject recoverySchema()
                                                           RecoveryAction::ContinuedRun}}}}}}}}};
 }
 
+// A page of GET /api/audit.
+QJsonObject auditPageSchema()
+{
+    const QJsonObject record{
+        {u"type"_s, u"object"_s},
+        {u"description"_s,
+         u"One change to a conversation or a runtime, made by a client (a key's name and its "
+         "client) or by the server (actor \"server\", client the policy: idle, retention, "
+         "limit, lease, recovery, shutdown)"_s},
+        {u"properties"_s,
+         QJsonObject{
+             {u"id"_s, typed(u"string"_s, u"The record's number, in the order written"_s)},
+             {u"timestamp"_s, typed(u"string"_s, u"By the database's clock (ISO 8601, UTC)"_s)},
+             {u"actor"_s, typed(u"string"_s, u"The name of the request's key (\"session-key\" "
+                                             "for --session-api-key, empty without keys or with "
+                                             "a wrong key), or \"server\""_s)},
+             {u"client"_s,
+              typed(u"string"_s, u"The client (its User-Agent's product), or the policy"_s)},
+             {u"actor_display"_s, typed(u"string"_s, u"\"ops-alice via console\", "
+                                                     "\"server (idle)\""_s)},
+             {u"action"_s, typed(u"string"_s, u"create, update, delete, archive, unarchive, "
+                                              "recover, dismiss, retry, fork, run, pause, "
+                                              "interrupt, stop_runtime, resume_runtime, "
+                                              "reprovision, start_fresh, ..., expire_runtime, "
+                                              "take_over_run, resolve_stale_run"_s)},
+             {u"conversation_id"_s, QJsonObject{{u"type"_s, QJsonArray{u"string"_s, u"null"_s}}}},
+             {u"replica"_s, typed(u"string"_s, u"The replica that made the change"_s)},
+             {u"reason"_s, typed(u"string"_s, u"The request's ?reason=, or the policy's"_s)},
+             {u"result"_s, QJsonObject{{u"type"_s, u"string"_s},
+                                       {u"enum"_s, QJsonArray{u"done"_s, u"refused"_s}}}},
+             {u"status"_s, typed(u"integer"_s, u"The answer's HTTP status"_s)}}}};
+    return {{u"type"_s, u"object"_s},
+            {u"description"_s,
+             u"Query: timestamp__gte, timestamp__lt, actor, client, action, conversation_id, "
+             "sort_order (TIMESTAMP_DESC, the default, or TIMESTAMP), limit (1-100, default "
+             "100), page_id (a next_page_id)"_s},
+            {u"required"_s, QJsonArray{u"items"_s, u"next_page_id"_s}},
+            {u"properties"_s,
+             QJsonObject{{u"items"_s, QJsonObject{{u"type"_s, u"array"_s}, {u"items"_s, record}}},
+                         {u"next_page_id"_s,
+                          QJsonObject{{u"type"_s, QJsonArray{u"string"_s, u"null"_s}}}}}}};
+}
+
 // The success answers described beyond "Success", by "method pattern".
 QHash<QString, QJsonObject> documentedAnswers()
 {
     return {{u"post /api/conversations/{id}/recover"_s,
-             answerOf(u"What the recovery did, and the conversation"_s, u"Recovery"_s)}};
+             answerOf(u"What the recovery did, and the conversation"_s, u"Recovery"_s)},
+            {u"get /api/audit"_s,
+             answerOf(u"A page of the audit log, newest first"_s, u"AuditPage"_s)}};
 }
 
 QString operationId(const Router::Route &route)
@@ -200,6 +245,7 @@ QJsonObject OpenApiController::document(const Router &router, const QString &ver
                                             {u"code"_s, QJsonObject{{u"type"_s, u"string"_s}}}}}}},
                   {u"Agent"_s, agentSchema()},
                   {u"Recovery"_s, recoverySchema()},
+                  {u"AuditPage"_s, auditPageSchema()},
                   {u"TransientFrame"_s,
                    QJsonObject{
                        {u"description"_s,

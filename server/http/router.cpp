@@ -77,6 +77,17 @@ void Router::addAsync(Method method, const QString &pattern, AsyncHandler handle
     index(std::move(route));
 }
 
+void Router::audit(Method method, const QString &pattern, const QString &action)
+{
+    for (Route &route : m_routes) {
+        if (route.method == method && route.pattern == pattern) {
+            route.auditAction = action;
+            return;
+        }
+    }
+    Q_ASSERT_X(false, "Router::audit", "no such route");
+}
+
 void Router::index(Route route)
 {
     const qsizetype count = route.segments.size();

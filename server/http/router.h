@@ -35,6 +35,8 @@ public:
         Access access = Access::KeyRequired;
         SyncHandler sync;
         AsyncHandler async;
+        // The action the audit log records a call of this route as; empty: none (a read).
+        QString auditAction;
     };
 
     struct Match
@@ -48,6 +50,8 @@ public:
     // A route anyone may call (Access::Open).
     void addOpen(Method method, const QString &pattern, SyncHandler handler);
     void addAsync(Method method, const QString &pattern, AsyncHandler handler);
+    // Records every call of the route (added before) in the audit log as `action`.
+    void audit(Method method, const QString &pattern, const QString &action);
     Match match(Method method, const QString &path) const;
     const QList<Route> &routes() const { return m_routes; }
 

@@ -42,6 +42,8 @@ int RetentionReaper::runPass()
             continue;
         if (!m_store.markExpired(candidate.id, inactiveBefore, now))
             continue;
+        if (m_onExpired)
+            m_onExpired(candidate.id);
         m_runtimes.release(candidate.id);
         bool removed = true;
         if (candidate.workspaceOwned && !candidate.workingDir.isEmpty())

@@ -29,6 +29,11 @@ public:
     // Asked of each conversation found inactive: true leaves it for a later pass (its runtime is
     // coming up, or it runs). Empty: none is left.
     void setKeeper(std::function<bool(const QUuid &)> keeper) { m_keeper = std::move(keeper); }
+    // Told of each runtime it expires (the audit log records it).
+    void setOnExpired(std::function<void(const QUuid &)> onExpired)
+    {
+        m_onExpired = std::move(onExpired);
+    }
     // One pass; returns how many runtimes it freed completely.
     int runPass();
     void startPeriodic(std::chrono::milliseconds interval);
@@ -40,6 +45,7 @@ private:
     std::chrono::milliseconds m_retention;
     RemoveTree m_removeTree;
     std::function<bool(const QUuid &)> m_keeper;
+    std::function<void(const QUuid &)> m_onExpired;
     QTimer m_timer;
 };
 

@@ -91,6 +91,7 @@ bool TestServer::start()
     config.port = 0;
     config.dataDir = m_options.dataDir;
     config.apiKeys = m_options.apiKeys;
+    config.apiKeyFile = m_options.apiKeyFile;
     config.workspaceRoots = m_options.workspaceRoots;
     config.workspaceDir = m_options.workspaceDir;
     config.streamBudgetBytes = m_options.streamBudgetBytes;
@@ -99,6 +100,7 @@ bool TestServer::start()
     config.shutdownGrace = m_options.shutdownGrace;
     config.runtimeRetention = m_options.runtimeRetention;
     config.retentionInterval = m_options.retentionInterval;
+    config.auditRetention = m_options.auditRetention;
     config.sandboxIdleTimeout = m_options.sandboxIdleTimeout;
     config.maxSandboxes = m_options.maxSandboxes;
     config.httpRequestTimeout = m_options.httpRequestTimeout;

@@ -14,12 +14,14 @@ namespace AgentDeck::Testing {
 struct TestServerOptions
 {
     QStringList apiKeys;
+    QString apiKeyFile; // --api-key-file
     qint64 streamBudgetBytes = 16 * 1024 * 1024;
     qint64 streamTotalBudgetBytes = 128 * 1024 * 1024;
     int streamAuthTimeoutMs = 10'000;
     std::chrono::milliseconds shutdownGrace{2'000};
     std::chrono::milliseconds runtimeRetention{0};
     std::chrono::milliseconds retentionInterval{0};
+    std::chrono::milliseconds auditRetention{std::chrono::days(90)};
     bool inProcessRuntime = false; // force the in-server process runtime
     std::chrono::milliseconds sandboxIdleTimeout{30 * 60 * 1000};
     int maxSandboxes = 256;

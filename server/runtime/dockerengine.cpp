@@ -514,6 +514,8 @@ QJsonDocument DockerContainerSpec::toJson() const
         hostConfig.insert("Init"_L1, true);
     if (shmBytes > 0)
         hostConfig.insert("ShmSize"_L1, shmBytes);
+    if (!dns.isEmpty())
+        hostConfig.insert("Dns"_L1, QJsonArray::fromStringList(dns));
     QJsonArray limits;
     for (auto it = ulimits.cbegin(); it != ulimits.cend(); ++it)
         limits.append(QJsonObject{{"Name"_L1, it.key()}, {"Soft"_L1, *it}, {"Hard"_L1, *it}});
@@ -524,7 +526,8 @@ QJsonDocument DockerContainerSpec::toJson() const
         {"Env"_L1, QJsonArray::fromStringList(environment)},
         {"Labels"_L1, labelObject},
         {"HostConfig"_L1, hostConfig},
-        {"NetworkDisabled"_L1, networkMode == "none"_L1},
+        // Disabled, the engine writes no /etc/resolv.conf.
+        {"NetworkDisabled"_L1, networkMode == "none"_L1 && dns.isEmpty()},
         {"AttachStdin"_L1, false},
         {"AttachStdout"_L1, false},
         {"AttachStderr"_L1, false},

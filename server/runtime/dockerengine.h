@@ -54,6 +54,9 @@ struct DockerContainerSpec
     QString workingDir;
     QString user; // "uid:gid"; empty keeps the image's
     QString networkMode = QStringLiteral("none");
+    // The container's resolvers (its /etc/resolv.conf); with `none`, a network namespace with only
+    // its loopback that a network is attached to later. Empty: the engine's.
+    QStringList dns;
     qint64 memoryBytes = 0; // 0: no limit
     qint64 pidsLimit = 0;   // 0: no limit
     qint64 nanoCpus = 0;    // 1e9 is one CPU; 0: no limit

@@ -1,6 +1,7 @@
 #include "sandboxcontainers.h"
 
 #include "dockerengine.h"
+#include "egressfilter.h"
 #include "logging.h"
 #include "wiretypes.h"
 
@@ -62,8 +63,11 @@ QCoro::Task<SandboxContainers::Prepared> SandboxContainers::prepare(QUuid conver
                        {QString::fromLatin1(ReplicaLabel), m_settings.replicaId}};
         spec.binds = {workspace + u':' + workspace, home + u':' + home};
         spec.workingDir = workspace;
-        // `egress` has no container counterpart yet: none, as runtime_info says.
+        // `egress`: none, to which each command's sandbox host attaches the filtered network
+        // (UserModeNetwork), whose DNS forwarder is the resolver.
         spec.networkMode = policy.network == SandboxPolicy::Network::Host ? u"host"_s : u"none"_s;
+        if (policy.network == SandboxPolicy::Network::Egress)
+            spec.dns = {EgressFilter::dnsServer()};
         spec.memoryBytes = policy.memoryBytes;
         spec.pidsLimit = policy.processes;
         if (policy.cpuSeconds > 0)

@@ -572,12 +572,13 @@ QCoro::Task<DockerResult> DockerEngine::inspectContainer(QString id)
                                u"/containers/%1/json"_s.arg(QString::fromLatin1(encoded(id))));
 }
 
-QCoro::Task<DockerResult> DockerEngine::listContainers(QStringList labels)
+QCoro::Task<DockerResult> DockerEngine::listContainers(QStringList labels, bool withSize)
 {
     const QJsonObject filters{{"label"_L1, QJsonArray::fromStringList(labels)}};
     const QByteArray filterText = QJsonDocument(filters).toJson(QJsonDocument::Compact);
     co_return co_await request(
-        "GET", u"/containers/json?all=true&filters="_s +
+        "GET", u"/containers/json?all=true"_s + (withSize ? u"&size=true"_s : QString()) +
+                   u"&filters="_s +
                    QString::fromLatin1(QUrl::toPercentEncoding(QString::fromUtf8(filterText))));
 }
 

@@ -145,8 +145,9 @@ public:
     QCoro::Task<DockerResult> createContainer(DockerContainerSpec spec, QString name = QString());
     QCoro::Task<DockerResult> startContainer(QString id);
     QCoro::Task<DockerResult> inspectContainer(QString id);
-    // Containers (running or not) carrying every label of `labels` ("key" or "key=value").
-    QCoro::Task<DockerResult> listContainers(QStringList labels);
+    // Containers (running or not) carrying every label of `labels` ("key" or "key=value"); with
+    // `withSize`, each with the size of its writable layer (SizeRw), which the engine adds up.
+    QCoro::Task<DockerResult> listContainers(QStringList labels, bool withSize = false);
     QCoro::Task<DockerResult> pauseContainer(QString id);
     QCoro::Task<DockerResult> unpauseContainer(QString id);
     QCoro::Task<DockerResult> stopContainer(QString id, std::chrono::seconds grace);

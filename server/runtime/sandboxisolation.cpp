@@ -149,6 +149,12 @@ QJsonObject SandboxIsolation::describe(const SandboxPolicy &policy, const QStrin
                                                     {u"/dev/shm"_s, policy.shmBytes()}});
     // Without a limit a workspace may fill the data dir's file system (docs/OPERATIONS.md, Disk).
     object.insert(u"disk_limit"_s, diskLimit.isEmpty() ? u"not enforced"_s : diskLimit);
+    // The engine's storage size limit (StorageOpt size) is not asked for: few storage drivers
+    // have one, and nothing is written where it would apply.
+    if (mechanism == Mechanism::Container)
+        object.insert(u"container_disk_limit"_s,
+                      u"not set (the engine's storage size limit): the root is read-only, and "
+                      "writes go to the workspace (disk_limit) and to /tmp, which is memory"_s);
     object.insert(u"not_enforced"_s, QJsonArray::fromStringList(unenforced(policy)));
     if (policy.network == SandboxPolicy::Network::Egress && !isWeak() && userModeNetwork)
         object.insert(u"egress"_s, EgressFilter::describe(egressAllowed));

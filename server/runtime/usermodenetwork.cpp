@@ -94,16 +94,32 @@ bool UserModeNetwork::attach(bool root, const QList<Ipv4Range> &allowed, QString
         closeFd(m_info[0]);
     };
     static const QRegularExpression childPid(u"\"child-pid\"\\s*:\\s*(\\d+)"_s);
+    static const QRegularExpression reported(u"\"error\"\\s*:\\s*\"([^\"]*)\""_s);
     const QByteArray info = readUntil(m_info[0], 3000, [](const QByteArray &read) {
-        return childPid.match(QString::fromUtf8(read)).hasMatch();
+        const QString text = QString::fromUtf8(read);
+        return childPid.match(text).hasMatch() || reported.match(text).hasMatch();
     });
     const auto match = childPid.match(QString::fromUtf8(info));
     if (!match.hasMatch()) {
-        *error = u"bubblewrap did not say where its sandbox is"_s;
+        const auto problem = reported.match(QString::fromUtf8(info));
+        *error = problem.hasMatch() ? problem.captured(1)
+                                    : u"the sandbox's starter did not say where its sandbox is"_s;
         go();
         return false;
     }
     const QString pid = match.captured(1);
+    // Never the host's own network: rules there would be the host's (a pid gone and reused).
+    struct stat own
+    {};
+    struct stat theirs
+    {};
+    if (::stat("/proc/self/ns/net", &own) != 0 ||
+        ::stat(QByteArray("/proc/" + pid.toLatin1() + "/ns/net").constData(), &theirs) != 0 ||
+        (own.st_dev == theirs.st_dev && own.st_ino == theirs.st_ino)) {
+        *error = u"the sandbox's process %1 has no network namespace of its own"_s.arg(pid);
+        go();
+        return false;
+    }
     // bubblewrap's child brings its loopback up while the parent has already said where it is;
     // slirp4netns brings the loopback up too, and the one that came second failed ("bwrap:
     // loopback: Failed RTM_NEWADDR"). It starts once the loopback is there.

@@ -4,16 +4,23 @@
 // (DockerDaemon). Root only, as dockerd is.
 #include <QJsonArray>
 #include <QJsonObject>
+#include <QRegularExpression>
 #include <QStandardPaths>
 #include <QTest>
 
+#include <QCoroTask>
+
 #include "dockerdaemon.h"
 #include "egressworld.h"
+#include "runtime/dockerengine.h"
+#include "runtime/sandboxcontainers.h"
 #include "serverprocess.h"
 
 #include <unistd.h>
 
 using namespace Qt::StringLiterals;
+using namespace std::chrono_literals;
+using namespace AgentDeck;
 using namespace AgentDeck::Testing;
 
 namespace {
@@ -52,6 +59,8 @@ private Q_SLOTS:
         QVERIFY2(m_daemon.start(&problem, true), qPrintable(problem));
         QVERIFY2(m_daemon.importShellImage(u"agentdeck-test"_s, u"shell"_s, &problem),
                  qPrintable(problem));
+        m_engine = std::make_unique<DockerEngine>(m_daemon.host());
+        m_engine->setDefaultTimeout(20s);
     }
 
     void cleanup() { m_fleet.cleanUp(); }
@@ -59,6 +68,7 @@ private Q_SLOTS:
     void cleanupTestCase()
     {
         m_fleet.cleanUp();
+        m_engine.reset();
         m_daemon.stop();
     }
 
@@ -77,7 +87,7 @@ private Q_SLOTS:
     {
         QFETCH(QStringList, allowed);
         QStringList arguments{u"--sandbox-network"_s, u"egress"_s, u"--sandbox-idle-stop"_s,
-                              u"1s"_s};
+                              u"3s"_s};
         for (const QString &range : std::as_const(allowed))
             arguments << u"--sandbox-egress-allow"_s << range;
         ServerProcess &server = dockerServer(m_daemon.host(), arguments);
@@ -102,6 +112,16 @@ private Q_SLOTS:
                                       .value(u"runtime_status"_s)
                                       .toString(),
                                   u"stopped"_s, 20'000);
+        // The engine's stop (a second's grace) ends after runtime_info says so.
+        const QString label =
+            u"%1=%2"_s.arg(QLatin1StringView(SandboxContainers::ConversationLabel), wireId(id));
+        QTRY_COMPARE_WITH_TIMEOUT(QCoro::waitFor(m_engine->listContainers({label}))
+                                      .json.array()
+                                      .at(0)
+                                      .toObject()
+                                      .value(u"State"_s)
+                                      .toString(),
+                                  u"exited"_s, 20'000);
         const QString restarted = runNext(server, id, m_world.probeCommand(row + u"-3"_s));
         problem = m_world.checkEgress(restarted, row + u"-3"_s, !allowed.isEmpty());
         QVERIFY2(problem.isEmpty(), qPrintable(problem));
@@ -144,6 +164,44 @@ private Q_SLOTS:
                  qPrintable(unenforced));
     }
 
+    // What a container's files take: its workspace and home, walked again as they change, and
+    // its writable layer, in runtime_info.usage and, summed, in /metrics.
+    void diskUseIsMeasured()
+    {
+        ServerProcess &server = dockerServer(m_daemon.host(), {});
+        QVERIFY2(server.startReady(), qPrintable(server.stderrText()));
+        constexpr qint64 Written = 3'000'000;
+        const QUuid id = server.create(
+            shellCreate(u"head -c %1 /dev/urandom > written && echo done"_s.arg(Written)));
+        QVERIFY(server.waitForStatus(id, u"finished"_s));
+        QVERIFY2(observations(server, id).value(0).contains(u"done"_s),
+                 qPrintable(observations(server, id).value(0)));
+        const auto disk = [&server, &id] {
+            return server.conversation(id)
+                .value(u"runtime_info"_s)
+                .toObject()
+                .value(u"usage"_s)
+                .toObject()
+                .value(u"disk_bytes"_s)
+                .toInteger(-1);
+        };
+        QTRY_VERIFY2_WITH_TIMEOUT(disk() >= Written, qPrintable(QString::number(disk())), 30'000);
+        const QByteArray metrics = server.get(u"/metrics"_s).body;
+        static const QRegularExpression total(u"^agentdeck_sandbox_disk_bytes (\\d+)$"_s,
+                                              QRegularExpression::MultilineOption);
+        QVERIFY2(total.match(QString::fromLatin1(metrics)).captured(1).toLongLong() >= Written,
+                 metrics.constData());
+        QVERIFY(runNext(server, id, u"rm written; echo gone"_s).contains(u"gone"_s));
+        QTRY_VERIFY2_WITH_TIMEOUT(disk() >= 0 && disk() < Written,
+                                  qPrintable(QString::number(disk())), 30'000);
+        // Nothing limits the container's own layer, and nothing is written there.
+        QVERIFY2(sandboxInfo(server, id)
+                     .value(u"container_disk_limit"_s)
+                     .toString()
+                     .startsWith(u"not set"_s),
+                 QJsonDocument(sandboxInfo(server, id)).toJson().constData());
+    }
+
 private:
     ServerProcess &dockerServer(const QString &engine, const QStringList &more)
     {
@@ -155,6 +213,7 @@ private:
     ServerFleet m_fleet;
     EgressWorld m_world;
     DockerDaemon m_daemon;
+    std::unique_ptr<DockerEngine> m_engine;
 };
 
 QTEST_GUILESS_MAIN(SystemDockerEgressTest)

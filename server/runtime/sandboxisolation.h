@@ -46,7 +46,7 @@ struct SandboxIsolation
     // environment and the end of process trees applies.
     bool inProcess = false;
     // slirp4netns is there for the `egress` network (UserModeNetwork), and can reach the
-    // sandboxes' network namespaces; why not when it cannot (empty: the reason of bubblewrap's).
+    // sandboxes' network namespaces; for containers, why not when it cannot.
     bool userModeNetwork = false;
     QString noUserModeNetwork;
     // The ranges the `egress` network reaches beside the public addresses (EgressFilter).

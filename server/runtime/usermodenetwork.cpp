@@ -2,6 +2,8 @@
 
 #include <QByteArray>
 #include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QScopeGuard>
@@ -94,15 +96,15 @@ bool UserModeNetwork::attach(bool root, const QList<Ipv4Range> &allowed, QString
         closeFd(m_info[0]);
     };
     static const QRegularExpression childPid(u"\"child-pid\"\\s*:\\s*(\\d+)"_s);
-    static const QRegularExpression reported(u"\"error\"\\s*:\\s*\"([^\"]*)\""_s);
+    static const QRegularExpression reported(u"\"error\"\\s*:"_s);
     const QByteArray info = readUntil(m_info[0], 3000, [](const QByteArray &read) {
         const QString text = QString::fromUtf8(read);
         return childPid.match(text).hasMatch() || reported.match(text).hasMatch();
     });
     const auto match = childPid.match(QString::fromUtf8(info));
     if (!match.hasMatch()) {
-        const auto problem = reported.match(QString::fromUtf8(info));
-        *error = problem.hasMatch() ? problem.captured(1)
+        const QString problem = QJsonDocument::fromJson(info).object().value(u"error"_s).toString();
+        *error = !problem.isEmpty() ? problem
                                     : u"the sandbox's starter did not say where its sandbox is"_s;
         go();
         return false;

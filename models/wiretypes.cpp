@@ -183,6 +183,7 @@ QJsonObject SandboxUsage::toJson() const
             {u"memory_bytes"_s, memoryBytes},
             {u"memory_peak_bytes"_s, memoryPeakBytes},
             {u"processes"_s, processes},
+            {u"disk_bytes"_s, diskBytes},
             {u"at"_s, toWireTime(at)}};
 }
 
@@ -196,6 +197,7 @@ std::optional<SandboxUsage> SandboxUsage::fromJson(const QJsonValue &value)
     usage.memoryBytes = object.value(u"memory_bytes"_s).toInteger();
     usage.memoryPeakBytes = object.value(u"memory_peak_bytes"_s).toInteger();
     usage.processes = object.value(u"processes"_s).toInteger();
+    usage.diskBytes = object.value(u"disk_bytes"_s).toInteger();
     usage.at = parseWireTime(object.value(u"at"_s).toString()).value_or(QDateTime());
     return usage;
 }

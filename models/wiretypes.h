@@ -83,7 +83,10 @@ struct SandboxUsage
     qint64 memoryBytes = 0;     // now, page cache and tmpfs included
     qint64 memoryPeakBytes = 0; // the most since it started; 0 where the engine does not say
     qint64 processes = 0;       // now
-    QDateTime at;               // when it was measured
+    // On disk: its workspace and home (as last walked, see SandboxDisk) and its container's
+    // writable layer.
+    qint64 diskBytes = 0;
+    QDateTime at; // when it was measured
 
     QJsonObject toJson() const;
     static std::optional<SandboxUsage> fromJson(const QJsonValue &value);

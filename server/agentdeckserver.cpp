@@ -263,7 +263,7 @@ bool AgentDeckServer::start(QString *error)
         d->isolation = SandboxIsolation::forProcessRuntime();
         break;
     case ServerConfig::RuntimeKind::Docker:
-        d->isolation = SandboxIsolation::forContainers();
+        d->isolation = SandboxIsolation::forContainers(m_config.dockerHost);
         break;
     case ServerConfig::RuntimeKind::Local:
         d->isolation = SandboxIsolation::probe();

@@ -95,7 +95,7 @@ QString runtimeText(const ConversationInfo &info)
         text += u" · "_s + info.runtime.error->message;
     if (const auto &usage = info.runtime.usage) {
         const QLocale locale;
-        text += DetailsPane::tr("\n%1 s CPU · %2 memory%3 · %4 processes, as of %5")
+        text += DetailsPane::tr("\n%1 s CPU · %2 memory%3 · %4 processes · %5 disk, as of %6")
                     .arg(usage->cpuSeconds, 0, 'f', 1)
                     .arg(locale.formattedDataSize(usage->memoryBytes))
                     .arg(usage->memoryPeakBytes > 0
@@ -103,6 +103,7 @@ QString runtimeText(const ConversationInfo &info)
                                    .arg(locale.formattedDataSize(usage->memoryPeakBytes))
                              : QString())
                     .arg(usage->processes)
+                    .arg(locale.formattedDataSize(usage->diskBytes))
                     .arg(usage->at.toLocalTime().toString(u"HH:mm:ss"_s));
     }
     return text;

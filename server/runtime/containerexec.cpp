@@ -4,6 +4,9 @@
 
 #include <QCommandLineParser>
 #include <QCoreApplication>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcessEnvironment>
 #include <QSocketNotifier>
 
@@ -64,10 +67,67 @@ struct ExecOptions
     QString workdir;
     qint64 memoryBytes = 0;
     QStringList command;
+    int infoFd = -1; // with blockFd: the network's, see runContainerExec()
+    int blockFd = -1;
 };
 
-QCoro::Task<int> run(DockerEngine &engine, const ExecOptions &options, QStringList environment)
+// The pid of the container's init in this host's PID namespace, from the engine's inspect of
+// it; 0 with *error when there is none to be seen here. The pid the engine gives is of its own
+// namespace: a process here that is not in the container's cgroup is someone else's.
+qint64 containerProcess(const QJsonObject &container, QString *error)
 {
+    const QString id = container.value("Id"_L1).toString();
+    const qint64 pid = container.value("State"_L1).toObject().value("Pid"_L1).toInteger();
+    if (pid <= 0 || id.size() < 12) {
+        *error = u"the container is not running"_s;
+        return 0;
+    }
+    QFile cgroup(u"/proc/%1/cgroup"_s.arg(pid));
+    if (!cgroup.open(QIODevice::ReadOnly) || !cgroup.readAll().contains(id.toLatin1())) {
+        *error = u"the container's process is not on this host (the engine's pid %1 is not in its "
+                 "cgroup here)"_s.arg(pid);
+        return 0;
+    }
+    return pid;
+}
+
+// Reports where the container's network namespace is (runContainerExec()) and waits until the
+// network is up or given up on.
+QCoro::Task<void> reportNetwork(DockerEngine &engine, const ExecOptions &options)
+{
+    auto inspecting = engine.inspectContainer(options.container);
+    const DockerResult found = co_await std::move(inspecting);
+    QString problem = found.error;
+    qint64 pid = 0;
+    if (found.ok()) {
+        // Thawed first: the network is attached to a container whose command is about to run.
+        if (found.json.object().value("State"_L1).toObject().value("Paused"_L1).toBool()) {
+            auto thawing = engine.unpauseContainer(options.container);
+            co_await std::move(thawing);
+        }
+        pid = containerProcess(found.json.object(), &problem);
+    }
+    const QByteArray info =
+        pid > 0 ? QJsonDocument(QJsonObject{{u"child-pid"_s, pid}}).toJson(QJsonDocument::Compact)
+                : QJsonDocument(QJsonObject{{u"error"_s, problem}}).toJson(QJsonDocument::Compact);
+    writeAll(options.infoFd, info);
+    ::close(options.infoFd);
+    char go = 0;
+    while (::read(options.blockFd, &go, 1) < 0 && errno == EINTR) {
+    }
+    ::close(options.blockFd);
+}
+
+QCoro::Task<int> run(DockerEngine &engine, const ExecOptions &options, QStringList environment,
+                     const bool *stopped)
+{
+    if (options.infoFd >= 0 && options.blockFd >= 0) {
+        auto reporting = reportNetwork(engine, options);
+        co_await std::move(reporting);
+        // Stopped while the network came up: the command never starts.
+        if (*stopped)
+            co_return 128 + SIGTERM;
+    }
     // The command's own deadline is its sandbox host's; a transfer never ends before it.
     constexpr std::chrono::milliseconds NoDeadline = std::chrono::hours(24 * 365);
     auto outOfMemory = std::make_shared<std::atomic<bool>>(false);
@@ -126,12 +186,12 @@ QCoro::Task<void> stop(DockerEngine &engine, const ExecOptions &options)
 QStringList containerExecArguments(const ContainerEngine &engine, const QString &container,
                                    const CommandUser &user, const QString &workdir,
                                    qint64 memoryBytes, const QString &program,
-                                   const QStringList &arguments)
+                                   const QStringList &arguments, const QStringList &network)
 {
     const QStringList tls = engine.tlsDirectory.isEmpty()
                                 ? QStringList()
                                 : QStringList{u"--docker-tls-dir"_s, engine.tlsDirectory};
-    return QStringList{u"container-exec"_s} + tls +
+    return QStringList{u"container-exec"_s} + tls + network +
            QStringList{u"--memory-bytes"_s,
                        QString::number(memoryBytes),
                        u"--docker-host"_s,
@@ -171,7 +231,10 @@ int runContainerExec(int argc, char *argv[])
                                     u"BYTES"_s);
     const QCommandLineOption tls(u"docker-tls-dir"_s, u"The engine's TLS certificates."_s,
                                  u"DIR"_s);
-    parser.addOptions({host, container, user, workdir, memory, tls});
+    const QCommandLineOption infoFd(u"info-fd"_s, u"Where to say the container's pid."_s, u"FD"_s);
+    const QCommandLineOption blockFd(u"block-fd"_s, u"What to wait on before the command."_s,
+                                     u"FD"_s);
+    parser.addOptions({host, container, user, workdir, memory, tls, infoFd, blockFd});
     parser.addPositionalArgument(u"program"_s, u"The command."_s);
     if (!parser.parse(app.arguments().mid(1)) || !parser.isSet(host) || !parser.isSet(container) ||
         !parser.isSet(user) || parser.positionalArguments().isEmpty()) {
@@ -180,9 +243,19 @@ int runContainerExec(int argc, char *argv[])
                    stderr);
         return 2;
     }
-    const ExecOptions options{
-        parser.value(host),    parser.value(container),           parser.value(user),
-        parser.value(workdir), parser.value(memory).toLongLong(), parser.positionalArguments()};
+    const auto fd = [&parser](const QCommandLineOption &option) {
+        bool ok = false;
+        const int value = parser.value(option).toInt(&ok);
+        return ok && value > 2 ? value : -1;
+    };
+    const ExecOptions options{parser.value(host),
+                              parser.value(container),
+                              parser.value(user),
+                              parser.value(workdir),
+                              parser.value(memory).toLongLong(),
+                              parser.positionalArguments(),
+                              fd(infoFd),
+                              fd(blockFd)};
     QStringList environment;
     const QProcessEnvironment own = QProcessEnvironment::systemEnvironment();
     for (const QString &name : own.keys()) {
@@ -205,7 +278,7 @@ int runContainerExec(int argc, char *argv[])
         // The command's stream ends once the kill has reached it, and run() returns then.
         QCoro::connect(stop(engine, options), &app, [] {});
     });
-    QCoro::connect(run(engine, options, environment), &app, [&](int exitCode) {
+    QCoro::connect(run(engine, options, environment, &stopped), &app, [&](int exitCode) {
         status = exitCode;
         QCoreApplication::exit(0);
     });

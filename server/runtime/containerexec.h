@@ -22,6 +22,12 @@ namespace AgentDeck {
 // A process of the command that the kernel killed for the container's memory limit (its cgroup's
 // oom_kill count rose while the command ran) is said in a last line naming the limit
 // (--memory-bytes), which limitSaidIn() reads like the local runtime's.
+//
+// With `--info-fd N --block-fd M` (UserModeNetwork::childArguments()), it speaks bubblewrap's
+// protocol for the `egress` network: it writes {"child-pid": PID} to N, PID the container's
+// init as this host sees it (the engine's State.Pid, checked to be in the container's cgroup), or
+// {"error": WHY} when there is none here (an engine on another host or in another PID
+// namespace), and runs the command once M has a byte or is closed.
 int runContainerExec(int argc, char *argv[]);
 
 // The engine a container-exec talks to: its URL and TLS directory (DockerEngine).
@@ -32,10 +38,10 @@ struct ContainerEngine
 };
 
 // The arguments of `agentdeck container-exec` for `program` and `arguments`; `memoryBytes` is the
-// container's memory limit (0: none).
+// container's memory limit (0: none); `network`: the network's (UserModeNetwork), or none.
 QStringList containerExecArguments(const ContainerEngine &engine, const QString &container,
                                    const CommandUser &user, const QString &workdir,
                                    qint64 memoryBytes, const QString &program,
-                                   const QStringList &arguments);
+                                   const QStringList &arguments, const QStringList &network = {});
 
 } // namespace AgentDeck

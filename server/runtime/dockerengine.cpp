@@ -514,6 +514,8 @@ QJsonDocument DockerContainerSpec::toJson() const
         hostConfig.insert("Init"_L1, true);
     if (shmBytes > 0)
         hostConfig.insert("ShmSize"_L1, shmBytes);
+    if (!dns.isEmpty())
+        hostConfig.insert("Dns"_L1, QJsonArray::fromStringList(dns));
     QJsonArray limits;
     for (auto it = ulimits.cbegin(); it != ulimits.cend(); ++it)
         limits.append(QJsonObject{{"Name"_L1, it.key()}, {"Soft"_L1, *it}, {"Hard"_L1, *it}});
@@ -524,7 +526,8 @@ QJsonDocument DockerContainerSpec::toJson() const
         {"Env"_L1, QJsonArray::fromStringList(environment)},
         {"Labels"_L1, labelObject},
         {"HostConfig"_L1, hostConfig},
-        {"NetworkDisabled"_L1, networkMode == "none"_L1},
+        // Disabled, the engine writes no /etc/resolv.conf.
+        {"NetworkDisabled"_L1, networkMode == "none"_L1 && dns.isEmpty()},
         {"AttachStdin"_L1, false},
         {"AttachStdout"_L1, false},
         {"AttachStderr"_L1, false},
@@ -569,12 +572,13 @@ QCoro::Task<DockerResult> DockerEngine::inspectContainer(QString id)
                                u"/containers/%1/json"_s.arg(QString::fromLatin1(encoded(id))));
 }
 
-QCoro::Task<DockerResult> DockerEngine::listContainers(QStringList labels)
+QCoro::Task<DockerResult> DockerEngine::listContainers(QStringList labels, bool withSize)
 {
     const QJsonObject filters{{"label"_L1, QJsonArray::fromStringList(labels)}};
     const QByteArray filterText = QJsonDocument(filters).toJson(QJsonDocument::Compact);
     co_return co_await request(
-        "GET", u"/containers/json?all=true&filters="_s +
+        "GET", u"/containers/json?all=true"_s + (withSize ? u"&size=true"_s : QString()) +
+                   u"&filters="_s +
                    QString::fromLatin1(QUrl::toPercentEncoding(QString::fromUtf8(filterText))));
 }
 

@@ -54,6 +54,9 @@ struct DockerContainerSpec
     QString workingDir;
     QString user; // "uid:gid"; empty keeps the image's
     QString networkMode = QStringLiteral("none");
+    // The container's resolvers (its /etc/resolv.conf); with `none`, a network namespace with only
+    // its loopback that a network is attached to later. Empty: the engine's.
+    QStringList dns;
     qint64 memoryBytes = 0; // 0: no limit
     qint64 pidsLimit = 0;   // 0: no limit
     qint64 nanoCpus = 0;    // 1e9 is one CPU; 0: no limit
@@ -142,8 +145,9 @@ public:
     QCoro::Task<DockerResult> createContainer(DockerContainerSpec spec, QString name = QString());
     QCoro::Task<DockerResult> startContainer(QString id);
     QCoro::Task<DockerResult> inspectContainer(QString id);
-    // Containers (running or not) carrying every label of `labels` ("key" or "key=value").
-    QCoro::Task<DockerResult> listContainers(QStringList labels);
+    // Containers (running or not) carrying every label of `labels` ("key" or "key=value"); with
+    // `withSize`, each with the size of its writable layer (SizeRw), which the engine adds up.
+    QCoro::Task<DockerResult> listContainers(QStringList labels, bool withSize = false);
     QCoro::Task<DockerResult> pauseContainer(QString id);
     QCoro::Task<DockerResult> unpauseContainer(QString id);
     QCoro::Task<DockerResult> stopContainer(QString id, std::chrono::seconds grace);

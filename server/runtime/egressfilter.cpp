@@ -3,6 +3,7 @@
 #include <QHostAddress>
 #include <QJsonArray>
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstring>
@@ -85,14 +86,19 @@ struct Message
     quint32 size = 0;
     // Where tap0's index goes, known only in the sandbox's namespace; 0: nowhere.
     quint32 interfaceAt = 0;
+    // A deletion, sent again until nothing is left to delete.
+    bool untilGone = false;
     QString what;
 
     Message(quint16 type, const void *header, size_t headerSize, QString description)
-        : what(std::move(description))
+        : untilGone(type == RTM_DELRULE)
+        , what(std::move(description))
     {
         nlmsghdr head{};
         head.nlmsg_type = type;
-        head.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL;
+        head.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+        if (!untilGone)
+            head.nlmsg_flags |= NLM_F_CREATE | NLM_F_EXCL;
         std::memcpy(bytes, &head, sizeof head);
         std::memcpy(bytes + NLMSG_HDRLEN, header, headerSize);
         size = NLMSG_HDRLEN + NLMSG_ALIGN(headerSize);
@@ -171,6 +177,16 @@ Message nowhere(const Ipv4Range &range)
     return message;
 }
 
+// Deletes the rules of `priority`, whatever they match.
+Message removal(quint32 priority)
+{
+    fib_rule_hdr header{};
+    header.family = AF_INET;
+    Message message(RTM_DELRULE, &header, sizeof header, u"rules %1"_s.arg(priority));
+    message.add32(FRA_PRIORITY, priority);
+    return message;
+}
+
 std::vector<Message> requests(const QList<Ipv4Range> &allowed)
 {
     QList<Ipv4Range> blocked;
@@ -227,8 +243,10 @@ enum Step
         fail(EnterNetworkNamespace, errno);
     ifreq interface {};
     std::memcpy(interface.ifr_name, TapName, sizeof TapName);
-    const int probe = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (probe < 0 || ::ioctl(probe, SIOCGIFINDEX, &interface) != 0)
+    const bool routes = std::any_of(messages.cbegin(), messages.cend(),
+                                    [](const Message &message) { return message.interfaceAt; });
+    const int probe = routes ? ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0) : -1;
+    if (routes && (probe < 0 || ::ioctl(probe, SIOCGIFINDEX, &interface) != 0))
         fail(FindInterface, errno);
     const int link = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
     if (link < 0)
@@ -237,16 +255,26 @@ enum Step
         Message &message = messages[index];
         if (message.interfaceAt)
             std::memcpy(message.bytes + message.interfaceAt, &interface.ifr_ifindex, sizeof(int));
-        reinterpret_cast<nlmsghdr *>(message.bytes)->nlmsg_seq = quint32(index + 1);
-        if (::send(link, message.bytes, message.size, 0) != ssize_t(message.size))
-            fail(int(index), errno);
-        alignas(nlmsghdr) char answer[512];
-        const ssize_t got = ::recv(link, answer, sizeof answer, 0);
-        const auto *reply = reinterpret_cast<const nlmsghdr *>(answer);
-        if (got < ssize_t(NLMSG_LENGTH(sizeof(nlmsgerr))) || reply->nlmsg_type != NLMSG_ERROR)
-            fail(int(index), got < 0 ? errno : EPROTO);
-        if (const int error = static_cast<const nlmsgerr *>(NLMSG_DATA(reply))->error; error != 0)
-            fail(int(index), -error);
+        // A deletion goes again until the kernel finds nothing (at most as many times as
+        // rules a filter adds).
+        for (int sent = 0; sent < 1000; ++sent) {
+            reinterpret_cast<nlmsghdr *>(message.bytes)->nlmsg_seq =
+                quint32(index + 1) << 10 | quint32(sent);
+            if (::send(link, message.bytes, message.size, 0) != ssize_t(message.size))
+                fail(int(index), errno);
+            alignas(nlmsghdr) char answer[512];
+            const ssize_t got = ::recv(link, answer, sizeof answer, 0);
+            const auto *reply = reinterpret_cast<const nlmsghdr *>(answer);
+            if (got < ssize_t(NLMSG_LENGTH(sizeof(nlmsgerr))) || reply->nlmsg_type != NLMSG_ERROR)
+                fail(int(index), got < 0 ? errno : EPROTO);
+            const int error = static_cast<const nlmsgerr *>(NLMSG_DATA(reply))->error;
+            if (message.untilGone && error == -ENOENT)
+                break;
+            if (error != 0)
+                fail(int(index), -error);
+            if (!message.untilGone)
+                break;
+        }
     }
     ::_exit(0);
 }
@@ -275,7 +303,9 @@ QString describeFailure(const Failure &failure, const std::vector<Message> &mess
         break;
     default:
         step = failure.step >= 0 && size_t(failure.step) < messages.size()
-                   ? u"cannot add the "_s + messages[size_t(failure.step)].what
+                   ? (messages[size_t(failure.step)].untilGone ? u"cannot remove the "_s
+                                                               : u"cannot add the "_s) +
+                         messages[size_t(failure.step)].what
                    : u"failed"_s;
     }
     return u"egress filter: %1 (%2)"_s.arg(step,
@@ -328,9 +358,11 @@ int openNetworkOwner(pid_t pid)
     return owner;
 }
 
-bool install(pid_t pid, bool root, const QList<Ipv4Range> &allowed, QString *error)
+namespace {
+
+// Sends `messages` in the network namespace of `pid`; see install().
+bool apply(pid_t pid, bool root, std::vector<Message> messages, QString *error)
 {
-    std::vector<Message> messages = requests(allowed);
     const int networkNamespace = openNetwork(pid);
     const int userNamespace = root ? -1 : openNetworkOwner(pid);
     int report[2] = {-1, -1};
@@ -378,6 +410,21 @@ bool install(pid_t pid, bool root, const QList<Ipv4Range> &allowed, QString *err
         return false;
     }
     return true;
+}
+
+} // namespace
+
+bool install(pid_t pid, bool root, const QList<Ipv4Range> &allowed, QString *error)
+{
+    return apply(pid, root, requests(allowed), error);
+}
+
+bool clear(pid_t pid, bool root, QString *error)
+{
+    std::vector<Message> messages;
+    for (const quint32 priority : {DnsPriority, SlirpPriority, AllowedPriority, BlockedPriority})
+        messages.push_back(removal(priority));
+    return apply(pid, root, std::move(messages), error);
 }
 
 bool filterFrames(pid_t slirp, QString *error)
@@ -437,6 +484,11 @@ bool filterFrames(pid_t slirp, QString *error)
     return set || fail(u"cannot filter the tap device's frames"_s);
 }
 
+QString dnsServer()
+{
+    return QHostAddress(SlirpDns).toString();
+}
+
 QJsonObject describe(const QStringList &allowed)
 {
     QJsonArray blocked;
@@ -445,7 +497,7 @@ QJsonObject describe(const QStringList &allowed)
     return QJsonObject{{u"blocked"_s, blocked},
                        {u"blocked_host_addresses"_s, true},
                        {u"allowed"_s, QJsonArray::fromStringList(allowed)},
-                       {u"dns"_s, u"%1:53"_s.arg(QHostAddress(SlirpDns).toString())},
+                       {u"dns"_s, QString(dnsServer() + u":53"_s)},
                        {u"ipv6"_s, false}};
 }
 

@@ -57,6 +57,12 @@ int openNetworkOwner(pid_t pid);
 // (openNetworkOwner()). False, with *error saying why, when any rule is missing.
 bool install(pid_t pid, bool root, const QList<Ipv4Range> &allowed, QString *error);
 
+// Removes the rules install() adds from the network namespace of `pid`, before slirp4netns is
+// attached: a container's namespace outlives each command and keeps the rules of the one before
+// (of the host's addresses then, and the ranges allowed then), which also refuse the route
+// slirp4netns adds through its gateway. False, with *error saying why, when any is left.
+bool clear(pid_t pid, bool root, QString *error);
+
 // Lets only frames to slirp4netns's own hosts (its gateway and DNS forwarder) and broadcast (ARP)
 // leave the sandbox's interface: multicast sent from a socket bound to it skips every routing
 // rule and slirp4netns sent it on from the host, to the host's link (mDNS, SSDP). The filter
@@ -64,6 +70,9 @@ bool install(pid_t pid, bool root, const QList<Ipv4Range> &allowed, QString *err
 // it (pidfd_getfd): nothing in the sandbox can change it. `slirp` is slirp4netns's process,
 // whose descriptor is looked for in /proc. False, with *error saying why, when it is not set.
 bool filterFrames(pid_t slirp, QString *error);
+
+// slirp4netns's DNS forwarder ("10.0.2.3"): the sandbox's resolver.
+QString dnsServer();
 
 // runtime_info's `egress`: what the filter refuses and allows.
 QJsonObject describe(const QStringList &allowed);

@@ -507,6 +507,7 @@ QByteArray LocalSandboxProvider::metrics() const
             total.cpuSeconds += usage->cpuSeconds;
             total.memoryBytes += usage->memoryBytes;
             total.processes += usage->processes;
+            total.diskBytes += usage->diskBytes;
         }
     }
     QByteArray out = "# HELP agentdeck_sandboxes Sandboxes this server keeps, by state.\n"
@@ -532,6 +533,11 @@ QByteArray LocalSandboxProvider::metrics() const
            "# TYPE agentdeck_sandbox_processes gauge\n"
            "agentdeck_sandbox_processes " +
            QByteArray::number(total.processes) + '\n';
+    out += "# HELP agentdeck_sandbox_disk_bytes Disk of the running containers: their workspaces, "
+           "homes and writable layers.\n"
+           "# TYPE agentdeck_sandbox_disk_bytes gauge\n"
+           "agentdeck_sandbox_disk_bytes " +
+           QByteArray::number(total.diskBytes) + '\n';
     return out;
 }
 

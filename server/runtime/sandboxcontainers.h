@@ -7,9 +7,12 @@
 #include <QHash>
 #include <QObject>
 #include <QString>
+#include <QThreadPool>
 #include <QTimer>
 #include <QUuid>
 
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 
@@ -101,7 +104,8 @@ public:
     QCoro::Task<QString> removeNow(QUuid conversationId);
 
     // What the conversation's running container used when it was last measured (every
-    // MeasureInterval, and at measure()); nothing when it runs none.
+    // MeasureInterval, and at measure()); nothing when it runs none. Its disk is its writable
+    // layer as of then, and its workspace and home as last walked (measureDisk()).
     std::optional<SandboxUsage> usageOf(const QUuid &conversationId) const;
     // Measures every running container of this server now.
     QCoro::Task<void> measure();
@@ -112,6 +116,11 @@ Q_SIGNALS:
     void backgroundEnded(const QUuid &conversationId);
 
 private:
+    // The host dirs of the conversation's container (its binds, `dirs`), measured on a worker
+    // thread when they are due (SandboxDisk::nextAfter()), one walk at a time; `writable` is its
+    // writable layer now. Returns its disk as known so far.
+    qint64 measureDisk(const QUuid &conversationId, const QStringList &dirs, qint64 writable);
+
     // Runs one call on the conversation's container in the background, logging its failure
     // (`what`: "remove", "pause"...).
     void inBackground(const QUuid &conversationId, const char *what,
@@ -126,6 +135,16 @@ private:
     bool m_measuringNow = false;
     // The containers prepareWarm() is making: prepare() labels them.
     QHash<QUuid, QString> m_warming;
+    struct DiskState
+    {
+        qint64 hostBytes = 0; // its workspace and home, as last walked
+        qint64 writableBytes = 0;
+        std::chrono::steady_clock::time_point due;
+        bool walking = false;
+    };
+    QHash<QUuid, DiskState> m_disk;
+    QThreadPool m_diskWalks;
+    std::atomic<bool> m_stopping = false;
 };
 
 } // namespace AgentDeck

@@ -134,8 +134,9 @@ bool SandboxHost::start(QString *error)
 {
     QDir().mkpath(m_options.runtimeDir);
     QDir().mkpath(m_options.home);
-    m_isolation = m_options.container.isEmpty() ? SandboxIsolation::probe()
-                                                : SandboxIsolation::forContainers();
+    m_isolation = m_options.container.isEmpty()
+                      ? SandboxIsolation::probe()
+                      : SandboxIsolation::forContainers(m_options.dockerHost);
     qCInfo(lcRuntime).noquote() << "sandbox isolation:"
                                 << (m_isolation.isWeak() ? u"none (%1)"_s.arg(m_isolation.reason)
                                                          : m_isolation.mechanismName());
@@ -300,7 +301,7 @@ void SandboxHost::startCommand(const QJsonObject &message)
     m_process->setProcessEnvironment(environment);
     m_networkProblem.clear();
     const bool inContainer = m_isolation.mechanism == SandboxIsolation::Mechanism::Container;
-    const bool egress = m_isolation.mechanism == SandboxIsolation::Mechanism::Bubblewrap &&
+    const bool egress = !m_isolation.isWeak() &&
                         m_options.policy.network == SandboxPolicy::Network::Egress &&
                         m_isolation.userModeNetwork && m_network.prepare(&m_networkProblem);
     // A container-exec leads its command as a command-leader does.
@@ -334,11 +335,14 @@ void SandboxHost::startCommand(const QJsonObject &message)
     const QStringList bash{u"-c"_s, u"--"_s, m_command};
     if (inContainer) {
         const CommandUser user = m_user.value_or(CommandUser{::getuid(), ::getgid()});
+        // container-exec reports the container's process and waits, as bubblewrap does.
+        const QStringList network = egress ? m_network.childArguments() : QStringList();
         m_process->start(
             QCoreApplication::applicationFilePath(),
             containerExecArguments({m_options.dockerHost, m_options.dockerTlsDirectory},
                                    m_options.container, user, m_options.workspace,
-                                   m_options.policy.memoryBytes, u"bash"_s, bash));
+                                   m_options.policy.memoryBytes, u"bash"_s, bash, network));
+        attachNetwork(egress);
     } else if (!m_led && seccompFile < 0) {
         // Not run without it: the command could make a user namespace of its own.
         const QString why = u"cannot make the sandbox's seccomp filter: "_s +
@@ -347,10 +351,7 @@ void SandboxHost::startCommand(const QJsonObject &message)
         m_process->start(u"/bin/sh"_s, {u"-c"_s, u"echo \"$0\" >&2; exit 126"_s, why});
     } else if (!m_led) {
         m_process->start(u"bwrap"_s, bubblewrapArguments(egress, seccompFile) << u"bash"_s << bash);
-        if (egress &&
-            !m_network.attach(m_isolation.root, m_options.egressAllowed, &m_networkProblem))
-            qCWarning(lcRuntime).noquote()
-                << "the command runs without network:" << m_networkProblem;
+        attachNetwork(egress);
     } else {
         // No PID namespace: a leader of its own ends what the command leaves behind. The count
         // of processes is the server's user's, all of them, unless the command has a uid of its
@@ -366,6 +367,12 @@ void SandboxHost::startCommand(const QJsonObject &message)
         m_commandTimeout.start(timeoutMs);
     if (ownerSilenceMs > 0)
         m_ownerSilence.start(ownerSilenceMs);
+}
+
+void SandboxHost::attachNetwork(bool egress)
+{
+    if (egress && !m_network.attach(m_isolation.root, m_options.egressAllowed, &m_networkProblem))
+        qCWarning(lcRuntime).noquote() << "the command runs without network:" << m_networkProblem;
 }
 
 QStringList SandboxHost::bubblewrapArguments(bool egress, int seccompFile) const
@@ -438,12 +445,12 @@ QStringList SandboxHost::bubblewrapArguments(bool egress, int seccompFile) const
         }
     }
     if (egress) {
-        arguments << m_network.bubblewrapArguments();
+        arguments << m_network.childArguments();
         // The host's resolver may be on its loopback, which the sandbox does not reach;
         // slirp4netns answers DNS itself. A resolv.conf that is a link is left as it is.
         const QString resolver = QDir(m_options.runtimeDir).filePath(u"resolv.conf"_s);
         if (!QFileInfo(u"/etc/resolv.conf"_s).isSymLink() &&
-            writeForEveryone(resolver, "nameserver 10.0.2.3\n"))
+            writeForEveryone(resolver, "nameserver " + EgressFilter::dnsServer().toLatin1() + '\n'))
             arguments << u"--ro-bind"_s << resolver << u"/etc/resolv.conf"_s;
     }
     // The other tmpfs, of no size (the root bubblewrap makes, /dev, the hidden dirs), read-only:

@@ -90,6 +90,9 @@ private:
     void startCommand(const QJsonObject &message);
     // `seccompFile`: a descriptor of UserNamespaceFilter's program for bubblewrap to load.
     QStringList bubblewrapArguments(bool egress, int seccompFile) const;
+    // With `egress`, attaches the network to the sandbox its starter reports (UserModeNetwork);
+    // without one, the command goes all the same.
+    void attachNetwork(bool egress);
     // Whom a root host's commands run as; gives them the workspace and home when needed.
     bool chooseCommandUser(QString *error);
     void stopCommand();

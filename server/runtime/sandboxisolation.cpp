@@ -75,11 +75,21 @@ SandboxIsolation SandboxIsolation::forProcessRuntime()
     return isolation;
 }
 
-SandboxIsolation SandboxIsolation::forContainers()
+SandboxIsolation SandboxIsolation::forContainers(const QString &dockerHost)
 {
     SandboxIsolation isolation;
     isolation.mechanism = Mechanism::Container;
     isolation.root = ::geteuid() == 0;
+    if (!dockerHost.startsWith(u"unix://"_s))
+        isolation.noUserModeNetwork =
+            u"the Docker engine is not on this host (%1), and the network is attached from "
+            "here"_s.arg(dockerHost.section(u"://"_s, 0, 0) + u"://"_s);
+    else if (!isolation.root)
+        isolation.noUserModeNetwork =
+            u"the server is not root, and a container's network namespace is the engine's"_s;
+    else if (!UserModeNetwork::isAvailable() || ::access("/dev/net/tun", R_OK | W_OK) != 0)
+        isolation.noUserModeNetwork = u"slirp4netns is not installed or cannot open /dev/net/tun"_s;
+    isolation.userModeNetwork = isolation.noUserModeNetwork.isEmpty();
     return isolation;
 }
 
@@ -100,8 +110,8 @@ QStringList SandboxIsolation::unenforced(const SandboxPolicy &policy) const
 {
     QStringList parts;
     if (mechanism == Mechanism::Container) {
-        if (policy.network == SandboxPolicy::Network::Egress)
-            parts << u"network egress: not offered for containers; commands have no network"_s;
+        if (policy.network == SandboxPolicy::Network::Egress && !userModeNetwork)
+            parts << u"network egress: %1; commands have no network"_s.arg(noUserModeNetwork);
         return parts;
     }
     if (mechanism != Mechanism::Bubblewrap) {
@@ -139,9 +149,14 @@ QJsonObject SandboxIsolation::describe(const SandboxPolicy &policy, const QStrin
                                                     {u"/dev/shm"_s, policy.shmBytes()}});
     // Without a limit a workspace may fill the data dir's file system (docs/OPERATIONS.md, Disk).
     object.insert(u"disk_limit"_s, diskLimit.isEmpty() ? u"not enforced"_s : diskLimit);
+    // The engine's storage size limit (StorageOpt size) is not asked for: few storage drivers
+    // have one, and nothing is written where it would apply.
+    if (mechanism == Mechanism::Container)
+        object.insert(u"container_disk_limit"_s,
+                      u"not set (the engine's storage size limit): the root is read-only, and "
+                      "writes go to the workspace (disk_limit) and to /tmp, which is memory"_s);
     object.insert(u"not_enforced"_s, QJsonArray::fromStringList(unenforced(policy)));
-    if (policy.network == SandboxPolicy::Network::Egress && mechanism == Mechanism::Bubblewrap &&
-        userModeNetwork)
+    if (policy.network == SandboxPolicy::Network::Egress && !isWeak() && userModeNetwork)
         object.insert(u"egress"_s, EgressFilter::describe(egressAllowed));
     return object;
 }

@@ -24,7 +24,8 @@ namespace AgentDeck {
 //   of the operator's choosing; only the workspace and the sandbox home are the host's. No
 //   capabilities, `no-new-privileges`, a read-only root but for them and a sized /tmp; commands
 //   run as a uid of their own. Memory and processes are limited for the sandbox as a whole, by
-//   the engine's cgroups (see SandboxContainers).
+//   the engine's cgroups (see SandboxContainers). A network namespace of its own (only its
+//   loopback), to which the `egress` network is attached as to bubblewrap's.
 // Limits are otherwise rlimits (prlimit inside the sandbox): per process, except the count of
 // processes. Under a cgroup delegated to the server, each sandbox also gets a cgroup of its own
 // that holds all of its processes together (SandboxCgroups).
@@ -44,8 +45,10 @@ struct SandboxIsolation
     // Commands run inside the server (--runtime process): nothing but the limits, the
     // environment and the end of process trees applies.
     bool inProcess = false;
-    // slirp4netns is there for the `egress` network (UserModeNetwork).
+    // slirp4netns is there for the `egress` network (UserModeNetwork), and can reach the
+    // sandboxes' network namespaces; for containers, why not when it cannot.
     bool userModeNetwork = false;
+    QString noUserModeNetwork;
     // The ranges the `egress` network reaches beside the public addresses (EgressFilter).
     QStringList egressAllowed;
     // bubblewrap sizes a tmpfs (--size, 0.8 and later): /tmp and /dev/shm are bounded. probe()
@@ -56,7 +59,10 @@ struct SandboxIsolation
     // bubblewrap's arguments for the namespaces of a command (the probe tries the same).
     static QStringList namespaceArguments(bool root, bool hostNetwork);
     static SandboxIsolation forProcessRuntime();
-    static SandboxIsolation forContainers();
+    // The containers of the engine at `dockerHost`: their `egress` network is attached from this
+    // host (to the container's namespace, found through its init's pid), which takes an engine
+    // on this host (unix://) and a root server (the namespace is the engine's).
+    static SandboxIsolation forContainers(const QString &dockerHost);
 
     bool isWeak() const { return mechanism == Mechanism::None; }
     // "bubblewrap", "container" or "none".

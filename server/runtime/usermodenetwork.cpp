@@ -2,6 +2,8 @@
 
 #include <QByteArray>
 #include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QScopeGuard>
@@ -12,6 +14,7 @@
 #include <fcntl.h>
 #include <functional>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace Qt::StringLiterals;
@@ -70,7 +73,7 @@ bool UserModeNetwork::prepare(QString *error)
     return true;
 }
 
-QStringList UserModeNetwork::bubblewrapArguments() const
+QStringList UserModeNetwork::childArguments() const
 {
     return {u"--info-fd"_s, QString::number(InfoFd), u"--block-fd"_s, QString::number(BlockFd)};
 }
@@ -93,16 +96,32 @@ bool UserModeNetwork::attach(bool root, const QList<Ipv4Range> &allowed, QString
         closeFd(m_info[0]);
     };
     static const QRegularExpression childPid(u"\"child-pid\"\\s*:\\s*(\\d+)"_s);
+    static const QRegularExpression reported(u"\"error\"\\s*:"_s);
     const QByteArray info = readUntil(m_info[0], 3000, [](const QByteArray &read) {
-        return childPid.match(QString::fromUtf8(read)).hasMatch();
+        const QString text = QString::fromUtf8(read);
+        return childPid.match(text).hasMatch() || reported.match(text).hasMatch();
     });
     const auto match = childPid.match(QString::fromUtf8(info));
     if (!match.hasMatch()) {
-        *error = u"bubblewrap did not say where its sandbox is"_s;
+        const QString problem = QJsonDocument::fromJson(info).object().value(u"error"_s).toString();
+        *error = !problem.isEmpty() ? problem
+                                    : u"the sandbox's starter did not say where its sandbox is"_s;
         go();
         return false;
     }
     const QString pid = match.captured(1);
+    // Never the host's own network: rules there would be the host's (a pid gone and reused).
+    struct stat own
+    {};
+    struct stat theirs
+    {};
+    if (::stat("/proc/self/ns/net", &own) != 0 ||
+        ::stat(QByteArray("/proc/" + pid.toLatin1() + "/ns/net").constData(), &theirs) != 0 ||
+        (own.st_dev == theirs.st_dev && own.st_ino == theirs.st_ino)) {
+        *error = u"the sandbox's process %1 has no network namespace of its own"_s.arg(pid);
+        go();
+        return false;
+    }
     // bubblewrap's child brings its loopback up while the parent has already said where it is;
     // slirp4netns brings the loopback up too, and the one that came second failed ("bwrap:
     // loopback: Failed RTM_NEWADDR"). It starts once the loopback is there.
@@ -129,30 +148,47 @@ bool UserModeNetwork::attach(bool root, const QList<Ipv4Range> &allowed, QString
         if (owner >= 0)
             ::close(owner);
     });
+    // What an earlier command's network left in a namespace that outlived it.
+    if (!EgressFilter::clear(pid.toInt(), root, error)) {
+        go();
+        return false;
+    }
     int ready[2];
+    int exit[2];
     if (::pipe2(ready, O_CLOEXEC) != 0) {
         *error = u"cannot make the pipe of slirp4netns"_s;
         go();
         return false;
     }
+    if (::pipe2(exit, O_CLOEXEC) != 0) {
+        ::close(ready[0]);
+        ::close(ready[1]);
+        *error = u"cannot make the pipe of slirp4netns"_s;
+        go();
+        return false;
+    }
+    m_exit = exit[1];
     m_slirp = std::make_unique<QProcess>();
     m_slirp->setProcessChannelMode(QProcess::ForwardedChannels);
     m_slirp->setStandardInputFile(QProcess::nullDevice());
-    m_slirp->setChildProcessModifier([write = ready[1], owner] {
-        // Copies first: either may be 3 or 4.
+    m_slirp->setChildProcessModifier([write = ready[1], owner, exitRead = exit[0]] {
+        // Copies first: any may be 3, 4 or 5.
         const int readyCopy = ::fcntl(write, F_DUPFD_CLOEXEC, 10);
         const int ownerCopy = owner >= 0 ? ::fcntl(owner, F_DUPFD_CLOEXEC, 10) : -1;
+        const int exitCopy = ::fcntl(exitRead, F_DUPFD_CLOEXEC, 10);
         ::dup2(readyCopy, 3);
         if (ownerCopy >= 0)
             ::dup2(ownerCopy, 4);
+        ::dup2(exitCopy, 5);
     });
     QStringList arguments{u"--configure"_s, u"--mtu=65520"_s, u"--disable-host-loopback"_s,
-                          u"--ready-fd=3"_s};
+                          u"--ready-fd=3"_s, u"--exit-fd=5"_s};
     if (!root)
         arguments << u"--userns-path=/proc/self/fd/4"_s;
     arguments << pid << u"tap0"_s;
     m_slirp->start(u"slirp4netns"_s, arguments);
     ::close(ready[1]);
+    ::close(exit[0]);
     const QByteArray said =
         readUntil(ready[0], 5000, [](const QByteArray &read) { return !read.isEmpty(); });
     ::close(ready[0]);
@@ -180,6 +216,7 @@ void UserModeNetwork::stop()
         m_slirp->waitForFinished(1000);
     }
     m_slirp.reset();
+    closeFd(m_exit);
     closeAll();
 }
 

@@ -1635,6 +1635,34 @@ private Q_SLOTS:
         QVERIFY(Lifecycle::needsAttention(lost));
     }
 
+    // What a container uses, as its engine last measured it, is in the runtime's row: CPU,
+    // memory now and at most, processes and disk.
+    void theDetailsPaneSaysWhatASandboxUses()
+    {
+        ServerConnection connection(QUrl(u"http://127.0.0.1:9"_s));
+        ConsoleController controller(&connection);
+        DetailsPane pane(&controller);
+        ConversationInfo info{QUuid::createUuid(), u"measured"_s};
+        info.runtime = {RuntimeStatus::Available, true, std::nullopt};
+        SandboxUsage usage;
+        usage.cpuSeconds = 1.5;
+        usage.memoryBytes = qint64(64) << 20;
+        usage.memoryPeakBytes = qint64(96) << 20;
+        usage.processes = 3;
+        usage.diskBytes = qint64(5) << 20;
+        usage.at = QDateTime::currentDateTimeUtc();
+        info.runtime.usage = usage;
+        pane.showConversation(info);
+        const QLocale locale;
+        const QString text = pane.text(DetailsPane::Row::Runtime);
+        const QStringList parts{
+            u"1.5 s CPU"_s, locale.formattedDataSize(usage.memoryBytes) + u" memory"_s,
+            u"at most "_s + locale.formattedDataSize(usage.memoryPeakBytes), u"3 processes"_s,
+            locale.formattedDataSize(usage.diskBytes) + u" disk"_s};
+        for (const QString &part : parts)
+            QVERIFY2(text.contains(part), qPrintable(part + u" expected in: "_s + text));
+    }
+
     // Every badge's glyph is in a font Debian installs with the desktop (DejaVu): "⏸" and "⌛"
     // are in none of them, and paused and expired badges showed an empty box.
     void badgeGlyphsAreInTheInstalledFonts()

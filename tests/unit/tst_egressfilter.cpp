@@ -5,6 +5,8 @@
 
 #include <QHostAddress>
 #include <QJsonArray>
+#include <QProcess>
+#include <QScopeGuard>
 #include <QTest>
 
 #include <arpa/inet.h>
@@ -104,6 +106,49 @@ private Q_SLOTS:
         QVERIFY(!isolation.describe(policy).contains(u"egress"_s));
     }
 
+    // A container's namespace outlives the command: the next command's filter goes in after
+    // clear() took the one before it away, with nothing of it left.
+    void clearRemovesAnEarlierFilter()
+    {
+        if (::geteuid() != 0)
+            QSKIP("a network namespace and a tap device take root");
+        if (::unshare(CLONE_NEWNET) != 0)
+            QSKIP(qPrintable(u"no network namespace here: "_s +
+                             QString::fromLocal8Bit(std::strerror(errno))));
+        // slirp4netns's tap0, and the routes through it, go with each command.
+        int tap = ::open("/dev/net/tun", O_RDWR | O_CLOEXEC | O_NONBLOCK);
+        if (tap < 0)
+            QSKIP("no /dev/net/tun here");
+        const auto closeTap = qScopeGuard([&tap] { ::close(tap); });
+        QVERIFY(bringTapUp(tap));
+        const auto nextCommand = [&tap] {
+            ::close(tap);
+            tap = ::open("/dev/net/tun", O_RDWR | O_CLOEXEC | O_NONBLOCK);
+            return bringTapUp(tap);
+        };
+        const auto rules = [] {
+            QProcess ip;
+            ip.start(u"ip"_s, {u"-4"_s, u"rule"_s});
+            ip.waitForFinished(10'000);
+            return QString::fromLocal8Bit(ip.readAllStandardOutput()).trimmed().split(u'\n');
+        };
+        const QStringList before = rules();
+        QString error;
+        QVERIFY2(EgressFilter::install(::getpid(), true, {}, &error), qPrintable(error));
+        const QStringList filtered = rules();
+        QVERIFY(filtered.size() > before.size());
+        QVERIFY(nextCommand());
+        // The rules stay: another filter cannot go on top of them.
+        QVERIFY(!EgressFilter::install(::getpid(), true, {*Ipv4Range::parse(u"10.9.0.0/16"_s)},
+                                       &error));
+        QVERIFY2(EgressFilter::clear(::getpid(), true, &error), qPrintable(error));
+        QCOMPARE(rules(), before);
+        // Nothing to clear is no failure.
+        QVERIFY2(EgressFilter::clear(::getpid(), true, &error), qPrintable(error));
+        QVERIFY2(EgressFilter::install(::getpid(), true, {}, &error), qPrintable(error));
+        QCOMPARE(rules(), filtered);
+    }
+
     // Frames to slirp4netns's hosts and broadcast (ARP) leave the tap; multicast, sent from a
     // socket bound to it (which skips every routing rule), does not. The tap is this process's
     // own, as it is slirp4netns's: filterFrames() finds it in /proc and takes a copy of it.
@@ -118,24 +163,7 @@ private Q_SLOTS:
         if (tap < 0)
             QSKIP("no /dev/net/tun here");
         const auto closeTap = qScopeGuard([tap] { ::close(tap); });
-        ifreq request{};
-        request.ifr_flags = IFF_TAP | IFF_NO_PI;
-        std::strcpy(request.ifr_name, "tap0");
-        QVERIFY2(::ioctl(tap, TUNSETIFF, &request) == 0, std::strerror(errno));
-        // 10.0.2.100/24, up: slirp4netns's sandbox side.
-        const int control = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        const auto closeControl = qScopeGuard([control] { ::close(control); });
-        const auto setAddress = [&](unsigned long which, const char *address) {
-            auto *in = reinterpret_cast<sockaddr_in *>(&request.ifr_addr);
-            in->sin_family = AF_INET;
-            in->sin_addr.s_addr = ::inet_addr(address);
-            return ::ioctl(control, which, &request) == 0;
-        };
-        QVERIFY(setAddress(SIOCSIFADDR, "10.0.2.100"));
-        QVERIFY(setAddress(SIOCSIFNETMASK, "255.255.255.0"));
-        QVERIFY(::ioctl(control, SIOCGIFFLAGS, &request) == 0);
-        request.ifr_flags |= IFF_UP;
-        QVERIFY(::ioctl(control, SIOCSIFFLAGS, &request) == 0);
+        QVERIFY(bringTapUp(tap));
 
         QString error;
         QVERIFY2(EgressFilter::filterFrames(::getpid(), &error), qPrintable(error));
@@ -176,6 +204,32 @@ private Q_SLOTS:
                          !frame.startsWith(QByteArray::fromHex("3333")),
                      frame.left(14).toHex().constData());
         }
+    }
+
+private:
+    // Makes `tap` (an open /dev/net/tun) this namespace's tap0, 10.0.2.100/24 and up: slirp4netns's
+    // sandbox side.
+    static bool bringTapUp(int tap)
+    {
+        ifreq request{};
+        request.ifr_flags = IFF_TAP | IFF_NO_PI;
+        std::strcpy(request.ifr_name, "tap0");
+        if (::ioctl(tap, TUNSETIFF, &request) != 0)
+            return false;
+        const int control = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        const auto closeControl = qScopeGuard([control] { ::close(control); });
+        const auto setAddress = [&](unsigned long which, const char *address) {
+            auto *in = reinterpret_cast<sockaddr_in *>(&request.ifr_addr);
+            in->sin_family = AF_INET;
+            in->sin_addr.s_addr = ::inet_addr(address);
+            return ::ioctl(control, which, &request) == 0;
+        };
+        if (!setAddress(SIOCSIFADDR, "10.0.2.100") ||
+            !setAddress(SIOCSIFNETMASK, "255.255.255.0") ||
+            ::ioctl(control, SIOCGIFFLAGS, &request) != 0)
+            return false;
+        request.ifr_flags |= IFF_UP;
+        return ::ioctl(control, SIOCSIFFLAGS, &request) == 0;
     }
 };
 

@@ -27,6 +27,10 @@ struct SandboxContainerSettings
     // data dirs on the same engine (or tests side by side) never take or remove each other's.
     QString runtimesRoot;
     QString replicaId;
+    // With replicas on one catalog: its identity (Database::identity()), which names and labels
+    // the containers instead of the data dir, so that every replica finds the same one of a
+    // conversation. Empty: one server, its containers its data dir's.
+    QString catalog;
 };
 
 // The containers of `--runtime docker`: one per conversation, on one Docker engine, known by its
@@ -45,6 +49,8 @@ public:
     static constexpr auto ConversationLabel = "org.agentdeck.conversation";
     static constexpr auto RuntimesLabel = "org.agentdeck.runtimes";
     static constexpr auto ReplicaLabel = "org.agentdeck.replica";
+    // With replicas on one catalog: its identity (SandboxContainerSettings::catalog).
+    static constexpr auto CatalogLabel = "org.agentdeck.catalog";
 
     explicit SandboxContainers(SandboxContainerSettings settings, QObject *parent = nullptr);
     ~SandboxContainers() override;
@@ -57,12 +63,15 @@ public:
     struct Prepared
     {
         QString id;    // the container, running
+        QString home;  // the sandbox home it binds: `home`, or the one it was made with
         QString error; // why there is none: the engine's own words, or why it was not asked
     };
-    // The conversation's container, running: the one a previous start or server left (unpaused
-    // or started again if need be), or a new one.
+    // The conversation's container, running: the one a previous start, server or replica left
+    // (unpaused or started again if need be), or a new one with `home`. With `endCommands`,
+    // what runs in one found running as a command's uid is ended first: it is of a sandbox
+    // host gone (another replica's, whose run was resolved as interrupted).
     QCoro::Task<Prepared> prepare(QUuid conversationId, QString workspace, QString home,
-                                  SandboxPolicy policy);
+                                  SandboxPolicy policy, bool endCommands = true);
     // Removes the conversation's container, if there is one (in the background: a failure is
     // logged, and the next sweep tries again).
     void remove(const QUuid &conversationId);
@@ -72,8 +81,9 @@ public:
     void pause(const QUuid &conversationId);
     void stop(const QUuid &conversationId);
     void unpause(const QUuid &conversationId);
-    // Removes this server's containers whose conversation is no longer kept (`kept` says no):
-    // deleted while the server was down, or never recorded. How many went; one that could not
+    // Removes this server's (with replicas, this catalog's) containers whose conversation is no
+    // longer kept (`kept` says no): deleted while no server that would remove it ran, or never
+    // recorded. How many went; one that could not
     // be removed is logged.
     QCoro::Task<int> sweep(std::function<bool(const QUuid &)> kept);
     // Empty when the engine answers and the default image is there, else why not.
@@ -85,8 +95,10 @@ public:
     // What the conversation's running container used when it was last measured (every
     // MeasureInterval, and at measure()); nothing when it runs none.
     std::optional<SandboxUsage> usageOf(const QUuid &conversationId) const;
-    // Measures every running container of this server now.
+    // Measures every running container of this server now (with measureOnly(), those of the
+    // conversations it says).
     QCoro::Task<void> measure();
+    void measureOnly(std::function<bool(const QUuid &)> wanted) { m_measured = std::move(wanted); }
     static constexpr std::chrono::seconds MeasureInterval{5};
 
 private:
@@ -94,10 +106,15 @@ private:
     // (`what`: "remove", "pause"...).
     void inBackground(const QUuid &conversationId, const char *what,
                       QCoro::Task<DockerResult> (*call)(DockerEngine *, QString));
+    // The label filter of this server's (or catalog's) containers.
+    QString ownFilter() const;
+    // Ends the processes of every uid but root's in the container.
+    QCoro::Task<void> endCommandsIn(QString id);
 
     SandboxContainerSettings m_settings;
     std::unique_ptr<DockerEngine> m_engine;
     QHash<QUuid, SandboxUsage> m_usage;
+    std::function<bool(const QUuid &)> m_measured;
     QTimer m_measuring;
     bool m_measuringNow = false;
 };

@@ -390,10 +390,15 @@ void LocalSandboxProvider::forget(const QUuid &id)
 
 void LocalSandboxProvider::release(const QUuid &id)
 {
-    stopSandbox(id, false);
+    stopSandbox(id, false, true);
 }
 
-void LocalSandboxProvider::stopSandbox(const QUuid &id, bool keepContainer)
+void LocalSandboxProvider::letGo(const QUuid &id)
+{
+    stopSandbox(id, false, false);
+}
+
+void LocalSandboxProvider::stopSandbox(const QUuid &id, bool keepContainer, bool forAll)
 {
     m_lost.remove(id);
     if (SandboxRuntime *starting = m_starting.value(id))
@@ -402,9 +407,9 @@ void LocalSandboxProvider::stopSandbox(const QUuid &id, bool keepContainer)
         m_releasedWhileStarting.insert(id);
     m_pausedAtMs.remove(id);
     m_stoppedAtMs.remove(id);
-    // Taken by another replica's sandbox since, it is that one's to stop or remove (or, once
-    // the conversation is gone, the sweep's).
-    if (m_settings.containers && holdsContainer(id)) {
+    // Taken by another replica's sandbox since, it is that one's to stop or remove for its own
+    // reasons (or, once the conversation is gone, the sweep's).
+    if (m_settings.containers && (forAll || holdsContainer(id))) {
         if (keepContainer) {
             m_settings.containers->stop(id);
             m_stoppedAtMs.insert(id, QDateTime::currentMSecsSinceEpoch());
@@ -562,7 +567,7 @@ void LocalSandboxProvider::sweepIdle()
         }
         for (const QUuid &id : std::as_const(toStop)) {
             qCInfo(lcRuntime) << "stopping the idle container of" << id << "(its disk kept)";
-            stopSandbox(id, true);
+            stopSandbox(id, true, false);
         }
     }
     const qint64 cutoff = QDateTime::currentMSecsSinceEpoch() - m_settings.idleTimeout.count();
@@ -573,7 +578,7 @@ void LocalSandboxProvider::sweepIdle()
     }
     for (const QUuid &id : idle) {
         qCInfo(lcRuntime) << "stopping idle sandbox of" << id;
-        release(id);
+        letGo(id);
     }
 }
 
@@ -618,7 +623,7 @@ bool LocalSandboxProvider::makeRoom()
         qCInfo(lcRuntime) << "stopping the sandbox of" << oldest
                           << "idle the longest, to make room: --max-sandboxes"
                           << m_settings.maxSandboxes << "reached";
-        release(oldest);
+        letGo(oldest);
     }
     return true;
 }

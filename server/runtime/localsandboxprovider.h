@@ -88,6 +88,7 @@ public:
 
     QCoro::Task<RuntimeAcquisition> acquire(ConversationInfo conversation) override;
     void release(const QUuid &conversationId) override;
+    void letGo(const QUuid &conversationId) override;
     void describe(QList<ConversationInfo> &conversations) const override;
     RuntimeInfo runtimeOf(const ConversationInfo &conversation) const override;
     void interruptOrphan(const QUuid &conversationId) override;
@@ -107,8 +108,10 @@ Q_SIGNALS:
 private:
     QString newSocketPath(const QUuid &id) const;
     void sweepIdle();
-    // Stops the host, and removes its container or (`keepContainer`) only stops it.
-    void stopSandbox(const QUuid &conversationId, bool keepContainer);
+    // Stops the host, and removes its container or (`keepContainer`) only stops it; unless
+    // another replica's sandbox took the container since and this is not `forAll` (a delete,
+    // an archive, a reprovision: the conversation's, not only this replica's sandbox's).
+    void stopSandbox(const QUuid &conversationId, bool keepContainer, bool forAll);
     // Removes the containers of conversations the catalog no longer has.
     QCoro::Task<int> sweepContainers();
     // This server's to pause, stop or remove: no other replica's sandbox took it since.

@@ -116,6 +116,9 @@ public:
     virtual QCoro::Task<RuntimeAcquisition> acquire(ConversationInfo conversation) = 0;
     // Stops the conversation's runtime, keeping its history and workspace.
     virtual void release(const QUuid &conversationId) = 0;
+    // The same for a run that lost its lease: what its runtime stands on may be shared with
+    // the replica that took the lease over (a container), and is left to that one.
+    virtual void letGo(const QUuid &conversationId) { release(conversationId); }
     // Fills in runtime info for a page of conversations without touching the disk or a socket.
     virtual void describe(QList<ConversationInfo> &conversations) const = 0;
     // The same for one conversation, returning its runtime info (GET by id).

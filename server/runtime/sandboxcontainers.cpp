@@ -108,7 +108,8 @@ QCoro::Task<SandboxContainers::Prepared> SandboxContainers::prepare(QUuid conver
         spec.user = u"0:0"_s;
         spec.labels = {{QString::fromLatin1(ConversationLabel), toWireId(conversationId)},
                        {QString::fromLatin1(RuntimesLabel), m_settings.runtimesRoot},
-                       {QString::fromLatin1(ReplicaLabel), m_settings.replicaId}};
+                       {QString::fromLatin1(ReplicaLabel), m_settings.replicaId},
+                       {QString::fromLatin1(HomeLabel), home}};
         if (!m_settings.catalog.isEmpty())
             spec.labels.insert(QString::fromLatin1(CatalogLabel), m_settings.catalog);
         spec.binds = {workspace + u':' + workspace, home + u':' + home};
@@ -140,12 +141,12 @@ QCoro::Task<SandboxContainers::Prepared> SandboxContainers::prepare(QUuid conver
     const QJsonObject state = container.value("State"_L1).toObject();
     // Made by another replica, it binds the home at that replica's path: the one its files are
     // in, and the only one it sees.
-    QString boundHome = home;
-    for (const QJsonValue &mount : container.value("Mounts"_L1).toArray()) {
-        const QString destination = mount.toObject().value("Destination"_L1).toString();
-        if (mount.toObject().value("Type"_L1).toString() == "bind"_L1 && destination != workspace)
-            boundHome = destination;
-    }
+    const QString boundHome = container.value("Config"_L1)
+                                  .toObject()
+                                  .value("Labels"_L1)
+                                  .toObject()
+                                  .value(QLatin1StringView(HomeLabel))
+                                  .toString(home);
     const bool wasRunning = state.value("Running"_L1).toBool();
     DockerResult woken;
     if (state.value("Paused"_L1).toBool())

@@ -51,6 +51,8 @@ public:
     static constexpr auto ReplicaLabel = "org.agentdeck.replica";
     // With replicas on one catalog: its identity (SandboxContainerSettings::catalog).
     static constexpr auto CatalogLabel = "org.agentdeck.catalog";
+    // The sandbox home it binds (at the same path), of the replica that made it.
+    static constexpr auto HomeLabel = "org.agentdeck.home";
 
     explicit SandboxContainers(SandboxContainerSettings settings, QObject *parent = nullptr);
     ~SandboxContainers() override;

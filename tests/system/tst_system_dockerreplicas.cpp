@@ -146,7 +146,8 @@ QString SystemDockerReplicasTest::catalogIdentity()
 // and is frozen whole (server, sandbox host and the exec into the container, as a stopped
 // machine is) past its lease. B takes the run over: its next command runs in the same
 // container, the one the engine has of the conversation, with the file, and without A's
-// command. A, back, lets the container be; a delete through B removes it.
+// command. A, back, lets the container be; a stop of the runtime through A, and a delete through
+// B, remove it.
 void SystemDockerReplicasTest::aReplicaTakingARunOverGoesOnInItsContainer()
 {
     // A sweeps every second, and its sandbox host goes after 4 s idle.
@@ -160,7 +161,8 @@ void SystemDockerReplicasTest::aReplicaTakingARunOverGoesOnInItsContainer()
     const QByteArray sleeping("sleep\0"
                               "613\0",
                               10);
-    QVERIFY(QTest::qWaitFor([&] { return !processesWith(sleeping).isEmpty(); }, 30'000));
+    QVERIFY2(QTest::qWaitFor([&] { return !processesWith(sleeping).isEmpty(); }, 30'000),
+             qPrintable(observations(a, id).join(u'\n')));
     const QJsonArray before = containersOf(id);
     QCOMPARE(before.size(), 1);
     const QString container = before.at(0).toObject().value(u"Id"_s).toString();
@@ -201,6 +203,13 @@ void SystemDockerReplicasTest::aReplicaTakingARunOverGoesOnInItsContainer()
     QCOMPARE(containersOf(id).size(), 1);
     QCOMPARE(runNext(b, id, u"cat /tmp/mark"_s), u"kept\n"_s);
     QCOMPARE(containersOf(id).at(0).toObject().value(u"Id"_s).toString(), container);
+
+    // A stop of the runtime through A is the conversation's: the container goes, though B's
+    // sandbox took it last, and B's next command has a new one.
+    QVERIFY(a.call("DELETE", conversationPath(id, u"runtime"_s)).ok());
+    QTRY_COMPARE_WITH_TIMEOUT(containersOf(id).size(), 0, 15'000);
+    QVERIFY(runNext(b, id, u"cat /tmp/mark"_s).contains(u"No such file"_s));
+    QCOMPARE(containersOf(id).size(), 1);
 
     // Deleted through B, it goes.
     QVERIFY(b.call("DELETE", conversationPath(id)).ok());

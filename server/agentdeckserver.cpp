@@ -375,9 +375,56 @@ bool AgentDeckServer::start(QString *error)
                     << "sandbox limits: per process (rlimits), no cgroups:" << cgroups.problem;
             settings.cgroupRoot = cgroups.root;
             if (m_config.runtime == ServerConfig::RuntimeKind::Docker) {
-                d->containers = std::make_unique<SandboxContainers>(SandboxContainerSettings{
+                SandboxContainerSettings containers{
                     m_config.dockerHost, m_config.dockerTlsDirectory, m_config.sandboxPolicy.image,
-                    d->runtimesRoot, m_config.replicaId});
+                    d->runtimesRoot, m_config.replicaId};
+                if (shared) {
+                    try {
+                        containers.catalog = d->database->identity();
+                    } catch (const std::exception &failure) {
+                        *error = u"cannot read the catalog's identity: "_s +
+                                 QString::fromUtf8(failure.what());
+                        return false;
+                    }
+                    // A storage error leaves the container alone: nothing is ended or removed
+                    // on a guess.
+                    const QString ours = m_config.replicaId + u'/';
+                    settings.catalog.leasedElsewhere = [d = d.get(), ours](const QUuid &id) {
+                        try {
+                            const auto holder = d->leases->holder(id);
+                            return holder && holder->msLeft > 0 && !holder->owner.startsWith(ours);
+                        } catch (const std::exception &) {
+                            return true;
+                        }
+                    };
+                    settings.catalog.heldHere = [d = d.get(),
+                                                 replica = m_config.replicaId](const QUuid &id) {
+                        try {
+                            const QString holder = d->leases->sandboxHolder(id);
+                            return holder.isEmpty() || holder == replica;
+                        } catch (const std::exception &) {
+                            return false;
+                        }
+                    };
+                    settings.catalog.take = [d = d.get(),
+                                             replica = m_config.replicaId](const QUuid &id) {
+                        try {
+                            d->leases->setSandboxHolder(id, replica);
+                        } catch (const std::exception &failure) {
+                            qCWarning(lcServer) << "cannot record that this replica takes the "
+                                                   "container of"
+                                                << id << ":" << failure.what();
+                        }
+                    };
+                }
+                settings.catalog.has = [d = d.get()](const QUuid &id) {
+                    try {
+                        return d->store->find(id).has_value();
+                    } catch (const std::exception &) {
+                        return true; // unknown: kept
+                    }
+                };
+                d->containers = std::make_unique<SandboxContainers>(std::move(containers));
                 settings.containers = d->containers.get();
                 settings.idlePause = m_config.sandboxIdlePause;
                 settings.idleStop = m_config.sandboxIdleStop;

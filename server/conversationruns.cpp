@@ -208,7 +208,7 @@ QCoro::Task<> ConversationService::startRun([[maybe_unused]] Turn turn, QUuid id
         // sent by the replica that archived the conversation meanwhile found this run still
         // registered and was ignored.
         if (runner->isAbandoned() && !m_lifecycles.isRunningHere(id))
-            m_runtimes.release(id);
+            m_runtimes.letGo(id);
         if (stoppedHere && endUnwritten) {
             // Kept with its lease, which fences it off from a later run.
             m_endRetry.start();

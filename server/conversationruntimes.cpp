@@ -245,7 +245,9 @@ void ConversationService::releaseRequestedElsewhere(const QUuid &id)
     // A run started here since is this replica's own (the other one was refused while it ran).
     if (m_lifecycles.isRunningHere(id))
         return;
-    m_runtimes.release(id);
+    // Only this replica's sandbox: what it shares with the one that asked (a container) is
+    // that one's, which removes it itself when that is what it asks (an archive, a stop).
+    m_runtimes.letGo(id);
 }
 
 void ConversationService::requireSandboxHere(const QUuid &id)

@@ -77,6 +77,9 @@ LocalSandboxProvider::LocalSandboxProvider(LocalSandboxSettings settings, QObjec
             shortest = std::min(shortest, idle);
     }
     m_sweep.start(std::clamp<qint64>(shortest.count() / 4, 1000, 60'000));
+    // Those of other replicas on the same catalog are theirs to measure.
+    if (m_settings.containers)
+        m_settings.containers->measureOnly([this](const QUuid &id) { return m_live.contains(id); });
 }
 
 LocalSandboxProvider::~LocalSandboxProvider()
@@ -121,15 +124,29 @@ int LocalSandboxProvider::stopLeftOver(const QString &runtimesRoot)
 
 QCoro::Task<int> LocalSandboxProvider::sweepContainers()
 {
-    // A conversation deleted while no server ran, or never recorded: its runtime dir is gone
-    // (or never was), as its host's would be (SandboxHost ends itself then).
-    std::function<bool(const QUuid &)> kept = [root =
-                                                   QDir(m_settings.runtimesRoot)](const QUuid &id) {
-        return root.exists(toWireId(id));
-    };
+    // A conversation deleted while no server that would remove its container ran, or never
+    // recorded. With replicas a runtime dir says nothing: the replica that made the container
+    // may not be the one whose sandbox uses it.
+    std::function<bool(const QUuid &)> kept = m_settings.catalog.has;
+    if (!kept) {
+        kept = [root = QDir(m_settings.runtimesRoot)](const QUuid &id) {
+            return root.exists(toWireId(id));
+        };
+    }
+    // The warm pool's reservations are no conversation's yet.
+    if (m_settings.reserved) {
+        kept = [kept = std::move(kept), reserved = m_settings.reserved](const QUuid &id) {
+            return reserved(id) || kept(id);
+        };
+    }
     // Made before the co_await: GCC 12 destroys a temporary in one twice.
     auto sweeping = m_settings.containers->sweep(std::move(kept));
     co_return co_await std::move(sweeping);
+}
+
+bool LocalSandboxProvider::holdsContainer(const QUuid &id) const
+{
+    return !m_settings.catalog.heldHere || m_settings.catalog.heldHere(id);
 }
 
 int LocalSandboxProvider::adoptExisting()
@@ -221,7 +238,7 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     QFile::remove(QDir(runtimeDir).filePath(u"sandbox.pid"_s));
     const QString socketPath = newSocketPath(id);
     const SandboxPolicy policy = policyInForce(conversation.sandbox, m_settings.policy);
-    const QString home = QDir(runtimeDir).filePath(u"home"_s);
+    QString home = QDir(runtimeDir).filePath(u"home"_s);
     // The names links give the workspace: its commands see it by those too.
     const QStringList aliases = m_settings.roots.aliasesOf(conversation.workingDir);
     m_starting.insert(id, nullptr);
@@ -231,8 +248,12 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     QString container;
     if (m_settings.containers) {
         QDir().mkpath(home);
-        auto preparing =
-            m_settings.containers->prepare(id, conversation.workingDir, aliases, home, policy);
+        // A command left in it by another replica's sandbox is of a run resolved as
+        // interrupted, unless that replica holds the lease now (a workspace request here).
+        const bool endCommands =
+            !m_settings.catalog.leasedElsewhere || !m_settings.catalog.leasedElsewhere(id);
+        auto preparing = m_settings.containers->prepare(id, conversation.workingDir, aliases, home,
+                                                        policy, endCommands);
         const SandboxContainers::Prepared prepared = co_await std::move(preparing);
         if (!self)
             co_return providerGone();
@@ -251,6 +272,9 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
             co_return RuntimeAcquisition{nullptr, {u"provision_failed"_s, prepared.error}};
         }
         container = prepared.id;
+        home = prepared.home;
+        if (m_settings.catalog.take)
+            m_settings.catalog.take(id);
     }
 
     QProcess process;
@@ -274,6 +298,8 @@ QCoro::Task<RuntimeAcquisition> LocalSandboxProvider::acquire(ConversationInfo c
     if (!container.isEmpty())
         more << u"--container"_s << container << u"--docker-host"_s
              << m_settings.containers->dockerHost();
+    if (!container.isEmpty() && m_settings.catalog.heldHere)
+        more << u"--container-shared"_s;
     if (!container.isEmpty() && !m_settings.containers->tlsDirectory().isEmpty())
         more << u"--docker-tls-dir"_s << m_settings.containers->tlsDirectory();
     if (!m_settings.cgroupRoot.isEmpty()) {
@@ -394,10 +420,15 @@ void LocalSandboxProvider::forget(const QUuid &id)
 
 void LocalSandboxProvider::release(const QUuid &id)
 {
-    stopSandbox(id, false);
+    stopSandbox(id, false, true);
 }
 
-void LocalSandboxProvider::stopSandbox(const QUuid &id, bool keepContainer)
+void LocalSandboxProvider::letGo(const QUuid &id)
+{
+    stopSandbox(id, false, false);
+}
+
+void LocalSandboxProvider::stopSandbox(const QUuid &id, bool keepContainer, bool forAll)
 {
     m_lost.remove(id);
     if (SandboxRuntime *starting = m_starting.value(id))
@@ -406,11 +437,15 @@ void LocalSandboxProvider::stopSandbox(const QUuid &id, bool keepContainer)
         m_releasedWhileStarting.insert(id);
     m_pausedAtMs.remove(id);
     m_stoppedAtMs.remove(id);
-    if (m_settings.containers && keepContainer) {
-        m_settings.containers->stop(id);
-        m_stoppedAtMs.insert(id, QDateTime::currentMSecsSinceEpoch());
-    } else if (m_settings.containers) {
-        m_settings.containers->remove(id);
+    // Taken by another replica's sandbox since, it is that one's to stop or remove for its own
+    // reasons (or, once the conversation is gone, the sweep's).
+    if (m_settings.containers && (forAll || holdsContainer(id))) {
+        if (keepContainer) {
+            m_settings.containers->stop(id);
+            m_stoppedAtMs.insert(id, QDateTime::currentMSecsSinceEpoch());
+        } else {
+            m_settings.containers->remove(id);
+        }
     }
     if (auto runtime = m_owned.value(id)) {
         runtime->disconnect(this);
@@ -559,7 +594,8 @@ void LocalSandboxProvider::sweepIdle()
             if (m_settings.idleStop.count() > 0 && idleMs >= m_settings.idleStop.count()) {
                 toStop.append(it.key());
             } else if (m_settings.idlePause.count() > 0 && idleMs >= m_settings.idlePause.count() &&
-                       m_pausedAtMs.value(it.key(), 0) <= it.value()->lastActivityMs()) {
+                       m_pausedAtMs.value(it.key(), 0) <= it.value()->lastActivityMs() &&
+                       holdsContainer(it.key())) {
                 qCInfo(lcRuntime) << "pausing the idle container of" << it.key();
                 m_settings.containers->pause(it.key());
                 m_pausedAtMs.insert(it.key(), now);
@@ -567,7 +603,7 @@ void LocalSandboxProvider::sweepIdle()
         }
         for (const QUuid &id : std::as_const(toStop)) {
             qCInfo(lcRuntime) << "stopping the idle container of" << id << "(its disk kept)";
-            stopSandbox(id, true);
+            stopSandbox(id, true, false);
         }
     }
     const qint64 cutoff = QDateTime::currentMSecsSinceEpoch() - m_settings.idleTimeout.count();
@@ -578,7 +614,7 @@ void LocalSandboxProvider::sweepIdle()
     }
     for (const QUuid &id : idle) {
         qCInfo(lcRuntime) << "stopping idle sandbox of" << id;
-        release(id);
+        letGo(id);
     }
 }
 
@@ -624,7 +660,7 @@ bool LocalSandboxProvider::makeRoom()
         qCInfo(lcRuntime) << "stopping the sandbox of" << oldest
                           << "idle the longest, to make room: --max-sandboxes"
                           << m_settings.maxSandboxes << "reached";
-        release(oldest);
+        letGo(oldest);
     }
     return true;
 }

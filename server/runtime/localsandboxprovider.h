@@ -10,10 +10,27 @@
 #include <QSet>
 #include <QTimer>
 
+#include <functional>
+
 namespace AgentDeck {
 
 class Clock;
 class SandboxContainers;
+
+// What the catalog says of the conversations' containers (LocalSandboxSettings::catalog). Each
+// may be empty: a container is then this server's alone, kept while its runtime dir is.
+struct ContainerCatalog
+{
+    // The catalog has the conversation: a container of one it has not is swept.
+    std::function<bool(const QUuid &)> has;
+    // With replicas on one catalog, sharing the containers: another live replica holds the
+    // conversation's lease now (its commands run in the container), ...
+    std::function<bool(const QUuid &)> leasedElsewhere;
+    // ... this replica's sandbox took the container last (it alone pauses, stops or removes it
+    // for being idle, or as its sandbox goes), and recording that it takes it.
+    std::function<bool(const QUuid &)> heldHere;
+    std::function<void(const QUuid &)> take;
+};
 
 struct LocalSandboxSettings
 {
@@ -42,6 +59,7 @@ struct LocalSandboxSettings
     WorkspaceRoots roots;
     // --runtime docker: each host runs its commands in a container of these (not owned).
     SandboxContainers *containers = nullptr;
+    ContainerCatalog catalog;
     // With containers: a sandbox idle this long is frozen (--sandbox-idle-pause), and one idle
     // this long stopped with its container's disk kept (--sandbox-idle-stop); 0: never. The next
     // command brings either back.
@@ -77,6 +95,7 @@ public:
 
     QCoro::Task<RuntimeAcquisition> acquire(ConversationInfo conversation) override;
     void release(const QUuid &conversationId) override;
+    void letGo(const QUuid &conversationId) override;
     void describe(QList<ConversationInfo> &conversations) const override;
     RuntimeInfo runtimeOf(const ConversationInfo &conversation) const override;
     void interruptOrphan(const QUuid &conversationId) override;
@@ -96,10 +115,14 @@ Q_SIGNALS:
 private:
     QString newSocketPath(const QUuid &id) const;
     void sweepIdle();
-    // Stops the host, and removes its container or (`keepContainer`) only stops it.
-    void stopSandbox(const QUuid &conversationId, bool keepContainer);
-    // Removes the containers of conversations that have no runtime dir any more.
+    // Stops the host, and removes its container or (`keepContainer`) only stops it; unless
+    // another replica's sandbox took the container since and this is not `forAll` (a delete,
+    // an archive, a reprovision: the conversation's, not only this replica's sandbox's).
+    void stopSandbox(const QUuid &conversationId, bool keepContainer, bool forAll);
+    // Removes the containers of conversations the catalog no longer has.
     QCoro::Task<int> sweepContainers();
+    // This server's to pause, stop or remove: no other replica's sandbox took it since.
+    bool holdsContainer(const QUuid &id) const;
     // No run holds it, it runs nothing, and its conversation does not wait for a confirmation.
     bool isIdle(const QUuid &id, const std::shared_ptr<SandboxRuntime> &runtime) const;
     bool atLimit() const;

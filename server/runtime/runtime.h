@@ -116,6 +116,10 @@ public:
     virtual QCoro::Task<RuntimeAcquisition> acquire(ConversationInfo conversation) = 0;
     // Stops the conversation's runtime, keeping its history and workspace.
     virtual void release(const QUuid &conversationId) = 0;
+    // Stops this server's part of it only (for idleness, a run that lost its lease, another
+    // replica running the conversation): what it stands on may be shared with other replicas
+    // (a container), and is left to the one that took it last.
+    virtual void letGo(const QUuid &conversationId) { release(conversationId); }
     // Fills in runtime info for a page of conversations without touching the disk or a socket.
     virtual void describe(QList<ConversationInfo> &conversations) const = 0;
     // The same for one conversation, returning its runtime info (GET by id).

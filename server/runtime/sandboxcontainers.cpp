@@ -12,6 +12,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QPointer>
+#include <QSet>
 
 using namespace Qt::StringLiterals;
 
@@ -46,18 +47,64 @@ QString SandboxContainers::imageOf(const SandboxPolicy &policy) const
 
 QString SandboxContainers::nameOf(const QUuid &conversationId) const
 {
-    // Unique per data dir: two servers on one engine each have their own container of a
-    // conversation id they both know (a copied catalog, a test's fixed ids).
+    // Unique per data dir, or per catalog with replicas (each finds the one the others made):
+    // two servers on one engine each have their own container of a conversation id they both
+    // know (a copied catalog, a test's fixed ids).
+    const QString owner =
+        m_settings.catalog.isEmpty() ? m_settings.runtimesRoot : u"catalog:"_s + m_settings.catalog;
     const QByteArray root =
-        QCryptographicHash::hash(m_settings.runtimesRoot.toUtf8(), QCryptographicHash::Sha256)
-            .toHex()
-            .left(8);
+        QCryptographicHash::hash(owner.toUtf8(), QCryptographicHash::Sha256).toHex().left(8);
     return u"agentdeck-%1-%2"_s.arg(QString::fromLatin1(root), toWireId(conversationId));
+}
+
+QString SandboxContainers::ownFilter() const
+{
+    return m_settings.catalog.isEmpty()
+               ? u"%1=%2"_s.arg(QString::fromLatin1(RuntimesLabel), m_settings.runtimesRoot)
+               : u"%1=%2"_s.arg(QString::fromLatin1(CatalogLabel), m_settings.catalog);
+}
+
+QCoro::Task<void> SandboxContainers::endCommandsIn(QString id)
+{
+    // Root without capabilities signals root's processes only (the engine's init and the shell
+    // that keeps the container up, which stay); each other uid's `kill -9 -1` ends its own.
+    static const QString ListUids = uR"sh(for f in /proc/[0-9]*/status; do
+    while read -r key value rest; do
+        [ "$key" = Uid: ] && { echo "$value"; break; }
+    done < "$f"
+done 2>/dev/null)sh"_s;
+    QPointer<SandboxContainers> self(this);
+    // Made before the co_await: GCC 12 fails on temporaries inside one.
+    const QStringList list{u"/bin/sh"_s, u"-c"_s, ListUids};
+    auto listing = m_engine->exec(id, list, std::chrono::seconds(10), {}, {}, u"0:0"_s);
+    const DockerExecResult listed = co_await std::move(listing);
+    if (!self)
+        co_return;
+    if (!listed.ok()) {
+        qCWarning(lcRuntime).noquote() << "cannot look for commands left in the container"
+                                       << id.left(12) << ":" << listed.error;
+        co_return;
+    }
+    QSet<QByteArray> uids;
+    for (const QByteArray &line : listed.standardOutput.split('\n')) {
+        if (const QByteArray uid = line.trimmed(); !uid.isEmpty() && uid != "0")
+            uids.insert(uid);
+    }
+    const QStringList kill{u"/bin/sh"_s, u"-c"_s, u"kill -9 -1"_s};
+    for (const QByteArray &uid : std::as_const(uids)) {
+        qCInfo(lcRuntime).noquote()
+            << "ending what uid" << uid << "left running in the container" << id.left(12);
+        auto killing =
+            m_engine->exec(id, kill, std::chrono::seconds(10), {}, {}, QString::fromLatin1(uid));
+        co_await std::move(killing);
+        if (!self)
+            co_return;
+    }
 }
 
 QCoro::Task<SandboxContainers::Prepared>
 SandboxContainers::prepare(QUuid conversationId, QString workspace, QStringList workspaceAliases,
-                           QString home, SandboxPolicy policy)
+                           QString home, SandboxPolicy policy, bool endCommands)
 {
     const QString name = nameOf(conversationId);
     // The server may stop while the engine is asked: nothing of this is touched after that.
@@ -75,7 +122,8 @@ SandboxContainers::prepare(QUuid conversationId, QString workspace, QStringList 
     DockerResult found = co_await m_engine->inspectContainer(name);
     if (!self)
         co_return stopped();
-    if (found.status == 404) {
+    const bool made = found.status == 404;
+    if (made) {
         DockerContainerSpec spec;
         spec.image = imageOf(policy);
         // Up for good, whatever the image's own command: the engine's init reaps what commands
@@ -86,7 +134,10 @@ SandboxContainers::prepare(QUuid conversationId, QString workspace, QStringList 
         spec.user = u"0:0"_s;
         spec.labels = {{QString::fromLatin1(ConversationLabel), toWireId(conversationId)},
                        {QString::fromLatin1(RuntimesLabel), m_settings.runtimesRoot},
-                       {QString::fromLatin1(ReplicaLabel), m_settings.replicaId}};
+                       {QString::fromLatin1(ReplicaLabel), m_settings.replicaId},
+                       {QString::fromLatin1(HomeLabel), home}};
+        if (!m_settings.catalog.isEmpty())
+            spec.labels.insert(QString::fromLatin1(CatalogLabel), m_settings.catalog);
         if (const auto warm = m_warming.constFind(conversationId); warm != m_warming.cend())
             spec.labels.insert(QString::fromLatin1(WarmLabel), *warm);
         spec.binds = {workspace + u':' + workspace, home + u':' + home};
@@ -125,14 +176,26 @@ SandboxContainers::prepare(QUuid conversationId, QString workspace, QStringList 
     const QJsonObject container = found.json.object();
     const QString id = container.value("Id"_L1).toString();
     const QJsonObject state = container.value("State"_L1).toObject();
+    // Made by another replica, it binds the home at that replica's path: the one its files are
+    // in, and the only one it sees.
+    const QString boundHome = container.value("Config"_L1)
+                                  .toObject()
+                                  .value("Labels"_L1)
+                                  .toObject()
+                                  .value(QLatin1StringView(HomeLabel))
+                                  .toString(home);
+    const bool wasRunning = state.value("Running"_L1).toBool();
     DockerResult woken;
     if (state.value("Paused"_L1).toBool())
         woken = co_await m_engine->unpauseContainer(id);
-    else if (!state.value("Running"_L1).toBool())
+    else if (!wasRunning)
         woken = co_await m_engine->startContainer(id);
     if (!woken.ok())
         co_return Prepared{.error = woken.error};
-    co_return Prepared{.id = id};
+    // A stopped one runs nothing, and a new one nothing yet.
+    if (!made && wasRunning && endCommands)
+        co_await endCommandsIn(id);
+    co_return Prepared{.id = id, .home = boundHome};
 }
 
 void SandboxContainers::inBackground(const QUuid &conversationId, const char *what,
@@ -189,8 +252,7 @@ QCoro::Task<int> SandboxContainers::sweep(std::function<bool(const QUuid &)> kep
 {
     QPointer<SandboxContainers> self(this);
     // Built before the co_await: GCC 12 fails on an initializer list inside one.
-    const QStringList ours{
-        u"%1=%2"_s.arg(QString::fromLatin1(RuntimesLabel), m_settings.runtimesRoot)};
+    const QStringList ours{ownFilter()};
     const DockerResult listed = co_await m_engine->listContainers(ours);
     if (!self)
         co_return 0;
@@ -286,8 +348,7 @@ QCoro::Task<void> SandboxContainers::measure()
     m_measuringNow = true;
     QPointer<SandboxContainers> self(this);
     // Made before the co_await: GCC 12 fails on an initializer list inside one.
-    const QStringList ours{
-        u"%1=%2"_s.arg(QString::fromLatin1(RuntimesLabel), m_settings.runtimesRoot)};
+    const QStringList ours{ownFilter()};
     // With their writable layers' sizes: the engine adds up files a read-only root leaves
     // almost none of (0.5 ms more for 11 containers).
     auto listing = m_engine->listContainers(ours, true);
@@ -301,7 +362,8 @@ QCoro::Task<void> SandboxContainers::measure()
                                                   .toObject()
                                                   .value(QLatin1StringView(ConversationLabel))
                                                   .toString());
-        if (!conversation || container.value("State"_L1).toString() != "running"_L1)
+        if (!conversation || container.value("State"_L1).toString() != "running"_L1 ||
+            (m_measured && !m_measured(*conversation)))
             continue;
         // One sample, not the engine's default pair a second apart.
         const QString path = u"/containers/%1/stats?stream=false&one-shot=true"_s.arg(

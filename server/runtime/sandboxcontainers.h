@@ -30,6 +30,10 @@ struct SandboxContainerSettings
     // data dirs on the same engine (or tests side by side) never take or remove each other's.
     QString runtimesRoot;
     QString replicaId;
+    // With replicas on one catalog: its identity (Database::identity()), which names and labels
+    // the containers instead of the data dir, so that every replica finds the same one of a
+    // conversation. Empty: one server, its containers its data dir's.
+    QString catalog;
 };
 
 // The containers of `--runtime docker`: one per conversation, on one Docker engine, known by its
@@ -51,6 +55,10 @@ public:
     // A container made ahead for the warm pool (WarmSandboxes); its value is the fingerprint
     // of what it was made with (warmFingerprint()).
     static constexpr auto WarmLabel = "org.agentdeck.warm";
+    // With replicas on one catalog: its identity (SandboxContainerSettings::catalog).
+    static constexpr auto CatalogLabel = "org.agentdeck.catalog";
+    // The sandbox home it binds (at the same path), of the replica that made it.
+    static constexpr auto HomeLabel = "org.agentdeck.home";
 
     explicit SandboxContainers(SandboxContainerSettings settings, QObject *parent = nullptr);
     ~SandboxContainers() override;
@@ -63,13 +71,17 @@ public:
     struct Prepared
     {
         QString id;    // the container, running
+        QString home;  // the sandbox home it binds: `home`, or the one it was made with
         QString error; // why there is none: the engine's own words, or why it was not asked
     };
-    // The conversation's container, running: the one a previous start or server left (unpaused
-    // or started again if need be), or a new one. The workspace is seen at its real path and
-    // at the names links give it (`workspaceAliases`, see WorkspaceRoots).
+    // The conversation's container, running: the one a previous start, server or replica left
+    // (unpaused or started again if need be), or a new one with `home`. The workspace is seen at
+    // its real path and at the names links give it (`workspaceAliases`, see WorkspaceRoots).
+    // With `endCommands`, what runs in one found running as a command's uid is ended first: it
+    // is of a sandbox host gone (another replica's, whose run was resolved as interrupted).
     QCoro::Task<Prepared> prepare(QUuid conversationId, QString workspace,
-                                  QStringList workspaceAliases, QString home, SandboxPolicy policy);
+                                  QStringList workspaceAliases, QString home, SandboxPolicy policy,
+                                  bool endCommands = true);
     // Removes the conversation's container, if there is one (in the background: a failure is
     // logged, and the next sweep tries again).
     void remove(const QUuid &conversationId);
@@ -79,8 +91,9 @@ public:
     void pause(const QUuid &conversationId);
     void stop(const QUuid &conversationId);
     void unpause(const QUuid &conversationId);
-    // Removes this server's containers whose conversation is no longer kept (`kept` says no):
-    // deleted while the server was down, or never recorded. How many went; one that could not
+    // Removes this server's (with replicas, this catalog's) containers whose conversation is no
+    // longer kept (`kept` says no): deleted while no server that would remove it ran, or never
+    // recorded. How many went; one that could not
     // be removed is logged.
     QCoro::Task<int> sweep(std::function<bool(const QUuid &)> kept);
     // Empty when the engine answers and the default image is there, else why not.
@@ -107,8 +120,10 @@ public:
     // MeasureInterval, and at measure()); nothing when it runs none. Its disk is its writable
     // layer as of then, and its workspace and home as last walked (measureDisk()).
     std::optional<SandboxUsage> usageOf(const QUuid &conversationId) const;
-    // Measures every running container of this server now.
+    // Measures every running container of this server now (with measureOnly(), those of the
+    // conversations it says).
     QCoro::Task<void> measure();
+    void measureOnly(std::function<bool(const QUuid &)> wanted) { m_measured = std::move(wanted); }
     static constexpr std::chrono::seconds MeasureInterval{5};
 
 Q_SIGNALS:
@@ -125,12 +140,17 @@ private:
     // (`what`: "remove", "pause"...).
     void inBackground(const QUuid &conversationId, const char *what,
                       QCoro::Task<DockerResult> (*call)(DockerEngine *, QString));
+    // The label filter of this server's (or catalog's) containers.
+    QString ownFilter() const;
+    // Ends the processes of every uid but root's in the container.
+    QCoro::Task<void> endCommandsIn(QString id);
 
     SandboxContainerSettings m_settings;
     std::unique_ptr<DockerEngine> m_engine;
     QHash<QUuid, SandboxUsage> m_usage;
     // Calls inBackground() has on its way, by conversation: prepare() waits for them.
     QHash<QUuid, int> m_inBackground;
+    std::function<bool(const QUuid &)> m_measured;
     QTimer m_measuring;
     bool m_measuringNow = false;
     // The containers prepareWarm() is making: prepare() labels them.

@@ -97,7 +97,7 @@ SandboxHost::SandboxHost(SandboxHostOptions options, QObject *parent)
     connect(&m_idle, &QTimer::timeout, this, [this] {
         if (!m_process && !m_client && !m_keepWhileAlone) {
             qCInfo(lcRuntime) << "sandbox idle for" << m_options.idleTimeoutMs << "ms; exiting";
-            if (m_options.container.isEmpty())
+            if (m_options.container.isEmpty() || m_options.containerShared)
                 quit();
             else
                 QCoro::connect(stopContainerAndQuit(), this, [] {});
@@ -669,11 +669,14 @@ int runSandboxHost(int argc, char *argv[])
     const QCommandLineOption dockerHost(u"docker-host"_s, u"The container's engine."_s, u"URL"_s);
     const QCommandLineOption dockerTls(u"docker-tls-dir"_s, u"The engine's TLS certificates."_s,
                                        u"DIR"_s);
+    const QCommandLineOption containerShared(
+        u"container-shared"_s,
+        u"Other replicas' sandboxes use the container too: it is not stopped with this host."_s);
     const QCommandLineOption cgroup(u"cgroup"_s, u"The sandbox's cgroup (v2) to move into."_s,
                                     u"DIR"_s);
     parser.addOptions({runtimeDir, socket, workspace, home, idle, openFiles, hide, policy,
                        sandboxUid, egressAllow, madeByServer, alias, container, dockerHost,
-                       dockerTls, cgroup});
+                       dockerTls, containerShared, cgroup});
     parser.process(app.arguments().mid(1));
     if (!parser.isSet(runtimeDir) || !parser.isSet(socket) || !parser.isSet(workspace)) {
         std::fputs("agentdeck sandbox-host: --runtime-dir, --socket and --workspace are required "
@@ -706,6 +709,7 @@ int runSandboxHost(int argc, char *argv[])
     options.container = parser.value(container);
     options.dockerHost = parser.value(dockerHost);
     options.dockerTlsDirectory = parser.value(dockerTls);
+    options.containerShared = parser.isSet(containerShared);
     options.cgroup = parser.value(cgroup);
     // The server raised its own limit; the commands get the one it was started with.
     if (parser.isSet(openFiles))

@@ -43,6 +43,9 @@ struct SandboxHostOptions
     QString container;
     QString dockerHost;
     QString dockerTlsDirectory; // empty: none
+    // With replicas, another's sandbox may use the container (see SandboxContainers): this host,
+    // idle and alone, leaves it running rather than stop it under that one's commands.
+    bool containerShared = false;
     // Other names of the workspace (through a workspace root named by a link): links to it
     // there, which the private /tmp or the sandbox's own root would hide.
     QStringList workspaceAliases;

@@ -311,6 +311,15 @@ qint64 Database::createdAtMs()
     return created;
 }
 
+QString Database::identity()
+{
+    QSqlQuery &q = prepared(u"SELECT id FROM catalog_identity"_s);
+    exec(q);
+    const QString id = next(q) ? q.value(0).toString() : QString();
+    q.finish();
+    return id;
+}
+
 bool Database::applyMigrations(QString *error)
 {
     QSqlQuery query(m_db);

@@ -135,6 +135,9 @@ public:
     // When this catalog was made (its first migration), in ms since the epoch; throws
     // StorageError when it cannot be read.
     qint64 createdAtMs();
+    // The catalog's identity, made once with it and the same for every replica on it; throws
+    // StorageError when it cannot be read.
+    QString identity();
     // Tests: runs after each COMMIT the database took. A StorageError it throws is the commit's,
     // as when the connection goes before the COMMIT's answer arrives.
     std::function<void()> afterCommit;

@@ -187,4 +187,22 @@ void LeaseStore::requestCancel(const QUuid &id, Cancel how)
     m_db.exec(q);
 }
 
+QString LeaseStore::sandboxHolder(const QUuid &id)
+{
+    QSqlQuery &q = m_db.prepared(u"SELECT sandbox_holder FROM conversations WHERE id = ?"_s);
+    q.addBindValue(toWireId(id));
+    m_db.exec(q);
+    const QString holder = m_db.next(q) ? q.value(0).toString() : QString();
+    q.finish();
+    return holder;
+}
+
+void LeaseStore::setSandboxHolder(const QUuid &id, const QString &replicaId)
+{
+    QSqlQuery &q = m_db.prepared(u"UPDATE conversations SET sandbox_holder = ? WHERE id = ?"_s);
+    q.addBindValue(replicaId);
+    q.addBindValue(toWireId(id));
+    m_db.exec(q);
+}
+
 } // namespace AgentDeck

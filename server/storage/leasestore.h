@@ -82,6 +82,10 @@ public:
         Interrupt = 2
     };
     void requestCancel(const QUuid &id, Cancel how = Cancel::Pause);
+    // The replica whose sandbox took the conversation's container last (empty: none recorded),
+    // and recording that `replicaId` takes it.
+    QString sandboxHolder(const QUuid &id);
+    void setSandboxHolder(const QUuid &id, const QString &replicaId);
 
 private:
     // Takes over every other owner's lease whose owner name starts with `ownerPrefix`.

@@ -381,10 +381,10 @@ private Q_SLOTS:
     void wrongMethodNamesTheAllowedOnes()
     {
         // /api/conversations/search is the search, not the conversation "search": though
-        // DELETE /api/conversations/{id} exists, only GET is allowed there.
+        // DELETE /api/conversations/{id} exists, only GET (and HEAD) is allowed there.
         const ApiReply reply = m_server->call("DELETE"_ba, u"/api/conversations/search"_s);
         QCOMPARE(reply.status, 405);
-        QCOMPARE(reply.detail, u"DELETE is not allowed here; use GET"_s);
+        QCOMPARE(reply.detail, u"DELETE is not allowed here; use GET, HEAD"_s);
         const ApiReply health = m_server->call("DELETE"_ba, u"/health"_s);
         QCOMPARE(health.status, 405);
         QVERIFY(health.detail.contains(u"GET"_s));

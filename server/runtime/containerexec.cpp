@@ -5,6 +5,7 @@
 #include <QCommandLineParser>
 #include <QCoreApplication>
 #include <QFile>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcessEnvironment>
@@ -181,6 +182,34 @@ QCoro::Task<void> stop(DockerEngine &engine, const ExecOptions &options)
     co_await std::move(killing);
 }
 
+// The command's environment, as the engine takes it: all of `environment` but PATH, which is
+// the image's.
+QStringList execEnvironment(const QProcessEnvironment &environment)
+{
+    QStringList variables;
+    for (const QString &name : environment.keys()) {
+        if (name != u"PATH"_s)
+            variables << name + u'=' + environment.value(name);
+    }
+    return variables;
+}
+
+// What every container-exec is started with: engine, container, user, workdir, memory limit.
+QStringList execArguments(const ContainerEngine &engine, const QString &container,
+                          const CommandUser &user, const QString &workdir, qint64 memoryBytes,
+                          const QStringList &network)
+{
+    const QStringList tls = engine.tlsDirectory.isEmpty()
+                                ? QStringList()
+                                : QStringList{u"--docker-tls-dir"_s, engine.tlsDirectory};
+    return QStringList{u"container-exec"_s} + tls + network +
+           QStringList{u"--memory-bytes"_s, QString::number(memoryBytes),
+                       u"--docker-host"_s,  engine.host,
+                       u"--container"_s,    container,
+                       u"--user"_s,         u"%1:%2"_s.arg(user.uid).arg(user.gid),
+                       u"--workdir"_s,      workdir};
+}
+
 } // namespace
 
 QStringList containerExecArguments(const ContainerEngine &engine, const QString &container,
@@ -188,23 +217,27 @@ QStringList containerExecArguments(const ContainerEngine &engine, const QString 
                                    qint64 memoryBytes, const QString &program,
                                    const QStringList &arguments, const QStringList &network)
 {
-    const QStringList tls = engine.tlsDirectory.isEmpty()
-                                ? QStringList()
-                                : QStringList{u"--docker-tls-dir"_s, engine.tlsDirectory};
-    return QStringList{u"container-exec"_s} + tls + network +
-           QStringList{u"--memory-bytes"_s,
-                       QString::number(memoryBytes),
-                       u"--docker-host"_s,
-                       engine.host,
-                       u"--container"_s,
-                       container,
-                       u"--user"_s,
-                       u"%1:%2"_s.arg(user.uid).arg(user.gid),
-                       u"--workdir"_s,
-                       workdir,
-                       u"--"_s,
-                       program} +
-           arguments;
+    return execArguments(engine, container, user, workdir, memoryBytes, network) +
+           QStringList{u"--"_s, program} + arguments;
+}
+
+QStringList containerExecWaitingArguments(const ContainerEngine &engine, const QString &container,
+                                          const CommandUser &user, const QString &workdir,
+                                          qint64 memoryBytes)
+{
+    return execArguments(engine, container, user, workdir, memoryBytes, {}) +
+           QStringList{u"--command-on-stdin"_s};
+}
+
+QByteArray containerExecCommandLine(const QString &program, const QStringList &arguments,
+                                    const QProcessEnvironment &environment)
+{
+    return QJsonDocument(
+               QJsonObject{
+                   {u"command"_s, QJsonArray::fromStringList(QStringList{program} + arguments)},
+                   {u"environment"_s, QJsonArray::fromStringList(execEnvironment(environment))}})
+               .toJson(QJsonDocument::Compact) +
+           '\n';
 }
 
 int runContainerExec(int argc, char *argv[])
@@ -234,12 +267,16 @@ int runContainerExec(int argc, char *argv[])
     const QCommandLineOption infoFd(u"info-fd"_s, u"Where to say the container's pid."_s, u"FD"_s);
     const QCommandLineOption blockFd(u"block-fd"_s, u"What to wait on before the command."_s,
                                      u"FD"_s);
-    parser.addOptions({host, container, user, workdir, memory, tls, infoFd, blockFd});
+    const QCommandLineOption onStdin(
+        u"command-on-stdin"_s,
+        u"Wait for the command and its environment on a line of the standard input."_s);
+    parser.addOptions({host, container, user, workdir, memory, tls, infoFd, blockFd, onStdin});
     parser.addPositionalArgument(u"program"_s, u"The command."_s);
     if (!parser.parse(app.arguments().mid(1)) || !parser.isSet(host) || !parser.isSet(container) ||
-        !parser.isSet(user) || parser.positionalArguments().isEmpty()) {
+        !parser.isSet(user) || parser.positionalArguments().isEmpty() == !parser.isSet(onStdin)) {
         std::fputs("usage: agentdeck container-exec --docker-host URL --container ID --user "
-                   "UID:GID [--workdir DIR] -- PROGRAM [ARGS...] (started by a sandbox host)\n",
+                   "UID:GID [--workdir DIR] (-- PROGRAM [ARGS...] | --command-on-stdin) (started "
+                   "by a sandbox host)\n",
                    stderr);
         return 2;
     }
@@ -248,23 +285,30 @@ int runContainerExec(int argc, char *argv[])
         const int value = parser.value(option).toInt(&ok);
         return ok && value > 2 ? value : -1;
     };
-    const ExecOptions options{parser.value(host),
-                              parser.value(container),
-                              parser.value(user),
-                              parser.value(workdir),
-                              parser.value(memory).toLongLong(),
-                              parser.positionalArguments(),
-                              fd(infoFd),
-                              fd(blockFd)};
-    QStringList environment;
-    const QProcessEnvironment own = QProcessEnvironment::systemEnvironment();
-    for (const QString &name : own.keys()) {
-        if (name != u"PATH"_s)
-            environment << name + u'=' + own.value(name);
-    }
+    ExecOptions options{parser.value(host),
+                        parser.value(container),
+                        parser.value(user),
+                        parser.value(workdir),
+                        parser.value(memory).toLongLong(),
+                        parser.positionalArguments(),
+                        fd(infoFd),
+                        fd(blockFd)};
+    QStringList environment = execEnvironment(QProcessEnvironment::systemEnvironment());
 
     DockerEngine engine(options.host);
     engine.setTlsDirectory(parser.value(tls));
+    if (parser.isSet(onStdin)) {
+        // Started ahead of its command (SandboxHost), which comes as one line; an end of input
+        // first is its host gone, or done with it.
+        QFile input;
+        if (!input.open(STDIN_FILENO, QIODevice::ReadOnly))
+            return 2;
+        const QJsonObject given = QJsonDocument::fromJson(input.readLine()).object();
+        options.command = given.value(u"command"_s).toVariant().toStringList();
+        environment = given.value(u"environment"_s).toVariant().toStringList();
+        if (options.command.isEmpty())
+            return 128 + SIGTERM;
+    }
     int status = -1;
     bool stopped = false;
     const int signals = ::signalfd(-1, &stopping, SFD_CLOEXEC | SFD_NONBLOCK);

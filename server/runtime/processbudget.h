@@ -23,7 +23,7 @@ struct HostProcesses
 };
 
 // What a sandbox runs besides its command, each with its threads: the sandbox host,
-// bubblewrap's processes, slirp4netns.
+// bubblewrap's processes or the command's container-exec and the next one's, slirp4netns.
 inline constexpr qint64 SandboxOwnProcesses = 16;
 // The fewest processes a sandbox is given when its limit is fitted to the host.
 inline constexpr qint64 MinFittedProcesses = 64;

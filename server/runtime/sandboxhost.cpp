@@ -87,6 +87,18 @@ bool writeForEveryone(const QString &path, const QByteArray &content)
                                QFile::ReadOther);
 }
 
+// In the forked child of a command's process, before exec.
+void inCommandChild()
+{
+    ::setsid();
+    // When the sandbox's processes together pass its cgroup's memory, the kernel kills one of
+    // the command's, not the host that reports how the command ended.
+    if (const int adj = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); adj >= 0) {
+        [[maybe_unused]] const ssize_t written = ::write(adj, "500", 3);
+        ::close(adj);
+    }
+}
+
 } // namespace
 
 SandboxHost::SandboxHost(SandboxHostOptions options, QObject *parent)
@@ -180,6 +192,7 @@ bool SandboxHost::start(QString *error)
 
     m_idle.start(std::max(m_options.idleTimeoutMs, FirstClientWaitMs));
     m_orphanCheck.start(OrphanCheckInterval);
+    prestartExec();
     return true;
 }
 
@@ -314,42 +327,35 @@ void SandboxHost::startCommand(const QJsonObject &message)
             ::close(seccompFile);
     });
     m_process->setChildProcessModifier([egress, network = &m_network, seccompFile] {
-        ::setsid();
-        // When the sandbox's processes together pass its cgroup's memory, the kernel kills one
-        // of the command's, not the host that reports how the command ended.
-        if (const int adj = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); adj >= 0) {
-            [[maybe_unused]] const ssize_t written = ::write(adj, "500", 3);
-            ::close(adj);
-        }
+        inCommandChild();
         if (seccompFile >= 0)
             ::fcntl(seccompFile, F_SETFD, 0);
         if (egress)
             network->inChild();
     });
-    connect(m_process, &QProcess::readyRead, this, &SandboxHost::onOutput);
-    connect(m_process, &QProcess::finished, this, &SandboxHost::onCommandFinished);
-    connect(m_process, &QProcess::errorOccurred, this, [this](QProcess::ProcessError error) {
-        if (error == QProcess::FailedToStart)
-            onCommandFinished();
-    });
     const QStringList bash{u"-c"_s, u"--"_s, m_command};
-    if (inContainer) {
-        const CommandUser user = m_user.value_or(CommandUser{::getuid(), ::getgid()});
+    if (inContainer && !egress && takeReadyExec()) {
+        m_process->write(containerExecCommandLine(u"bash"_s, bash, environment));
+        m_process->closeWriteChannel();
+    } else if (inContainer) {
+        watchCommand();
         // container-exec reports the container's process and waits, as bubblewrap does.
         const QStringList network = egress ? m_network.childArguments() : QStringList();
-        m_process->start(
-            QCoreApplication::applicationFilePath(),
-            containerExecArguments({m_options.dockerHost, m_options.dockerTlsDirectory},
-                                   m_options.container, user, m_options.workspace,
-                                   m_options.policy.memoryBytes, u"bash"_s, bash, network));
+        m_process->start(QCoreApplication::applicationFilePath(),
+                         containerExecArguments(containerEngine(), m_options.container,
+                                                containerUser(), m_options.workspace,
+                                                m_options.policy.memoryBytes, u"bash"_s, bash,
+                                                network));
         attachNetwork(egress);
     } else if (!m_led && seccompFile < 0) {
+        watchCommand();
         // Not run without it: the command could make a user namespace of its own.
         const QString why = u"cannot make the sandbox's seccomp filter: "_s +
                             QString::fromLocal8Bit(std::strerror(errno));
         qCWarning(lcRuntime).noquote() << why;
         m_process->start(u"/bin/sh"_s, {u"-c"_s, u"echo \"$0\" >&2; exit 126"_s, why});
     } else if (!m_led) {
+        watchCommand();
         m_process->start(u"bwrap"_s, bubblewrapArguments(egress, seccompFile) << u"bash"_s << bash);
         attachNetwork(egress);
     } else {
@@ -359,6 +365,7 @@ void SandboxHost::startCommand(const QJsonObject &message)
         SandboxPolicy limits = m_options.policy;
         if (!m_user)
             limits.processes = 0;
+        watchCommand();
         m_process->start(QCoreApplication::applicationFilePath(),
                          commandLeaderArguments(limits, m_user, u"bash"_s, bash));
     }
@@ -367,6 +374,71 @@ void SandboxHost::startCommand(const QJsonObject &message)
         m_commandTimeout.start(timeoutMs);
     if (ownerSilenceMs > 0)
         m_ownerSilence.start(ownerSilenceMs);
+}
+
+void SandboxHost::watchCommand()
+{
+    connect(m_process, &QProcess::readyRead, this, &SandboxHost::onOutput);
+    connect(m_process, &QProcess::finished, this, &SandboxHost::onCommandFinished);
+    connect(m_process, &QProcess::errorOccurred, this, [this](QProcess::ProcessError error) {
+        if (error == QProcess::FailedToStart)
+            onCommandFinished();
+    });
+}
+
+ContainerEngine SandboxHost::containerEngine() const
+{
+    return {m_options.dockerHost, m_options.dockerTlsDirectory};
+}
+
+CommandUser SandboxHost::containerUser() const
+{
+    return m_user.value_or(CommandUser{::getuid(), ::getgid()});
+}
+
+void SandboxHost::prestartExec()
+{
+    if (m_readyExec || m_isolation.mechanism != SandboxIsolation::Mechanism::Container ||
+        m_options.policy.network == SandboxPolicy::Network::Egress)
+        return;
+    m_readyExecArguments =
+        containerExecWaitingArguments(containerEngine(), m_options.container, containerUser(),
+                                      m_options.workspace, m_options.policy.memoryBytes);
+    m_readyExec = new QProcess(this);
+    m_readyExec->setProcessChannelMode(QProcess::MergedChannels);
+    m_readyExec->setWorkingDirectory(m_options.workspace);
+    m_readyExec->setProcessEnvironment(commandEnvironment());
+    m_readyExec->setChildProcessModifier(inCommandChild);
+    m_readyExec->start(QCoreApplication::applicationFilePath(), m_readyExecArguments);
+}
+
+bool SandboxHost::takeReadyExec()
+{
+    if (!m_readyExec)
+        return false;
+    QProcess *ready = std::exchange(m_readyExec, nullptr);
+    // Started for another user or limit than the command's now, or gone: started anew.
+    if (ready->state() != QProcess::Running ||
+        m_readyExecArguments !=
+            containerExecWaitingArguments(containerEngine(), m_options.container, containerUser(),
+                                          m_options.workspace, m_options.policy.memoryBytes)) {
+        discard(ready);
+        return false;
+    }
+    delete m_process;
+    m_process = ready;
+    watchCommand();
+    return true;
+}
+
+void SandboxHost::discard(QProcess *process)
+{
+    if (!process)
+        return;
+    process->disconnect();
+    process->kill();
+    process->waitForFinished(1000);
+    delete process;
 }
 
 void SandboxHost::attachNetwork(bool egress)
@@ -543,6 +615,8 @@ void SandboxHost::onCommandFinished()
     touch();
     if (const QJsonObject next = std::exchange(m_queued, {}); !next.isEmpty())
         handle(next);
+    else
+        prestartExec();
 }
 
 void SandboxHost::recordCommand(const QJsonObject &state)
@@ -600,6 +674,7 @@ QCoro::Task<> SandboxHost::stopContainerAndQuit()
 
 void SandboxHost::quit()
 {
+    discard(std::exchange(m_readyExec, nullptr));
     stopCommand();
     if (m_process && m_led)
         m_process->waitForFinished(1000);

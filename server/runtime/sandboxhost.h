@@ -2,6 +2,7 @@
 
 #include "commandleader.h"
 #include "commandoutput.h"
+#include "containerexec.h"
 #include "runtime.h"
 #include "sandboxisolation.h"
 #include "usermodenetwork.h"
@@ -110,12 +111,26 @@ private:
     // Alone and idle with a container: stops it, then quits.
     QCoro::Task<> stopContainerAndQuit();
     void quit();
+    // The command's process (m_process) reports to this host.
+    void watchCommand();
+    ContainerEngine containerEngine() const;
+    CommandUser containerUser() const;
+    // Starts the next command's container-exec ahead (not for `egress`, whose network is set up
+    // with each command's process), and takes it for the command that starts now: false when
+    // there is none fit for it.
+    void prestartExec();
+    bool takeReadyExec();
+    static void discard(QProcess *process);
 
     SandboxHostOptions m_options;
     QLocalServer *m_server = nullptr;
     QPointer<QLocalSocket> m_client;
     QByteArray m_buffer;
     QProcess *m_process = nullptr;
+    // With containers, the container-exec of the next command, started ahead and waiting for it
+    // (containerExecWaitingArguments()), with the arguments it was started with.
+    QProcess *m_readyExec = nullptr;
+    QStringList m_readyExecArguments;
     qint64 m_commandGroup = 0; // the command's process group (its session), while it runs
     QString m_requestId;
     QString m_command;

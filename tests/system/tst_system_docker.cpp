@@ -45,6 +45,7 @@ private Q_SLOTS:
     void whatACommandLeavesEndsWithIt();
     void adoptedAfterAServerIsKilled();
     void aContainerLeftAloneStops();
+    void theNextCommandsExecWaitsReady();
     void containersGoWithTheirConversations();
     void idleContainersCostNothingAndComeBack();
     void imagesAreTheOperators();
@@ -248,6 +249,44 @@ void SystemDockerTest::aContainerLeftAloneStops()
     QVERIFY(second.startReady());
     QCOMPARE(runNext(second, id, u"cat $HOME/mark"_s), u"kept\n"_s);
     QCOMPARE(running(), u"running"_s);
+}
+
+// A sandbox host starts the next command's container-exec ahead (the spawn of the binary was a
+// third of a command's time); the command and its environment, secrets set meanwhile
+// included, reach it on its standard input.
+void SystemDockerTest::theNextCommandsExecWaitsReady()
+{
+    ServerProcess &server = dockerServer();
+    QVERIFY(server.startReady());
+    const QUuid id = server.create(shellCreate(u"echo one"_s));
+    QVERIFY(server.waitForStatus(id, u"finished"_s));
+    const QByteArray container =
+        containersOf(id).at(0).toObject().value(u"Id"_s).toString().toLatin1();
+    const auto waiting = [&container] {
+        QList<pid_t> ready;
+        for (const pid_t pid : processesWith(container)) {
+            QFile cmdline(u"/proc/%1/cmdline"_s.arg(pid));
+            if (cmdline.open(QIODevice::ReadOnly) &&
+                cmdline.readAll().contains("--command-on-stdin"))
+                ready.append(pid);
+        }
+        return ready;
+    };
+    QTRY_COMPARE_WITH_TIMEOUT(waiting().size(), 1, 10'000);
+    const pid_t first = waiting().at(0);
+    QVERIFY(server
+                .post(conversationPath(id, u"secrets"_s),
+                      QJsonObject{{u"secrets"_s, QJsonObject{{u"LATE_TOKEN"_s, u"late-value"_s}}}})
+                .ok());
+    QCOMPARE(runNext(server, id, u"echo ${#LATE_TOKEN} $(pwd)"_s),
+             u"10 %1\n"_s.arg(server.conversation(id)
+                                  .value(u"workspace"_s)
+                                  .toObject()
+                                  .value(u"working_dir"_s)
+                                  .toString()));
+    // That one ran it, and the next waits.
+    QTRY_VERIFY_WITH_TIMEOUT(waiting().size() == 1 && waiting().at(0) != first, 10'000);
+    QVERIFY(!QFile::exists(u"/proc/%1"_s.arg(first)));
 }
 
 void SystemDockerTest::containersGoWithTheirConversations()

@@ -366,6 +366,12 @@ bool AgentDeckServer::start(QString *error)
             settings.policy = m_config.sandboxPolicy;
             settings.egressAllowed = m_config.sandboxEgressAllow;
             settings.roots = roots;
+            // The audit log is made after the providers: asked for when a policy acts.
+            settings.policyActed = [d = d.get()](const QUuid &id, const QString &policy,
+                                                 const QString &action, const QString &reason) {
+                if (d->audit)
+                    d->audit->record(Actor::server(policy), action, id, reason);
+            };
             const SandboxCgroups::Delegation cgroups = SandboxCgroups::prepare();
             if (cgroups.isAvailable())
                 qCInfo(lcServer).noquote()

@@ -599,11 +599,17 @@ void LocalSandboxProvider::sweepIdle()
                 qCInfo(lcRuntime) << "pausing the idle container of" << it.key();
                 m_settings.containers->pause(it.key());
                 m_pausedAtMs.insert(it.key(), now);
+                tellPolicy(it.key(), u"idle"_s, u"pause_runtime"_s,
+                           u"idle for %1 (--sandbox-idle-pause)"_s.arg(
+                               optionDuration(m_settings.idlePause)));
             }
         }
         for (const QUuid &id : std::as_const(toStop)) {
             qCInfo(lcRuntime) << "stopping the idle container of" << id << "(its disk kept)";
             stopSandbox(id, true, false);
+            tellPolicy(id, u"idle"_s, u"stop_runtime"_s,
+                       u"idle for %1 (--sandbox-idle-stop); its container's disk kept"_s.arg(
+                           optionDuration(m_settings.idleStop)));
         }
     }
     const qint64 cutoff = QDateTime::currentMSecsSinceEpoch() - m_settings.idleTimeout.count();
@@ -615,7 +621,17 @@ void LocalSandboxProvider::sweepIdle()
     for (const QUuid &id : idle) {
         qCInfo(lcRuntime) << "stopping idle sandbox of" << id;
         letGo(id);
+        tellPolicy(
+            id, u"idle"_s, u"stop_runtime"_s,
+            u"idle for %1 (--sandbox-idle-timeout)"_s.arg(optionDuration(m_settings.idleTimeout)));
     }
+}
+
+void LocalSandboxProvider::tellPolicy(const QUuid &id, const QString &policy, const QString &action,
+                                      const QString &reason) const
+{
+    if (m_settings.policyActed)
+        m_settings.policyActed(id, policy, action, reason);
 }
 
 bool LocalSandboxProvider::isIdle(const QUuid &id,
@@ -661,6 +677,9 @@ bool LocalSandboxProvider::makeRoom()
                           << "idle the longest, to make room: --max-sandboxes"
                           << m_settings.maxSandboxes << "reached";
         letGo(oldest);
+        tellPolicy(
+            oldest, u"limit"_s, u"stop_runtime"_s,
+            u"idle the longest when --max-sandboxes %1 was reached"_s.arg(m_settings.maxSandboxes));
     }
     return true;
 }

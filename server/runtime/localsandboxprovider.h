@@ -65,6 +65,11 @@ struct LocalSandboxSettings
     // command brings either back.
     std::chrono::milliseconds idlePause{0};
     std::chrono::milliseconds idleStop{0};
+    // Told what a policy of the server did to a conversation's sandbox, for the audit log:
+    // `policy` "idle" or "limit", `action` "pause_runtime" or "stop_runtime". Null: nobody.
+    std::function<void(const QUuid &, const QString &policy, const QString &action,
+                       const QString &reason)>
+        policyActed;
     // The delegated cgroup under which each sandbox gets a cgroup of its own (SandboxCgroups);
     // empty: none.
     QString cgroupRoot;
@@ -125,6 +130,8 @@ private:
     bool holdsContainer(const QUuid &id) const;
     // No run holds it, it runs nothing, and its conversation does not wait for a confirmation.
     bool isIdle(const QUuid &id, const std::shared_ptr<SandboxRuntime> &runtime) const;
+    void tellPolicy(const QUuid &id, const QString &policy, const QString &action,
+                    const QString &reason) const;
     bool atLimit() const;
     RuntimeError limitError() const;
     // The sandbox to stop to make room: the one idle the longest (null when none is idle).

@@ -500,6 +500,8 @@ private Q_SLOTS:
         const QUuid id = server.create(shell(u"echo first"_s));
         QVERIFY(server.waitForStatus(id, u"finished"_s));
         QTRY_COMPARE_WITH_TIMEOUT(runtimeStatusIn(server, id), u"missing"_s, 10000);
+        // The audit log says who stopped it, and why.
+        verifyPolicyRecord(server, id, u"idle"_s, u"idle for 200ms (--sandbox-idle-timeout)"_s);
         QVERIFY(server.send(id, u"echo second"_s, true).ok());
         QVERIFY(server.waitForStatus(id, u"finished"_s));
         QCOMPARE(server.get(ServerConnection::conversationPath(id, u"agent_final_response"))
@@ -617,6 +619,8 @@ private Q_SLOTS:
         QCOMPARE(runtimeStatusIn(server, first), u"available"_s);
         QCOMPARE(runtimeStatusIn(server, third), u"available"_s);
         QTRY_VERIFY_WITH_TIMEOUT(!processAlive(*secondPid), 5000);
+        verifyPolicyRecord(server, second, u"limit"_s,
+                           u"idle the longest when --max-sandboxes 2 was reached"_s);
         // It comes back on demand, in the place of the one idle the longest then.
         QVERIFY(server.send(second, u"echo back"_s, true).ok());
         QVERIFY(server.waitForStatus(second, u"finished"_s));
@@ -1049,6 +1053,23 @@ private:
                   QJsonObject{{u"accept"_s, true}})
             .ok();
     }
+    // The audit log's record of the server stopping the conversation's sandbox by `policy`.
+    static void verifyPolicyRecord(TestServer &server, const QUuid &id, const QString &policy,
+                                   const QString &reason)
+    {
+        const QUrlQuery query{{u"conversation_id"_s, toWireId(id)},
+                              {u"action"_s, u"stop_runtime"_s}};
+        QJsonArray records;
+        QTRY_VERIFY_WITH_TIMEOUT(
+            !(records = server.get(u"/api/audit"_s, query).json[u"items"_s].toArray()).isEmpty(),
+            5000);
+        const QJsonObject record = records.first().toObject();
+        QCOMPARE(record.value(u"actor"_s).toString(), u"server"_s);
+        QCOMPARE(record.value(u"client"_s).toString(), policy);
+        QCOMPARE(record.value(u"reason"_s).toString(), reason);
+        QCOMPARE(record.value(u"result"_s).toString(), u"done"_s);
+    }
+
     static QString runtimeStatusIn(TestServer &server, const QUuid &id)
     {
         return server.get(ServerConnection::conversationPath(id, u"runtime"))

@@ -365,6 +365,17 @@ void SystemDockerTest::idleContainersCostNothingAndComeBack()
     QCOMPARE(runNext(server, id, u"echo three"_s), u"three\n"_s);
     QVERIFY(state().value(u"Running"_s).toBool());
     QCOMPARE(containersOf(id).at(0).toObject().value(u"Id"_s).toString(), container);
+    // The audit log says the idle policy did both, and why.
+    QStringList records;
+    const QUrlQuery query{{u"actor"_s, u"server"_s}, {u"conversation_id"_s, wireId(id)}};
+    for (const QJsonValue &record : server.get(u"/api/audit"_s, query).json[u"items"_s].toArray())
+        records << record[u"client"_s].toString() + u' ' + record[u"action"_s].toString() +
+                       u": "_s + record[u"reason"_s].toString();
+    QVERIFY2(records.contains(u"idle pause_runtime: idle for 1s (--sandbox-idle-pause)"_s),
+             qPrintable(records.join(u'\n')));
+    QVERIFY2(records.contains(u"idle stop_runtime: idle for 6s (--sandbox-idle-stop); its "
+                              "container's disk kept"_s),
+             qPrintable(records.join(u'\n')));
 }
 
 void SystemDockerTest::imagesAreTheOperators()

@@ -12,6 +12,7 @@
 #include <QSocketNotifier>
 
 #include <QCoroTask>
+#include <QCoroTimer>
 
 #include <atomic>
 #include <csignal>
@@ -173,13 +174,21 @@ QCoro::Task<int> run(DockerEngine &engine, const ExecOptions &options, QStringLi
     co_return result.exitCode;
 }
 
-QCoro::Task<void> stop(DockerEngine &engine, const ExecOptions &options)
+QCoro::Task<void> stop(DockerEngine &engine, const ExecOptions &options, const int *status)
 {
     // Made before the co_await: GCC 12 fails on temporaries inside one.
     const QStringList kill{u"/bin/sh"_s, u"-c"_s, u"kill -9 -1"_s};
-    auto killing = engine.exec(options.container, kill, std::chrono::seconds(10), QStringList(),
-                               QString(), options.user);
-    co_await std::move(killing);
+    // A stop that comes while the command's exec is still starting finds nothing of it to
+    // kill, and the command then ran to its end: the kill comes again until its stream ends.
+    while (*status < 0) {
+        auto killing = engine.exec(options.container, kill, std::chrono::seconds(10), QStringList(),
+                                   QString(), options.user);
+        co_await std::move(killing);
+        if (*status >= 0)
+            break;
+        auto pause = QCoro::sleepFor(std::chrono::milliseconds(100));
+        co_await std::move(pause);
+    }
 }
 
 // The command's environment, as the engine takes it: all of `environment` but PATH, which is
@@ -320,7 +329,7 @@ int runContainerExec(int argc, char *argv[])
         if (std::exchange(stopped, true))
             return;
         // The command's stream ends once the kill has reached it, and run() returns then.
-        QCoro::connect(stop(engine, options), &app, [] {});
+        QCoro::connect(stop(engine, options, &status), &app, [] {});
     });
     QCoro::connect(run(engine, options, environment, &stopped), &app, [&](int exitCode) {
         status = exitCode;

@@ -284,6 +284,18 @@ bool DockerDaemon::importBusyboxImage(const QString &repository, const QString &
     return importImage(repository, tag, false, error);
 }
 
+bool DockerDaemon::startWithTestImage(QString *error, bool tls)
+{
+    return start(error, tls) && importShellImage(u"agentdeck-test"_s, u"shell"_s, error);
+}
+
+std::unique_ptr<DockerEngine> DockerDaemon::client() const
+{
+    auto engine = std::make_unique<DockerEngine>(host());
+    engine->setDefaultTimeout(std::chrono::seconds(20));
+    return engine;
+}
+
 bool DockerDaemon::importShellImage(const QString &repository, const QString &tag, QString *error)
 {
     return importImage(repository, tag, true, error);

@@ -51,6 +51,12 @@ public:
     // The same with the host's bash and the libraries it links in, for the shell agent.
     bool importShellImage(const QString &repository, const QString &tag, QString *error);
 
+    // The image the tests' containers run (importShellImage()'s), and start() with it imported.
+    static constexpr auto TestImage = "agentdeck-test:shell";
+    bool startWithTestImage(QString *error, bool tls = false);
+    // A client of this engine that waits up to 20 s a call, as a loaded machine may need.
+    std::unique_ptr<DockerEngine> client() const;
+
 private:
     bool importImage(const QString &repository, const QString &tag, bool withBash, QString *error);
     QString logTail() const;

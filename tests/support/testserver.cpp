@@ -50,8 +50,7 @@ QString dockerHostForTests(QString *error)
     static DockerDaemon *daemon = nullptr;
     if (!daemon) {
         daemon = new DockerDaemon;
-        if (!daemon->start(error) ||
-            !daemon->importShellImage(u"agentdeck-test"_s, u"shell"_s, error)) {
+        if (!daemon->startWithTestImage(error)) {
             delete std::exchange(daemon, nullptr);
             return {};
         }
@@ -118,7 +117,7 @@ bool TestServer::start()
         config.dockerHost = dockerHostForTests(&m_error);
         if (config.dockerHost.isEmpty())
             return false;
-        config.sandboxPolicy.image = u"agentdeck-test:shell"_s;
+        config.sandboxPolicy.image = QString::fromLatin1(DockerDaemon::TestImage);
     }
     if (usesPostgres()) {
         config.databaseUrl = postgresDatabaseFor(config.dataDir, &m_error);

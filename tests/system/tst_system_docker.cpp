@@ -21,7 +21,7 @@ using namespace AgentDeck::Testing;
 
 namespace {
 
-const QString TestImage = u"agentdeck-test:shell"_s;
+const QString TestImage = QString::fromLatin1(DockerDaemon::TestImage);
 constexpr qint64 Memory = 64 * 1024 * 1024;
 
 QJsonObject runtimeInfo(ServerProcess &server, const QUuid &id)
@@ -68,11 +68,8 @@ void SystemDockerTest::initTestCase()
         QSKIP("dockerd runs as root only");
     QString problem;
     QVERIFY2(m_fleet.findBinary(&problem), qPrintable(problem));
-    QVERIFY2(m_daemon.start(&problem, true), qPrintable(problem));
-    QVERIFY2(m_daemon.importShellImage(u"agentdeck-test"_s, u"shell"_s, &problem),
-             qPrintable(problem));
-    m_engine = std::make_unique<DockerEngine>(m_daemon.host());
-    m_engine->setDefaultTimeout(20s);
+    QVERIFY2(m_daemon.startWithTestImage(&problem, true), qPrintable(problem));
+    m_engine = m_daemon.client();
 }
 
 void SystemDockerTest::cleanup()

@@ -25,7 +25,7 @@ using namespace AgentDeck::Testing;
 
 namespace {
 
-const QString TestImage = u"agentdeck-test:shell"_s;
+const QString TestImage = QString::fromLatin1(DockerDaemon::TestImage);
 
 QJsonObject sandboxInfo(ServerProcess &server, const QUuid &id)
 {
@@ -56,11 +56,8 @@ private Q_SLOTS:
         // The namespaces first: dockerd and its containers are made in them.
         problem = m_world.setUp();
         QVERIFY2(problem.isEmpty(), qPrintable(problem));
-        QVERIFY2(m_daemon.start(&problem, true), qPrintable(problem));
-        QVERIFY2(m_daemon.importShellImage(u"agentdeck-test"_s, u"shell"_s, &problem),
-                 qPrintable(problem));
-        m_engine = std::make_unique<DockerEngine>(m_daemon.host());
-        m_engine->setDefaultTimeout(20s);
+        QVERIFY2(m_daemon.startWithTestImage(&problem, true), qPrintable(problem));
+        m_engine = m_daemon.client();
     }
 
     void cleanup() { m_fleet.cleanUp(); }

@@ -24,7 +24,7 @@ using namespace AgentDeck::Testing;
 
 namespace {
 
-const QString TestImage = u"agentdeck-test:shell"_s;
+const QString TestImage = QString::fromLatin1(DockerDaemon::TestImage);
 // As tst_system_replicas: renewal every second, a frozen owner's lease lapses after 3 s.
 constexpr int LeaseTtlMs = 3000;
 
@@ -70,11 +70,8 @@ void SystemDockerReplicasTest::initTestCase()
     QString problem;
     QVERIFY2(m_fleet.findBinary(&problem), qPrintable(problem));
     QVERIFY2(m_cluster.start(&problem), qPrintable(problem));
-    QVERIFY2(m_daemon.start(&problem), qPrintable(problem));
-    QVERIFY2(m_daemon.importShellImage(u"agentdeck-test"_s, u"shell"_s, &problem),
-             qPrintable(problem));
-    m_engine = std::make_unique<DockerEngine>(m_daemon.host());
-    m_engine->setDefaultTimeout(20s);
+    QVERIFY2(m_daemon.startWithTestImage(&problem), qPrintable(problem));
+    m_engine = m_daemon.client();
 }
 
 void SystemDockerReplicasTest::init()

@@ -22,7 +22,7 @@ using namespace AgentDeck::Testing;
 
 namespace {
 
-const QString TestImage = u"agentdeck-test:shell"_s;
+const QString TestImage = QString::fromLatin1(DockerDaemon::TestImage);
 constexpr int FillTimeoutMs = 60'000;
 
 struct Warm
@@ -86,11 +86,8 @@ void SystemDockerWarmTest::initTestCase()
         QSKIP("dockerd runs as root only");
     QString problem;
     QVERIFY2(m_fleet.findBinary(&problem), qPrintable(problem));
-    QVERIFY2(m_daemon.start(&problem), qPrintable(problem));
-    QVERIFY2(m_daemon.importShellImage(u"agentdeck-test"_s, u"shell"_s, &problem),
-             qPrintable(problem));
-    m_engine = std::make_unique<DockerEngine>(m_daemon.host());
-    m_engine->setDefaultTimeout(20s);
+    QVERIFY2(m_daemon.startWithTestImage(&problem), qPrintable(problem));
+    m_engine = m_daemon.client();
 }
 
 void SystemDockerWarmTest::cleanup()

@@ -47,7 +47,7 @@ AuditLog::AuditLog(Database &db, QString replica)
 {
     m_flush.setSingleShot(true);
     m_flush.setInterval(FlushDelay);
-    QObject::connect(&m_flush, &QTimer::timeout, &m_flush, [this] { flush(); });
+    connect(&m_flush, &QTimer::timeout, this, &AuditLog::flush);
 }
 
 AuditLog::~AuditLog()
@@ -93,6 +93,14 @@ void AuditLog::flush()
     const QList<AuditRecord> pending = std::exchange(m_pending, {});
     try {
         Transaction transaction(m_db);
+        if (m_db.isPostgres()) {
+            // A sequence hands numbers out in no commit order: without the lock a reader could
+            // see 11 committed before 10 and pass 10 by. One writer at a time (a batch of a turn,
+            // off any request's path) keeps numbers and commits in one order; the announcement
+            // goes out with the commit.
+            m_db.exec(m_db.prepared(u"SELECT pg_advisory_xact_lock(4802)"_s));
+            m_db.exec(m_db.prepared(u"SELECT pg_notify('"_s + WrittenChannel + u"', '')"_s));
+        }
         QSqlQuery &q = m_db.prepared(
             u"INSERT INTO audit_log (at_ms, actor, client, action, conversation_id, replica, "
             "reason, status) VALUES (agentdeck_now_ms(), COALESCE(?, ''), COALESCE(?, ''), ?, ?, "
@@ -115,7 +123,9 @@ void AuditLog::flush()
             << u"cannot write %1 audit records (the first: %2 of %3): %4"_s.arg(
                    QString::number(pending.size()), pending.constFirst().action,
                    toWireId(pending.constFirst().conversationId), QString::fromUtf8(error.what()));
+        return;
     }
+    Q_EMIT written();
 }
 
 std::pair<QList<AuditRecord>, bool> AuditLog::search(const Query &query)
@@ -139,6 +149,8 @@ std::pair<QList<AuditRecord>, bool> AuditLog::search(const Query &query)
         add(u"action = ?"_s, query.action);
     if (!query.conversationId.isNull())
         add(u"conversation_id = ?"_s, toWireId(query.conversationId));
+    if (query.doneOnly)
+        where.append(u"status BETWEEN 200 AND 299"_s);
     if (query.after)
         add(query.descending ? u"number < ?"_s : u"number > ?"_s, *query.after);
     // In the order they were written: one database's sequence, across replicas too.

@@ -5,6 +5,7 @@
 #include <QDeadlineTimer>
 #include <QJsonObject>
 #include <QList>
+#include <QObject>
 #include <QString>
 #include <QTimer>
 #include <QUuid>
@@ -37,16 +38,20 @@ struct AuditRecord
 // A record is written once the event loop turns, after the answer of its request is out, in one
 // transaction with the others of that turn: written in the request, its commit added a fifth to
 // a mutation's time. The time is the database's at the write, a turn after the change.
-class AuditLog
+class AuditLog : public QObject
 {
+    Q_OBJECT
 public:
     static constexpr int RefusedPerMinute = 120;
     static constexpr qsizetype MaxReasonLength = 500;
     // How long a record waits for others to be written with it.
     static constexpr std::chrono::milliseconds FlushDelay{20};
 
+    // The PostgreSQL channel a write announces itself on, for the other replicas' feeds.
+    static constexpr QLatin1StringView WrittenChannel{"agentdeck_audit"};
+
     AuditLog(Database &db, QString replica);
-    ~AuditLog();
+    ~AuditLog() override;
 
     // Writes the record soon; never throws (a change that was made stays made when its record
     // cannot be written: the failure is logged).
@@ -63,6 +68,7 @@ public:
         QString client;                 // a client, or a policy of the server
         QString action;
         QUuid conversationId;
+        bool doneOnly = false;       // changes made: no refused attempts
         bool descending = true;      // newest first
         std::optional<qint64> after; // paging: past this record's number in the order asked
         int limit = 100;
@@ -73,6 +79,12 @@ public:
     qint64 removeOlderThan(qint64 ageMs);
     // How many refused attempts went unrecorded, over the limit.
     qint64 refusedDropped() const { return m_refusedDropped; }
+
+Q_SIGNALS:
+    // Records were committed through this replica (others announce theirs on WrittenChannel).
+    // Numbers commit in their order, so a reader past number N that reads again after this sees
+    // every record after N, with no gap.
+    void written();
 
 private:
     bool admitRefused();

@@ -71,7 +71,7 @@ private Q_SLOTS:
                     .ok());
         std::unique_ptr<EventStream> stream(m_server->client().openEventStream(id, 0));
         QSignalSpy connected(stream.get(), &EventStream::connected);
-        QVERIFY(connected.wait(5000));
+        QVERIFY(connected.wait(SettleTimeoutMs));
         QString live;
         QStringList actionIds;
         connect(stream.get(), &EventStream::transientReceived, this, [&](const QJsonObject &frame) {
@@ -86,7 +86,7 @@ private Q_SLOTS:
                            "echo second"_s,
                            true)
                     .ok());
-        QTRY_VERIFY_WITH_TIMEOUT(live.contains(u"first"_s), 10'000);
+        QTRY_VERIFY_WITH_TIMEOUT(live.contains(u"first"_s), SettleTimeoutMs);
         QCOMPARE(m_server->status(id), u"running"_s);
         // A stream opened now is sent what the command printed before it, once.
         std::unique_ptr<EventStream> late(m_server->client().openEventStream(id, 0));
@@ -95,7 +95,7 @@ private Q_SLOTS:
                 [&, output = CommandOutputFollower()](const QJsonObject &frame) mutable {
                     lateText += output.take(frame).text;
                 });
-        QTRY_VERIFY_WITH_TIMEOUT(lateText.contains(u"first"_s), 10'000);
+        QTRY_VERIFY_WITH_TIMEOUT(lateText.contains(u"first"_s), SettleTimeoutMs);
         QVERIFY(!live.contains(u"hunter22"_s));
         QVERIFY(live.contains(u"first "_s));
         const QString workspace = m_server->workingDir(id);
@@ -135,7 +135,7 @@ private Q_SLOTS:
                     .ok());
         std::unique_ptr<EventStream> stream(m_server->client().openEventStream(id, 0));
         QSignalSpy connected(stream.get(), &EventStream::connected);
-        QVERIFY(connected.wait(5000));
+        QVERIFY(connected.wait(SettleTimeoutMs));
         QString liveText;
         connect(stream.get(), &EventStream::transientReceived, this, [&](const QJsonObject &frame) {
             if (frame.value(u"kind"_s) == u"CommandOutput"_s)
@@ -162,11 +162,11 @@ private Q_SLOTS:
                                true)
                         .ok());
             if (live) {
-                QTRY_VERIFY_WITH_TIMEOUT(liveText.contains(u'x'), 20'000);
+                QTRY_VERIFY_WITH_TIMEOUT(liveText.contains(u'x'), SettleTimeoutMs);
                 QVERIFY(QFile(QDir(workspace).filePath(go)).open(QIODevice::WriteOnly));
             }
             QTRY_COMPARE_WITH_TIMEOUT(ofKind(m_server->events(id), u"ObservationEvent"_s).size(),
-                                      cut + 1, 20'000);
+                                      cut + 1, SettleTimeoutMs);
             const QString output = ofKind(m_server->events(id), u"ObservationEvent"_s)
                                        .last()
                                        .value(u"observation"_s)
@@ -197,7 +197,7 @@ private Q_SLOTS:
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
         std::unique_ptr<EventStream> stream(m_server->client().openEventStream(id, 0));
         QSignalSpy connected(stream.get(), &EventStream::connected);
-        QVERIFY(connected.wait(5000));
+        QVERIFY(connected.wait(SettleTimeoutMs));
         qint64 frames = 0;
         qint64 bytes = 0;
         QElapsedTimer elapsed;
@@ -243,7 +243,7 @@ private Q_SLOTS:
     {
         const QUuid id = m_server->create(shell(u"while [ ! -e go ]; do sleep 0.05; done"_s));
         QVERIFY(m_server->waitForStatus(id, u"running"_s));
-        QTRY_VERIFY_WITH_TIMEOUT(sandboxPid(id).has_value(), 10'000);
+        QTRY_VERIFY_WITH_TIMEOUT(sandboxPid(id).has_value(), SettleTimeoutMs);
         const auto detailsOf = [this, id] {
             const ApiReply reply =
                 m_server->get(ServerConnection::conversationPath(id, u"runtime"));
@@ -266,7 +266,7 @@ private Q_SLOTS:
         const QString workspace = m_server->workingDir(id);
         QVERIFY(QFile(QDir(workspace).filePath(u"go"_s)).open(QIODevice::WriteOnly));
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
-        QTRY_VERIFY_WITH_TIMEOUT(detailsOf().idleSince.has_value(), 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(detailsOf().idleSince.has_value(), SettleTimeoutMs);
         QCOMPARE(detailsOf().sandboxPid, running.sandboxPid);
 
         QVERIFY(
@@ -484,7 +484,7 @@ private Q_SLOTS:
         EventStream *stream = m_server->client().openEventStream(id, 0);
         connect(stream, &EventStream::eventReceived, this,
                 [&seqs](const Event &event) { seqs.append(event.seq); });
-        QTRY_COMPARE_WITH_TIMEOUT(seqs.size(), events.size() + 1, 5000);
+        QTRY_COMPARE_WITH_TIMEOUT(seqs.size(), events.size() + 1, SettleTimeoutMs);
         delete stream;
 
         QVERIFY(m_server->call("DELETE"_ba, ServerConnection::conversationPath(id)).ok());
@@ -499,7 +499,7 @@ private Q_SLOTS:
         QVERIFY(server.start());
         const QUuid id = server.create(shell(u"echo first"_s));
         QVERIFY(server.waitForStatus(id, u"finished"_s));
-        QTRY_COMPARE_WITH_TIMEOUT(runtimeStatusIn(server, id), u"missing"_s, 10000);
+        QTRY_COMPARE_WITH_TIMEOUT(runtimeStatusIn(server, id), u"missing"_s, SettleTimeoutMs);
         // The audit log says who stopped it, and why.
         verifyPolicyRecord(server, id, u"idle"_s, u"idle for 200ms (--sandbox-idle-timeout)"_s);
         QVERIFY(server.send(id, u"echo second"_s, true).ok());
@@ -547,7 +547,7 @@ private Q_SLOTS:
         // A sandbox idle since after the waiting one's last command is stopped...
         const QUuid finished = server.create(shell(u"echo done"_s));
         QVERIFY(server.waitForStatus(finished, u"finished"_s));
-        QTRY_COMPARE_WITH_TIMEOUT(runtimeStatusIn(server, finished), u"missing"_s, 10000);
+        QTRY_COMPARE_WITH_TIMEOUT(runtimeStatusIn(server, finished), u"missing"_s, SettleTimeoutMs);
         // ... the waiting one is kept, and the action runs there once accepted.
         QCOMPARE(runtimeStatusIn(server, waiting), u"available"_s);
         QVERIFY(processAlive(*pid));
@@ -618,7 +618,7 @@ private Q_SLOTS:
         QCOMPARE(runtimeStatusIn(server, second), u"missing"_s);
         QCOMPARE(runtimeStatusIn(server, first), u"available"_s);
         QCOMPARE(runtimeStatusIn(server, third), u"available"_s);
-        QTRY_VERIFY_WITH_TIMEOUT(!processAlive(*secondPid), 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(!processAlive(*secondPid), SettleTimeoutMs);
         verifyPolicyRecord(server, second, u"limit"_s,
                            u"idle the longest when --max-sandboxes 2 was reached"_s);
         // It comes back on demand, in the place of the one idle the longest then.
@@ -688,7 +688,7 @@ private Q_SLOTS:
         options.inProcessRuntime = true;
         TestServer server(std::move(options));
         QVERIFY(server.start());
-        QTRY_VERIFY_WITH_TIMEOUT(!processAlive(*pid), 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(!processAlive(*pid), SettleTimeoutMs);
     }
 
     // With every sandbox held by a run, a start is refused with 503 and Retry-After, and
@@ -703,7 +703,7 @@ private Q_SLOTS:
         QVERIFY(server.start());
         const QUuid busy = server.create(shell(u"echo started; sleep 60"_s));
         QVERIFY(!busy.isNull());
-        QTRY_VERIFY_WITH_TIMEOUT(hasKindIn(server, busy, u"ActionEvent"_s), 10000);
+        QTRY_VERIFY_WITH_TIMEOUT(hasKindIn(server, busy, u"ActionEvent"_s), SettleTimeoutMs);
         const QUuid waiting = server.create(shell(u"echo waited"_s, false));
         QVERIFY(!waiting.isNull());
 
@@ -742,16 +742,16 @@ private Q_SLOTS:
     void aFrozenSandboxIsStoppedWhenItDoesNotAnswerAnInterrupt()
     {
         const QUuid id = m_server->create(shell(u"echo started; sleep 60"_s));
-        QTRY_VERIFY_WITH_TIMEOUT(sandboxPid(id).has_value(), 10000);
+        QTRY_VERIFY_WITH_TIMEOUT(sandboxPid(id).has_value(), SettleTimeoutMs);
         const qint64 pid = *sandboxPid(id);
-        QTRY_VERIFY_WITH_TIMEOUT(hasKind(id, u"ActionEvent"_s), 10000);
+        QTRY_VERIFY_WITH_TIMEOUT(hasKind(id, u"ActionEvent"_s), SettleTimeoutMs);
         QCOMPARE(::kill(pid_t(pid), SIGSTOP), 0);
         QElapsedTimer timer;
         timer.start();
         QVERIFY(post(id, u"interrupt"_s).ok());
         QVERIFY(m_server->waitForStatus(id, u"paused"_s, 20'000));
         QVERIFY2(timer.elapsed() >= SandboxRuntime::UnresponsiveMs - 100, "it had time to answer");
-        QTRY_VERIFY_WITH_TIMEOUT(!processAlive(pid), 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(!processAlive(pid), SettleTimeoutMs);
         bool observed = false;
         for (const QJsonObject &event : m_server->events(id)) {
             if (event.value(u"kind"_s) != u"ObservationEvent"_s)
@@ -783,7 +783,7 @@ private Q_SLOTS:
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
         std::unique_ptr<EventStream> stream(m_server->client().openEventStream(id, 0));
         QSignalSpy connected(stream.get(), &EventStream::connected);
-        QVERIFY(connected.wait(5000));
+        QVERIFY(connected.wait(SettleTimeoutMs));
         QString live;
         connect(stream.get(), &EventStream::transientReceived, this, [&](const QJsonObject &frame) {
             if (frame.value(u"kind"_s) == u"CommandOutput"_s)
@@ -792,10 +792,10 @@ private Q_SLOTS:
         const QString command =
             u"for i in $(seq 1 10); do echo line-$i; done; [ -e go ] || sleep 60"_s;
         QVERIFY(m_server->send(id, command, true).ok());
-        QTRY_VERIFY_WITH_TIMEOUT(live.contains(u"line-10"_s), 10'000);
+        QTRY_VERIFY_WITH_TIMEOUT(live.contains(u"line-10"_s), SettleTimeoutMs);
         QVERIFY(sandboxPid(id).has_value());
         QCOMPARE(::kill(pid_t(*sandboxPid(id)), SIGKILL), 0);
-        QTRY_VERIFY_WITH_TIMEOUT(m_server->status(id) != u"running"_s, 10'000);
+        QTRY_VERIFY_WITH_TIMEOUT(m_server->status(id) != u"running"_s, SettleTimeoutMs);
         const QList<QJsonObject> observations = ofKind(m_server->events(id), u"ObservationEvent"_s);
         QVERIFY(!observations.isEmpty());
         const QJsonObject observation = observations.last().value(u"observation"_s).toObject();
@@ -1062,7 +1062,7 @@ private:
         QJsonArray records;
         QTRY_VERIFY_WITH_TIMEOUT(
             !(records = server.get(u"/api/audit"_s, query).json[u"items"_s].toArray()).isEmpty(),
-            5000);
+            SettleTimeoutMs);
         const QJsonObject record = records.first().toObject();
         QCOMPARE(record.value(u"actor"_s).toString(), u"server"_s);
         QCOMPARE(record.value(u"client"_s).toString(), policy);
@@ -1260,7 +1260,7 @@ private Q_SLOTS:
         };
         QTRY_COMPARE_WITH_TIMEOUT(
             runtime().value(u"runtime_error"_s).toObject().value(u"code"_s).toString(),
-            u"runtime_expired"_s, 5000);
+            u"runtime_expired"_s, SettleTimeoutMs);
         QCOMPARE(runtime().value(u"runtime_status"_s).toString(), u"missing"_s);
         QCOMPARE(runtime().value(u"can_resume"_s).toBool(), false);
         QVERIFY(!QDir(workspace).exists());
@@ -1300,7 +1300,8 @@ private Q_SLOTS:
         const qsizetype eventsBefore = server.events(id).size();
 
         retaining.clock->advance(2 * 3600 * 1000);
-        QTRY_VERIFY_WITH_TIMEOUT(retaining.expired(id) && retaining.expired(archived), 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(retaining.expired(id) && retaining.expired(archived),
+                                 SettleTimeoutMs);
         const ApiReply refused = server.post(ServerConnection::conversationPath(id, u"run"_s));
         QCOMPARE(refused.status, 410);
         QVERIFY2(refused.detail.contains(u"runtime/start_fresh"_s), qPrintable(refused.detail));
@@ -1348,7 +1349,7 @@ private Q_SLOTS:
             "POST"_ba, ServerConnection::conversationPath(id, u"runtime/resume"_s), {}, {});
         QVERIFY(QTest::qWaitFor([&] { return control.acquisitions == 1; }, 10'000));
         retaining.clock->advance(2 * 3600 * 1000);
-        QTRY_VERIFY_WITH_TIMEOUT(expired(witness), 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(expired(witness), SettleTimeoutMs);
         QVERIFY(!expired(id));
         QVERIFY(!control.releasedIds.contains(id));
         control.finishProvisioning();
@@ -1356,7 +1357,7 @@ private Q_SLOTS:
         QVERIFY2(resumed.ok(), qPrintable(resumed.detail));
 
         // Up, it is inactive since the resume two hours ago (the start took them), and goes.
-        QTRY_VERIFY_WITH_TIMEOUT(expired(id), 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(expired(id), SettleTimeoutMs);
     }
 
     // Resuming a runtime is using it: the retention counts from the resume, not from the last
@@ -1372,7 +1373,7 @@ private Q_SLOTS:
         retaining.clock->advance(50 * Minute);
         QVERIFY(server.post(ServerConnection::conversationPath(id, u"runtime/resume"_s)).ok());
         retaining.clock->advance(20 * Minute);
-        QTRY_VERIFY_WITH_TIMEOUT(retaining.expired(witness), 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(retaining.expired(witness), SettleTimeoutMs);
         QVERIFY(retaining.runtimeError(id).isNull());
     }
 
@@ -1389,7 +1390,7 @@ private Q_SLOTS:
             QJsonObject{{u"workspace"_s, QJsonObject{{u"working_dir"_s, workspace.path()}}}});
         QVERIFY(!id.isNull());
         retaining.clock->advance(2 * 3600 * 1000);
-        QTRY_VERIFY_WITH_TIMEOUT(retaining.expired(id), 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(retaining.expired(id), SettleTimeoutMs);
         const ApiReply reply =
             server.post(ServerConnection::conversationPath(id, u"runtime/resume"_s));
         QCOMPARE(reply.status, 410);

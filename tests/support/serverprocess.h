@@ -36,6 +36,10 @@ using namespace Qt::StringLiterals;
 
 inline constexpr int StartTimeoutMs = 15'000;
 inline constexpr int RequestTimeoutMs = 20'000;
+// How long a test waits for what the server does on its own (a policy, a sweep, a stop): a bound
+// on failure, not an expected time. CI runs the suite two at a time beside a VM on two cores,
+// where a few seconds' wait ran out.
+inline constexpr int SettleTimeoutMs = 30'000;
 
 struct Reply
 {

@@ -82,7 +82,7 @@ public:
     // it as its owner and gives away no directory it did not make. A root test gives it to
     // nobody (65534); otherwise it is the test's user's already. False when that fails.
     static bool ownAsUser(const QString &dir);
-    bool waitForStatus(const QUuid &id, const QString &status, int timeoutMs = 10'000);
+    bool waitForStatus(const QUuid &id, const QString &status, int timeoutMs = 30'000);
     // Events of a conversation as JSON objects, in seq order.
     QList<QJsonObject> events(const QUuid &id, const QUrlQuery &query = {});
 

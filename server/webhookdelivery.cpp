@@ -74,6 +74,8 @@ WebhookDelivery::Timing WebhookDelivery::timingFromEnvironment()
             timing.giveUpAfter = value;
         else if (name == u"poll_ms"_s)
             timing.poll = value;
+        else if (name == u"lease_ms"_s)
+            timing.lease = value;
     }
     return timing;
 }

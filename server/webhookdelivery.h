@@ -45,7 +45,7 @@ public:
         std::chrono::milliseconds lease{30'000};
     };
     // Tests only: AGENTDECK_TEST_WEBHOOK_TIMING=timeout_ms=N,retry_ms=N,max_retry_ms=N,
-    // give_up_ms=N,poll_ms=N shortens the timing; unset, the defaults above.
+    // give_up_ms=N,poll_ms=N,lease_ms=N shortens the timing; unset, the defaults above.
     static Timing timingFromEnvironment();
 
     // A webhook is reported failing once its record has failed this often or this long.

@@ -16,6 +16,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include "postgrescluster.h"
 #include "serverprocess.h"
 
 using namespace Qt::StringLiterals;
@@ -328,6 +329,83 @@ private Q_SLOTS:
         QTRY_COMPARE(firstWebhook(again).value(u"state"_s).toString(), u"ok"_s);
     }
 
+    // A record failing for longer than the retry window is given up, counted and logged, and
+    // the records after it are delivered.
+    void givesUpARecordAfterTheRetryWindow()
+    {
+        Receiver receiver;
+        receiver.mode = Receiver::Mode::Fail;
+        ServerProcess &server =
+            startWith({receiver.url()}, u"retry_ms=50,max_retry_ms=100,give_up_ms=600"_s);
+        QVERIFY(!server.create({}).isNull());
+        QTRY_VERIFY_WITH_TIMEOUT(receiver.requests.size() >= 2, 10'000);
+        const QByteArray lost = receiver.requests.at(0).delivery;
+        QTRY_VERIFY_WITH_TIMEOUT(
+            server.stderrText().contains(u"gave up audit record "_s + QString::fromUtf8(lost)),
+            10'000);
+        QCOMPARE(firstWebhook(server).value(u"given_up"_s).toInteger(), 1);
+        QVERIFY(
+            server.get(u"/metrics"_s)
+                .body.contains(QByteArray("agentdeck_webhook_given_up_total{webhook=\"1\",url=\"" +
+                                          receiver.url().toUtf8() + "\"} 1")));
+        receiver.mode = Receiver::Mode::Accept;
+        QVERIFY(!server.create({}).isNull());
+        QTRY_COMPARE_WITH_TIMEOUT(receiver.acknowledged().size(), 1, 10'000);
+        QVERIFY(receiver.acknowledged().at(0).delivery.toLongLong() > lost.toLongLong());
+        QTRY_COMPARE(firstWebhook(server).value(u"state"_s).toString(), u"ok"_s);
+    }
+
+    // On PostgreSQL every replica with the webhook could deliver it; one does at a time, and
+    // when it is killed another takes over once its lease lapses, from its cursor.
+    void oneReplicaDeliversOnPostgres()
+    {
+        QString error;
+        if (!m_cluster) {
+            m_cluster = std::make_unique<PostgresCluster>();
+            QVERIFY2(m_cluster->start(&error), qPrintable(error));
+        }
+        const QUrl database = m_cluster->createDatabase(u"webhooks"_s, &error);
+        QVERIFY2(database.isValid(), qPrintable(error));
+        Receiver receiver;
+        const auto replica = [&](const QString &name) -> ServerProcess & {
+            return startWith({receiver.url()}, u"retry_ms=50,max_retry_ms=100,lease_ms=1500"_s, {},
+                             {u"--database"_s, database.toString(), u"--replica-id"_s, name,
+                              u"--runtime"_s, u"process"_s});
+        };
+        ServerProcess &a = replica(u"a"_s);
+        ServerProcess &b = replica(u"b"_s);
+        for (int i = 0; i < 3; ++i) {
+            QVERIFY(!a.create({}).isNull());
+            QVERIFY(!b.create({}).isNull());
+        }
+        QTRY_COMPARE_WITH_TIMEOUT(receiver.acknowledged().size(), 6, 10'000);
+        const QJsonObject atA = firstWebhook(a);
+        const QJsonObject atB = firstWebhook(b);
+        const QString holder = atA.value(u"delivering_replica"_s).toString();
+        QVERIFY2(holder == u"a"_s || holder == u"b"_s, qPrintable(holder));
+        QCOMPARE(QStringList({atA.value(u"state"_s).toString(), atB.value(u"state"_s).toString()}),
+                 holder == u"a"_s ? QStringList({u"ok"_s, u"standby"_s})
+                                  : QStringList({u"standby"_s, u"ok"_s}));
+
+        receiver.mode = Receiver::Mode::Fail;
+        ServerProcess &holding = holder == u"a"_s ? a : b;
+        ServerProcess &other = holder == u"a"_s ? b : a;
+        QVERIFY(!other.create({}).isNull());
+        QTRY_VERIFY_WITH_TIMEOUT(receiver.requests.size() >= 8, 10'000);
+        holding.sendSignal(SIGKILL);
+        QVERIFY(holding.waitForExit(10'000));
+        receiver.mode = Receiver::Mode::Accept;
+        QTRY_COMPARE_WITH_TIMEOUT(receiver.acknowledged().size(), 7, 15'000);
+        QTRY_COMPARE(firstWebhook(other).value(u"state"_s).toString(), u"ok"_s);
+        QCOMPARE(firstWebhook(other).value(u"delivering_replica"_s).toString(),
+                 holder == u"a"_s ? u"b"_s : u"a"_s);
+        // Every record once, in number order.
+        const QList<QByteArray> delivered = deliveriesOf(receiver.acknowledged());
+        for (qsizetype i = 1; i < delivered.size(); ++i)
+            QVERIFY2(delivered.at(i - 1).toLongLong() < delivered.at(i).toLongLong(),
+                     delivered.join(' ').constData());
+    }
+
     void refusesBadOptions_data()
     {
         QTest::addColumn<QStringList>("arguments");
@@ -370,9 +448,9 @@ private Q_SLOTS:
 private:
     ServerProcess &startWith(const QStringList &webhooks,
                              const QString &timing = u"retry_ms=50,max_retry_ms=200"_s,
-                             const QString &dataDir = {})
+                             const QString &dataDir = {}, const QStringList &more = {})
     {
-        QStringList arguments{u"--webhook-secret-file"_s, m_secretFile};
+        QStringList arguments = QStringList{u"--webhook-secret-file"_s, m_secretFile} + more;
         for (const QString &webhook : webhooks)
             arguments << u"--webhook"_s << webhook;
         ServerProcess &server = m_fleet.add(dataDir, arguments);
@@ -393,6 +471,7 @@ private:
     }
 
     ServerFleet m_fleet;
+    std::unique_ptr<PostgresCluster> m_cluster;
     QTemporaryDir m_secretDir;
     QString m_secretFile;
 };

@@ -6,6 +6,7 @@
 
 #include <QCryptographicHash>
 #include <QDateTime>
+#include <QDeadlineTimer>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QMessageAuthenticationCode>
@@ -25,7 +26,8 @@ struct WebhookDelivery::Hook
     QString display; // displayUrl()
     int index = 0;   // 1-based, in the order given
     bool holding = false;
-    QString owner; // the replica that delivers it, as its row says
+    QDeadlineTimer renewal; // when the lease held is renewed next
+    QString owner;          // the replica that delivers it, as its row says
     qint64 cursor = 0;
     std::optional<qint64> failingSinceMs;
     int attempts = 0;
@@ -125,6 +127,15 @@ WebhookDelivery::WebhookDelivery(Database &db, AuditLog &audit, QList<WebhookTar
     m_poll.setInterval(m_timing.poll);
     connect(&m_poll, &QTimer::timeout, this, [this] {
         for (const auto &hook : m_hooks) {
+            // A post waiting for its answer or its retry keeps the lease too.
+            if (hook->holding && (hook->inFlight || hook->retry.isActive())) {
+                try {
+                    holdLease(*hook);
+                } catch (const StorageError &error) {
+                    qCWarning(lcServer)
+                        << "webhook" << hook->display << "cannot renew its lease:" << error.what();
+                }
+            }
             pump(*hook);
             if (!hook->inFlight)
                 countPending(*hook);
@@ -198,6 +209,9 @@ void WebhookDelivery::wake()
 
 bool WebhookDelivery::holdLease(Hook &hook)
 {
+    // Renewed every third of the lease, not at every post: each renewal is a write.
+    if (hook.holding && !hook.renewal.hasExpired())
+        return true;
     QSqlQuery &take = m_db.prepared(
         u"UPDATE webhooks SET owner = ?, lease_until_ms = agentdeck_now_ms() + ? WHERE id = ? AND "
         "(owner = ? OR owner IS NULL OR lease_until_ms < agentdeck_now_ms() OR 1 = ?)"_s);
@@ -208,6 +222,8 @@ bool WebhookDelivery::holdLease(Hook &hook)
     take.addBindValue(m_soleServer ? 1 : 0);
     m_db.exec(take);
     const bool held = take.numRowsAffected() == 1;
+    if (held)
+        hook.renewal.setRemainingTime(m_timing.lease / 3);
     // Read whenever the lease was not already ours: another replica may have moved the cursor.
     if (held && hook.holding)
         return true;

@@ -807,7 +807,11 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
                 "https://hooks.example/agentdeck#actions=archive+delete), not \"%1\""_s.arg(text);
             return std::nullopt;
         }
-        options.server.webhooks.append(*target);
+        // Given twice, it is one webhook: two deliveries of one cursor would post each record
+        // twice.
+        if (std::none_of(options.server.webhooks.cbegin(), options.server.webhooks.cend(),
+                         [&](const WebhookTarget &known) { return known.spec == target->spec; }))
+            options.server.webhooks.append(*target);
     }
     // Unsigned, a receiver could not tell the server's posts from anyone's.
     if (given.isSet(webhook) && !given.isSet(webhookSecretFile)) {

@@ -90,7 +90,7 @@ bool isRepeatable(const QString &name)
 {
     static const QStringList names{
         u"connect"_s,    u"workspace-root"_s,       u"session-api-key"_s, u"allow-origin"_s,
-        u"allow-host"_s, u"sandbox-egress-allow"_s, u"sandbox-images"_s};
+        u"allow-host"_s, u"sandbox-egress-allow"_s, u"sandbox-images"_s,  u"webhook"_s};
     return names.contains(name);
 }
 
@@ -348,6 +348,26 @@ QString configurationHelp()
          "read a command line."_s});
 }
 
+// URL or URL#actions=NAME+NAME: the fragment is never sent, so it is free to hold the filter.
+std::optional<WebhookTarget> parseWebhook(const QString &text)
+{
+    const QString trimmed = text.trimmed();
+    const qsizetype hash = trimmed.indexOf(u'#');
+    const QUrl url(trimmed.left(hash), QUrl::StrictMode);
+    if (!url.isValid() || url.host().isEmpty() ||
+        (url.scheme() != u"http"_s && url.scheme() != u"https"_s))
+        return std::nullopt;
+    WebhookTarget target{trimmed, url, {}};
+    if (hash >= 0) {
+        static const QRegularExpression filter(u"^actions=([a-z_]+(?:\\+[a-z_]+)*)$"_s);
+        const auto match = filter.match(trimmed.mid(hash + 1));
+        if (!match.hasMatch())
+            return std::nullopt;
+        target.actions = match.captured(1).split(u'+');
+    }
+    return target;
+}
+
 bool parseListen(const QString &text, ServerConfig &config)
 {
     const qsizetype colon = text.lastIndexOf(u':');
@@ -544,6 +564,18 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
         u"Delete audit records (GET /api/audit) older than this (default 90d; 0: keep them)."_s,
         u"DURATION"_s);
     table.append({apiKeyFile, auditRetention});
+    const QCommandLineOption webhook(
+        u"webhook"_s,
+        u"Post each change made (the audit log's records) as JSON to this http(s) URL, signed "
+        "with --webhook-secret-file; URL#actions=NAME+NAME posts only those actions "
+        "(repeatable)."_s,
+        u"URL"_s);
+    const QCommandLineOption webhookSecretFile(
+        u"webhook-secret-file"_s,
+        u"The key the webhooks' payloads are signed with (HMAC-SHA256): FILE's content without "
+        "the blanks around it. Required with --webhook."_s,
+        u"FILE"_s);
+    table.append({webhook, webhookSecretFile});
     const QCommandLineOption llmBaseUrl(u"llm-base-url"_s,
                                         u"Default OpenAI-compatible endpoint of llm agents (e.g. "
                                         "http://127.0.0.1:8080/v1); its key comes from "
@@ -765,6 +797,42 @@ std::optional<Options> parseOptions(const QStringList &arguments, QString *error
             return std::nullopt;
         }
         options.server.auditRetention = *retention;
+    }
+    for (const QString &text : given.values(webhook)) {
+        const auto target = parseWebhook(text);
+        if (!target) {
+            *error =
+                given.where(webhook) +
+                u"--webhook takes an http(s) URL, optionally with #actions=NAME+NAME (e.g. "
+                "https://hooks.example/agentdeck#actions=archive+delete), not \"%1\""_s.arg(text);
+            return std::nullopt;
+        }
+        // Given twice, it is one webhook: two deliveries of one cursor would post each record
+        // twice.
+        if (std::none_of(options.server.webhooks.cbegin(), options.server.webhooks.cend(),
+                         [&](const WebhookTarget &known) { return known.spec == target->spec; }))
+            options.server.webhooks.append(*target);
+    }
+    // Unsigned, a receiver could not tell the server's posts from anyone's.
+    if (given.isSet(webhook) && !given.isSet(webhookSecretFile)) {
+        *error = given.where(webhook) +
+                 u"--webhook needs --webhook-secret-file FILE: the key its posts are signed with"_s;
+        return std::nullopt;
+    }
+    if (given.isSet(webhookSecretFile)) {
+        QFile file(given.value(webhookSecretFile));
+        if (!file.open(QIODevice::ReadOnly)) {
+            *error = given.where(webhookSecretFile) +
+                     u"--webhook-secret-file: cannot read %1: %2"_s.arg(file.fileName(),
+                                                                        file.errorString());
+            return std::nullopt;
+        }
+        options.server.webhookSecret = file.readAll().trimmed();
+        if (options.server.webhookSecret.isEmpty()) {
+            *error = given.where(webhookSecretFile) +
+                     u"--webhook-secret-file: %1 is empty"_s.arg(file.fileName());
+            return std::nullopt;
+        }
     }
     options.server.allowedOrigins = given.values(allowOrigin);
     options.server.allowedHosts = given.values(allowHost);

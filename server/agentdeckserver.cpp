@@ -32,6 +32,7 @@
 #include "streams/eventhub.h"
 #include "streams/eventstreams.h"
 #include "trash.h"
+#include "webhookdelivery.h"
 #include "workspacedisks.h"
 
 #include <QCoreApplication>
@@ -160,7 +161,8 @@ struct AgentDeckServer::Private
     std::unique_ptr<EventStreams> streams;
     std::unique_ptr<RetentionReaper> reaper;
     std::unique_ptr<AuditLog> audit;
-    QTimer auditTrim; // --audit-retention
+    QTimer auditTrim;                          // --audit-retention
+    std::unique_ptr<WebhookDelivery> webhooks; // --webhook
     // The server workspace's sandbox.
     std::unique_ptr<WorkspaceSandbox> workspace;
     std::unique_ptr<IntegrityCheck> integrity;     // SQLite: read once after startup
@@ -518,9 +520,25 @@ bool AgentDeckServer::start(QString *error)
                    d->isolation.toJson(m_config.sandboxPolicy, d->disks->describeServer())};
     d->identity.workspaceDir = d->workspace->directory();
     d->identity.workspaceRoots = roots.dirs();
+    if (!m_config.webhooks.isEmpty()) {
+        d->webhooks = std::make_unique<WebhookDelivery>(
+            *d->database, *d->audit, m_config.webhooks, m_config.webhookSecret, m_config.replicaId,
+            !shared, WebhookDelivery::timingFromEnvironment());
+        try {
+            d->webhooks->start();
+        } catch (const StorageError &failure) {
+            *error = u"cannot set up the webhooks: "_s + QString::fromUtf8(failure.what());
+            return false;
+        }
+        d->identity.webhooks = [webhooks = d->webhooks.get()] { return webhooks->status(); };
+    }
 
     HealthController::registerRoutes(d->router, *d->http, d->identity);
-    MetricsController::registerRoutes(d->router, d->metrics, *d->store, *d->log, *d->service);
+    MetricsController::registerRoutes(
+        d->router, d->metrics, *d->store, *d->log, *d->service,
+        d->webhooks ? std::function<QByteArray()>(
+                          [webhooks = d->webhooks.get()] { return webhooks->metrics(); })
+                    : std::function<QByteArray()>());
     ConversationController::registerRoutes(d->router, *d->service);
     EventController::registerRoutes(d->router, *d->service, *d->store);
     RuntimeController::registerRoutes(d->router, *d->service);
@@ -782,6 +800,8 @@ QCoro::Task<> AgentDeckServer::stop()
     });
     d->relay.reset();
     d->audit->flush();
+    if (d->webhooks)
+        d->webhooks->stop();
     d->database->close();
     d->lock->unlock();
     qCInfo(lcServer) << "stopped";

@@ -2,7 +2,9 @@
 
 #include "sandboxpolicy.h"
 
+#include <QByteArray>
 #include <QHostAddress>
+#include <QList>
 #include <QString>
 #include <QStringList>
 #include <QUrl>
@@ -26,6 +28,14 @@ inline SandboxPolicy defaultSandboxPolicy()
     policy.processes = 1024;
     return policy;
 }
+
+// A --webhook: where the feed's records are posted, and which actions it wants (empty: all).
+struct WebhookTarget
+{
+    QString spec; // the option's value as given: the webhook's identity in the catalog
+    QUrl url;     // without the filter
+    QStringList actions;
+};
 
 struct ServerConfig
 {
@@ -108,6 +118,9 @@ struct ServerConfig
     std::chrono::milliseconds retentionInterval{0}; // 0: derived from the retention
     // --audit-retention: audit records older than this are deleted; 0: kept for ever.
     std::chrono::milliseconds auditRetention{std::chrono::days(90)};
+    // --webhook and the key their payloads are signed with (--webhook-secret-file).
+    QList<WebhookTarget> webhooks;
+    QByteArray webhookSecret;
 
     // Server-wide defaults of the llm agent (--llm-base-url, --llm-model, --llm-timeout,
     // AGENTDECK_LLM_API_KEY); a conversation's own settings win.

@@ -160,11 +160,26 @@ void ConsoleController::noteChanged(const QUuid &id)
 QCoro::Task<> ConsoleController::readServerInfo()
 {
     m_serverInfoRead = true;
+    m_serverInfoDue.setRemainingTime(m_serverInfoInterval);
     QPointer<ConsoleController> self(this);
     auto reading = m_connection->get(u"/server_info"_s);
     const ApiReply reply = co_await std::move(reading);
     if (!self || !reply.ok())
         co_return;
+    QStringList failing;
+    for (const QJsonValue webhook : reply.json.toObject().value(u"webhooks"_s).toArray()) {
+        const QJsonObject one = webhook.toObject();
+        if (one.value(u"state"_s).toString() == u"failing"_s)
+            failing.append(tr("Webhook %1 failing since %2: %3 (%4 records waiting)")
+                               .arg(one.value(u"url"_s).toString(),
+                                    one.value(u"failing_since"_s).toString(),
+                                    one.value(u"last_error"_s).toString())
+                               .arg(one.value(u"pending"_s).toInteger()));
+    }
+    if (const QString webhookWarning = failing.join(u'\n'); webhookWarning != m_webhookWarning) {
+        m_webhookWarning = webhookWarning;
+        Q_EMIT webhookWarningChanged(webhookWarning);
+    }
     const QJsonObject sandbox = reply.json.toObject().value(u"sandbox"_s).toObject();
     // A server that does not say (an older one) is taken at its word elsewhere: no warning.
     QString warning;

@@ -6,6 +6,7 @@
 #include "serverconnection.h"
 
 #include <QDateTime>
+#include <QDeadlineTimer>
 #include <QMultiHash>
 #include <QObject>
 #include <QPointer>
@@ -152,6 +153,14 @@ public:
     // How the server contains its commands, once it said (/server_info): empty when they are
     // isolated, else a sentence saying they are not, and why.
     QString isolationWarning() const { return m_isolationWarning; }
+    // The webhooks /server_info reports failing, a line each; empty when none is.
+    QString webhookWarning() const { return m_webhookWarning; }
+    // Tests: how often a refresh reads /server_info again (default 30 s).
+    void setServerInfoInterval(std::chrono::milliseconds interval)
+    {
+        m_serverInfoInterval = interval;
+        m_serverInfoDue.setRemainingTime(interval);
+    }
 
 Q_SIGNALS:
     void busyChanged(bool busy);
@@ -165,6 +174,7 @@ Q_SIGNALS:
     // reachability or of the outage's kind (outage()).
     void reachabilityChanged(bool reachable, const QString &why);
     void isolationWarningChanged(const QString &warning);
+    void webhookWarningChanged(const QString &warning);
     void refreshed();
     void actionFinished(AgentDeck::ConsoleController::Action action, bool ok,
                         const QUuid &conversationId);
@@ -207,7 +217,11 @@ private:
     bool m_needsKey = false;
     QString m_unreachableReason;
     QString m_isolationWarning;
+    QString m_webhookWarning;
     bool m_serverInfoRead = false;
+    // /server_info is read again this often, for the webhooks' state.
+    std::chrono::milliseconds m_serverInfoInterval{30'000};
+    QDeadlineTimer m_serverInfoDue;
     QCoro::Task<> readServerInfo();
     bool m_complete = true; // the last refresh read every page
     // Where loadMore() goes on in a partition: its own search, which a refresh does not read.

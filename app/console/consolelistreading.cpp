@@ -131,7 +131,7 @@ QCoro::Task<bool> ConsoleController::refresh()
         m_archivedOnServer = archivedCount;
     }
     // Read again once the server is back: it may be another one (restarted without bubblewrap).
-    if (!m_serverInfoRead || !isReachable())
+    if (!m_serverInfoRead || !isReachable() || m_serverInfoDue.hasExpired())
         readServerInfo();
     m_needsKey = false;
     m_lastRefreshed = QDateTime::currentDateTime();

@@ -143,6 +143,18 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     m_isolationState->setStyleSheet(u"color: #b71c1c; font-weight: bold;"_s);
     m_isolationState->hide();
     statusBar()->addPermanentWidget(m_isolationState);
+    // A webhook that keeps failing: the tools it tells hear nothing meanwhile.
+    auto *webhookState = new QLabel(this);
+    webhookState->setObjectName(u"webhookState"_s);
+    webhookState->setStyleSheet(u"color: #b71c1c; font-weight: bold;"_s);
+    webhookState->hide();
+    statusBar()->addPermanentWidget(webhookState);
+    connect(controller, &ConsoleController::webhookWarningChanged, webhookState,
+            [webhookState](const QString &warning) {
+                webhookState->setText(tr("⚠ Webhook failing"));
+                webhookState->setToolTip(warning);
+                webhookState->setVisible(!warning.isEmpty());
+            });
     // The servers sharing this one's catalog: what `ctl replicas` lists.
     m_replicasButton = new QToolButton(this);
     m_replicasButton->setObjectName(u"replicasButton"_s);

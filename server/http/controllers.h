@@ -1,9 +1,11 @@
 #pragma once
 
+#include <QJsonArray>
 #include <QJsonObject>
 #include <QString>
 #include <QStringList>
 
+#include <functional>
 #include <memory>
 
 namespace AgentDeck {
@@ -31,6 +33,8 @@ struct ServerIdentity
     QString workspaceDir;
     // Where callers' workspaces may lie (WorkspaceRoots), as real paths.
     QStringList workspaceRoots;
+    // Each --webhook's delivery (WebhookDelivery::status()); unset: none.
+    std::function<QJsonArray()> webhooks;
 };
 
 // One controller per resource; each adds its routes to the shared table.
@@ -38,9 +42,11 @@ namespace HealthController {
 void registerRoutes(Router &router, const ApiServer &server, const ServerIdentity &identity);
 }
 namespace MetricsController {
+// `more`: further series (the webhooks'), appended.
 void registerRoutes(Router &router, const Metrics &metrics, ConversationStore &store,
-                    const EventLog &log, const ConversationService &service);
-}
+                    const EventLog &log, const ConversationService &service,
+                    std::function<QByteArray()> more = {});
+} // namespace MetricsController
 namespace ConversationController {
 void registerRoutes(Router &router, ConversationService &service);
 }

@@ -58,20 +58,22 @@ void HealthController::registerRoutes(Router &router, const ApiServer &server,
             {u"sandbox"_s, identity.sandbox},
             {u"workspace_dir"_s, identity.workspaceDir},
             {u"workspace_roots"_s, QJsonArray::fromStringList(identity.workspaceRoots)},
+            {u"webhooks"_s, identity.webhooks ? identity.webhooks() : QJsonArray()},
         });
     });
 }
 
 void MetricsController::registerRoutes(Router &router, const Metrics &metrics,
                                        ConversationStore &store, const EventLog &log,
-                                       const ConversationService &service)
+                                       const ConversationService &service,
+                                       std::function<QByteArray()> more)
 {
-    router.addOpen(Router::Method::Get, u"/metrics"_s, [&](const HttpRequest &) {
+    router.addOpen(Router::Method::Get, u"/metrics"_s, [&, more](const HttpRequest &) {
         HttpResponse response;
         response.contentType = "text/plain; version=0.0.4";
         response.body =
             metrics.render(store.countByStatus(), log.publishedCount(), service.liveCount()) +
-            service.runtimeMetrics();
+            service.runtimeMetrics() + (more ? more() : QByteArray());
         return response;
     });
 }

@@ -56,6 +56,7 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QTableWidget>
+#include <QTcpServer>
 #include <QTcpSocket>
 #include <QTemporaryDir>
 #include <QTest>
@@ -812,6 +813,32 @@ private Q_SLOTS:
             QVERIFY(!state->isVisible());
             QVERIFY(m_controller->isolationWarning().isEmpty());
         }
+    }
+
+    // A webhook that keeps failing is said in the status bar, with its URL and error as tooltip.
+    void failingWebhookIsShown()
+    {
+        QTcpServer closed;
+        QVERIFY(closed.listen(QHostAddress::LocalHost, 0));
+        const QString url = u"http://127.0.0.1:%1/hook"_s.arg(closed.serverPort());
+        closed.close();
+        qputenv("AGENTDECK_TEST_WEBHOOK_TIMING", "retry_ms=20,max_retry_ms=50,poll_ms=100");
+        ServerConfig config = serverConfig();
+        config.webhooks = {WebhookTarget{url, QUrl(url), {}}};
+        config.webhookSecret = "secret";
+        startConsole(config);
+        qunsetenv("AGENTDECK_TEST_WEBHOOK_TIMING");
+        m_controller->setServerInfoInterval(std::chrono::milliseconds(0));
+        auto *state = m_window->findChild<QLabel *>(u"webhookState"_s);
+        QVERIFY(state);
+        QVERIFY(!state->isVisible());
+        QVERIFY(!create(u"hooked"_s, u"true"_s).isNull());
+        // Each refresh reads /server_info again (the window's timer does it every few seconds).
+        QTRY_VERIFY_WITH_TIMEOUT((QCoro::waitFor(m_controller->refresh()), state->isVisible()),
+                                 15000);
+        QCOMPARE(state->text(), u"⚠ Webhook failing"_s);
+        QVERIFY2(state->toolTip().contains(url), qPrintable(state->toolTip()));
+        QCOMPARE(m_controller->webhookWarning(), state->toolTip());
     }
 
     void interruptStopsAHangingCommand()

@@ -369,6 +369,41 @@ private Q_SLOTS:
         QVERIFY(options->server.dataDir.endsWith(u"/agentdeck"_s));
         QVERIFY(!options->server.dataDir.startsWith(u"/var/lib"_s));
     }
+
+    // --webhook URL and URL#actions=A+B, from the command line or, comma-separated, the
+    // environment; one given twice is one webhook; the secret file's blanks are not the key's.
+    void webhooksAndTheirFilters()
+    {
+        const QString secret = writeFile(u"webhook.secret"_s, "  k3y\n");
+        QString error;
+        auto options =
+            parse({u"--headless"_s, u"--webhook"_s, u"https://a.example/h?t=1"_s, u"--webhook"_s,
+                   u"http://b.example:81/h#actions=archive+delete"_s, u"--webhook"_s,
+                   u"https://a.example/h?t=1"_s, u"--webhook-secret-file"_s, secret},
+                  {}, &error);
+        QVERIFY2(options, qPrintable(error));
+        QCOMPARE(options->server.webhookSecret, "k3y"_ba);
+        QCOMPARE(options->server.webhooks.size(), 2);
+        QCOMPARE(options->server.webhooks.at(0).url, QUrl(u"https://a.example/h?t=1"_s));
+        QVERIFY(options->server.webhooks.at(0).actions.isEmpty());
+        QCOMPARE(options->server.webhooks.at(1).url, QUrl(u"http://b.example:81/h"_s));
+        QCOMPARE(options->server.webhooks.at(1).actions, (QStringList{u"archive"_s, u"delete"_s}));
+        QCOMPARE(options->server.webhooks.at(1).spec,
+                 u"http://b.example:81/h#actions=archive+delete"_s);
+
+        options = parse({u"--headless"_s},
+                        {{u"AGENTDECK_WEBHOOK"_s, u"https://a.example/1, https://a.example/2"_s},
+                         {u"AGENTDECK_WEBHOOK_SECRET_FILE"_s, secret}},
+                        &error);
+        QVERIFY2(options, qPrintable(error));
+        QCOMPARE(options->server.webhooks.size(), 2);
+        QCOMPARE(options->server.webhooks.at(1).url, QUrl(u"https://a.example/2"_s));
+
+        QVERIFY(!parse({u"--headless"_s}, {{u"AGENTDECK_WEBHOOK"_s, u"https://a.example/1"_s}},
+                       &error));
+        QVERIFY2(error.startsWith(u"AGENTDECK_WEBHOOK: --webhook needs --webhook-secret-file"_s),
+                 qPrintable(error));
+    }
 };
 
 QTEST_GUILESS_MAIN(CommandLineTest)

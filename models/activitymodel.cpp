@@ -285,6 +285,11 @@ QVariant ActivityModel::data(const QModelIndex &index, int role) const
         switch (index.column()) {
         case TimeColumn:
             return tr("%1, through replica %2").arg(toDisplayTime(entry.at), entry.replica);
+        case ActorColumn:
+            return entry.client.isEmpty()
+                       ? QVariant()
+                       : tr("key %1, client %2")
+                             .arg(entry.actor.isEmpty() ? tr("none") : entry.actor, entry.client);
         case ConversationColumn:
             return entry.conversationId.isNull() ? QVariant() : toWireId(entry.conversationId);
         case ReasonColumn:

@@ -59,6 +59,7 @@ public:
     // Its records leave the list; its index is not given to another.
     void removeSource(int source);
     void setSourceLabel(int source, const QString &label);
+    QString sourceLabel(int source) const { return m_sources.value(source).label; }
     int sourceCount() const { return int(m_sources.size()); }
     // Sources added and not removed.
     QList<int> liveSources() const;

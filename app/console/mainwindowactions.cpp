@@ -7,6 +7,7 @@
 #include "newconversationdialog.h"
 
 #include <QApplication>
+#include <QDockWidget>
 #include <QInputDialog>
 #include <QLineEdit>
 #include <QMenu>
@@ -243,6 +244,7 @@ void MainWindow::buildMenus()
         ->setShortcut(QKeySequence(Qt::Key_F5));
     view->addSeparator();
     view->addAction(tr("Re&plicas…"), this, &MainWindow::showReplicas);
+    view->addAction(m_activityDock->toggleViewAction());
 }
 
 void MainWindow::keyNeeded(const QString &why)

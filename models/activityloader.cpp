@@ -24,30 +24,32 @@ void ActivityLoader::setQuery(const AuditQuery &query)
         return;
     ++m_generation;
     m_model->setQuery(query);
-    refresh();
 }
 
 QCoro::Task<> ActivityLoader::refresh()
 {
-    // One refresh at a time: a timer's while one waits for a slow server would pile up.
-    if (m_refreshing)
+    // One refresh of a query at a time: a timer's while one waits for a slow server would pile
+    // up. One of a new query starts at once.
+    const quint64 generation = m_generation;
+    if (m_refreshing == generation)
         co_return;
-    m_refreshing = true;
+    m_refreshing = generation;
     QPointer self(this);
     co_await readPages(m_model->liveSources(), /*newest=*/true);
-    if (self)
-        m_refreshing = false;
+    if (self && m_refreshing == generation)
+        m_refreshing.reset();
 }
 
 QCoro::Task<> ActivityLoader::readMore()
 {
-    if (m_readingMore)
+    const quint64 generation = m_generation;
+    if (m_readingMore == generation)
         co_return;
-    m_readingMore = true;
+    m_readingMore = generation;
     QPointer self(this);
     co_await readPages(m_model->sourcesToReadMore(), /*newest=*/false);
-    if (self)
-        m_readingMore = false;
+    if (self && m_readingMore == generation)
+        m_readingMore.reset();
 }
 
 QCoro::Task<> ActivityLoader::readPages(QList<int> sources, bool newest)

@@ -7,6 +7,8 @@
 #include <QObject>
 #include <QPointer>
 
+#include <optional>
+
 namespace AgentDeck {
 
 class ServerConnection;
@@ -23,7 +25,8 @@ public:
     ActivityModel *model() const { return m_model; }
     // The server a source of the model reads from.
     void setConnection(int source, ServerConnection *connection);
-    // Asks every source for `query` from its newest record (the list empties when it differs).
+    // What every source is asked for from the next refresh() on (the list empties when it
+    // differs, and a page of the query before is dropped).
     void setQuery(const AuditQuery &query);
 
     // The newest page of every source: what came since joins the list.
@@ -46,8 +49,9 @@ private:
     QHash<int, QString> m_problems;
     quint64 m_generation = 0; // the query's: a page asked for under an older one is dropped
     int m_reading = 0;
-    bool m_refreshing = false;
-    bool m_readingMore = false;
+    // The query (its generation) a refresh, or a read of older pages, is under way for.
+    std::optional<quint64> m_refreshing;
+    std::optional<quint64> m_readingMore;
 };
 
 } // namespace AgentDeck

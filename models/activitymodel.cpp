@@ -286,10 +286,11 @@ QVariant ActivityModel::data(const QModelIndex &index, int role) const
         case TimeColumn:
             return tr("%1, through replica %2").arg(toDisplayTime(entry.at), entry.replica);
         case ActorColumn:
-            return entry.client.isEmpty()
-                       ? QVariant()
-                       : tr("key %1, client %2")
-                             .arg(entry.actor.isEmpty() ? tr("none") : entry.actor, entry.client);
+            if (entry.actor == u"server"_s)
+                return tr("The server, by its %1 policy").arg(entry.client);
+            return tr("Key: %1; client: %2")
+                .arg(entry.actor.isEmpty() ? tr("none, or a wrong one") : entry.actor,
+                     entry.client.isEmpty() ? tr("not named") : entry.client);
         case ConversationColumn:
             return entry.conversationId.isNull() ? QVariant() : toWireId(entry.conversationId);
         case ReasonColumn:

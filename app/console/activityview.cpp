@@ -130,11 +130,12 @@ ActivityView::ActivityView(Scope scope, QWidget *parent)
     // One server's: no Server column (shown once a second server is added).
     m_table->hideColumn(ActivityModel::ServerColumn);
     if (scope == Scope::Conversation) {
+        // The narrow pane: each column as wide as what it holds (a conversation's records are
+        // few), the reason taking the rest.
         m_table->hideColumn(ActivityModel::ConversationColumn);
-        m_table->hideColumn(ActivityModel::ReasonColumn);
-        header->setSectionResizeMode(ActivityModel::ReasonColumn, QHeaderView::Interactive);
-        m_table->showColumn(ActivityModel::ReasonColumn);
-        header->setStretchLastSection(true);
+        for (const int column : {ActivityModel::TimeColumn, ActivityModel::ActorColumn,
+                                 ActivityModel::ActionColumn, ActivityModel::ResultColumn})
+            header->setSectionResizeMode(column, QHeaderView::ResizeToContents);
     }
     layout->addWidget(m_table, 1);
     connect(m_table, &QAbstractItemView::activated, this, [this](const QModelIndex &index) {
@@ -215,12 +216,15 @@ void ActivityView::showConversation(const QUuid &id)
     query.conversationId = id;
     // No conversation: no records, rather than every conversation's.
     if (id.isNull()) {
-        m_model->setQuery(query);
+        m_loader->setQuery(query);
         m_model->clear();
         updateSummary();
         return;
     }
     m_loader->setQuery(query);
+    // Folded away, it is read once it is shown.
+    if (isVisible())
+        refresh();
 }
 
 void ActivityView::refresh()
@@ -237,6 +241,7 @@ void ActivityView::applyQuery()
     query.action = m_action->currentData().toString();
     query.conversationId = parseWireId(m_text->text().trimmed()).value_or(QUuid());
     m_loader->setQuery(query);
+    refresh();
     updateSummary();
 }
 

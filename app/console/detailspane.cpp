@@ -152,14 +152,14 @@ QString ownerText(const RuntimeDetails &details, bool live, const QDateTime &asO
                       .arg(details.leaseEpoch)
                       .arg(seconds(left)));
 }
-// A section's heading that folds it away, open at first.
-void makeFold(QToolButton *fold, const QString &text)
+// A section's heading that folds it away.
+void makeFold(QToolButton *fold, const QString &text, bool open)
 {
     fold->setCheckable(true);
-    fold->setChecked(true);
+    fold->setChecked(open);
     fold->setAutoRaise(true);
     fold->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
-    fold->setArrowType(Qt::DownArrow);
+    fold->setArrowType(open ? Qt::DownArrow : Qt::RightArrow);
     fold->setText(text);
     QObject::connect(fold, &QToolButton::toggled, fold, [fold](bool open) {
         fold->setArrowType(open ? Qt::DownArrow : Qt::RightArrow);
@@ -237,9 +237,15 @@ DetailsPane::DetailsPane(ConsoleController *controller, QWidget *parent)
     auto *idLine = new QHBoxLayout;
     idLine->addWidget(m_headingId, 1);
     m_fold->setObjectName(u"detailsFold"_s);
-    makeFold(m_fold, tr("Details"));
+    makeFold(m_fold, tr("Details"), true);
     connect(m_fold, &QToolButton::toggled, this,
             [this](bool open) { m_rows->setVisible(open && m_info); });
+    // Beside Details, folded at first: the timeline below is what is read most, and a line of
+    // its own took a row of it.
+    m_activityFold->setObjectName(u"activityFold"_s);
+    makeFold(m_activityFold, tr("Activity"), false);
+    m_activityFold->setToolTip(tr("Who changed this conversation, when and why"));
+    idLine->addWidget(m_activityFold);
     idLine->addWidget(m_fold);
     layout->addWidget(m_heading);
     layout->addLayout(idLine);
@@ -261,16 +267,13 @@ DetailsPane::DetailsPane(ConsoleController *controller, QWidget *parent)
     layout->addWidget(m_rows);
     m_rows->hide();
 
-    // Its records in the audit log, a few rows high: the timeline below is what is read most.
-    m_activityFold->setObjectName(u"activityFold"_s);
-    makeFold(m_activityFold, tr("Activity"));
+    // Its records in the audit log, a few rows high.
     connect(m_activityFold, &QToolButton::toggled, this,
             [this](bool open) { m_activity->setVisible(open && m_info); });
     m_activity->addServer({}, controller->connection());
     const int rowHeight = m_activity->table()->verticalHeader()->defaultSectionSize();
     m_activity->table()->setFixedHeight(
         rowHeight * 4 + m_activity->table()->horizontalHeader()->sizeHint().height() + 4);
-    layout->addWidget(m_activityFold);
     layout->addWidget(m_activity);
     m_activityFold->hide();
     m_activity->hide();

@@ -798,6 +798,8 @@ void FleetWindow::buildMenus()
                     [this] {
                         for (const auto &watched : m_watched)
                             watched->controller->refresh();
+                        if (m_activityDock->isVisible())
+                            m_activity->refresh();
                     })
         ->setShortcut(QKeySequence(Qt::Key_F5));
     view->addSeparator();

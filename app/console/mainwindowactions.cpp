@@ -1,5 +1,6 @@
 #include "mainwindow.h"
 
+#include "activityview.h"
 #include "banner.h"
 #include "consoleactions.h"
 #include "consolekeys.h"
@@ -240,7 +241,12 @@ void MainWindow::buildMenus()
                         m_filter->selectAll();
                     })
         ->setShortcut(QKeySequence::Find);
-    view->addAction(tr("&Refresh"), this, [this] { m_controller->refresh(); })
+    view->addAction(tr("&Refresh"), this,
+                    [this] {
+                        m_controller->refresh();
+                        if (m_activityDock->isVisible())
+                            m_activity->refresh();
+                    })
         ->setShortcut(QKeySequence(Qt::Key_F5));
     view->addSeparator();
     view->addAction(tr("Re&plicas…"), this, &MainWindow::showReplicas);

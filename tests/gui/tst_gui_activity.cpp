@@ -168,7 +168,10 @@ private Q_SLOTS:
         QTRY_COMPARE_WITH_TIMEOUT(archived->model()->rowCount(), 1, 10000);
         clickRow(archived, 0);
         QTRY_COMPARE(m_controller->selected(), deploy);
+        // Folded at first; a click on Activity beside Details opens it.
         ActivityView *own = window->details()->activity();
+        QVERIFY(!own->isVisible());
+        click(window->details()->activityFold());
         QTRY_VERIFY(own->isVisible());
         QTRY_COMPARE_WITH_TIMEOUT(own->table()->model()->rowCount(), 3, 10000);
         QVERIFY(own->table()->isColumnHidden(ActivityModel::ConversationColumn));
@@ -177,10 +180,10 @@ private Q_SLOTS:
                               u"ops-alice via console"_s}));
         QCOMPARE(columnOf(own->table(), ActivityModel::ReasonColumn),
                  (QStringList{u"try again"_s, u"ticket 42"_s, QString()}));
+        saveShot(window, "activity");
         // Folded away with a click.
         click(window->details()->activityFold());
         QVERIFY(!own->isVisible());
-        saveShot(window, "activity");
     }
 
     // All servers: every server's records in one list, newest first, with a Server column.

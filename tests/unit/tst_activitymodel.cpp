@@ -1,7 +1,9 @@
 // The console's Activity list without a GUI: audit records of one or several servers merged
 // newest first, paging held back to what every server has read, live records at the top, and
 // the text and result filters.
+#include "activityloader.h"
 #include "activitymodel.h"
+#include "testserver.h"
 #include "wiretypes.h"
 
 #include <QAbstractItemModelTester>
@@ -226,6 +228,56 @@ private Q_SLOTS:
         for (int row = 0; row < filter.rowCount(); ++row)
             numbers.append(model.entry(filter.mapToSource(filter.index(row, 0)).row()).number);
         QCOMPARE(numbers, shown);
+    }
+
+    // Two real servers read a page of two at a time: the list grows to every record of both,
+    // newest first, each once, reading only the servers that hold it back.
+    void theLoaderPagesThroughRealServers()
+    {
+        Testing::TestServer alpha, beta;
+        QVERIFY2(alpha.start(), qPrintable(alpha.errorString()));
+        QVERIFY2(beta.start(), qPrintable(beta.errorString()));
+        for (int i = 0; i < 3; ++i) {
+            QVERIFY(!alpha.create().isNull());
+            QVERIFY(!beta.create().isNull());
+        }
+        ActivityModel model;
+        QAbstractItemModelTester tester(&model);
+        ActivityLoader loader(&model);
+        ServerConnection toAlpha(alpha.url()), toBeta(beta.url());
+        loader.setConnection(model.addSource(u"alpha"_s), &toAlpha);
+        loader.setConnection(model.addSource(u"beta"_s), &toBeta);
+        AuditQuery query;
+        query.action = u"create"_s;
+        query.limit = 2;
+        loader.setQuery(query);
+        QCoro::waitFor(loader.refresh());
+        QVERIFY(model.hasMore());
+        QVERIFY(model.rowCount() >= 2 && model.rowCount() <= 4);
+        for (int reads = 0; model.hasMore() && reads < 6; ++reads)
+            QCoro::waitFor(loader.readMore());
+        QVERIFY(!model.hasMore());
+        QCOMPARE(model.rowCount(), 6);
+        QSet<std::pair<int, qint64>> seen;
+        for (int row = 0; row < model.rowCount(); ++row) {
+            seen.insert({model.sourceOf(row), model.entry(row).number});
+            if (row > 0)
+                QVERIFY(model.entry(row - 1).at >= model.entry(row).at);
+        }
+        QCOMPARE(seen.size(), 6);
+        // A refresh finds nothing new; a new record joins at the top.
+        QCoro::waitFor(loader.refresh());
+        QCOMPARE(model.rowCount(), 6);
+        const QUuid latest = beta.create();
+        QCoro::waitFor(loader.refresh());
+        QCOMPARE(model.rowCount(), 7);
+        QCOMPARE(model.entry(0).conversationId, latest);
+        QVERIFY(loader.problem(0).isEmpty() && loader.problem(1).isEmpty());
+        // A server that stops answering says so, and its rows stay.
+        alpha.stop();
+        QCoro::waitFor(loader.refresh());
+        QVERIFY(!loader.problem(0).isEmpty());
+        QCOMPARE(model.rowCount(), 7);
     }
 };
 

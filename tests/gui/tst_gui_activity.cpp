@@ -18,6 +18,7 @@
 #include <QLineEdit>
 #include <QListView>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QTabBar>
 #include <QTabWidget>
 #include <QTableView>
@@ -184,6 +185,43 @@ private Q_SLOTS:
         // Folded away with a click.
         click(window->details()->activityFold());
         QVERIFY(!own->isVisible());
+    }
+
+    // A page is 100 records: the 101st is read once the list is scrolled to its end, and a
+    // change made while the view is open comes by itself.
+    void olderRecordsComeAtTheEndAndNewOnesByThemselves()
+    {
+        const QUrl server = startServer();
+        QUuid last;
+        for (int i = 0; i < 101; ++i)
+            last = create(server, {}, u"conversation %1"_s.arg(i));
+        QVERIFY(!last.isNull());
+        MainWindow *window = showWindow(server, {});
+        click(window->activityButton());
+        ActivityView *activity = window->activity();
+        QTableView *table = activity->table();
+        QTRY_COMPARE_WITH_TIMEOUT(table->model()->rowCount(), 100, 10000);
+        QTRY_VERIFY(activity->moreButton()->isVisible());
+        QVERIFY2(activity->summary()->text().contains(u"scrolled to its end"_s),
+                 qPrintable(activity->summary()->text()));
+        table->setFocus();
+        // Page Down to the last row.
+        QScrollBar *scroll = table->verticalScrollBar();
+        for (int page = 0; page < 50 && scroll->value() < scroll->maximum(); ++page)
+            QTest::keyClick(table, Qt::Key_PageDown);
+        QCOMPARE(scroll->value(), scroll->maximum());
+        QTRY_COMPARE_WITH_TIMEOUT(table->model()->rowCount(), 101, 10000);
+        QCOMPARE(table->model()->index(100, ActivityModel::ConversationColumn).data().toString(),
+                 u"conversation 0"_s);
+        QTRY_VERIFY(!activity->moreButton()->isVisible());
+        QCOMPARE(activity->summary()->text(), u"101 records"_s);
+
+        QCOMPARE(change(server, {}, "POST", last, u"archive"_s, u"while watching"_s), 200);
+        QTRY_COMPARE_WITH_TIMEOUT(
+            table->model()->rowCount(), 102,
+            int(std::chrono::milliseconds(ActivityView::RefreshInterval).count()) + 5000);
+        QCOMPARE(table->model()->index(0, ActivityModel::ReasonColumn).data().toString(),
+                 u"while watching"_s);
     }
 
     // All servers: every server's records in one list, newest first, with a Server column.

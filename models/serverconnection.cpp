@@ -334,6 +334,27 @@ QCoro::Task<std::optional<QList<Event>>> ServerConnection::eventsAfter(QUuid id,
     co_return events;
 }
 
+QCoro::Task<std::optional<AuditPage>>
+ServerConnection::searchAudit(AuditQuery query, QString pageId, ApiReply *failure)
+{
+    QUrlQuery parameters;
+    query.writeTo(parameters);
+    if (!pageId.isEmpty())
+        parameters.addQueryItem(u"page_id"_s, pageId);
+    auto searching = get(u"/api/audit"_s, parameters);
+    const ApiReply reply = co_await std::move(searching);
+    const auto items = pageItems(reply, u"audit records"_s, failure);
+    if (!items)
+        co_return std::nullopt;
+    AuditPage page;
+    for (const QJsonValue &item : *items) {
+        if (auto entry = AuditEntry::fromJson(item.toObject()))
+            page.items.append(std::move(*entry));
+    }
+    page.nextPageId = reply.json.toObject().value(u"next_page_id"_s).toString();
+    co_return page;
+}
+
 QCoro::Task<ApiReply> ServerConnection::sendMessage(QUuid id, MessageRequest message)
 {
     return post(conversationPath(id, u"events"), message.toJson());

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "auditentry.h"
 #include "conversationfilter.h"
 #include "conversationrequests.h"
 #include "wiretypes.h"
@@ -98,6 +99,10 @@ public:
     QCoro::Task<std::optional<QList<Event>>> eventsAfter(QUuid id, qint64 afterSeq, int limit,
                                                          ApiReply *failure = nullptr);
     QCoro::Task<ApiReply> conversationAction(QUuid id, QString action);
+    // A page of the audit log (GET /api/audit), newest first, from `pageId` (none: the
+    // newest); nothing when the read failed, and `failure`, if given, then holds the answer.
+    QCoro::Task<std::optional<AuditPage>> searchAudit(AuditQuery query, QString pageId = {},
+                                                      ApiReply *failure = nullptr);
 
     // A live event stream of one conversation; replays everything after `afterSeq` first.
     EventStream *openEventStream(const QUuid &id, qint64 afterSeq, QObject *parent = nullptr);

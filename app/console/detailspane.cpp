@@ -1,14 +1,17 @@
 #include "detailspane.h"
 
+#include "activityview.h"
 #include "consolecontroller.h"
 #include "lifecycle.h"
 
 #include <QFormLayout>
 #include <QFrame>
+#include <QHeaderView>
 #include <QJsonArray>
 #include <QLabel>
 #include <QLocale>
 #include <QPointer>
+#include <QTableView>
 #include <QToolButton>
 #include <QVBoxLayout>
 
@@ -149,6 +152,20 @@ QString ownerText(const RuntimeDetails &details, bool live, const QDateTime &asO
                       .arg(details.leaseEpoch)
                       .arg(seconds(left)));
 }
+// A section's heading that folds it away.
+void makeFold(QToolButton *fold, const QString &text, bool open)
+{
+    fold->setCheckable(true);
+    fold->setChecked(open);
+    fold->setAutoRaise(true);
+    fold->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+    fold->setArrowType(open ? Qt::DownArrow : Qt::RightArrow);
+    fold->setText(text);
+    QObject::connect(fold, &QToolButton::toggled, fold, [fold](bool open) {
+        fold->setArrowType(open ? Qt::DownArrow : Qt::RightArrow);
+    });
+}
+
 // A value on lines of their own, each shortened in the middle to the width it is given: wrapped,
 // a long path took one more line once the pane was laid out at its width, and the timeline
 // below moved under the pointer. Whole in the tooltip.
@@ -204,6 +221,8 @@ DetailsPane::DetailsPane(ConsoleController *controller, QWidget *parent)
     , m_headingId(new QLabel(this))
     , m_fold(new QToolButton(this))
     , m_rows(new QFrame(this))
+    , m_activityFold(new QToolButton(this))
+    , m_activity(new ActivityView(ActivityView::Scope::Conversation, this))
 {
     auto *layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
@@ -218,16 +237,15 @@ DetailsPane::DetailsPane(ConsoleController *controller, QWidget *parent)
     auto *idLine = new QHBoxLayout;
     idLine->addWidget(m_headingId, 1);
     m_fold->setObjectName(u"detailsFold"_s);
-    m_fold->setCheckable(true);
-    m_fold->setChecked(true);
-    m_fold->setAutoRaise(true);
-    m_fold->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
-    m_fold->setArrowType(Qt::DownArrow);
-    m_fold->setText(tr("Details"));
-    connect(m_fold, &QToolButton::toggled, this, [this](bool open) {
-        m_fold->setArrowType(open ? Qt::DownArrow : Qt::RightArrow);
-        m_rows->setVisible(open && m_info);
-    });
+    makeFold(m_fold, tr("Details"), true);
+    connect(m_fold, &QToolButton::toggled, this,
+            [this](bool open) { m_rows->setVisible(open && m_info); });
+    // Beside Details, folded at first: the timeline below is what is read most, and a line of
+    // its own took a row of it.
+    m_activityFold->setObjectName(u"activityFold"_s);
+    makeFold(m_activityFold, tr("Activity"), false);
+    m_activityFold->setToolTip(tr("Who changed this conversation, when and why"));
+    idLine->addWidget(m_activityFold);
     idLine->addWidget(m_fold);
     layout->addWidget(m_heading);
     layout->addLayout(idLine);
@@ -248,6 +266,17 @@ DetailsPane::DetailsPane(ConsoleController *controller, QWidget *parent)
     }
     layout->addWidget(m_rows);
     m_rows->hide();
+
+    // Its records in the audit log, a few rows high.
+    connect(m_activityFold, &QToolButton::toggled, this,
+            [this](bool open) { m_activity->setVisible(open && m_info); });
+    m_activity->addServer({}, controller->connection());
+    const int rowHeight = m_activity->table()->verticalHeader()->defaultSectionSize();
+    m_activity->table()->setFixedHeight(
+        rowHeight * 4 + m_activity->table()->horizontalHeader()->sizeHint().height() + 4);
+    layout->addWidget(m_activity);
+    m_activityFold->hide();
+    m_activity->hide();
 
     // Out of reach, the server's lease is no longer counted down.
     connect(controller, &ConsoleController::reachabilityChanged, this, [this] { fill(); });
@@ -275,6 +304,9 @@ void DetailsPane::showConversation(const std::optional<ConversationInfo> &info)
     m_headingId->setVisible(info.has_value());
     m_fold->setVisible(info.has_value());
     m_rows->setVisible(info && m_fold->isChecked());
+    m_activity->showConversation(info ? info->id : QUuid());
+    m_activityFold->setVisible(info.has_value());
+    m_activity->setVisible(info && m_activityFold->isChecked());
     fill();
     if (info && another)
         readDetails(info->id);

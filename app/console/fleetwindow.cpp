@@ -1,5 +1,6 @@
 #include "fleetwindow.h"
 
+#include "activityview.h"
 #include "addserverdialog.h"
 #include "consoleactions.h"
 #include "consolecontroller.h"
@@ -16,6 +17,7 @@
 #include <QColor>
 #include <QComboBox>
 #include <QConcatenateTablesProxyModel>
+#include <QDockWidget>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QInputDialog>
@@ -123,6 +125,7 @@ struct FleetWindow::Watched
     std::unique_ptr<MainWindow> window;
     QListWidgetItem *line = nullptr;
     QDateTime downSince;
+    int activitySource = -1; // its records' source in the Activity list
 };
 
 FleetWindow::FleetWindow(QWidget *parent)
@@ -137,6 +140,8 @@ FleetWindow::FleetWindow(QWidget *parent)
     , m_summary(new QLabel(this))
     , m_filter(new QLineEdit(this))
     , m_statusFilter(ConversationView::makeStatusFilter(this))
+    , m_activity(new ActivityView(ActivityView::Scope::Servers, this))
+    , m_activityDock(new QDockWidget(tr("Activity"), this))
 {
     setWindowTitle(tr("All servers"));
     m_summaryDue.setSingleShot(true);
@@ -209,6 +214,26 @@ FleetWindow::FleetWindow(QWidget *parent)
     connect(m_servers, &QListWidget::itemActivated, this,
             [this](QListWidgetItem *item) { open(item->data(Qt::UserRole).toUrl(), {}); });
 
+    m_activityDock->setObjectName(u"activity"_s);
+    m_activityDock->setWidget(m_activity);
+    addDockWidget(Qt::BottomDockWidgetArea, m_activityDock);
+    m_activityDock->hide();
+    QAction *showActivity = activityAction();
+    showActivity->setText(tr("&Activity"));
+    showActivity->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_A));
+    showActivity->setToolTip(tr("Who changed what, when and why, on every server (Ctrl+Shift+A)"));
+    connect(showActivity, &QAction::toggled, this, [this](bool shown) {
+        if (shown)
+            m_activity->table()->setFocus(Qt::ShortcutFocusReason);
+    });
+    connect(m_activity, &ActivityView::conversationActivated, this,
+            [this](int source, const QUuid &id) {
+                for (const auto &watched : m_watched) {
+                    if (watched->activitySource == source)
+                        open(watched->url, id);
+                }
+            });
+
     QToolBar *tools = addToolBar(tr("Servers"));
     tools->setMovable(false);
     tools->addAction(tr("Add server…"), this, &FleetWindow::askForServer);
@@ -221,6 +246,8 @@ FleetWindow::FleetWindow(QWidget *parent)
         if (QListWidgetItem *item = m_servers->currentItem())
             removeServer(item->data(Qt::UserRole).toUrl());
     });
+    tools->addSeparator();
+    tools->addAction(showActivity);
 
     auto *splitter = new QSplitter(Qt::Vertical, this);
     m_servers->setParent(splitter);
@@ -334,6 +361,8 @@ void FleetWindow::addServer(const QUrl &server, const QString &apiKey, const QSt
     connect(watched->controller.get(), &ConsoleController::actingChanged, this,
             &FleetWindow::updateActions);
     m_all->addSourceModel(rows);
+    watched->activitySource = m_activity->addServer(watched->label(), watched->connection.get(),
+                                                    watched->controller.get());
     // The columns are there with the first server's rows.
     if (m_watched.empty()) {
         for (QTableView *view : {m_view, m_archivedView}) {
@@ -375,6 +404,7 @@ void FleetWindow::removeServer(const QUrl &server)
     if (it == m_watched.end())
         return;
     m_all->removeSourceModel((*it)->controller->conversations());
+    m_activity->removeServer((*it)->activitySource);
     delete (*it)->line;
     m_watched.erase(it);
     remember();
@@ -401,6 +431,7 @@ void FleetWindow::setServerName(const QUrl &server, const QString &name)
         return;
     watched->name = name.simplified();
     watched->controller->conversations()->setServerLabel(watched->label());
+    m_activity->setServerLabel(watched->activitySource, watched->label());
     updateServerLine(*watched);
     remember();
 }
@@ -573,6 +604,11 @@ void FleetWindow::searchServers()
                 self->applySearch(shown);
             });
     }
+}
+
+QAction *FleetWindow::activityAction() const
+{
+    return m_activityDock->toggleViewAction();
 }
 
 QTableView *FleetWindow::currentView() const
@@ -762,8 +798,12 @@ void FleetWindow::buildMenus()
                     [this] {
                         for (const auto &watched : m_watched)
                             watched->controller->refresh();
+                        if (m_activityDock->isVisible())
+                            m_activity->refresh();
                     })
         ->setShortcut(QKeySequence(Qt::Key_F5));
+    view->addSeparator();
+    view->addAction(activityAction());
 }
 
 void FleetWindow::askForServer()

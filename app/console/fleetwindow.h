@@ -13,6 +13,7 @@
 class QAction;
 class QComboBox;
 class QConcatenateTablesProxyModel;
+class QDockWidget;
 class QLabel;
 class QLineEdit;
 class QListWidget;
@@ -22,6 +23,7 @@ class QTableView;
 
 namespace AgentDeck {
 
+class ActivityView;
 class ConsoleController;
 struct ConversationSearch;
 class MainWindow;
@@ -35,7 +37,8 @@ class ServerConnection;
 // timeline and replicas), opened from here; a server that is down leaves its rows greyed, their
 // badges dated, and the others working. Servers are added (URL, an optional name, an optional
 // key), named and removed here and remembered with their names (consoleSettings(); keys go to
-// the secret store), and so is the window's geometry.
+// the secret store), and so is the window's geometry. Their activity (who changed what, when
+// and why) is one list too.
 class FleetWindow : public QMainWindow
 {
     Q_OBJECT
@@ -77,6 +80,11 @@ public:
     QAction *action(ConsoleController::Action action) const { return m_actions.value(action); }
     // The current tab's list.
     QTableView *currentView() const;
+    // Every server's audit log in one list (with a Server column), docked at the bottom and
+    // hidden until asked for (View ▸ Activity, the tool bar's Activity).
+    ActivityView *activity() const { return m_activity; }
+    QDockWidget *activityDock() const { return m_activityDock; }
+    QAction *activityAction() const;
 
 protected:
     void closeEvent(QCloseEvent *event) override;
@@ -120,6 +128,8 @@ private:
     QComboBox *m_statusFilter;
     QHash<ConsoleController::Action, QAction *> m_actions;
     QTimer m_summaryDue; // a row's change is counted with the next ones
+    ActivityView *m_activity;
+    QDockWidget *m_activityDock;
 };
 
 } // namespace AgentDeck

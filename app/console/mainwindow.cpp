@@ -1,5 +1,6 @@
 #include "mainwindow.h"
 
+#include "activityview.h"
 #include "banner.h"
 #include "consolesettings.h"
 #include "consoletray.h"
@@ -13,6 +14,7 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QComboBox>
+#include <QDockWidget>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -162,6 +164,29 @@ MainWindow::MainWindow(ConsoleController *controller, const QUrl &server, QWidge
     m_replicasButton->setAutoRaise(true);
     connect(m_replicasButton, &QToolButton::clicked, this, &MainWindow::showReplicas);
     statusBar()->addPermanentWidget(m_replicasButton);
+    // Who changed what, and why: the server's audit log, below the list and the details.
+    m_activity = new ActivityView(ActivityView::Scope::Servers, this);
+    m_activity->addServer(serverLabel, controller->connection(), controller);
+    connect(m_activity, &ActivityView::conversationActivated, this,
+            [this](int, const QUuid &id) { selectConversation(id); });
+    m_activityDock = new QDockWidget(tr("Activity"), this);
+    m_activityDock->setObjectName(u"activity"_s);
+    m_activityDock->setWidget(m_activity);
+    addDockWidget(Qt::BottomDockWidgetArea, m_activityDock);
+    m_activityDock->hide();
+    QAction *showActivity = m_activityDock->toggleViewAction();
+    showActivity->setText(tr("&Activity"));
+    showActivity->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_A));
+    showActivity->setToolTip(tr("Who changed what, when and why (Ctrl+Shift+A)"));
+    connect(showActivity, &QAction::toggled, this, [this](bool shown) {
+        if (shown)
+            m_activity->table()->setFocus(Qt::ShortcutFocusReason);
+    });
+    m_activityButton = new QToolButton(this);
+    m_activityButton->setObjectName(u"activityButton"_s);
+    m_activityButton->setDefaultAction(showActivity);
+    m_activityButton->setAutoRaise(true);
+    statusBar()->addPermanentWidget(m_activityButton);
     connect(controller, &ConsoleController::isolationWarningChanged, this,
             [this](const QString &warning) {
                 m_isolationState->setText(warning.isEmpty() ? QString()

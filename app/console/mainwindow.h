@@ -14,6 +14,7 @@ class QLineEdit;
 class QProgressBar;
 class QPushButton;
 class QComboBox;
+class QDockWidget;
 class QQuickWidget;
 class QSplitter;
 class QTabWidget;
@@ -22,6 +23,7 @@ class QToolButton;
 
 namespace AgentDeck {
 
+class ActivityView;
 class Banner;
 class ConsoleTray;
 class ConversationFilterProxy;
@@ -80,6 +82,11 @@ public:
     // The status bar's button to the replicas view, and the view once opened.
     QToolButton *replicasButton() const { return m_replicasButton; }
     ReplicasDialog *replicas() const { return m_replicas; }
+    // The status bar's button to the Activity view (the audit log), and the view, docked at
+    // the bottom and hidden until asked for.
+    QToolButton *activityButton() const { return m_activityButton; }
+    ActivityView *activity() const { return m_activity; }
+    QDockWidget *activityDock() const { return m_activityDock; }
     // The server is this process's own (embedded): closing the window stops it, and with runs
     // going the window asks first (stop them, keep the server running in the background until
     // they end, or cancel).
@@ -163,6 +170,9 @@ private:
     ConsoleTray *m_tray;
     QToolButton *m_replicasButton;
     ReplicasDialog *m_replicas = nullptr;
+    QToolButton *m_activityButton;
+    ActivityView *m_activity;
+    QDockWidget *m_activityDock;
     bool m_embedded = false;
     bool m_keptInBackground = false;
     QTimer m_tabTitlesDue; // the tabs' counts, after rows changed

@@ -1,5 +1,6 @@
 #include "mainwindow.h"
 
+#include "activityview.h"
 #include "banner.h"
 #include "consoleactions.h"
 #include "consolekeys.h"
@@ -7,6 +8,7 @@
 #include "newconversationdialog.h"
 
 #include <QApplication>
+#include <QDockWidget>
 #include <QInputDialog>
 #include <QLineEdit>
 #include <QMenu>
@@ -239,10 +241,16 @@ void MainWindow::buildMenus()
                         m_filter->selectAll();
                     })
         ->setShortcut(QKeySequence::Find);
-    view->addAction(tr("&Refresh"), this, [this] { m_controller->refresh(); })
+    view->addAction(tr("&Refresh"), this,
+                    [this] {
+                        m_controller->refresh();
+                        if (m_activityDock->isVisible())
+                            m_activity->refresh();
+                    })
         ->setShortcut(QKeySequence(Qt::Key_F5));
     view->addSeparator();
     view->addAction(tr("Re&plicas…"), this, &MainWindow::showReplicas);
+    view->addAction(m_activityDock->toggleViewAction());
 }
 
 void MainWindow::keyNeeded(const QString &why)

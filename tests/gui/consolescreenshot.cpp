@@ -1,9 +1,12 @@
 // Renders the console with sample data to a PNG: an embedded server in a temporary data dir,
 // a handful of conversations in different states, one of them cut short by a restart of the
 // server and one failed, both flagged; the interrupted one selected with its details open.
-// Usage: agentdeck_screenshot OUTPUT.png [--running | --fleet]
+// Usage: agentdeck_screenshot OUTPUT.png [--running | --fleet | --activity]
 //   --running: the running one selected
 //   --fleet: All servers on that server and two more, one of them down since its rows were read
+//   --activity: the Activity view of a server with named keys: two operators, a bot and the
+//     idle policy changing its conversations, one of them selected with its own activity
+#include "activityview.h"
 #include "consolecontroller.h"
 #include "consolesettings.h"
 #include "detailspane.h"
@@ -12,6 +15,7 @@
 #include "mainwindow.h"
 
 #include <QApplication>
+#include <QDockWidget>
 #include <QFile>
 #include <QQuickWindow>
 #include <QSettings>
@@ -19,6 +23,7 @@
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QToolButton>
 
 #include <cstdio>
 
@@ -46,6 +51,91 @@ QString status(ServerConnection &client, const QUuid &id)
         .value(u"execution_status"_s)
         .toString();
 }
+// A change to `id` by the holder of `key`, with a reason; its answer's status.
+int change(const QUrl &server, const QString &key, const QByteArray &method, const QUuid &id,
+           const QString &suffix, const QString &reason)
+{
+    ServerConnection client(server);
+    client.setApiKey(key);
+    QUrlQuery query;
+    query.addQueryItem(u"reason"_s, reason);
+    return QCoro::waitFor(
+               client.request(method, ServerConnection::conversationPath(id, suffix), query))
+        .status;
+}
+
+int activityShot(ServerConfig config, const char *output)
+{
+    QTemporaryDir dir;
+    config.dataDir = dir.path();
+    config.sandboxIdleTimeout = std::chrono::seconds(2);
+    const QString alice = u"alice-0d1e2f"_s, bob = u"bob-3a4b5c"_s, bot = u"bot-6d7e8f"_s;
+    QFile keys(dir.filePath(u"keys"_s));
+    if (!keys.open(QIODevice::WriteOnly) ||
+        keys.write(u"ops-alice %1\nops-bob %2\ndeploy-bot %3\n"_s.arg(alice, bob, bot).toUtf8()) <
+            0)
+        return 1;
+    keys.close();
+    config.apiKeyFile = keys.fileName();
+    EmbeddedServer server(config);
+    QString error;
+    const QUrl url = server.start(&error);
+    if (url.isEmpty()) {
+        std::fprintf(stderr, "cannot start the server: %s\n", qPrintable(error));
+        return 1;
+    }
+    ServerConnection asAlice(url), asBob(url), asBot(url);
+    asAlice.setApiKey(alice);
+    asBob.setApiKey(bob);
+    asBot.setApiKey(bot);
+    ServerConnection::setClientName(u"ci"_s);
+    const QUuid deploy = create(asBot, u"Deploy to staging"_s, u"echo deploying"_s, false,
+                                {{u"env"_s, u"staging"_s}});
+    ServerConnection::setClientName(u"console"_s);
+    const QUuid audit = create(asAlice, u"Last quarter's audit"_s, {});
+    const QUuid scratch = create(asAlice, u"Scratch: try the new linter"_s, {});
+    create(asAlice, u"Nightly data import"_s, {}, false, {{u"team"_s, u"data"_s}});
+    change(url, alice, "POST", audit, u"archive"_s, u"quarter closed, ticket OPS-4711"_s);
+    ServerConnection::setClientName(u"ctl"_s);
+    change(url, bob, "DELETE", scratch, {}, u"cleanup after the release"_s);
+    change(url, bob, "POST", audit, u"run"_s, u"rerun the report"_s);
+    ServerConnection::setClientName(u"console"_s);
+    // The idle policy stops the deploy's sandbox once its command is done.
+    const bool stopped = QTest::qWaitFor(
+        [&] {
+            AuditQuery query;
+            query.actor = u"server"_s;
+            const auto page = QCoro::waitFor(asAlice.searchAudit(query));
+            return page && !page->items.isEmpty();
+        },
+        20000);
+    if (!stopped)
+        std::fputs("warning: the idle policy did not stop the sandbox in time\n", stderr);
+
+    ConsoleController controller(&asAlice);
+    MainWindow window(&controller, url);
+    window.resize(1400, 860);
+    window.show();
+    const bool shown = QTest::qWaitForWindowExposed(&window) &&
+                       QCoro::waitFor(controller.refresh()) && window.selectConversation(deploy);
+    window.activityDock()->show();
+    // The selected conversation's own activity in place of its details.
+    window.details()->foldButton()->setChecked(false);
+    window.details()->activityFold()->setChecked(true);
+    const bool read = QTest::qWaitFor(
+        [&] {
+            return window.activity()->model()->rowCount() >= 8 &&
+                   window.details()->activity()->model()->rowCount() >= 2;
+        },
+        10000);
+    if (!shown || !read)
+        std::fputs("warning: the Activity view did not show the sample records in time\n", stderr);
+    QTest::qWait(300); // let the QML pane lay out before the grab
+    const bool saved = window.grab().save(QString::fromLocal8Bit(output));
+    std::fprintf(stderr, "%s %s\n", saved ? "wrote" : "could not write", output);
+    server.stop();
+    return saved ? 0 : 1;
+}
 } // namespace
 
 int main(int argc, char *argv[])
@@ -65,6 +155,8 @@ int main(int argc, char *argv[])
     config.dataDir = dir.path();
     config.sandboxProgram = QStringLiteral(AGENTDECK_BINARY_PATH);
     config.shutdownGrace = std::chrono::milliseconds(500);
+    if (argc > 2 && QByteArrayView(argv[2]) == "--activity")
+        return activityShot(config, argv[1]);
     QString error;
     // A first server whose stop cuts a command short: the headline case of the console.
     QUuid interrupted;

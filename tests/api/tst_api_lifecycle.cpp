@@ -55,25 +55,7 @@ class TestApiLifecycle : public QObject
         return true;
     }
 
-    // The changes made, oldest first, as GET /api/audit pages them.
-    QList<QJsonObject> auditedChanges()
-    {
-        QList<QJsonObject> all;
-        QString cursor;
-        for (;;) {
-            QUrlQuery query{{u"sort_order"_s, u"TIMESTAMP"_s}};
-            if (!cursor.isEmpty())
-                query.addQueryItem(u"page_id"_s, cursor);
-            const QJsonObject page = m_server->get(u"/api/audit"_s, query).json.toObject();
-            for (const QJsonValue &item : page.value(u"items"_s).toArray()) {
-                if (item.toObject().value(u"result"_s) == u"done"_s)
-                    all.append(item.toObject());
-            }
-            cursor = page.value(u"next_page_id"_s).toString();
-            if (cursor.isEmpty())
-                return all;
-        }
-    }
+    QList<QJsonObject> auditedChanges() { return Testing::auditedChanges(*m_server); }
 
     // Makes one change of each kind to a new conversation: create, update, archive, unarchive,
     // delete; plus an attempt that is refused (no change: not in the feed).

@@ -3,6 +3,7 @@
 // A plain QWebSocket on /sockets/lifecycle that keeps every record it gets, duplicates
 // included, so a gap or a repeat stays visible (the console's LifecycleFeed would resume past
 // them).
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QSignalSpy>
@@ -92,5 +93,26 @@ private:
 
     QWebSocket m_socket;
 };
+
+// The changes made (GET /api/audit's records that are done), oldest first: what the feed sends.
+template<typename Server> QList<QJsonObject> auditedChanges(Server &server)
+{
+    QList<QJsonObject> all;
+    QString cursor;
+    for (int page = 0; page < 1000; ++page) {
+        QUrlQuery query{{u"sort_order"_s, u"TIMESTAMP"_s}};
+        if (!cursor.isEmpty())
+            query.addQueryItem(u"page_id"_s, cursor);
+        const QJsonObject answer = server.get(u"/api/audit"_s, query).json.toObject();
+        for (const QJsonValue &item : answer.value(u"items"_s).toArray()) {
+            if (item.toObject().value(u"result"_s) == u"done"_s)
+                all.append(item.toObject());
+        }
+        cursor = answer.value(u"next_page_id"_s).toString();
+        if (cursor.isEmpty())
+            break;
+    }
+    return all;
+}
 
 } // namespace AgentDeck::Testing

@@ -1,5 +1,7 @@
 #include "serverconnection.h"
 
+#include "lifecyclefeed.h"
+
 #include <QCoroNetworkReply>
 #include <QDateTime>
 #include <QJsonArray>
@@ -349,6 +351,13 @@ EventStream *ServerConnection::openEventStream(const QUuid &id, qint64 afterSeq,
     QUrl url = urlFor(u"/sockets/events/"_s + toWireId(id));
     url.setScheme(m_baseUrl.scheme() == u"https"_s ? u"wss"_s : u"ws"_s);
     return new EventStream(url, m_apiKey, afterSeq, m_silenceTimeout, parent);
+}
+
+LifecycleFeed *ServerConnection::openLifecycleFeed(std::optional<qint64> after, QObject *parent)
+{
+    QUrl url = urlFor(u"/sockets/lifecycle"_s);
+    url.setScheme(m_baseUrl.scheme() == u"https"_s ? u"wss"_s : u"ws"_s);
+    return new LifecycleFeed(url, m_apiKey, after, m_silenceTimeout, parent);
 }
 
 EventStream::EventStream(const QUrl &url, const QString &apiKey, qint64 afterSeq,

@@ -52,6 +52,7 @@ struct ConversationPage
 };
 
 class EventStream;
+class LifecycleFeed;
 
 // The client of the REST and WebSocket API: the console, the CLI and the tests all use it.
 class ServerConnection : public QObject
@@ -101,6 +102,8 @@ public:
 
     // A live event stream of one conversation; replays everything after `afterSeq` first.
     EventStream *openEventStream(const QUuid &id, qint64 afterSeq, QObject *parent = nullptr);
+    // The server's lifecycle feed: every change made, after the record `after` (none: from now).
+    LifecycleFeed *openLifecycleFeed(std::optional<qint64> after, QObject *parent = nullptr);
 
     static QString conversationPath(const QUuid &id, QStringView suffix = {});
 

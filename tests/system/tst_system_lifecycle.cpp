@@ -7,6 +7,7 @@
 #include "postgrescluster.h"
 #include "serverprocess.h"
 
+#include <QElapsedTimer>
 #include <QTemporaryDir>
 
 #include <csignal>
@@ -89,6 +90,35 @@ private Q_SLOTS:
         const QList<QJsonObject> audited = auditedChanges(second);
         QCOMPARE(audited.size(), 12);
         QCOMPARE(received, audited);
+    }
+
+    // How long a change takes from its answer to its frame (the record is written a turn after
+    // the answer, in a batch of up to 20 ms): printed, and bounded loosely for a loaded machine.
+    void aChangeArrivesWithinMoments()
+    {
+        ServerProcess &server = m_fleet.add({}, {u"--runtime"_s, u"process"_s});
+        QVERIFY(server.startReady());
+        const QUuid id = server.create({});
+        QVERIFY(!id.isNull());
+        FeedRecorder feed(server.url());
+        QVERIFY(feed.waitConnected());
+        constexpr int Changes = 50;
+        QList<qint64> latencies;
+        for (int i = 0; i < Changes; ++i) {
+            QVERIFY(server
+                        .call("PATCH"_ba, conversationPath(id),
+                              QJsonDocument(QJsonObject{{u"title"_s, QString::number(i)}})
+                                  .toJson(QJsonDocument::Compact))
+                        .ok());
+            QElapsedTimer sinceAnswer;
+            sinceAnswer.start();
+            QVERIFY2(feed.waitForRecords(i + 1), qPrintable(feed.describe()));
+            latencies.append(sinceAnswer.elapsed());
+        }
+        std::sort(latencies.begin(), latencies.end());
+        qInfo("from the answer to the feed's frame, %d changes: median %lld ms, max %lld ms",
+              Changes, latencies.at(Changes / 2), latencies.last());
+        QVERIFY(latencies.last() < 2'000);
     }
 
     // Replicas on one PostgreSQL catalog: what replica B changes reaches replica A's feed, in

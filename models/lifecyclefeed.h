@@ -7,10 +7,9 @@
 #include <chrono>
 #include <optional>
 
-class QTimer;
-class QWebSocket;
-
 namespace AgentDeck {
+
+class FollowedSocket;
 
 // Follows a server's lifecycle feed (/sockets/lifecycle): every change made on the server (and
 // its replicas), one audit record at a time, as GET /api/audit gives them. Reconnects with
@@ -46,22 +45,10 @@ Q_SIGNALS:
     void disconnected();
 
 private:
-    void connectSocket();
     void onTextMessage(const QString &message);
-    void onDisconnected();
-    void checkAlive();
 
-    QUrl m_url;
-    QString m_apiKey;
     std::optional<qint64> m_lastId;
-    bool m_closing = false;
-    int m_backoffMs = 250;
-    QWebSocket *m_socket = nullptr;
-    QTimer *m_reconnectTimer = nullptr;
-    // As EventStream's: a socket that heard nothing for the whole timeout is taken for lost.
-    std::chrono::milliseconds m_silenceTimeout;
-    QTimer *m_aliveTimer = nullptr;
-    qint64 m_lastHeardMs = 0;
+    FollowedSocket *m_socket;
 };
 
 } // namespace AgentDeck

@@ -1,12 +1,12 @@
 #include "serverconnection.h"
 
+#include "followedsocket.h"
+#include "lifecyclefeed.h"
+
 #include <QCoroNetworkReply>
-#include <QDateTime>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QNetworkReply>
-#include <QTimer>
-#include <QWebSocket>
 
 #include <algorithm>
 #include <limits>
@@ -17,7 +17,6 @@ using namespace Qt::StringLiterals;
 namespace AgentDeck {
 
 namespace {
-constexpr int MaxBackoffMs = 10'000;
 constexpr qint64 ReadBufferBytes = 1024 * 1024;
 
 // Qt 6.4 holds back what it reads of an answer to the reply's read buffer only for a request
@@ -372,103 +371,53 @@ EventStream *ServerConnection::openEventStream(const QUuid &id, qint64 afterSeq,
     return new EventStream(url, m_apiKey, afterSeq, m_silenceTimeout, parent);
 }
 
+LifecycleFeed *ServerConnection::openLifecycleFeed(std::optional<qint64> after, QObject *parent)
+{
+    QUrl url = urlFor(u"/sockets/lifecycle"_s);
+    url.setScheme(m_baseUrl.scheme() == u"https"_s ? u"wss"_s : u"ws"_s);
+    return new LifecycleFeed(url, m_apiKey, after, m_silenceTimeout, parent);
+}
+
 EventStream::EventStream(const QUrl &url, const QString &apiKey, qint64 afterSeq,
                          std::chrono::milliseconds silenceTimeout, QObject *parent)
     : QObject(parent)
-    , m_url(url)
-    , m_apiKey(apiKey)
     , m_lastSeq(afterSeq)
-    , m_reconnectTimer(new QTimer(this))
-    , m_silenceTimeout(silenceTimeout)
-    , m_aliveTimer(new QTimer(this))
+    // 4001 (auth), 4004 (unknown conversation) and 4022 (bad parameter) end the stream.
+    , m_socket(new FollowedSocket(
+          url, apiKey, silenceTimeout,
+          [this] {
+              return QUrlQuery{{u"after_seq"_s, QString::number(m_lastSeq)}};
+          },
+          {4001, 4004, 4022}, this))
 {
-    m_reconnectTimer->setSingleShot(true);
-    connect(m_reconnectTimer, &QTimer::timeout, this, &EventStream::connectSocket);
-    connect(m_aliveTimer, &QTimer::timeout, this, &EventStream::checkAlive);
-    m_aliveTimer->start(m_silenceTimeout / 3);
-    connectSocket();
+    connect(m_socket, &FollowedSocket::connected, this, &EventStream::connected);
+    connect(m_socket, &FollowedSocket::textReceived, this, &EventStream::onTextMessage);
+    connect(m_socket, &FollowedSocket::closedByServer, this, &EventStream::closedByServer);
+    connect(m_socket, &FollowedSocket::disconnected, this, &EventStream::disconnected);
+    m_socket->start();
 }
 
-void EventStream::checkAlive()
-{
-    // A handshake the server does not answer counts as silence too.
-    if (!m_socket || m_socket->state() == QAbstractSocket::UnconnectedState)
-        return;
-    if (QDateTime::currentMSecsSinceEpoch() - m_lastHeardMs > m_silenceTimeout.count()) {
-        // abort() emits disconnected(), which reconnects with backoff.
-        m_socket->abort();
-        return;
-    }
-    if (isConnected())
-        m_socket->ping();
-}
-
-EventStream::~EventStream()
-{
-    m_closing = true;
-    if (m_socket)
-        m_socket->abort();
-}
+EventStream::~EventStream() = default;
 
 bool EventStream::isConnected() const
 {
-    return m_socket && m_socket->state() == QAbstractSocket::ConnectedState;
+    return m_socket->isConnected();
 }
 
 void EventStream::close()
 {
-    m_closing = true;
-    m_reconnectTimer->stop();
-    if (m_socket)
-        m_socket->close();
+    m_socket->close();
 }
 
 void EventStream::reconnectNow()
 {
-    if (m_closing || !m_reconnectTimer->isActive())
-        return;
-    m_reconnectTimer->stop();
-    m_backoffMs = 250;
-    connectSocket();
+    m_socket->reconnectNow();
 }
 
 void EventStream::sendMessage(const MessageRequest &message)
 {
-    if (isConnected())
-        m_socket->sendTextMessage(
-            QString::fromUtf8(QJsonDocument(message.toJson()).toJson(QJsonDocument::Compact)));
-}
-
-void EventStream::connectSocket()
-{
-    if (m_socket)
-        m_socket->deleteLater();
-    m_socket = new QWebSocket(QString(), QWebSocketProtocol::VersionLatest, this);
-    // Qt's default is 2 GiB a message.
-    m_socket->setMaxAllowedIncomingMessageSize(ServerConnection::MaxAnswerBytes);
-    m_socket->setMaxAllowedIncomingFrameSize(ServerConnection::MaxAnswerBytes);
-    m_lastHeardMs = QDateTime::currentMSecsSinceEpoch();
-    connect(m_socket, &QWebSocket::connected, this, [this] {
-        m_backoffMs = 250;
-        m_lastHeardMs = QDateTime::currentMSecsSinceEpoch();
-        if (!m_apiKey.isEmpty()) {
-            const QJsonObject auth{{u"type"_s, u"auth"_s}, {u"session_api_key"_s, m_apiKey}};
-            m_socket->sendTextMessage(
-                QString::fromUtf8(QJsonDocument(auth).toJson(QJsonDocument::Compact)));
-        }
-        Q_EMIT connected();
-    });
-    connect(m_socket, &QWebSocket::textMessageReceived, this, &EventStream::onTextMessage);
-    connect(m_socket, &QWebSocket::disconnected, this, &EventStream::onDisconnected);
-    connect(m_socket, &QWebSocket::pong, this,
-            [this] { m_lastHeardMs = QDateTime::currentMSecsSinceEpoch(); });
-    QUrl url = m_url;
-    QUrlQuery query;
-    query.addQueryItem(u"after_seq"_s, QString::number(m_lastSeq));
-    url.setQuery(query);
-    QNetworkRequest request(url);
-    request.setHeader(QNetworkRequest::UserAgentHeader, ServerConnection::userAgent());
-    m_socket->open(request);
+    m_socket->sendText(
+        QString::fromUtf8(QJsonDocument(message.toJson()).toJson(QJsonDocument::Compact)));
 }
 
 CommandOutputFollower::Piece CommandOutputFollower::take(const QJsonObject &frame)
@@ -492,7 +441,6 @@ CommandOutputFollower::Piece CommandOutputFollower::take(const QJsonObject &fram
 
 void EventStream::onTextMessage(const QString &message)
 {
-    m_lastHeardMs = QDateTime::currentMSecsSinceEpoch();
     const QJsonObject object = QJsonDocument::fromJson(message.toUtf8()).object();
     if (object.value(u"type"_s) == u"error"_s) {
         Q_EMIT errorFrame(object.value(u"code"_s).toString(), object.value(u"detail"_s).toString());
@@ -507,24 +455,6 @@ void EventStream::onTextMessage(const QString &message)
         return;
     m_lastSeq = event->seq;
     Q_EMIT eventReceived(*event);
-}
-
-void EventStream::onDisconnected()
-{
-    const int code = m_socket->closeCode();
-    if (m_closing) {
-        Q_EMIT disconnected();
-        return;
-    }
-    // 4001 (auth), 4004 (unknown conversation) and 4022 (bad parameter) will not get better by
-    // retrying: the stream ends, and says only that (a follower printed "reconnecting" first).
-    if (code == 4001 || code == 4004 || code == 4022) {
-        Q_EMIT closedByServer(code, m_socket->closeReason());
-        return;
-    }
-    Q_EMIT disconnected();
-    m_reconnectTimer->start(m_backoffMs);
-    m_backoffMs = std::min(m_backoffMs * 2, MaxBackoffMs);
 }
 
 } // namespace AgentDeck

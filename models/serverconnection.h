@@ -15,9 +15,6 @@
 
 #include <chrono>
 
-class QTimer;
-class QWebSocket;
-
 namespace AgentDeck {
 
 // What one HTTP call answered. A refused or dropped connection is a value (status 0), not an
@@ -53,6 +50,8 @@ struct ConversationPage
 };
 
 class EventStream;
+class FollowedSocket;
+class LifecycleFeed;
 
 // The client of the REST and WebSocket API: the console, the CLI and the tests all use it.
 class ServerConnection : public QObject
@@ -106,6 +105,8 @@ public:
 
     // A live event stream of one conversation; replays everything after `afterSeq` first.
     EventStream *openEventStream(const QUuid &id, qint64 afterSeq, QObject *parent = nullptr);
+    // The server's lifecycle feed: every change made, after the record `after` (none: from now).
+    LifecycleFeed *openLifecycleFeed(std::optional<qint64> after, QObject *parent = nullptr);
 
     static QString conversationPath(const QUuid &id, QStringView suffix = {});
 
@@ -182,24 +183,10 @@ Q_SIGNALS:
     void disconnected();
 
 private:
-    void connectSocket();
     void onTextMessage(const QString &message);
-    void onDisconnected();
-    void checkAlive();
 
-    QUrl m_url;
-    QString m_apiKey;
     qint64 m_lastSeq = 0;
-    bool m_closing = false;
-    int m_backoffMs = 250;
-    QWebSocket *m_socket = nullptr;
-    QTimer *m_reconnectTimer = nullptr;
-    // Pings the server three times per silence timeout; a socket that heard nothing (no frame,
-    // no pong) for the whole timeout is taken for lost, so that a frozen server ends in a
-    // reconnect rather than in silence.
-    std::chrono::milliseconds m_silenceTimeout;
-    QTimer *m_aliveTimer = nullptr;
-    qint64 m_lastHeardMs = 0;
+    FollowedSocket *m_socket;
 };
 
 } // namespace AgentDeck

@@ -559,15 +559,16 @@ bool AgentDeckServer::start(QString *error)
     streamSettings.sendBudgetBytes = m_config.streamBudgetBytes;
     streamSettings.totalSendBudgetBytes = m_config.streamTotalBudgetBytes;
     streamSettings.authTimeoutMs = m_config.streamAuthTimeoutMs;
+    streamSettings.stallTimeoutMs = m_config.streamStallTimeoutMs;
     streamSettings.maxMessageBytes = m_config.maxBodyBytes;
     d->streamsThread.setObjectName(u"agentdeck-streams"_s);
     d->hub->moveToThread(&d->streamsThread);
     d->streamsThread.start();
     inStreamsThread([&] {
-        d->streams =
-            EventStreams::open(EventStreams::Context{*d->database, *d->hub, *d->service, *d->auth,
-                                                     d->metrics, streamSettings, d->bashEvents},
-                               &dbError);
+        d->streams = EventStreams::open(EventStreams::Context{*d->database, *d->hub, *d->service,
+                                                              *d->auth, d->metrics, streamSettings,
+                                                              d->bashEvents, d->audit.get()},
+                                        &dbError);
     });
     if (!d->streams) {
         *error = u"cannot open the database for the event streams: "_s + dbError;

@@ -68,6 +68,7 @@ struct ServerConfig
     qint64 streamBudgetBytes = 16 * 1024 * 1024;
     qint64 streamTotalBudgetBytes = 128 * 1024 * 1024; // every stream's unsent bytes together
     int streamAuthTimeoutMs = 10'000;
+    int streamStallTimeoutMs = 30'000; // see StreamSettings::stallTimeoutMs
     qsizetype maxBodyBytes = 4 * 1024 * 1024;
     // GET /api/file/download: the largest file it sends.
     qint64 maxDownloadBytes = qint64(1024) * 1024 * 1024;

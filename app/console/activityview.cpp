@@ -188,6 +188,15 @@ int ActivityView::addServer(const QString &label, ServerConnection *connection,
     }
     const int source = m_model->addSource(label, std::move(titles));
     m_loader->setConnection(source, connection);
+    // A change made shows at once; the refresh still reads the refused attempts, which the feed
+    // does not carry.
+    if (controller) {
+        m_feeds.insert(source, connect(controller, &ConsoleController::lifecycleRecord, this,
+                                       [this, source](const QJsonObject &record) {
+                                           if (m_model->prependRecord(record, source))
+                                               updateSummary();
+                                       }));
+    }
     m_table->setColumnHidden(ActivityModel::ServerColumn, m_model->liveSources().size() < 2);
     if (isVisible())
         refresh();
@@ -196,6 +205,7 @@ int ActivityView::addServer(const QString &label, ServerConnection *connection,
 
 void ActivityView::removeServer(int source)
 {
+    disconnect(m_feeds.take(source));
     m_model->removeSource(source);
     m_loader->setConnection(source, nullptr);
     m_table->setColumnHidden(ActivityModel::ServerColumn, m_model->liveSources().size() < 2);

@@ -2,6 +2,7 @@
 
 #include "activitymodel.h"
 
+#include <QHash>
 #include <QTimer>
 #include <QUuid>
 #include <QWidget>
@@ -94,6 +95,8 @@ private:
     QPushButton *m_more;
     QTimer m_timer;    // the refresh while in sight
     QTimer m_queryDue; // typing in the actor box pauses before the servers are asked
+    // Each server's lifecycle feed, followed into the list (ConsoleController::lifecycleRecord).
+    QHash<int, QMetaObject::Connection> m_feeds;
 };
 
 } // namespace AgentDeck

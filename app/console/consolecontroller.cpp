@@ -111,9 +111,62 @@ void ConsoleController::setBusy(bool busy)
 
 void ConsoleController::startRefreshing(std::chrono::milliseconds interval)
 {
+    m_refreshInterval = interval;
     m_refreshTimer.start(interval);
     m_probeTimer.start();
+    openFeed();
     refresh();
+}
+
+void ConsoleController::openFeed()
+{
+    std::optional<qint64> after;
+    if (m_feed) {
+        after = m_feed->lastId();
+        m_feed->disconnect(this);
+        m_feed->deleteLater();
+    }
+    m_feed = m_connection->openLifecycleFeed(after, this);
+    // Connected, changes come as they are made: the list is read again now (for what was made
+    // while no feed was connected), and then only as a fallback.
+    connect(m_feed, &LifecycleFeed::connected, this, [this] {
+        m_refreshTimer.setInterval(std::max(m_refreshInterval, FeedFallbackInterval));
+        refresh();
+    });
+    const auto poll = [this] { m_refreshTimer.setInterval(m_refreshInterval); };
+    connect(m_feed, &LifecycleFeed::disconnected, this, poll);
+    connect(m_feed, &LifecycleFeed::closedByServer, this, poll);
+    connect(m_feed, &LifecycleFeed::recordArrived, this, [this](const QJsonObject &record) {
+        Q_EMIT lifecycleRecord(record);
+        followChange(record);
+    });
+}
+
+QCoro::Task<> ConsoleController::followChange(QJsonObject record)
+{
+    const QUuid id = LifecycleFeed::conversationOf(record);
+    if (id.isNull()) {
+        refresh();
+        co_return;
+    }
+    noteChanged(id);
+    const QString recordId = record.value(u"id"_s).toString();
+    if (record.value(u"action"_s) == u"delete"_s) {
+        m_followedRecord.remove(id);
+        m_conversations.remove(id);
+        co_return;
+    }
+    m_followedRecord.insert(id, recordId);
+    QPointer<ConsoleController> self(this);
+    auto reading = m_connection->conversation(id);
+    const auto info = co_await std::move(reading);
+    if (!self || m_followedRecord.value(id) != recordId)
+        co_return;
+    m_followedRecord.remove(id);
+    if (!info)
+        co_return;
+    noteChanged(id);
+    m_conversations.upsert({*info});
 }
 
 QCoro::Task<bool> ConsoleController::probe()
@@ -224,6 +277,8 @@ QCoro::Task<bool> ConsoleController::useApiKey(QString key)
     m_connection->setApiKey(key);
     if (m_probeConnection)
         m_probeConnection->setApiKey(key);
+    if (m_feed)
+        openFeed();
     // The stream asked with the old key: opened again with the new one.
     const QUuid selected = std::exchange(m_selected, {});
     select(selected);

@@ -3,6 +3,7 @@
 #include "conversationlistmodel.h"
 #include "eventlistmodel.h"
 #include "lifecycle.h"
+#include "lifecyclefeed.h"
 #include "serverconnection.h"
 
 #include <QDateTime>
@@ -78,8 +79,15 @@ public:
 
     // Refreshes the list every `interval`, and probes the server's health every ProbeInterval on
     // a connection of its own: a frozen server (SIGSTOP, a paused VM) left the list "Connected"
-    // and its rows live for the 30 s a request may wait.
+    // and its rows live for the 30 s a request may wait. It follows the server's lifecycle feed
+    // too: a change made elsewhere (archived, deleted, created, ...) reads its conversation at
+    // once, and while the feed is connected the list is read only every FeedFallbackInterval
+    // (a run's own progress is not in the feed).
     void startRefreshing(std::chrono::milliseconds interval);
+    static constexpr std::chrono::milliseconds FeedFallbackInterval{15'000};
+    // The server's lifecycle feed once startRefreshing() opened it (lifecycleRecord() outlives a
+    // reopening with a new key).
+    LifecycleFeed *lifecycleFeed() const { return m_feed; }
     static constexpr std::chrono::milliseconds ProbeInterval{1000};
     // How long the probe waits for /alive before the server is taken for unreachable.
     static constexpr std::chrono::milliseconds ProbeTimeout{2500};
@@ -184,6 +192,8 @@ Q_SIGNALS:
     // An action on `id` began or got its answer (see isActingOn()).
     void actingChanged(const QUuid &id);
     void bulkProgress(int finished, int total);
+    // A change made on the server, from its lifecycle feed (LifecycleFeed::recordArrived()).
+    void lifecycleRecord(const QJsonObject &record);
 
 private:
     void setBusy(bool busy);
@@ -196,6 +206,10 @@ private:
     void noteChanged(const QUuid &id);
     // Puts the events before the timeline's first row in front of it, a page at a time.
     QCoro::Task<> loadEarlierEvents();
+    // (Re)opens the lifecycle feed with the connection's key, after the last record seen.
+    void openFeed();
+    // The row of a conversation a feed record says changed, read again (or removed).
+    QCoro::Task<> followChange(QJsonObject record);
 
     ServerConnection *m_connection;
     ConversationListModel m_conversations;
@@ -203,6 +217,11 @@ private:
     QUuid m_selected;
     QPointer<EventStream> m_stream;
     QTimer m_refreshTimer;
+    std::chrono::milliseconds m_refreshInterval{0}; // startRefreshing()'s, without the feed
+    QPointer<LifecycleFeed> m_feed;
+    // The latest feed record of each conversation being read again: an older one's answer,
+    // perhaps read before a deletion, is not shown over it.
+    QHash<QUuid, QString> m_followedRecord;
     bool m_refreshing = false;
     QTimer m_probeTimer;
     std::unique_ptr<ServerConnection> m_probeConnection; // its own TCP connection

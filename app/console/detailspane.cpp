@@ -270,7 +270,7 @@ DetailsPane::DetailsPane(ConsoleController *controller, QWidget *parent)
     // Its records in the audit log, a few rows high.
     connect(m_activityFold, &QToolButton::toggled, this,
             [this](bool open) { m_activity->setVisible(open && m_info); });
-    m_activity->addServer({}, controller->connection());
+    m_activity->addServer({}, controller->connection(), controller);
     const int rowHeight = m_activity->table()->verticalHeader()->defaultSectionSize();
     m_activity->table()->setFixedHeight(
         rowHeight * 4 + m_activity->table()->horizontalHeader()->sizeHint().height() + 4);

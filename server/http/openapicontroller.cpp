@@ -231,7 +231,7 @@ QJsonObject OpenApiController::document(const Router &router, const QString &ver
                      {u"description"_s,
                       u"Agent server API; generated from the server's route table. The event "
                       "streams are WebSockets, outside this document: "
-                      "/sockets/events/{id} and /sockets/bash-events (docs/API.md)."_s}}},
+                      "/sockets/events/{id}, /sockets/bash-events and /sockets/lifecycle (docs/API.md)."_s}}},
         {u"paths"_s, paths},
         {u"components"_s,
          QJsonObject{

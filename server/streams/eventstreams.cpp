@@ -1,6 +1,7 @@
 #include "eventstreams.h"
 
 #include "apierror.h"
+#include "auditfeed.h"
 #include "bashevents.h"
 #include "bashstreamsession.h"
 #include "conversationservice.h"
@@ -8,8 +9,10 @@
 #include "http/apiauth.h"
 #include "http/httplistener.h"
 #include "http/httptypes.h"
+#include "lifecyclestreamsession.h"
 #include "logging.h"
 #include "metrics.h"
+#include "storage/auditlog.h"
 #include "storage/conversationstore.h"
 #include "storage/database.h"
 #include "websocketconnection.h"
@@ -64,7 +67,10 @@ EventStreams::EventStreams(Context context, std::unique_ptr<Database> database)
     , m_database(std::move(database))
     // Read-only, and the rows change under it: no cache.
     , m_store(std::make_unique<ConversationStore>(*m_database, 0))
+    , m_auditReader(std::make_unique<AuditLog>(*m_database, QString()))
 {
+    if (m_context.audit)
+        m_auditFeed = std::make_unique<AuditFeed>(*m_context.audit, m_context.database);
     // At most twice a second, after the session's memory is freed (deleteLater).
     m_trim.setSingleShot(true);
     m_trim.setInterval(500);
@@ -87,6 +93,7 @@ EventStreams::~EventStreams()
     for (EventStreamSession *session : sessions)
         delete session;
     qDeleteAll(std::exchange(m_bashSessions, {}));
+    qDeleteAll(std::exchange(m_lifecycleSessions, {}));
 }
 
 void EventStreams::acceptFrom(HttpListener &listener)
@@ -123,6 +130,9 @@ void EventStreams::closeAll()
         session->closeWith(WebSocketConnection::CloseGoingAway, u"server stopping"_s);
     const auto bashSessions = m_bashSessions;
     for (BashStreamSession *session : bashSessions)
+        session->closeWith(WebSocketConnection::CloseGoingAway, u"server stopping"_s);
+    const auto lifecycleSessions = m_lifecycleSessions;
+    for (LifecycleStreamSession *session : lifecycleSessions)
         session->closeWith(WebSocketConnection::CloseGoingAway, u"server stopping"_s);
 }
 
@@ -214,6 +224,27 @@ QList<StoredEvent> EventStreams::eventsAfter(const QUuid &conversationId, qint64
     return retried([&] { return m_store->eventsAfter(conversationId, afterSeq, limit, maxBytes); });
 }
 
+QList<AuditRecord> EventStreams::auditRecordsAfter(qint64 afterNumber, const QString &action,
+                                                   const QUuid &conversationId, int limit)
+{
+    AuditLog::Query query;
+    query.action = action;
+    query.conversationId = conversationId;
+    query.doneOnly = true;
+    query.descending = false;
+    query.after = afterNumber;
+    query.limit = limit;
+    return retried([&] { return m_auditReader->search(query).first; });
+}
+
+qint64 EventStreams::newestAuditNumber()
+{
+    AuditLog::Query query;
+    query.limit = 1;
+    const QList<AuditRecord> newest = retried([&] { return m_auditReader->search(query).first; });
+    return newest.isEmpty() ? 0 : newest.constFirst().number;
+}
+
 void EventStreams::answerSession(quint64 serial, const QString &code, const QString &detail)
 {
     if (EventStreamSession *session = m_sessions.value(serial))
@@ -227,8 +258,11 @@ void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
     // Only a stream's path upgrades; another was switched, then closed with 4004.
     const bool bashPath =
         segments.size() == 2 && segments[0] == u"sockets"_s && segments[1] == u"bash-events"_s;
-    const bool streamPath = bashPath || (segments.size() == 3 && segments[0] == u"sockets"_s &&
-                                         segments[1] == u"events"_s);
+    const bool lifecyclePath = m_auditFeed && segments.size() == 2 && segments[0] == u"sockets"_s &&
+                               segments[1] == u"lifecycle"_s;
+    const bool streamPath =
+        bashPath || lifecyclePath ||
+        (segments.size() == 3 && segments[0] == u"sockets"_s && segments[1] == u"events"_s);
     if (handshake.refusal.isEmpty() && !streamPath)
         handshake.refusal =
             HttpResponse::error(ApiError::notFound(u"No stream at %1"_s.arg(handshake.path)))
@@ -262,6 +296,10 @@ void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
         acceptBashStream(std::move(connection), std::move(key));
         return;
     }
+    if (lifecyclePath) {
+        acceptLifecycleStream(std::move(connection), std::move(key));
+        return;
+    }
     const auto id = parseWireId(segments[2]);
     std::optional<qint64> afterSeq;
     bool validQuery = true;
@@ -272,14 +310,10 @@ void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
         validQuery = afterSeq.has_value();
     }
     if (!id || !validQuery) {
-        qCInfo(lcStreams) << "refusing stream for" << url.path();
-        auto *raw = connection.release();
-        raw->setParent(this);
-        connect(raw, &WebSocketConnection::disconnected, raw, &QObject::deleteLater);
         // A bad after_seq is not an unknown conversation: clients give up on 4004.
-        raw->close(id ? EventStreamSession::CloseInvalidParameter
-                      : EventStreamSession::CloseNotFound,
-                   id ? u"after_seq must be a whole number from 0"_s : u"unknown stream"_s);
+        refuse(std::move(connection),
+               id ? EventStreamSession::CloseInvalidParameter : EventStreamSession::CloseNotFound,
+               id ? u"after_seq must be a whole number from 0"_s : u"unknown stream"_s);
         return;
     }
     const quint64 serial = m_nextSerial++;
@@ -293,6 +327,54 @@ void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
             done->deleteLater();
             if (!m_trim.isActive())
                 m_trim.start();
+        }
+    });
+    session->start();
+}
+
+void EventStreams::refuse(std::unique_ptr<WebSocketConnection> connection, int code,
+                          const QString &reason)
+{
+    qCInfo(lcStreams) << "refusing stream for" << connection->requestUrl().path() << ":" << reason;
+    auto *raw = connection.release();
+    raw->setParent(this);
+    connect(raw, &WebSocketConnection::disconnected, raw, &QObject::deleteLater);
+    raw->close(quint16(code), reason);
+}
+
+void EventStreams::acceptLifecycleStream(std::unique_ptr<WebSocketConnection> connection,
+                                         std::optional<QByteArray> key)
+{
+    const QUrlQuery query(connection->requestUrl());
+    std::optional<qint64> after;
+    LifecycleStreamSession::Filter filter;
+    QString invalid;
+    if (query.hasQueryItem(u"after"_s)) {
+        after = parseWireCount(query.queryItemValue(u"after"_s));
+        if (!after)
+            invalid = u"after must be a record's id, a whole number from 0"_s;
+    }
+    if (query.hasQueryItem(u"conversation_id"_s)) {
+        const auto id = parseWireId(query.queryItemValue(u"conversation_id"_s));
+        if (id)
+            filter.conversationId = *id;
+        else
+            invalid = u"conversation_id must be a conversation's id"_s;
+    }
+    filter.action = query.queryItemValue(u"action"_s, QUrl::FullyDecoded);
+    if (!invalid.isEmpty()) {
+        refuse(std::move(connection), EventStreamSession::CloseInvalidParameter, invalid);
+        return;
+    }
+    const quint64 serial = m_nextSerial++;
+    auto *session = new LifecycleStreamSession(std::move(connection), serial, after,
+                                               std::move(filter), std::move(key), *this);
+    m_lifecycleSessions.insert(serial, session);
+    m_context.metrics.webSocketOpened();
+    connect(session, &LifecycleStreamSession::finished, this, [this](LifecycleStreamSession *done) {
+        if (m_lifecycleSessions.remove(done->serial())) {
+            m_context.metrics.webSocketClosed();
+            done->deleteLater();
         }
     });
     session->start();

@@ -17,6 +17,9 @@ class QTcpSocket;
 namespace AgentDeck {
 
 class ApiAuth;
+class AuditFeed;
+class AuditLog;
+struct AuditRecord;
 class BashEventLog;
 class BashStreamSession;
 class ConversationService;
@@ -25,6 +28,7 @@ class Database;
 class EventHub;
 class EventStreamSession;
 class HttpListener;
+class LifecycleStreamSession;
 class Metrics;
 class WebSocketConnection;
 struct MessageRequest;
@@ -39,10 +43,14 @@ struct StreamSettings
     int authTimeoutMs = 10'000;
     int replayPageSize = 256;
     qint64 maxMessageBytes = 4 * 1024 * 1024; // a client's message, like a request body
+    // A stream reading its backlog at the client's pace (a replay, the lifecycle feed) closes
+    // a client that takes nothing for this long as a slow consumer.
+    int stallTimeoutMs = 30'000;
 };
 
-// Accepts the WebSocket connections of /sockets/events/{id} (EventStreamSession) and
-// /sockets/bash-events (BashStreamSession) and owns their sessions. It lives
+// Accepts the WebSocket connections of /sockets/events/{id} (EventStreamSession),
+// /sockets/bash-events (BashStreamSession) and /sockets/lifecycle (LifecycleStreamSession) and
+// owns their sessions. It lives
 // in a thread of its own, with the hub: writing each event to every subscriber's socket is the
 // larger part of the work of an event, and it must not hold up the requests that write the
 // next ones. Replay and catch-up read from a database connection of this thread.
@@ -60,6 +68,8 @@ public:
         StreamSettings settings;
         // Lives in the main thread: the bash-events sockets follow it (BashStreamSession).
         std::shared_ptr<BashEventLog> bashEvents;
+        // Lives in the main thread: the lifecycle sockets follow what it writes (AuditFeed).
+        const AuditLog *audit = nullptr;
     };
 
     // Call in the thread the streams will live in, the hub's. Null when the database cannot
@@ -79,6 +89,12 @@ public:
     std::optional<qint64> eventCountOf(const QUuid &conversationId);
     QList<StoredEvent> eventsAfter(const QUuid &conversationId, qint64 afterSeq, int limit,
                                    qsizetype maxBytes = -1);
+    // The audit log's records of changes made past `afterNumber`, in number order; and the
+    // number of the newest record of any kind (0 for none).
+    QList<AuditRecord> auditRecordsAfter(qint64 afterNumber, const QString &action,
+                                         const QUuid &conversationId, int limit);
+    qint64 newestAuditNumber();
+    AuditFeed &auditFeed() { return *m_auditFeed; }
     EventHub &hub() { return m_context.hub; }
     const ApiAuth &auth() const { return m_context.auth; }
     Metrics &metrics() { return m_context.metrics; }
@@ -118,14 +134,21 @@ private:
     void answerSession(quint64 serial, const QString &code, const QString &detail);
     void acceptBashStream(std::unique_ptr<WebSocketConnection> connection,
                           std::optional<QByteArray> key);
+    void acceptLifecycleStream(std::unique_ptr<WebSocketConnection> connection,
+                               std::optional<QByteArray> key);
+    // Closes a connection whose URL asked for something it cannot have, with `code`.
+    void refuse(std::unique_ptr<WebSocketConnection> connection, int code, const QString &reason);
     template<typename Read> auto retried(Read read) -> decltype(read());
 
     Context m_context;
     SendBudget m_sendBudget; // before the sessions go, it lets the connections left go
     std::unique_ptr<Database> m_database;
     std::unique_ptr<ConversationStore> m_store;
+    std::unique_ptr<AuditLog> m_auditReader; // reads only, through this thread's connection
+    std::unique_ptr<AuditFeed> m_auditFeed;
     QHash<quint64, EventStreamSession *> m_sessions; // by serial
     QHash<quint64, BashStreamSession *> m_bashSessions;
+    QHash<quint64, LifecycleStreamSession *> m_lifecycleSessions;
     // After sessions end: gives back what glibc keeps of their frames and pages. Blocks under
     // its mmap threshold stay in its arenas when freed: eight stalled replays of small events
     // left 125 MB behind after they closed.

@@ -134,7 +134,8 @@ QCoro::Task<> EventStreamSession::replay()
         for (const StoredEvent &event : page) {
             bytes += event.json.size();
             // Replay goes at the client's pace: wait for it to drain rather than overrun the
-            // budget. Only a client that drains nothing for 30 s is a slow consumer here.
+            // budget. Only a client that drains nothing for the stall timeout is a slow consumer
+            // here.
             const QByteArray frame = WebSocketConnection::textFrame(event.json);
             if (m_socket->bytesToWrite() + frame.size() > budget)
                 m_socket->uncork(); // what the kernel takes now does not count against it
@@ -142,8 +143,9 @@ QCoro::Task<> EventStreamSession::replay()
                    m_socket->bytesToWrite() + frame.size() > budget) {
                 waited = true;
                 const qint64 before = m_socket->bytesToWrite();
-                auto drained = signalOrTimeout(m_socket.get(), &WebSocketConnection::bytesWritten,
-                                               std::chrono::seconds(30));
+                auto drained =
+                    signalOrTimeout(m_socket.get(), &WebSocketConnection::bytesWritten,
+                                    std::chrono::milliseconds(m_streams.settings().stallTimeoutMs));
                 co_await std::move(drained);
                 if (!self || m_state != State::Replaying)
                     co_return;

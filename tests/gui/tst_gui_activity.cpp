@@ -9,6 +9,7 @@
 #include "embeddedserver.h"
 #include "fleetwindow.h"
 #include "guitestmain.h"
+#include "lifecyclefeed.h"
 #include "mainwindow.h"
 
 #include <QComboBox>
@@ -19,6 +20,7 @@
 #include <QListView>
 #include <QPushButton>
 #include <QScrollBar>
+#include <QSignalSpy>
 #include <QTabBar>
 #include <QTabWidget>
 #include <QTableView>
@@ -222,6 +224,28 @@ private Q_SLOTS:
             int(std::chrono::milliseconds(ActivityView::RefreshInterval).count()) + 5000);
         QCOMPARE(table->model()->index(0, ActivityModel::ReasonColumn).data().toString(),
                  u"while watching"_s);
+    }
+
+    // A change made comes from the server's lifecycle feed as it is made, not with the next
+    // refresh: the row is there once the console has the record.
+    void aChangeMadeShowsFromTheFeed()
+    {
+        const QUrl server = startServer();
+        const QUuid id = create(server, {}, u"watched"_s);
+        QVERIFY(!id.isNull());
+        MainWindow *window = showWindow(server, {});
+        m_controller->startRefreshing(std::chrono::hours(1));
+        QTRY_VERIFY_WITH_TIMEOUT(m_controller->lifecycleFeed()->isConnected(), 10000);
+        click(window->activityButton());
+        QTableView *table = window->activity()->table();
+        QTRY_COMPARE_WITH_TIMEOUT(table->model()->rowCount(), 1, 10000);
+
+        QSignalSpy arrived(m_controller.get(), &ConsoleController::lifecycleRecord);
+        QCOMPARE(change(server, {}, "POST", id, u"archive"_s, u"from the feed"_s), 200);
+        QVERIFY(arrived.wait(10000));
+        QCOMPARE(table->model()->rowCount(), 2);
+        QCOMPARE(table->model()->index(0, ActivityModel::ReasonColumn).data().toString(),
+                 u"from the feed"_s);
     }
 
     // All servers: every server's records in one list, newest first, with a Server column.

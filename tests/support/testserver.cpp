@@ -96,6 +96,7 @@ bool TestServer::start()
     config.streamBudgetBytes = m_options.streamBudgetBytes;
     config.streamTotalBudgetBytes = m_options.streamTotalBudgetBytes;
     config.streamAuthTimeoutMs = m_options.streamAuthTimeoutMs;
+    config.streamStallTimeoutMs = m_options.streamStallTimeoutMs;
     config.shutdownGrace = m_options.shutdownGrace;
     config.runtimeRetention = m_options.runtimeRetention;
     config.retentionInterval = m_options.retentionInterval;

@@ -18,6 +18,7 @@ struct TestServerOptions
     qint64 streamBudgetBytes = 16 * 1024 * 1024;
     qint64 streamTotalBudgetBytes = 128 * 1024 * 1024;
     int streamAuthTimeoutMs = 10'000;
+    int streamStallTimeoutMs = 30'000;
     std::chrono::milliseconds shutdownGrace{2'000};
     std::chrono::milliseconds runtimeRetention{0};
     std::chrono::milliseconds retentionInterval{0};

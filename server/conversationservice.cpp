@@ -285,7 +285,7 @@ ConversationService::create(CreateConversationRequest request)
                     } else if (request.initialMessage->run) {
                         auto waiting = m_lifecycles.turn(existing->id);
                         Turn turn = co_await std::move(waiting);
-                        auto starting = startRun(std::move(turn), existing->id);
+                        auto starting = startRun(std::move(turn), existing->id, std::nullopt);
                         co_await std::move(starting);
                     }
                 } catch (ApiError &error) {

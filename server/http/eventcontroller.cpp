@@ -60,16 +60,16 @@ void EventController::registerRoutes(Router &router, ConversationService &servic
     using Method = Router::Method;
     const QString events = u"/api/conversations/{id}/events"_s;
 
-    router.addAsync(Method::Post, events,
-                    [&service](HttpRequest request) -> QCoro::Task<HttpResponse> {
-                        QString error;
-                        const auto message = MessageRequest::fromJson(request.jsonObject(), &error);
-                        if (!message)
-                            throw ApiError::invalidParameter(error);
-                        auto sending = service.sendMessage(request.idArg(0), *message);
-                        const StoredEvent stored = co_await std::move(sending);
-                        co_return HttpResponse::rawJson(stored.json);
-                    });
+    router.addAsync(
+        Method::Post, events, [&service](HttpRequest request) -> QCoro::Task<HttpResponse> {
+            QString error;
+            const auto message = MessageRequest::fromJson(request.jsonObject(), &error);
+            if (!message)
+                throw ApiError::invalidParameter(error);
+            auto sending = service.sendMessage(request.idArg(0), *message, request.cause());
+            const StoredEvent stored = co_await std::move(sending);
+            co_return HttpResponse::rawJson(stored.json);
+        });
 
     router.add(Method::Get, events + u"/search"_s, [&](const HttpRequest &request) {
         const QUuid id = request.idArg(0);
@@ -118,7 +118,7 @@ void EventController::registerRoutes(Router &router, ConversationService &servic
                         if (!reason.isUndefined() && !reason.isNull() && !reason.isString())
                             throw ApiError::invalidParameter(u"reason must be a string"_s);
                         auto responding = service.respondToConfirmation(
-                            request.idArg(0), accept.toBool(), reason.toString());
+                            request.idArg(0), accept.toBool(), reason.toString(), request.cause());
                         const ConversationInfo info = co_await std::move(responding);
                         co_return HttpResponse::json(info.toJson());
                     });

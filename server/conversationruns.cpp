@@ -196,6 +196,7 @@ QCoro::Task<> ConversationService::startRun([[maybe_unused]] Turn turn, QUuid id
                                                       m_settings.commandTimeout,
                                                       m_agents.offersRetry(info.agentKind)},
                                           this);
+    const std::optional<ChangeCause> stopCause = m_lifecycles.at(info.id).stopCause();
     const auto stopAsked =
         m_lifecycles.at(info.id).startSucceeded(start, runner, std::move(runtime));
     connect(runner, &ConversationRunner::stopped, this, [this, runner](const QUuid &id) {
@@ -231,9 +232,9 @@ QCoro::Task<> ConversationService::startRun([[maybe_unused]] Turn turn, QUuid id
             runAgain(id);
     });
     if (stopAsked == ConversationLifecycle::StopAsked::Interrupt)
-        runner->interrupt();
+        runner->interrupt(InterruptCause::Operator, stopCause);
     else if (stopAsked == ConversationLifecycle::StopAsked::Pause)
-        runner->requestPause();
+        runner->requestPause(stopCause);
     runner->start(confirmedActionId, std::move(cause));
 }
 
@@ -292,7 +293,7 @@ ConversationInfo ConversationService::pause(const QUuid &id, const ChangeCause &
     if (auto *runner = m_lifecycles.runner(id)) {
         runner->requestPause(cause);
         m_log.append(id, {Event::pause()});
-    } else if (lifecycle && lifecycle->askStop(ConversationLifecycle::StopAsked::Pause)) {
+    } else if (lifecycle && lifecycle->askStop(ConversationLifecycle::StopAsked::Pause, cause)) {
         // Its runtime is still coming up: the run pauses before its first step. (Answered and
         // dropped, the run went on to run its command.)
         m_log.append(id, {Event::pause()});
@@ -314,7 +315,8 @@ ConversationInfo ConversationService::interrupt(const QUuid &id, const ChangeCau
     if (auto *runner = m_lifecycles.runner(id))
         runner->interrupt(InterruptCause::Operator, cause);
     else if (lifecycle && lifecycle->run() == ConversationLifecycle::Run::Starting)
-        lifecycle->askStop(ConversationLifecycle::StopAsked::Interrupt); // at once, once it starts
+        // At once, once it starts.
+        lifecycle->askStop(ConversationLifecycle::StopAsked::Interrupt, cause);
     else if (!resolveStale(info, cause) && info.executionStatus == ExecutionStatus::Running)
         askOwnerToStop(id, LeaseStore::Cancel::Interrupt);
     return require(id);

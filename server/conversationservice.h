@@ -88,7 +88,10 @@ public:
     void setAuditLog(AuditLog *log) { m_audit = log; }
 
     // Returns the conversation and whether it was created (false: it existed already).
-    QCoro::Task<std::pair<ConversationInfo, bool>> create(CreateConversationRequest request);
+    // `cause`: who created it, named by the `running` status of the run its initial message
+    // starts.
+    QCoro::Task<std::pair<ConversationInfo, bool>> create(CreateConversationRequest request,
+                                                          ChangeCause cause = {});
     // A new conversation with the history of `id` (OpenHands' fork), idle, with its agent,
     // policy and secrets; its workspace a copy of the server's own workspace of `id`, or the
     // same directory when `id` was given one. 409 while `id` runs or waits for a confirmation,

@@ -39,15 +39,17 @@ QList<StoredEvent> EventLog::recordChange(const QUuid &conversationId, const QSt
                                           const std::function<bool()> &change,
                                           const LeaseToken *fence)
 {
+    Event event = Event::stateUpdate(key, value, cause.toJson());
+    if (!change)
+        return append(conversationId, {std::move(event)}, std::nullopt, fence);
     QList<StoredEvent> stored;
     {
         // The change first: its writes drop the row's cached copy, which the append then finds
         // gone, so no copy of a write that is rolled back outlives it.
         Transaction transaction(m_store.database());
-        if (!change || change())
-            stored =
-                m_store.append(conversationId, {Event::stateUpdate(key, value, cause.toJson())},
-                               std::nullopt, m_clock.nowMs(), fence);
+        if (change())
+            stored = m_store.append(conversationId, {std::move(event)}, std::nullopt,
+                                    m_clock.nowMs(), fence);
         transaction.commit();
     }
     publish(conversationId, stored);

@@ -68,7 +68,7 @@ void ConversationController::registerRoutes(Router &router, ConversationService 
                             CreateConversationRequest::fromJson(request.jsonObject(), &error);
                         if (!create)
                             throw ApiError::invalidParameter(error);
-                        auto creating = service.create(*create);
+                        auto creating = service.create(*create, request.cause());
                         const auto [info, created] = co_await std::move(creating);
                         co_return HttpResponse::json(info.toJson(), created ? 201 : 200);
                     });

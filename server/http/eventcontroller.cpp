@@ -60,16 +60,17 @@ void EventController::registerRoutes(Router &router, ConversationService &servic
     using Method = Router::Method;
     const QString events = u"/api/conversations/{id}/events"_s;
 
-    router.addAsync(
-        Method::Post, events, [&service](HttpRequest request) -> QCoro::Task<HttpResponse> {
-            QString error;
-            const auto message = MessageRequest::fromJson(request.jsonObject(), &error);
-            if (!message)
-                throw ApiError::invalidParameter(error);
-            auto sending = service.sendMessage(request.idArg(0), *message, request.cause());
-            const StoredEvent stored = co_await std::move(sending);
-            co_return HttpResponse::rawJson(stored.json);
-        });
+    router.addAsync(Method::Post, events,
+                    [&service](HttpRequest request) -> QCoro::Task<HttpResponse> {
+                        QString error;
+                        const auto message = MessageRequest::fromJson(request.jsonObject(), &error);
+                        if (!message)
+                            throw ApiError::invalidParameter(error);
+                        const ChangeCause cause = request.cause();
+                        auto sending = service.sendMessage(request.idArg(0), *message, cause);
+                        const StoredEvent stored = co_await std::move(sending);
+                        co_return HttpResponse::rawJson(stored.json);
+                    });
 
     router.add(Method::Get, events + u"/search"_s, [&](const HttpRequest &request) {
         const QUuid id = request.idArg(0);

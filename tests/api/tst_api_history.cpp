@@ -160,12 +160,16 @@ private Q_SLOTS:
         verifyAlice(lastEvent(id, u"execution_status"_s, u"paused"_s));
     }
 
-    // A status the run reached itself names nobody.
-    void runEndNamesNobody()
+    // The run a create's initial message starts names the creator; a status the run reached
+    // itself names nobody.
+    void createdRunNamesItsCreator()
     {
         QVERIFY(start());
         const QUuid id = m_server->create(TestServer::shellConversation(u"true"_s));
         QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        const QJsonObject running = lastEvent(id, u"execution_status"_s, u"running"_s);
+        QCOMPARE(running.value(u"actor_display"_s).toString(), u"ops-alice via console"_s);
+        QCOMPARE(running.value(u"reason"_s).toString(), QString());
         const QJsonObject finished = lastEvent(id, u"execution_status"_s, u"finished"_s);
         QVERIFY(!finished.isEmpty());
         QVERIFY(!finished.contains(u"actor"_s));

@@ -39,17 +39,21 @@ QList<StoredEvent> EventLog::recordChange(const QUuid &conversationId, const QSt
                                           const std::function<bool()> &change,
                                           const LeaseToken *fence)
 {
-    Event event = Event::stateUpdate(key, value, cause.toJson());
-    if (!change)
-        return append(conversationId, {std::move(event)}, std::nullopt, fence);
+    // The event is no activity of the conversation: what counts as that is the change's own
+    // (a bring-up moves updated_at; an idle stop does not).
+    const auto write = [&] {
+        return m_store.append(conversationId, {Event::stateUpdate(key, value, cause.toJson())},
+                              std::nullopt, m_clock.nowMs(), fence, {}, false);
+    };
     QList<StoredEvent> stored;
-    {
+    if (!change) {
+        stored = write();
+    } else {
         // The change first: its writes drop the row's cached copy, which the append then finds
         // gone, so no copy of a write that is rolled back outlives it.
         Transaction transaction(m_store.database());
         if (change())
-            stored = m_store.append(conversationId, {std::move(event)}, std::nullopt,
-                                    m_clock.nowMs(), fence);
+            stored = write();
         transaction.commit();
     }
     publish(conversationId, stored);

@@ -70,13 +70,40 @@ QString EventListModel::storedTextOf(const Event &event)
     if (event.kind == EventKind::AgentError)
         return event.fields.value(u"error"_s).toString();
     if (event.kind == EventKind::StateUpdate)
-        return event.fields.value(u"key"_s).toString() + u": "_s +
-               event.fields.value(u"value"_s).toVariant().toString();
+        return stateUpdateText(event.fields);
     if (event.kind == EventKind::UserReject)
         return u"rejected: "_s + event.fields.value(u"rejection_reason"_s).toString();
     if (event.kind == EventKind::Pause)
         return u"pause requested"_s;
     return {};
+}
+
+QString EventListModel::stateUpdateText(const QJsonObject &fields)
+{
+    const QString key = fields.value(u"key"_s).toString();
+    const QString value = fields.value(u"value"_s).toVariant().toString();
+    const QString valueWords = QString(value).replace(u'_', u' ');
+    QString text;
+    if (key == u"archive"_s)
+        text = valueWords; // archived, unarchived
+    else if (key == u"runtime"_s)
+        text = u"sandbox "_s + valueWords; // stopped, paused, resumed, reprovisioned, ...
+    else if (key == u"outcome"_s)
+        text = u"outcome "_s + valueWords; // dismissed
+    else if (key == u"execution_status"_s || key == u"recovery"_s)
+        text = QString(key).replace(u'_', u' ') + u": "_s + valueWords;
+    else
+        text = key + u": "_s + value;
+    // A server's own change names its policy; a client's, its key and client (the audit log's
+    // actor_display). Events written before they named anyone say what changed only.
+    QString who = fields.value(u"actor_display"_s).toString();
+    if (who.isEmpty())
+        who = fields.value(u"actor"_s).toString();
+    if (!who.isEmpty())
+        text += u" by "_s + who;
+    if (const QString reason = fields.value(u"reason"_s).toString(); !reason.isEmpty())
+        text += u": "_s + reason;
+    return text;
 }
 
 QVariant EventListModel::data(const QModelIndex &index, int role) const

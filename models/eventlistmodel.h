@@ -93,6 +93,10 @@ public:
     // The text a timeline shows for an event (bidirectional formatting characters shown, not
     // obeyed; a line of over 5,000 characters in pieces of that many).
     static QString textOf(const Event &event);
+    // A state event in words: what changed, who changed it and why, as far as the event says
+    // ("archived by ops-alice via console", "sandbox stopped by server (idle): idle for 30m
+    // (--sandbox-idle-timeout)", "execution status: finished").
+    static QString stateUpdateText(const QJsonObject &fields);
 
 Q_SIGNALS:
     void countChanged();

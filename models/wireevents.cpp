@@ -157,10 +157,12 @@ Event Event::agentError(const QString &code, const QString &error)
                      {{u"code"_s, code}, {u"error"_s, error}});
 }
 
-Event Event::stateUpdate(const QString &key, const QJsonValue &value)
+Event Event::stateUpdate(const QString &key, const QJsonValue &value, const QJsonObject &cause)
 {
-    return makeEvent(EventKind::StateUpdate, EventSource::Environment,
-                     {{u"key"_s, key}, {u"value"_s, value}});
+    QJsonObject fields = cause;
+    fields.insert(u"key"_s, key);
+    fields.insert(u"value"_s, value);
+    return makeEvent(EventKind::StateUpdate, EventSource::Environment, std::move(fields));
 }
 
 Event Event::pause()

@@ -293,7 +293,10 @@ struct Event
                              bool interrupted);
     static Event userReject(const Event &action, const QString &reason);
     static Event agentError(const QString &code, const QString &error);
-    static Event stateUpdate(const QString &key, const QJsonValue &value);
+    // `cause`: who made the change and why ({"actor", "client", "actor_display", "reason"}),
+    // beside the key and value; none for what the run itself did (it finished, it failed).
+    static Event stateUpdate(const QString &key, const QJsonValue &value,
+                             const QJsonObject &cause = {});
     static Event pause();
 
     // Concatenated text parts of a MessageEvent; empty for other kinds.

@@ -368,11 +368,16 @@ bool AgentDeckServer::start(QString *error)
             settings.policy = m_config.sandboxPolicy;
             settings.egressAllowed = m_config.sandboxEgressAllow;
             settings.roots = roots;
-            // The audit log is made after the providers: asked for when a policy acts.
+            // The audit log and the service are made after the providers: asked for when a
+            // policy acts. The history says what became of the runtime, and why.
             settings.policyActed = [d = d.get()](const QUuid &id, const QString &policy,
                                                  const QString &action, const QString &reason) {
+                const ChangeCause cause = ChangeCause::server(policy, reason);
                 if (d->audit)
-                    d->audit->record(Actor::server(policy), action, id, reason);
+                    d->audit->record(cause.actor, action, id, cause.reason);
+                if (d->service)
+                    d->service->noteRuntimeChange(
+                        id, action == u"pause_runtime"_s ? u"paused"_s : u"stopped"_s, cause);
             };
             const SandboxCgroups::Delegation cgroups = SandboxCgroups::prepare();
             if (cgroups.isAvailable())
@@ -678,10 +683,12 @@ void AgentDeckServer::recover()
         d->reaper->setKeeper(
             [service = d->service.get()](const QUuid &id) { return service->isInUse(id); });
         d->reaper->setOnExpired(
-            [audit = d->audit.get(),
-             reason = u"inactive for longer than the runtime retention (%1 s)"_s.arg(
-                 m_config.runtimeRetention.count() / 1000)](const QUuid &id) {
-                audit->record(Actor::server(u"retention"_s), u"expire_runtime"_s, id, reason);
+            [audit = d->audit.get(), service = d->service.get(),
+             cause = ChangeCause::server(
+                 u"retention"_s, u"inactive for longer than the runtime retention (%1 s)"_s.arg(
+                                     m_config.runtimeRetention.count() / 1000))](const QUuid &id) {
+                audit->record(cause.actor, u"expire_runtime"_s, id, cause.reason);
+                service->noteRuntimeChange(id, u"expired"_s, cause);
             });
         try {
             d->reaper->runPass();

@@ -140,13 +140,14 @@ void ConversationService::resolveLapsedRuns()
 {
     // Runs a dead replica left `running` are resolved by whichever replica claims them first,
     // a few per tick, so nothing stays stuck until someone touches it.
+    const ChangeCause takeover =
+        ChangeCause::server(u"lease"_s, u"the replica that ran it stopped renewing its lease"_s);
     for (const QUuid &id : m_leases.lapsedRuns(LapsedRunsPerTick)) {
         try {
-            if (auto info = m_store.find(id); info && resolveStale(*info)) {
+            if (auto info = m_store.find(id); info && resolveStale(*info, takeover)) {
                 qCInfo(lcExecution) << "resolved" << id << "left running by a replica that stopped";
                 if (m_audit)
-                    m_audit->record(Actor::server(u"lease"_s), u"take_over_run"_s, id,
-                                    u"the replica that ran it stopped renewing its lease"_s);
+                    m_audit->record(takeover.actor, u"take_over_run"_s, id, takeover.reason);
             }
         } catch (const std::exception &error) {
             qCWarning(lcExecution)
@@ -180,7 +181,8 @@ void ConversationService::refuseIfHeldElsewhere(const QUuid &id)
         throw ownershipError(*holder, m_replicas.livenessWindow());
 }
 
-bool ConversationService::resolveStale(const ConversationInfo &info, QLatin1StringView cause)
+bool ConversationService::resolveStale(const ConversationInfo &info, const ChangeCause &by,
+                                       QLatin1StringView cause)
 {
     const ConversationLifecycle *lifecycle = m_lifecycles.find(info.id);
     if (info.executionStatus != ExecutionStatus::Running ||
@@ -195,16 +197,16 @@ bool ConversationService::resolveStale(const ConversationInfo &info, QLatin1Stri
     const auto lease = m_leases.claim(info.id, m_settings.leaseOwner);
     if (!lease)
         return false;
-    const bool resolved = resolveStaleUnder(info.id, *lease, cause);
+    const bool resolved = resolveStaleUnder(info.id, *lease, by, cause);
     m_leases.release(info.id, *lease);
     return resolved;
 }
 
-bool ConversationService::resolveStaleOrRefuse(const ConversationInfo &info)
+bool ConversationService::resolveStaleOrRefuse(const ConversationInfo &info, const ChangeCause &by)
 {
     // A claim refused by a lease that lapses at once: the next try finds it free.
     for (int attempt = 0; attempt < 3; ++attempt) {
-        if (resolveStale(info))
+        if (resolveStale(info, by))
             return true;
         refuseIfHeldElsewhere(info.id);
         const auto current = m_store.find(info.id);
@@ -216,7 +218,7 @@ bool ConversationService::resolveStaleOrRefuse(const ConversationInfo &info)
 }
 
 bool ConversationService::resolveStaleUnder(const QUuid &id, const LeaseToken &lease,
-                                            QLatin1StringView cause)
+                                            const ChangeCause &by, QLatin1StringView cause)
 {
     // The row as it is under the lease: a status read before the claim may be of a run that
     // ended and let go of its lease since. Another replica's pause then wrote a false
@@ -258,7 +260,8 @@ bool ConversationService::resolveStaleUnder(const QUuid &id, const LeaseToken &l
             commandAgain
                 ? u"Run runs the interrupted command again: $ "_s + outcome.retryCommand + u'.'
                 : u"Run continues the conversation from where it stopped."_s)));
-    m_log.setStatus(info.id, ExecutionStatus::Paused, events, &lease, OutcomeChange::set(outcome));
+    m_log.setStatus(info.id, ExecutionStatus::Paused, events, &lease, OutcomeChange::set(outcome),
+                    &by);
     qCDebug(lcExecution) << "resolved stale running conversation" << info.id;
     return true;
 }
@@ -274,12 +277,14 @@ int ConversationService::recoverStale()
     if (adopted > 0)
         qCInfo(lcExecution) << "adopted" << adopted << "leases of an earlier instance";
     int recovered = 0;
+    const ChangeCause recovery =
+        ChangeCause::server(u"recovery"_s, u"it was running when the server stopped"_s);
     for (const QUuid &id : m_store.idsWithStatus(ExecutionStatus::Running)) {
-        if (auto info = m_store.find(id); info && resolveStale(*info, InterruptCause::Restart)) {
+        if (auto info = m_store.find(id);
+            info && resolveStale(*info, recovery, InterruptCause::Restart)) {
             ++recovered;
             if (m_audit)
-                m_audit->record(Actor::server(u"recovery"_s), u"resolve_stale_run"_s, id,
-                                u"it was running when the server stopped"_s);
+                m_audit->record(recovery.actor, u"resolve_stale_run"_s, id, recovery.reason);
         }
     }
     transaction.commit();
@@ -294,11 +299,11 @@ QCoro::Task<> ConversationService::shutdown(std::chrono::milliseconds grace)
     // says that it was stored). They waited on, and the process exited without an answer.
     for (const QUuid &id : m_lifecycles.in(ConversationLifecycle::Run::Starting))
         m_runtimes.release(id);
+    const ChangeCause stopping = ChangeCause::server(u"shutdown"_s, u"the server is stopping"_s);
     for (ConversationRunner *runner : m_lifecycles.runners()) {
-        runner->requestPause();
+        runner->requestPause(stopping);
         if (m_audit)
-            m_audit->record(Actor::server(u"shutdown"_s), u"pause"_s, runner->conversationId(),
-                            u"the server is stopping"_s);
+            m_audit->record(stopping.actor, u"pause"_s, runner->conversationId(), stopping.reason);
     }
     QElapsedTimer elapsed;
     elapsed.start();
@@ -308,12 +313,13 @@ QCoro::Task<> ConversationService::shutdown(std::chrono::milliseconds grace)
         if (left.count() <= 0 && !interrupted) {
             qCInfo(lcExecution) << "interrupting" << m_lifecycles.runningCount()
                                 << "runs still in flight";
+            const ChangeCause graceOver = ChangeCause::server(
+                u"shutdown"_s, u"still running when the shutdown grace ended"_s);
             for (ConversationRunner *runner : m_lifecycles.runners()) {
-                runner->interrupt(InterruptCause::Restart);
+                runner->interrupt(InterruptCause::Restart, graceOver);
                 if (m_audit)
-                    m_audit->record(Actor::server(u"shutdown"_s), u"interrupt"_s,
-                                    runner->conversationId(),
-                                    u"still running when the shutdown grace ended"_s);
+                    m_audit->record(graceOver.actor, u"interrupt"_s, runner->conversationId(),
+                                    graceOver.reason);
             }
             interrupted = true;
         }

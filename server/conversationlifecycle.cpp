@@ -22,15 +22,18 @@ bool ConversationLifecycle::beginStart(quint64 number, const LeaseToken &lease)
     m_start = number;
     m_lease = lease;
     m_stopAsked = StopAsked::None;
+    m_stopCause.reset();
     m_runsAgain = false;
     return true;
 }
 
-bool ConversationLifecycle::askStop(StopAsked how)
+bool ConversationLifecycle::askStop(StopAsked how, const std::optional<ChangeCause> &cause)
 {
     if (m_run != Run::Starting)
         return false;
     m_stopAsked = std::max(m_stopAsked, how);
+    if (!m_stopCause)
+        m_stopCause = cause;
     return true;
 }
 

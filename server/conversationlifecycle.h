@@ -1,5 +1,6 @@
 #pragma once
 
+#include "http/actor.h"
 #include "storage/leasestore.h"
 #include "wiretypes.h"
 
@@ -90,8 +91,11 @@ public:
     // None → Starting: start number `number`, under `lease`. False (nothing changes) from any
     // other state.
     bool beginStart(quint64 number, const LeaseToken &lease);
-    // Starting: a pause or an interrupt to carry out once it runs. False in any other state.
-    bool askStop(StopAsked how);
+    // Starting: a pause or an interrupt to carry out once it runs, asked by `cause` (the first
+    // one kept, for the run's `paused`). False in any other state.
+    bool askStop(StopAsked how, const std::optional<ChangeCause> &cause = {});
+    // Who asked for the stop of the start in hand.
+    const std::optional<ChangeCause> &stopCause() const { return m_stopCause; }
     // Starting → Running, with `runner` running its commands in `runtime` (held from here until
     // the run ends here); returns the stop asked meanwhile. Nullopt when it is not the start
     // `number` any more (a delete called it off): nothing changes then.
@@ -130,6 +134,7 @@ private:
     QPointer<ConversationRunner> m_runner;
     std::shared_ptr<Runtime> m_runtime;
     StopAsked m_stopAsked = StopAsked::None;
+    std::optional<ChangeCause> m_stopCause;
     bool m_runsAgain = false;
     UnwrittenEnd m_end;
     int m_bringUps = 0;

@@ -87,6 +87,7 @@ void ConversationService::refuseIfRunningHere(const QUuid &id, const QString &de
 
 // `turn` is held until this returns: no other start, resume or stop interleaves with it.
 QCoro::Task<> ConversationService::startRun([[maybe_unused]] Turn turn, QUuid id,
+                                            std::optional<ChangeCause> cause,
                                             std::optional<ConfirmationAnswer> answer,
                                             QStringList *recovery)
 {
@@ -122,8 +123,12 @@ QCoro::Task<> ConversationService::startRun([[maybe_unused]] Turn turn, QUuid id
             throw ApiError::conflict(
                 u"unknown_agent"_s,
                 u"This server has no agent of kind \"%1\" to run it"_s.arg(info.agentKind));
-        if (resolveStaleUnder(info.id, lease) && recovery)
-            noteRecovery(info.id, *recovery, RecoveryAction::ResolvedStaleRun, &lease);
+        // A run started by nobody in particular (one a message asked for meanwhile) resolves
+        // what is stale as a takeover would.
+        const ChangeCause by = cause.value_or(ChangeCause::server(
+            u"lease"_s, u"a run started while it was left running by a server that stopped"_s));
+        if (resolveStaleUnder(info.id, lease, by) && recovery)
+            noteRecovery(info.id, *recovery, RecoveryAction::ResolvedStaleRun, by, &lease);
         if (answer) {
             // Written once the run can start (below): a rejection written before a start that
             // failed (at the sandbox limit, say) left the conversation waiting with nothing to
@@ -172,9 +177,10 @@ QCoro::Task<> ConversationService::startRun([[maybe_unused]] Turn turn, QUuid id
     }
     if (recovery) {
         try {
+            const ChangeCause by = cause.value_or(ChangeCause{});
             if (runtimeStarted)
-                noteRecovery(info.id, *recovery, RecoveryAction::StartedRuntime, &lease);
-            noteRecovery(info.id, *recovery, RecoveryAction::ContinuedRun, &lease);
+                noteRecovery(info.id, *recovery, RecoveryAction::StartedRuntime, by, &lease);
+            noteRecovery(info.id, *recovery, RecoveryAction::ContinuedRun, by, &lease);
         } catch (...) {
             startFailed();
             throw;
@@ -190,6 +196,7 @@ QCoro::Task<> ConversationService::startRun([[maybe_unused]] Turn turn, QUuid id
                                                       m_settings.commandTimeout,
                                                       m_agents.offersRetry(info.agentKind)},
                                           this);
+    const std::optional<ChangeCause> stopCause = m_lifecycles.at(info.id).stopCause();
     const auto stopAsked =
         m_lifecycles.at(info.id).startSucceeded(start, runner, std::move(runtime));
     connect(runner, &ConversationRunner::stopped, this, [this, runner](const QUuid &id) {
@@ -225,10 +232,10 @@ QCoro::Task<> ConversationService::startRun([[maybe_unused]] Turn turn, QUuid id
             runAgain(id);
     });
     if (stopAsked == ConversationLifecycle::StopAsked::Interrupt)
-        runner->interrupt();
+        runner->interrupt(InterruptCause::Operator, stopCause);
     else if (stopAsked == ConversationLifecycle::StopAsked::Pause)
-        runner->requestPause();
-    runner->start(confirmedActionId);
+        runner->requestPause(stopCause);
+    runner->start(confirmedActionId, std::move(cause));
 }
 
 QCoro::Task<> ConversationService::runAgain(QUuid id)
@@ -241,7 +248,7 @@ QCoro::Task<> ConversationService::runAgain(QUuid id)
         const auto info = m_store.find(id);
         if (!info || info->executionStatus == ExecutionStatus::Error)
             co_return;
-        auto starting = startRun(std::move(turn), id);
+        auto starting = startRun(std::move(turn), id, std::nullopt);
         co_await std::move(starting);
     } catch (const ApiError &error) {
         qCInfo(lcExecution) << "the run a message asked for in" << id
@@ -252,7 +259,7 @@ QCoro::Task<> ConversationService::runAgain(QUuid id)
     }
 }
 
-QCoro::Task<ConversationInfo> ConversationService::run(QUuid id)
+QCoro::Task<ConversationInfo> ConversationService::run(QUuid id, ChangeCause cause)
 {
     requireUsableRuntime(require(id));
     // Answered at once, not once the start before it is through.
@@ -265,35 +272,35 @@ QCoro::Task<ConversationInfo> ConversationService::run(QUuid id)
     // interrupted is not (Run again does that, asked for). An llm agent goes on from the
     // interrupted observation in its history.
     if (ConversationInfo info = require(id); m_agents.offersRetry(info.agentKind)) {
-        if (resolveStaleOrRefuse(info))
+        if (resolveStaleOrRefuse(info, cause))
             info = require(id);
         if (Lifecycle::hasInterruptedCommand(info) &&
             info.outcome->interruptedBy != u"operator"_s && !m_lifecycles.isRunningHere(id)) {
             turn.release();
-            auto retrying = retry(id);
+            auto retrying = retry(id, cause);
             co_return co_await std::move(retrying);
         }
     }
-    auto starting = startRun(std::move(turn), id);
+    auto starting = startRun(std::move(turn), id, cause);
     co_await std::move(starting);
     co_return require(id);
 }
 
-ConversationInfo ConversationService::pause(const QUuid &id)
+ConversationInfo ConversationService::pause(const QUuid &id, const ChangeCause &cause)
 {
     const ConversationInfo info = require(id);
     ConversationLifecycle *lifecycle = m_lifecycles.find(id);
     if (auto *runner = m_lifecycles.runner(id)) {
-        runner->requestPause();
+        runner->requestPause(cause);
         m_log.append(id, {Event::pause()});
-    } else if (lifecycle && lifecycle->askStop(ConversationLifecycle::StopAsked::Pause)) {
+    } else if (lifecycle && lifecycle->askStop(ConversationLifecycle::StopAsked::Pause, cause)) {
         // Its runtime is still coming up: the run pauses before its first step. (Answered and
         // dropped, the run went on to run its command.)
         m_log.append(id, {Event::pause()});
-    } else if (resolveStale(info)) {
+    } else if (resolveStale(info, cause)) {
         // Nobody ran it: it is paused now.
     } else if (info.executionStatus == ExecutionStatus::WaitingForConfirmation) {
-        m_log.setStatus(id, ExecutionStatus::Paused, {Event::pause()});
+        m_log.setStatus(id, ExecutionStatus::Paused, {Event::pause()}, nullptr, {}, &cause);
     } else if (info.executionStatus == ExecutionStatus::Running) {
         askOwnerToStop(id, LeaseStore::Cancel::Pause);
         m_log.append(id, {Event::pause()});
@@ -301,15 +308,16 @@ ConversationInfo ConversationService::pause(const QUuid &id)
     return require(id);
 }
 
-ConversationInfo ConversationService::interrupt(const QUuid &id)
+ConversationInfo ConversationService::interrupt(const QUuid &id, const ChangeCause &cause)
 {
     const ConversationInfo info = require(id);
     ConversationLifecycle *lifecycle = m_lifecycles.find(id);
     if (auto *runner = m_lifecycles.runner(id))
-        runner->interrupt();
+        runner->interrupt(InterruptCause::Operator, cause);
     else if (lifecycle && lifecycle->run() == ConversationLifecycle::Run::Starting)
-        lifecycle->askStop(ConversationLifecycle::StopAsked::Interrupt); // at once, once it starts
-    else if (!resolveStale(info) && info.executionStatus == ExecutionStatus::Running)
+        // At once, once it starts.
+        lifecycle->askStop(ConversationLifecycle::StopAsked::Interrupt, cause);
+    else if (!resolveStale(info, cause) && info.executionStatus == ExecutionStatus::Running)
         askOwnerToStop(id, LeaseStore::Cancel::Interrupt);
     return require(id);
 }
@@ -335,7 +343,8 @@ void ConversationService::stopRequestedElsewhere(const QUuid &id, LeaseStore::Ca
     }
 }
 
-QCoro::Task<StoredEvent> ConversationService::sendMessage(QUuid id, MessageRequest message)
+QCoro::Task<StoredEvent> ConversationService::sendMessage(QUuid id, MessageRequest message,
+                                                          ChangeCause cause)
 {
     const ConversationInfo info = require(id);
     const bool starts = message.run && !m_lifecycles.isRunningHere(id);
@@ -353,7 +362,7 @@ QCoro::Task<StoredEvent> ConversationService::sendMessage(QUuid id, MessageReque
                 throw runtimeLimitReached(*refusal);
         }
     }
-    resolveStale(info);
+    resolveStale(info, cause);
     const QList<StoredEvent> stored =
         m_log.append(id, {Event::message(EventSource::User, message.role, message.text)});
     // A run ending at a pause or an interrupt does not pick the message up: the message asks
@@ -377,7 +386,7 @@ QCoro::Task<StoredEvent> ConversationService::sendMessage(QUuid id, MessageReque
                 }
                 co_return stored.first();
             }
-            auto starting = startRun(std::move(turn), id);
+            auto starting = startRun(std::move(turn), id, cause);
             co_await std::move(starting);
         } catch (ApiError &error) {
             // The message is stored, and a client told only that the run failed sent it again
@@ -393,8 +402,8 @@ QCoro::Task<StoredEvent> ConversationService::sendMessage(QUuid id, MessageReque
     co_return stored.first();
 }
 
-QCoro::Task<ConversationInfo> ConversationService::respondToConfirmation(QUuid id, bool accept,
-                                                                         QString reason)
+QCoro::Task<ConversationInfo>
+ConversationService::respondToConfirmation(QUuid id, bool accept, QString reason, ChangeCause cause)
 {
     const ConversationInfo info = require(id);
     if (info.executionStatus != ExecutionStatus::WaitingForConfirmation)
@@ -414,7 +423,7 @@ QCoro::Task<ConversationInfo> ConversationService::respondToConfirmation(QUuid i
     // The answer is written once the run is claimed: a rejection written before the claim
     // stayed when another replica's answer won it (and was answered 409), and that replica's
     // accept then found its action rejected.
-    auto starting = startRun(std::move(turn), id, answer);
+    auto starting = startRun(std::move(turn), id, cause, answer);
     co_await std::move(starting);
     co_return require(id);
 }
@@ -450,7 +459,7 @@ QString ConversationService::finalResponse(const QUuid &id)
     return event ? event->messageText() : QString();
 }
 
-QCoro::Task<Recovery> ConversationService::recover(QUuid id)
+QCoro::Task<Recovery> ConversationService::recover(QUuid id, ChangeCause cause)
 {
     requireUsableRuntime(require(id));
     if (m_lifecycles.isRunningHere(id))
@@ -464,49 +473,52 @@ QCoro::Task<Recovery> ConversationService::recover(QUuid id)
         // Continued, the shell agent's run only said "[command interrupted]" and finished:
         // the crash read as a success. Its stale run is resolved first, so that the plan sees
         // the interrupted command, whose offer to run it again stays.
-        if (m_agents.offersRetry(info.agentKind) && resolveStaleOrRefuse(info)) {
-            noteRecovery(id, actions, RecoveryAction::ResolvedStaleRun);
+        if (m_agents.offersRetry(info.agentKind) && resolveStaleOrRefuse(info, cause)) {
+            noteRecovery(id, actions, RecoveryAction::ResolvedStaleRun, cause);
             info = require(id);
         }
         // The plan the console offered Recover with, on the row as it is now. Another agent's
         // stale run is resolved by the start that continues it, under the run's own lease.
         const Lifecycle::RecoveryPlan plan = Lifecycle::recoveryPlan(info);
         if (info.executionStatus == ExecutionStatus::Running || plan.continueRun) {
-            auto starting = startRun(std::move(turn), id, {}, &actions);
+            auto starting = startRun(std::move(turn), id, cause, {}, &actions);
             co_await std::move(starting);
         } else if (plan.startRuntime) {
             refuseIfHeldElsewhere(id);
             auto bringingUp = bringUpRuntime(info);
             co_await std::move(bringingUp);
-            noteRecovery(id, actions, RecoveryAction::StartedRuntime);
+            noteRecovery(id, actions, RecoveryAction::StartedRuntime, cause);
         }
     }
     co_return Recovery{require(id), actions};
 }
 
 void ConversationService::noteRecovery(const QUuid &id, QStringList &actions,
-                                       QLatin1StringView action, const LeaseToken *lease)
+                                       QLatin1StringView action, const ChangeCause &cause,
+                                       const LeaseToken *lease)
 {
-    m_log.append(id, {Event::stateUpdate(QString(RecoveryEventKey), QString(action))}, std::nullopt,
-                 lease);
+    m_log.recordChange(id, QString(RecoveryEventKey), QString(action), cause, {}, lease);
     actions.append(action);
 }
 
-ConversationInfo ConversationService::dismissOutcome(const QUuid &id)
+ConversationInfo ConversationService::dismissOutcome(const QUuid &id, const ChangeCause &cause)
 {
     require(id);
-    m_store.dismissOutcome(id);
+    // Only an outcome there was to dismiss is in the history.
+    m_log.recordChange(id, u"outcome"_s, u"dismissed"_s, cause,
+                       [this, id] { return m_store.dismissOutcome(id); });
     return require(id);
 }
 
-QCoro::Task<ConversationInfo> ConversationService::retry(QUuid id)
+QCoro::Task<ConversationInfo> ConversationService::retry(QUuid id, ChangeCause cause)
 {
     const ConversationInfo info = require(id);
     if (!Lifecycle::hasInterruptedCommand(info) || m_lifecycles.isRunningHere(id))
         throw ApiError::conflict(u"nothing_to_retry"_s,
                                  u"The conversation has no interrupted command to run again"_s);
     try {
-        auto sending = sendMessage(id, MessageRequest{u"user"_s, info.outcome->retryCommand, true});
+        auto sending =
+            sendMessage(id, MessageRequest{u"user"_s, info.outcome->retryCommand, true}, cause);
         co_await std::move(sending);
     } catch (const ApiError &error) {
         // Stored but not run (the answer says so): offered again, it would be stored twice.

@@ -92,7 +92,8 @@ QCoro::Task<std::shared_ptr<Runtime>> ConversationService::bringUpRuntime(Conver
     co_return acquisition.runtime;
 }
 
-QCoro::Task<> ConversationService::stopRunAndRuntime(QUuid id, std::function<void()> then)
+QCoro::Task<> ConversationService::stopRunAndRuntime(QUuid id, ChangeCause cause,
+                                                     std::function<void()> then)
 {
     // No run follows the one interrupted here (a message with run: true asked for one): the
     // archive waited while a new run went through the conversation's whole backlog.
@@ -113,7 +114,7 @@ QCoro::Task<> ConversationService::stopRunAndRuntime(QUuid id, std::function<voi
     // With the turn held no run starts: the one running is the last to stop. (The wait is
     // asked again when it outlasts the timeout.)
     while (auto *runner = m_lifecycles.runner(id)) {
-        runner->interrupt();
+        runner->interrupt(InterruptCause::Operator, cause);
         auto stopped =
             signalOrTimeout(this, &ConversationService::runnerStopped, std::chrono::seconds(10));
         co_await std::move(stopped);
@@ -122,39 +123,46 @@ QCoro::Task<> ConversationService::stopRunAndRuntime(QUuid id, std::function<voi
     then();
 }
 
-QCoro::Task<ConversationInfo> ConversationService::archive(QUuid id)
+QCoro::Task<ConversationInfo> ConversationService::archive(QUuid id, ChangeCause cause)
 {
     const ConversationInfo info = require(id);
     // Only the owner can stop its run and sandbox: archiving here left them going.
     refuseIfHeldElsewhere(id);
     // A run whose owner went quiet past its lease is taken over and resolved first: archived
     // without, it went on when its frozen owner woke, which found its lease still its own.
-    resolveStale(info);
+    resolveStale(info, cause);
     // Archived before the turn goes: a start waiting for it finds the conversation archived.
-    auto stopping = stopRunAndRuntime(id, [this, id] {
-        if (!m_store.setArchived(id, m_clock.nowMs()))
-            throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
-        // Archiving is acting on the outcome: unarchived, it does not ask for attention again.
-        m_store.dismissOutcome(id);
-        // Its runtime is stopped, as by a stop, which clears a failed start's error (an expiry
-        // stays: it is no error of a start).
-        if (require(id).runtime.error)
-            m_store.setRuntimeError(id, std::nullopt);
-        m_store.announce(id, u"release"_s);
+    auto stopping = stopRunAndRuntime(id, cause, [this, id, &cause] {
+        m_log.recordChange(id, u"archive"_s, u"archived"_s, cause, [this, id] {
+            if (!m_store.setArchived(id, m_clock.nowMs()))
+                throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
+            // Archiving is acting on the outcome: unarchived, it does not ask for attention
+            // again.
+            m_store.dismissOutcome(id);
+            // Its runtime is stopped, as by a stop, which clears a failed start's error (an
+            // expiry stays: it is no error of a start).
+            if (require(id).runtime.error)
+                m_store.setRuntimeError(id, std::nullopt);
+            m_store.announce(id, u"release"_s);
+            return true;
+        });
     });
     co_await std::move(stopping);
     qCInfo(lcServer) << "archived conversation" << id;
     co_return require(id);
 }
 
-ConversationInfo ConversationService::unarchive(const QUuid &id)
+ConversationInfo ConversationService::unarchive(const QUuid &id, const ChangeCause &cause)
 {
-    if (!m_store.setArchived(id, std::nullopt))
-        throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
+    m_log.recordChange(id, u"archive"_s, u"unarchived"_s, cause, [this, id] {
+        if (!m_store.setArchived(id, std::nullopt))
+            throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
+        return true;
+    });
     return require(id);
 }
 
-QCoro::Task<ConversationInfo> ConversationService::resumeRuntime(QUuid id)
+QCoro::Task<ConversationInfo> ConversationService::resumeRuntime(QUuid id, ChangeCause cause)
 {
     require(id);
     auto waiting = m_lifecycles.turn(id);
@@ -165,10 +173,11 @@ QCoro::Task<ConversationInfo> ConversationService::resumeRuntime(QUuid id)
     refuseIfHeldElsewhere(id);
     auto bringingUp = bringUpRuntime(info);
     co_await std::move(bringingUp);
+    m_log.recordChange(id, u"runtime"_s, u"resumed"_s, cause);
     co_return require(id);
 }
 
-QCoro::Task<ConversationInfo> ConversationService::reprovisionRuntime(QUuid id)
+QCoro::Task<ConversationInfo> ConversationService::reprovisionRuntime(QUuid id, ChangeCause cause)
 {
     const QString running = u"Conversation is running; pause it before reprovisioning"_s;
     requireUsableRuntime(require(id));
@@ -186,11 +195,11 @@ QCoro::Task<ConversationInfo> ConversationService::reprovisionRuntime(QUuid id)
     co_await std::move(bringingUp);
     // The history says so: what the commands before it left in the sandbox (its /tmp, its
     // processes) is gone from here on.
-    m_log.append(id, {Event::stateUpdate(u"runtime"_s, u"reprovisioned"_s)});
+    m_log.recordChange(id, u"runtime"_s, u"reprovisioned"_s, cause);
     co_return require(id);
 }
 
-QCoro::Task<ConversationInfo> ConversationService::startFresh(QUuid id)
+QCoro::Task<ConversationInfo> ConversationService::startFresh(QUuid id, ChangeCause cause)
 {
     const auto refuseUnlessExpired = [this](const ConversationInfo &info) {
         if (info.isArchived())
@@ -224,20 +233,34 @@ QCoro::Task<ConversationInfo> ConversationService::startFresh(QUuid id)
     co_await std::move(bringingUp);
     // The history says so: what its commands left is gone, and the workspace (the server's)
     // starts empty.
-    m_log.append(id, {Event::stateUpdate(u"runtime"_s, u"started_fresh"_s)});
+    m_log.recordChange(id, u"runtime"_s, u"started_fresh"_s, cause);
     co_return require(id);
 }
 
-QCoro::Task<ConversationInfo> ConversationService::stopRuntime(QUuid id)
+QCoro::Task<ConversationInfo> ConversationService::stopRuntime(QUuid id, ChangeCause cause)
 {
     require(id);
     refuseIfHeldElsewhere(id);
-    auto stopping = stopRunAndRuntime(id, [this, id] {
-        m_store.setRuntimeError(id, std::nullopt);
-        m_store.announce(id, u"release"_s);
+    auto stopping = stopRunAndRuntime(id, cause, [this, id, &cause] {
+        m_log.recordChange(id, u"runtime"_s, u"stopped"_s, cause, [this, id] {
+            m_store.setRuntimeError(id, std::nullopt);
+            m_store.announce(id, u"release"_s);
+            return true;
+        });
     });
     co_await std::move(stopping);
     co_return require(id);
+}
+
+void ConversationService::noteRuntimeChange(const QUuid &id, const QString &value,
+                                            const ChangeCause &cause)
+{
+    try {
+        m_log.recordChange(id, u"runtime"_s, value, cause);
+    } catch (const std::exception &error) {
+        qCWarning(lcRuntime) << "cannot write to the history of" << id << "that its runtime was"
+                             << value << ":" << error.what();
+    }
 }
 
 void ConversationService::releaseRequestedElsewhere(const QUuid &id)

@@ -250,7 +250,7 @@ void ConversationService::requireUsableRuntime(const ConversationInfo &info) con
 }
 
 QCoro::Task<std::pair<ConversationInfo, bool>>
-ConversationService::create(CreateConversationRequest request)
+ConversationService::create(CreateConversationRequest request, ChangeCause cause)
 {
     if (request.id) {
         // A long history is deleted a batch at a time; until its row goes, the id is taken.
@@ -280,12 +280,12 @@ ConversationService::create(CreateConversationRequest request)
                 existing->eventCount <= 1) {
                 try {
                     if (existing->eventCount == 0) {
-                        auto sending = sendMessage(existing->id, *request.initialMessage);
+                        auto sending = sendMessage(existing->id, *request.initialMessage, cause);
                         co_await std::move(sending);
                     } else if (request.initialMessage->run) {
                         auto waiting = m_lifecycles.turn(existing->id);
                         Turn turn = co_await std::move(waiting);
-                        auto starting = startRun(std::move(turn), existing->id);
+                        auto starting = startRun(std::move(turn), existing->id, cause);
                         co_await std::move(starting);
                     }
                 } catch (ApiError &error) {
@@ -382,7 +382,7 @@ ConversationService::create(CreateConversationRequest request)
 
     if (request.initialMessage) {
         try {
-            auto sending = sendMessage(info.id, *request.initialMessage);
+            auto sending = sendMessage(info.id, *request.initialMessage, cause);
             co_await std::move(sending);
         } catch (ApiError &error) {
             throw withTheConversationNamed(std::move(error), info.id);

@@ -3,6 +3,7 @@
 #include "conversationlifecycle.h"
 #include "conversationrequests.h"
 #include "conversationsecrets.h"
+#include "http/actor.h"
 #include "runtime/sandboxisolation.h"
 #include "runtimedetails.h"
 #include "storage/conversationstore.h"
@@ -87,7 +88,10 @@ public:
     void setAuditLog(AuditLog *log) { m_audit = log; }
 
     // Returns the conversation and whether it was created (false: it existed already).
-    QCoro::Task<std::pair<ConversationInfo, bool>> create(CreateConversationRequest request);
+    // `cause`: who created it, named by the `running` status of the run its initial message
+    // starts.
+    QCoro::Task<std::pair<ConversationInfo, bool>> create(CreateConversationRequest request,
+                                                          ChangeCause cause = {});
     // A new conversation with the history of `id` (OpenHands' fork), idle, with its agent,
     // policy and secrets; its workspace a copy of the server's own workspace of `id`, or the
     // same directory when `id` was given one. 409 while `id` runs or waits for a confirmation,
@@ -114,12 +118,17 @@ public:
     // for it stops too (it stayed up until its idle timeout).
     void releaseRequestedElsewhere(const QUuid &id);
 
+    // `cause` (who asked, and why) is named by the state events the change writes: the status
+    // `running` of the run it starts, `paused` of the run it stops, the `archive`, `runtime`,
+    // `recovery` and `outcome` events (see docs/API.md).
+
     // Starts or continues the run; a shell command that was interrupted runs again (retry()).
-    QCoro::Task<ConversationInfo> run(QUuid id);
-    ConversationInfo pause(const QUuid &id);
-    ConversationInfo interrupt(const QUuid &id);
-    QCoro::Task<StoredEvent> sendMessage(QUuid id, MessageRequest message);
-    QCoro::Task<ConversationInfo> respondToConfirmation(QUuid id, bool accept, QString reason);
+    QCoro::Task<ConversationInfo> run(QUuid id, ChangeCause cause = {});
+    ConversationInfo pause(const QUuid &id, const ChangeCause &cause = {});
+    ConversationInfo interrupt(const QUuid &id, const ChangeCause &cause = {});
+    QCoro::Task<StoredEvent> sendMessage(QUuid id, MessageRequest message, ChangeCause cause = {});
+    QCoro::Task<ConversationInfo> respondToConfirmation(QUuid id, bool accept, QString reason,
+                                                        ChangeCause cause = {});
     QString finalResponse(const QUuid &id);
     // Adds `secrets` to the conversation's (a name given again takes the new value): its
     // commands get them in their environment from their next command on. Kept in this
@@ -127,15 +136,15 @@ public:
     void updateSecrets(const QUuid &id, const ConversationSecrets &secrets);
 
     // Archive stops the runtime first, then sets archived_at (the first one is kept).
-    QCoro::Task<ConversationInfo> archive(QUuid id);
-    ConversationInfo unarchive(const QUuid &id);
+    QCoro::Task<ConversationInfo> archive(QUuid id, ChangeCause cause = {});
+    ConversationInfo unarchive(const QUuid &id, const ChangeCause &cause = {});
     // Brings the runtime up, reusing a live sandbox; runs nothing.
-    QCoro::Task<ConversationInfo> resumeRuntime(QUuid id);
+    QCoro::Task<ConversationInfo> resumeRuntime(QUuid id, ChangeCause cause = {});
     // Replaces the runtime with a fresh one on the same workspace; runs nothing.
-    QCoro::Task<ConversationInfo> reprovisionRuntime(QUuid id);
+    QCoro::Task<ConversationInfo> reprovisionRuntime(QUuid id, ChangeCause cause = {});
     // Starts an expired runtime again, with an empty workspace when the server owns it (one it
     // was given is used as it is), history kept; 409 `runtime_not_expired` otherwise.
-    QCoro::Task<ConversationInfo> startFresh(QUuid id);
+    QCoro::Task<ConversationInfo> startFresh(QUuid id, ChangeCause cause = {});
     // A request about to use the sandbox of `id` outside a run (the workspace routes): refused
     // while the runtime expired (410), or while another replica holds the conversation, whose
     // sandbox is there (409 held_by_other_replica, or 503 while its lease lapses).
@@ -143,19 +152,23 @@ public:
     // The sandbox's process and the lease of `id`, for GET .../runtime.
     RuntimeDetails runtimeDetails(const QUuid &id);
     // Stops the runtime (and a run using it), keeping history; clears a runtime error.
-    QCoro::Task<ConversationInfo> stopRuntime(QUuid id);
+    QCoro::Task<ConversationInfo> stopRuntime(QUuid id, ChangeCause cause = {});
+    // A policy of the server changed the runtime (`value`: "stopped", "paused", "expired"):
+    // the history says so, naming the policy and its reason. Never throws: the change stays
+    // made when its event cannot be written (the conversation was deleted meanwhile).
+    void noteRuntimeChange(const QUuid &id, const QString &value, const ChangeCause &cause);
     // The console's one click: resolve stale state, bring the runtime up, continue the run,
     // as far as each is needed (Lifecycle::recoveryPlan()); each step is in the answer and in
     // the history. When the outcome offers to run an interrupted command again (the shell
     // agent's), the run is not continued (it would only report the interruption): the offer
     // stays.
-    QCoro::Task<Recovery> recover(QUuid id);
+    QCoro::Task<Recovery> recover(QUuid id, ChangeCause cause = {});
     // The operator acknowledged the outcome: it no longer needs attention.
-    ConversationInfo dismissOutcome(const QUuid &id);
+    ConversationInfo dismissOutcome(const QUuid &id, const ChangeCause &cause = {});
     // Runs the interrupted command the outcome offers again, as a new message; 409
     // `nothing_to_retry` when it offers none (any more). run() does the same for such a
     // conversation.
-    QCoro::Task<ConversationInfo> retry(QUuid id);
+    QCoro::Task<ConversationInfo> retry(QUuid id, ChangeCause cause = {});
 
     // Takes over the leases an earlier instance left (single node: it is provably dead), then
     // resolves every conversation it left `running`. Returns how many were resolved.
@@ -228,15 +241,15 @@ private:
     // secrets whose values it lacks.
     void describeHere(const ConversationInfo &info, RuntimeInfo &runtime) const;
     // `cause`: the InterruptCause the outcome names; a restart at startup, a takeover of a run
-    // whose owner went away otherwise.
-    bool resolveStale(const ConversationInfo &info,
+    // whose owner went away otherwise. `by`: who resolved it, and why (the status event's).
+    bool resolveStale(const ConversationInfo &info, const ChangeCause &by,
                       QLatin1StringView cause = InterruptCause::Takeover);
     // The same, but a `running` conversation another owner's live lease holds is refused as
     // refuseIfHeldElsewhere refuses it: a lease that lapsed between the two was resolved by
     // the start that followed, which then ran on from the interrupted command.
-    bool resolveStaleOrRefuse(const ConversationInfo &info);
+    bool resolveStaleOrRefuse(const ConversationInfo &info, const ChangeCause &by);
     // Whether the conversation was `running` under `lease` and is resolved now.
-    bool resolveStaleUnder(const QUuid &id, const LeaseToken &lease,
+    bool resolveStaleUnder(const QUuid &id, const LeaseToken &lease, const ChangeCause &by,
                            QLatin1StringView cause = InterruptCause::Takeover);
     LeaseToken claimOrThrow(const QUuid &id);
     // A request that needs the conversation's run or runtime, refused before it changes
@@ -253,13 +266,15 @@ private:
     using Turn = ConversationLifecycles::Turn;
     // Starts a run of `id` with its turn (ConversationLifecycles::turn()) held, deciding on the
     // row as it is then; the turn goes once the runner runs, or the start failed. A recovery's
-    // start notes its steps in `recovery` (noteRecovery()).
-    QCoro::Task<> startRun(Turn turn, QUuid id, std::optional<ConfirmationAnswer> answer = {},
+    // start notes its steps in `recovery` (noteRecovery()). `cause`: who started it; none for a
+    // run a message asked for while the one before was stopping.
+    QCoro::Task<> startRun(Turn turn, QUuid id, std::optional<ChangeCause> cause,
+                           std::optional<ConfirmationAnswer> answer = {},
                            QStringList *recovery = nullptr);
     // A step of a recovery: in its answer's `actions`, and in the history (under `lease`, when
     // a run's start holds it).
     void noteRecovery(const QUuid &id, QStringList &actions, QLatin1StringView action,
-                      const LeaseToken *lease = nullptr);
+                      const ChangeCause &cause, const LeaseToken *lease = nullptr);
     // 409 while a run is starting or running here.
     void refuseIfRunningHere(const QUuid &id, const QString &detail) const;
     // Writes `answer` under `lease`; 409 when the action is no longer the one waiting.
@@ -270,7 +285,7 @@ private:
     // Stops the run and the runtime for good (an archive, a runtime stop), then does `then`
     // with the turn still held: a request waiting for it decides on what `then` left. A
     // runtime coming up for the request holding the turn is called off rather than waited for.
-    QCoro::Task<> stopRunAndRuntime(QUuid id, std::function<void()> then);
+    QCoro::Task<> stopRunAndRuntime(QUuid id, ChangeCause cause, std::function<void()> then);
     // Starts the run a message asked for while the one before was stopping
     // (ConversationLifecycle::runsAgain()).
     QCoro::Task<> runAgain(QUuid id);

@@ -1,6 +1,9 @@
 #pragma once
 
+#include "http/actor.h"
 #include "storage/conversationstore.h"
+
+#include <functional>
 
 namespace AgentDeck {
 
@@ -20,10 +23,20 @@ public:
     QList<StoredEvent> append(const QUuid &conversationId, QList<Event> events,
                               std::optional<ExecutionStatus> status = std::nullopt,
                               const LeaseToken *fence = nullptr, const OutcomeChange &outcome = {});
-    // A status change, recorded with a ConversationStateUpdateEvent so that streams see it.
+    // A status change, recorded with a ConversationStateUpdateEvent so that streams see it;
+    // with `cause`, the event names who made the change and why.
     QList<StoredEvent> setStatus(const QUuid &conversationId, ExecutionStatus status,
                                  QList<Event> alongWith = {}, const LeaseToken *fence = nullptr,
-                                 const OutcomeChange &outcome = {});
+                                 const OutcomeChange &outcome = {},
+                                 const ChangeCause *cause = nullptr);
+    // A change made to the conversation or its runtime, and the state event {key, value} naming
+    // who made it and why, committed together: `change` (its writes to the store) runs first in
+    // the event's transaction; when it returns false (there was nothing to change) no event is
+    // written. Without `change`, the event alone (the change was to no row: a sandbox stopped).
+    QList<StoredEvent> recordChange(const QUuid &conversationId, const QString &key,
+                                    const QString &value, const ChangeCause &cause,
+                                    const std::function<bool()> &change = {},
+                                    const LeaseToken *fence = nullptr);
 
     // Sends a frame to the live subscribers without storing it (no seq): streamed deltas.
     void publishTransient(const QUuid &conversationId, const QJsonObject &frame);
@@ -36,6 +49,8 @@ public:
     qint64 publishedCount() const { return m_published; }
 
 private:
+    void publish(const QUuid &conversationId, const QList<StoredEvent> &stored);
+
     ConversationStore &m_store;
     EventHub &m_hub;
     const Clock &m_clock;

@@ -147,9 +147,10 @@ ConversationRunner::ConversationRunner(const QUuid &conversationId, LeaseToken l
 
 ConversationRunner::~ConversationRunner() = default;
 
-void ConversationRunner::start(const QUuid &confirmedActionId)
+void ConversationRunner::start(const QUuid &confirmedActionId, std::optional<ChangeCause> cause)
 {
     m_confirmedActionId = confirmedActionId;
+    m_startCause = std::move(cause);
     runLoop();
 }
 
@@ -159,18 +160,22 @@ void ConversationRunner::runLoop()
     loop();
 }
 
-void ConversationRunner::requestPause()
+void ConversationRunner::requestPause(const std::optional<ChangeCause> &cause)
 {
+    if (!m_stopCause)
+        m_stopCause = cause;
     m_pauseRequested = true;
     // A model request in flight is cancelled: waiting for it is not a safe point.
     if (m_agent)
         m_agent->cancel();
 }
 
-void ConversationRunner::interrupt(QLatin1StringView cause)
+void ConversationRunner::interrupt(QLatin1StringView cause, const std::optional<ChangeCause> &by)
 {
     if (m_interruptCause.isEmpty())
         m_interruptCause = cause;
+    if (!m_stopCause)
+        m_stopCause = by;
     m_pauseRequested = true;
     m_interrupted = true;
     if (m_agent)
@@ -219,7 +224,8 @@ QCoro::Task<> ConversationRunner::loop()
 
     try {
         // A new run is the operator acting on the outcome of the last one.
-        m_log.setStatus(m_id, ExecutionStatus::Running, {}, &m_lease, OutcomeChange::dismiss());
+        m_log.setStatus(m_id, ExecutionStatus::Running, {}, &m_lease, OutcomeChange::dismiss(),
+                        m_startCause ? &*m_startCause : nullptr);
         // Parsing all of a long history cost a run ~1 s and ~150 MB at 100,000 events before
         // its first step; the shell and echo agents need only what is not answered yet.
         if (m_agent->historyScope() == Agent::HistoryScope::OpenMessages)
@@ -255,7 +261,8 @@ QCoro::Task<> ConversationRunner::loop()
                                                                 m_interruptCause,
                                                                 m_settings.offersRetry));
                 }
-                m_log.setStatus(m_id, ExecutionStatus::Paused, calledOff, &m_lease, outcome);
+                m_log.setStatus(m_id, ExecutionStatus::Paused, calledOff, &m_lease, outcome,
+                                stopCause());
                 break;
             }
             if (const QList<const Event *> pending = pendingActions(history); !pending.isEmpty()) {
@@ -303,7 +310,7 @@ QCoro::Task<> ConversationRunner::loop()
                     auto writing = persist(
                         [&] {
                             m_log.setStatus(m_id, ExecutionStatus::Paused, observations, &m_lease,
-                                            outcome);
+                                            outcome, stopCause());
                         },
                         observation.id);
                     co_await std::move(writing);
@@ -361,7 +368,8 @@ QCoro::Task<> ConversationRunner::loop()
                 m_log.setStatus(m_id, ExecutionStatus::Paused, {}, &m_lease,
                                 m_interrupted
                                     ? OutcomeChange::set(interruptedRunOutcome(m_interruptCause))
-                                    : OutcomeChange{});
+                                    : OutcomeChange{},
+                                stopCause());
                 break;
             case AgentStep::Kind::Fail: {
                 const Event failure = Event::agentError(step.errorCode, step.text);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "execution/agent.h"
+#include "http/actor.h"
 #include "runtime/runtime.h"
 #include "storage/leasestore.h"
 
@@ -42,15 +43,18 @@ public:
     const LeaseToken &lease() const { return m_lease; }
     // What the last lease renewal found.
     void onLeaseState(LeaseState state);
-    // Starts the loop. `confirmedActionId` is the pending action the user just accepted.
-    void start(const QUuid &confirmedActionId = {});
-    // Stop after the current step.
-    void requestPause();
+    // Starts the loop. `confirmedActionId` is the pending action the user just accepted;
+    // `cause`, who started the run (its `running` status names them).
+    void start(const QUuid &confirmedActionId = {}, std::optional<ChangeCause> cause = {});
+    // Stop after the current step. `cause`: who asked, named by the `paused` status (the first
+    // one given); none: a replica's request, whose own record names them.
+    void requestPause(const std::optional<ChangeCause> &cause = {});
     // The confirmation policy changed while the run goes on: it applies from the next action.
     void setAlwaysConfirm(bool on) { m_settings.alwaysConfirm = on; }
     // Cancel the command in flight (recorded as interrupted by `cause`, an InterruptCause),
     // then stop. The first cause given is the one recorded.
-    void interrupt(QLatin1StringView cause = InterruptCause::Operator);
+    void interrupt(QLatin1StringView cause = InterruptCause::Operator,
+                   const std::optional<ChangeCause> &by = {});
     // The conversation is being deleted: stop without writing anything more.
     void abandon();
     bool isCommandInFlight() const { return m_commandInFlight; }
@@ -80,6 +84,12 @@ private:
     // been committed all the same (the connection went before the COMMIT's answer came), and
     // then the write is done.
     QCoro::Task<> persist(std::function<void()> write, QUuid storedEvent);
+    // Who asked the run to stop, when someone did: a command cut short without being asked to
+    // (the sandbox went away) names nobody.
+    const ChangeCause *stopCause() const
+    {
+        return m_pauseRequested && m_stopCause ? &*m_stopCause : nullptr;
+    }
 
     QUuid m_id;
     LeaseToken m_lease;
@@ -92,6 +102,8 @@ private:
     bool m_pauseRequested = false;
     bool m_interrupted = false;
     QString m_interruptCause;
+    std::optional<ChangeCause> m_startCause;
+    std::optional<ChangeCause> m_stopCause; // who asked for the pause or the interrupt
     bool m_abandoned = false;
     bool m_commandInFlight = false;
     QList<Event> m_unstored; // what the command in hand did, until it is stored

@@ -29,4 +29,24 @@ QString Actor::clientFrom(QByteArrayView userAgent)
     return client;
 }
 
+QJsonObject ChangeCause::toJson() const
+{
+    return {{u"actor"_s, actor.key},
+            {u"client"_s, actor.client},
+            {u"actor_display"_s, actor.display()},
+            {u"reason"_s, reason}};
+}
+
+QString ChangeCause::cleanReason(const QString &reason)
+{
+    // A client's text, shown in logs, the console and the history.
+    QString clean;
+    for (const QChar c : reason) {
+        if (clean.size() == MaxReasonLength)
+            break;
+        clean.append(c.isPrint() ? c : u' ');
+    }
+    return clean.trimmed();
+}
+
 } // namespace AgentDeck

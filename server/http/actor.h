@@ -1,6 +1,7 @@
 #pragma once
 
 #include <QByteArrayView>
+#include <QJsonObject>
 #include <QString>
 
 namespace AgentDeck {
@@ -24,6 +25,23 @@ struct Actor
     // The client a User-Agent value names: its first product without the version, printable
     // ASCII only and short, "agentdeck-" dropped ("agentdeck-console/1.4" is "console").
     static QString clientFrom(QByteArrayView userAgent);
+};
+
+// Who made a change and why, as the history's state events and the audit log name them.
+struct ChangeCause
+{
+    Actor actor;
+    QString reason; // may be empty
+
+    static ChangeCause server(const QString &policy, const QString &reason)
+    {
+        return {Actor::server(policy), reason};
+    }
+    // {"actor", "client", "actor_display", "reason"}: the members an audit record names them by.
+    QJsonObject toJson() const;
+    // A client's reason as it is kept: printable, on one line, at most MaxReasonLength.
+    static QString cleanReason(const QString &reason);
+    static constexpr qsizetype MaxReasonLength = 500;
 };
 
 } // namespace AgentDeck

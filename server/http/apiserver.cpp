@@ -261,10 +261,8 @@ std::optional<ApiServer::Audited> ApiServer::audited(const Router::Route *route,
 {
     if (!m_audit || !route || route->auditAction.isEmpty())
         return std::nullopt;
-    Audited call{route->auditAction,
-                 request.actor(),
-                 {},
-                 request.query.queryItemValue(u"reason"_s, QUrl::FullyDecoded)};
+    const ChangeCause cause = request.cause();
+    Audited call{route->auditAction, cause.actor, {}, cause.reason};
     // The route's {id}, read as it would be; a path the route refuses names no conversation.
     const qsizetype idAt = route->segments.indexOf(u"{id}"_s);
     if (idAt >= 0) {

@@ -68,7 +68,7 @@ void ConversationController::registerRoutes(Router &router, ConversationService 
                             CreateConversationRequest::fromJson(request.jsonObject(), &error);
                         if (!create)
                             throw ApiError::invalidParameter(error);
-                        auto creating = service.create(*create);
+                        auto creating = service.create(*create, request.cause());
                         const auto [info, created] = co_await std::move(creating);
                         co_return HttpResponse::json(info.toJson(), created ? 201 : 200);
                     });
@@ -134,17 +134,17 @@ void ConversationController::registerRoutes(Router &router, ConversationService 
 
     router.addAsync(Method::Post, item + u"/run"_s,
                     [&service](HttpRequest request) -> QCoro::Task<HttpResponse> {
-                        auto running = service.run(request.idArg(0));
+                        auto running = service.run(request.idArg(0), request.cause());
                         const ConversationInfo info = co_await std::move(running);
                         co_return HttpResponse::json(info.toJson());
                     });
 
     router.add(Method::Post, item + u"/pause"_s, [&service](const HttpRequest &request) {
-        return HttpResponse::json(service.pause(request.idArg(0)).toJson());
+        return HttpResponse::json(service.pause(request.idArg(0), request.cause()).toJson());
     });
 
     router.add(Method::Post, item + u"/interrupt"_s, [&service](const HttpRequest &request) {
-        return HttpResponse::json(service.interrupt(request.idArg(0)).toJson());
+        return HttpResponse::json(service.interrupt(request.idArg(0), request.cause()).toJson());
     });
 
     router.addAsync(Method::Post, item + u"/fork"_s,

@@ -66,7 +66,8 @@ void EventController::registerRoutes(Router &router, ConversationService &servic
                         const auto message = MessageRequest::fromJson(request.jsonObject(), &error);
                         if (!message)
                             throw ApiError::invalidParameter(error);
-                        auto sending = service.sendMessage(request.idArg(0), *message);
+                        const ChangeCause cause = request.cause();
+                        auto sending = service.sendMessage(request.idArg(0), *message, cause);
                         const StoredEvent stored = co_await std::move(sending);
                         co_return HttpResponse::rawJson(stored.json);
                     });
@@ -118,7 +119,7 @@ void EventController::registerRoutes(Router &router, ConversationService &servic
                         if (!reason.isUndefined() && !reason.isNull() && !reason.isString())
                             throw ApiError::invalidParameter(u"reason must be a string"_s);
                         auto responding = service.respondToConfirmation(
-                            request.idArg(0), accept.toBool(), reason.toString());
+                            request.idArg(0), accept.toBool(), reason.toString(), request.cause());
                         const ConversationInfo info = co_await std::move(responding);
                         co_return HttpResponse::json(info.toJson());
                     });

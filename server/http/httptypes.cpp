@@ -31,6 +31,12 @@ QByteArray HttpRequest::header(QByteArrayView name) const
     return found;
 }
 
+ChangeCause HttpRequest::cause() const
+{
+    return {actor(),
+            ChangeCause::cleanReason(query.queryItemValue(u"reason"_s, QUrl::FullyDecoded))};
+}
+
 QJsonObject HttpRequest::jsonObject() const
 {
     if (body.trimmed().isEmpty())

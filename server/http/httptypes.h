@@ -67,6 +67,8 @@ struct HttpRequest
     QByteArray header(QByteArrayView name) const;
     // Who makes the request: its key's name and its client.
     Actor actor() const { return {keyName, Actor::clientFrom(header("User-Agent"))}; }
+    // Who makes the request and why: the `reason` query parameter, as the audit log records it.
+    ChangeCause cause() const;
     // The body as a JSON object; an empty body is an empty object. Throws 400 otherwise.
     QJsonObject jsonObject() const;
     // The i-th path argument as a conversation or event id. Throws 422.

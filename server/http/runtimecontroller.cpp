@@ -11,12 +11,12 @@ namespace AgentDeck {
 
 namespace {
 // Runtime actions answer with the conversation, whose runtime_info says what they did.
-using Action = QCoro::Task<ConversationInfo> (ConversationService::*)(QUuid);
+using Action = QCoro::Task<ConversationInfo> (ConversationService::*)(QUuid, ChangeCause);
 
 Router::AsyncHandler conversationAction(ConversationService &service, Action action)
 {
     return [&service, action](HttpRequest request) -> QCoro::Task<HttpResponse> {
-        auto acting = (service.*action)(request.idArg(0));
+        auto acting = (service.*action)(request.idArg(0), request.cause());
         const ConversationInfo info = co_await std::move(acting);
         co_return HttpResponse::json(info.toJson());
     };
@@ -48,7 +48,7 @@ void RuntimeController::registerRoutes(Router &router, ConversationService &serv
     // that reads a conversation from the answer reads it as before.
     router.addAsync(Method::Post, item + u"/recover"_s,
                     [&service](HttpRequest request) -> QCoro::Task<HttpResponse> {
-                        auto recovering = service.recover(request.idArg(0));
+                        auto recovering = service.recover(request.idArg(0), request.cause());
                         const Recovery recovery = co_await std::move(recovering);
                         QJsonObject body = recovery.conversation.toJson();
                         body.insert(u"actions"_s, QJsonArray::fromStringList(recovery.actions));
@@ -57,10 +57,11 @@ void RuntimeController::registerRoutes(Router &router, ConversationService &serv
     router.addAsync(Method::Post, item + u"/archive"_s,
                     conversationAction(service, &ConversationService::archive));
     router.add(Method::Post, item + u"/unarchive"_s, [&service](const HttpRequest &request) {
-        return HttpResponse::json(service.unarchive(request.idArg(0)).toJson());
+        return HttpResponse::json(service.unarchive(request.idArg(0), request.cause()).toJson());
     });
     router.add(Method::Post, item + u"/outcome/dismiss"_s, [&service](const HttpRequest &request) {
-        return HttpResponse::json(service.dismissOutcome(request.idArg(0)).toJson());
+        return HttpResponse::json(
+            service.dismissOutcome(request.idArg(0), request.cause()).toJson());
     });
     router.addAsync(Method::Post, item + u"/outcome/retry"_s,
                     conversationAction(service, &ConversationService::retry));

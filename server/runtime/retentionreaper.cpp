@@ -4,6 +4,7 @@
 #include "logging.h"
 #include "runtime.h"
 #include "storage/conversationstore.h"
+#include "storage/database.h"
 
 namespace AgentDeck {
 
@@ -40,10 +41,15 @@ int RetentionReaper::runPass()
     for (const ExpiryCandidate &candidate : m_store.expiryCandidates(inactiveBefore)) {
         if (m_keeper && m_keeper(candidate.id))
             continue;
-        if (!m_store.markExpired(candidate.id, inactiveBefore, now))
-            continue;
-        if (m_onExpired)
-            m_onExpired(candidate.id);
+        {
+            // What onExpired writes (the history's event) commits with the expiry.
+            Transaction transaction(m_store.database());
+            if (!m_store.markExpired(candidate.id, inactiveBefore, now))
+                continue;
+            if (m_onExpired)
+                m_onExpired(candidate.id);
+            transaction.commit();
+        }
         m_runtimes.release(candidate.id);
         bool removed = true;
         if (candidate.workspaceOwned && !candidate.workingDir.isEmpty())

@@ -29,7 +29,8 @@ public:
     // Asked of each conversation found inactive: true leaves it for a later pass (its runtime is
     // coming up, or it runs). Empty: none is left.
     void setKeeper(std::function<bool(const QUuid &)> keeper) { m_keeper = std::move(keeper); }
-    // Told of each runtime it expires (the audit log records it).
+    // Told of each runtime it expires, in the transaction that marks it expired (the audit log
+    // records it, the history says so).
     void setOnExpired(std::function<void(const QUuid &)> onExpired)
     {
         m_onExpired = std::move(onExpired);

@@ -20,7 +20,8 @@ using namespace CatalogRows;
 
 QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> events,
                                              std::optional<ExecutionStatus> status, qint64 nowMs,
-                                             const LeaseToken *fence, const OutcomeChange &outcome)
+                                             const LeaseToken *fence, const OutcomeChange &outcome,
+                                             bool activity)
 {
     // Out of the cache while the transaction runs; back, updated, once it committed (the next
     // message to the conversation then needs no read of its row).
@@ -86,16 +87,19 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
     // The status only when it changes: SQLite rewrites an index entry whenever its column is
     // assigned, even to the same value, and most appends leave the status alone.
     Database::Statement &row = m_db.statement(
-        status ? u"UPDATE conversations SET event_count = ?, updated_at = ?, "
+        status ? u"UPDATE conversations SET event_count = ?, updated_at = CASE WHEN ? THEN ? ELSE "
+                 "updated_at END, "
                  "last_event_at = CASE WHEN ? THEN ? ELSE last_event_at END, open_messages = ?, "
                  "answered_through = ?, execution_status = ?, running_since = CASE WHEN ? THEN "
                  "CASE WHEN execution_status = 'running' THEN running_since ELSE ? END END "
                  "WHERE id = ?"_s
-               : u"UPDATE conversations SET event_count = ?, updated_at = ?, "
+               : u"UPDATE conversations SET event_count = ?, updated_at = CASE WHEN ? THEN ? ELSE "
+                 "updated_at END, "
                  "last_event_at = CASE WHEN ? THEN ? ELSE last_event_at END, open_messages = ?, "
                  "answered_through = ? WHERE id = ?"_s);
     int column = 0;
     row.bind(column++, seq);
+    row.bind(column++, activity);
     row.bind(column++, nowMs);
     row.bind(column++, !events.isEmpty());
     row.bind(column++, nowMs);
@@ -133,7 +137,8 @@ QList<StoredEvent> ConversationStore::append(const QUuid &id, QList<Event> event
     if (cached) {
         ConversationInfo &info = cached->info;
         info.eventCount = seq;
-        info.updatedAt = now;
+        if (activity)
+            info.updatedAt = now;
         if (!events.isEmpty())
             info.lastEventAt = now;
         if (status) {

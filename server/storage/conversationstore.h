@@ -172,10 +172,13 @@ public:
     // Appends `events` in one transaction, giving them the next seqs, and sets the execution
     // status and the outcome when asked. Returns the events as stored. Throws ApiError 404 when the
     // conversation no longer exists, and LeaseLostError when `fence` no longer matches the row's
-    // lease (then nothing is written).
+    // lease (then nothing is written). Without `activity` updated_at stays: the events record a
+    // change made to the conversation (an idle stop of its sandbox), which is no use of it that
+    // the retention or the list's order would count.
     QList<StoredEvent> append(const QUuid &id, QList<Event> events,
                               std::optional<ExecutionStatus> status, qint64 nowMs,
-                              const LeaseToken *fence = nullptr, const OutcomeChange &outcome = {});
+                              const LeaseToken *fence = nullptr, const OutcomeChange &outcome = {},
+                              bool activity = true);
 
     // The names of the conversation's secrets (values are never stored).
     void setSecretNames(const QUuid &id, const QStringList &names);

@@ -368,7 +368,11 @@ private Q_SLOTS:
             m_server->call("DELETE"_ba, ServerConnection::conversationPath(id, u"runtime")).ok());
         QCOMPARE(runtimeStatus(id), u"missing"_s);
         QVERIFY(QTest::qWaitFor([&] { return !processAlive(*pid); }, 5000));
-        QCOMPARE(m_server->events(id).size(), events);
+        // The history keeps all it had, and says the runtime was stopped.
+        const QList<QJsonObject> after = m_server->events(id);
+        QCOMPARE(after.size(), events + 1);
+        QCOMPARE(after.last().value(u"key"_s).toString(), u"runtime"_s);
+        QCOMPARE(after.last().value(u"value"_s).toString(), u"stopped"_s);
         // It comes back on demand.
         QCOMPARE(answerTo(id, u"echo again"_s), u"again\n"_s);
         QCOMPARE(runtimeStatus(id), u"available"_s);
@@ -1313,8 +1317,12 @@ private Q_SLOTS:
         QVERIFY(runtime.value(u"runtime_error"_s).isNull());
         QVERIFY(!retaining.expired(id));
         QVERIFY(!QFile::exists(QDir(workspace).filePath(u"left-behind"_s)));
+        // The history says that the retention expired it, and that it started fresh.
         const QList<QJsonObject> events = server.events(id);
-        QCOMPARE(events.size(), eventsBefore + 1);
+        QCOMPARE(events.size(), eventsBefore + 2);
+        const QJsonObject expiry = events.at(events.size() - 2);
+        QCOMPARE(expiry.value(u"value"_s).toString(), u"expired"_s);
+        QCOMPARE(expiry.value(u"actor_display"_s).toString(), u"server (retention)"_s);
         QCOMPARE(events.last().value(u"kind"_s).toString(), u"ConversationStateUpdateEvent"_s);
         QCOMPARE(events.last().value(u"value"_s).toString(), u"started_fresh"_s);
         QVERIFY(server.send(id, u"again"_s, true).ok());

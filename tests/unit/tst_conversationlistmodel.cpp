@@ -778,6 +778,50 @@ private Q_SLOTS:
                  u"finish: done"_s);
     }
 
+    // A state event reads as what changed, who changed it and why; one that names nobody as
+    // what changed.
+    void stateEventsNameTheirActorAndReason_data()
+    {
+        QTest::addColumn<QString>("key");
+        QTest::addColumn<QString>("value");
+        QTest::addColumn<QJsonObject>("cause");
+        QTest::addColumn<QString>("text");
+        const QJsonObject alice{{u"actor"_s, u"ops-alice"_s},
+                                {u"client"_s, u"console"_s},
+                                {u"actor_display"_s, u"ops-alice via console"_s},
+                                {u"reason"_s, QString()}};
+        QJsonObject idle{{u"actor"_s, u"server"_s},
+                         {u"client"_s, u"idle"_s},
+                         {u"actor_display"_s, u"server (idle)"_s},
+                         {u"reason"_s, u"idle for 30m (--sandbox-idle-timeout)"_s}};
+        QJsonObject lease{{u"actor"_s, u"server"_s},
+                          {u"client"_s, u"lease"_s},
+                          {u"actor_display"_s, u"server (lease)"_s},
+                          {u"reason"_s, u"its replica stopped"_s}};
+        QTest::addRow("archived") << u"archive"_s << u"archived"_s << alice
+                                  << u"archived by ops-alice via console"_s;
+        QTest::addRow("sandbox stopped")
+            << u"runtime"_s << u"stopped"_s << idle
+            << u"sandbox stopped by server (idle): idle for 30m (--sandbox-idle-timeout)"_s;
+        QTest::addRow("paused") << u"execution_status"_s << u"paused"_s << lease
+                                << u"execution status: paused by server (lease): its replica "
+                                   "stopped"_s;
+        QTest::addRow("recovery") << u"recovery"_s << u"started_runtime"_s << alice
+                                  << u"recovery: started runtime by ops-alice via console"_s;
+        QTest::addRow("named by nobody") << u"execution_status"_s << u"finished"_s << QJsonObject()
+                                         << u"execution status: finished"_s;
+        QTest::addRow("another key")
+            << u"agent_state"_s << u"x_y"_s << QJsonObject() << u"agent_state: x_y"_s;
+    }
+    void stateEventsNameTheirActorAndReason()
+    {
+        QFETCH(QString, key);
+        QFETCH(QString, value);
+        QFETCH(QJsonObject, cause);
+        QFETCH(QString, text);
+        QCOMPARE(EventListModel::textOf(Event::stateUpdate(key, value, cause)), text);
+    }
+
     // Qt lays out a paragraph in time that grows with the square of its length: "Show all" of a
     // 1 MB line of output held the console for 26 s. Long lines are shown in pieces.
     void aLongLineIsShownInPieces()

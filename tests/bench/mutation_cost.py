@@ -3,8 +3,8 @@
 log records) and of GET by id (a read, which it does not), one keep-alive client sending one
 request at a time, for two builds alternated run by run on the same machine.
 
-Each run starts the binary (--headless, --runtime process, a key file of one named key, a
-temporary data dir), creates one conversation, warms up with 300 of each request, then times
+Each run starts the binary (--headless, --runtime process, a key file of one named key, or the
+same key unnamed for a build from before named keys, a temporary data dir), creates one conversation, warms up with 300 of each request, then times
 2,000 of each per round. Reports the medians per run and per build.
 
 Usage: tests/bench/mutation_cost.py --binary A [--binary B] [--runs 3] [--rounds 2]
@@ -16,9 +16,13 @@ def measure(binary, rounds):
     work = tempfile.mkdtemp(prefix="agentdeck-mutation-")
     with open(f"{work}/keys", "w") as keys:
         keys.write("bench k1\n")
+    # A build from before named keys takes the key unnamed.
+    named = "  --api-key-file" in subprocess.run([binary, "--help"], capture_output=True,
+                                               text=True).stdout
+    key = ["--api-key-file", f"{work}/keys"] if named else ["--session-api-key", "k1"]
     server = subprocess.Popen([binary, "--headless", "--listen", "127.0.0.1:0", "--data-dir",
-                               f"{work}/data", "--api-key-file", f"{work}/keys", "--runtime",
-                               "process"], stderr=subprocess.PIPE, text=True)
+                               f"{work}/data", *key, "--runtime", "process"],
+                              stderr=subprocess.PIPE, text=True)
     try:
         port = None
         for line in server.stderr:

@@ -260,7 +260,7 @@ void WebhookDelivery::pump(Hook &hook)
             return;
         if (hook.queue.isEmpty()) {
             AuditLog::Query query;
-            query.doneOnly = true;
+            query.results = AuditLog::Query::Results::Done;
             query.descending = false;
             query.after = hook.cursor;
             query.limit = BatchSize;

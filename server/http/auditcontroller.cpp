@@ -52,6 +52,12 @@ AuditLog::Query queryOf(const HttpRequest &request)
     query.actor = request.stringParam(u"actor"_s);
     query.client = request.stringParam(u"client"_s);
     query.action = request.stringParam(u"action"_s);
+    if (const QString result = request.stringParam(u"result"_s); result == u"done"_s)
+        query.results = AuditLog::Query::Results::Done;
+    else if (result == u"refused"_s)
+        query.results = AuditLog::Query::Results::Refused;
+    else if (!result.isEmpty())
+        throw ApiError::invalidParameter(u"result must be done or refused"_s);
     if (const QString id = request.stringParam(u"conversation_id"_s); !id.isEmpty()) {
         const auto parsed = parseWireId(id);
         if (!parsed)

@@ -11,34 +11,20 @@ namespace AgentDeck {
 namespace {
 constexpr auto Columns =
     "number, at_ms, actor, client, action, conversation_id, replica, reason, status";
-
-// Printable, on one line, and bounded: it is a client's text, shown in logs and the console.
-QString cleanReason(const QString &reason)
-{
-    QString clean;
-    for (const QChar c : reason) {
-        if (clean.size() == AuditLog::MaxReasonLength)
-            break;
-        clean.append(c.isPrint() ? c : u' ');
-    }
-    return clean.trimmed();
-}
 } // namespace
 
 QJsonObject AuditRecord::toJson() const
 {
-    return {{u"id"_s, QString::number(number)},
-            {u"timestamp"_s, toWireTime(atMs)},
-            {u"actor"_s, actor.key},
-            {u"client"_s, actor.client},
-            {u"actor_display"_s, actor.display()},
-            {u"action"_s, action},
-            {u"conversation_id"_s,
-             conversationId.isNull() ? QJsonValue() : QJsonValue(toWireId(conversationId))},
-            {u"replica"_s, replica},
-            {u"reason"_s, reason},
-            {u"result"_s, status >= 200 && status < 300 ? u"done"_s : u"refused"_s},
-            {u"status"_s, status}};
+    QJsonObject json = ChangeCause{actor, reason}.toJson();
+    json.insert(u"id"_s, QString::number(number));
+    json.insert(u"timestamp"_s, toWireTime(atMs));
+    json.insert(u"action"_s, action);
+    json.insert(u"conversation_id"_s,
+                conversationId.isNull() ? QJsonValue() : QJsonValue(toWireId(conversationId)));
+    json.insert(u"replica"_s, replica);
+    json.insert(u"result"_s, status >= 200 && status < 300 ? u"done"_s : u"refused"_s);
+    json.insert(u"status"_s, status);
+    return json;
 }
 
 AuditLog::AuditLog(Database &db, QString replica)
@@ -79,7 +65,7 @@ void AuditLog::record(const Actor &actor, const QString &action, const QUuid &co
     record.actor = actor;
     record.action = action;
     record.conversationId = conversationId;
-    record.reason = cleanReason(reason);
+    record.reason = ChangeCause::cleanReason(reason);
     record.status = status;
     m_pending.append(std::move(record));
     if (!m_flush.isActive())
@@ -149,8 +135,10 @@ std::pair<QList<AuditRecord>, bool> AuditLog::search(const Query &query)
         add(u"action = ?"_s, query.action);
     if (!query.conversationId.isNull())
         add(u"conversation_id = ?"_s, toWireId(query.conversationId));
-    if (query.doneOnly)
+    if (query.results == Query::Results::Done)
         where.append(u"status BETWEEN 200 AND 299"_s);
+    else if (query.results == Query::Results::Refused)
+        where.append(u"status NOT BETWEEN 200 AND 299"_s);
     if (query.after)
         add(query.descending ? u"number < ?"_s : u"number > ?"_s, *query.after);
     // In the order they were written: one database's sequence, across replicas too.

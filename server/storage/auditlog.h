@@ -43,7 +43,6 @@ class AuditLog : public QObject
     Q_OBJECT
 public:
     static constexpr int RefusedPerMinute = 120;
-    static constexpr qsizetype MaxReasonLength = 500;
     // How long a record waits for others to be written with it.
     static constexpr std::chrono::milliseconds FlushDelay{20};
 
@@ -68,9 +67,15 @@ public:
         QString client;                 // a client, or a policy of the server
         QString action;
         QUuid conversationId;
-        bool doneOnly = false;       // changes made: no refused attempts
-        bool descending = true;      // newest first
-        std::optional<qint64> after; // paging: past this record's number in the order asked
+        enum class Results
+        {
+            All,
+            Done,
+            Refused
+        };
+        Results results = Results::All; // Done: the changes made, Refused: the attempts refused
+        bool descending = true;         // newest first
+        std::optional<qint64> after;    // paging: past this record's number in the order asked
         int limit = 100;
     };
     // A page of what matches, and whether more follow it.

@@ -2,8 +2,6 @@
 
 #include "bashevents.h"
 #include "eventstreams.h"
-#include "eventstreamsession.h"
-#include "metrics.h"
 #include "websocketconnection.h"
 #include "wiretypes.h"
 
@@ -17,56 +15,14 @@ using namespace Qt::StringLiterals;
 namespace AgentDeck {
 
 BashStreamSession::BashStreamSession(std::unique_ptr<WebSocketConnection> socket, quint64 serial,
-                                     bool resendAll, std::optional<QByteArray> key,
+                                     bool resendAll, std::optional<QByteArray> key, QString client,
                                      EventStreams &streams, QObject *parent)
-    : QObject(parent)
-    , m_socket(std::move(socket))
-    , m_serial(serial)
+    : StreamSession(std::move(socket), serial, std::move(key), std::move(client), streams, parent)
     , m_resendAll(resendAll)
-    , m_key(std::move(key))
-    , m_streams(streams)
-{
-    m_authTimer.setSingleShot(true);
-    connect(&m_authTimer, &QTimer::timeout, this, [this] {
-        closeWith(EventStreamSession::CloseUnauthorized, u"no auth frame in time"_s);
-    });
-    connect(m_socket.get(), &WebSocketConnection::textMessageReceived, this,
-            [this](const QByteArray &message) { onTextMessage(message); });
-    connect(m_socket.get(), &WebSocketConnection::binaryMessageReceived, this,
-            [this] { onTextMessage({}); });
-    connect(m_socket.get(), &WebSocketConnection::droppedAsSlowConsumer, this, [this] {
-        m_streams.metrics().slowConsumerDropped();
-        m_state = State::Closed;
-    });
-    connect(m_socket.get(), &WebSocketConnection::disconnected, this, [this] {
-        m_state = State::Closed;
-        Q_EMIT finished(this);
-    });
-}
-
-BashStreamSession::~BashStreamSession()
-{
-    m_socket->disconnect(this);
-}
-
-void BashStreamSession::start()
-{
-    switch (m_streams.authenticate(m_key)) {
-    case EventStreams::Authenticated::Yes:
-        beginStreaming();
-        break;
-    case EventStreams::Authenticated::No:
-        closeWith(EventStreamSession::CloseUnauthorized, u"unauthorized"_s);
-        break;
-    case EventStreams::Authenticated::AwaitingFrame:
-        m_authTimer.start(m_streams.settings().authTimeoutMs);
-        break;
-    }
-}
+{}
 
 void BashStreamSession::beginStreaming()
 {
-    m_state = State::Live;
     // Following first, then the snapshot: an event added in between comes twice, and its
     // number tells the second one apart.
     connect(&m_streams.bashEvents(), &BashEventLog::added, this, &BashStreamSession::onAdded);
@@ -76,7 +32,7 @@ void BashStreamSession::beginStreaming()
         for (const QByteArray &event : events) {
             if (m_streams.send(*m_socket, WebSocketConnection::textFrame(event)) !=
                 EventStreams::Sent::Yes) {
-                closeWith(EventStreamSession::CloseSlowConsumer, u"slow_consumer"_s);
+                closeWith(CloseSlowConsumer, u"slow_consumer"_s);
                 return;
             }
         }
@@ -87,29 +43,17 @@ void BashStreamSession::beginStreaming()
 
 void BashStreamSession::onAdded(quint64 number, const QByteArray &json)
 {
-    if (m_state != State::Live || number <= m_lastNumber)
+    if (!isStreaming() || number <= m_lastNumber)
         return;
     m_lastNumber = number;
     if (m_streams.send(*m_socket, WebSocketConnection::textFrame(json)) ==
         EventStreams::Sent::SlowConsumer)
-        closeWith(EventStreamSession::CloseSlowConsumer, u"slow_consumer"_s);
-}
-
-void BashStreamSession::closeWith(int code, const QString &reason)
-{
-    if (m_state == State::Closed)
-        return;
-    m_state = State::Closed;
-    m_authTimer.stop();
-    m_socket->close(quint16(code), reason, 5000,
-                    code == EventStreamSession::CloseSlowConsumer
-                        ? WebSocketConnection::Unsent::Drop
-                        : WebSocketConnection::Unsent::Send);
+        closeWith(CloseSlowConsumer, u"slow_consumer"_s);
 }
 
 void BashStreamSession::sendBashError(const QString &code, const QString &detail)
 {
-    if (m_state != State::Live)
+    if (!isStreaming())
         return;
     // OpenHands' BashError.
     const QJsonObject error{{u"kind"_s, u"BashError"_s},
@@ -120,19 +64,8 @@ void BashStreamSession::sendBashError(const QString &code, const QString &detail
     m_socket->sendText(QJsonDocument(error).toJson(QJsonDocument::Compact));
 }
 
-void BashStreamSession::onTextMessage(const QByteArray &message)
+void BashStreamSession::onFrame(const QByteArray &message)
 {
-    if (m_state == State::Authenticating) {
-        if (!m_streams.acceptsAuthFrame(message)) {
-            closeWith(EventStreamSession::CloseUnauthorized, u"unauthorized"_s);
-            return;
-        }
-        m_authTimer.stop();
-        beginStreaming();
-        return;
-    }
-    if (m_state == State::Closed)
-        return;
     QJsonParseError parseError;
     const QJsonDocument document = QJsonDocument::fromJson(message, &parseError);
     const bool isObject = parseError.error == QJsonParseError::NoError && document.isObject();

@@ -37,10 +37,11 @@ namespace {
 // Runs in the main thread, where the service lives; the answer (an empty code when the
 // message was stored) goes back to the streams' thread.
 QCoro::Task<> storeMessage(ConversationService &service, QUuid id, MessageRequest request,
+                           ChangeCause cause,
                            std::function<void(QString code, QString detail)> answer)
 {
     try {
-        auto sending = service.sendMessage(id, std::move(request));
+        auto sending = service.sendMessage(id, std::move(request), std::move(cause));
         co_await std::move(sending);
         answer({}, {});
     } catch (const ApiError &apiError) {
@@ -153,26 +154,35 @@ void EventStreams::sendMessage(EventStreamSession *session, MessageRequest reque
     QMetaObject::invokeMethod(
         &m_context.service,
         [&service = m_context.service, id = session->conversationId(), request = std::move(request),
-         answer = std::move(answer)]() mutable {
-            storeMessage(service, id, std::move(request), std::move(answer));
+         cause = ChangeCause{session->actor(), {}}, answer = std::move(answer)]() mutable {
+            storeMessage(service, id, std::move(request), std::move(cause), std::move(answer));
         },
         Qt::QueuedConnection);
 }
 
-EventStreams::Authenticated EventStreams::authenticate(const std::optional<QByteArray> &key) const
+EventStreams::Authenticated EventStreams::authenticate(const std::optional<QByteArray> &key,
+                                                       QString *keyName) const
 {
     if (!m_context.auth.enabled())
         return Authenticated::Yes;
     if (!key)
         return Authenticated::AwaitingFrame;
-    return m_context.auth.accepts(*key) ? Authenticated::Yes : Authenticated::No;
+    const std::optional<QString> name = m_context.auth.nameOf(*key);
+    if (name && keyName)
+        *keyName = *name;
+    return name ? Authenticated::Yes : Authenticated::No;
 }
 
-bool EventStreams::acceptsAuthFrame(const QByteArray &frame) const
+bool EventStreams::acceptsAuthFrame(const QByteArray &frame, QString *keyName) const
 {
     const QJsonObject object = QJsonDocument::fromJson(frame).object();
-    return object.value(u"type"_s) == u"auth"_s &&
-           m_context.auth.accepts(object.value(u"session_api_key"_s).toString().toUtf8());
+    if (object.value(u"type"_s) != u"auth"_s)
+        return false;
+    const std::optional<QString> name =
+        m_context.auth.nameOf(object.value(u"session_api_key"_s).toString().toUtf8());
+    if (name && keyName)
+        *keyName = *name;
+    return name.has_value();
 }
 
 EventStreams::Sent EventStreams::send(WebSocketConnection &socket, const QByteArray &frame)
@@ -230,7 +240,7 @@ QList<AuditRecord> EventStreams::auditRecordsAfter(qint64 afterNumber, const QSt
     AuditLog::Query query;
     query.action = action;
     query.conversationId = conversationId;
-    query.doneOnly = true;
+    query.results = AuditLog::Query::Results::Done;
     query.descending = false;
     query.after = afterNumber;
     query.limit = limit;
@@ -293,11 +303,13 @@ void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
     if (query.hasQueryItem(u"session_api_key"_s))
         key = query.queryItemValue(u"session_api_key"_s, QUrl::FullyDecoded).toUtf8();
     if (bashPath) {
-        acceptBashStream(std::move(connection), std::move(key));
+        acceptBashStream(std::move(connection), std::move(key),
+                         Actor::clientFrom(handshake.userAgent));
         return;
     }
     if (lifecyclePath) {
-        acceptLifecycleStream(std::move(connection), std::move(key));
+        acceptLifecycleStream(std::move(connection), std::move(key),
+                              Actor::clientFrom(handshake.userAgent));
         return;
     }
     const auto id = parseWireId(segments[2]);
@@ -317,12 +329,18 @@ void EventStreams::onUpgrade(QTcpSocket *socket, const QByteArray &head)
         return;
     }
     const quint64 serial = m_nextSerial++;
-    auto *session =
-        new EventStreamSession(std::move(connection), serial, *id, afterSeq, std::move(key), *this);
-    m_sessions.insert(serial, session);
+    keep(m_sessions,
+         new EventStreamSession(std::move(connection), serial, *id, afterSeq, std::move(key),
+                                Actor::clientFrom(handshake.userAgent), *this));
+}
+
+template<typename Session>
+void EventStreams::keep(QHash<quint64, Session *> &sessions, Session *session)
+{
+    sessions.insert(session->serial(), session);
     m_context.metrics.webSocketOpened();
-    connect(session, &EventStreamSession::finished, this, [this](EventStreamSession *done) {
-        if (m_sessions.remove(done->serial())) {
+    connect(session, &StreamSession::finished, this, [this, &sessions](StreamSession *done) {
+        if (sessions.remove(done->serial())) {
             m_context.metrics.webSocketClosed();
             done->deleteLater();
             if (!m_trim.isActive())
@@ -343,7 +361,7 @@ void EventStreams::refuse(std::unique_ptr<WebSocketConnection> connection, int c
 }
 
 void EventStreams::acceptLifecycleStream(std::unique_ptr<WebSocketConnection> connection,
-                                         std::optional<QByteArray> key)
+                                         std::optional<QByteArray> key, QString client)
 {
     const QUrlQuery query(connection->requestUrl());
     std::optional<qint64> after;
@@ -367,37 +385,20 @@ void EventStreams::acceptLifecycleStream(std::unique_ptr<WebSocketConnection> co
         return;
     }
     const quint64 serial = m_nextSerial++;
-    auto *session = new LifecycleStreamSession(std::move(connection), serial, after,
-                                               std::move(filter), std::move(key), *this);
-    m_lifecycleSessions.insert(serial, session);
-    m_context.metrics.webSocketOpened();
-    connect(session, &LifecycleStreamSession::finished, this, [this](LifecycleStreamSession *done) {
-        if (m_lifecycleSessions.remove(done->serial())) {
-            m_context.metrics.webSocketClosed();
-            done->deleteLater();
-        }
-    });
-    session->start();
+    keep(m_lifecycleSessions,
+         new LifecycleStreamSession(std::move(connection), serial, after, std::move(filter),
+                                    std::move(key), std::move(client), *this));
 }
 
 void EventStreams::acceptBashStream(std::unique_ptr<WebSocketConnection> connection,
-                                    std::optional<QByteArray> key)
+                                    std::optional<QByteArray> key, QString client)
 {
     const QUrlQuery query(connection->requestUrl());
     const bool resendAll = query.queryItemValue(u"resend_mode"_s) == u"all"_s ||
                            query.queryItemValue(u"resend_all"_s).toLower() == u"true"_s;
     const quint64 serial = m_nextSerial++;
-    auto *session =
-        new BashStreamSession(std::move(connection), serial, resendAll, std::move(key), *this);
-    m_bashSessions.insert(serial, session);
-    m_context.metrics.webSocketOpened();
-    connect(session, &BashStreamSession::finished, this, [this](BashStreamSession *done) {
-        if (m_bashSessions.remove(done->serial())) {
-            m_context.metrics.webSocketClosed();
-            done->deleteLater();
-        }
-    });
-    session->start();
+    keep(m_bashSessions, new BashStreamSession(std::move(connection), serial, resendAll,
+                                               std::move(key), std::move(client), *this));
 }
 
 void EventStreams::startBashCommand(BashStreamSession *session, const QJsonObject &request)

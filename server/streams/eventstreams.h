@@ -109,9 +109,11 @@ public:
         No,
         AwaitingFrame,
     };
-    Authenticated authenticate(const std::optional<QByteArray> &key) const;
+    // `keyName`, when given, is set to the name of the key accepted.
+    Authenticated authenticate(const std::optional<QByteArray> &key,
+                               QString *keyName = nullptr) const;
     // Whether `frame` (a text message) is the auth frame of a key the server accepts.
-    bool acceptsAuthFrame(const QByteArray &frame) const;
+    bool acceptsAuthFrame(const QByteArray &frame, QString *keyName = nullptr) const;
     enum class Sent
     {
         Yes,
@@ -132,13 +134,16 @@ private:
     EventStreams(Context context, std::unique_ptr<Database> database);
     void onUpgrade(QTcpSocket *socket, const QByteArray &head);
     void answerSession(quint64 serial, const QString &code, const QString &detail);
+    // `client`: the upgrade's, as Actor::clientFrom() names it.
     void acceptBashStream(std::unique_ptr<WebSocketConnection> connection,
-                          std::optional<QByteArray> key);
+                          std::optional<QByteArray> key, QString client);
     void acceptLifecycleStream(std::unique_ptr<WebSocketConnection> connection,
-                               std::optional<QByteArray> key);
+                               std::optional<QByteArray> key, QString client);
     // Closes a connection whose URL asked for something it cannot have, with `code`.
     void refuse(std::unique_ptr<WebSocketConnection> connection, int code, const QString &reason);
     template<typename Read> auto retried(Read read) -> decltype(read());
+    // Keeps `session` in `sessions` until its connection is gone, and starts it.
+    template<typename Session> void keep(QHash<quint64, Session *> &sessions, Session *session);
 
     Context m_context;
     SendBudget m_sendBudget; // before the sessions go, it lets the connections left go

@@ -17,64 +17,24 @@ namespace AgentDeck {
 
 EventStreamSession::EventStreamSession(std::unique_ptr<WebSocketConnection> socket, quint64 serial,
                                        const QUuid &conversationId, std::optional<qint64> afterSeq,
-                                       std::optional<QByteArray> urlKey, EventStreams &streams,
-                                       QObject *parent)
-    : QObject(parent)
-    , m_socket(std::move(socket))
-    , m_serial(serial)
+                                       std::optional<QByteArray> urlKey, QString client,
+                                       EventStreams &streams, QObject *parent)
+    : StreamSession(std::move(socket), serial, std::move(urlKey), std::move(client), streams,
+                    parent)
     , m_id(conversationId)
     , m_afterSeq(afterSeq)
-    , m_urlKey(std::move(urlKey))
-    , m_streams(streams)
-{
-    m_authTimer.setSingleShot(true);
-    connect(&m_authTimer, &QTimer::timeout, this,
-            [this] { closeWith(CloseUnauthorized, u"no auth frame in time"_s); });
-    connect(m_socket.get(), &WebSocketConnection::textMessageReceived, this,
-            [this](const QByteArray &message) { onTextMessage(message); });
-    // Not one JSON object either: answered as such a text frame is (it went unanswered).
-    connect(m_socket.get(), &WebSocketConnection::binaryMessageReceived, this,
-            [this] { onTextMessage({}); });
-    // The server-wide budget dropped it (SendBudget): it is closing already.
-    connect(m_socket.get(), &WebSocketConnection::droppedAsSlowConsumer, this, [this] {
-        m_streams.metrics().slowConsumerDropped();
-        if (m_state != State::Closed) {
-            m_state = State::Closed;
-            m_authTimer.stop();
-            m_streams.hub().unsubscribe(m_id, this);
-        }
-    });
-    connect(m_socket.get(), &WebSocketConnection::disconnected, this, [this] {
-        if (m_state != State::Closed) {
-            m_state = State::Closed;
-            m_streams.hub().unsubscribe(m_id, this);
-        }
-        Q_EMIT finished(this);
-    });
-}
+{}
 
 EventStreamSession::~EventStreamSession()
 {
-    if (m_state != State::Closed)
+    if (!isClosed())
         m_streams.hub().unsubscribe(m_id, this);
-    // The connection aborts its socket when destroyed; nothing of that reaches this session.
-    m_socket->disconnect(this);
 }
 
-void EventStreamSession::start()
+void EventStreamSession::stopped()
 {
-    // With keys configured nothing, not even whether the conversation exists, is told before auth.
-    switch (m_streams.authenticate(m_urlKey)) {
-    case EventStreams::Authenticated::Yes:
-        beginStreaming();
-        break;
-    case EventStreams::Authenticated::No:
-        closeWith(CloseUnauthorized, u"unauthorized"_s);
-        break;
-    case EventStreams::Authenticated::AwaitingFrame:
-        m_authTimer.start(m_streams.settings().authTimeoutMs);
-        break;
-    }
+    m_state = State::Closed;
+    m_streams.hub().unsubscribe(m_id, this);
 }
 
 void EventStreamSession::conversationDeleted()
@@ -246,46 +206,18 @@ bool EventStreamSession::send(const QByteArray &frame)
     return false;
 }
 
-void EventStreamSession::closeWith(int code, const QString &reason)
-{
-    if (m_state == State::Closed)
-        return;
-    m_state = State::Closed;
-    m_authTimer.stop();
-    m_streams.hub().unsubscribe(m_id, this);
-    // A client that stopped reading never answers the close handshake: it is cut after 5 s
-    // without progress. A slow consumer's unsent frames are dropped: the close frame goes next,
-    // so that it reads why as soon as it reads again.
-    m_socket->close(quint16(code), reason, 5000,
-                    code == CloseSlowConsumer ? WebSocketConnection::Unsent::Drop
-                                              : WebSocketConnection::Unsent::Send);
-}
-
 void EventStreamSession::sendError(const QString &code, const QString &detail)
 {
     const QJsonObject frame{{u"type"_s, u"error"_s}, {u"code"_s, code}, {u"detail"_s, detail}};
     m_socket->sendText(QJsonDocument(frame).toJson(QJsonDocument::Compact));
 }
 
-void EventStreamSession::onTextMessage(const QByteArray &message)
+void EventStreamSession::onFrame(const QByteArray &message)
 {
     QJsonParseError parseError;
     const QJsonDocument document = QJsonDocument::fromJson(message, &parseError);
     const bool isObject = parseError.error == QJsonParseError::NoError && document.isObject();
     const QJsonObject frame = document.object();
-    if (m_state == State::Authenticating) {
-        // Anything but the auth frame ends it: answered with error frames instead, a client
-        // without the key could keep the server writing for it.
-        if (!m_streams.acceptsAuthFrame(message)) {
-            closeWith(CloseUnauthorized, u"unauthorized"_s);
-            return;
-        }
-        m_authTimer.stop();
-        beginStreaming();
-        return;
-    }
-    if (m_state == State::Closed)
-        return;
     if (!isObject) {
         sendError(u"malformed_json"_s, u"A frame must be one JSON object"_s);
         return;

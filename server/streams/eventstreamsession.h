@@ -2,10 +2,10 @@
 
 #include "eventhub.h"
 #include "eventstreams.h"
+#include "streamsession.h"
 
 #include <QCoroTask>
 #include <QObject>
-#include <QTimer>
 #include <QUuid>
 
 #include <memory>
@@ -19,33 +19,25 @@ class WebSocketConnection;
 // events (the store has them and the replay reads them); it switches to live right after a
 // replay read that came back short, with no await in between, so nothing committed can fall
 // into a gap.
-class EventStreamSession : public QObject, public EventSubscriber
+class EventStreamSession : public StreamSession, public EventSubscriber
 {
     Q_OBJECT
 public:
-    // Close codes of event streams beyond RFC 6455's: 4000 + the HTTP status they stand for,
-    // and 1013 for a client that does not read.
-    static constexpr int CloseUnauthorized = 4001;
-    static constexpr int CloseNotFound = 4004;
-    static constexpr int CloseInvalidParameter = 4022;
-    static constexpr int CloseSlowConsumer = 1013;
     // Messages of one client on their way to be stored: past them, its socket is not read
     // until one is answered. Without a bound, 150,000 frames from one client were queued to
     // the main thread at once, and every HTTP request waited 24 s behind them.
     static constexpr int MaxMessagesInFlight = 16;
 
     // `urlKey`: the session_api_key the socket's URL gave, if it gave one; it takes the place
-    // of the auth frame (a wrong one closes the socket with 4001 at once).
+    // of the auth frame (a wrong one closes the socket with 4001 at once). `client`: the
+    // upgrade request's, which the messages it sends are made by with the key's name.
     EventStreamSession(std::unique_ptr<WebSocketConnection> socket, quint64 serial,
                        const QUuid &conversationId, std::optional<qint64> afterSeq,
-                       std::optional<QByteArray> urlKey, EventStreams &streams,
+                       std::optional<QByteArray> urlKey, QString client, EventStreams &streams,
                        QObject *parent = nullptr);
     ~EventStreamSession() override;
 
-    void start();
-    quint64 serial() const { return m_serial; }
     QUuid conversationId() const { return m_id; }
-    void closeWith(int code, const QString &reason);
     // Its conversation was deleted: closed with 4004, unless it has not authenticated yet (it
     // learns that only after the auth frame, as it would of any unknown conversation).
     void conversationDeleted();
@@ -56,9 +48,6 @@ public:
     void deliverTransient(const QByteArray &frame) override;
     void beginBurst() override;
     void endBurst() override;
-
-Q_SIGNALS:
-    void finished(AgentDeck::EventStreamSession *session);
 
 private:
     enum class State
@@ -79,19 +68,15 @@ private:
     // Writes a frame unless it would take the unsent bytes over the budget; then the client is
     // a slow consumer and is closed.
     bool send(const QByteArray &frame);
-    void onTextMessage(const QByteArray &message);
-    void beginStreaming();
+    void beginStreaming() override;
+    void onFrame(const QByteArray &frame) override;
+    void stopped() override;
 
-    std::unique_ptr<WebSocketConnection> m_socket;
-    quint64 m_serial;
     QUuid m_id;
     std::optional<qint64> m_afterSeq;
-    std::optional<QByteArray> m_urlKey;
-    EventStreams &m_streams;
     State m_state = State::Authenticating;
     qint64 m_lastSeq = 0;
     int m_messagesInFlight = 0;
-    QTimer m_authTimer;
 };
 
 } // namespace AgentDeck

@@ -2,7 +2,6 @@
 
 #include "auditfeed.h"
 #include "eventstreams.h"
-#include "eventstreamsession.h"
 #include "logging.h"
 #include "metrics.h"
 #include "signalwait.h"
@@ -20,53 +19,13 @@ namespace AgentDeck {
 LifecycleStreamSession::LifecycleStreamSession(std::unique_ptr<WebSocketConnection> socket,
                                                quint64 serial, std::optional<qint64> after,
                                                Filter filter, std::optional<QByteArray> urlKey,
-                                               EventStreams &streams, QObject *parent)
-    : QObject(parent)
-    , m_socket(std::move(socket))
-    , m_serial(serial)
+                                               QString client, EventStreams &streams,
+                                               QObject *parent)
+    : StreamSession(std::move(socket), serial, std::move(urlKey), std::move(client), streams,
+                    parent)
     , m_after(after)
     , m_filter(std::move(filter))
-    , m_urlKey(std::move(urlKey))
-    , m_streams(streams)
-{
-    m_authTimer.setSingleShot(true);
-    connect(&m_authTimer, &QTimer::timeout, this, [this] {
-        closeWith(EventStreamSession::CloseUnauthorized, u"no auth frame in time"_s);
-    });
-    connect(m_socket.get(), &WebSocketConnection::textMessageReceived, this,
-            [this](const QByteArray &message) { onTextMessage(message); });
-    connect(m_socket.get(), &WebSocketConnection::binaryMessageReceived, this,
-            [this] { onTextMessage({}); });
-    // The server-wide budget dropped it (SendBudget): it is closing already.
-    connect(m_socket.get(), &WebSocketConnection::droppedAsSlowConsumer, this, [this] {
-        m_streams.metrics().slowConsumerDropped();
-        m_state = State::Closed;
-    });
-    connect(m_socket.get(), &WebSocketConnection::disconnected, this, [this] {
-        m_state = State::Closed;
-        Q_EMIT finished(this);
-    });
-}
-
-LifecycleStreamSession::~LifecycleStreamSession()
-{
-    m_socket->disconnect(this);
-}
-
-void LifecycleStreamSession::start()
-{
-    switch (m_streams.authenticate(m_urlKey)) {
-    case EventStreams::Authenticated::Yes:
-        beginStreaming();
-        break;
-    case EventStreams::Authenticated::No:
-        closeWith(EventStreamSession::CloseUnauthorized, u"unauthorized"_s);
-        break;
-    case EventStreams::Authenticated::AwaitingFrame:
-        m_authTimer.start(m_streams.settings().authTimeoutMs);
-        break;
-    }
-}
+{}
 
 void LifecycleStreamSession::beginStreaming()
 {
@@ -78,7 +37,6 @@ void LifecycleStreamSession::beginStreaming()
         closeWith(WebSocketConnection::CloseInternalError, u"storage failure"_s);
         return;
     }
-    m_state = State::Live;
     connect(&m_streams.auditFeed(), &AuditFeed::woke, this, [this] { pump(); });
     pump();
 }
@@ -94,7 +52,7 @@ QCoro::Task<> LifecycleStreamSession::pump()
     const qint64 budget = m_streams.settings().sendBudgetBytes;
     const int pageSize = m_streams.settings().replayPageSize;
     bool more = true;
-    while (more && m_state == State::Live) {
+    while (more && isStreaming()) {
         m_readAgain = false;
         QList<AuditRecord> page;
         try {
@@ -120,11 +78,11 @@ QCoro::Task<> LifecycleStreamSession::pump()
                     signalOrTimeout(m_socket.get(), &WebSocketConnection::bytesWritten,
                                     std::chrono::milliseconds(m_streams.settings().stallTimeoutMs));
                 co_await std::move(drained);
-                if (!self || m_state != State::Live)
+                if (!self || !isStreaming())
                     co_return;
                 if (m_socket->bytesToWrite() >= before) {
                     m_streams.metrics().slowConsumerDropped();
-                    closeWith(EventStreamSession::CloseSlowConsumer, u"slow_consumer"_s);
+                    closeWith(CloseSlowConsumer, u"slow_consumer"_s);
                     co_return;
                 }
             }
@@ -133,7 +91,7 @@ QCoro::Task<> LifecycleStreamSession::pump()
                 m_last = record.number;
                 continue;
             case EventStreams::Sent::SlowConsumer:
-                closeWith(EventStreamSession::CloseSlowConsumer, u"slow_consumer"_s);
+                closeWith(CloseSlowConsumer, u"slow_consumer"_s);
                 co_return;
             case EventStreams::Sent::Dropped:
                 co_return;
@@ -145,30 +103,9 @@ QCoro::Task<> LifecycleStreamSession::pump()
     m_pumping = false;
 }
 
-void LifecycleStreamSession::closeWith(int code, const QString &reason)
+void LifecycleStreamSession::onFrame(const QByteArray &)
 {
-    if (m_state == State::Closed)
-        return;
-    m_state = State::Closed;
-    m_authTimer.stop();
-    m_socket->close(quint16(code), reason, 5000,
-                    code == EventStreamSession::CloseSlowConsumer
-                        ? WebSocketConnection::Unsent::Drop
-                        : WebSocketConnection::Unsent::Send);
-}
-
-void LifecycleStreamSession::onTextMessage(const QByteArray &message)
-{
-    if (m_state == State::Authenticating) {
-        // Anything but the auth frame ends it, as on the event streams.
-        if (!m_streams.acceptsAuthFrame(message)) {
-            closeWith(EventStreamSession::CloseUnauthorized, u"unauthorized"_s);
-            return;
-        }
-        m_authTimer.stop();
-        beginStreaming();
-    }
-    // The stream only sends: anything else a client says is ignored.
+    // The stream only sends: anything a client says past its auth frame is ignored.
 }
 
 } // namespace AgentDeck

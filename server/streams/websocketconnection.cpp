@@ -101,6 +101,8 @@ WebSocketConnection::Handshake WebSocketConnection::parseHandshake(const QByteAr
             handshake.origin = value.toByteArray();
         } else if (name.compare("x-session-api-key", Qt::CaseInsensitive) == 0) {
             handshake.sessionKey = value.toByteArray();
+        } else if (name.compare("user-agent", Qt::CaseInsensitive) == 0) {
+            handshake.userAgent = value.toByteArray();
         } else if (name.compare("upgrade", Qt::CaseInsensitive) == 0) {
             upgrade = upgrade || headerHasToken(value, "websocket");
         } else if (name.compare("connection", Qt::CaseInsensitive) == 0) {

@@ -52,6 +52,7 @@ public:
         QByteArray origin;
         // The X-Session-API-Key header's value, when there is one (non-browser clients).
         std::optional<QByteArray> sessionKey;
+        QByteArray userAgent; // who the changes it asks for are made by (Actor::clientFrom())
     };
     static Handshake parseHandshake(const QByteArray &head);
 

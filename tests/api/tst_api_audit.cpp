@@ -198,6 +198,18 @@ private Q_SLOTS:
         QCOMPARE(found[0].value(u"status"_s).toInt(), conflict.status);
         QCOMPARE(found[0].value(u"actor"_s).toString(), u"ops-alice"_s);
 
+        // `result` keeps the changes made or the attempts refused.
+        const QString conversation = toWireId(id);
+        const auto actionsOf = [&](const QString &result) {
+            QStringList actions;
+            for (const QJsonObject &record :
+                 records(QUrlQuery{{u"conversation_id"_s, conversation}, {u"result"_s, result}}))
+                actions.append(record.value(u"action"_s).toString());
+            return actions;
+        };
+        QCOMPARE(actionsOf(u"done"_s), QStringList{u"create"_s});
+        QCOMPARE(actionsOf(u"refused"_s), (QStringList{u"start_fresh"_s, u"recover"_s}));
+
         // A flood: at most RefusedPerMinute a minute are kept.
         for (int i = 0; i < AuditLog::RefusedPerMinute + 30; ++i)
             call("POST", ServerConnection::conversationPath(id, u"pause"), {}, {}, u"wrong"_s);
@@ -257,6 +269,7 @@ private Q_SLOTS:
         for (const auto &[name, value] : {std::pair{u"conversation_id"_s, u"nope"_s},
                                           {u"page_id"_s, u"x"_s},
                                           {u"sort_order"_s, u"UP"_s},
+                                          {u"result"_s, u"failed"_s},
                                           {u"limit"_s, u"0"_s},
                                           {u"timestamp__gte"_s, u"x"_s}}) {
             const ApiReply bad = call("GET", u"/api/audit"_s, {}, QUrlQuery{{name, value}});

@@ -176,6 +176,21 @@ private Q_SLOTS:
         QVERIFY(!finished.contains(u"reason"_s));
     }
 
+    // A run a message sent over the event socket starts names the key the socket authenticated
+    // with and its client, as one asked for over HTTP does.
+    void aMessageOverTheEventSocketNamesItsSender()
+    {
+        QVERIFY(start());
+        const QUuid id = m_server->create(TestServer::shellConversation(u"true"_s, false));
+        QVERIFY(!id.isNull());
+        std::unique_ptr<EventStream> stream(m_server->client().openEventStream(id, 0));
+        QTRY_VERIFY_WITH_TIMEOUT(stream->isConnected(), WaitMs);
+        stream->sendMessage(MessageRequest{u"user"_s, u"true"_s, true});
+        QVERIFY(m_server->waitForStatus(id, u"finished"_s));
+        const QJsonObject running = lastEvent(id, u"execution_status"_s, u"running"_s);
+        QCOMPARE(running.value(u"actor_display"_s).toString(), u"ops-alice via console"_s);
+    }
+
     // The idle policy's stop of a sandbox is in the history, by the server, with its reason.
     void idlePolicy()
     {

@@ -254,7 +254,7 @@ private Q_SLOTS:
         constexpr int Records = 30'000;
         {
             AuditLog writer(m_server->server().database(), u"bulk"_s);
-            const QString reason(AuditLog::MaxReasonLength, u'r');
+            const QString reason(ChangeCause::MaxReasonLength, u'r');
             for (int i = 0; i < Records; ++i)
                 writer.record(Actor::server(u"retention"_s), u"archive"_s, QUuid::createUuid(),
                               reason);

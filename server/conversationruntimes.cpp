@@ -133,8 +133,10 @@ QCoro::Task<ConversationInfo> ConversationService::archive(QUuid id, ChangeCause
     resolveStale(info, cause);
     // Archived before the turn goes: a start waiting for it finds the conversation archived.
     auto stopping = stopRunAndRuntime(id, cause, [this, id, &cause] {
+        // An archive of an archived conversation changes nothing, and is no event.
         m_log.recordChange(id, u"archive"_s, u"archived"_s, cause, [this, id] {
-            if (!m_store.setArchived(id, m_clock.nowMs()))
+            const std::optional<bool> archived = m_store.setArchived(id, m_clock.nowMs());
+            if (!archived)
                 throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
             // Archiving is acting on the outcome: unarchived, it does not ask for attention
             // again.
@@ -144,7 +146,7 @@ QCoro::Task<ConversationInfo> ConversationService::archive(QUuid id, ChangeCause
             if (require(id).runtime.error)
                 m_store.setRuntimeError(id, std::nullopt);
             m_store.announce(id, u"release"_s);
-            return true;
+            return *archived;
         });
     });
     co_await std::move(stopping);
@@ -155,9 +157,10 @@ QCoro::Task<ConversationInfo> ConversationService::archive(QUuid id, ChangeCause
 ConversationInfo ConversationService::unarchive(const QUuid &id, const ChangeCause &cause)
 {
     m_log.recordChange(id, u"archive"_s, u"unarchived"_s, cause, [this, id] {
-        if (!m_store.setArchived(id, std::nullopt))
+        const std::optional<bool> unarchived = m_store.setArchived(id, std::nullopt);
+        if (!unarchived)
             throw ApiError::notFound(u"Conversation %1 does not exist"_s.arg(toWireId(id)));
-        return true;
+        return *unarchived;
     });
     return require(id);
 }

@@ -446,19 +446,23 @@ int ConversationStore::removeNewestEvents(const QUuid &id, int count)
     return q.numRowsAffected();
 }
 
-bool ConversationStore::setArchived(const QUuid &id, std::optional<qint64> archivedAtMs)
+std::optional<bool> ConversationStore::setArchived(const QUuid &id,
+                                                   std::optional<qint64> archivedAtMs)
 {
     m_cache.remove(id);
-    // Archiving again keeps the first timestamp.
     QSqlQuery &q = m_db.prepared(
         archivedAtMs
-            ? u"UPDATE conversations SET archived_at = COALESCE(archived_at, ?) WHERE id = ?"_s
-            : u"UPDATE conversations SET archived_at = NULL WHERE id = ?"_s);
+            ? u"UPDATE conversations SET archived_at = ? WHERE id = ? AND archived_at IS NULL"_s
+            : u"UPDATE conversations SET archived_at = NULL WHERE id = ? AND archived_at IS NOT NULL"_s);
     if (archivedAtMs)
         q.addBindValue(*archivedAtMs);
     q.addBindValue(toWireId(id));
     m_db.exec(q);
-    return q.numRowsAffected() > 0;
+    if (q.numRowsAffected() > 0)
+        return true;
+    if (!find(id))
+        return std::nullopt;
+    return false;
 }
 
 void ConversationStore::setRuntimeError(const QUuid &id, const std::optional<RuntimeError> &error)

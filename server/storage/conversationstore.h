@@ -149,8 +149,9 @@ public:
                                              std::chrono::milliseconds window);
     int removeNewestEvents(const QUuid &id, int count);
     bool remove(const QUuid &id);
-    // Sets archived_at (keeping an earlier one) or clears it. False when the row is gone.
-    bool setArchived(const QUuid &id, std::optional<qint64> archivedAtMs);
+    // Sets archived_at or clears it: true when it changed, false when the conversation was so
+    // already (archived again, it keeps the first time), nothing when the row is gone.
+    std::optional<bool> setArchived(const QUuid &id, std::optional<qint64> archivedAtMs);
     void setRuntimeError(const QUuid &id, const std::optional<RuntimeError> &error);
     // Marks the outcome dismissed; false when there is none not dismissed yet (or no row).
     bool dismissOutcome(const QUuid &id);

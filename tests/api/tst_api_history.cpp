@@ -176,6 +176,25 @@ private Q_SLOTS:
         QVERIFY(!finished.contains(u"reason"_s));
     }
 
+    // An archive of an archived conversation, or an unarchive of one that is not, changes
+    // nothing and writes no event (a client that repeats its call fills no history).
+    void aChangeThatChangesNothingIsNoEvent()
+    {
+        QVERIFY(start());
+        const QUuid id = m_server->create(TestServer::shellConversation(u"true"_s, false));
+        QVERIFY(!id.isNull());
+        const QString unarchive = ServerConnection::conversationPath(id, u"unarchive");
+        const QString archive = ServerConnection::conversationPath(id, u"archive");
+        QVERIFY(m_server->post(unarchive).ok());
+        QVERIFY(stateEvents(id, u"archive"_s).isEmpty());
+        QVERIFY(m_server->post(archive).ok());
+        QVERIFY(m_server->post(archive).ok());
+        QCOMPARE(stateEvents(id, u"archive"_s).size(), 1);
+        QVERIFY(m_server->post(unarchive).ok());
+        QVERIFY(m_server->post(unarchive).ok());
+        QCOMPARE(stateEvents(id, u"archive"_s).size(), 2);
+    }
+
     // A run a message sent over the event socket starts names the key the socket authenticated
     // with and its client, as one asked for over HTTP does.
     void aMessageOverTheEventSocketNamesItsSender()

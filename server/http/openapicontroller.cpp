@@ -226,12 +226,13 @@ QJsonObject OpenApiController::document(const Router &router, const QString &ver
     return {
         {u"openapi"_s, u"3.1.0"_s},
         {u"info"_s,
-         QJsonObject{{u"title"_s, u"AgentDeck"_s},
-                     {u"version"_s, version},
-                     {u"description"_s,
-                      u"Agent server API; generated from the server's route table. The event "
-                      "streams are WebSockets, outside this document: "
-                      "/sockets/events/{id}, /sockets/bash-events and /sockets/lifecycle (docs/API.md)."_s}}},
+         QJsonObject{
+             {u"title"_s, u"AgentDeck"_s},
+             {u"version"_s, version},
+             {u"description"_s,
+              u"Agent server API; generated from the server's route table. The event "
+              "streams are WebSockets, outside this document: "
+              "/sockets/events/{id}, /sockets/bash-events and /sockets/lifecycle (docs/API.md)."_s}}},
         {u"paths"_s, paths},
         {u"components"_s,
          QJsonObject{

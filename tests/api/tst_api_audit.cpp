@@ -9,7 +9,6 @@
 #include "testserver.h"
 #include "wiretypes.h"
 
-#include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QTemporaryDir>
@@ -38,12 +37,7 @@ class TestApiAudit : public QObject
 
     std::unique_ptr<TestServer> makeServer(TestServerOptions options = {})
     {
-        QFile keys(m_dir.filePath(u"keys"_s));
-        if (!keys.open(QIODevice::WriteOnly | QIODevice::Truncate))
-            return nullptr;
-        keys.write("ops-alice " + AliceKey.toUtf8() + "\n");
-        keys.close();
-        options.apiKeyFile = keys.fileName();
+        options.namedKeys = {{u"ops-alice"_s, AliceKey}};
         m_control = std::make_unique<FakeRuntimeControl>();
         options.parts.runtimes = std::make_unique<FakeRuntimeProvider>(*m_control);
         auto clock = std::make_unique<FakeClock>(QDateTime::currentMSecsSinceEpoch());

@@ -6,7 +6,6 @@
 #include "testserver.h"
 #include "wiretypes.h"
 
-#include <QFile>
 #include <QJsonObject>
 #include <QTemporaryDir>
 #include <QTest>
@@ -32,12 +31,7 @@ class TestApiHistory : public QObject
     bool start(TestServerOptions options = {})
     {
         m_server.reset();
-        QFile keys(m_dir.filePath(u"keys"_s));
-        if (!keys.open(QIODevice::WriteOnly | QIODevice::Truncate))
-            return false;
-        keys.write("ops-alice " + AliceKey.toUtf8() + "\n");
-        keys.close();
-        options.apiKeyFile = keys.fileName();
+        options.namedKeys = {{u"ops-alice"_s, AliceKey}};
         m_server = std::make_unique<TestServer>(std::move(options));
         if (!m_server->start()) {
             qWarning().noquote() << "the server did not start:" << m_server->errorString();

@@ -90,6 +90,17 @@ bool TestServer::start()
     config.port = 0;
     config.dataDir = m_options.dataDir;
     config.apiKeys = m_options.apiKeys;
+    if (!m_options.namedKeys.isEmpty()) {
+        QFile keys(QDir(m_options.dataDir).filePath(u"keys"_s));
+        if (!QDir().mkpath(m_options.dataDir) ||
+            !keys.open(QIODevice::WriteOnly | QIODevice::Truncate)) {
+            m_error = u"cannot write %1"_s.arg(keys.fileName());
+            return false;
+        }
+        for (const auto &[name, key] : std::as_const(m_options.namedKeys))
+            keys.write((name + u' ' + key + u'\n').toUtf8());
+        m_options.apiKeyFile = keys.fileName();
+    }
     config.apiKeyFile = m_options.apiKeyFile;
     config.workspaceRoots = m_options.workspaceRoots;
     config.workspaceDir = m_options.workspaceDir;

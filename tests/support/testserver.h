@@ -15,6 +15,8 @@ struct TestServerOptions
 {
     QStringList apiKeys;
     QString apiKeyFile; // --api-key-file
+    // Named keys (name, key): written to a key file in the data dir, given as --api-key-file.
+    QList<std::pair<QString, QString>> namedKeys;
     qint64 streamBudgetBytes = 16 * 1024 * 1024;
     qint64 streamTotalBudgetBytes = 128 * 1024 * 1024;
     int streamAuthTimeoutMs = 10'000;
